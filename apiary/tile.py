@@ -1,0 +1,89 @@
+"""The tile base class and what a tile learns from the design it is placed in."""
+
+from dataclasses import dataclass, field
+
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .noc.flit import flit_signature
+from .noc.header import Fbits, check_width
+
+
+__all__ = ["Endpoint", "TileEnv", "Tile", "NOC_PORTS"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a message goes: a tile by name, its coordinates and its sub-port (fbits)."""
+    name: str
+    x: int
+    y: int
+    fbits: int = Fbits.LOCAL0
+
+
+@dataclass
+class TileEnv:
+    """Everything a tile is told by the design: its name and place, the flit widths of the planes,
+    and its next-hop table per plane, ``{key: [Endpoint, ...]}``. A key is whatever the tile
+    routes on (an EtherType, an IP protocol, a UDP port, or ``None`` for "any"); several
+    endpoints under one key are replicas to balance across."""
+    name: str = "tile"
+    x: int = 0
+    y: int = 0
+    width: int = 512
+    ctl_width: int = 64
+    routes: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    def next_hops(self, plane="data"):
+        return self.routes.get(plane, {})
+
+
+#: Port names of each plane on a tile: (into the tile, out of the tile).
+NOC_PORTS = {"data": ("noc_in", "noc_out"), "ctl": ("ctl_in", "ctl_out")}
+
+
+class Tile(wiring.Component):
+    """Base class for a tile: its logic, not its router.
+
+    A subclass lists the planes it attaches to in ``planes`` and passes any further ports
+    (external I/O, counters) as ``members``. For each plane it gets a flit port into the tile
+    (``noc_in`` / ``ctl_in``, messages the router delivers) and one out of it (``noc_out`` /
+    ``ctl_out``, messages to inject). Members that are not NoC ports become ports of the
+    design's top level, named ``<tile>_<member>``.
+
+    ``streaming`` says whether the tile may hold its input while it waits for its output (true
+    for cut-through tiles); the deadlock check adds an in→out dependency for such tiles.
+    """
+
+    planes = ("data",)
+    streaming = True
+
+    def __init__(self, env=None, members=None):
+        self.env = env if env is not None else TileEnv()
+        check_width(self.env.width, "data plane width")
+        check_width(self.env.ctl_width, "control plane width")
+        sig = {}
+        for plane in self.planes:
+            if plane not in NOC_PORTS:
+                raise ValueError(f"{type(self).__name__} names plane {plane!r}; "
+                                 f"planes are {', '.join(NOC_PORTS)}")
+            width = self.env.width if plane == "data" else self.env.ctl_width
+            i, o = NOC_PORTS[plane]
+            sig[i] = In(flit_signature(width))
+            sig[o] = Out(flit_signature(width))
+        for name in members or {}:
+            if name in sig:
+                raise ValueError(f"{type(self).__name__}: member {name!r} clashes with a NoC port")
+        sig.update(members or {})
+        super().__init__(sig)
+
+    @property
+    def name(self):
+        return self.env.name
+
+    @classmethod
+    def external_members(cls, signature):
+        """Names of the members of ``signature`` that are not NoC ports."""
+        noc = {p for pair in NOC_PORTS.values() for p in pair}
+        return [name for name in signature.members if name not in noc]
