@@ -1,13 +1,24 @@
 """A placeholder tile that forwards every message to its declared next hop."""
 
-from amaranth import Module, Signal
-from amaranth.lib.wiring import Out
+from amaranth import Module
+from amaranth.lib.wiring import Out, connect, flipped
 
-from ..noc.header import field_location, header_flits
+from ..noc.rewrite import HeaderRewriter
 from ..tile import Tile
 
 
-__all__ = ["ForwardTile"]
+__all__ = ["ForwardTile", "next_hop_fields"]
+
+
+def next_hop_fields(env):
+    """Header fields that send a message from the tile in ``env`` to its single next hop, or
+    ``None`` if the tile has no next hop or several (placeholders do not balance)."""
+    hops = {ep for eps in env.next_hops("data").values() for ep in eps}
+    if len(hops) != 1:
+        return None
+    hop, = hops
+    return {"dst_x": hop.x, "dst_y": hop.y, "dst_fbits": hop.fbits,
+            "src_x": env.x, "src_y": env.y}
 
 
 class ForwardTile(Tile):
@@ -15,8 +26,7 @@ class ForwardTile(Tile):
     source (this tile).
 
     Latency: 0 cycles (combinational, cut-through). Throughput: one flit per cycle.
-    With no next hop declared, or several (this placeholder does not balance), messages are
-    dropped and counted in ``dropped``.
+    With no next hop declared, or several, messages are dropped and counted in ``dropped``.
 
     Members
     -------
@@ -26,41 +36,16 @@ class ForwardTile(Tile):
 
     def __init__(self, env=None):
         super().__init__(env, {"dropped": Out(32)})
-        hops = [ep for eps in self.env.next_hops("data").values() for ep in eps]
-        self._hop = hops[0] if len(set(hops)) == 1 else None
+        self._fields = next_hop_fields(self.env)
 
     def elaborate(self, platform):
         m = Module()
-        width = self.env.width
-        nh = header_flits(width)
-        index = Signal(range(nh + 1))          # which flit of the message is at the input
-        with m.If(self.noc_in.valid & self.noc_in.ready):
-            with m.If(self.noc_in.payload.last):
-                m.d.sync += index.eq(0)
-            with m.Elif(index < nh):
-                m.d.sync += index.eq(index + 1)
-
-        if self._hop is None:
+        if self._fields is None:
             m.d.comb += self.noc_in.ready.eq(1)
             with m.If(self.noc_in.valid & self.noc_in.payload.last):
                 m.d.sync += self.dropped.eq(self.dropped + 1)
             return m
-
-        rewrite = {
-            "dst_x": self._hop.x, "dst_y": self._hop.y, "dst_fbits": self._hop.fbits,
-            "src_x": self.env.x, "src_y": self.env.y,
-        }
-        data = Signal(width)
-        m.d.comb += data.eq(self.noc_in.payload.data)
-        for name, value in rewrite.items():
-            flit, lsb = field_location(width, name)
-            w = len(data[lsb:lsb + {"dst_fbits": 4}.get(name, 8)])
-            with m.If(index == flit):
-                m.d.comb += data[lsb:lsb + w].eq(value)
-        m.d.comb += [
-            self.noc_out.valid.eq(self.noc_in.valid),
-            self.noc_out.payload.data.eq(data),
-            self.noc_out.payload.last.eq(self.noc_in.payload.last),
-            self.noc_in.ready.eq(self.noc_out.ready),
-        ]
+        m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
+        connect(m, tile=flipped(self.noc_in), rewrite=rewrite.i)
+        connect(m, rewrite=rewrite.o, tile=flipped(self.noc_out))
         return m

@@ -1,10 +1,12 @@
 """A tile whose NoC port is brought out to the design's top level."""
 
 from amaranth import Module
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..noc.flit import flit_signature
-from ..tile import Tile
+from ..noc.rewrite import HeaderRewriter
+from ..tile import Tile, TileEnv
+from .forward import next_hop_fields
 
 
 __all__ = ["PortTile"]
@@ -13,22 +15,29 @@ __all__ = ["PortTile"]
 class PortTile(Tile):
     """Bring the tile's local NoC port out of the design, for test benches and off-mesh logic.
 
-    Messages on ``tx`` enter the NoC exactly as given (the sender writes the whole header);
-    messages the router delivers come out on ``rx``. No latency, no buffering, nothing dropped.
+    Messages the router delivers come out on ``rx``. Messages on ``tx`` enter the NoC as given
+    (the sender writes the whole header) or, with ``route=True``, addressed to the tile's single
+    declared next hop with this tile as source. No latency, no buffering, nothing dropped.
     """
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, *, route=False):
+        env = env if env is not None else TileEnv()
+        self._fields = next_hop_fields(env) if route else {}
+        if self._fields is None:
+            raise ValueError(f"PortTile {env.name!r} has route=True but not exactly one next hop")
         super().__init__(env, {
-            "tx": In(flit_signature((env.width if env else 512))),
-            "rx": Out(flit_signature((env.width if env else 512))),
+            "tx": In(flit_signature(env.width)),
+            "rx": Out(flit_signature(env.width)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        for src, dst in ((self.tx, self.noc_out), (self.noc_in, self.rx)):
-            m.d.comb += [
-                dst.valid.eq(src.valid),
-                dst.payload.eq(src.payload),
-                src.ready.eq(dst.ready),
-            ]
+        m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
+        connect(m, port=flipped(self.tx), rewrite=rewrite.i)
+        connect(m, rewrite=rewrite.o, tile=flipped(self.noc_out))
+        m.d.comb += [
+            self.rx.valid.eq(self.noc_in.valid),
+            self.rx.payload.eq(self.noc_in.payload),
+            self.noc_in.ready.eq(self.rx.ready),
+        ]
         return m

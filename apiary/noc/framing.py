@@ -1,0 +1,421 @@
+"""NoC message framing on the tile side: descriptor + payload bytes ⇄ flits.
+
+A message on a flit stream is ``header_flits(width)`` header flits (the NoC header of
+:func:`~apiary.noc.header.noc_header`, flit 0 holding its top bits), then ``metadata_flits``
+metadata words, then ``ceil(payload_bytes / (width // 8))`` payload words, ``last`` on the final
+flit. :class:`MessageSender` builds such messages from a descriptor and a payload byte stream;
+:class:`MessageReceiver` takes them apart again.
+
+Both ends frame the payload by the header's ``payload_bytes``, never by the payload stream's own
+``last``: a payload stream that ends early is padded with zero words, one that runs long is cut
+and its extra words discarded, and each such message is counted once. One helper,
+:class:`PayloadFramer`, does this for both.
+"""
+
+from amaranth import Module, Signal, Cat, Mux
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .flit import flit_signature, payload_signature
+from .header import noc_header, header_flits, check_width
+
+
+__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "payload_words",
+           "DESCRIPTOR_FIELDS"]
+
+
+#: Header fields a tile sets in a :class:`MessageSender` descriptor; the sender fills in
+#: ``msg_len`` and ``metadata_flits`` and leaves every other header field zero.
+DESCRIPTOR_FIELDS = ("dst_x", "dst_y", "dst_fbits", "msg_type",
+                     "src_x", "src_y", "src_fbits", "payload_bytes")
+
+
+def _check_meta_words(meta_words, what):
+    limit = (1 << noc_header(64).width("metadata_flits")) - 1
+    if not isinstance(meta_words, int) or not 0 <= meta_words <= limit:
+        raise ValueError(f"{what} takes between 0 and {limit} metadata words (the width of the "
+                         f"header's metadata_flits field), not {meta_words!r}")
+    return meta_words
+
+
+def payload_words(payload_bytes, width):
+    """``(words, tail)``: how many ``width``-bit words carry ``payload_bytes`` bytes, and how many
+    valid bytes the last of them holds (1 to ``width // 8``; meaningless when ``words`` is 0).
+
+    Works on Python ints and on Amaranth values alike.
+    """
+    nb = width // 8
+    shift = nb.bit_length() - 1
+    words = (payload_bytes + (nb - 1)) >> shift
+    if isinstance(payload_bytes, int):
+        return words, (payload_bytes % nb) or nb
+    low = payload_bytes[:shift]
+    return words, Mux(low == 0, nb, low)
+
+
+class PayloadFramer(wiring.Component):
+    """Pass exactly the number of words a ``payload_bytes`` count calls for, whatever the source's
+    ``last`` says.
+
+    Strobe ``load`` with ``load_bytes`` (non-zero) while ``busy`` is low; the framer then copies
+    ``i`` to ``o`` until ``o`` has carried ``ceil(load_bytes / (width // 8))`` words, marks the
+    final one ``last`` with ``nbytes`` set to the bytes it holds (all other words are full), and
+    zeroes the byte lanes of the final word beyond ``nbytes``.
+
+    * ``i`` ends early (``last`` before the final word): the remaining words are sent as zeros
+      without taking anything more from ``i``; ``error`` pulses.
+    * ``i`` runs long (no ``last`` on the final word): the words after it are taken from ``i`` and
+      discarded up to and including the one with ``last``, one per cycle, ``busy`` staying high;
+      ``error`` pulses.
+
+    Latency 0 cycles (``o`` is combinational from ``i``); throughput one word per cycle.
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits.
+
+    Members
+    -------
+    load : In(1)
+        Start a payload of ``load_bytes`` bytes (ignored while ``busy``).
+    load_bytes : In(22)
+        Payload length in bytes; must not be 0.
+    busy : Out(1)
+        A payload is being passed, padded or drained.
+    i : In(flit_signature(width))
+        The source words; only ``data`` and ``last`` matter.
+    o : Out(payload_signature(width))
+        The framed words.
+    error : Out(1)
+        Pulses once for a payload whose source length disagreed with ``load_bytes``.
+    """
+
+    def __init__(self, width):
+        self._width = check_width(width)
+        super().__init__({
+            "load": In(1),
+            "load_bytes": In(noc_header(width).width("payload_bytes")),
+            "busy": Out(1),
+            "i": In(flit_signature(width)),
+            "o": Out(payload_signature(width)),
+            "error": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        nb = self._width // 8
+        words, tail_now = payload_words(self.load_bytes, self._width)
+        remaining = Signal(len(self.load_bytes), name="remaining")
+        tail = Signal(len(self.o.payload.nbytes), name="tail")
+        final = Signal()
+        m.d.comb += final.eq(remaining == 1)
+
+        # Byte lanes of the final word beyond its last byte are zeroed.
+        src = self.i.payload.data
+        masked = Cat(Mux(~final | (tail > lane), src[8 * lane:8 * lane + 8], 0)
+                     for lane in range(nb))
+        m.d.comb += [
+            self.o.payload.last.eq(final),
+            self.o.payload.nbytes.eq(Mux(final, tail, nb)),
+        ]
+        advance = self.o.valid & self.o.ready
+        with m.If(advance):
+            m.d.sync += remaining.eq(remaining - 1)
+
+        with m.FSM(name="framer") as fsm:
+            with m.State("IDLE"):
+                with m.If(self.load):
+                    m.d.sync += [remaining.eq(words), tail.eq(tail_now)]
+                    m.next = "COPY"
+            with m.State("COPY"):
+                m.d.comb += [
+                    self.o.valid.eq(self.i.valid),
+                    self.o.payload.data.eq(masked),
+                    self.i.ready.eq(self.o.ready),
+                ]
+                with m.If(advance):
+                    with m.If(final):
+                        m.next = "IDLE"
+                        with m.If(~self.i.payload.last):
+                            m.d.comb += self.error.eq(1)
+                            m.next = "DRAIN"
+                    with m.Elif(self.i.payload.last):
+                        m.d.comb += self.error.eq(1)
+                        m.next = "PAD"
+            with m.State("PAD"):
+                m.d.comb += self.o.valid.eq(1)          # data stays 0
+                with m.If(advance & final):
+                    m.next = "IDLE"
+            with m.State("DRAIN"):
+                # The only place the framer drops data: words past the expected length.
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid & self.i.payload.last):
+                    m.next = "IDLE"
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        return m
+
+
+class MessageSender(wiring.Component):
+    """Turn a descriptor and a payload byte stream into a NoC message.
+
+    For each descriptor taken from ``i_hdr`` the sender sends the header flit(s), with ``msg_len``
+    and ``metadata_flits`` computed here and every header field not in the descriptor zero, then
+    ``meta_words`` metadata words from ``meta`` (word 0, the first sent, in its least significant
+    bits), then ``ceil(payload_bytes / (width // 8))`` words taken from ``i_data``. With
+    ``payload_bytes == 0`` the message ends after the metadata and nothing is taken from
+    ``i_data``. The output equals ``Message(header, meta, payload).flits(width)``; byte lanes past
+    ``payload_bytes`` in the final word are sent as zeros whatever ``i_data`` holds there.
+
+    The descriptor is held on ``i_hdr`` (not taken) until its last header/metadata flit is sent.
+
+    Latency: 0 cycles from a valid descriptor to the first header flit on ``o`` (cut-through; it
+    does not wait for payload), and 0 cycles from a payload word on ``i_data`` to ``o`` once the
+    header and metadata are out. ``o`` is combinational (not registered).
+    Throughput: one flit per cycle, back-to-back messages without idle cycles.
+
+    Errors: framing trusts ``payload_bytes``; ``i_data``'s ``nbytes`` is ignored. If ``i_data``
+    ends (``last``) early, the message is completed with zero words; if it does not end on the
+    word ``payload_bytes`` calls for, its further words up to its ``last`` are discarded (one per
+    cycle, before the next message starts). Either counts once in ``length_errors``.
+
+    Parameters
+    ----------
+    width : int
+        Flit width in bits (64, 128, 256 or 512).
+    meta_words : int
+        Metadata words per message, 0 to 255.
+
+    Members
+    -------
+    i_hdr : In(stream.Signature(MessageSender.descriptor_layout(width, meta_words)))
+        One descriptor per message.
+    i_data : In(payload_signature(width))
+        Payload words of messages with ``payload_bytes > 0``, in order.
+    o : Out(flit_signature(width))
+        The messages.
+    length_errors : Out(32)
+        Messages whose payload stream length disagreed with ``payload_bytes``.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or ``meta_words`` is out of range.
+    """
+
+    @staticmethod
+    def descriptor_layout(width, meta_words=0):
+        """The descriptor's layout: :data:`DESCRIPTOR_FIELDS` at their header widths, then
+        ``meta`` (``meta_words * width`` bits) if ``meta_words > 0``."""
+        hdr = noc_header(width)
+        fields = {name: unsigned(hdr.width(name)) for name in DESCRIPTOR_FIELDS}
+        if _check_meta_words(meta_words, "a message descriptor"):
+            fields["meta"] = unsigned(meta_words * width)
+        return data.StructLayout(fields)
+
+    def __init__(self, width, meta_words=0):
+        self._width = check_width(width)
+        self._meta_words = _check_meta_words(meta_words, "MessageSender")
+        super().__init__({
+            "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words))),
+            "i_data": In(payload_signature(width)),
+            "o": Out(flit_signature(width)),
+            "length_errors": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width, meta_words = self._width, self._meta_words
+        nh = header_flits(width)
+        count = nh + meta_words                     # flits built from the descriptor
+        m.submodules.framer = framer = PayloadFramer(width)
+
+        desc = self.i_hdr.payload
+        words, _ = payload_words(desc.payload_bytes, width)
+        header = Signal(noc_header(width).layout())
+        for name in DESCRIPTOR_FIELDS:
+            m.d.comb += getattr(header, name).eq(getattr(desc, name))
+        m.d.comb += [
+            header.msg_len.eq(nh - 1 + meta_words + words),
+            header.metadata_flits.eq(meta_words),
+        ]
+        raw = header.as_value()
+        flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
+        flits += [desc.meta[j * width:(j + 1) * width] for j in range(meta_words)]
+
+        index = Signal(range(count), name="index")  # which descriptor flit is on `o`
+        flit = Signal(width)
+        with m.Switch(index):
+            for j, value in enumerate(flits):
+                with m.Case(j):
+                    m.d.comb += flit.eq(value)
+        final = Signal()
+        m.d.comb += final.eq(index == count - 1)
+
+        with m.If(framer.busy):
+            m.d.comb += [
+                framer.i.valid.eq(self.i_data.valid),
+                framer.i.payload.data.eq(self.i_data.payload.data),
+                framer.i.payload.last.eq(self.i_data.payload.last),
+                self.i_data.ready.eq(framer.i.ready),
+                self.o.valid.eq(framer.o.valid),
+                self.o.payload.data.eq(framer.o.payload.data),
+                self.o.payload.last.eq(framer.o.payload.last),
+                framer.o.ready.eq(self.o.ready),
+            ]
+        with m.Else():
+            m.d.comb += [
+                self.o.valid.eq(self.i_hdr.valid),
+                self.o.payload.data.eq(flit),
+                self.o.payload.last.eq(final & (words == 0)),
+                self.i_hdr.ready.eq(self.o.ready & final),
+                framer.load_bytes.eq(desc.payload_bytes),
+            ]
+            with m.If(self.o.valid & self.o.ready):
+                m.d.sync += index.eq(Mux(final, 0, index + 1))
+                m.d.comb += framer.load.eq(final & (words != 0))
+
+        m.d.sync += self.length_errors.eq(self.length_errors + framer.error)
+        return m
+
+
+class MessageReceiver(wiring.Component):
+    """Split NoC messages into a header transfer and a payload byte stream.
+
+    For each message on ``i`` the receiver makes one transfer on ``o_hdr`` (every NoC header field
+    plus ``meta``, the ``meta_words`` metadata flits with the first in the least significant
+    bits), then, if ``payload_bytes > 0``, ``ceil(payload_bytes / (width // 8))`` words on
+    ``o_data`` with ``nbytes`` restored from ``payload_bytes``, ``last`` on the final one, and
+    byte lanes past ``nbytes`` zeroed. Header-only messages (``payload_bytes == 0``) give an
+    ``o_hdr`` transfer only. ``o_hdr`` is taken before the message's first payload word appears.
+
+    Latency: 0 cycles from the last header/metadata flit on ``i`` to ``o_hdr`` (earlier header
+    flits are registered, the last one passes combinationally), and 0 cycles from a payload flit
+    to ``o_data`` (combinational). Throughput: one flit per cycle; back-to-back messages without
+    idle cycles.
+
+    Errors, each counting once per message in ``errors``:
+
+    * The message ends before its header and metadata are complete, its header's
+      ``metadata_flits`` is not ``meta_words``, or it ends on its last metadata flit while
+      ``payload_bytes > 0``: the whole message is dropped (no ``o_hdr``, no ``o_data``).
+    * It has fewer payload flits than ``payload_bytes`` calls for: ``o_data`` is completed with
+      zero words, so it always carries exactly ``payload_bytes`` bytes.
+    * It has more flits than ``payload_bytes`` calls for (including a header-only message with
+      payload flits): ``o_data`` ends where ``payload_bytes`` says and the extra flits are
+      discarded.
+
+    ``msg_len`` is not checked: links and routers frame messages by ``last``.
+
+    Parameters
+    ----------
+    width : int
+        Flit width in bits (64, 128, 256 or 512).
+    meta_words : int
+        Metadata flits every message must carry, 0 to 255.
+
+    Members
+    -------
+    i : In(flit_signature(width))
+        The messages.
+    o_hdr : Out(stream.Signature(MessageReceiver.header_layout(width, meta_words)))
+        One transfer per message delivered.
+    o_data : Out(payload_signature(width))
+        The payload bytes of messages with ``payload_bytes > 0``.
+    errors : Out(32)
+        Messages dropped or reframed, as listed above.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or ``meta_words`` is out of range.
+    """
+
+    @staticmethod
+    def header_layout(width, meta_words=0):
+        """Every field of ``noc_header(width)`` at its place in the header, then ``meta``
+        (``meta_words * width`` bits) above the header if ``meta_words > 0``."""
+        hdr = noc_header(width)
+        fields = {n: data.Field(unsigned(hdr.width(n)), hdr.offset(n)) for n in hdr.names}
+        meta_bits = _check_meta_words(meta_words, "a message header") * width
+        if meta_bits:
+            fields["meta"] = data.Field(unsigned(meta_bits), hdr.size)
+        return data.FlexibleLayout(hdr.size + meta_bits, fields)
+
+    def __init__(self, width, meta_words=0):
+        self._width = check_width(width)
+        self._meta_words = _check_meta_words(meta_words, "MessageReceiver")
+        super().__init__({
+            "i": In(flit_signature(width)),
+            "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words))),
+            "o_data": Out(payload_signature(width)),
+            "errors": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width, meta_words = self._width, self._meta_words
+        nh = header_flits(width)
+        count = nh + meta_words                     # header and metadata flits per message
+        m.submodules.framer = framer = PayloadFramer(width)
+
+        stored = [Signal(width, name=f"flit{j}") for j in range(count - 1)]
+        flits = [*stored, self.i.payload.data]      # the last one straight from the input
+        m.d.comb += self.o_hdr.payload.eq(Cat(*reversed(flits[:nh]), *flits[nh:]))
+        hdr = self.o_hdr.payload
+        words, _ = payload_words(hdr.payload_bytes, width)
+        m.d.comb += framer.load_bytes.eq(hdr.payload_bytes)
+
+        index = Signal(range(count), name="index")  # which header/metadata flit is on `i`
+        drop = Signal()                             # discarding the rest of a bad message
+        error = Signal()
+        i = self.i
+        taken = i.valid & i.ready
+
+        with m.If(framer.busy):
+            m.d.comb += [
+                framer.i.valid.eq(i.valid),
+                framer.i.payload.eq(i.payload),
+                i.ready.eq(framer.i.ready),
+                self.o_data.valid.eq(framer.o.valid),
+                self.o_data.payload.eq(framer.o.payload),
+                framer.o.ready.eq(self.o_data.ready),
+            ]
+        with m.Elif(drop):
+            m.d.comb += i.ready.eq(1)
+            with m.If(taken & i.payload.last):
+                m.d.sync += drop.eq(0)
+        with m.Elif(index != count - 1):
+            m.d.comb += i.ready.eq(1)
+            with m.If(taken):
+                with m.Switch(index):
+                    for j, reg in enumerate(stored):
+                        with m.Case(j):
+                            m.d.sync += reg.eq(i.payload.data)
+                with m.If(i.payload.last):      # truncated header or metadata
+                    m.d.comb += error.eq(1)
+                    m.d.sync += index.eq(0)
+                with m.Else():
+                    m.d.sync += index.eq(index + 1)
+        with m.Else():
+            reject = (hdr.metadata_flits != meta_words) | (i.payload.last & (words != 0))
+            with m.If(reject):
+                m.d.comb += i.ready.eq(1)
+                with m.If(taken):
+                    m.d.comb += error.eq(1)
+                    m.d.sync += [index.eq(0), drop.eq(~i.payload.last)]
+            with m.Else():
+                m.d.comb += [
+                    self.o_hdr.valid.eq(i.valid),
+                    i.ready.eq(self.o_hdr.ready),
+                ]
+                with m.If(taken):
+                    m.d.sync += index.eq(0)
+                    m.d.comb += framer.load.eq(words != 0)
+                    with m.If((words == 0) & ~i.payload.last):  # header-only, but more flits
+                        m.d.comb += error.eq(1)
+                        m.d.sync += drop.eq(1)
+
+        m.d.sync += self.errors.eq(self.errors + error + framer.error)
+        return m

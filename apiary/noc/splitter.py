@@ -1,0 +1,105 @@
+"""Demultiplex a tile's incoming messages by their destination sub-port (``dst_fbits``)."""
+
+from amaranth import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .flit import flit_signature
+from .header import ROUTING_BITS, check_width, routing_header
+
+
+__all__ = ["FbitsSplitter"]
+
+
+class FbitsSplitter(wiring.Component):
+    """Send each message to the output whose ``fbits`` value matches its header's ``dst_fbits``.
+
+    The output is chosen on a message's first flit (from the routing word, the top
+    :data:`~apiary.noc.header.ROUTING_BITS` bits) and kept until its ``last`` flit, whatever
+    later flits hold. Like Beehive's ``beehive_noc_fbits_splitter``, but with any number of
+    outputs. A busy output stalls the input (no buffering).
+
+    Latency: 0 cycles (cut-through, combinational from ``i`` to ``o``; nothing registered on the
+    data path). Throughput: one flit per cycle.
+
+    Drops: a message whose ``dst_fbits`` matches no output is taken from ``i`` at one flit per
+    cycle and discarded whole; ``dropped`` counts such messages (on their first flit).
+
+    Parameters
+    ----------
+    width : int
+        Flit width in bits.
+    fbits : list of int
+        The ``dst_fbits`` value of each output, e.g. ``[Fbits.LOCAL0, Fbits.LOCAL1]``.
+
+    Members
+    -------
+    i : In(flit_signature(width))
+        Messages addressed to this tile.
+    o : Out(flit_signature(width)).array(len(fbits))
+        ``o[k]`` carries the messages with ``dst_fbits == fbits[k]``.
+    dropped : Out(32)
+        Messages with an unknown ``dst_fbits``.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported, ``fbits`` is empty, or a value repeats or does not fit in
+        the ``dst_fbits`` field.
+    """
+
+    def __init__(self, width, fbits):
+        self._width = check_width(width)
+        limit = 1 << routing_header().width("dst_fbits")
+        fbits = list(fbits)
+        if not fbits:
+            raise ValueError("FbitsSplitter needs at least one fbits value to route to.")
+        for value in fbits:
+            if not isinstance(value, int) or not 0 <= value < limit:
+                raise ValueError(f"FbitsSplitter: fbits value {value!r} is not an integer "
+                                 f"from 0 to {limit - 1}.")
+        if len(set(fbits)) != len(fbits):
+            raise ValueError(f"FbitsSplitter: fbits {fbits} names an output twice.")
+        self._fbits = [int(v) for v in fbits]
+        super().__init__({
+            "i": In(flit_signature(width)),
+            "o": Out(flit_signature(width)).array(len(fbits)),
+            "dropped": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = len(self._fbits)
+        i = self.i
+        routing = data.View(routing_header().layout(),
+                            i.payload.data[self._width - ROUTING_BITS:])
+
+        # The choice for the flit on `i`: decoded on a message's first flit, held after it.
+        first = Signal(init=1)          # the next flit on `i` starts a message
+        held = Signal(range(n + 1))     # the choice for the rest of the current message
+        choice = Signal(range(n + 1))   # n means "drop"
+        with m.If(first):
+            m.d.comb += choice.eq(n)
+            for k, value in enumerate(self._fbits):
+                with m.If(routing.dst_fbits == value):
+                    m.d.comb += choice.eq(k)
+        with m.Else():
+            m.d.comb += choice.eq(held)
+
+        for k, out in enumerate(self.o):
+            m.d.comb += [
+                out.payload.eq(i.payload),
+                out.valid.eq(i.valid & (choice == k)),
+            ]
+        with m.Switch(choice):
+            for k, out in enumerate(self.o):
+                with m.Case(k):
+                    m.d.comb += i.ready.eq(out.ready)
+            with m.Default():           # the only place messages are dropped
+                m.d.comb += i.ready.eq(1)
+
+        with m.If(i.valid & i.ready):
+            m.d.sync += [first.eq(i.payload.last), held.eq(choice)]
+            with m.If(first & (choice == n)):
+                m.d.sync += self.dropped.eq(self.dropped + 1)
+        return m

@@ -1,0 +1,95 @@
+"""Generic tiles: ForwardTile rewrites only the routing and source fields; PortTile routes."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from apiary.noc import Message, NocHeader
+from apiary.noc.testbench import send_message, recv_message
+from apiary.tile import Endpoint, TileEnv
+from apiary.tiles import ForwardTile, PortTile
+
+
+def run(dut, *testbenches, background=()):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for tb in background:
+        sim.add_testbench(tb, background=True)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    sim.run()
+
+
+def sample_messages(rng, n):
+    return [Message(NocHeader(dst_x=1, dst_y=0, src_x=9, src_y=9, msg_type=rng.randrange(256),
+                              packet_num=0),
+                    meta=[rng.getrandbits(64)] * rng.randrange(2),
+                    payload=bytes(rng.getrandbits(8) for _ in range(rng.randrange(100))))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_forward_tile_rewrites_destination_and_source(width):
+    env = TileEnv("fwd", x=1, y=0, width=width,
+                  routes={"data": {None: [Endpoint("next", 2, 1, 0b1001)]}})
+    dut = ForwardTile(env)
+    rng = random.Random(width)
+    msgs = sample_messages(rng, 20)
+
+    async def source(ctx):
+        for msg in msgs:
+            await send_message(ctx, dut.noc_in, msg, width, rng=rng, stall=0.3)
+
+    async def sink(ctx):
+        for msg in msgs:
+            got = await recv_message(ctx, dut.noc_out, width, rng=rng, stall=0.3)
+            expect = Message.from_flits(msg.flits(width), width)
+            expect.header.dst_x, expect.header.dst_y, expect.header.dst_fbits = 2, 1, 0b1001
+            expect.header.src_x, expect.header.src_y = 1, 0
+            assert got == expect
+
+    run(dut, sink, background=[source])
+
+
+def test_forward_tile_without_next_hop_drops_and_counts():
+    dut = ForwardTile(TileEnv("sink", width=64))
+    msgs = sample_messages(random.Random(1), 5)
+
+    async def tb(ctx):
+        for msg in msgs:
+            await send_message(ctx, dut.noc_in, msg, 64)
+        await ctx.tick()
+        assert ctx.get(dut.dropped) == 5
+        assert ctx.get(dut.noc_out.valid) == 0
+
+    run(dut, tb)
+
+
+def test_port_tile_route_requires_one_next_hop():
+    with pytest.raises(ValueError, match="route=True but not exactly one next hop"):
+        PortTile(TileEnv("p", width=64), route=True)
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_port_tile_routes_to_next_hop(width):
+    env = TileEnv("p", x=0, y=2, width=width, routes={"data": {5: [Endpoint("ip", 3, 1)]}})
+    dut = PortTile(env, route=True)
+    msg = sample_messages(random.Random(2), 1)[0]
+
+    async def tb(ctx):
+        ctx.set(dut.noc_out.ready, 1)
+        flits = msg.flits(width)
+        out = []
+        for data, last in flits:
+            ctx.set(dut.tx.payload, {"data": data, "last": last})
+            ctx.set(dut.tx.valid, 1)
+            await ctx.delay(0)
+            assert ctx.get(dut.noc_out.valid)
+            out.append((ctx.get(dut.noc_out.payload.data), ctx.get(dut.noc_out.payload.last)))
+            await ctx.tick()
+        got = Message.from_flits(out, width)
+        assert (got.header.dst_x, got.header.dst_y, got.header.src_x, got.header.src_y) == (3, 1, 0, 2)
+        assert got.payload == msg.payload
+
+    run(dut, tb)
