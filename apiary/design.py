@@ -1,0 +1,364 @@
+"""A design: which tiles sit where on the mesh, and which messages may flow between them.
+
+A design script builds a :class:`Design` in a few lines::
+
+    d = Design("udp_rx", cols=4, rows=1, width=512)
+    d.add("eth", PortTile, at=(0, 0), route=True)
+    d.add("ip", ForwardTile, at=(1, 0))
+    d.add("udp", ForwardTile, at=(2, 0))
+    d.add("app", PortTile, at=(3, 0))
+    d.chain("eth", "ip", "udp", "app")
+
+and then goes through fixed phases (STYLE §6, after FlooNoC): *declare* (the calls above, each
+recording the script line it came from) → *validate* (names, classes, coordinates, dangling routes,
+planes) → *layout graph* (XY paths) → *deadlock check* (the resource-dependency graph) → *node
+tables* (each tile's next hops) → *elaborate* (:mod:`apiary.top`). :meth:`Design.check` runs every
+phase up to the node tables and raises one :class:`DesignError` listing every problem, each
+naming the tile and the ``file:line`` that declared it.
+
+Problems with a single argument that make the call meaningless (a coordinate that is not a pair of
+integers, a key that cannot be a table key) raise at once; everything that depends on the rest of
+the design (duplicate names, overlaps, routes to nowhere, deadlock) is reported by
+:meth:`Design.check`, all together.
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+
+from .noc.header import Fbits, check_width
+from .tile import NOC_PORTS, Endpoint, TileEnv
+
+
+__all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "PLANES", "where_declared"]
+
+
+#: The planes a route may use: the data plane and the narrow control plane (separate meshes).
+PLANES = tuple(NOC_PORTS)
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class DesignError(Exception):
+    """A design is not sound, or could not be loaded.
+
+    ``str(error)`` is one readable report listing every problem found; each problem is a full
+    sentence naming the tile(s) and the ``file:line`` where they were declared.
+
+    Attributes
+    ----------
+    problems : list of str
+        The problems, one entry each (an entry may span several lines).
+    graph : LayoutGraph or None
+        The layout graph, when the problems were found while building it (a drawing of a
+        deadlocking design can still highlight the cycle).
+    """
+
+    def __init__(self, problems, *, design=None, graph=None):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems = list(problems)
+        self.design = design
+        self.graph = graph
+        super().__init__(self._report())
+
+    def _report(self):
+        if self.design is None:
+            return "\n".join(self.problems)
+        name = self.design.name
+        if len(self.problems) == 1:
+            first, *rest = self.problems[0].split("\n")
+            return "\n".join([f"design {name!r}: {first}", *(f"    {line}" for line in rest)])
+        lines = [f"design {name!r} has {len(self.problems)} problems:"]
+        for i, problem in enumerate(self.problems, 1):
+            first, *rest = problem.split("\n")
+            lines.append(f"  {i}. {first}")
+            lines.extend(f"     {line}" for line in rest)
+        return "\n".join(lines)
+
+
+def _in_package(filename):
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+def _show_path(filename):
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:          # another drive
+        return filename
+    return filename if rel.startswith(os.pardir) else rel
+
+
+def where_declared(depth=1):
+    """``"file:line"`` of the first caller outside the :mod:`apiary` package."""
+    frame = sys._getframe(depth)
+    while frame is not None and _in_package(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    return f"{_show_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+@dataclass
+class TileDecl:
+    """One tile of a design: its name, class, constructor parameters and place."""
+    name: str
+    cls: type
+    params: dict
+    x: int
+    y: int
+    where: str = "<unknown>"
+
+    @property
+    def at(self):
+        return (self.x, self.y)
+
+    @property
+    def cls_name(self):
+        return getattr(self.cls, "__name__", repr(self.cls))
+
+    def describe(self):
+        """``'name' (Class, file:line)``, for messages."""
+        return f"{self.name!r} ({self.cls_name}, {self.where})"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Messages with ``key`` may go from tile ``src`` to tile ``dst`` on ``plane``.
+
+    ``key`` is what ``src`` routes on (an EtherType, a protocol number, a port, or ``None`` for
+    any message); several routes from one tile with the same key are replicas.
+    """
+    src: str
+    dst: str
+    key: object = None
+    plane: str = "data"
+    fbits: int = Fbits.LOCAL0
+    where: str = "<unknown>"
+
+    def describe(self, *, plane=False):
+        """``src → dst`` with its key (and plane), for messages."""
+        text = f"{self.src} → {self.dst}"
+        extra = []
+        if self.key is not None:
+            extra.append(f"key {_show_key(self.key)}")
+        if plane:
+            extra.append(f"plane {self.plane!r}")
+        if extra:
+            text += f" [{', '.join(extra)}]"
+        return text
+
+
+@dataclass(frozen=True)
+class Depends:
+    """While ``tile`` holds a message that arrived on ``plane``, it may wait for ``on`` to send
+    on ``on_plane`` (Beehive's ``depends_on``): a dependency edge ``tile.in → on.out``."""
+    tile: str
+    plane: str
+    on: str
+    on_plane: str
+    where: str = "<unknown>"
+
+
+def _show_key(key):
+    if isinstance(key, int) and not isinstance(key, bool) and key > 255:
+        return f"{key:#06x}"
+    return repr(key)
+
+
+def _check_int(value, lo, hi, what, where):
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise DesignError(f"{what} must be an integer from {lo} to {hi}, not {value!r} ({where}).")
+    return value
+
+
+class Design:
+    """A mesh of ``cols`` × ``rows`` positions, the tiles placed on it, and the routes between them.
+
+    Parameters
+    ----------
+    name : str
+        The design's name (also the name of its Verilog top module).
+    cols, rows : int
+        Mesh size, 1 to 255 each. Position ``(0, 0)`` is the top-left; ``y`` grows south.
+    width : int
+        Data-plane flit width: 64, 128, 256 or 512 bits.
+    ctl_width : int
+        Control-plane flit width (same choices).
+
+    Attributes
+    ----------
+    tiles : dict of str to TileDecl
+        In declaration order.
+    routes : list of Route
+        In declaration order.
+    dependencies : list of Depends
+        Declared with :meth:`depends`.
+    settings : dict
+        Free-form design-level settings (addresses and the like), passed to every tile's env.
+
+    Raises
+    ------
+    DesignError
+        If the mesh size or a width is out of range (naming the line that built the design).
+    """
+
+    def __init__(self, name, *, cols, rows, width=512, ctl_width=64):
+        where = where_declared(2)
+        if not isinstance(name, str) or not name:
+            raise DesignError(f"a design's name must be a non-empty string, not {name!r} ({where}).")
+        self.name = name
+        self.where = where
+        self.cols = _check_int(cols, 1, 255, f"design {name!r}: cols", where)
+        self.rows = _check_int(rows, 1, 255, f"design {name!r}: rows", where)
+        for value, what in ((width, "data plane width"), (ctl_width, "control plane width")):
+            try:
+                check_width(value, what)
+            except ValueError as e:
+                raise DesignError(f"design {name!r}: {e} ({where}).") from None
+        self.width = width
+        self.ctl_width = ctl_width
+        self.tiles = {}
+        self.routes = []
+        self.dependencies = []
+        self.settings = {}
+        self._problems = []       # declaration problems found before check(), e.g. duplicate names
+
+    def __repr__(self):
+        return (f"Design({self.name!r}, {self.cols}x{self.rows}, {len(self.tiles)} tiles, "
+                f"{len(self.routes)} routes)")
+
+    # -- declare ---------------------------------------------------------------------------------
+
+    def add(self, name, tile_cls, *, at, **params):
+        """Place a tile of class ``tile_cls`` at ``at = (x, y)``; ``params`` go to its constructor.
+
+        Returns ``name``, so that ``eth = d.add("eth", ...)`` reads well in scripts.
+        """
+        where = where_declared(2)
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise DesignError(f"tile name {name!r} ({where}) must be a Python identifier that "
+                              f"does not start with '_' (letters, digits and underscores): it "
+                              f"names the tile's ports at the top level.")
+        if (not isinstance(at, (tuple, list)) or len(at) != 2
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in at)):
+            raise DesignError(f"tile {name!r} ({where}): at= must be an (x, y) pair of integers, "
+                              f"not {at!r}.")
+        decl = TileDecl(name, tile_cls, dict(params), at[0], at[1], where)
+        if name in self.tiles:
+            first = self.tiles[name]
+            self._problems.append(f"tile name {name!r} is declared twice: at {first.where} and "
+                                  f"again at {where}; tile names must be unique.")
+        else:
+            self.tiles[name] = decl
+        return name
+
+    def route(self, src, dst, *, key=None, plane="data", fbits=Fbits.LOCAL0):
+        """Declare that messages with ``key`` may go from tile ``src`` to tile ``dst`` on ``plane``."""
+        self._route(src, dst, key, plane, fbits, where_declared(2))
+
+    def _route(self, src, dst, key, plane, fbits, where):
+        for end in (src, dst):
+            if not isinstance(end, str):
+                raise DesignError(f"route {src!r} → {dst!r} ({where}): routes name tiles by their "
+                                  f"name (a string), not {end!r}.")
+        try:
+            hash(key)
+        except TypeError:
+            raise DesignError(f"route {src} → {dst} ({where}): key {key!r} cannot be a table key "
+                              f"(it is not hashable).") from None
+        if not isinstance(fbits, int) or not 0 <= fbits < 16:
+            raise DesignError(f"route {src} → {dst} ({where}): fbits must be a 4-bit value such as "
+                              f"Fbits.LOCAL0, not {fbits!r}.")
+        self.routes.append(Route(src, dst, key, plane, fbits, where))
+
+    def chain(self, *names, keys=None, plane="data"):
+        """Route each tile in ``names`` to the next; ``keys`` gives one key per hop (or ``None``)."""
+        where = where_declared(2)
+        if len(names) < 2:
+            raise DesignError(f"chain ({where}) needs at least two tiles, got {len(names)}.")
+        hops = len(names) - 1
+        if keys is None:
+            keys = [None] * hops
+        keys = list(keys)
+        if len(keys) != hops:
+            raise DesignError(f"chain {' → '.join(map(str, names))} ({where}) has {hops} hops but "
+                              f"{len(keys)} keys; give one key per hop.")
+        for src, dst, key in zip(names, names[1:], keys):
+            self._route(src, dst, key, plane, Fbits.LOCAL0, where)
+
+    def depends(self, tile, *, on=None, plane="data", on_plane=None):
+        """Declare that ``tile`` may hold a message arriving on ``plane`` while it waits for tile
+        ``on`` (default: itself) to send on ``on_plane`` (default: ``plane``).
+
+        This is Beehive's ``depends_on``: e.g. a TCP receive tile holding a segment until its
+        memory request (on another plane or through another tile) goes out. Streaming tiles get
+        the same-tile, same-plane dependency automatically.
+        """
+        where = where_declared(2)
+        self.dependencies.append(Depends(tile, plane, tile if on is None else on,
+                                    plane if on_plane is None else on_plane, where))
+
+    # -- derive ----------------------------------------------------------------------------------
+
+    def graph(self):
+        """Build the :class:`~apiary.layout.LayoutGraph` without raising (see its ``problems``)."""
+        from .layout import LayoutGraph
+        return LayoutGraph(self)
+
+    def check(self):
+        """Run every check; raise :class:`DesignError` listing all problems, else return the graph."""
+        graph = self.graph()
+        if graph.problems:
+            raise DesignError(graph.problems, design=self, graph=graph)
+        return graph
+
+    def node_table(self, name):
+        """``{plane: {key: [Endpoint, ...]}}`` from the routes leaving tile ``name``; routes to a
+        tile that does not exist are left out (the checks report them)."""
+        table = {}
+        for r in self.routes:
+            if r.src != name or r.dst not in self.tiles:
+                continue
+            dst = self.tiles[r.dst]
+            table.setdefault(r.plane, {}).setdefault(r.key, []).append(
+                Endpoint(r.dst, dst.x, dst.y, r.fbits))
+        return table
+
+    def env(self, name):
+        """The :class:`~apiary.tile.TileEnv` tile ``name`` is built with."""
+        if name not in self.tiles:
+            raise DesignError(f"design {self.name!r} has no tile {name!r}.")
+        decl = self.tiles[name]
+        return TileEnv(name=name, x=decl.x, y=decl.y, width=self.width, ctl_width=self.ctl_width,
+                       routes=self.node_table(name), settings=dict(self.settings))
+
+    def build_tiles(self):
+        """Construct every tile, ``cls(self.env(name), **params)``, in declaration order.
+
+        Raises :class:`DesignError` for the design's declaration problems (not the deadlock check;
+        call :meth:`check` for that) and for every constructor that raised, naming the tile and
+        the line that declared it.
+        """
+        graph = self.graph()
+        if graph.structural_problems:
+            raise DesignError(graph.structural_problems, design=self, graph=graph)
+        tiles, problems = {}, []
+        for name, decl in self.tiles.items():
+            try:
+                tiles[name] = decl.cls(self.env(name), **decl.params)
+            except Exception as e:   # noqa: BLE001 -- any constructor failure is the user's to fix
+                problems.append(f"tile {decl.describe()} could not be built: "
+                                f"{type(e).__name__}: {e}")
+        if problems:
+            raise DesignError(problems, design=self)
+        return tiles
+
+    def empty_positions(self):
+        """Mesh positions ``(x, y)`` with no tile, row by row; they get router-only tiles."""
+        used = {decl.at for decl in self.tiles.values()}
+        return [(x, y) for y in range(self.rows) for x in range(self.cols) if (x, y) not in used]
+
+    def planes_used(self):
+        """Planes that some route uses, in :data:`PLANES` order."""
+        return [p for p in PLANES if any(r.plane == p for r in self.routes)]

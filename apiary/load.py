@@ -1,0 +1,229 @@
+"""Load a design from a script: ``path/to/design.py``, ``path/to/design.py:function`` or
+``package.module:function``.
+
+A design script defines ``def design(width=512) -> Design`` (any keyword parameters it likes), or a
+module-level ``design`` that already is a :class:`~apiary.design.Design`. :func:`load_design`
+calls the function with the overrides the command line gives (``--width 64`` becomes
+``design(width=64)``).
+
+Whatever goes wrong (no such file, a syntax error, an exception in the script, a function that
+does not take an override, a return value that is not a Design) becomes one
+:class:`~apiary.design.DesignError` naming the file and line in the *user's* script, not a
+traceback from inside Amaranth.
+"""
+
+import importlib
+import importlib.util
+import inspect
+import itertools
+import os
+import sys
+import traceback
+
+from .design import Design, DesignError, _show_path
+
+
+__all__ = ["load_design"]
+
+_counter = itertools.count()
+
+
+def _split_spec(spec):
+    """``(path, None, function)`` for a file, ``(None, module, function)`` for a module."""
+    spec = os.fspath(spec)
+    if spec.endswith(".py") or os.path.exists(spec):
+        return spec, None, None
+    if ":" in spec:
+        left, func = spec.rsplit(":", 1)
+        if left.endswith(".py") or os.path.exists(left):
+            return left, None, func or None
+        return None, left, func or None
+    if os.sep in spec or "/" in spec:
+        return spec, None, None          # a path without .py; reported as missing below
+    return None, spec, None
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _locate(exc, script):
+    """``(where_in_script, where_raised)`` for an exception: the innermost traceback frame in
+    ``script``, and the innermost frame overall if it is elsewhere (else ``None``)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    in_script = [f for f in frames if script and _same_file(f.filename, script)]
+    here = in_script[-1] if in_script else (frames[-1] if frames else None)
+    where = f"{_show_path(here.filename)}:{here.lineno}" if here else _show_path(script or "?")
+    inner = frames[-1] if frames else None
+    raised = None
+    if inner is not None and inner is not here:
+        raised = f"{_show_path(inner.filename)}:{inner.lineno}"
+    return where, raised
+
+
+def _exception_text(exc):
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _raised(exc, script, what):
+    where, raised = _locate(exc, script)
+    inside = f" (raised inside {raised})" if raised else ""
+    return DesignError(f"{where}: {what} raised {_exception_text(exc)}{inside}")
+
+
+def _syntax_error(exc):
+    where = f"{_show_path(exc.filename or '?')}:{exc.lineno or '?'}"
+    lines = [f"{where}: syntax error in the design script: {exc.msg}"]
+    if exc.text:
+        text = exc.text.rstrip("\n")
+        stripped = text.lstrip()
+        lines.append(f"    {stripped}")
+        if exc.offset:
+            col = max(0, exc.offset - 1 - (len(text) - len(stripped)))
+            lines.append("    " + " " * col + "^")
+    return DesignError("\n".join(lines))
+
+
+def _load_file(path):
+    if not os.path.exists(path):
+        return None, DesignError(f"design file {_show_path(path)!r} does not exist.")
+    if os.path.isdir(path):
+        return None, DesignError(f"design file {_show_path(path)!r} is a directory; give the "
+                                 f"path of a Python file that defines design().")
+    name = f"_apiary_design_{next(_counter)}_{os.path.splitext(os.path.basename(path))[0]}"
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None:
+        return None, DesignError(f"design file {_show_path(path)!r} cannot be loaded as Python.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module          # dataclasses and pickling look modules up here
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as e:
+        del sys.modules[name]
+        return None, _syntax_error(e)
+    except DesignError:
+        del sys.modules[name]
+        raise
+    except Exception as e:              # noqa: BLE001 -- the user's script failed
+        del sys.modules[name]
+        return None, _raised(e, path, "the design script")
+    return module, None
+
+
+def _import_module(modname):
+    try:
+        return importlib.import_module(modname), None
+    except SyntaxError as e:
+        return None, _syntax_error(e)
+    except ModuleNotFoundError as e:
+        if e.name and (modname == e.name or modname.startswith(e.name + ".")):
+            return None, DesignError(f"cannot load design {modname!r}: there is no file of that "
+                                     f"name and no module {e.name!r} to import.")
+        return None, _raised(e, None, f"importing {modname!r}")
+    except DesignError:
+        raise
+    except Exception as e:              # noqa: BLE001
+        spec = importlib.util.find_spec(modname)
+        return None, _raised(e, spec.origin if spec else None, f"importing {modname!r}")
+
+
+def _where_defined(fn, fallback):
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return fallback
+    return f"{_show_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def load_design(spec, **overrides):
+    """Load the design named by ``spec`` and return it (unchecked; call ``check()``).
+
+    ``overrides`` (e.g. ``width=64``) are passed to the design function as keyword arguments.
+
+    Raises
+    ------
+    DesignError
+        For every failure, with one readable message naming the script's file and line.
+    """
+    path, modname, func = _split_spec(spec)
+    # A script may import its neighbours; a module is looked up from the working directory too.
+    script_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+    if script_dir in sys.path:
+        script_dir = None
+    if script_dir:
+        sys.path.insert(0, script_dir)
+    try:
+        if path is not None:
+            module, error = _load_file(path)
+            label = _show_path(path)
+        else:
+            module, error = _import_module(modname)
+            label = f"module {modname!r}"
+        if error is not None:
+            raise error
+        script = getattr(module, "__file__", None)
+        if path is None and script:
+            label = f"module {modname!r} ({_show_path(script)})"
+        attr = func or "design"
+        if not hasattr(module, attr):
+            if func:
+                raise DesignError(f"{label} has no {attr!r}; define a function {attr}() that "
+                                  f"returns an apiary Design.")
+            raise DesignError(f"{label} defines no design() function; a design script defines "
+                              f"`def design(width=512)` returning an apiary Design (or a "
+                              f"module-level `design = Design(...)`).")
+        obj = getattr(module, attr)
+        if isinstance(obj, Design):
+            return _check_static(obj, attr, label, overrides)
+        if not callable(obj):
+            raise DesignError(f"{label}: {attr} is a {type(obj).__name__}, not a function "
+                              f"returning an apiary Design.")
+        where = _where_defined(obj, label)
+        _check_overrides(obj, attr, where, overrides)
+        try:
+            result = obj(**overrides)
+        except DesignError:
+            raise
+        except Exception as e:          # noqa: BLE001 -- the user's design function failed
+            raise _raised(e, script, f"{attr}()") from None
+        if not isinstance(result, Design):
+            shown = repr(result)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            raise DesignError(f"{attr}() at {where} returned {type(result).__name__} ({shown}), "
+                              f"not an apiary Design.")
+        return result
+    finally:
+        if script_dir and script_dir in sys.path:
+            sys.path.remove(script_dir)
+
+
+def _check_overrides(fn, attr, where, overrides):
+    if not overrides:
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(**overrides)
+    except TypeError:
+        params = [p for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        bad = [k for k in overrides if k not in {p.name for p in params}]
+        given = ", ".join(f"{k}={overrides[k]!r}" for k in (bad or overrides))
+        raise DesignError(f"{attr}() at {where} does not accept {given}; its parameters are "
+                          f"{sig}.") from None
+
+
+def _check_static(design, attr, label, overrides):
+    for key, value in overrides.items():
+        if getattr(design, key, object()) != value:
+            raise DesignError(f"{label}: {attr} is a Design object, not a function, so it cannot "
+                              f"be rebuilt with {key}={value!r}; define `def design({key}=...)` "
+                              f"to make it a parameter.")
+    return design

@@ -1,0 +1,416 @@
+"""Draw a design as SVG: the mesh, its tiles, every route along its XY path, and deadlocks.
+
+:func:`render_svg` writes the SVG by hand (no dependencies). Each mesh position is a box with the
+tile's name, class and coordinates; its router is the small square inside, near the bottom right,
+and links run between routers. Each declared route is an arrow from its source's router to its
+destination's router along the XY path the router takes (X first, then Y). Traffic keeps to the
+right of the link it uses, in lanes, so parallel and opposite routes stay apart; the data plane is
+drawn in solid blue, the control plane in dashed green. Positions without a tile are drawn dashed
+as "router only". The links and ports of every deadlock cycle are underlaid in red, and the
+cycle is written out in red under the drawing. Hovering over a route shows its declaration.
+"""
+
+from xml.sax.saxutils import escape, quoteattr
+
+from .layout import DIRECTIONS
+
+
+__all__ = ["render_svg", "PLANE_STYLES", "CYCLE_COLOUR"]
+
+#: Stroke colour and dash pattern per plane.
+PLANE_STYLES = {
+    "data": {"colour": "#1c64c8", "dash": None, "label": "data plane"},
+    "ctl": {"colour": "#1f9d55", "dash": "7 4", "label": "control plane"},
+}
+CYCLE_COLOUR = "#e03131"
+
+_FONT = "Helvetica, Arial, sans-serif"
+_MONO = "Menlo, Consolas, 'DejaVu Sans Mono', monospace"
+
+_BOX_W, _BOX_H = 220, 150        # a tile's box
+_GAP = 58                        # between boxes
+_PITCH_X, _PITCH_Y = _BOX_W + _GAP, _BOX_H + _GAP
+_ROUTER_X, _ROUTER_Y = 160, 100  # router centre, from the box's top-left
+_ROUTER = 28                     # router square side
+_LANE_FIRST, _LANE_STEP, _LANE_MAX = 5, 7, 26   # lane offsets right of the link's centre line
+_MARGIN = 36
+_TOP = 96                        # title and subtitle above the grid
+
+
+def _attrs(**kw):
+    out = []
+    for key, value in kw.items():
+        if value is None:
+            continue
+        key = key.rstrip("_").replace("_", "-")
+        if isinstance(value, float):
+            value = f"{value:.1f}".rstrip("0").rstrip(".")
+        out.append(f"{key}={quoteattr(str(value))}")
+    return " ".join(out)
+
+
+def _el(tag, text=None, **kw):
+    attrs = _attrs(**kw)
+    if text is None:
+        return f"<{tag} {attrs}/>"
+    return f"<{tag} {attrs}>{escape(text)}</{tag}>"
+
+
+def _right(direction):
+    """Unit vector to the right of travel in ``direction`` (screen coordinates, y down)."""
+    dx, dy = DIRECTIONS[direction]
+    return (-dy, dx)
+
+
+def _runs(links):
+    """Split a path into runs of one direction: ``[(direction, [link, ...]), ...]``."""
+    runs = []
+    for link in links:
+        if runs and runs[-1][0] == link.dir:
+            runs[-1][1].append(link)
+        else:
+            runs.append((link.dir, [link]))
+    return runs
+
+
+def _wrap_path(text, width):
+    """Wrap a cycle (``a → b → c``) at its arrows, ``width`` characters a line."""
+    parts = text.split(" → ")
+    lines, line = [], ""
+    for i, part in enumerate(parts):
+        piece = part if i == 0 else " → " + part
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = "  → " + part
+        else:
+            line += piece
+    lines.append(line)
+    return lines
+
+
+def _wrap_words(text, width):
+    """Wrap a sentence at spaces, keeping ``a → b`` together."""
+    words = text.replace(" → ", "\u00a0→\u00a0").split(" ")
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = "  " + word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return [ln.replace("\u00a0", " ") for ln in lines]
+
+
+class _Canvas:
+    def __init__(self, design, graph):
+        self.d = design
+        self.g = graph
+        self.grid_w = design.cols * _PITCH_X - _GAP
+        self.grid_h = design.rows * _PITCH_Y - _GAP
+        self.width = max(self.grid_w + 2 * _MARGIN, 760)
+        self.ox = (self.width - self.grid_w) / 2
+        self.oy = _TOP
+        self.body = []
+
+    # geometry
+    def box(self, x, y):
+        return self.ox + x * _PITCH_X, self.oy + y * _PITCH_Y
+
+    def router(self, x, y):
+        bx, by = self.box(x, y)
+        return bx + _ROUTER_X, by + _ROUTER_Y
+
+    def add(self, text):
+        self.body.append(text)
+
+
+def _assign_lanes(graph, routes):
+    """Give each run of each route a lane (0, 1, ...) free on all the links it uses."""
+    used = {}                    # (x, y, dir) -> set of lanes
+    lanes = {}
+    for r in routes:
+        for i, (direction, links) in enumerate(_runs(graph.paths[r])):
+            taken = set().union(*(used.get((ln.x, ln.y, ln.dir), set()) for ln in links))
+            lane = 0
+            while lane in taken:
+                lane += 1
+            for ln in links:
+                used.setdefault((ln.x, ln.y, ln.dir), set()).add(lane)
+            lanes[r, i] = lane
+    deepest = max((max(s) for s in used.values()), default=0)
+    step = _LANE_STEP if deepest * _LANE_STEP + _LANE_FIRST <= _LANE_MAX else \
+        (_LANE_MAX - _LANE_FIRST) / deepest
+    return lanes, step
+
+
+def render_svg(design, graph=None):
+    """Return an SVG drawing of ``design`` (and of ``graph``'s deadlock cycles) as a string.
+
+    ``graph`` defaults to ``design.graph()``. Tiles outside the mesh are not drawn, and routes
+    whose ends are not both drawable are left out; ``apiary show`` refuses such designs anyway.
+    """
+    if graph is None:
+        graph = design.graph()
+    d = design
+    c = _Canvas(d, graph)
+
+    by_pos = {}
+    for decl in d.tiles.values():
+        if 0 <= decl.x < d.cols and 0 <= decl.y < d.rows:
+            by_pos.setdefault(decl.at, []).append(decl)
+    drawable = {decl.name for decls in by_pos.values() for decl in decls}
+    routes = [r for r in d.routes if r in graph.paths and r.src in drawable and r.dst in drawable]
+    cycle_ports = {p.tile for cyc in graph.cycles for p in cyc.ports}
+    cycle_links = [ln for cyc in graph.cycles for ln in cyc.links]
+
+    # -- the mesh: boxes, routers, mesh wires ----------------------------------------------------
+    c.add('<g class="mesh">')
+    for y in range(d.rows):          # wires between routers, under everything
+        for x in range(d.cols):
+            rx, ry = c.router(x, y)
+            if x + 1 < d.cols:
+                c.add(_el("line", x1=rx, y1=ry, x2=rx + _PITCH_X, y2=ry, stroke="#d9dee5",
+                          stroke_width=1.5))
+            if y + 1 < d.rows:
+                c.add(_el("line", x1=rx, y1=ry, x2=rx, y2=ry + _PITCH_Y, stroke="#d9dee5",
+                          stroke_width=1.5))
+    for y in range(d.rows):
+        for x in range(d.cols):
+            bx, by = c.box(x, y)
+            decls = by_pos.get((x, y))
+            if decls:
+                red = any(decl.name in cycle_ports for decl in decls)
+                cls = "tile cycle" if red else "tile"
+                c.add(f'<g class="{cls}">')
+                c.add(_el("title", "\n".join(f"{decl.name}: {decl.cls_name} at ({x},{y}), "
+                                              f"declared at {decl.where}" for decl in decls)))
+                c.add(_el("rect", x=bx, y=by, width=_BOX_W, height=_BOX_H, rx=10,
+                          fill="#fdf6e3" if not red else "#fff1f0",
+                          stroke=CYCLE_COLOUR if red else "#8a7f62",
+                          stroke_width=2.5 if red else 1.4))
+                name = " / ".join(decl.name for decl in decls)
+                size = min(16.0, 125 / max(1, 0.6 * len(name)))
+                c.add(_el("text", name, x=bx + 12, y=by + 27, font_family=_FONT,
+                          font_size=size, font_weight="bold", fill="#222"))
+                kind = " / ".join(decl.cls_name for decl in decls)
+                ksize = min(12.0, 125 / max(1, 0.58 * len(kind)))
+                c.add(_el("text", kind, x=bx + 12, y=by + 46, font_family=_FONT,
+                          font_size=ksize, fill="#5c5647"))
+                c.add("</g>")
+            else:
+                c.add('<g class="empty">')
+                c.add(_el("title", f"({x},{y}): no tile; a router-only position"))
+                c.add(_el("rect", x=bx, y=by, width=_BOX_W, height=_BOX_H, rx=10, fill="#f6f7f9",
+                          stroke="#aab2bd", stroke_width=1.2, stroke_dasharray="5 4"))
+                c.add(_el("text", "router only", x=bx + 12, y=by + 27, font_family=_FONT,
+                          font_size=13, font_style="italic", fill="#8a929c"))
+                c.add("</g>")
+            c.add(_el("text", f"({x},{y})", x=bx + 12, y=by + _BOX_H - 10, font_family=_MONO,
+                      font_size=11, fill="#8a8270"))
+            rx, ry = c.router(x, y)
+            red = decls and any(decl.name in cycle_ports for decl in decls)
+            c.add(_el("rect", x=rx - _ROUTER / 2, y=ry - _ROUTER / 2, width=_ROUTER,
+                      height=_ROUTER, rx=4, fill="#e9ecef" if not red else "#ffe3e3",
+                      stroke=CYCLE_COLOUR if red else "#6c757d", stroke_width=1.3,
+                      class_="router"))
+    c.add("</g>")
+
+    # -- deadlock cycles: red underlay on their links ---------------------------------------------
+    if cycle_links:
+        c.add('<g class="cycle">')
+        for ln in cycle_links:
+            x1, y1 = c.router(ln.x, ln.y)
+            x2, y2 = c.router(*ln.to)
+            px, py = _right(ln.dir)
+            off = (_LANE_FIRST + _LANE_MAX) / 2
+            c.add(_el("line", x1=x1 + px * off, y1=y1 + py * off, x2=x2 + px * off,
+                      y2=y2 + py * off, stroke=CYCLE_COLOUR, stroke_width=_LANE_MAX - 1,
+                      stroke_opacity=0.28, stroke_linecap="round", class_="cycle",
+                      data_link=str(ln)))
+        c.add("</g>")
+
+    # -- routes ----------------------------------------------------------------------------------
+    lanes, step = _assign_lanes(graph, routes)
+    numbers, badges = {}, []
+    c.add('<g class="routes" fill="none">')
+    for n, r in enumerate(routes, 1):
+        numbers[r] = n
+        style = PLANE_STYLES.get(r.plane, PLANE_STYLES["data"])
+        colour = style["colour"]
+        src, dst = d.tiles[r.src], d.tiles[r.dst]
+        runs = _runs(graph.paths[r])
+        title = f"{n}: {r.describe(plane=True)}, declared at {r.where}"
+        if not runs:                          # a tile sending to itself: a small loop
+            rx, ry = c.router(*src.at)
+            c.add(f'<g class="route" data-plane={quoteattr(r.plane)}>')
+            c.add(_el("title", title))
+            c.add(_el("path", d=f"M {rx - 14} {ry - 6} C {rx - 40} {ry - 30}, {rx - 40} {ry + 30}, "
+                                f"{rx - 14} {ry + 6}", stroke=colour, stroke_width=2.2,
+                      stroke_dasharray=style["dash"], marker_end=f"url(#arrow-{r.plane})"))
+            c.add("</g>")
+            continue
+        offsets = []
+        for i, (direction, _) in enumerate(runs):
+            px, py = _right(direction)
+            off = _LANE_FIRST + lanes[r, i] * step
+            offsets.append((px * off, py * off))
+        first_dir, last_dir = runs[0][0], runs[-1][0]
+        sx, sy = c.router(*src.at)
+        fx, fy = DIRECTIONS[first_dir]
+        start = (sx + offsets[0][0] + fx * _ROUTER / 2, sy + offsets[0][1] + fy * _ROUTER / 2)
+        points = [start]
+        for i in range(len(runs) - 1):
+            turn = runs[i][1][-1].to
+            tx, ty = c.router(*turn)
+            points.append((tx + offsets[i][0] + offsets[i + 1][0],
+                           ty + offsets[i][1] + offsets[i + 1][1]))
+        ex, ey = c.router(*dst.at)
+        lx, ly = DIRECTIONS[last_dir]
+        points.append((ex + offsets[-1][0] - lx * (_ROUTER / 2 + 1),
+                       ey + offsets[-1][1] - ly * (_ROUTER / 2 + 1)))
+        in_cycle = any(r in cyc.routes for cyc in graph.cycles)
+        c.add(f'<g class="route{" in-cycle" if in_cycle else ""}" '
+              f'data-plane={quoteattr(r.plane)}>')
+        c.add(_el("title", title))
+        c.add(_el("polyline", points=" ".join(f"{x:.1f},{y:.1f}" for x, y in points),
+                  stroke=colour, stroke_width=2.2, stroke_dasharray=style["dash"],
+                  stroke_linejoin="round", marker_end=f"url(#arrow-{r.plane})"))
+        c.add(_el("circle", cx=start[0], cy=start[1], r=2.8, fill=colour))
+        bpx, bpy = _right(first_dir)
+        along = 15
+        while True:
+            bx_ = start[0] + fx * along + bpx * 8
+            by_ = start[1] + fy * along + bpy * 8
+            if all((bx_ - qx) ** 2 + (by_ - qy) ** 2 >= 17 ** 2 for qx, qy in badges):
+                break
+            along += 17
+        badges.append((bx_, by_))
+        c.add(_el("circle", cx=bx_, cy=by_, r=7.5, fill="#fff", stroke=colour, stroke_width=1.2))
+        c.add(_el("text", str(n), x=bx_, y=by_ + 3.3, font_family=_FONT, font_size=9.5,
+                  text_anchor="middle", fill=colour, stroke="none", font_weight="bold"))
+        c.add("</g>")
+    c.add("</g>")
+
+    # -- legend, route list, deadlock caption ---------------------------------------------------
+    y = c.oy + c.grid_h + 34
+    left = _MARGIN
+    chars = int((c.width - 2 * _MARGIN) / 7.0)
+    legend = []
+    planes = [p for p in PLANE_STYLES if any(r.plane == p for r in routes)] or ["data"]
+    for p in planes:
+        legend.append(("plane", p))
+    legend.append(("router", None))
+    if graph.empty_positions:
+        legend.append(("empty", None))
+    if graph.cycles:
+        legend.append(("cycle", None))
+    c.add('<g class="legend">')
+    x = left
+    for kind, p in legend:
+        label = {"plane": f"{PLANE_STYLES[p]['label'] if p else ''} "
+                          f"({d.width if p == 'data' else d.ctl_width} bits)",
+                 "router": "router", "empty": "router-only position",
+                 "cycle": "deadlock cycle"}[kind]
+        if x > left and x + 50 + 7 * len(label) > c.width - _MARGIN:
+            x = left
+            y += 24
+        if kind == "plane":
+            st = PLANE_STYLES[p]
+            c.add(_el("line", x1=x, y1=y, x2=x + 34, y2=y, stroke=st["colour"], stroke_width=2.2,
+                      stroke_dasharray=st["dash"], marker_end=f"url(#arrow-{p})"))
+            width = d.width if p == "data" else d.ctl_width
+            label = f"{st['label']} ({width} bits)"
+        elif kind == "router":
+            c.add(_el("rect", x=x + 10, y=y - 8, width=16, height=16, rx=3, fill="#e9ecef",
+                      stroke="#6c757d", stroke_width=1.2))
+            label = "router"
+        elif kind == "empty":
+            c.add(_el("rect", x=x + 4, y=y - 9, width=28, height=18, rx=4, fill="#f6f7f9",
+                      stroke="#aab2bd", stroke_dasharray="4 3"))
+            label = "router-only position"
+        else:
+            c.add(_el("line", x1=x, y1=y, x2=x + 34, y2=y, stroke=CYCLE_COLOUR, stroke_width=12,
+                      stroke_opacity=0.28, stroke_linecap="round"))
+            label = "deadlock cycle"
+        c.add(_el("text", label, x=x + 50, y=y + 4, font_family=_FONT, font_size=12,
+                  fill="#333"))
+        x += 50 + 7 * len(label) + 28
+    c.add("</g>")
+    y += 26
+
+    if routes:
+        width_routes = max(len(r.describe(plane=len(planes) > 1)) for r in routes)
+        c.add('<g class="route-list">')
+        for r in routes:
+            n = numbers[r]
+            colour = PLANE_STYLES.get(r.plane, PLANE_STYLES["data"])["colour"]
+            text = r.describe(plane=len(planes) > 1)
+            c.add(_el("circle", cx=left + 8, cy=y - 4, r=7.5, fill="#fff", stroke=colour,
+                      stroke_width=1.2))
+            c.add(_el("text", str(n), x=left + 8, y=y - 0.7, font_family=_FONT, font_size=9.5,
+                      text_anchor="middle", fill=colour, font_weight="bold"))
+            c.add(_el("text", text, x=left + 24, y=y, font_family=_MONO, font_size=11.5,
+                      fill="#333"))
+            c.add(_el("text", r.where, x=left + 24 + 7 * (width_routes + 3), y=y,
+                      font_family=_MONO, font_size=11.5, fill="#888"))
+            y += 19
+        c.add("</g>")
+        y += 8
+
+    if graph.cycles:
+        c.add('<g class="cycle-caption">')
+        for cyc in graph.cycles:
+            lines = cyc.text.split("\n")
+            head = _wrap_path("Deadlock " + lines[0][len("deadlock "):], chars)
+            for i, line in enumerate(head):
+                c.add(_el("text", line, x=left, y=y, font_family=_MONO, font_size=12,
+                          font_weight="bold" if i == 0 else None, fill=CYCLE_COLOUR,
+                          class_="cycle"))
+                y += 18
+            for line in lines[1:-1]:          # the explanation, without the generic advice
+                for part in _wrap_words(line, chars):
+                    c.add(_el("text", part, x=left + 14, y=y, font_family=_MONO, font_size=11,
+                              fill="#a61e1e"))
+                    y += 16
+            y += 8
+        c.add("</g>")
+    height = y + 10
+
+    # -- title -----------------------------------------------------------------------------------
+    status, colour = ((f"DEADLOCK ({len(graph.cycles)} cycle{'s' if len(graph.cycles) > 1 else ''})",
+                       CYCLE_COLOUR) if graph.cycles else
+                      ("problems: see apiary check", CYCLE_COLOUR) if graph.problems else
+                      ("no deadlock", "#2b8a3e"))
+    sub = (f"{d.cols}×{d.rows} mesh · {d.width}-bit data plane · {d.ctl_width}-bit control "
+           f"plane · {len(d.tiles)} tile{'s' if len(d.tiles) != 1 else ''} · {len(d.routes)} "
+           f"route{'s' if len(d.routes) != 1 else ''}")
+    head = [
+        _el("text", d.name, x=_MARGIN, y=40, font_family=_FONT, font_size=22, font_weight="bold",
+            fill="#222"),
+        _el("text", status, x=c.width - _MARGIN, y=40, font_family=_FONT, font_size=15,
+            font_weight="bold", fill=colour, text_anchor="end",
+            class_="status cycle" if graph.cycles else "status"),
+        _el("text", sub, x=_MARGIN, y=64, font_family=_FONT, font_size=13, fill="#555"),
+    ]
+
+    defs = ["<defs>"]
+    for plane, st in PLANE_STYLES.items():
+        defs.append(f'<marker id="arrow-{plane}" viewBox="0 0 10 10" refX="9" refY="5" '
+                    f'markerWidth="9" markerHeight="9" markerUnits="userSpaceOnUse" '
+                    f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+                    f'fill="{st["colour"]}"/></marker>')
+    defs.append("</defs>")
+
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{c.width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {c.width:.0f} {height:.0f}">',
+        _el("title", f"{d.name}: {d.cols}×{d.rows} mesh"),
+        *defs,
+        _el("rect", x=0, y=0, width=f"{c.width:.0f}", height=f"{height:.0f}", fill="#ffffff"),
+        *head,
+        *c.body,
+        "</svg>",
+    ]
+    return "\n".join(out) + "\n"
