@@ -7,7 +7,8 @@ receive whole NoC messages, with optional seeded random stalls on either side.
 from .header import Message
 
 
-__all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message"]
+__all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
+           "watchdog"]
 
 
 async def _stall(ctx, rng, stall):
@@ -57,3 +58,16 @@ async def send_message(ctx, port, message, width, **stall):
 
 async def recv_message(ctx, port, width, **stall):
     return Message.from_flits(await recv_flits(ctx, port, **stall), width)
+
+
+def watchdog(cycles):
+    """A background testbench that fails the test if the simulation still runs after ``cycles``
+    cycles, so that a wedged design fails instead of hanging::
+
+        sim.add_testbench(watchdog(10_000), background=True)
+    """
+    async def tb(ctx):
+        for _ in range(cycles):
+            await ctx.tick()
+        raise AssertionError(f"the simulation still runs after {cycles} cycles")
+    return tb

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 payload_words)
-from apiary.noc.testbench import send_flits, stream_get, stream_put
+from apiary.noc.testbench import send_flits, stream_get, stream_put, watchdog
 
 
 WIDTHS = [64, 512]
@@ -93,16 +93,6 @@ async def recv_payload(ctx, port, **stall):
         assert int(p.data) >> (8 * n) == 0, "lanes past nbytes are not zero"
         if p.last:
             return out, counts
-
-
-def watchdog(cycles):
-    """A background testbench that fails the test if the simulation still runs after ``cycles``
-    cycles, so that a wedged design fails instead of hanging."""
-    async def tb(ctx):
-        for _ in range(cycles):
-            await ctx.tick()
-        raise AssertionError(f"the simulation still runs after {cycles} cycles")
-    return tb
 
 
 def expected_nbytes(length, width):

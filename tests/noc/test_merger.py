@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from apiary.noc.merger import MessageMerger
-from apiary.noc.testbench import send_flits, stream_get
+from apiary.noc.testbench import send_flits, stream_get, watchdog
 
 
 WIDTHS = [64, 512]
@@ -35,16 +35,6 @@ def split(flits):
             messages.append(current)
             current = []
     return messages
-
-
-def watchdog(cycles):
-    """A background testbench that fails the test if the simulation still runs after ``cycles``
-    cycles, so that a wedged design fails instead of hanging."""
-    async def tb(ctx):
-        for _ in range(cycles):
-            await ctx.tick()
-        raise AssertionError(f"the simulation still runs after {cycles} cycles")
-    return tb
 
 
 def run(width, n, streams, *, priority=False, rng=None, stall=0.0, cycles=None):

@@ -7,22 +7,12 @@ from amaranth.sim import Simulator
 
 from apiary.noc import Fbits, Message, NocHeader
 from apiary.noc.splitter import FbitsSplitter
-from apiary.noc.testbench import recv_flits, send_flits
+from apiary.noc.testbench import recv_flits, send_flits, watchdog
 
 
 WIDTHS = [64, 512]
 OUTPUTS = [Fbits.LOCAL0, Fbits.LOCAL1, Fbits.LOCAL3]
 UNKNOWN = [0b0000, Fbits.LOCAL2, 0b1111]
-
-
-def watchdog(cycles):
-    """A background testbench that fails the test if the simulation still runs after ``cycles``
-    cycles, so that a wedged design fails instead of hanging."""
-    async def tb(ctx):
-        for _ in range(cycles):
-            await ctx.tick()
-        raise AssertionError(f"the simulation still runs after {cycles} cycles")
-    return tb
 
 
 def message(rng, width, fbits):
