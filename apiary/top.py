@@ -16,7 +16,7 @@ from .noc.mesh import Mesh
 from .tile import NOC_PORTS, Tile
 
 
-__all__ = ["DesignTop", "generate_verilog"]
+__all__ = ["DesignTop", "top_name", "design_verilog", "generate_verilog"]
 
 
 class DesignTop(wiring.Component):
@@ -85,11 +85,19 @@ class DesignTop(wiring.Component):
         return m
 
 
+def top_name(design):
+    """The Verilog module name of a design's top level."""
+    return re.sub(r"\W", "_", design.name) or "top"
+
+
+def design_verilog(top):
+    """Verilog text of an elaborated :class:`DesignTop`."""
+    return verilog.convert(top, name=top_name(top.design), emit_src=False)
+
+
 def generate_verilog(design, path=None):
     """Check and elaborate ``design``, write Verilog to ``path`` (if given), return the text."""
-    top = DesignTop(design)
-    name = re.sub(r"\W", "_", design.name) or "top"
-    text = verilog.convert(top, name=name, emit_src=False)
+    text = design_verilog(DesignTop(design))
     if path is not None:
         with open(path, "w") as f:
             f.write(text)

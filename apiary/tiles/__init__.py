@@ -1,4 +1,5 @@
-"""Generic tiles that know no protocol: forwarding placeholders and external NoC ports."""
+"""Generic tiles that know no protocol: forwarding placeholders, external NoC ports, frame ports."""
 
 from .forward import ForwardTile
 from .port import PortTile
+from .frame_port import FramePortTile

@@ -1,0 +1,94 @@
+"""Simulation: one testbench API over Amaranth's simulator and Verilator, pcap in and out.
+
+::
+
+    from apiary.sim import open_sim
+
+    with open_sim(design, "verilator", seed=1, stall=0.1) as sim:
+        sim.send(Ether() / IP() / UDP() / b"hi")     # or bytes; port= if several
+        sim.run()                                    # until idle
+        frames = sim.received()                      # [Frame(data, cycle_first, cycle_last)]
+        print(sim.counters())                        # {"eth_rx_frames": 1, ...}
+
+See ``docs/simulation.md``.
+"""
+
+import os
+
+from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_MAX_CYCLES, DEFAULT_IDLE_CYCLES
+from .core import Frame, FramePort, SimError, BuildError
+
+
+__all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "BACKENDS",
+           "elaborate", "DEFAULT_CLOCK_HZ"]
+
+BACKENDS = ("pysim", "verilator")
+
+
+def elaborate(design):
+    """Check the design and build its top level: ``(top, ports, counter_names)``."""
+    from ..top import DesignTop
+    from .core import find_ports, find_counters
+    top = DesignTop(design)
+    return top, find_ports(top), find_counters(top)
+
+
+def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
+             clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
+             vcd_window=None, cache_dir=None, quiet=True):
+    """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
+
+    Parameters
+    ----------
+    design : Design
+    backend : "pysim" or "verilator"
+        Amaranth's simulator (no build, ~10³ cycles/s) or a Verilator model (built once and
+        cached under ``~/.cache/apiary/verilator``, ~10⁵–10⁶ cycles/s).
+    seed : int or None
+        Seeds the stall and gap generators (``None``: 1). Same seed, same pattern, either back end.
+    stall : float
+        Probability that ``mac_tx.ready`` is low on a cycle (back-pressure from the wire).
+    gaps : float or None
+        Probability of an idle cycle before each word offered on ``mac_rx``; default ``stall``.
+    clock_hz : float
+        The clock cycles convert to time at (default 250 MHz, the Beehive paper's).
+    idle_cycles : int
+        Quiet cycles after which :meth:`Sim.run` considers the design idle.
+    vcd : path or None
+        Write a waveform (VCD) of the run to this file when the simulation is closed.
+    vcd_window : (start, end) or None
+        Only cycles ``start`` to ``end`` (inclusive) in the waveform.
+    cache_dir : path or None
+        Verilator model cache (default ``$APIARY_CACHE`` or ``~/.cache/apiary``, then
+        ``verilator/``).
+
+    Raises
+    ------
+    DesignError
+        The design does not pass its checks.
+    SimError
+        A bad argument, or a design without an Ethernet port.
+    BuildError
+        The Verilator model could not be built (a missing compiler, a failed build), naming the
+        tool and quoting its output.
+    """
+    if backend not in BACKENDS:
+        raise SimError(f"unknown simulation back end {backend!r}; choose one of "
+                       f"{', '.join(BACKENDS)}")
+    if vcd_window is not None:
+        if (not isinstance(vcd_window, (tuple, list)) or len(vcd_window) != 2
+                or not all(isinstance(c, int) and c >= 0 for c in vcd_window)
+                or vcd_window[0] > vcd_window[1]):
+            raise SimError(f"vcd_window must be a (start, end) pair of cycles with "
+                           f"0 <= start <= end, not {vcd_window!r}")
+        if vcd is None:
+            raise SimError("vcd_window needs vcd= (the file to write)")
+    vcd = None if vcd is None else os.fspath(vcd)
+    top, ports, counters = elaborate(design)
+    common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles)
+    if backend == "pysim":
+        from .pysim import PysimSim
+        return PysimSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window, **common)
+    from .verilator import VerilatorSim
+    return VerilatorSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window,
+                        cache_dir=cache_dir, quiet=quiet, **common)

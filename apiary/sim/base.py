@@ -1,0 +1,229 @@
+"""The testbench API both back ends implement: :class:`Sim`."""
+
+from collections import deque
+
+from .core import SimError, threshold
+
+
+__all__ = ["Sim", "DEFAULT_CLOCK_HZ", "DEFAULT_MAX_CYCLES", "DEFAULT_IDLE_CYCLES"]
+
+
+#: The reference clock for converting cycles to time (the Beehive paper's 250 MHz, Alveo U200).
+DEFAULT_CLOCK_HZ = 250_000_000
+DEFAULT_MAX_CYCLES = 1_000_000
+DEFAULT_IDLE_CYCLES = 100
+
+
+class Sim:
+    """A running simulation of a design, driven through its Ethernet-facing ports.
+
+    Open one with :func:`apiary.sim.open_sim`. The same calls work on every back end and, for the
+    same design, seed and stall settings, give the same frames on the same cycles::
+
+        with open_sim(design, "verilator", seed=1, stall=0.2) as sim:
+            sim.send(Ether() / IP() / UDP())
+            sim.run()
+            for frame in sim.received():
+                print(frame.cycle_last, frame.data.hex())
+
+    Attributes
+    ----------
+    backend : str
+        ``"pysim"`` or ``"verilator"``.
+    design : Design
+    ports : list of FramePort
+        The design's Ethernet ports (``<name>_mac_rx`` / ``<name>_mac_tx``), in declaration order.
+    counter_names : list of str
+        Top-level counter outputs, in declaration order.
+    clock_hz : float
+        The clock that cycles convert to time at (pcap timestamps, waveform time).
+    """
+
+    backend = None
+
+    def __init__(self, design, top, ports, counter_names, *, seed, stall, gaps, clock_hz,
+                 idle_cycles):
+        if not ports:
+            raise SimError(f"design {design.name!r} has no Ethernet port: no pair of top-level "
+                           f"ports <tile>_mac_rx / <tile>_mac_tx (add a FramePortTile)")
+        if not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
+            raise SimError(f"clock_hz must be a positive number, not {clock_hz!r}")
+        if not isinstance(idle_cycles, int) or idle_cycles < 1:
+            raise SimError(f"idle_cycles must be a positive integer, not {idle_cycles!r}")
+        if seed is None:
+            seed = 1
+        if not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+            raise SimError(f"seed must be an integer from 0 to 2**32-1, not {seed!r}")
+        self.design = design
+        self.top = top
+        self.ports = ports
+        self.counter_names = counter_names
+        self.seed = seed
+        self.stall = stall
+        self.gaps = stall if gaps is None else gaps
+        self.stall_threshold = threshold(stall, "stall")
+        self.gap_threshold = threshold(self.gaps, "gaps")
+        self.clock_hz = clock_hz
+        self.idle_cycles = idle_cycles
+        self._index = {p.name: i for i, p in enumerate(ports)}
+        self._received = [[] for _ in ports]
+        self._sent = [[] for _ in ports]
+        self._queued = [0] * len(ports)   # frames handed to the back end, not yet taken
+        self._closed = False
+
+    # -- the back end implements these ----------------------------------------------------------
+
+    def _push(self, index, frames):           # list of bytes
+        raise NotImplementedError
+
+    def _run(self, cycles, until_idle, max_cycles):  # -> cycles run
+        raise NotImplementedError
+
+    def _collect(self):                      # -> (received, sent): per port, lists of Frame
+        raise NotImplementedError
+
+    def _read_counters(self):                # -> list of int, counter_names order
+        raise NotImplementedError
+
+    @property
+    def cycle(self):
+        """Cycles simulated so far (the number of the next cycle)."""
+        raise NotImplementedError
+
+    @property
+    def idle(self):
+        """Whether the design is idle by the rule of :mod:`apiary.sim.core`."""
+        raise NotImplementedError
+
+    def _close(self):
+        pass
+
+    # -- the API -----------------------------------------------------------------------------
+
+    def port(self, name=None):
+        """The :class:`FramePort` called ``name``; with ``None``, the design's only port."""
+        return self.ports[self._port_index(name)]
+
+    def _port_index(self, name):
+        if name is None:
+            if len(self.ports) != 1:
+                raise SimError(f"design {self.design.name!r} has {len(self.ports)} Ethernet ports "
+                               f"({', '.join(p.name for p in self.ports)}); name one with port=")
+            return 0
+        if name not in self._index:
+            raise SimError(f"design {self.design.name!r} has no Ethernet port {name!r}; its ports "
+                           f"are {', '.join(p.name for p in self.ports)}")
+        return self._index[name]
+
+    def send(self, frame, port=None):
+        """Queue one frame (``bytes`` or a scapy packet) for ``port``; it enters when run."""
+        self.send_many([frame], port)
+
+    def send_many(self, frames, port=None):
+        """Queue several frames for ``port`` at once (one call into the back end)."""
+        self._check_open()
+        index = self._port_index(port)
+        raw = []
+        for f in frames:
+            try:
+                raw.append(bytes(f))
+            except Exception as e:  # noqa: BLE001 -- anything that is not a frame
+                raise SimError(f"cannot send {type(f).__name__} as a frame: {e}") from None
+        self._push(index, raw)
+        self._queued[index] += len(raw)
+
+    def run(self, cycles=None, *, until_idle=None, max_cycles=DEFAULT_MAX_CYCLES):
+        """Simulate.
+
+        ``run(n)`` simulates exactly ``n`` cycles. ``run()`` simulates until the design is idle
+        (every queued frame has entered and no output has been offered for ``idle_cycles``
+        cycles), at most ``max_cycles`` cycles. ``run(n, until_idle=True)`` stops at idle or after
+        ``n`` cycles, whichever is first. Returns the number of cycles simulated.
+        """
+        self._check_open()
+        if until_idle is None:
+            until_idle = cycles is None
+        limit = max_cycles if cycles is None else cycles
+        if not isinstance(limit, int) or limit < 0:
+            raise SimError(f"cycles must be a non-negative integer, not {limit!r}")
+        ran = self._run(limit, bool(until_idle), limit)
+        self._pull()
+        return ran
+
+    def _pull(self):
+        received, sent = self._collect()
+        for i in range(len(self.ports)):
+            self._received[i].extend(received[i])
+            self._sent[i].extend(sent[i])
+            self._queued[i] -= len(sent[i])
+
+    def received(self, port=None, *, clear=False):
+        """Frames that left the design on ``port`` so far, in order (see :class:`Frame`).
+        With ``clear=True`` they are also forgotten, so the next call returns only newer ones."""
+        index = self._port_index(port)
+        frames = list(self._received[index])
+        if clear:
+            self._received[index].clear()
+        return frames
+
+    def sent(self, port=None, *, clear=False):
+        """Frames the design has taken on ``port`` so far, with the cycles they entered."""
+        index = self._port_index(port)
+        frames = list(self._sent[index])
+        if clear:
+            self._sent[index].clear()
+        return frames
+
+    def pending(self, port=None):
+        """Frames queued for ``port`` that have not entered the design yet."""
+        return self._queued[self._port_index(port)]
+
+    def counters(self):
+        """Every top-level counter output (``<tile>_<counter>``, ``<plane>_edge_dropped``...),
+        by name, as of the end of the last run."""
+        self._check_open()
+        return dict(zip(self.counter_names, self._read_counters()))
+
+    def seconds(self, cycle):
+        """A cycle number as simulated time in seconds at :attr:`clock_hz`."""
+        return cycle / self.clock_hz
+
+    def close(self):
+        """Finish: write the waveform file, if any, and release the model."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def _check_open(self):
+        if self._closed:
+            raise SimError("this simulation has been closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"<{type(self).__name__} {self.design.name!r} on {self.backend}, cycle "
+                f"{self.cycle}, ports {', '.join(p.name for p in self.ports)}>")
+
+
+class PortState:
+    """The cycle rules of :mod:`apiary.sim.core` for one port, in Python (pysim's bench).
+    ``harness.cpp`` implements the same rules in C++."""
+
+    def __init__(self, nb, rx_rng, tx_rng):
+        self.nb = nb
+        self.rx_rng = rx_rng
+        self.tx_rng = tx_rng
+        self.queue = deque()
+        self.words = None          # the frame being sent, as words
+        self.frame = b""
+        self.word = 0
+        self.offering = False
+        self.first = 0
+        self.out = bytearray()
+        self.out_first = 0
+        self.received = []
+        self.sent = []

