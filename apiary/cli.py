@@ -59,6 +59,32 @@ def _parser():
                          help="where to write the Verilog (default: <design name>.v)")
     verilog.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
 
+    sim = sub.add_parser(
+        "sim", help="simulate a design: pcap in/out, or bridged to a Linux TAP device",
+        description="Simulate a design through its Ethernet port (a <tile>_mac_rx/_mac_tx pair). "
+                    "With --pcap-in/--pcap-out, feed the frames of a pcap file and write what "
+                    "comes out with simulated timestamps at --clock-mhz. With --tap NAME, attach "
+                    "the port to a Linux TAP device (needs root; use inside a network namespace: "
+                    "`ip netns exec NS apiary sim DESIGN --tap tap0`) until Ctrl-C.")
+    sim.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    sim.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+    sim.add_argument("--pcap-in", metavar="FILE", help="frames to feed the design")
+    sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
+    sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
+    sim.add_argument("--backend", choices=["verilator", "pysim"], default="verilator",
+                     help="Verilator (fast, built once and cached; default) or Amaranth's simulator")
+    sim.add_argument("--port", metavar="TILE", help="which Ethernet port, if the design has several")
+    sim.add_argument("--clock-mhz", type=float, default=250.0, metavar="MHZ",
+                     help="clock that cycles convert to time at (default 250, as the Beehive paper)")
+    sim.add_argument("--max-cycles", type=int, default=10_000_000, metavar="N",
+                     help="stop a pcap run after N cycles (default 10,000,000)")
+    sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")
+    sim.add_argument("--vcd-window", metavar="START:END",
+                     help="only cycles START to END in the waveform")
+    sim.add_argument("--seed", type=int, help="seed of the random stalls (default 1)")
+    sim.add_argument("--stall", type=float, default=0.0, metavar="P",
+                     help="probability of back-pressure on the output per cycle (default 0)")
+
     bench = sub.add_parser(
         "bench", help="run a benchmark: `apiary bench noc [...]`",
         description="Run a benchmark. `apiary bench noc --help` lists the NoC benchmark's own "
@@ -127,6 +153,51 @@ def _cmd_verilog(args):
     return 0
 
 
+def _cmd_sim(args):
+    from .sim import SimError, open_sim
+    if bool(args.pcap_in) != bool(args.pcap_out):
+        return _error("apiary sim: --pcap-in and --pcap-out go together")
+    if bool(args.pcap_in) == bool(args.tap):
+        return _error("apiary sim: give either --pcap-in/--pcap-out or --tap")
+    window = None
+    if args.vcd_window:
+        try:
+            start, end = (int(v) for v in args.vcd_window.split(":"))
+        except ValueError:
+            return _error(f"apiary sim: --vcd-window takes START:END in cycles, "
+                          f"not {args.vcd_window!r}")
+        window = (start, end)
+    design = _load(args)
+    options = dict(clock_hz=args.clock_mhz * 1e6, vcd=args.vcd, vcd_window=window,
+                   seed=args.seed, stall=args.stall)
+    try:
+        if args.pcap_in:
+            from .sim.pcap import run_pcap
+            summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=args.backend,
+                               max_cycles=args.max_cycles, port=args.port, **options)
+            print(f"{summary['frames_in']} frames in, {summary['frames_out']} frames out to "
+                  f"{args.pcap_out} in {summary['cycles']} cycles "
+                  f"({summary['seconds'] * 1e6:.3f} us at {args.clock_mhz:g} MHz, "
+                  f"{args.backend})")
+            drops = {k: v for k, v in summary["counters"].items() if "drop" in k and v}
+            if drops:
+                print("dropped: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
+            if not summary["idle"]:
+                print(f"warning: stopped at --max-cycles {args.max_cycles} before the design "
+                      f"was idle", file=sys.stderr)
+            return 0
+        from .sim.tap import TapBridge, TapDevice
+        tap = TapDevice(args.tap)
+        try:
+            with open_sim(design, args.backend, quiet=False, **options) as sim:
+                TapBridge(sim, tap, port=args.port, log=lambda line: print(line, flush=True)).run()
+        finally:
+            tap.close()
+        return 0
+    except SimError as e:
+        return _error(f"apiary sim: {e}")
+
+
 def _cmd_bench(args):
     if args.target == "noc":
         try:
@@ -137,7 +208,8 @@ def _cmd_bench(args):
     return _error(f"unknown benchmark {args.target!r}")     # argparse's choices stop this
 
 
-_COMMANDS = {"check": _cmd_check, "show": _cmd_show, "verilog": _cmd_verilog, "bench": _cmd_bench}
+_COMMANDS = {"check": _cmd_check, "show": _cmd_show, "verilog": _cmd_verilog, "sim": _cmd_sim,
+             "bench": _cmd_bench}
 
 
 def main(argv=None):

@@ -136,7 +136,7 @@ class Sim:
         """Simulate.
 
         ``run(n)`` simulates exactly ``n`` cycles. ``run()`` simulates until the design is idle
-        (every queued frame has entered and no output has been offered for ``idle_cycles``
+        (every queued frame has entered and no word has moved in or out for ``idle_cycles``
         cycles), at most ``max_cycles`` cycles. ``run(n, until_idle=True)`` stops at idle or after
         ``n`` cycles, whichever is first. Returns the number of cycles simulated.
         """

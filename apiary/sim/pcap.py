@@ -22,6 +22,7 @@ _NS_MAGIC = 0xA1B23C4D
 def read_pcap(path):
     """The frames of a pcap or pcapng file, as a list of ``bytes`` (Ethernet captures only)."""
     from scapy.utils import rdpcap
+    import scapy.layers.l2  # noqa: F401 -- registers Ethernet with rdpcap (else: a warning)
     try:
         packets = rdpcap(os.fspath(path))
     except FileNotFoundError:

@@ -120,6 +120,8 @@ class PysimSim(Sim):
             moves = []
             for s, rx, tx, ready in zip(states, rxs, txs, ready_out):
                 took = s.offering and ctx.get(rx.ready)
+                if took:
+                    active = True   # quiet counts from the last word in or out
                 out = None
                 if ctx.get(tx.valid):
                     active = True

@@ -186,3 +186,16 @@ def test_bad_arguments_are_clear_errors():
     mesh = load_example("mesh_3x3").design(64)
     with pytest.raises(SimError, match="has no Ethernet port"):
         open_sim(mesh, "pysim")
+
+
+@pytest.mark.parametrize("backend", ["pysim", "verilator"])
+def test_run_waits_for_a_long_store_and_forward_frame(backend):
+    # The loopback buffers whole frames: while a 1514-byte frame enters at 64 bits (190 cycles)
+    # nothing leaves. run() must not call that idle.
+    frames = [bytes(f) for f in udp_frames(2, seed=3)]
+    frames = [frames[0][:60], bytes(udp_frames(12, seed=3)[0])[:60] + bytes(1454)]
+    with open_sim(loopback.design(64), backend, idle_cycles=20) as sim:
+        sim.send_many(frames)
+        sim.run()
+        assert [f.data for f in sim.received()] == frames
+        assert sim.counters()["eth_tx_frames"] == 2

@@ -152,6 +152,7 @@ struct ApiarySim {
         for (int i = 0; i < (int)ports.size(); i++) {
             Port& p = ports[i];
             took[i] = p.offering && g::rx_ready(model, i);
+            if (took[i]) active = true;     // quiet counts from the last word in or out
             if (g::tx_valid(model, i)) {
                 active = true;
                 if (p.ready) {
