@@ -9,13 +9,12 @@ import pathlib
 import random
 import sys
 
-from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.design import DesignError
 from apiary.load import load_design
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import recv_message, send_message
+from apiary.noc.testbench import WithCycleCounter, recv_message, send_message
 from apiary.show import render_svg
 from apiary.top import DesignTop
 
@@ -49,10 +48,8 @@ def main():
     messages = [Message(NocHeader(msg_type=1), payload=bytes(rng.getrandbits(8) for _ in range(n)))
                 for n in (1, 64, 256, 1500)]
     sent, received = {}, {}
-    m = Module()
-    m.submodules.top = top
-    cycle = Signal(32)
-    m.d.sync += cycle.eq(cycle + 1)
+    counted = WithCycleCounter(top)
+    cycle = counted.cycle
 
     async def source(ctx):
         for i, msg in enumerate(messages):
@@ -67,7 +64,7 @@ def main():
             received[i] = ctx.get(cycle)
             assert got.payload == msg.payload, "payload changed on the way"
 
-    sim = Simulator(m)
+    sim = Simulator(counted)
     sim.add_clock(4e-9)
     sim.add_testbench(source, background=True)
     sim.add_testbench(sink)

@@ -4,11 +4,13 @@ Used by the project's tests and by anyone testing a tile: put and get single tra
 receive whole NoC messages, with optional seeded random stalls on either side.
 """
 
+from amaranth import Elaboratable, Module, Signal
+
 from .header import Message
 
 
 __all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
-           "watchdog"]
+           "watchdog", "split_messages", "WithCycleCounter"]
 
 
 async def _stall(ctx, rng, stall):
@@ -71,3 +73,30 @@ def watchdog(cycles):
             await ctx.tick()
         raise AssertionError(f"the simulation still runs after {cycles} cycles")
     return tb
+
+
+def split_messages(flits):
+    """Cut a list of ``(data, last)`` flits into messages; a trailing partial message is an error."""
+    messages, current = [], []
+    for flit in flits:
+        current.append(flit)
+        if flit[1]:
+            messages.append(current)
+            current = []
+    assert not current, "a message without its last flit"
+    return messages
+
+
+class WithCycleCounter(Elaboratable):
+    """``dut`` plus a free-running cycle counter ``cycle``, so that every testbench of a
+    simulation reads the same cycle number with ``ctx.get(wrapper.cycle)``."""
+
+    def __init__(self, dut, width=32):
+        self.dut = dut
+        self.cycle = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = self.dut
+        m.d.sync += self.cycle.eq(self.cycle + 1)
+        return m

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 payload_words)
-from apiary.noc.testbench import send_flits, stream_get, stream_put, watchdog
+from apiary.noc.testbench import send_flits, split_messages, stream_get, stream_put, watchdog
 
 
 WIDTHS = [64, 512]
@@ -49,17 +49,6 @@ def payload_stream(payload, width, rng, *, garbage=True):
             value |= rng.getrandbits(8 * (nb - len(chunk))) << (8 * len(chunk))
         words.append({"data": value, "nbytes": len(chunk), "last": int(off + nb >= len(payload))})
     return words
-
-
-def split_messages(flits):
-    messages, current = [], []
-    for flit in flits:
-        current.append(flit)
-        if flit[1]:
-            messages.append(current)
-            current = []
-    assert not current, "a message without its last flit"
-    return messages
 
 
 def monitor(link, log):

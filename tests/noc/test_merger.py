@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from apiary.noc.merger import MessageMerger
-from apiary.noc.testbench import send_flits, stream_get, watchdog
+from apiary.noc.testbench import send_flits, split_messages, stream_get, watchdog
 
 
 WIDTHS = [64, 512]
@@ -25,16 +25,6 @@ def tagged(width, source, number, length):
 def tag(flit, width):
     word = flit[0] >> (width - 24)
     return word >> 16, (word >> 8) & 0xff, word & 0xff
-
-
-def split(flits):
-    messages, current = [], []
-    for flit in flits:
-        current.append(flit)
-        if flit[1]:
-            messages.append(current)
-            current = []
-    return messages
 
 
 def run(width, n, streams, *, priority=False, rng=None, stall=0.0, cycles=None):
@@ -102,7 +92,7 @@ def test_never_interleaves(width, priority):
     n = 3
     streams = [[tagged(width, k, j, rng.randrange(1, 7)) for j in range(25)] for k in range(n)]
     out, _ = run(width, n, streams, priority=priority, rng=rng, stall=0.4)
-    messages = split(out)
+    messages = split_messages(out)
     for msg in messages:
         source, number, _ = tag(msg[0], width)
         assert msg == streams[source][number], "interleaved or corrupted message"
@@ -119,7 +109,7 @@ def test_round_robin_is_fair_and_has_no_bubbles(width):
     streams = [[tagged(width, k, j % 256, lengths[k]) for j in range(100)] for k in range(n)]
     out, idle = run(width, n, streams, cycles=240)
     assert idle == []
-    order = [tag(msg[0], width)[0] for msg in split(out)]
+    order = [tag(msg[0], width)[0] for msg in split_messages(out)]
     assert order[:9] == [0, 1, 2] * 3
     assert all(order[j] == j % n for j in range(len(order)))
     shares = Counter(order)
@@ -134,9 +124,9 @@ def test_priority_serves_lowest_input_first(width):
     streams = [[tagged(width, k, j, 3) for j in range(6)] for k in range(n)]
     out, idle = run(width, n, streams, priority=True, cycles=54)
     assert idle == []
-    assert [tag(msg[0], width)[0] for msg in split(out)] == [0] * 6 + [1] * 6 + [2] * 6
+    assert [tag(msg[0], width)[0] for msg in split_messages(out)] == [0] * 6 + [1] * 6 + [2] * 6
     out, _ = run(width, n, streams, priority=False, cycles=54)
-    assert [tag(msg[0], width)[0] for msg in split(out)] == [0, 1, 2] * 6
+    assert [tag(msg[0], width)[0] for msg in split_messages(out)] == [0, 1, 2] * 6
 
 
 @pytest.mark.parametrize("priority", [False, True])
