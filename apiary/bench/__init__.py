@@ -1,0 +1,1 @@
+"""Benchmarks measured by the project's own code."""

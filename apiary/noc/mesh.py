@@ -1,0 +1,127 @@
+"""A 2D mesh of :class:`~apiary.noc.router.Router`\\ s."""
+
+from amaranth import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from .flit import flit_signature
+from .header import check_width
+from .router import Dir, Router
+
+
+__all__ = ["Mesh"]
+
+
+class Mesh(wiring.Component):
+    """``cols`` × ``rows`` routers, each joined to its neighbours, XY routed.
+
+    Router ``(x, y)`` sits in column ``x`` and row ``y``; (0, 0) is the top-left corner and y
+    grows southwards. Its ``e_out`` feeds ``(x+1, y).w_in`` and its ``s_out`` feeds
+    ``(x, y+1).n_in`` (and back the other way). Each tile injects into its router's P input and
+    receives from its P output.
+
+    * Latency: 1 cycle per router, so a message's first flit taken at ``inject[x][y]`` on cycle
+      *t* is valid at ``eject[dx][dy]`` on cycle *t* + 1 + ``|dx-x| + |dy-y|`` when the path is
+      free.
+    * Throughput: 1 flit per cycle on every link and tile port.
+    * Drops: a message routed off the edge of the mesh (a destination outside it) is taken at
+      the edge and dropped whole, and counted in ``dropped`` once, at its last flit. Mesh-edge
+      inputs are tied off (never valid).
+
+    Parameters
+    ----------
+    width : int
+        Flit width: 64, 128, 256 or 512.
+    cols, rows : int
+        Mesh size, 1 to 255 each.
+    depth, local_depth : int
+        Router input FIFO depths (see :class:`~apiary.noc.router.Router`).
+
+    Members
+    -------
+    inject : In(flit_signature(width)).array(cols, rows)
+        ``inject[x][y]``: flits from the tile at (x, y) into the mesh.
+    eject : Out(flit_signature(width)).array(cols, rows)
+        ``eject[x][y]``: flits the mesh delivers to the tile at (x, y).
+    dropped : Out(32)
+        Messages routed off the mesh edge (wraps around).
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or ``cols`` or ``rows`` is not in 1..255.
+    """
+
+    def __init__(self, width, cols, rows, *, depth=4, local_depth=4):
+        check_width(width)
+        for name, v in (("cols", cols), ("rows", rows)):
+            if not isinstance(v, int) or not 1 <= v <= 255:
+                raise ValueError(f"Mesh {name} must be an integer from 1 to 255, not {v!r}.")
+        self._width = width
+        self._cols = cols
+        self._rows = rows
+        # Build the routers now, so that their parameters are checked at construction.
+        self._routers = [[Router(width, x, y, depth=depth, local_depth=local_depth)
+                          for y in range(rows)] for x in range(cols)]
+        super().__init__({
+            "inject": In(flit_signature(width)).array(cols, rows),
+            "eject": Out(flit_signature(width)).array(cols, rows),
+            "dropped": Out(32),
+        })
+
+    @property
+    def width(self):
+        return self._width
+
+    @property
+    def cols(self):
+        return self._cols
+
+    @property
+    def rows(self):
+        return self._rows
+
+    def router(self, x, y):
+        return self._routers[x][y]
+
+    def elaborate(self, platform):
+        m = Module()
+        cols, rows = self._cols, self._rows
+        r = self._routers
+        for x in range(cols):
+            for y in range(rows):
+                m.submodules[f"router_{x}_{y}"] = r[x][y]
+                connect(m, tile=flipped(self.inject[x][y]), router=r[x][y].p_in)
+                connect(m, router=r[x][y].p_out, tile=flipped(self.eject[x][y]))
+
+        # Links between neighbours, both ways.
+        for x in range(cols):
+            for y in range(rows):
+                if x + 1 < cols:
+                    connect(m, **{f"r{x}_{y}_e_out": r[x][y].e_out,
+                                  f"r{x + 1}_{y}_w_in": r[x + 1][y].w_in})
+                    connect(m, **{f"r{x + 1}_{y}_w_out": r[x + 1][y].w_out,
+                                  f"r{x}_{y}_e_in": r[x][y].e_in})
+                if y + 1 < rows:
+                    connect(m, **{f"r{x}_{y}_s_out": r[x][y].s_out,
+                                  f"r{x}_{y + 1}_n_in": r[x][y + 1].n_in})
+                    connect(m, **{f"r{x}_{y + 1}_n_out": r[x][y + 1].n_out,
+                                  f"r{x}_{y}_s_in": r[x][y].s_in})
+
+        # Mesh edges: inputs never valid; outputs always ready, and what leaves is dropped.
+        edges = []
+        for x in range(cols):
+            edges += [(r[x][0], Dir.N), (r[x][rows - 1], Dir.S)]
+        for y in range(rows):
+            edges += [(r[0][y], Dir.W), (r[cols - 1][y], Dir.E)]
+        ends = []
+        for router, d in edges:
+            out = router.port_out(d)
+            m.d.comb += [
+                router.port_in(d).valid.eq(0),
+                out.ready.eq(1),
+            ]
+            ends.append(out.valid & out.payload.last)
+        # Several messages may end on the mesh's edges in the same cycle.
+        m.d.sync += self.dropped.eq(self.dropped + sum(ends))
+        return m
