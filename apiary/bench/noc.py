@@ -16,13 +16,13 @@ import sys
 import tempfile
 import time
 
-from amaranth import Elaboratable, Module, Signal
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from ..noc.header import routing_header
 from ..noc.mesh import Mesh
 from ..noc.router import DIRS, Dir, Router
+from ..noc.testbench import WithCycleCounter
 
 
 __all__ = ["measure_router", "router_area", "design_area", "yosys_version", "main"]
@@ -42,17 +42,6 @@ _XILINX_LUTRAM = {
 }
 
 
-class _Counted(Elaboratable):
-    def __init__(self, dut):
-        self.dut = dut
-        self.cycle = Signal(32)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = self.dut
-        m.d.sync += self.cycle.eq(self.cycle + 1)
-        return m
-
 
 def measure_router(width, n=64):
     """Simulate a router at (1, 1) with five streams of ``n`` flits at once, one per input, each
@@ -63,7 +52,7 @@ def measure_router(width, n=64):
     throughput is the lowest over the five ports of flits out / cycles from first to last.
     """
     r = Router(width, 1, 1)
-    h = _Counted(r)
+    h = WithCycleCounter(r)
     dst = {Dir.W: (2, 1), Dir.E: (0, 1), Dir.N: (1, 2), Dir.S: (1, 0), Dir.P: (1, 1)}
     out = {Dir.W: Dir.E, Dir.E: Dir.W, Dir.N: Dir.S, Dir.S: Dir.N, Dir.P: Dir.P}
     rhdr = routing_header()

@@ -2,27 +2,15 @@ import random
 from collections import defaultdict
 
 import pytest
-from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.noc.header import Message, NocHeader
 from apiary.noc.mesh import Mesh
-from apiary.noc.testbench import send_flits
+from apiary.noc.testbench import WithCycleCounter, send_flits
 
 
 WIDTHS = pytest.mark.parametrize("width", [64, 512])
 
-
-class Counted(Elaboratable):
-    def __init__(self, dut):
-        self.dut = dut
-        self.cycle = Signal(32)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = self.dut
-        m.d.sync += self.cycle.eq(self.cycle + 1)
-        return m
 
 
 def msg(src, dst, *, seq=0, meta=(), payload=b""):
@@ -36,7 +24,7 @@ def run_mesh(mesh, traffic, *, seed=0, src_stall=0.0, dst_stall=0.0, timeout=200
     ``received[(x, y)]`` is the decoded messages ``eject[x][y]`` delivered, in order, and
     ``dropped`` the mesh's counter once everything has arrived."""
     width = mesh.width
-    h = Counted(mesh)
+    h = WithCycleCounter(mesh)
     inside = {(x, y) for x in range(mesh.cols) for y in range(mesh.rows)}
     expected = sum(1 for msgs in traffic.values() for m in msgs
                    if (m.header.dst_x, m.header.dst_y) in inside)
@@ -221,7 +209,7 @@ def test_latency_per_hop(width):
     """A header flit injected at (0, 0) on cycle t is valid at (2, 2) on cycle t + 5 (five
     routers) and at (0, 0) itself on cycle t + 1."""
     mesh = Mesh(width, 3, 3)
-    h = Counted(mesh)
+    h = WithCycleCounter(mesh)
     seen = {}
 
     async def tb(ctx):
@@ -263,3 +251,4 @@ def test_small_meshes(cols, rows):
     check(mesh, traffic, received)
     assert sum(map(len, received.values())) == 2 * (cols * rows) ** 2
     assert dropped == 2
+

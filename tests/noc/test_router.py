@@ -2,28 +2,14 @@ import random
 from collections import defaultdict
 
 import pytest
-from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.noc.header import Message, NocHeader, routing_header
 from apiary.noc.router import DIRS, SOURCES, Dir, Router, xy_route
-from apiary.noc.testbench import send_flits
+from apiary.noc.testbench import WithCycleCounter, send_flits
 
 
 # --- helpers -------------------------------------------------------------------------------------
-
-class Counted(Elaboratable):
-    """The DUT plus a free-running cycle counter, so every testbench agrees on the cycle."""
-
-    def __init__(self, dut):
-        self.dut = dut
-        self.cycle = Signal(32)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = self.dut
-        m.d.sync += self.cycle.eq(self.cycle + 1)
-        return m
 
 
 def head_flit(width, dst_x, dst_y, *, last=1, tag=0, **fields):
@@ -107,7 +93,7 @@ def split_messages(log):
 
 def make_harness(width, x=1, y=1, **kw):
     r = Router(width, x, y, **kw)
-    h = Counted(r)
+    h = WithCycleCounter(r)
     logs = {d: [] for d in DIRS}
     ins = {d: [] for d in DIRS}
     return r, h, logs, ins
