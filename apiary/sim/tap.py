@@ -103,6 +103,11 @@ class TapBridge:
             moved += 1
         return moved
 
+    def addresses(self):
+        """The design's own addresses (``Design.settings`` ``mac`` and ``ipv4``), as text."""
+        settings = self.sim.design.settings
+        return ", ".join(f"{key} {settings[key]}" for key in ("mac", "ipv4") if key in settings)
+
     def summary(self):
         drops = {k: v for k, v in self.sim.counters().items() if "drop" in k and v}
         text = (f"frames in {self.frames_in}, frames out {self.frames_out}, "
@@ -119,6 +124,9 @@ class TapBridge:
         start = last_stats = time.monotonic()
         self.log(f"bridging {self.sim.design.name!r} ({self.sim.backend}) to TAP device "
                  f"{self.tap.name}; Ctrl-C stops")
+        addresses = self.addresses()
+        if addresses:
+            self.log(f"the design answers as {addresses}")
         try:
             while not self._stop:
                 if not self.step():

@@ -110,3 +110,14 @@ def test_tap_bridge_moves_frames_both_ways(netns):
     frames_in = int(stopped[0].split("frames in ")[1].split(",")[0])
     frames_out = int(stopped[0].split("frames out ")[1].split(",")[0])
     assert frames_in >= count and frames_out >= count, text
+
+
+def test_bridge_announces_the_design_addresses():
+    from types import SimpleNamespace
+    from apiary.design import Design
+    from apiary.sim.tap import TapBridge
+    design = Design("echo", cols=1, rows=1)
+    sim = SimpleNamespace(design=design)
+    assert TapBridge(sim, tap=None).addresses() == ""
+    design.settings.update(mac="02:00:00:00:00:02", ipv4="10.0.0.2")
+    assert TapBridge(sim, tap=None).addresses() == "mac 02:00:00:00:00:02, ipv4 10.0.0.2"
