@@ -1,0 +1,376 @@
+"""Strip bytes from the front of packets, or prepend header bytes, on payload streams.
+
+Both blocks work on :func:`~apiary.noc.flit.payload_layout` streams at any supported width and
+shift the rest of the packet so that its first byte lands in lane 0 again. They are what the
+protocol RX tiles use to remove a header (Ethernet, VLAN, IPv4, UDP) and the TX tiles to put one
+in front, like litex's ``Depacketizer`` and ``Packetizer``, but with a byte count that may change
+from packet to packet and may exceed one word.
+
+Both share one datapath, :class:`_Joiner`: a *carry* register holding ``r`` bytes (``0 <= r <
+width/8``) that were left over from the previous word. Each output word is the carry followed by
+the first ``width/8 - r`` bytes of the current input word, and the current word's remaining ``r``
+bytes become the new carry. When a packet's last input word does not fit in the remaining lanes,
+one more *flush* word is sent from the carry alone: that is the one extra word of latency.
+
+Packets on a payload stream: every word but the last is full (``nbytes == width/8``); a packet
+of zero bytes is a single word with ``nbytes == 0`` and ``last``. Both blocks zero the byte lanes
+past ``nbytes`` of every word they send.
+"""
+
+from amaranth import Module, Signal, Cat, Const, Mux, Value
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .flit import payload_signature
+from .header import check_width
+
+
+__all__ = ["StreamStrip", "StreamInsert", "byte_reverse"]
+
+
+def byte_reverse(value):
+    """``value`` with its bytes in the opposite order (wiring only).
+
+    A :class:`~apiary.noc.header.Header` view is most significant byte first (network order
+    read as a big-endian number), while a payload stream and :class:`StreamInsert`'s header
+    input carry the first byte in lane 0. ``byte_reverse(view.as_value())`` converts one into the
+    other; ``len(value)`` must be a multiple of 8.
+    """
+    if len(value) % 8:
+        raise ValueError(f"byte_reverse needs a whole number of bytes, not {len(value)} bits")
+    return Cat(value[8 * k:8 * k + 8] for k in reversed(range(len(value) // 8)))
+
+
+def _check_max_bytes(max_bytes, what):
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
+        raise ValueError(f"{what} needs max_bytes to be a positive number of bytes, "
+                         f"not {max_bytes!r}")
+    return max_bytes
+
+
+def _bytes_to_bits(count):
+    """``count * 8`` as a shift amount, without a multiplier."""
+    return Cat(Const(0, 3), Value.cast(count))
+
+
+class _Joiner:
+    """The shared realignment datapath, built into ``m`` by :class:`StreamStrip` and
+    :class:`StreamInsert`.
+
+    ``carry`` is a register of ``nb`` bytes whose low ``r`` lanes hold the bytes left over from
+    the previous word (higher lanes are zero). For the word ``i`` on the input and a carry of
+    ``r`` bytes (``r`` is an expression, so a block can start a packet with a value that is not
+    registered yet):
+
+    * :attr:`joined` is the carry followed by the first ``nb - r`` bytes of ``i``;
+    * :attr:`rest` is the ``r`` bytes of ``i`` that did not fit, in lanes ``0 .. r-1``;
+    * :attr:`total` is how many bytes ``joined`` and ``rest`` hold together, ``r + i.nbytes``;
+    * :attr:`overflow` is high if ``total > nb``: on a last word, a flush word must follow.
+    """
+
+    def __init__(self, m, nb, carry, carry_bytes, word, word_bytes):
+        self.nb = nb
+        self.joined = Signal(8 * nb, name="joined")
+        self.rest = Signal(8 * nb, name="rest")
+        self.total = Signal(range(2 * nb + 1), name="total")
+        self.overflow = Signal(name="overflow")
+        m.d.comb += [
+            self.joined.eq(carry | (word << _bytes_to_bits(carry_bytes))[:8 * nb]),
+            self.rest.eq(word >> _bytes_to_bits(nb - carry_bytes)),
+            self.total.eq(carry_bytes + word_bytes),
+            self.overflow.eq(self.total > nb),
+        ]
+
+    @staticmethod
+    def lane_mask(nb, nbytes):
+        """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word."""
+        ones = Const((1 << 8 * nb) - 1, 8 * nb)
+        return ~(ones << _bytes_to_bits(nbytes))[:8 * nb]
+
+
+class _Realign(wiring.Component):
+    """Ports and output logic common to :class:`StreamStrip` and :class:`StreamInsert`."""
+
+    def __init__(self, width, max_bytes, fixed, members):
+        self._width = check_width(width)
+        self._max_bytes = _check_max_bytes(max_bytes, type(self).__name__)
+        self._fixed = bool(fixed)
+        super().__init__({
+            "i": In(payload_signature(width)),
+            "o": Out(payload_signature(width)),
+            **members,
+        })
+
+    def _output(self, m, data_, nbytes, last):
+        """Drive ``o.payload``, zeroing the lanes past ``nbytes``."""
+        nb = self._width // 8
+        m.d.comb += [
+            self.o.payload.data.eq(data_ & _Joiner.lane_mask(nb, nbytes)),
+            self.o.payload.nbytes.eq(nbytes),
+            self.o.payload.last.eq(last),
+        ]
+
+
+class StreamStrip(_Realign):
+    """Remove the first ``N`` bytes of every packet and realign the rest to lane 0.
+
+    ``N`` is taken from ``n`` together with each packet's first word (``i.ready`` stays low on
+    the first word until ``n`` is valid), or is always ``max_bytes`` with ``fixed=True``. Any
+    ``N`` that ``n`` can carry is handled, including several words' worth; words that hold only
+    stripped bytes are discarded as they arrive. A packet of exactly ``N`` bytes gives an empty
+    packet (one word, ``nbytes == 0``, ``last``).
+
+    Latency: an output word is sent, combinationally, in the cycle the input word holding its
+    last byte is on ``i`` (``o`` is not registered; ``i.ready`` follows ``o.ready``), except a
+    packet's final word when the last input word does not fit in the lanes the previous output
+    word left: it follows one cycle later (the flush word, one extra word of latency).
+
+    Throughput: one input word per cycle. The input stalls one cycle only when a packet that
+    ends with a flush word is followed by one whose first output word comes from its first input
+    word (``N == 0``, or a packet of one word); with ``N >= width/8`` that never happens.
+
+    Drops: a packet shorter than ``N`` bytes is discarded whole (nothing of it has been sent,
+    since no output word exists before byte ``N`` arrives). ``dropped`` pulses in the cycle its
+    last word is taken and ``too_short`` counts it; the next packet is not affected.
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits (64, 128, 256 or 512).
+    max_bytes : int
+        Largest ``N``; sets the width of ``n``.
+    fixed : bool
+        Strip exactly ``max_bytes`` bytes from every packet; there is no ``n`` port.
+
+    Members
+    -------
+    i : In(payload_signature(width))
+        Packets.
+    n : In(stream.Signature(range(max_bytes + 1)))
+        Bytes to strip, one transfer per packet, taken with its first word (not with ``fixed``).
+    o : Out(payload_signature(width))
+        The packets without their first ``N`` bytes.
+    dropped : Out(1)
+        Pulses once per packet shorter than ``N``.
+    too_short : Out(32)
+        Packets shorter than ``N``, dropped.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or ``max_bytes`` is not a positive integer.
+    """
+
+    def __init__(self, width, max_bytes, *, fixed=False):
+        members = {"dropped": Out(1), "too_short": Out(32)}
+        if not fixed:
+            members["n"] = In(stream.Signature(range(_check_max_bytes(max_bytes, "StreamStrip")
+                                                     + 1)))
+        super().__init__(width, max_bytes, fixed, members)
+
+    def elaborate(self, platform):
+        m = Module()
+        nb = self._width // 8
+        log_nb = nb.bit_length() - 1
+        i, o = self.i, self.o
+
+        # Per-packet parameters: straight from `n` on the first word, registered after it.
+        if self._fixed:
+            n_value, n_valid = Const(self._max_bytes), Const(1)
+        else:
+            n_value, n_valid = self.n.payload, self.n.valid
+        n_skip = ((n_value - 1) >> log_nb)[:max(1, len(n_value) - log_nb)]  # words before word h
+        n_r = (nb - n_value[:log_nb])[:log_nb]      # bytes of word h kept: (-N) mod nb
+        busy = Signal()                             # past the packet's first word
+        skip = Signal.like(n_skip, name="skip")
+        r = Signal(range(nb), name="r")
+        joining = Signal()                          # the carry holds word h or later
+        carry = Signal(8 * nb)
+        flushing = Signal()
+        flush_bytes = Signal(range(nb + 1))
+
+        cur_skip = Mux(busy, skip, n_skip)
+        cur_r = Mux(busy, r, n_r)
+        cur_joining = Mux(busy, joining, n_value == 0)
+        params = busy | n_valid
+
+        # A packet with N = 0 starts joining with an empty carry, not the last packet's.
+        j = _Joiner(m, nb, Mux(busy, carry, 0), cur_r, i.payload.data, i.payload.nbytes)
+        discard = ~cur_joining & (cur_skip != 0)    # a word of stripped bytes only
+        first = ~cur_joining & (cur_skip == 0)      # word h: its last r bytes are kept
+        kept = Signal(range(-nb, nb + 1))           # bytes of word h kept, if it is the last
+        m.d.comb += kept.eq(i.payload.nbytes + cur_r - nb)
+        short = i.payload.last & (discard | (first & (kept < 0)))
+        emits = cur_joining | (first & i.payload.last & ~short)
+
+        with m.If(flushing):
+            self._output(m, carry, flush_bytes, 1)
+            m.d.comb += [
+                o.valid.eq(1),
+                i.ready.eq(o.ready & params & ~emits),
+            ]
+        with m.Else():
+            with m.If(cur_joining):
+                self._output(m, j.joined, Mux(i.payload.last & ~j.overflow, j.total, nb),
+                             i.payload.last & ~j.overflow)
+            with m.Else():
+                self._output(m, j.rest, kept, 1)
+            m.d.comb += [
+                o.valid.eq(i.valid & params & emits),
+                i.ready.eq(params & (o.ready | ~emits)),
+            ]
+        take = i.valid & i.ready
+        if not self._fixed:
+            m.d.comb += self.n.ready.eq(take & ~busy)
+
+        with m.If(o.valid & o.ready & flushing):
+            m.d.sync += flushing.eq(0)
+        with m.If(take):
+            m.d.sync += [
+                busy.eq(~i.payload.last),
+                skip.eq(cur_skip - 1),
+                r.eq(cur_r),
+                joining.eq(~discard),
+            ]
+            with m.If(~discard):
+                m.d.sync += carry.eq(j.rest)
+            with m.If(cur_joining & i.payload.last & j.overflow):
+                m.d.sync += [flushing.eq(1), flush_bytes.eq(j.total - nb)]
+            with m.If(short):
+                # The only place data is dropped: a packet that ended within its first N bytes.
+                m.d.comb += self.dropped.eq(1)
+        m.d.sync += self.too_short.eq(self.too_short + self.dropped)
+        return m
+
+
+class StreamInsert(_Realign):
+    """Prepend ``N`` header bytes to every packet and realign the packet behind them.
+
+    For each packet, ``hdr`` carries the header bytes (``data``, first byte in lane 0, i.e.
+    bits 7..0; see :func:`byte_reverse`) and their count ``nbytes`` (``N``, at most
+    ``max_bytes``; larger counts are taken as ``max_bytes``). With ``fixed=True`` there is no
+    ``nbytes`` field and every header is ``max_bytes`` long. ``hdr`` is held until the packet's
+    first word is taken.
+
+    Latency: the first output word is on ``o`` in the cycle ``hdr`` is valid if the header fills
+    at least one word, otherwise in the cycle the packet's first word arrives. Every later word
+    is sent combinationally in the cycle the input word holding its last byte is on ``i``
+    (``o`` is not registered), except a packet's final word when the last input word does not
+    fit in the lanes the header and previous words left: it follows one cycle later (the flush
+    word, one extra word of latency). A header that ends on a word boundary waits for the
+    packet's first word, to know whether the header word is the packet's last.
+
+    Throughput: one output word per cycle, without idle cycles between back-to-back packets, as
+    long as ``hdr`` and ``i`` keep up: each packet takes ``max(1, ceil((N + L) / (width/8)))``
+    cycles. ``i`` is stalled while header and flush words are sent.
+
+    Nothing is dropped.
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits (64, 128, 256 or 512).
+    max_bytes : int
+        Largest header, in bytes.
+    fixed : bool
+        Every header is ``max_bytes`` long; ``hdr`` has no ``nbytes`` field.
+
+    Members
+    -------
+    i : In(payload_signature(width))
+        Packets.
+    hdr : In(StreamInsert.header_signature(max_bytes, fixed=fixed))
+        One header per packet.
+    o : Out(payload_signature(width))
+        Header bytes followed by the packet's bytes.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or ``max_bytes`` is not a positive integer.
+    """
+
+    @staticmethod
+    def header_signature(max_bytes, *, fixed=False):
+        """``stream.Signature`` of ``{data: 8 * max_bytes}`` plus ``nbytes`` unless ``fixed``."""
+        fields = {"data": unsigned(8 * _check_max_bytes(max_bytes, "StreamInsert"))}
+        if not fixed:
+            fields["nbytes"] = range(max_bytes + 1)
+        return stream.Signature(data.StructLayout(fields))
+
+    def __init__(self, width, max_bytes, *, fixed=False):
+        super().__init__(width, max_bytes, fixed,
+                         {"hdr": In(self.header_signature(max_bytes, fixed=fixed))})
+
+    def elaborate(self, platform):
+        m = Module()
+        nb = self._width // 8
+        log_nb = nb.bit_length() - 1
+        max_words = -(-self._max_bytes // nb)
+        i, o, hdr = self.i, self.o, self.hdr
+
+        if self._fixed:
+            count = Const(self._max_bytes)
+        else:
+            count = Signal(range(self._max_bytes + 1), name="count")
+            m.d.comb += count.eq(Mux(hdr.payload.nbytes > self._max_bytes, self._max_bytes,
+                                     hdr.payload.nbytes))
+        padded = Cat(hdr.payload.data, Const(0, 8 * (max_words * nb - self._max_bytes)))
+        full_words = count >> log_nb                # header words sent on their own
+        tail = count[:log_nb]                       # header bytes in the word shared with data
+
+        index = Signal(range(max_words + 1))        # header word on `o`
+        joining = Signal()                          # the header has been taken
+        r = Signal(range(nb), name="r")
+        carry = Signal(8 * nb)
+        flushing = Signal()
+        flush_bytes = Signal(range(nb + 1))
+
+        head_carry = (padded.word_select(full_words, 8 * nb)
+                      & _Joiner.lane_mask(nb, tail))
+        cur_r = Mux(joining, r, tail)
+        j = _Joiner(m, nb, Mux(joining, carry, head_carry), cur_r,
+                    i.payload.data, i.payload.nbytes)
+        heading = ~joining & (index < full_words)
+        # A header ending on a word boundary, followed by an empty packet, ends the packet.
+        empty = i.valid & i.payload.last & (i.payload.nbytes == 0)
+        closing = heading & (tail == 0) & (index == full_words - 1)
+
+        with m.If(flushing):
+            self._output(m, carry, flush_bytes, 1)
+            m.d.comb += o.valid.eq(1)
+        with m.Elif(heading):
+            self._output(m, padded.word_select(index, 8 * nb), nb, closing & empty)
+            m.d.comb += [
+                o.valid.eq(hdr.valid & (~closing | i.valid)),
+                i.ready.eq(closing & empty & o.ready),
+                hdr.ready.eq(closing & empty & o.ready),
+            ]
+        with m.Else():
+            self._output(m, j.joined, Mux(i.payload.last & ~j.overflow, j.total, nb),
+                         i.payload.last & ~j.overflow)
+            m.d.comb += [
+                o.valid.eq(i.valid & (joining | hdr.valid)),
+                i.ready.eq(o.ready & (joining | hdr.valid)),
+                hdr.ready.eq(~joining & i.valid & o.ready),
+            ]
+
+        sent = o.valid & o.ready
+        take = i.valid & i.ready
+        with m.If(sent):
+            with m.If(flushing):
+                m.d.sync += flushing.eq(0)
+            with m.Elif(heading):
+                m.d.sync += index.eq(Mux(closing & empty, 0, index + 1))
+        with m.If(take & ~heading):
+            m.d.sync += [
+                carry.eq(j.rest),
+                r.eq(cur_r),
+                joining.eq(~i.payload.last),
+            ]
+            with m.If(i.payload.last):
+                m.d.sync += index.eq(0)
+                with m.If(j.overflow):
+                    m.d.sync += [flushing.eq(1), flush_bytes.eq(j.total - nb)]
+        return m

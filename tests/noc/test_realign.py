@@ -1,0 +1,406 @@
+"""StreamStrip and StreamInsert against Python slicing: random packets and byte counts with
+stalls at 64, 128 and 512 bits, too-short packets, latency and full-rate throughput."""
+
+import random
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.sim import Simulator
+
+from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
+from apiary.noc.testbench import stream_get, stream_put, watchdog
+
+
+TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+def to_words(packet, width, rng):
+    """Payload-stream words of ``packet``; lanes past ``nbytes`` hold random bytes."""
+    nb = width // 8
+    if not packet:
+        return [{"data": rng.getrandbits(width), "nbytes": 0, "last": 1}]
+    words = []
+    for off in range(0, len(packet), nb):
+        chunk = packet[off:off + nb]
+        garbage = rng.getrandbits(8 * (nb - len(chunk))) << (8 * len(chunk))
+        words.append({"data": int.from_bytes(chunk, "little") | garbage, "nbytes": len(chunk),
+                      "last": int(off + nb >= len(packet))})
+    return words
+
+
+def word_count(length, width):
+    return max(1, -(-length // (width // 8)))
+
+
+async def recv_packet(ctx, port, nb, **stall):
+    """One packet from a payload stream, checking the framing rules on every word."""
+    out = b""
+    while True:
+        p = await stream_get(ctx, port, **stall)
+        n, value = int(p.nbytes), int(p.data)
+        assert value >> (8 * n) == 0, "lanes past nbytes are not zero"
+        assert p.last or n == nb, "a word before the last is not full"
+        assert n > 0 or out == b"", "an empty word ends a non-empty packet"
+        out += value.to_bytes(nb, "little")[:n]
+        if p.last:
+            return out
+
+
+def transfers(port, log):
+    """Background testbench: append the cycle number of every transfer on ``port`` to ``log``."""
+    async def tb(ctx):
+        cycle = 0
+        async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
+            if valid and ready:
+                log.append(cycle)
+            cycle += 1
+    return tb
+
+
+def simulate(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
+    """Run ``sources`` (async functions of ctx) in the background, receive ``expected_count``
+    packets from ``dut.o``; returns (packets, counters, transfer cycles on i and o)."""
+    received, result, log_i, log_o = [], {}, [], []
+    nb = width // 8
+
+    async def sink(ctx):
+        for _ in range(expected_count):
+            received.append(await recv_packet(ctx, dut.o, nb, rng=rng, stall=stall))
+        await ctx.tick().repeat(10)
+        assert ctx.get(dut.o.valid) == 0, "output after the last expected packet"
+        if isinstance(dut, StreamStrip):
+            result["too_short"] = ctx.get(dut.too_short)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for source in sources:
+        sim.add_testbench(source, background=True)
+    sim.add_testbench(transfers(dut.i, log_i), background=True)
+    sim.add_testbench(transfers(dut.o, log_o), background=True)
+    if isinstance(dut, StreamStrip):
+        async def pulses(ctx):
+            result["dropped"] = 0
+            async for _, _, dropped in ctx.tick().sample(dut.dropped):
+                result["dropped"] += dropped
+        sim.add_testbench(pulses, background=True)
+    sim.add_testbench(sink)
+    sim.add_testbench(watchdog(cycles), background=True)
+    sim.run()
+    return received, result, log_i, log_o
+
+
+def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0.3):
+    dut = StreamStrip(width, max_bytes, fixed=fixed)
+    rng = random.Random(seed)
+    stalls = dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
+
+    async def data_source(ctx):
+        for packet in packets:
+            for word in to_words(packet, width, rng):
+                await stream_put(ctx, dut.i, word, **stalls)
+
+    async def n_source(ctx):
+        for n in counts:
+            await stream_put(ctx, dut.n, n, **stalls)
+
+    sources = [data_source] if fixed else [data_source, n_source]
+    good = sum(len(p) >= n for p, n in zip(packets, counts))
+    return simulate(dut, width, sources, good, rng=rng, stall=stall)
+
+
+def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall=0.3):
+    dut = StreamInsert(width, max_bytes, fixed=fixed)
+    rng = random.Random(seed)
+    stalls = dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
+
+    async def data_source(ctx):
+        for packet in packets:
+            for word in to_words(packet, width, rng):
+                await stream_put(ctx, dut.i, word, **stalls)
+
+    async def hdr_source(ctx):
+        for header in headers:
+            # Bytes past the header's length are random: the insert must not send them.
+            garbage = rng.getrandbits(8 * (max_bytes - len(header))) << (8 * len(header))
+            value = {"data": int.from_bytes(header, "little") | garbage}
+            if not fixed:
+                value["nbytes"] = len(header)
+            await stream_put(ctx, dut.hdr, value, **stalls)
+
+    return simulate(dut, width, [data_source, hdr_source], len(packets), rng=rng, stall=stall)
+
+
+def random_length(rng):
+    """Mostly short packets (so that headers and tails dominate), some up to 1600 bytes."""
+    return rng.randrange(1601) if rng.random() < 0.15 else rng.randrange(120)
+
+
+# -- parameters ------------------------------------------------------------------------------------
+
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="flit width must be one of"):
+        StreamStrip(100, 14)
+    with pytest.raises(ValueError, match="StreamStrip needs max_bytes to be a positive number"):
+        StreamStrip(64, 0)
+    with pytest.raises(ValueError, match="StreamInsert needs max_bytes to be a positive number"):
+        StreamInsert(64, "14")
+    with pytest.raises(ValueError, match="whole number of bytes, not 12 bits"):
+        byte_reverse(Signal(12))
+    assert "n" not in StreamStrip(64, 14, fixed=True).signature.members
+    assert "nbytes" not in {n for n, _ in StreamInsert(64, 14, fixed=True).hdr.payload.shape()}
+
+
+def test_byte_reverse():
+    sig = Signal(24)
+
+    async def tb(ctx):
+        ctx.set(sig, 0x123456)
+        assert ctx.get(byte_reverse(sig)) == 0x563412
+
+    sim = Simulator(Module())
+    sim.add_testbench(tb)
+    sim.run()
+
+
+# -- strip -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width", [64, 128, 512])
+def test_strip_random_with_stalls(width):
+    """Random packets and byte counts (beyond one word at 64 bits, typical header sizes, and
+    packets shorter than N in between) with stalls on all three streams: the output is
+    ``packet[N:]`` and every too-short packet is dropped and counted."""
+    rng = random.Random(width)
+    max_bytes = 70
+    packets, counts = [], []
+    for k in range(80):
+        n = rng.choice(TYPICAL) if k % 2 else rng.randrange(max_bytes + 1)
+        length = random_length(rng)
+        if k % 9 == 4:
+            length = rng.randrange(n + 1)           # too short, or exactly N
+        packets.append(rng.randbytes(length))
+        counts.append(n)
+    short = sum(len(p) < n for p, n in zip(packets, counts))
+    assert short >= 3
+    got, result, _, _ = run_strip(width, max_bytes, packets, counts, seed=width)
+    assert got == [p[n:] for p, n in zip(packets, counts) if len(p) >= n]
+    assert result == {"too_short": short, "dropped": short}
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_strip_fixed(width):
+    rng = random.Random(3)
+    packets = [rng.randbytes(random_length(rng)) for _ in range(20)] + [b"x" * 14, b""]
+    got, result, _, _ = run_strip(width, 14, packets, [14] * len(packets), fixed=True, seed=3)
+    assert got == [p[14:] for p in packets if len(p) >= 14]
+    assert result["too_short"] == sum(len(p) < 14 for p in packets)
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_strip_drops_short_packet_and_passes_next(width):
+    """A packet that ends inside its header, whether in a discarded word, in the word where
+    the payload would start, or as an empty packet, is dropped whole and counted; the packets
+    around it pass intact."""
+    nb = width // 8
+    n = nb + 6 if width == 64 else 46
+    rng = random.Random(5)
+    ends_early = nb if nb < n else n - 10          # in a discarded word at 64 bits
+    packets = [rng.randbytes(100), rng.randbytes(n - 1), rng.randbytes(ends_early), b"",
+               rng.randbytes(n), rng.randbytes(n + 1), rng.randbytes(3 * nb + 1)]
+    got, result, _, _ = run_strip(width, n, packets, [n] * len(packets), seed=5)
+    assert got == [packets[0][n:], b"", packets[5][n:], packets[6][n:]]
+    assert result == {"too_short": 3, "dropped": 3}
+
+
+def expected_strip_stalls(packets, counts, width):
+    """Input stall cycles the docstring allows: a packet ending with a flush word followed by
+    one whose first output word comes from its first input word."""
+    nb = width // 8
+    stalls = 0
+    for k in range(1, len(packets)):
+        (prev, pn), (cur, cn) = (packets[k - 1], counts[k - 1]), (packets[k], counts[k])
+        last_index = word_count(len(prev), width) - 1
+        flush = (len(prev) >= pn and pn > 0 and last_index > (pn - 1) // nb
+                 and (-pn) % nb + len(prev) - last_index * nb > nb)
+        direct = cn == 0 or (cn <= nb and len(cur) <= nb and len(cur) >= cn)
+        stalls += flush and direct
+    return stalls
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_strip_throughput(width):
+    """Back-to-back packets, source and sink never stalling: one input word per cycle with no
+    idle cycle, except exactly the stalls the docstring allows (none at 64 bits with header
+    sizes of one word or more)."""
+    rng = random.Random(width + 7)
+    counts = [rng.choice(TYPICAL + [0, 5]) for _ in range(60)]
+    if width == 64:
+        counts = [rng.choice(TYPICAL) for _ in range(60)]
+    packets = [rng.randbytes(n + rng.choice([0, 1, 7, 30, 64, 65, 200])) for n in counts]
+    got, _, log_i, log_o = run_strip(width, 64, packets, counts, stall=0)
+    assert got == [p[n:] for p, n in zip(packets, counts)]
+    words = sum(word_count(len(p), width) for p in packets)
+    stalls = expected_strip_stalls(packets, counts, width)
+    assert len(log_i) == words
+    assert log_i[-1] - log_i[0] + 1 == words + stalls
+    if width == 64:
+        assert stalls == 0
+    else:
+        assert 0 < stalls < len(packets) // 4
+    # Output words: one per output word of each packet, sent no later than one cycle after the
+    # last input word.
+    assert len(log_o) == sum(word_count(len(p) - n, width) for p, n in zip(packets, counts))
+    assert log_o[-1] <= log_i[-1] + 1
+
+
+def test_strip_latency():
+    """N = 0 passes words combinationally; N = 8 at 64 bits sends word 1 in the cycle it
+    arrives; N = 3 sends a one-word packet in the cycle it arrives, and a packet whose last word
+    overflows ends with a flush word one cycle later."""
+    dut = StreamStrip(64, 8)
+
+    async def tb(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.n.valid, 1)
+        for n, words, outputs in [
+            (0, [(0x1122, 2, 1)], [(0x1122, 2, 1)]),
+            (8, [(0xAA, 8, 0), (0x0807060504030201, 8, 1)], [None, (0x0807060504030201, 8, 1)]),
+            (3, [(0x0504030201, 5, 1)], [(0x0504, 2, 1)]),
+            (3, [(0x0807060504030201, 8, 0), (0x1211100F0E0D0C0B, 8, 1)],
+             [None, (0x0D0C0B0807060504, 8, 0)]),
+        ]:
+            ctx.set(dut.n.payload, n)
+            for (value, nbytes, last), expected in zip(words, outputs):
+                ctx.set(dut.i.payload, {"data": value, "nbytes": nbytes, "last": last})
+                ctx.set(dut.i.valid, 1)
+                if expected is None:
+                    assert ctx.get(dut.o.valid) == 0
+                else:
+                    assert ctx.get(dut.o.valid) == 1
+                    p = ctx.get(dut.o.payload)
+                    assert (p.data, p.nbytes, p.last) == expected
+                assert ctx.get(dut.i.ready) == 1
+                await ctx.tick()
+            ctx.set(dut.i.valid, 0)
+            if n == 3 and len(words) == 2:
+                assert ctx.get(dut.o.valid) == 1
+                p = ctx.get(dut.o.payload)
+                assert (p.data, p.nbytes, p.last) == (0x1211100F0E, 5, 1)
+                await ctx.tick()
+            assert ctx.get(dut.o.valid) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+# -- insert ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width", [64, 128, 512])
+def test_insert_random_with_stalls(width):
+    """Random packets and header lengths (0 to several words, typical sizes, headers ending on
+    a word boundary before an empty packet) with stalls on all three streams: the output is
+    ``header + packet``."""
+    rng = random.Random(width + 1)
+    max_bytes = 70
+    packets, headers = [], []
+    for k in range(80):
+        n = rng.choice(TYPICAL) if k % 2 else rng.randrange(max_bytes + 1)
+        if k % 7 == 3:
+            n = (width // 8) * rng.randrange(1, max_bytes // (width // 8) + 1)
+        packets.append(rng.randbytes(0 if k % 5 == 2 else random_length(rng)))
+        headers.append(rng.randbytes(n))
+    got, _, _, _ = run_insert(width, max_bytes, packets, headers, seed=width)
+    assert got == [h + p for h, p in zip(headers, packets)]
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_insert_fixed(width):
+    rng = random.Random(4)
+    packets = [rng.randbytes(random_length(rng)) for _ in range(20)] + [b""]
+    headers = [rng.randbytes(42) for _ in packets]
+    got, _, _, _ = run_insert(width, 42, packets, headers, fixed=True, seed=4)
+    assert got == [h + p for h, p in zip(headers, packets)]
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_insert_throughput(width):
+    """Back-to-back packets, sources and sink never stalling: the output sends one word per
+    cycle from the first word to the last, exactly ``ceil((N + L) / (width/8))`` per packet."""
+    rng = random.Random(width + 9)
+    headers = [rng.randbytes(rng.choice(TYPICAL + [0, 8, 64])) for _ in range(60)]
+    packets = [rng.randbytes(rng.choice([0, 1, 7, 30, 64, 65, 200])) for _ in headers]
+    got, _, _, log_o = run_insert(width, 64, packets, headers, stall=0)
+    assert got == [h + p for h, p in zip(headers, packets)]
+    words = sum(word_count(len(h) + len(p), width) for h, p in zip(headers, packets))
+    assert len(log_o) == words
+    assert log_o[-1] - log_o[0] + 1 == words
+
+
+def test_insert_latency():
+    """A header of at least one word is sent in the cycle ``hdr`` becomes valid, before any
+    payload; the payload's first word follows in the cycle it arrives."""
+    dut = StreamInsert(64, 16)
+
+    async def tb(ctx):
+        ctx.set(dut.o.ready, 1)
+        header = bytes(range(1, 11))
+        ctx.set(dut.hdr.payload, {"data": int.from_bytes(header, "little"), "nbytes": 10})
+        ctx.set(dut.hdr.valid, 1)
+        assert ctx.get(dut.o.valid) == 1
+        assert ctx.get(dut.o.payload.data) == int.from_bytes(header[:8], "little")
+        await ctx.tick()
+        assert ctx.get(dut.o.valid) == 0                   # waiting for the payload
+        ctx.set(dut.i.payload, {"data": int.from_bytes(b"abcdefgh", "little"), "nbytes": 8,
+                                "last": 1})
+        ctx.set(dut.i.valid, 1)
+        assert ctx.get(dut.o.valid) == 1 and ctx.get(dut.hdr.ready) == 1
+        assert ctx.get(dut.o.payload.data) == int.from_bytes(header[8:] + b"abcdef", "little")
+        assert ctx.get(dut.o.payload.last) == 0
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.hdr.valid, 0)
+        p = ctx.get(dut.o.payload)
+        assert ctx.get(dut.o.valid) == 1                   # the flush word
+        assert (p.data, p.nbytes, p.last) == (int.from_bytes(b"gh", "little"), 2, 1)
+        await ctx.tick()
+        assert ctx.get(dut.o.valid) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+def test_insert_header_on_word_boundary_waits_for_payload():
+    """A header that ends on a word boundary is held until the payload's first word shows
+    whether the packet is empty: then the header word itself is the last."""
+    dut = StreamInsert(64, 16)
+
+    async def tb(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.hdr.payload, {"data": int.from_bytes(bytes(range(1, 17)), "little"),
+                                  "nbytes": 16})
+        ctx.set(dut.hdr.valid, 1)
+        await ctx.tick()                                    # first header word sent
+        for _ in range(3):
+            assert ctx.get(dut.o.valid) == 0
+            await ctx.tick()
+        ctx.set(dut.i.payload, {"data": 0xFFFF, "nbytes": 0, "last": 1})
+        ctx.set(dut.i.valid, 1)
+        p = ctx.get(dut.o.payload)
+        assert ctx.get(dut.o.valid) == 1
+        assert (p.data, p.nbytes, p.last) == (int.from_bytes(bytes(range(9, 17)), "little"), 8, 1)
+        assert ctx.get(dut.i.ready) == 1 and ctx.get(dut.hdr.ready) == 1
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.hdr.valid, 0)
+        await ctx.tick()
+        assert ctx.get(dut.o.valid) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
