@@ -3,11 +3,14 @@
 import random
 
 import pytest
+from amaranth import Module
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from apiary.design import Design
-from apiary.noc import Message, NocHeader
+from apiary.noc import Message, NocHeader, flit_signature
 from apiary.noc.testbench import recv_message, send_message, watchdog
+from apiary.tile import Tile
 from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
 
@@ -67,4 +70,52 @@ def test_messages_follow_the_chain_and_strays_are_counted(width):
     sim.add_testbench(stray, background=True)
     sim.add_testbench(watchdog(20_000), background=True)
     sim.add_testbench(sink)
+    sim.run()
+
+
+class CtlPortTile(Tile):
+    """A tile on the control plane only, its port brought out (like PortTile on the data plane)."""
+    planes = ("ctl",)
+
+    def __init__(self, env=None):
+        super().__init__(env, {"tx": In(flit_signature(env.ctl_width)),
+                               "rx": Out(flit_signature(env.ctl_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        for src, dst in ((self.tx, self.ctl_out), (self.ctl_in, self.rx)):
+            m.d.comb += [dst.valid.eq(src.valid), dst.payload.eq(src.payload),
+                         src.ready.eq(dst.ready)]
+        return m
+
+
+def test_data_and_control_planes_are_separate_meshes():
+    d = Design("planes", cols=2, rows=2, width=512)
+    d.add("a", PortTile, at=(0, 0))
+    d.add("b", PortTile, at=(1, 1))
+    d.add("c", CtlPortTile, at=(1, 0))
+    d.add("e", CtlPortTile, at=(0, 1))
+    d.route("a", "b")
+    d.route("c", "e", plane="ctl")
+    top = DesignTop(d)
+    assert top.planes == ["data", "ctl"]
+    assert len(top.c_tx.payload.data) == 64 and len(top.a_tx.payload.data) == 512
+    data_msg = Message(NocHeader(dst_x=1, dst_y=1, src_x=0, src_y=0), payload=bytes(range(100)))
+    ctl_msg = Message(NocHeader(dst_x=0, dst_y=1, src_x=1, src_y=0), payload=b"ctl")
+
+    async def senders(ctx):
+        await send_message(ctx, top.a_tx, data_msg, 512)
+        await send_message(ctx, top.c_tx, ctl_msg, 64)
+
+    async def receivers(ctx):
+        assert await recv_message(ctx, top.e_rx, 64) == Message.from_flits(ctl_msg.flits(64), 64)
+        assert await recv_message(ctx, top.b_rx, 512) == Message.from_flits(data_msg.flits(512), 512)
+        # Nothing leaked across planes: positions without a tile of a plane sank nothing.
+        assert ctx.get(top.data_empty_dropped) == 0 and ctx.get(top.ctl_empty_dropped) == 0
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(senders, background=True)
+    sim.add_testbench(watchdog(2_000), background=True)
+    sim.add_testbench(receivers)
     sim.run()
