@@ -22,25 +22,26 @@ from ..tiles.frame_port import FramePortTile
 from . import open_sim
 
 
-__all__ = ["mesh_loopback", "frame_loopback", "cycles_per_second", "frames_per_second", "main"]
+__all__ = ["loopback", "mesh_loopback", "frame_loopback", "cycles_per_second", "frames_per_second", "main"]
 
 
-def mesh_loopback(width=512):
-    d = Design("mesh3x3_loopback", cols=3, rows=3, width=width)
+def loopback(name, cols, rows, width=512):
+    """A frame port at (0, 0) and a tile in the far corner that returns every frame."""
+    d = Design(name, cols=cols, rows=rows, width=width)
     d.add("eth", FramePortTile, at=(0, 0))
-    d.add("far", ForwardTile, at=(2, 2))
-    d.route("eth", "far")
-    d.route("far", "eth")
-    return d
-
-
-def frame_loopback(width=512):
-    d = Design("frame_loopback", cols=2, rows=1, width=width)
-    d.add("eth", FramePortTile, at=(0, 0))
-    d.add("reflect", ForwardTile, at=(1, 0))
+    d.add("reflect", ForwardTile, at=(cols - 1, rows - 1))
     d.route("eth", "reflect")
     d.route("reflect", "eth")
     return d
+
+
+def mesh_loopback(width=512):
+    """All nine routers of a 3×3 mesh exist; the corner-to-corner path is busy."""
+    return loopback("mesh3x3_loopback", 3, 3, width)
+
+
+def frame_loopback(width=512):
+    return loopback("frame_loopback", 2, 1, width)
 
 
 def _frame(n):
