@@ -9,12 +9,11 @@ import pathlib
 import random
 import sys
 
-from amaranth.sim import Simulator
 
 from apiary.design import DesignError
 from apiary.load import load_design
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import WithCycleCounter, recv_message, send_message
+from apiary.noc.testbench import WithCycleCounter, recv_message, send_message, simulate
 from apiary.show import render_svg
 from apiary.top import DesignTop
 
@@ -64,11 +63,7 @@ def main():
             received[i] = ctx.get(cycle)
             assert got.payload == msg.payload, "payload changed on the way"
 
-    sim = Simulator(counted)
-    sim.add_clock(4e-9)
-    sim.add_testbench(source, background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    simulate(counted, sink, background=[source], period=4e-9)
     print(f"== simulated fig5b at {width} bits: eth -> ip -> udp -> app")
     for i, msg in enumerate(messages):
         flits = len(msg.flits(width))

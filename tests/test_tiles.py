@@ -3,22 +3,11 @@
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import send_message, recv_message
+from apiary.noc.testbench import recv_message, send_message, simulate
 from apiary.tile import Endpoint, TileEnv
 from apiary.tiles import ForwardTile, PortTile
-
-
-def run(dut, *testbenches, background=()):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for tb in background:
-        sim.add_testbench(tb, background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
 
 
 def sample_messages(rng, n):
@@ -49,7 +38,7 @@ def test_forward_tile_rewrites_destination_and_source(width):
             expect.header.src_x, expect.header.src_y = 1, 0
             assert got == expect
 
-    run(dut, sink, background=[source])
+    simulate(dut, sink, background=[source])
 
 
 def test_forward_tile_without_next_hop_drops_and_counts():
@@ -63,7 +52,7 @@ def test_forward_tile_without_next_hop_drops_and_counts():
         assert ctx.get(dut.dropped) == 5
         assert ctx.get(dut.noc_out.valid) == 0
 
-    run(dut, tb)
+    simulate(dut, tb)
 
 
 def test_port_tile_route_requires_one_next_hop():
@@ -92,4 +81,4 @@ def test_port_tile_routes_to_next_hop(width):
         assert (got.header.dst_x, got.header.dst_y, got.header.src_x, got.header.src_y) == (3, 1, 0, 2)
         assert got.payload == msg.payload
 
-    run(dut, tb)
+    simulate(dut, tb)

@@ -5,11 +5,10 @@ import random
 import pytest
 from amaranth import Module
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
 
 from apiary.design import Design
 from apiary.noc import Message, NocHeader, flit_signature
-from apiary.noc.testbench import recv_message, send_message, watchdog
+from apiary.noc.testbench import recv_message, send_message, simulate
 from apiary.tile import Tile
 from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
@@ -64,13 +63,7 @@ def test_messages_follow_the_chain_and_strays_are_counted(width):
         assert ctx.get(top.data_edge_dropped) == 1
         assert ctx.get(top.ip_dropped) == 0 and ctx.get(top.udp_dropped) == 0
 
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    sim.add_testbench(source, background=True)
-    sim.add_testbench(stray, background=True)
-    sim.add_testbench(watchdog(20_000), background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    simulate(top, sink, background=[source, stray], timeout=20_000)
 
 
 class CtlPortTile(Tile):
@@ -113,9 +106,4 @@ def test_data_and_control_planes_are_separate_meshes():
         # Nothing leaked across planes: positions without a tile of a plane sank nothing.
         assert ctx.get(top.data_empty_dropped) == 0 and ctx.get(top.ctl_empty_dropped) == 0
 
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    sim.add_testbench(senders, background=True)
-    sim.add_testbench(watchdog(2_000), background=True)
-    sim.add_testbench(receivers)
-    sim.run()
+    simulate(top, receivers, background=[senders], timeout=2_000)

@@ -17,12 +17,11 @@ import tempfile
 import time
 
 from amaranth.back import rtlil
-from amaranth.sim import Simulator
 
 from ..noc.header import routing_header
 from ..noc.mesh import Mesh
 from ..noc.router import DIRS, Dir, Router
-from ..noc.testbench import WithCycleCounter
+from ..noc.testbench import WithCycleCounter, simulate
 
 
 __all__ = ["measure_router", "router_area", "design_area", "yosys_version", "main"]
@@ -89,14 +88,8 @@ def measure_router(width, n=64):
             await ctx.tick()
         raise RuntimeError("router benchmark did not finish")
 
-    sim = Simulator(h)
-    sim.add_clock(1e-8)
-    for d in DIRS:
-        sim.add_testbench(source(d), background=True)
-        sim.add_testbench(watch(r.port_in(d), taken[d]), background=True)
-        sim.add_testbench(watch(r.port_out(out[d]), given[out[d]]), background=True)
-    sim.add_testbench(done)
-    sim.run()
+    simulate(h, done, background=[tb for d in DIRS for tb in (
+        source(d), watch(r.port_in(d), taken[d]), watch(r.port_out(out[d]), given[out[d]]))])
 
     latency = 0
     throughput = 1.0

@@ -10,7 +10,7 @@ from .header import Message
 
 
 __all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
-           "watchdog", "split_messages", "WithCycleCounter"]
+           "watchdog", "simulate", "split_messages", "WithCycleCounter"]
 
 
 async def _stall(ctx, rng, stall):
@@ -73,6 +73,24 @@ def watchdog(cycles):
             await ctx.tick()
         raise AssertionError(f"the simulation still runs after {cycles} cycles")
     return tb
+
+
+def simulate(dut, *testbenches, background=(), timeout=None, period=1e-8):
+    """Run ``dut`` on a ``sync`` clock until every testbench in ``testbenches`` has returned.
+
+    ``background`` testbenches run alongside and end with the simulation; with ``timeout``
+    (cycles) a :func:`watchdog` fails the run if it goes on longer.
+    """
+    from amaranth.sim import Simulator
+    sim = Simulator(dut)
+    sim.add_clock(period)
+    for tb in background:
+        sim.add_testbench(tb, background=True)
+    if timeout is not None:
+        sim.add_testbench(watchdog(timeout), background=True)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    sim.run()
 
 
 def split_messages(flits):

@@ -6,12 +6,11 @@ import random
 import struct
 
 import pytest
-from amaranth.sim import Simulator
 from scapy.layers.inet import IP, UDP, IPOption_NOP
 from scapy.utils import checksum as scapy_checksum
 
 from apiary.noc.checksum import InternetChecksum, internet_checksum, ones_complement_sum
-from apiary.noc.testbench import WithCycleCounter, watchdog
+from apiary.noc.testbench import WithCycleCounter, simulate
 
 
 # -- Python model ----------------------------------------------------------------------------------
@@ -79,12 +78,7 @@ def run_checksum(width, jobs, *, gap=0.3, seed=0, max_offset=64):
         await ctx.tick().repeat(5)
         assert ctx.get(dut.o.valid) == 0
 
-    sim = Simulator(top)
-    sim.add_clock(1e-8)
-    sim.add_testbench(source, background=True)
-    sim.add_testbench(sink)
-    sim.add_testbench(watchdog(60_000), background=True)
-    sim.run()
+    simulate(top, sink, background=[source], timeout=60_000)
     return results, first_cycles + last_cycles, result_cycles
 
 

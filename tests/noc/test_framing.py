@@ -6,12 +6,11 @@ import random
 import pytest
 from amaranth import Module
 from amaranth.lib import wiring
-from amaranth.sim import Simulator
 
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 payload_words)
-from apiary.noc.testbench import send_flits, split_messages, stream_get, stream_put, watchdog
+from apiary.noc.testbench import send_flits, simulate, split_messages, stream_get, stream_put
 
 
 WIDTHS = [64, 512]
@@ -164,14 +163,7 @@ def test_loopback_with_stalls(width, meta_words):
         assert ctx.get(tx.length_errors) == 0
         assert ctx.get(rx.errors) == 0
 
-    sim = Simulator(m)
-    sim.add_clock(1e-8)
-    sim.add_testbench(descriptors, background=True)
-    sim.add_testbench(payloads, background=True)
-    sim.add_testbench(monitor(tx.o, link), background=True)
-    sim.add_testbench(consumer)
-    sim.add_testbench(watchdog(100_000), background=True)
-    sim.run()
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)], timeout=100_000)
 
     got = split_messages(link)
     assert len(got) == len(messages)
@@ -198,10 +190,7 @@ def test_sender_latency_is_zero_cycles(width):
         assert ctx.get(dut.o.valid) == 1
         assert (ctx.get(dut.o.payload.data), ctx.get(dut.o.payload.last)) == msg.flits(width)[0]
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -235,13 +224,7 @@ def test_sender_throughput_one_flit_per_cycle(width):
             flits.append((data, last))
         assert flits == golden and cycles == len(golden)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(descriptors, background=True)
-    sim.add_testbench(payloads, background=True)
-    sim.add_testbench(sink)
-    sim.add_testbench(watchdog(20_000), background=True)
-    sim.run()
+    simulate(dut, sink, background=[descriptors, payloads], timeout=20_000)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -300,12 +283,7 @@ def test_receiver_latency_and_throughput(width):
             seen["headers"] += hv
             seen["payloads"] += dv & dl
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(latency)
-    sim.add_testbench(count_outputs, background=True)
-    sim.add_testbench(watchdog(20_000), background=True)
-    sim.run()
+    simulate(dut, latency, background=[count_outputs], timeout=20_000)
 
 
 # -- length errors ---------------------------------------------------------------------------------
@@ -336,13 +314,7 @@ def run_sender(width, jobs):
         result["errors"] = ctx.get(dut.length_errors)
         result["idle"] = ctx.get(dut.i_data.ready) == 0 and ctx.get(dut.o.valid) == 0
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(descriptors, background=True)
-    sim.add_testbench(payloads, background=True)
-    sim.add_testbench(sink)
-    sim.add_testbench(watchdog(20_000), background=True)
-    sim.run()
+    simulate(dut, sink, background=[descriptors, payloads], timeout=20_000)
     return link, result
 
 
@@ -409,13 +381,8 @@ def run_receiver(width, meta_words, flit_lists, deliveries):
         await ctx.tick().repeat(20)
         assert ctx.get(dut.o_hdr.valid) == 0, "more deliveries than expected"
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(source)
-    sim.add_testbench(sink)
     flits = sum(len(f) for f in flit_lists)
-    sim.add_testbench(watchdog(20 * flits + 100), background=True)
-    sim.run()
+    simulate(dut, source, sink, timeout=20 * flits + 100)
     return delivered, result["errors"]
 
 
@@ -499,12 +466,7 @@ def test_framer_pads_and_drains():
             if error:
                 out.append("error")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(sink, background=True)
-    sim.add_testbench(tb)
-    sim.add_testbench(watchdog(1000), background=True)
-    sim.run()
+    simulate(dut, tb, background=[sink], timeout=1000)
     ones = 0x1111111111111111
     assert out == [
         (ones, 8, 0), "error", (0, 8, 0), (0, 4, 1),            # 20 bytes from one word

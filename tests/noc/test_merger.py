@@ -4,10 +4,9 @@ import random
 from collections import Counter
 
 import pytest
-from amaranth.sim import Simulator
 
 from apiary.noc.merger import MessageMerger
-from apiary.noc.testbench import send_flits, split_messages, stream_get, watchdog
+from apiary.noc.testbench import send_flits, simulate, split_messages, stream_get
 
 
 WIDTHS = [64, 512]
@@ -66,13 +65,7 @@ def run(width, n, streams, *, priority=False, rng=None, stall=0.0, cycles=None):
                 else:
                     idle.append(len(out))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for k in range(n):
-        sim.add_testbench(source(k), background=True)
-    sim.add_testbench(sink)
-    sim.add_testbench(watchdog(20 * total + 100), background=True)
-    sim.run()
+    simulate(dut, sink, background=[source(k) for k in range(n)], timeout=20 * total + 100)
     return out, idle
 
 
@@ -149,7 +142,4 @@ def test_holds_an_offered_flit(priority):
         ctx.set(dut.i[1].valid, 0)
         assert ctx.get(dut.o.payload.data) == 0x22 and ctx.get(dut.i[0].ready)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)

@@ -2,11 +2,10 @@ import random
 from collections import defaultdict
 
 import pytest
-from amaranth.sim import Simulator
 
 from apiary.noc.header import Message, NocHeader
 from apiary.noc.mesh import Mesh
-from apiary.noc.testbench import WithCycleCounter, send_flits
+from apiary.noc.testbench import WithCycleCounter, send_flits, simulate
 
 
 WIDTHS = pytest.mark.parametrize("width", [64, 512])
@@ -69,14 +68,8 @@ def run_mesh(mesh, traffic, *, seed=0, src_stall=0.0, dst_stall=0.0, timeout=200
         result["dropped"] = ctx.get(mesh.dropped)
         result["cycles"] = ctx.get(h.cycle)
 
-    sim = Simulator(h)
-    sim.add_clock(1e-8)
-    for xy in inside:
-        sim.add_testbench(sink(xy), background=True)
-    for xy, msgs in traffic.items():
-        sim.add_testbench(source(xy, msgs))
-    sim.add_testbench(main)
-    sim.run()
+    simulate(h, *(source(xy, msgs) for xy, msgs in traffic.items()), main,
+             background=[sink(xy) for xy in inside])
     return received, result["dropped"]
 
 
@@ -229,10 +222,7 @@ def test_latency_per_hop(width):
                     seen[dst] = (c - t, hops)
                     break
 
-    sim = Simulator(h)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(h, tb)
     for dst, (got, hops) in seen.items():
         assert got == hops, f"to {dst}: {got} cycles, expected {hops}"
     assert len(seen) == 3

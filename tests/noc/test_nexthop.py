@@ -1,9 +1,9 @@
 """NextHopTable: exact hits, misses, the default entry, round-robin among replicas."""
 
 import pytest
-from amaranth.sim import Simulator
 
 from apiary.noc import Fbits
+from apiary.noc.testbench import simulate
 from apiary.noc.nexthop import NextHopTable
 from apiary.tile import Endpoint
 
@@ -19,13 +19,6 @@ def where(ctx, dut):
 
 def hop(ep):
     return (1, ep.x, ep.y, ep.fbits)
-
-
-def simulate(dut, tb):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
 
 
 def test_hits_default_and_round_robin():

@@ -8,7 +8,7 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
-from apiary.noc.testbench import stream_get, stream_put, watchdog
+from apiary.noc.testbench import simulate, stream_get, stream_put
 
 
 TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP
@@ -59,7 +59,7 @@ def transfers(port, log):
     return tb
 
 
-def simulate(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
+def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
     """Run ``sources`` (async functions of ctx) in the background, receive ``expected_count``
     packets from ``dut.o``; returns (packets, counters, transfer cycles on i and o)."""
     received, result, log_i, log_o = [], {}, [], []
@@ -73,21 +73,14 @@ def simulate(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
         if isinstance(dut, StreamStrip):
             result["too_short"] = ctx.get(dut.too_short)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    for source in sources:
-        sim.add_testbench(source, background=True)
-    sim.add_testbench(transfers(dut.i, log_i), background=True)
-    sim.add_testbench(transfers(dut.o, log_o), background=True)
+    background = [*sources, transfers(dut.i, log_i), transfers(dut.o, log_o)]
     if isinstance(dut, StreamStrip):
         async def pulses(ctx):
             result["dropped"] = 0
             async for _, _, dropped in ctx.tick().sample(dut.dropped):
                 result["dropped"] += dropped
-        sim.add_testbench(pulses, background=True)
-    sim.add_testbench(sink)
-    sim.add_testbench(watchdog(cycles), background=True)
-    sim.run()
+        background.append(pulses)
+    simulate(dut, sink, background=background, timeout=cycles)
     return received, result, log_i, log_o
 
 
@@ -107,7 +100,7 @@ def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0
 
     sources = [data_source] if fixed else [data_source, n_source]
     good = sum(len(p) >= n for p, n in zip(packets, counts))
-    return simulate(dut, width, sources, good, rng=rng, stall=stall)
+    return run_stream(dut, width, sources, good, rng=rng, stall=stall)
 
 
 def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall=0.3):
@@ -129,7 +122,7 @@ def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall
                 value["nbytes"] = len(header)
             await stream_put(ctx, dut.hdr, value, **stalls)
 
-    return simulate(dut, width, [data_source, hdr_source], len(packets), rng=rng, stall=stall)
+    return run_stream(dut, width, [data_source, hdr_source], len(packets), rng=rng, stall=stall)
 
 
 def random_length(rng):
@@ -290,10 +283,7 @@ def test_strip_latency():
                 await ctx.tick()
             assert ctx.get(dut.o.valid) == 0
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
 
 
 # -- insert ----------------------------------------------------------------------------------------
@@ -368,10 +358,7 @@ def test_insert_latency():
         await ctx.tick()
         assert ctx.get(dut.o.valid) == 0
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
 
 
 def test_insert_header_on_word_boundary_waits_for_payload():
@@ -400,7 +387,4 @@ def test_insert_header_on_word_boundary_waits_for_payload():
         await ctx.tick()
         assert ctx.get(dut.o.valid) == 0
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)

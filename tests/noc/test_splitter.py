@@ -3,11 +3,10 @@
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from apiary.noc import Fbits, Message, NocHeader
 from apiary.noc.splitter import FbitsSplitter
-from apiary.noc.testbench import recv_flits, send_flits, watchdog
+from apiary.noc.testbench import recv_flits, send_flits, simulate
 
 
 WIDTHS = [64, 512]
@@ -69,14 +68,7 @@ def test_routes_whole_messages_and_drops_unknown(width):
         assert ctx.get(dut.dropped) == unknown
         assert not any(ctx.get(o.valid) for o in dut.o)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(source)
-    for k in range(len(OUTPUTS)):
-        sim.add_testbench(sink(k))
-    sim.add_testbench(check)
-    sim.add_testbench(watchdog(50_000), background=True)
-    sim.run()
+    simulate(dut, source, *(sink(k) for k in range(len(OUTPUTS))), check, timeout=50_000)
     assert got == expected
 
 
@@ -99,7 +91,4 @@ def test_cut_through_zero_latency(width):
         assert ctx.get(dut.i.ready) == 1
         assert ctx.get(dut.o[1].payload.data) == flits[0][0]
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
