@@ -17,6 +17,14 @@ _DESIGN_HELP = ("a design: path/to/script.py (its design() function), path/to/sc
 _WIDTH_HELP = "data-plane flit width, passed to the design function as width=N (64, 128, 256, 512)"
 
 
+def _design_command(sub, name, **kwargs):
+    """A subcommand that takes a DESIGN and ``--width``."""
+    command = sub.add_parser(name, **kwargs)
+    command.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    command.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+    return command
+
+
 def _parser():
     parser = argparse.ArgumentParser(
         prog="apiary",
@@ -27,47 +35,39 @@ def _parser():
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    check = sub.add_parser(
-        "check", help="check a design's layout and look for message-level deadlock",
+    _design_command(
+        sub, "check", help="check a design's layout and look for message-level deadlock",
         description="Run every check on a design before elaboration: tile classes and "
                     "parameters, coordinates inside the mesh and not shared, routes between "
                     "declared tiles on planes both attach to, and the resource-dependency graph "
                     "of every plane (a cycle is a message-level deadlock). Prints a summary and "
                     "exits 0, or prints every problem found and exits 1.")
-    check.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
-    check.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
 
-    show = sub.add_parser(
-        "show", help="draw a design's layout and routes as SVG",
+    show = _design_command(
+        sub, "show", help="draw a design's layout and routes as SVG",
         description="Draw the mesh, the tiles, every declared route along its XY path (one "
                     "colour per plane) and any deadlock cycle in red. A deadlocking design is "
                     "still drawn: the SVG is written, the deadlock report is printed as a "
                     "warning on stderr and the exit status is 0. Other problems (overlapping "
                     "tiles, routes to undeclared tiles, ...) are reported, nothing is written and "
                     "the exit status is 1.")
-    show.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
     show.add_argument("-o", "--output", metavar="FILE",
                       help="where to write the SVG (default: <design name>.svg)")
-    show.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
 
-    verilog = sub.add_parser(
-        "verilog", help="check a design, elaborate it and write Verilog",
+    verilog = _design_command(
+        sub, "verilog", help="check a design, elaborate it and write Verilog",
         description="Check the design (as `apiary check` does), elaborate it into one Amaranth "
                     "component and write it as Verilog.")
-    verilog.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
     verilog.add_argument("-o", "--output", metavar="FILE",
                          help="where to write the Verilog (default: <design name>.v)")
-    verilog.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
 
-    sim = sub.add_parser(
-        "sim", help="simulate a design: pcap in/out, or bridged to a Linux TAP device",
+    sim = _design_command(
+        sub, "sim", help="simulate a design: pcap in/out, or bridged to a Linux TAP device",
         description="Simulate a design through its Ethernet port (a <tile>_mac_rx/_mac_tx pair). "
                     "With --pcap-in/--pcap-out, feed the frames of a pcap file and write what "
                     "comes out with simulated timestamps at --clock-mhz. With --tap NAME, attach "
                     "the port to a Linux TAP device (needs root; use inside a network namespace: "
                     "`ip netns exec NS apiary sim DESIGN --tap tap0`) until Ctrl-C.")
-    sim.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
-    sim.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
     sim.add_argument("--pcap-in", metavar="FILE", help="frames to feed the design")
     sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
     sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
