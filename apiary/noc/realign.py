@@ -24,6 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from .flit import payload_signature
 from .header import check_width
+from .lanes import lane_mask, shift_lanes_down, shift_lanes_up
 
 
 __all__ = ["StreamStrip", "StreamInsert", "byte_reverse"]
@@ -49,11 +50,6 @@ def _check_max_bytes(max_bytes, what):
     return max_bytes
 
 
-def _bytes_to_bits(count):
-    """``count * 8`` as a shift amount, without a multiplier."""
-    return Cat(Const(0, 3), Value.cast(count))
-
-
 class _Joiner:
     """The shared realignment datapath, built into ``m`` by :class:`StreamStrip` and
     :class:`StreamInsert`.
@@ -76,8 +72,8 @@ class _Joiner:
         self.total = Signal(range(2 * nb + 1), name="total")
         self.overflow = Signal(name="overflow")
         m.d.comb += [
-            self.joined.eq(carry | (word << _bytes_to_bits(carry_bytes))[:8 * nb]),
-            self.rest.eq(word >> _bytes_to_bits(nb - carry_bytes)),
+            self.joined.eq(carry | shift_lanes_up(word, carry_bytes, nb)),
+            self.rest.eq(shift_lanes_down(word, nb - carry_bytes, nb)),
             self.total.eq(carry_bytes + word_bytes),
             self.overflow.eq(self.total > nb),
         ]
@@ -85,8 +81,7 @@ class _Joiner:
     @staticmethod
     def lane_mask(nb, nbytes):
         """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word."""
-        ones = Const((1 << 8 * nb) - 1, 8 * nb)
-        return ~(ones << _bytes_to_bits(nbytes))[:8 * nb]
+        return lane_mask(nb, nbytes)
 
 
 class _Realign(wiring.Component):

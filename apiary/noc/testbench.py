@@ -10,6 +10,7 @@ from .header import Message
 
 
 __all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
+           "packet_words", "send_packet", "recv_packet",
            "watchdog", "simulate", "split_messages", "WithCycleCounter"]
 
 
@@ -60,6 +61,48 @@ async def send_message(ctx, port, message, width, **stall):
 
 async def recv_message(ctx, port, width, **stall):
     return Message.from_flits(await recv_flits(ctx, port, **stall), width)
+
+
+def packet_words(packet, width, rng=None):
+    """Payload-stream words (dicts of ``data``, ``nbytes``, ``last``) of the bytes ``packet``.
+
+    An empty packet is one word with ``nbytes == 0``. With ``rng``, lanes past ``nbytes`` hold
+    random bytes (a receiver must ignore them), otherwise zeros.
+    """
+    nb = width // 8
+    if not packet:
+        return [{"data": rng.getrandbits(width) if rng else 0, "nbytes": 0, "last": 1}]
+    words = []
+    for off in range(0, len(packet), nb):
+        chunk = bytes(packet[off:off + nb])
+        garbage = (rng.getrandbits(8 * (nb - len(chunk))) << (8 * len(chunk))) if rng else 0
+        words.append({"data": int.from_bytes(chunk, "little") | garbage, "nbytes": len(chunk),
+                      "last": int(off + nb >= len(packet))})
+    return words
+
+
+async def send_packet(ctx, port, packet, width, *, rng=None, stall=0.0):
+    """Send the bytes ``packet`` on a payload stream (random idle cycles with ``rng``)."""
+    for word in packet_words(packet, width, rng):
+        await stream_put(ctx, port, word, rng=rng, stall=stall)
+
+
+async def recv_packet(ctx, port, width, **stall):
+    """Receive one packet from a payload stream as bytes, asserting the framing rules on every
+    word: lanes past ``nbytes`` are zero, every word but the last is full, and an empty word
+    only ever forms an empty packet."""
+    nb = width // 8
+    out = b""
+    while True:
+        p = await stream_get(ctx, port, **stall)
+        n, value = int(p.nbytes), int(p.data)
+        assert n <= nb, f"nbytes {n} is above the width"
+        assert value >> (8 * n) == 0, "lanes past nbytes are not zero"
+        assert p.last or n == nb, "a word before the last is not full"
+        assert n > 0 or out == b"", "an empty word ends a non-empty packet"
+        out += value.to_bytes(nb, "little")[:n]
+        if p.last:
+            return out
 
 
 def watchdog(cycles):

@@ -11,7 +11,7 @@ __all__ = ["Sim", "DEFAULT_CLOCK_HZ", "DEFAULT_MAX_CYCLES", "DEFAULT_IDLE_CYCLES
 #: The reference clock for converting cycles to time (the Beehive paper's 250 MHz, Alveo U200).
 DEFAULT_CLOCK_HZ = 250_000_000
 DEFAULT_MAX_CYCLES = 1_000_000
-DEFAULT_IDLE_CYCLES = 100
+DEFAULT_IDLE_CYCLES = 1000
 
 
 class Sim:

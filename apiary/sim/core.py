@@ -26,6 +26,7 @@ design on ``mac_tx``. The latency of a loopback is therefore ``out.cycle_first -
 ``valid`` high for the last ``idle_cycles`` cycles.
 """
 
+import os
 from dataclasses import dataclass
 
 from amaranth.hdl import Shape, Value
@@ -83,17 +84,12 @@ class Frame:
 
 @dataclass(frozen=True)
 class FramePort:
-    """One Ethernet-facing port of a design: top-level ``<name>_mac_rx`` and ``<name>_mac_tx``."""
+    """One Ethernet-facing port of a design: the top-level payload streams ``rx`` (into the
+    design, ``<tile>_mac_rx``) and ``tx`` (out of it, ``<tile>_mac_tx``)."""
     name: str
     width: int
-
-    @property
-    def rx(self):
-        return f"{self.name}_mac_rx"
-
-    @property
-    def tx(self):
-        return f"{self.name}_mac_tx"
+    rx: str
+    tx: str
 
 
 _MASK = 0xFFFFFFFF
@@ -153,20 +149,26 @@ def _is_payload_stream(member, width):
 def find_ports(top):
     """The :class:`FramePort`\\ s of an elaborated design top, in declaration order.
 
-    A port is a pair of top-level members ``<name>_mac_rx`` (a payload stream into the design)
-    and ``<name>_mac_tx`` (one out of it).
+    A port is a top-level payload stream ``<tile>_mac_rx`` into the design and one
+    ``<tile>_mac_tx`` out of it. One tile with both is a port named after the tile. A design
+    with its MAC split over two tiles (``eth_rx`` with ``mac_rx``, ``eth_tx`` with ``mac_tx``,
+    as Beehive has it) has one port named after what their names share (``eth``), provided
+    exactly one receive and one transmit stream are left unpaired.
     """
     members = top.signature.members
     width = top.design.width
-    ports = []
-    for key, member in members.items():
-        if not key.endswith("_mac_rx"):
-            continue
-        name = key[:-len("_mac_rx")]
-        tx = members.get(f"{name}_mac_tx") if f"{name}_mac_tx" in members else None
-        if (tx is not None and member.flow == Flow.In and tx.flow == Flow.Out
-                and _is_payload_stream(member, width) and _is_payload_stream(tx, width)):
-            ports.append(FramePort(name, width))
+    rx = [k[:-len("_mac_rx")] for k, m in members.items() if k.endswith("_mac_rx")
+          and m.flow == Flow.In and _is_payload_stream(m, width)]
+    tx = [k[:-len("_mac_tx")] for k, m in members.items() if k.endswith("_mac_tx")
+          and m.flow == Flow.Out and _is_payload_stream(m, width)]
+    ports = [FramePort(name, width, f"{name}_mac_rx", f"{name}_mac_tx")
+             for name in rx if name in tx]
+    lone_rx = [name for name in rx if name not in tx]
+    lone_tx = [name for name in tx if name not in rx]
+    if len(lone_rx) == 1 and len(lone_tx) == 1:
+        a, b = lone_rx[0], lone_tx[0]
+        shared = os.path.commonprefix([a, b]).rstrip("_") or f"{a}_{b}"
+        ports.append(FramePort(shared, width, f"{a}_mac_rx", f"{b}_mac_tx"))
     return ports
 
 

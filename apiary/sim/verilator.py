@@ -327,10 +327,10 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
     ``-O0``, in parallel with the generated glue; the result is linked with the cached runtime
     (``verilated.cpp`` and the harness, compiled once per toolchain) into ``model.so``.
     """
-    verilog = design_verilog(top)
+    root = cache_root(cache_dir)
+    verilog = design_verilog(top, cache_dir=root)
     vroot, perl, cxx = _toolchain()
     key = model_key(verilog, trace, cxx)
-    root = cache_root(cache_dir)
     final = os.path.join(root, key)
     so = os.path.join(final, "model.so")
     if os.path.exists(so):

@@ -23,7 +23,7 @@ def next_hop_fields(env):
 
 class ForwardTile(Tile):
     """Forward each message unchanged but for its header's destination (the tile's next hop) and
-    source (this tile).
+    source (this tile), and with ``msg_type`` given, its message type.
 
     Latency: 0 cycles (combinational, cut-through). Throughput: one flit per cycle.
     With no next hop declared, or several, messages are dropped and counted in ``dropped``.
@@ -34,9 +34,11 @@ class ForwardTile(Tile):
         Messages dropped for want of a single next hop.
     """
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, *, msg_type=None):
         super().__init__(env, {"dropped": Out(32)})
         self._fields = next_hop_fields(self.env)
+        if self._fields is not None and msg_type is not None:
+            self._fields["msg_type"] = int(getattr(msg_type, "value", msg_type))
 
     def elaborate(self, platform):
         m = Module()

@@ -10,7 +10,8 @@ from amaranth.lib import wiring
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 payload_words)
-from apiary.noc.testbench import send_flits, simulate, split_messages, stream_get, stream_put
+from apiary.noc.testbench import (recv_packet, send_flits, send_packet, simulate, split_messages,
+                                  stream_get, stream_put)
 
 
 WIDTHS = [64, 512]
@@ -121,11 +122,13 @@ def test_descriptor_layout():
 
 # -- loopback -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("meta_words", [0, 1, 2])
+@pytest.mark.parametrize("meta_words,empty_packets", [(0, False), (1, False), (2, False),
+                                                      (1, True)])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_loopback_with_stalls(width, meta_words):
+def test_loopback_with_stalls(width, meta_words, empty_packets):
     """Sender → receiver with random stalls at all four ends: the link carries exactly
-    ``Message.flits`` and the receiver gives back every descriptor, metadata word and byte."""
+    ``Message.flits`` and the receiver gives back every descriptor, metadata word and byte.
+    With ``empty_packets`` both ends carry one (empty) packet for each header-only message."""
     rng = random.Random(width * 10 + meta_words)
     count = 50
     messages = [random_message(rng, width, meta_words) for _ in range(count)]
@@ -134,8 +137,8 @@ def test_loopback_with_stalls(width, meta_words):
     messages[3].payload = bytes(range(width // 8))          # exactly one full word
 
     m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_words)
-    m.submodules.rx = rx = MessageReceiver(width, meta_words)
+    m.submodules.tx = tx = MessageSender(width, meta_words, empty_packets=empty_packets)
+    m.submodules.rx = rx = MessageReceiver(width, meta_words, empty_packets=empty_packets)
     wiring.connect(m, tx=tx.o, rx=rx.i)
     link = []
     stall = dict(rng=random.Random(rng.random()), stall=0.3)
@@ -147,6 +150,8 @@ def test_loopback_with_stalls(width, meta_words):
     async def payloads(ctx):
         r = random.Random(7)
         for msg in messages:
+            if empty_packets and not msg.payload:
+                await send_packet(ctx, tx.i_data, b"", width, rng=r)
             for word in payload_stream(msg.payload, width, r):
                 await stream_put(ctx, tx.i_data, word, **stall)
 
@@ -158,6 +163,8 @@ def test_loopback_with_stalls(width, meta_words):
                 data, counts = await recv_payload(ctx, rx.o_data, **stall)
                 assert data == msg.payload
                 assert counts == expected_nbytes(len(msg.payload), width)
+            elif empty_packets:
+                assert await recv_packet(ctx, rx.o_data, width, **stall) == b""
         await ctx.tick().repeat(5)
         assert ctx.get(rx.o_hdr.valid) == 0 and ctx.get(rx.o_data.valid) == 0
         assert ctx.get(tx.length_errors) == 0

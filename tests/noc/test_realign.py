@@ -8,7 +8,7 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
-from apiary.noc.testbench import simulate, stream_get, stream_put
+from apiary.noc.testbench import packet_words, recv_packet, simulate, stream_get, stream_put
 
 
 TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP
@@ -16,36 +16,8 @@ TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv
 
 # -- helpers ---------------------------------------------------------------------------------------
 
-def to_words(packet, width, rng):
-    """Payload-stream words of ``packet``; lanes past ``nbytes`` hold random bytes."""
-    nb = width // 8
-    if not packet:
-        return [{"data": rng.getrandbits(width), "nbytes": 0, "last": 1}]
-    words = []
-    for off in range(0, len(packet), nb):
-        chunk = packet[off:off + nb]
-        garbage = rng.getrandbits(8 * (nb - len(chunk))) << (8 * len(chunk))
-        words.append({"data": int.from_bytes(chunk, "little") | garbage, "nbytes": len(chunk),
-                      "last": int(off + nb >= len(packet))})
-    return words
-
-
 def word_count(length, width):
     return max(1, -(-length // (width // 8)))
-
-
-async def recv_packet(ctx, port, nb, **stall):
-    """One packet from a payload stream, checking the framing rules on every word."""
-    out = b""
-    while True:
-        p = await stream_get(ctx, port, **stall)
-        n, value = int(p.nbytes), int(p.data)
-        assert value >> (8 * n) == 0, "lanes past nbytes are not zero"
-        assert p.last or n == nb, "a word before the last is not full"
-        assert n > 0 or out == b"", "an empty word ends a non-empty packet"
-        out += value.to_bytes(nb, "little")[:n]
-        if p.last:
-            return out
 
 
 def transfers(port, log):
@@ -67,7 +39,7 @@ def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000
 
     async def sink(ctx):
         for _ in range(expected_count):
-            received.append(await recv_packet(ctx, dut.o, nb, rng=rng, stall=stall))
+            received.append(await recv_packet(ctx, dut.o, width, rng=rng, stall=stall))
         await ctx.tick().repeat(10)
         assert ctx.get(dut.o.valid) == 0, "output after the last expected packet"
         if isinstance(dut, StreamStrip):
@@ -91,7 +63,7 @@ def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0
 
     async def data_source(ctx):
         for packet in packets:
-            for word in to_words(packet, width, rng):
+            for word in packet_words(packet, width, rng):
                 await stream_put(ctx, dut.i, word, **stalls)
 
     async def n_source(ctx):
@@ -110,7 +82,7 @@ def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall
 
     async def data_source(ctx):
         for packet in packets:
-            for word in to_words(packet, width, rng):
+            for word in packet_words(packet, width, rng):
                 await stream_put(ctx, dut.i, word, **stalls)
 
     async def hdr_source(ctx):

@@ -105,7 +105,7 @@ def test_counters_and_run_semantics_match_between_backends():
     frames = udp_frames(6, seed=9)
     seen = {}
     for backend in ("pysim", "verilator"):
-        with open_sim(loopback.design(64), backend, seed=11, stall=0.1) as sim:
+        with open_sim(loopback.design(64), backend, seed=11, stall=0.1, idle_cycles=100) as sim:
             assert sim.run(5) == 5 and sim.cycle == 5
             assert sim.run() == 95                 # idle: 100 quiet cycles (idle_cycles)
             assert sim.run() == 0                  # idle already: nothing to do

@@ -1,0 +1,390 @@
+"""A store-and-forward packet FIFO on payload streams, with an optional per-packet verdict.
+
+Whole packets are stored in a ring buffer (one ``Memory`` word per payload word) and sent on
+only once complete and judged: a tile that learns at a packet's end whether to keep it (a
+checksum, a MAC's FCS) or that must know a packet's length before its first byte (a NoC
+header) puts one of these in front of its cut-through logic.
+"""
+
+from amaranth import Module, Signal, Cat, Mux
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .flit import payload_signature
+from .framing import payload_words
+from .header import check_width
+
+
+__all__ = ["PacketBuffer"]
+
+
+def _check_int(value, name, low, what):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"PacketBuffer: {name} must be {what}, not {value!r}")
+    return value
+
+
+class PacketBuffer(wiring.Component):
+    """Store each packet whole, then send it on with a descriptor if its verdict says so.
+
+    **In.** Packets arrive on ``i`` as payload words (byte ``k`` in lane ``k``, every word but
+    the last full, the last with ``nbytes`` 1 to ``width // 8``; an empty packet is one word with
+    ``nbytes == 0``). A last word with ``nbytes == 0`` after full words is accepted too: it ends
+    the packet without adding bytes. Lanes past ``nbytes`` may hold anything (they are stored as
+    zeros).
+
+    **Stored or dropped.** In the cycle a packet's last word is taken on ``i``, exactly one of
+    ``accepted`` (the packet is stored) and ``i_dropped`` (the buffer dropped it) is high; both
+    are combinational from ``i``. The buffer drops, counting each packet once in ``overflow``:
+
+    * packets longer than ``max_bytes`` or shorter than ``min_bytes``;
+    * packets with a malformed word: a word before the last that is not full, or ``nbytes``
+      above ``width // 8``;
+    * with ``always_ready``, packets that find no room: no free buffer word for one of their
+      words, or, at their last word, ``max_queued`` packets already waiting (see
+      ``max_queued``).
+
+    A dropped packet's words are taken and discarded up to its ``last`` and the space it used is
+    given back at once. Without ``always_ready`` nothing is dropped for lack of room:
+    ``i.ready`` is low while the buffer is full or ``max_queued`` packets wait (it depends on
+    the buffer's state only, never on ``i``), and high while a packet is being discarded. A
+    stored packet takes ``ceil(bytes / (width // 8))`` buffer words, an empty one 1.
+
+    **Verdict** (with ``verdict=True``). ``verdict`` carries exactly one transfer per *stored*
+    packet (one per ``accepted`` pulse), in packet order; none for packets the buffer dropped.
+    ``ok = 0`` discards the packet (counted in ``rejected``); ``ok = 1`` sends it on with
+    ``info``. A packet's verdict may be presented from the cycle of its ``accepted`` pulse on
+    (``verdict.ready`` is then high: it rises combinationally with ``accepted`` when no older
+    packet waits for its verdict), never earlier. Up to ``max_queued`` stored packets may wait
+    for their verdicts while the next packets keep arriving on ``i``; the verdict logic must not
+    wait for later packets' words, nor for ``o``. A verdict computed for *every* packet (say a
+    checksum result some cycles after each last word) is matched to it by queueing ``accepted``
+    at each last word and presenting only the results whose flag is set. With
+    ``verdict=False`` there is no ``verdict`` member and every stored packet is sent on.
+
+    **Out.** For each packet with an ``ok`` verdict, one transfer on ``o_desc`` (its byte count
+    and ``info``), then, strictly after that transfer, its words on ``o``: every word full but
+    the last, which has ``last`` and ``nbytes`` 1 to ``width // 8``; an empty packet gives one
+    word with ``nbytes == 0``. Lanes past ``nbytes`` are zero. The next packet's descriptor may
+    be offered while the previous packet's words are still on ``o``. Rejected packets are
+    skipped, one cycle each.
+
+    Latency, when no packet is queued or being sent before it: a packet's descriptor is valid
+    on ``o_desc`` 2 cycles after the cycle its verdict is taken (with ``verdict=False``, or a
+    verdict given with the last word: the cycle its last word is taken), and its first word is
+    valid on ``o`` 3 cycles after that cycle if ``o_desc`` is taken at once. Throughput: one
+    word per cycle in and out; with ``o_desc`` and ``o`` always ready, stored and judged
+    packets leave back to back without idle cycles on ``o``, one-word and empty packets
+    included (each rejected packet between them costs one cycle). ``o`` comes from a synchronous ``Memory`` read port (the port's data
+    register is the output register); ``o_desc`` is registered.
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits (64, 128, 256 or 512).
+    max_bytes : int
+        Longest packet accepted, in bytes (at least 1).
+    buffer_bytes : int or None
+        Buffer size in bytes, at least ``max_bytes``; rounded up to a power of two of words
+        (at least two). Default ``2 * max_bytes``, so one packet can be received while the
+        previous one is sent.
+    max_queued : int
+        Stored packets that may wait at once, for their verdict or for their turn on
+        ``o_desc``; the packet whose descriptor is offered or whose words are being read no
+        longer counts.
+    info_width : int
+        Bits of ``info`` carried from each verdict to the packet's descriptor; 0 for none
+        (no ``info`` field). Needs ``verdict=True``.
+    min_bytes : int
+        Shortest packet accepted, 0 to ``max_bytes`` (default 0: empty packets pass).
+    verdict : bool
+        Whether packets wait for a ``verdict`` transfer.
+    always_ready : bool
+        ``i.ready`` is always 1 (the source, a MAC, cannot wait); packets that find no room are
+        dropped.
+
+    Members
+    -------
+    i : In(payload_signature(width))
+        Packets in.
+    accepted : Out(1)
+        High in the cycle the last word of a packet the buffer stores is taken on ``i``.
+    i_dropped : Out(1)
+        High in the cycle the last word of a packet the buffer drops is taken on ``i``.
+    verdict : In(stream.Signature(PacketBuffer.verdict_layout(info_width)))
+        One ``{ok, info}`` per stored packet, in order (only with ``verdict=True``).
+    o_desc : Out(stream.Signature(PacketBuffer.desc_layout(max_bytes, info_width)))
+        One ``{bytes, info}`` per packet sent on ``o``, before its words.
+    o : Out(payload_signature(width))
+        The words of the packets sent on.
+    rejected : Out(32)
+        Verdicts with ``ok = 0``.
+    overflow : Out(32)
+        Packets the buffer dropped itself (one ``i_dropped`` pulse each).
+    packets : Out(32)
+        Packets sent on ``o`` (counted at their last word).
+
+    Attributes
+    ----------
+    buffer_words, buffer_bytes : int
+        The buffer's size after rounding.
+
+    Raises
+    ------
+    ValueError
+        If the width is not supported or a size is out of range.
+    """
+
+    @staticmethod
+    def verdict_layout(info_width=0):
+        """``{ok: 1, info: info_width}``, without ``info`` when ``info_width`` is 0."""
+        fields = {"ok": unsigned(1)}
+        if info_width:
+            fields["info"] = unsigned(info_width)
+        return data.StructLayout(fields)
+
+    @staticmethod
+    def desc_layout(max_bytes, info_width=0):
+        """``{bytes: 0..max_bytes, info: info_width}``, without ``info`` when ``info_width``
+        is 0."""
+        fields = {"bytes": range(max_bytes + 1)}
+        if info_width:
+            fields["info"] = unsigned(info_width)
+        return data.StructLayout(fields)
+
+    def __init__(self, width, *, max_bytes, buffer_bytes=None, max_queued=16, info_width=0,
+                 min_bytes=0, verdict=True, always_ready=False):
+        self._width = check_width(width)
+        _check_int(max_bytes, "max_bytes", 1, "a positive integer")
+        if buffer_bytes is None:
+            buffer_bytes = 2 * max_bytes
+        _check_int(buffer_bytes, "buffer_bytes", max_bytes,
+                   f"an integer of at least max_bytes ({max_bytes})")
+        _check_int(max_queued, "max_queued", 1, "a positive integer")
+        _check_int(info_width, "info_width", 0, "a non-negative integer")
+        _check_int(min_bytes, "min_bytes", 0, f"an integer from 0 to max_bytes ({max_bytes})")
+        if min_bytes > max_bytes:
+            raise ValueError(f"PacketBuffer: min_bytes must be an integer from 0 to max_bytes "
+                             f"({max_bytes}), not {min_bytes!r}")
+        if info_width and not verdict:
+            raise ValueError("PacketBuffer: info_width needs verdict=True (info comes with "
+                             "each packet's verdict)")
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self.max_queued = max_queued
+        self.info_width = info_width
+        self.has_verdict = bool(verdict)
+        self.always_ready = bool(always_ready)
+        nb = width // 8
+        words = -(-buffer_bytes // nb)
+        self.buffer_words = 1 << max(1, (words - 1).bit_length())
+        self.buffer_bytes = self.buffer_words * nb
+
+        members = {
+            "i": In(payload_signature(width)),
+            "accepted": Out(1),
+            "i_dropped": Out(1),
+        }
+        if verdict:
+            members["verdict"] = In(stream.Signature(self.verdict_layout(info_width)))
+        members.update({
+            "o_desc": Out(stream.Signature(self.desc_layout(max_bytes, info_width))),
+            "o": Out(payload_signature(width)),
+            "rejected": Out(32),
+            "overflow": Out(32),
+            "packets": Out(32),
+        })
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self._width
+        nb = width // 8
+        depth = self.buffer_words
+        abits = (depth - 1).bit_length()
+        qbits = max(1, (self.max_queued - 1).bit_length())
+        max_words = -(-self.max_bytes // nb)
+
+        m.submodules.mem = mem = Memory(shape=width, depth=depth, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=())
+        # Per stored packet, by queue index: its byte count, and (with a verdict) ok and info.
+        m.submodules.lengths = lengths = Memory(shape=range(self.max_bytes + 1),
+                                                depth=1 << qbits, init=[])
+        len_w = lengths.write_port()
+        len_r = lengths.read_port(domain="comb")
+
+        # Word pointers carry one extra bit so that a full buffer differs from an empty one.
+        wptr = Signal(abits + 1)      # next word to write
+        commit = Signal(abits + 1)    # first word of the packet being received
+        rptr = Signal(abits + 1)      # next word to read
+        used = Signal(abits + 1)
+        m.d.comb += used.eq(wptr - rptr)
+        room = Signal()
+        m.d.comb += room.eq(used != depth)
+        # Queue pointers (extra bit too): packets [qrd, qvd) are judged, [qvd, qwr) wait for
+        # their verdicts.
+        qwr = Signal(qbits + 1)
+        qvd = Signal(qbits + 1)
+        qrd = Signal(qbits + 1)
+        queued = Signal(qbits + 1)
+        m.d.comb += queued.eq(qwr - qrd)
+        qroom = Signal()
+        m.d.comb += qroom.eq(queued != self.max_queued)
+
+        # ---- receive ---------------------------------------------------------------------------
+        i = self.i
+        word = i.payload
+        fbytes = Signal(range(self.max_bytes + 1))     # bytes of the packet so far
+        dropping = Signal()                            # discarding the rest of a packet
+        nbytes = word.nbytes
+        total = Signal(range(self.max_bytes + (1 << len(nbytes))))
+        m.d.comb += total.eq(fbytes + nbytes)
+        stores = Signal()       # the word takes a buffer word: it has bytes or is an empty packet
+        m.d.comb += stores.eq((nbytes != 0) | (fbytes == 0))
+        bad = ((nbytes > nb) | (~word.last & (nbytes != nb)) | (total > self.max_bytes))
+        if self.min_bytes:
+            bad |= word.last & (total < self.min_bytes)
+        if self.always_ready:
+            bad |= (stores & ~room) | (word.last & ~qroom)
+            m.d.comb += i.ready.eq(1)
+        else:
+            # A packet that already holds max_bytes needs no more room: its next word either
+            # ends it without bytes or makes it too long.
+            m.d.comb += i.ready.eq(dropping | (qroom & (room | (fbytes >= self.max_bytes))))
+
+        masked = Cat(Mux(nbytes > lane, word.data[8 * lane:8 * lane + 8], 0)
+                     for lane in range(nb))
+        m.d.comb += [
+            wr.addr.eq(wptr[:abits]),
+            wr.data.eq(masked),
+            len_w.addr.eq(qwr[:qbits]),
+            len_w.data.eq(total),
+        ]
+        taken = i.valid & i.ready
+        m.d.comb += [
+            self.accepted.eq(taken & word.last & ~dropping & ~bad),
+            self.i_dropped.eq(taken & word.last & (dropping | bad)),
+        ]
+        with m.If(taken):
+            with m.If(dropping):
+                with m.If(word.last):
+                    m.d.sync += dropping.eq(0)
+            with m.Elif(bad):
+                m.d.sync += [wptr.eq(commit), fbytes.eq(0), dropping.eq(~word.last)]
+            with m.Else():
+                m.d.comb += wr.en.eq(stores)
+                with m.If(word.last):
+                    m.d.comb += len_w.en.eq(1)
+                    m.d.sync += [
+                        wptr.eq(wptr + stores),
+                        commit.eq(wptr + stores),
+                        fbytes.eq(0),
+                        qwr.eq(qwr + 1),
+                    ]
+                with m.Else():
+                    m.d.sync += [wptr.eq(wptr + 1), fbytes.eq(total)]
+        m.d.sync += self.overflow.eq(self.overflow + self.i_dropped)
+
+        # ---- verdicts --------------------------------------------------------------------------
+        if self.has_verdict:
+            v = self.verdict
+            m.submodules.verdicts = verdicts = Memory(
+                shape=self.verdict_layout(self.info_width), depth=1 << qbits, init=[])
+            ver_w = verdicts.write_port()
+            ver_r = verdicts.read_port(domain="comb")
+            judged = Signal()
+            m.d.comb += [
+                v.ready.eq((qvd != qwr) | self.accepted),
+                judged.eq(v.valid & v.ready),
+                ver_w.addr.eq(qvd[:qbits]),
+                ver_w.data.eq(v.payload),
+                ver_w.en.eq(judged),
+                ver_r.addr.eq(qrd[:qbits]),
+            ]
+            with m.If(judged):
+                m.d.sync += qvd.eq(qvd + 1)
+            m.d.sync += self.rejected.eq(self.rejected + (judged & ~v.payload.ok))
+            head_valid = qrd != qvd
+            head_ok = ver_r.data.ok
+            head_info = ver_r.data.info if self.info_width else None
+        else:
+            head_valid = qrd != qwr
+            head_ok = 1
+            head_info = None
+
+        # ---- send ------------------------------------------------------------------------------
+        # The packet at the queue head is started (its descriptor loaded into `desc_*`, its
+        # words counted in `left`) once the previous packet's last word is being read; its words
+        # are then read into the read port's data register, which is `o`. A word waits there
+        # (`hold`) while its own packet's descriptor is still on `o_desc`: `parity` tells the
+        # started packet from the one whose word is on `o`.
+        m.d.comb += len_r.addr.eq(qrd[:qbits])
+        hbytes = len_r.data
+        hwords, htail = payload_words(hbytes, width)
+        empty = hbytes == 0
+        skip_words = Mux(empty, 1, hwords)
+
+        desc = self.o_desc
+        desc_valid = Signal()
+        left = Signal(range(max_words + 1))            # words of the started packet to read
+        tail = Signal(range(nb + 1))                   # bytes in its last word
+        parity = Signal()                              # flips at each start
+        out_valid = Signal()
+        out_last = Signal()
+        out_nbytes = Signal(range(nb + 1))
+        out_parity = Signal()
+
+        o = self.o
+        hold = Signal()
+        m.d.comb += [
+            hold.eq(desc_valid & (out_parity == parity)),
+            o.valid.eq(out_valid & ~hold),
+            o.payload.data.eq(rd.data),
+            o.payload.nbytes.eq(out_nbytes),
+            o.payload.last.eq(out_last),
+            desc.valid.eq(desc_valid),
+        ]
+        advance = ~out_valid | (o.valid & o.ready)
+        fetch = Signal()
+        m.d.comb += [
+            fetch.eq(advance & (left != 0)),
+            rd.en.eq(advance),
+            rd.addr.eq(rptr[:abits]),
+        ]
+        with m.If(advance):
+            m.d.sync += [
+                out_valid.eq(fetch),
+                out_last.eq(left == 1),
+                out_nbytes.eq(Mux(left == 1, tail, nb)),
+                out_parity.eq(parity),
+            ]
+        with m.If(fetch):
+            m.d.sync += left.eq(left - 1)
+
+        fetched = (left == 0) | ((left == 1) & fetch)  # the started packet is read out
+        start = Signal()
+        skip = Signal()
+        m.d.comb += [
+            start.eq(head_valid & head_ok & fetched & (~desc_valid | desc.ready)),
+            skip.eq(head_valid & ~head_ok & fetched),
+        ]
+        m.d.sync += rptr.eq(rptr + fetch + Mux(skip, skip_words, 0))
+        with m.If(desc.valid & desc.ready):
+            m.d.sync += desc_valid.eq(0)
+        with m.If(start):
+            m.d.sync += [
+                desc_valid.eq(1),
+                desc.payload.bytes.eq(hbytes),
+                left.eq(Mux(empty, 1, hwords)),
+                tail.eq(Mux(empty, 0, htail)),
+                parity.eq(~parity),
+            ]
+            if head_info is not None:
+                m.d.sync += desc.payload.info.eq(head_info)
+        with m.If(start | skip):
+            m.d.sync += qrd.eq(qrd + 1)
+        m.d.sync += self.packets.eq(self.packets + (o.valid & o.ready & o.payload.last))
+        return m

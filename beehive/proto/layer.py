@@ -1,0 +1,519 @@
+"""What every protocol tile shares: a receive layer and a transmit layer.
+
+A **receive layer** (:class:`RxLayerTile`) takes packets (from the NoC, or from the MAC for
+Ethernet), peeks at the first ``head_bytes`` of each, decides from them whether to forward it,
+where to (its next-hop table, keyed by the EtherType, protocol or port it parsed), how many header
+bytes to strip and what to add to the packet's metadata, then streams the rest of the packet on,
+cut-through. Optionally it first stores each packet whole while an Internet checksum is summed
+over it (``verify_offset``), so that a packet with a bad checksum is never forwarded. A subclass
+writes :meth:`RxLayerTile.parse` and names its drop reasons; the rest is here::
+
+    source ─▶ [PacketBuffer + checksum] ─▶ PayloadPeek ─▶ StreamStrip ─▶ [patch] ─▶ MessageSender
+     (hdr) ─▶ [   metadata queue     ] ─▶ parse() ─▶ descriptor / strip queues ─────┘
+
+A **transmit layer** (:class:`TxLayerTile`) takes messages from the NoC and puts the header that
+:meth:`TxLayerTile.build` makes from the packet's metadata in front of the payload
+(:class:`~apiary.noc.realign.StreamInsert`); it never waits for more than the header.
+
+Both keep one counter per drop reason, plus ``forwarded``; a packet is counted once, under the
+first reason that applies, so the counters add up to the packets received.
+"""
+
+from types import SimpleNamespace
+
+from amaranth import Module, Signal, Cat, Const, Mux, Shape
+from amaranth.hdl import unsigned
+from amaranth.lib import data, fifo, stream
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from apiary.noc.checksum import InternetChecksum
+from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.header import noc_header
+from apiary.noc.nexthop import NextHopTable
+from apiary.noc.packet_buffer import PacketBuffer
+from apiary.noc.peek import PayloadPeek
+from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
+from apiary.tile import Tile
+
+from .meta import PACKET_META, meta_words
+
+
+__all__ = ["RxLayerTile", "TxLayerTile", "header_view", "header_signal", "header_bytes", "ones_sum", "fold16"]
+
+
+LENGTH_BITS = noc_header(64).width("payload_bytes")
+
+
+def packet_layout():
+    """What travels with each packet between a layer's stages: its length and metadata."""
+    return data.StructLayout({"length": unsigned(LENGTH_BITS), "meta": PACKET_META.layout()})
+
+
+def header_view(header, value, offset=0):
+    """View the bytes ``value`` (lane order: byte ``k`` in bits ``8k..8k+7``), starting at byte
+    ``offset``, as the MSB-first :class:`~apiary.noc.header.Header` ``header``."""
+    size = header.size // 8
+    return data.View(header.layout(), byte_reverse(value[8 * offset:8 * (offset + size)]))
+
+
+def header_signal(m, header, value, offset=0):
+    """Like :func:`header_view`, but a signal driven once from ``value``: cheaper to elaborate
+    when its fields are used many times."""
+    sig = Signal(header.layout(), name=f"{header.name}_at{offset}")
+    m.d.comb += sig.as_value().eq(header_view(header, value, offset).as_value())
+    return sig
+
+
+def header_bytes(view):
+    """The lane-order bytes of a header view (the inverse of :func:`header_view`)."""
+    return byte_reverse(view.as_value())
+
+
+def fold16(value):
+    """Fold a sum of 16-bit words (below ``2**32``) to 16 bits with end-around carries."""
+    for _ in range(2):
+        value = value[:16] + value[16:]
+    return value[:16]
+
+
+def ones_sum(*values):
+    """The one's-complement sum of 16-bit values, as a 16-bit value."""
+    total = values[0]
+    for v in values[1:]:
+        total = total + v
+    return fold16(total)
+
+
+def _queue(m, name, layout, depth=2):
+    """A small FIFO of ``layout`` values; returns its write and read streams as views."""
+    is_layout = isinstance(layout, (data.Layout, dict))
+    if isinstance(layout, dict):
+        layout = data.StructLayout(layout)
+    q = fifo.SyncFIFO(width=Shape.cast(layout).width, depth=depth)
+    m.submodules[name] = q
+    view = (lambda v: data.View(layout, v)) if is_layout else (lambda v: v)
+    w, r = SimpleNamespace(), SimpleNamespace()
+    w.valid, w.ready, w.payload = q.w_en, q.w_rdy, view(q.w_data)
+    r.valid, r.ready, r.payload = q.r_rdy, q.r_en, view(q.r_data)
+    return w, r
+
+
+class _Parse:
+    """What :meth:`RxLayerTile.parse` reads (``head``, ``head_len``, ``length``, ``meta``) and
+    sets (``drop``, ``key``, ``strip``, ``out_length``, ``set_meta``, ``patch``)."""
+
+    def __init__(self, tile, m, head, head_len, length, meta):
+        self.m = m
+        self.head, self.head_len, self.length, self.meta = head, head_len, length, meta
+        self.key = Const(0, tile.key_width)
+        self.strip = 0
+        self.out_length = None
+        self.meta_out = {}
+        self.patch_data = None
+        self.patch_len = 0
+        self.drops = []
+        self._names = tile.drop_reasons
+
+    def field(self, header, offset=0):
+        """The bytes of ``head`` from byte ``offset`` on, as the :class:`Header` ``header``."""
+        return header_signal(self.m, header, self.head, offset)
+
+    def drop(self, reason, condition):
+        """Drop the packet, counting it under ``reason``, if ``condition`` (and no earlier
+        reason) holds."""
+        if reason not in self._names:
+            raise ValueError(f"drop reason {reason!r} is not among the tile's drop_reasons "
+                             f"{self._names}")
+        self.drops.append((reason, condition))
+
+    def set_meta(self, **fields):
+        self.meta_out.update(fields)
+
+    def patch(self, value, nbytes):
+        """Replace the first ``nbytes`` bytes of the forwarded payload (after stripping) with
+        ``value`` (lane order)."""
+        self.patch_data, self.patch_len = value, nbytes
+
+
+class RxLayerTile(Tile):
+    """Base class of the receive-side protocol tiles (see the module docstring).
+
+    Class attributes a subclass sets: ``head_bytes`` (bytes :meth:`parse` sees), ``max_strip``
+    (most bytes it strips), ``key_width`` (bits of its routing key), ``msg_type`` (of the
+    messages it sends), ``drop_reasons`` (names of its drop counters, in priority order),
+    ``patch_bytes`` (most bytes :meth:`_Parse.patch` replaces, 0 if never), and for a tile that
+    verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
+    :meth:`verify`.
+
+    Members: a counter ``Out(32)`` per drop reason, plus ``no_route`` (no next hop for the key),
+    ``forwarded``, and with ``verify_offset``, ``bad_checksum`` and ``overflow`` (packets longer
+    than ``max_packet``, or that do not fit).
+    """
+
+    head_bytes = 8
+    max_strip = 0
+    key_width = 1
+    msg_type = None
+    drop_reasons = ()
+    patch_bytes = 0
+    verify_offset = None
+    max_packet = 2048
+
+    def __init__(self, env=None, members=None):
+        counters = {name: Out(32) for name in self.counter_names()}
+        super().__init__(env, {**counters, **(members or {})})
+        self.meta_words = meta_words(self.env.width)
+        self.routes = self.env.next_hops("data")
+
+    @classmethod
+    def counter_names(cls):
+        names = list(cls.drop_reasons) + ["no_route", "forwarded"]
+        if cls.verify_offset is not None:
+            names += ["bad_checksum", "overflow"]
+        return names
+
+    # -- hooks -----------------------------------------------------------------------------------
+
+    def source(self, m):
+        """The packets this layer receives: ``(hdr, data)``, a stream of :func:`packet_layout`
+        and a payload stream with one packet per ``hdr`` (taken before its words appear).
+        Default: NoC messages through a :class:`MessageReceiver`."""
+        m.submodules.receiver = rx = MessageReceiver(self.env.width, self.meta_words,
+                                                     empty_packets=True)
+        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        hdr = stream.Signature(packet_layout()).create()
+        m.d.comb += [
+            hdr.valid.eq(rx.o_hdr.valid),
+            hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
+            hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+            rx.o_hdr.ready.eq(hdr.ready),
+        ]
+        return hdr, rx.o_data
+
+    def verify(self, m, v):
+        """With ``verify_offset``: from ``v.sum`` (one's-complement sum of the packet from
+        ``verify_offset`` on), ``v.first`` (the packet's first word), ``v.length`` and ``v.meta``,
+        return ``(ok, {meta field: value})``."""
+        raise NotImplementedError
+
+    def verify_initial(self, m, length, meta):
+        """With ``verify_offset``: the 16-bit value the checksum sum starts from."""
+        return Const(0, 16)
+
+    def parse(self, m, p):
+        """Decide, from ``p.head`` etc., what happens to a packet; see :class:`_Parse`."""
+        raise NotImplementedError
+
+    # -- structure -------------------------------------------------------------------------------
+
+    def _verify_stage(self, m, hdr, data_):
+        """Store each packet whole while summing it; forward it with its metadata if ``verify``
+        says so."""
+        width = self.env.width
+        info = data.Layout.cast(packet_layout()).size
+        m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=self.max_packet,
+                                                        info_width=info)
+        m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=self.verify_offset)
+        # Packets whose checksum is being computed, oldest first.
+        pend_w, pend_r = _queue(m, "verify_pending", packet_layout(), depth=4)
+        first_w, first_r = _queue(m, "verify_first", unsigned(width), depth=4)
+
+        # A packet's length and metadata are queued when its header is taken (before its first
+        # word appears), its first word when that is taken.
+        initial = Signal(16)
+        with m.If(hdr.valid & hdr.ready):
+            m.d.sync += initial.eq(self.verify_initial(m, hdr.payload.length, hdr.payload.meta))
+        in_packet = Signal()        # past the first word of the current packet
+        take = data_.valid & data_.ready
+        m.d.comb += [
+            hdr.ready.eq(pend_w.ready),
+            pend_w.valid.eq(hdr.valid),
+            pend_w.payload.eq(hdr.payload),
+            buf.i.valid.eq(data_.valid & first_w.ready),
+            buf.i.payload.eq(data_.payload),
+            data_.ready.eq(buf.i.ready & first_w.ready),
+            tap.i.valid.eq(take),
+            tap.i.payload.eq(data_.payload),
+            tap.offset.eq(self.verify_offset),
+            tap.initial.eq(initial),
+            first_w.valid.eq(take & ~in_packet),
+            first_w.payload.eq(data_.payload.data),
+        ]
+        with m.If(take):
+            m.d.sync += in_packet.eq(~data_.payload.last)
+
+        v = SimpleNamespace(sum=tap.o.payload.sum, first=first_r.payload,
+                            length=pend_r.payload.length, meta=pend_r.payload.meta)
+        ok, meta_out = self.verify(m, v)
+        result = Signal(packet_layout())
+        m.d.comb += result.eq(pend_r.payload)
+        for name, value in meta_out.items():
+            m.d.comb += getattr(result.meta, name).eq(value)
+        # The checksum has a result for every packet, the buffer wants a verdict only for those
+        # it stored (not those it dropped itself, too long): which they were, oldest first.
+        stored_w, stored_r = _queue(m, "verify_stored", unsigned(1), depth=4)
+        m.d.comb += [
+            stored_w.valid.eq(buf.accepted | buf.i_dropped),
+            stored_w.payload.eq(buf.accepted),
+            stored_r.ready.eq(tap.o.valid),
+        ]
+        m.d.comb += [
+            buf.verdict.valid.eq(tap.o.valid & stored_r.payload),
+            buf.verdict.payload.ok.eq(ok),
+            buf.verdict.payload.info.eq(result),
+            pend_r.ready.eq(tap.o.valid),
+            first_r.ready.eq(tap.o.valid),
+        ]
+        with m.If(buf.verdict.valid & ~ok):
+            m.d.sync += self.bad_checksum.eq(self.bad_checksum + 1)
+        m.d.comb += self.overflow.eq(buf.overflow)
+
+        out_hdr = stream.Signature(packet_layout()).create()
+        m.d.comb += [
+            out_hdr.valid.eq(buf.o_desc.valid),
+            out_hdr.payload.eq(buf.o_desc.payload.info),
+            buf.o_desc.ready.eq(out_hdr.ready),
+        ]
+        return out_hdr, buf.o
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.env.width
+        hdr, data_ = self.source(m)
+        if self.verify_offset is not None:
+            hdr, data_ = self._verify_stage(m, hdr, data_)
+
+        # The packet being decided: its length and metadata, held until its verdict.
+        cur = Signal(packet_layout())
+        cur_valid = Signal()
+        m.d.comb += hdr.ready.eq(~cur_valid)
+        with m.If(hdr.valid & hdr.ready):
+            m.d.sync += [cur.eq(hdr.payload), cur_valid.eq(1)]
+
+        m.submodules.peek = peek = PayloadPeek(width, self.head_bytes)
+        connect(m, source=data_, peek=peek.i)
+
+        p = _Parse(self, m, peek.head, peek.head_len, cur.length, cur.meta)
+        self.parse(m, p)
+        strip_n = Signal(range(max(1, self.max_strip) + 1))
+        out_length = Signal(LENGTH_BITS)
+        m.d.comb += [
+            strip_n.eq(p.strip),
+            out_length.eq(p.out_length if p.out_length is not None else cur.length - strip_n),
+        ]
+
+        m.submodules.table = table = NextHopTable(self.routes, self.key_width)
+        m.d.comb += table.key.eq(p.key)
+
+        desc_layout = MessageSender.descriptor_layout(width, self.meta_words)
+        desc_w, desc_r = _queue(m, "descriptors", desc_layout)
+        cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
+        if self.patch_bytes:
+            patch_w, patch_r = _queue(m, "patches", {"data": unsigned(8 * self.patch_bytes),
+                                                     "nbytes": range(self.patch_bytes + 1)})
+
+        # The verdict: the first drop reason that holds, else no route, else forward.
+        decide = Signal()
+        room = desc_w.ready & cut_w.ready & (patch_w.ready if self.patch_bytes else 1)
+        m.d.comb += [
+            decide.eq(peek.head_valid & cur_valid & room),
+            peek.verdict.valid.eq(decide),
+        ]
+        # Each condition and running "dropped" is a signal of its own: an expression used twice
+        # is elaborated twice, and these are used by every later reason.
+        dropped = Const(0)
+        for reason, condition in p.drops:
+            counter = getattr(self, reason)
+            this = Signal(name=f"drop_{reason}")
+            m.d.comb += this.eq(condition)
+            with m.If(decide & ~dropped & this):
+                m.d.sync += counter.eq(counter + 1)
+            so_far = Signal(name=f"dropped_{reason}")
+            m.d.comb += so_far.eq(dropped | this)
+            dropped = so_far
+        keep = Signal()
+        m.d.comb += keep.eq(~dropped & table.hit)
+        with m.If(decide & ~dropped & ~table.hit):
+            m.d.sync += self.no_route.eq(self.no_route + 1)
+        with m.If(decide & keep):
+            m.d.sync += self.forwarded.eq(self.forwarded + 1)
+        with m.If(decide):
+            m.d.sync += cur_valid.eq(0)
+
+        meta = Signal(PACKET_META.layout())
+        m.d.comb += meta.eq(cur.meta)
+        for name, value in p.meta_out.items():
+            m.d.comb += getattr(meta, name).eq(value)
+        m.d.comb += [
+            peek.verdict.payload.keep.eq(keep),
+            table.lookup.eq(decide & keep),
+            desc_w.valid.eq(decide & keep),
+            desc_w.payload.dst_x.eq(table.dst_x),
+            desc_w.payload.dst_y.eq(table.dst_y),
+            desc_w.payload.dst_fbits.eq(table.dst_fbits),
+            desc_w.payload.src_x.eq(self.env.x),
+            desc_w.payload.src_y.eq(self.env.y),
+            desc_w.payload.msg_type.eq(self.msg_type.value),
+            desc_w.payload.payload_bytes.eq(out_length),
+            desc_w.payload.meta.eq(meta.as_value()),
+            cut_w.valid.eq(decide & keep),
+            cut_w.payload.n.eq(strip_n),
+        ]
+        if self.patch_bytes:
+            m.d.comb += [
+                patch_w.valid.eq(decide & keep),
+                patch_w.payload.data.eq(p.patch_data if p.patch_data is not None else 0),
+                patch_w.payload.nbytes.eq(p.patch_len),
+            ]
+
+        # Forwarding: strip, patch, frame.
+        m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip))
+        connect(m, peek=peek.o, strip=strip.i)
+        m.d.comb += [
+            strip.n.valid.eq(cut_r.valid),
+            strip.n.payload.eq(cut_r.payload.n),
+            cut_r.ready.eq(strip.n.ready),
+        ]
+        m.submodules.sender = sender = MessageSender(width, self.meta_words, empty_packets=True)
+        connect(m, sender=sender.o, tile=flipped(self.noc_out))
+        m.d.comb += [
+            sender.i_hdr.valid.eq(desc_r.valid),
+            sender.i_hdr.payload.eq(desc_r.payload),
+            desc_r.ready.eq(sender.i_hdr.ready),
+        ]
+        if self.patch_bytes:
+            self._patch(m, strip, patch_r, sender.i_data)
+        else:
+            connect(m, strip=strip.o, sender=sender.i_data)
+        return m
+
+    def _patch(self, m, strip, patch_r, sink):
+        """Overwrite the first ``nbytes`` bytes of each packet from ``strip`` with the patch at
+        the head of ``patch_r`` (one per packet, taken with the packet's last word)."""
+        nb = self.env.width // 8
+        words = -(-self.patch_bytes // nb)
+        patch = patch_r.payload.data
+        patch_len = patch_r.payload.nbytes
+        index = Signal(range(words + 1))        # output word of the packet, saturating
+        word = strip.o.payload
+        out = Signal(8 * nb)
+        lanes = []
+        for lane in range(nb):
+            byte = word.data[8 * lane:8 * lane + 8]
+            for w in range(words):
+                pos = w * nb + lane
+                if pos < self.patch_bytes:
+                    byte = Mux((index == w) & (pos < patch_len), patch[8 * pos:8 * pos + 8], byte)
+            lanes.append(byte)
+        m.d.comb += [
+            out.eq(Cat(*lanes)),
+            sink.valid.eq(strip.o.valid & patch_r.valid),
+            sink.payload.data.eq(out),
+            sink.payload.nbytes.eq(word.nbytes),
+            sink.payload.last.eq(word.last),
+            strip.o.ready.eq(sink.ready & patch_r.valid),
+            patch_r.ready.eq(strip.o.valid & strip.o.ready & word.last),
+        ]
+        with m.If(strip.o.valid & strip.o.ready):
+            m.d.sync += index.eq(Mux(word.last, 0, Mux(index == words, index, index + 1)))
+
+
+class TxLayerTile(Tile):
+    """Base class of the transmit-side protocol tiles (see the module docstring).
+
+    Class attributes: ``max_header`` (bytes), ``msg_type`` (of the messages sent), ``fixed``
+    (every header is ``max_header`` long). A subclass writes :meth:`build`.
+
+    Members: ``forwarded`` (messages sent on), ``no_route`` (no next hop: messages dropped).
+    """
+
+    max_header = 8
+    msg_type = None
+    fixed = True
+
+    def __init__(self, env=None, members=None):
+        super().__init__(env, {"forwarded": Out(32), "no_route": Out(32), **(members or {})})
+        self.meta_words = meta_words(self.env.width)
+        self.routes = self.env.next_hops("data")
+
+    def build(self, m, length, meta):
+        """Return ``(header, nbytes, {meta field: value})``: the header bytes in lane order,
+        their count (ignored with ``fixed``) and metadata changes for the next hop."""
+        raise NotImplementedError
+
+    def sink(self, m, desc, o):
+        """Where packets with their new header go: by default a :class:`MessageSender` to the
+        tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
+        width = self.env.width
+        m.submodules.sender = sender = MessageSender(width, self.meta_words, empty_packets=True)
+        connect(m, sender=sender.o, tile=flipped(self.noc_out))
+        hops = {ep for eps in self.routes.values() for ep in eps}
+        if len(hops) != 1:
+            # No single next hop: count and drop every packet.
+            m.d.comb += [desc.ready.eq(1), o.ready.eq(1)]
+            with m.If(desc.valid):
+                m.d.sync += self.no_route.eq(self.no_route + 1)
+            return
+        hop, = hops
+        m.d.comb += [
+            sender.i_hdr.valid.eq(desc.valid),
+            sender.i_hdr.payload.dst_x.eq(hop.x),
+            sender.i_hdr.payload.dst_y.eq(hop.y),
+            sender.i_hdr.payload.dst_fbits.eq(hop.fbits),
+            sender.i_hdr.payload.src_x.eq(self.env.x),
+            sender.i_hdr.payload.src_y.eq(self.env.y),
+            sender.i_hdr.payload.msg_type.eq(self.msg_type.value),
+            sender.i_hdr.payload.payload_bytes.eq(desc.payload.length),
+            sender.i_hdr.payload.meta.eq(desc.payload.meta.as_value()),
+            desc.ready.eq(sender.i_hdr.ready),
+        ]
+        with m.If(desc.valid & desc.ready):
+            m.d.sync += self.forwarded.eq(self.forwarded + 1)
+        connect(m, insert=o, sender=sender.i_data)
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.env.width
+        m.submodules.receiver = rx = MessageReceiver(width, self.meta_words, empty_packets=True)
+        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+
+        # The message being sent: held until both its descriptor and its header are taken.
+        cur = Signal(packet_layout())
+        cur_valid = Signal()
+        desc_done = Signal()
+        head_done = Signal()
+        m.d.comb += rx.o_hdr.ready.eq(~cur_valid)
+        with m.If(rx.o_hdr.valid & rx.o_hdr.ready):
+            m.d.sync += [
+                cur.length.eq(rx.o_hdr.payload.payload_bytes),
+                cur.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+                cur_valid.eq(1), desc_done.eq(0), head_done.eq(0),
+            ]
+
+        header, nbytes, meta_out = self.build(m, cur.length, cur.meta)
+        m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed)
+        connect(m, receiver=rx.o_data, insert=insert.i)
+
+        desc = stream.Signature(packet_layout()).create()
+        m.d.comb += [
+            desc.valid.eq(cur_valid & ~desc_done),
+            desc.payload.length.eq(cur.length + (self.max_header if self.fixed else nbytes)),
+            desc.payload.meta.eq(cur.meta),
+            insert.hdr.valid.eq(cur_valid & ~head_done),
+            insert.hdr.payload.data.eq(header),
+        ]
+        for name, value in meta_out.items():
+            m.d.comb += getattr(desc.payload.meta, name).eq(value)
+        if not self.fixed:
+            m.d.comb += insert.hdr.payload.nbytes.eq(nbytes)
+        desc_taken = desc.valid & desc.ready
+        head_taken = insert.hdr.valid & insert.hdr.ready
+        with m.If(desc_taken):
+            m.d.sync += desc_done.eq(1)
+        with m.If(head_taken):
+            m.d.sync += head_done.eq(1)
+        with m.If(cur_valid & (desc_done | desc_taken) & (head_done | head_taken)):
+            m.d.sync += cur_valid.eq(0)
+
+        self.sink(m, desc, insert.o)
+        return m

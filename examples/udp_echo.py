@@ -1,0 +1,54 @@
+"""UDP echo on port 7 through the Beehive stack, as in the paper's Fig. 8a: Ethernet, IPv4 and
+UDP each in separate receive and transmit tiles, plus ARP, ICMP echo (ping) and the echo
+application, on a 3 × 3 mesh::
+
+    (0,0) eth_rx ─▶ (1,0) ip_rx ─▶ (2,0) udp_rx
+      │               │               │
+    (0,1) eth_tx ◀─ (1,1) ip_tx ◀─ (2,1) udp_tx
+      ▲               ▲               ▲
+    (0,2) arp       (1,2) icmp      (2,2) echo
+
+Every packet moves through the stack in protocol order, so the layout is deadlock-free
+(``apiary check``). The design answers ARP for its address, pings, and UDP on port 7::
+
+    apiary check examples/udp_echo.py
+    apiary show  examples/udp_echo.py -o udp_echo.svg
+    apiary sim   examples/udp_echo.py --tap tap0
+
+``design(mac=..., ipv4=..., width=...)`` overrides the defaults (MAC 02:00:00:00:00:02, IPv4
+10.0.0.2, 512-bit data plane).
+"""
+
+from apiary.design import Design
+from beehive.apps import UdpEchoTile
+from beehive.proto import (ArpTile, EthernetRxTile, EthernetTxTile, IcmpEchoTile, Ipv4RxTile,
+                           Ipv4TxTile, UdpRxTile, UdpTxTile)
+from beehive.proto.headers import EtherType, IpProtocol
+from beehive.proto.meta import DEFAULT_IPV4, DEFAULT_MAC
+
+
+ECHO_PORT = 7
+
+
+def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT):
+    d = Design("udp_echo", cols=3, rows=3, width=width)
+    d.settings.update(mac=mac, ipv4=ipv4)
+    d.add("eth_rx", EthernetRxTile, at=(0, 0))
+    d.add("ip_rx", Ipv4RxTile, at=(1, 0))
+    d.add("udp_rx", UdpRxTile, at=(2, 0))
+    d.add("eth_tx", EthernetTxTile, at=(0, 1))
+    d.add("ip_tx", Ipv4TxTile, at=(1, 1))
+    d.add("udp_tx", UdpTxTile, at=(2, 1))
+    d.add("arp", ArpTile, at=(0, 2))
+    d.add("icmp", IcmpEchoTile, at=(1, 2))
+    d.add("echo", UdpEchoTile, at=(2, 2))
+
+    d.route("eth_rx", "ip_rx", key=EtherType.IPV4.value)
+    d.route("eth_rx", "arp", key=EtherType.ARP.value)
+    d.route("ip_rx", "udp_rx", key=IpProtocol.UDP.value)
+    d.route("ip_rx", "icmp", key=IpProtocol.ICMP.value)
+    d.route("udp_rx", "echo", key=port)
+    d.chain("echo", "udp_tx", "ip_tx", "eth_tx")
+    d.route("icmp", "ip_tx")
+    d.route("arp", "eth_tx")
+    return d
