@@ -1,0 +1,539 @@
+"""UDP echo benchmark: latency and throughput of a design that echoes UDP on port 7.
+
+``apiary bench examples/udp_echo.py [--width N] [--sizes 64,128,...] [--packets N]
+[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m apiary.bench.echo DESIGN ...``).
+
+Everything is measured cycle-accurately on a Verilator model of the design, through its Ethernet
+port (:mod:`apiary.sim`), and every reply is checked byte for byte against
+:func:`beehive.model.echo_reply`; a wrong reply, or a missing one that no drop counter accounts
+for, stops the benchmark with :class:`BenchError`.
+
+* **Latency** (:func:`measure_latency`): one 1-byte UDP request at a time into an idle design.
+  *First in → last out* is the cycle the reply's last word left ``mac_tx`` minus the cycle the
+  request's first word was taken on ``mac_rx`` (the Beehive paper's definition: first flit into
+  Ethernet RX to last flit out of Ethernet TX). Also *first in → first out* and *last in → first
+  out*.
+* **Throughput** (:func:`measure_throughput`): ``packets`` requests of one UDP payload size queued
+  at once, which the bench offers back to back (no idle cycle between words or frames). Cycles
+  per packet are measured where the replies leave: (last word of the last reply − last word of the
+  first reply) / (replies − 1). ``mac_rx`` is never back-pressured, so a design that cannot keep
+  up drops requests (Ethernet RX counts them as ``oversized`` when its buffer is full); what is
+  echoed is then the sustained rate, and the drops are reported with the counters that rose.
+  :func:`zero_drop_spacing` then finds the shortest spacing between requests (a fixed number of
+  cycles from one request's first word to the next one's) that is echoed with no drop and
+  without the replies falling behind.
+
+Requests are padded to Ethernet's 60-byte minimum (without FCS), as a NIC sends them; the echo
+design does not pad its replies, so a 1-byte echo goes out as 43 bytes. Bit rates count the
+bytes of the Ethernet frames (without preamble, FCS or inter-frame gap) or of the UDP payloads
+alone, and the link is the data plane: ``width`` bits per cycle at ``clock_mhz``.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+
+__all__ = ["BenchError", "BEEHIVE", "TARGETS", "DEFAULT_SIZES", "request", "measure_latency",
+           "measure_throughput", "zero_drop_spacing", "run_bench", "render", "main"]
+
+
+class BenchError(Exception):
+    """The design under test did not behave as a UDP echo (or the benchmark was misused)."""
+
+
+#: The Beehive paper's UDP echo figures (512-bit NoC at 250 MHz).
+BEEHIVE = {
+    "latency_cycles": 92,            # 1-byte echo: first flit into Ethernet RX to last out of TX
+    "mpps_64": 18.4,                 # 64-byte payloads
+    "cycles_per_packet_64": 250 / 18.4,
+    "line_rate_from_bytes": 1024,    # "line rate from about 1 KB"
+}
+
+#: The project brief's targets (512 bits, 250 MHz).
+TARGETS = {
+    "latency_cycles": 40,            # at most
+    "cycles_per_packet_64": 4,       # at most, 64-byte payloads
+    "link_fraction": 0.95,           # at least, of width x clock ...
+    "link_fraction_from_bytes": 256,  # ... from this payload size up
+}
+
+DEFAULT_SIZES = (64, 128, 256, 512, 1024, 1472)
+DEFAULT_PACKETS = 200
+LATENCY_REQUESTS = 5
+MIN_FRAME = 60                       # Ethernet minimum without FCS
+MAX_PAYLOAD = 1472                   # 1500-byte MTU - 20 (IPv4) - 8 (UDP)
+PORT = 7
+
+
+# -- requests and replies -------------------------------------------------------------------------
+
+def _addresses(design):
+    """``(mac, ipv4)`` of the design as text, from its settings (Beehive's defaults)."""
+    from beehive.proto.meta import (DEFAULT_IPV4, DEFAULT_MAC, int_to_ipv4, int_to_mac,
+                                    ipv4_to_int, mac_to_int)
+    settings = getattr(design, "settings", {}) or {}
+    try:
+        mac = int_to_mac(mac_to_int(settings.get("mac", DEFAULT_MAC)))
+        ipv4 = int_to_ipv4(ipv4_to_int(settings.get("ipv4", DEFAULT_IPV4)))
+    except ValueError as e:
+        raise BenchError(f"design {design.name!r}: {e}") from None
+    return mac, ipv4
+
+
+def request(size, seq, mac, ipv4):
+    """The ``seq``-th UDP request with a ``size``-byte payload to ``mac``/``ipv4`` port 7, padded
+    to 60 bytes. The payload starts with ``seq`` (4 bytes, big-endian) so replies can be told
+    apart (for payloads of fewer than 4 bytes, in part)."""
+    peer_mac = "02:00:00:00:00:01" if mac != "02:00:00:00:00:01" else "02:00:00:00:00:03"
+    peer_ip = "10.0.0.1" if ipv4 != "10.0.0.1" else "10.0.0.3"
+    payload = ((seq & 0xFFFFFFFF).to_bytes(4, "big")
+               + bytes((i * 7 + 3) & 0xFF for i in range(max(0, size - 4))))[:size]
+    frame = bytes(Ether(dst=mac, src=peer_mac) / IP(src=peer_ip, dst=ipv4, id=seq & 0xFFFF)
+                  / UDP(sport=1024 + seq % 1000, dport=PORT) / payload)
+    return frame.ljust(MIN_FRAME, b"\0")
+
+
+def _expected(frame, mac, ipv4):
+    from beehive.model import echo_reply
+    reply, _ = echo_reply(frame, mac=mac, ipv4=ipv4, port=PORT)
+    assert reply is not None, "the benchmark built a request the echo model rejects"
+    return reply
+
+
+def _difference(got, want):
+    if len(got) != len(want):
+        return f"{len(got)} bytes where the echo has {len(want)}"
+    k = next(i for i in range(len(got)) if got[i] != want[i])
+    return f"first difference at byte {k}: 0x{got[k]:02x}, the echo has 0x{want[k]:02x}"
+
+
+def _not_an_echo(sim, what):
+    name = sim.design.name
+    return BenchError(f"design {name!r} is not a UDP echo on port 7: {what}. This benchmark needs "
+                      f"a design whose Ethernet port answers UDP on port 7 as examples/udp_echo.py "
+                      f"does (replies checked against beehive.model.echo_reply).")
+
+
+def _match(requests, expected, replies, sim):
+    """Match ``replies`` (in order) to ``requests``: each reply must be the echo of a later request
+    than the previous reply's. Returns ``[(request_index, reply_frame)]``."""
+    matched = []
+    j = 0
+    for k, r in enumerate(replies):
+        while j < len(expected) and expected[j] != r.data:
+            j += 1
+        if j == len(expected):
+            near = expected[min(len(matched), len(expected) - 1)]
+            raise _not_an_echo(sim, f"reply {k} of {len(replies)} ({len(r.data)} bytes) is not "
+                               f"the echo of any request still waiting for one "
+                               f"({_difference(r.data, near)})")
+        matched.append((j, r))
+        j += 1
+    return matched
+
+
+def _drops(before, after):
+    """Counters other than ``*_forwarded`` that rose between two :meth:`Sim.counters` reads."""
+    return {k: after[k] - before.get(k, 0) for k in after
+            if not k.endswith("_forwarded") and after[k] != before.get(k, 0)}
+
+
+def _run_until_idle(sim, budget):
+    sim.run(max_cycles=budget)
+    if not sim.idle:
+        raise BenchError(f"design {sim.design.name!r} was still busy after {budget} cycles")
+
+
+# -- measurements ------------------------------------------------------------------------------
+
+def _one(sim, frame, mac, ipv4):
+    """Send one request into the idle design; return ``(sent, reply)`` frames, checked."""
+    want = _expected(frame, mac, ipv4)
+    before = sim.counters()
+    sim.send(frame)
+    _run_until_idle(sim, 100_000)
+    sent, got = sim.sent(clear=True), sim.received(clear=True)
+    if len(sent) != 1:
+        raise BenchError(f"design {sim.design.name!r} took {len(sent)} frames for 1 request")
+    if not got:
+        rose = _drops(before, sim.counters())
+        why = (" (counters that rose: " + ", ".join(f"{k}={v}" for k, v in rose.items()) + ")"
+               if rose else "")
+        raise _not_an_echo(sim, f"it sent nothing back for a {len(frame)}-byte request to "
+                                f"{mac} / {ipv4} port 7{why}")
+    if len(got) != 1:
+        raise _not_an_echo(sim, f"it sent {len(got)} frames back for one request")
+    if got[0].data != want:
+        raise _not_an_echo(sim, f"its reply to a request with a {len(frame) - 42}-byte payload "
+                                f"differs from the echo ({_difference(got[0].data, want)})")
+    return sent[0], got[0]
+
+
+def _stats(values):
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "values": list(values)}
+
+
+def measure_latency(sim, mac, ipv4, *, size=1, requests=LATENCY_REQUESTS):
+    """Latency of ``requests`` echoes of ``size`` bytes, one at a time into an idle design.
+
+    Returns ``{"payload_bytes", "request_bytes", "reply_bytes", "requests", "first_in_last_out",
+    "first_in_first_out", "last_in_first_out"}``, each of the last three
+    ``{"min", "median", "max", "values"}`` in cycles.
+    """
+    fl, ff, lf = [], [], []
+    for seq in range(requests):
+        frame = request(size, seq, mac, ipv4)
+        s, r = _one(sim, frame, mac, ipv4)
+        fl.append(r.cycle_last - s.cycle_first)
+        ff.append(r.cycle_first - s.cycle_first)
+        lf.append(r.cycle_first - s.cycle_last)
+    return {"payload_bytes": size, "request_bytes": len(frame), "reply_bytes": len(r.data),
+            "requests": requests, "first_in_last_out": _stats(fl),
+            "first_in_first_out": _stats(ff), "last_in_first_out": _stats(lf)}
+
+
+def _batch(sim, frames, expected, *, spacing=None):
+    """Offer ``frames``: all queued at once (back to back), or one every ``spacing`` cycles.
+    Returns ``(sent, matched, drops)``."""
+    before = sim.counters()
+    if spacing is None:
+        sim.send_many(frames)
+    else:
+        for f in frames:
+            sim.send(f)
+            sim.run(spacing)
+    _run_until_idle(sim, 1000 * len(frames) * max(1, len(frames[0]) // 8) + 1_000_000)
+    sent, got = sim.sent(clear=True), sim.received(clear=True)
+    if len(sent) != len(frames):
+        raise BenchError(f"design {sim.design.name!r} took {len(sent)} of {len(frames)} frames")
+    matched = _match(frames, expected, got, sim)
+    drops = _drops(before, sim.counters())
+    missing = len(frames) - len(matched)
+    if missing and not drops:
+        raise _not_an_echo(sim, f"{missing} of {len(frames)} requests got no reply and no drop "
+                                f"counter rose")
+    return sent, matched, drops
+
+
+def _per_packet(cycles):
+    return (cycles[-1] - cycles[0]) / (len(cycles) - 1)
+
+
+def measure_throughput(sim, size, packets, mac, ipv4, *, clock_mhz, frames=None):
+    """Queue ``packets`` requests with ``size``-byte payloads at once and measure what comes back.
+
+    Returns a dict: ``offered_cycles_per_packet`` (the spacing of the requests' first words, as
+    taken), ``echoed``, ``dropped`` (counters that rose), ``cycles_per_packet`` (at the output),
+    ``mpps``, ``gbps_frames`` and ``gbps_payload`` at ``clock_mhz``, ``link_fraction`` (frame bits
+    out per cycle / width).
+    """
+    width = sim.ports[0].width
+    frames = frames or [request(size, seq, mac, ipv4) for seq in range(packets)]
+    expected = [_expected(f, mac, ipv4) for f in frames]
+    sent, matched, drops = _batch(sim, frames, expected)
+    if len(matched) < 2:
+        raise BenchError(f"only {len(matched)} of {packets} requests with {size}-byte payloads "
+                         f"were echoed; cannot measure a rate (dropped: {drops})")
+    cpp = _per_packet([r.cycle_last for _, r in matched])
+    reply_bytes = len(matched[0][1].data)
+    mpps = clock_mhz / cpp
+    return {
+        "payload_bytes": size, "request_bytes": len(frames[0]), "reply_bytes": reply_bytes,
+        "words_in": -(-len(frames[0]) // (width // 8)),
+        "words_out": -(-reply_bytes // (width // 8)),
+        "packets": packets,
+        "offered_cycles_per_packet": _per_packet([s.cycle_first for s in sent]),
+        "echoed": len(matched), "dropped": drops,
+        "cycles_per_packet": cpp, "mpps": mpps,
+        "gbps_frames": mpps * reply_bytes * 8 / 1000,
+        "gbps_payload": mpps * size * 8 / 1000,
+        "link_fraction": reply_bytes * 8 / (cpp * width),
+    }
+
+
+def zero_drop_spacing(sim, size, packets, mac, ipv4, *, start, lowest, frames=None):
+    """The shortest spacing in cycles (one request's first word to the next one's), from
+    ``lowest`` up, at which ``packets`` requests are all echoed and the replies keep pace (their
+    spacing is no longer than the requests'). The search starts at ``start`` and moves down, or up,
+    one cycle at a time. Returns ``None`` if no spacing up to ``4 * start + 64`` works."""
+    frames = frames or [request(size, seq, mac, ipv4) for seq in range(packets)]
+    expected = [_expected(f, mac, ipv4) for f in frames]
+
+    def clean(spacing):
+        sent, matched, _ = _batch(sim, frames, expected, spacing=spacing)
+        taken = [s.cycle_first for s in sent]
+        if any(b - a != spacing for a, b in zip(taken, taken[1:])):
+            raise BenchError(f"requests were not taken {spacing} cycles apart "
+                             f"({_per_packet(taken):g} on average)")
+        return (len(matched) == len(frames)
+                and _per_packet([r.cycle_last for _, r in matched]) <= spacing)
+
+    spacing = max(start, lowest)
+    if clean(spacing):
+        while spacing > lowest and clean(spacing - 1):
+            spacing -= 1
+        return spacing
+    while spacing < 4 * start + 64:
+        spacing += 1
+        if clean(spacing):
+            return spacing
+    return None
+
+
+def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz=250.0,
+              latency_requests=LATENCY_REQUESTS, zero_drop=True, log=None, script=None):
+    """Open a Verilator simulation of ``design`` and measure everything; returns the results as a
+    JSON-ready dict (see :func:`render`). Raises :class:`BenchError`, or the simulator's
+    :class:`~apiary.sim.SimError` / :class:`~apiary.sim.BuildError`."""
+    from ..sim import open_sim
+    from ..sim.verilator import verilator_version
+
+    sizes = list(sizes)
+    if not sizes or any(not 0 <= s <= MAX_PAYLOAD for s in sizes):
+        raise BenchError(f"payload sizes must be from 0 to {MAX_PAYLOAD} bytes, not {sizes}")
+    if packets < 2:
+        raise BenchError(f"--packets must be at least 2 (a rate needs two replies), not {packets}")
+    if not clock_mhz > 0:
+        raise BenchError(f"--clock-mhz must be positive, not {clock_mhz}")
+
+    def note(msg):
+        if log is not None:
+            print(msg, file=log, flush=True)
+
+    mac, ipv4 = _addresses(design)
+    t0 = time.time()
+    with open_sim(design, "verilator", clock_hz=clock_mhz * 1e6) as sim:
+        width = sim.port().width
+        note(f"Verilator model of {design.name!r} ({width} bits) ready in "
+             f"{time.time() - t0:.1f} s")
+        latency = measure_latency(sim, mac, ipv4, requests=latency_requests)
+        rows = []
+        for size in sizes:
+            t = time.time()
+            frames = [request(size, seq, mac, ipv4) for seq in range(packets)]
+            idle = _one(sim, frames[0], mac, ipv4)
+            row = measure_throughput(sim, size, packets, mac, ipv4, clock_mhz=clock_mhz,
+                                     frames=frames)
+            row["idle_latency"] = idle[1].cycle_last - idle[0].cycle_first
+            lowest = row["words_in"]
+            if not zero_drop:
+                row["zero_drop_spacing"] = None
+            elif row["echoed"] == packets and row["cycles_per_packet"] <= row[
+                    "offered_cycles_per_packet"]:
+                row["zero_drop_spacing"] = row["offered_cycles_per_packet"]   # back to back
+            else:
+                row["zero_drop_spacing"] = zero_drop_spacing(
+                    sim, size, packets, mac, ipv4, start=math.ceil(row["cycles_per_packet"]),
+                    lowest=lowest, frames=frames)
+            rows.append(row)
+            note(f"{size:5d}-byte payloads: {row['cycles_per_packet']:.2f} cycles/packet, "
+                 f"{row['echoed']}/{packets} echoed ({time.time() - t:.1f} s)")
+        cycles = sim.cycle
+    return {
+        "design": design.name, "script": script, "width": width, "clock_mhz": clock_mhz,
+        "link_gbps": width * clock_mhz / 1000, "mac": mac, "ipv4": ipv4, "port": PORT,
+        "packets": packets, "sizes": sizes, "simulator": f"Verilator {verilator_version()}",
+        "cycles_simulated": cycles, "latency": latency, "throughput": rows,
+        "beehive": BEEHIVE, "targets": TARGETS,
+    }
+
+
+# -- output ------------------------------------------------------------------------------------
+
+# Displayed figures are rounded against us: costs (cycles) up, rates and fractions down.
+def _up(x, digits=2):
+    s = 10 ** digits
+    return f"{math.ceil(x * s - 1e-9) / s:.{digits}f}"
+
+
+def _down(x, digits=2):
+    s = 10 ** digits
+    return f"{math.floor(x * s + 1e-9) / s:.{digits}f}"
+
+
+def _cycles(x):
+    return str(int(x)) if float(x).is_integer() else _up(x)
+
+
+def _verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+def _tables(res):
+    """``[(title, header, rows)]`` of strings."""
+    mhz = res["clock_mhz"]
+    lat = res["latency"]
+    n = lat["requests"]
+
+    def mmm(key):
+        s = lat[key]
+        return f"{_cycles(s['min'])} / {_cycles(s['median'])} / {_cycles(s['max'])}"
+
+    def ns(key):
+        return _up(lat[key]["median"] * 1000 / mhz, 1)
+
+    worst = lat["first_in_last_out"]["max"]
+    lat_rows = [
+        ["first word in → last word out (Beehive's measure)", mmm("first_in_last_out"),
+         ns("first_in_last_out"), str(BEEHIVE["latency_cycles"]),
+         f"≤ {TARGETS['latency_cycles']}: {_verdict(worst <= TARGETS['latency_cycles'])}"],
+        ["first word in → first word out", mmm("first_in_first_out"), ns("first_in_first_out"),
+         "", ""],
+        ["last word in → first word out", mmm("last_in_first_out"), ns("last_in_first_out"),
+         "", ""],
+    ]
+    latency = (f"Latency: {lat['payload_bytes']}-byte UDP payload ({lat['request_bytes']}-byte "
+               f"request, {lat['reply_bytes']}-byte reply), one request at a time into the idle "
+               f"design",
+               ["measure", f"cycles (min / median / max of {n})", f"ns at {mhz:g} MHz (median)",
+                "Beehive (paper, 512-bit)", "target (512-bit)"],
+               lat_rows)
+
+    t_rows = []
+    for r in res["throughput"]:
+        size = r["payload_bytes"]
+        drops = ", ".join(f"{k} {v}" for k, v in r["dropped"].items()) or "0"
+        beehive = target = ""
+        if size == 64:
+            beehive = (f"{BEEHIVE['cycles_per_packet_64']:.1f} cycles "
+                       f"({BEEHIVE['mpps_64']:g} Mpps)")
+            target = (f"≤ {TARGETS['cycles_per_packet_64']} cycles: "
+                      f"{_verdict(r['cycles_per_packet'] <= TARGETS['cycles_per_packet_64'])}")
+        elif size >= BEEHIVE["line_rate_from_bytes"]:
+            beehive = "line rate"
+        if size >= TARGETS["link_fraction_from_bytes"]:
+            target = (f"≥ {TARGETS['link_fraction']:.0%}: "
+                      f"{_verdict(r['link_fraction'] >= TARGETS['link_fraction'])}")
+        z = r["zero_drop_spacing"]
+        t_rows.append([
+            str(size), f"{r['request_bytes']} / {r['reply_bytes']}",
+            _cycles(r["offered_cycles_per_packet"]),
+            f"{r['echoed']} / {r['packets']}", drops,
+            _cycles(r["cycles_per_packet"]), _down(r["mpps"]), _down(r["gbps_frames"]),
+            _down(r["gbps_payload"]), _down(100 * r["link_fraction"], 1),
+            "—" if z is None else f"{_cycles(z)} ({_down(mhz / z)} Mpps)",
+            str(r["idle_latency"]), beehive, target])
+    throughput = (f"Throughput: {res['packets']} requests per size queued at once and offered "
+                  f"back to back; cycles/packet where the replies leave; bit rates at {mhz:g} MHz; "
+                  f"link = {res['width']} bits × {mhz:g} MHz = {_down(res['link_gbps'])} Gbps",
+                  ["UDP payload (B)", "frame in / out (B)", "offered (cycles/packet)",
+                   "echoed", "dropped (counters)", "cycles/packet out", "Mpps",
+                   "Gbps (frames out)", "Gbps (UDP payload)", "% of link (frames)",
+                   "zero-drop spacing (cycles)", "idle latency (cycles)",
+                   "Beehive (paper, 512-bit)", "target (512-bit)"],
+                  t_rows)
+    return [latency, throughput]
+
+
+def render(res, fmt="text", command=None):
+    """The results as ``"text"`` (aligned columns), ``"markdown"`` or ``"json"``."""
+    if fmt == "json":
+        return json.dumps(res, indent=2) + "\n"
+    out = []
+    head = (f"UDP echo benchmark of {res['design']!r}: {res['width']}-bit data plane at "
+            f"{res['clock_mhz']:g} MHz, {res['simulator']} (cycle-accurate), replies checked "
+            f"against beehive.model.echo_reply")
+    if fmt == "markdown":
+        if command:
+            out.append(f"Measured by `{command}`. {head[0].upper()}{head[1:]}.\n")
+        else:
+            out.append(f"{head}.\n")
+    else:
+        out.append(head + "\n")
+    for title, header, rows in _tables(res):
+        if fmt == "markdown":
+            out.append(f"{title}:\n")
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "---|" * len(header))
+            out.extend("| " + " | ".join(r) + " |" for r in rows)
+        else:
+            out.append(title + ":")
+            cols = [max(len(c[i]) for c in [header] + rows) for i in range(len(header))]
+            for r in [header] + rows:
+                out.append("  ".join(c.ljust(w) for c, w in zip(r, cols)).rstrip())
+        out.append("")
+    return "\n".join(out)
+
+
+# -- command line ------------------------------------------------------------------------------
+
+def _sizes(text):
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts, not {text!r}")
+    if not sizes:
+        raise argparse.ArgumentTypeError("no sizes given")
+    return sizes
+
+
+def add_options(parser, defaults=True):
+    """The benchmark's options (all but DESIGN and --width), for ``apiary bench``. With
+    ``defaults=False`` an option not given is left out of the namespace."""
+    def d(value):
+        return value if defaults else argparse.SUPPRESS
+    parser.add_argument("--sizes", type=_sizes, default=d(list(DEFAULT_SIZES)),
+                        metavar="B,B,...", help="UDP payload sizes in bytes, 0 to 1472 "
+                        f"(default {','.join(map(str, DEFAULT_SIZES))})")
+    parser.add_argument("--packets", type=int, default=d(DEFAULT_PACKETS), metavar="N",
+                        help=f"requests per size for the throughput (default {DEFAULT_PACKETS})")
+    parser.add_argument("--clock-mhz", type=float, default=d(250.0), metavar="MHZ",
+                        help="clock that cycles convert to time and bit rates at (default 250)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", default=d(False),
+                     help="print the results as JSON")
+    out.add_argument("--markdown", action="store_true", default=d(False),
+                     help="print Markdown tables (for docs/performance.md)")
+
+
+def command_line(args):
+    """The canonical command that repeats a run with these options."""
+    parts = ["apiary bench", args.design]
+    if args.width is not None:
+        parts.append(f"--width {args.width}")
+    parts += [f"--sizes {','.join(map(str, args.sizes))}", f"--packets {args.packets}",
+              f"--clock-mhz {args.clock_mhz:g}"]
+    if args.json:
+        parts.append("--json")
+    if args.markdown:
+        parts.append("--markdown")
+    return " ".join(parts)
+
+
+def run(args, design, out=sys.stdout, log=sys.stderr):
+    """Run the benchmark for parsed ``args`` on a loaded ``design``; print the results."""
+    res = run_bench(design, sizes=args.sizes, packets=args.packets, clock_mhz=args.clock_mhz,
+                    log=log, script=args.design)
+    fmt = "json" if args.json else "markdown" if args.markdown else "text"
+    print(render(res, fmt, command_line(args)), end="", file=out)
+    return res
+
+
+def main(argv=None):
+    from ..design import DesignError
+    from ..load import load_design
+    from ..sim import SimError
+    parser = argparse.ArgumentParser(prog="python -m apiary.bench.echo",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("design", metavar="DESIGN", help="a design script (see `apiary bench`)")
+    parser.add_argument("--width", type=int, metavar="N", help="data-plane flit width")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    try:
+        design = load_design(args.design, **({} if args.width is None else {"width": args.width}))
+        run(args, design)
+    except (BenchError, SimError, DesignError) as e:
+        sys.exit(f"error: {e}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
