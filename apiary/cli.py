@@ -25,6 +25,35 @@ def _design_command(sub, name, **kwargs):
     return command
 
 
+def _bench_sizes(text):
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts, not {text!r}")
+    if not sizes:
+        raise argparse.ArgumentTypeError("no sizes given")
+    return sizes
+
+
+def _bench_options(parser, defaults=True):
+    """The options of `apiary bench DESIGN` but --width (defaults: :mod:`apiary.bench.echo`'s).
+    With ``defaults=False`` an option not given stays out of the namespace."""
+    def default(value):
+        return value if defaults else argparse.SUPPRESS
+    parser.add_argument("--sizes", type=_bench_sizes, default=default(None), metavar="B,B,...",
+                        help="UDP payload sizes in bytes, 0 to 1472 "
+                             "(default 64,128,256,512,1024,1472)")
+    parser.add_argument("--packets", type=int, default=default(None), metavar="N",
+                        help="requests per payload size for the throughput (default 200)")
+    parser.add_argument("--clock-mhz", type=float, default=default(250.0), metavar="MHZ",
+                        help="clock that cycles convert to time and bit rates at (default 250)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", default=default(False),
+                        help="print the results as JSON")
+    output.add_argument("--markdown", action="store_true", default=default(False),
+                        help="print Markdown tables (for docs/performance.md)")
+
+
 def _parser():
     parser = argparse.ArgumentParser(
         prog="apiary",
@@ -85,12 +114,20 @@ def _parser():
     sim.add_argument("--stall", type=float, default=0.0, metavar="P",
                      help="probability of back-pressure on the output per cycle (default 0)")
 
-    bench = sub.add_parser(
-        "bench", help="run a benchmark: `apiary bench noc [...]`",
-        description="Run a benchmark. `apiary bench noc --help` lists the NoC benchmark's own "
-                    "options; everything after the benchmark's name is passed to it.")
-    bench.add_argument("target", choices=["noc"], help="which benchmark")
-    bench.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark")
+    bench = _design_command(
+        sub, "bench", help="benchmark a design's UDP echo (`apiary bench DESIGN`), or the NoC "
+                           "router (`apiary bench noc [...]`)",
+        description="Measure, cycle-accurately on Verilator, the latency and throughput of a "
+                    "design whose Ethernet port echoes UDP on port 7 (examples/udp_echo.py): "
+                    "1-byte echo latency (first word in to last word out, the Beehive paper's "
+                    "measure) and, for each payload size, cycles per packet, Mpps, Gbps and "
+                    "fraction of the link (width x clock) with the requests back to back, with "
+                    "every reply checked against beehive.model.echo_reply. Beehive's published "
+                    "figures and the project's targets are printed beside them. "
+                    "`apiary bench noc [...]` runs the NoC router benchmark instead; everything "
+                    "after `noc` is passed to it (`apiary bench noc --help`).")
+    _bench_options(bench)
+    bench.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
 
 
@@ -199,13 +236,35 @@ def _cmd_sim(args):
 
 
 def _cmd_bench(args):
-    if args.target == "noc":
+    if args.design == "noc":
+        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown) != (
+                None, None, None, 250.0, False, False):
+            return _error("apiary bench noc: its options go after `noc` "
+                          "(see `apiary bench noc --help`)")
         try:
             from .bench.noc import main as bench_main
         except ImportError as e:
             return _error(f"apiary bench noc is not available in this installation: {e}")
         return int(bench_main(args.args) or 0)
-    return _error(f"unknown benchmark {args.target!r}")     # argparse's choices stop this
+    # argparse leaves what follows DESIGN in args.args: read the options there too.
+    if "-h" in args.args or "--help" in args.args:
+        _parser().parse_args(["bench", "--help"])         # prints the help, exits 0
+    rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
+                                   usage="%(prog)s DESIGN [options] (see `apiary bench --help`)")
+    rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
+    _bench_options(rest, defaults=False)
+    rest.parse_args(args.args, namespace=args)
+    design = _load(args)
+    try:
+        from .bench.echo import BenchError, run
+        from .sim import SimError
+    except ImportError as e:
+        return _error(f"apiary bench is not available in this installation: {e}")
+    try:
+        run(args, design)
+    except (BenchError, SimError) as e:
+        return _error(f"apiary bench: {e}")
+    return 0
 
 
 _COMMANDS = {"check": _cmd_check, "show": _cmd_show, "verilog": _cmd_verilog, "sim": _cmd_sim,

@@ -158,8 +158,8 @@ def test_unknown_constructor_parameter():
     d = Design("x", cols=2, rows=1)
     d.add("a", ForwardTile, at=(0, 0), depth=4); where = line_here()   # noqa: E702
     err = str(problems(d))
-    assert f"tile 'a' (ForwardTile, {where}): ForwardTile(env=None) cannot take the parameters " \
-           f"given (depth=4)" in err
+    assert f"tile 'a' (ForwardTile, {where}): ForwardTile(env=None, *, msg_type=None) cannot take " \
+           f"the parameters given (depth=4)" in err
 
 
 def test_two_tiles_on_one_coordinate():

@@ -1,7 +1,8 @@
 """UDP echo benchmark: latency and throughput of a design that echoes UDP on port 7.
 
 ``apiary bench examples/udp_echo.py [--width N] [--sizes 64,128,...] [--packets N]
-[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m apiary.bench.echo DESIGN ...``).
+[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m apiary.bench.echo DESIGN ...``; the
+options are declared in :mod:`apiary.cli`).
 
 Everything is measured cycle-accurately on a Verilator model of the design, through its Ethernet
 port (:mod:`apiary.sim`), and every reply is checked byte for byte against
@@ -29,7 +30,6 @@ bytes of the Ethernet frames (without preamble, FCS or inter-frame gap) or of th
 alone, and the link is the data plane: ``width`` bits per cycle at ``clock_mhz``.
 """
 
-import argparse
 import json
 import math
 import statistics
@@ -41,7 +41,8 @@ from scapy.layers.l2 import Ether
 
 
 __all__ = ["BenchError", "BEEHIVE", "TARGETS", "DEFAULT_SIZES", "request", "measure_latency",
-           "measure_throughput", "zero_drop_spacing", "run_bench", "render", "main"]
+           "measure_throughput", "zero_drop_spacing", "trace_messages", "run_bench", "render",
+           "command_line", "run", "main"]
 
 
 class BenchError(Exception):
@@ -51,7 +52,7 @@ class BenchError(Exception):
 #: The Beehive paper's UDP echo figures (512-bit NoC at 250 MHz).
 BEEHIVE = {
     "latency_cycles": 92,            # 1-byte echo: first flit into Ethernet RX to last out of TX
-    "mpps_64": 18.4,                 # 64-byte payloads
+    "mpps_64": 18.4,                 # at 64 B
     "cycles_per_packet_64": 250 / 18.4,
     "line_rate_from_bytes": 1024,    # "line rate from about 1 KB"
 }
@@ -109,7 +110,7 @@ def _expected(frame, mac, ipv4):
 
 def _difference(got, want):
     if len(got) != len(want):
-        return f"{len(got)} bytes where the echo has {len(want)}"
+        return f"{len(got)} bytes, the echo has {len(want)}"
     k = next(i for i in range(len(got)) if got[i] != want[i])
     return f"first difference at byte {k}: 0x{got[k]:02x}, the echo has 0x{want[k]:02x}"
 
@@ -153,9 +154,11 @@ def _run_until_idle(sim, budget):
 
 # -- measurements ------------------------------------------------------------------------------
 
-def _one(sim, frame, mac, ipv4):
-    """Send one request into the idle design; return ``(sent, reply)`` frames, checked."""
+def _one(sim, frame, mac, ipv4, size):
+    """Send one request (``size``-byte payload) into the idle design; return its ``(sent,
+    reply)`` frames, checked."""
     want = _expected(frame, mac, ipv4)
+    what = f"a UDP request to {ipv4} port 7 ({size}-byte payload, {len(frame)}-byte frame)"
     before = sim.counters()
     sim.send(frame)
     _run_until_idle(sim, 100_000)
@@ -164,15 +167,15 @@ def _one(sim, frame, mac, ipv4):
         raise BenchError(f"design {sim.design.name!r} took {len(sent)} frames for 1 request")
     if not got:
         rose = _drops(before, sim.counters())
-        why = (" (counters that rose: " + ", ".join(f"{k}={v}" for k, v in rose.items()) + ")"
+        why = (" (counters that rose: " + ", ".join(f"{k} {v}" for k, v in rose.items()) + ")"
                if rose else "")
-        raise _not_an_echo(sim, f"it sent nothing back for a {len(frame)}-byte request to "
-                                f"{mac} / {ipv4} port 7{why}")
+        raise _not_an_echo(sim, f"it sent nothing back for {what}{why}")
     if len(got) != 1:
-        raise _not_an_echo(sim, f"it sent {len(got)} frames back for one request")
+        raise _not_an_echo(sim, f"it sent {len(got)} frames back for {what}")
     if got[0].data != want:
-        raise _not_an_echo(sim, f"its reply to a request with a {len(frame) - 42}-byte payload "
-                                f"differs from the echo ({_difference(got[0].data, want)})")
+        how = ("it sent the request back unchanged" if got[0].data == frame
+               else _difference(got[0].data, want))
+        raise _not_an_echo(sim, f"its reply to {what} is not the echo ({how})")
     return sent[0], got[0]
 
 
@@ -191,7 +194,7 @@ def measure_latency(sim, mac, ipv4, *, size=1, requests=LATENCY_REQUESTS):
     fl, ff, lf = [], [], []
     for seq in range(requests):
         frame = request(size, seq, mac, ipv4)
-        s, r = _one(sim, frame, mac, ipv4)
+        s, r = _one(sim, frame, mac, ipv4, size)
         fl.append(r.cycle_last - s.cycle_first)
         ff.append(r.cycle_first - s.cycle_first)
         lf.append(r.cycle_first - s.cycle_last)
@@ -210,7 +213,8 @@ def _batch(sim, frames, expected, *, spacing=None):
         for f in frames:
             sim.send(f)
             sim.run(spacing)
-    _run_until_idle(sim, 1000 * len(frames) * max(1, len(frames[0]) // 8) + 1_000_000)
+    nb = sim.ports[0].width // 8
+    _run_until_idle(sim, 100 * sum(-(-len(f) // nb) for f in frames) + 100_000)
     sent, got = sim.sent(clear=True), sim.received(clear=True)
     if len(sent) != len(frames):
         raise BenchError(f"design {sim.design.name!r} took {len(sent)} of {len(frames)} frames")
@@ -319,7 +323,7 @@ def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz
         for size in sizes:
             t = time.time()
             frames = [request(size, seq, mac, ipv4) for seq in range(packets)]
-            idle = _one(sim, frames[0], mac, ipv4)
+            idle = _one(sim, frames[0], mac, ipv4, size)
             row = measure_throughput(sim, size, packets, mac, ipv4, clock_mhz=clock_mhz,
                                      frames=frames)
             row["idle_latency"] = idle[1].cycle_last - idle[0].cycle_first
@@ -344,6 +348,76 @@ def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz
         "cycles_simulated": cycles, "latency": latency, "throughput": rows,
         "beehive": BEEHIVE, "targets": TARGETS,
     }
+
+
+def trace_messages(design, frames, cycles):
+    """Where the cycles go: run ``frames`` (bytes) back to back into ``design``'s Ethernet port
+    in Amaranth's simulator for ``cycles`` cycles, watching every tile's data-plane NoC ports.
+
+    Returns ``{stream: [(first, last), ...]}``, the cycles on which each message's (or frame's)
+    first and last flit moved on ``"mac_rx"``, ``"mac_tx"``, ``"<tile>.in"`` (the tile took it
+    from its router) and ``"<tile>.out"`` (the tile's router took it), with the same cycle
+    numbering as :mod:`apiary.sim`; and under ``"<stream> stalls"`` the number of cycles a flit
+    was offered there and not taken. Slow (Python): for a few packets.
+    """
+    from amaranth.sim import Simulator
+    from ..sim import elaborate
+    from ..sim.core import frame_words
+
+    top, ports, _ = elaborate(design)
+    if not ports:
+        raise BenchError(f"design {design.name!r} has no Ethernet port")
+    port = ports[0]
+    rx, tx = getattr(top, port.rx), getattr(top, port.tx)
+    streams = [("mac_rx", rx), ("mac_tx", tx)]
+    for name, tile in top.tiles.items():
+        if "data" in tile.planes:
+            streams += [(f"{name}.in", tile.noc_in), (f"{name}.out", tile.noc_out)]
+    moved = {n: [] for n, _ in streams}
+    stalls = {n: 0 for n, _ in streams}
+
+    async def drive(ctx):
+        for f in frames:
+            for data, nbytes, last in frame_words(f, port.width // 8):
+                ctx.set(rx.payload, {"data": data, "nbytes": nbytes, "last": last})
+                ctx.set(rx.valid, 1)
+                await ctx.tick()
+        ctx.set(rx.valid, 0)
+
+    async def watch(ctx):
+        ctx.set(tx.ready, 1)
+        signals = [sig for _, s in streams for sig in (s.valid, s.ready, s.payload.last)]
+        cycle = 0
+        async for values in ctx.tick().sample(*signals):
+            values = values[2:]          # after the clock and reset
+            for k, (name, _) in enumerate(streams):
+                valid, ready, last = values[3 * k:3 * k + 3]
+                if valid and ready:
+                    moved[name].append((cycle, bool(last)))
+                elif valid:
+                    stalls[name] += 1
+            cycle += 1
+
+    async def run(ctx):
+        await ctx.tick().repeat(cycles)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(drive, background=True)
+    sim.add_testbench(watch, background=True)
+    sim.add_testbench(run)
+    sim.run()
+    result = {}
+    for name, _ in streams:
+        messages, first = [], None
+        for cycle, last in moved[name]:
+            first = cycle if first is None else first
+            if last:
+                messages.append((first, cycle))
+                first = None
+        result[name] = messages
+        result[f"{name} stalls"] = stalls[name]
+    return result
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -403,7 +477,7 @@ def _tables(res):
         drops = ", ".join(f"{k} {v}" for k, v in r["dropped"].items()) or "0"
         beehive = target = ""
         if size == 64:
-            beehive = (f"{BEEHIVE['cycles_per_packet_64']:.1f} cycles "
+            beehive = (f"{_down(BEEHIVE['cycles_per_packet_64'])} cycles "
                        f"({BEEHIVE['mpps_64']:g} Mpps)")
             target = (f"≤ {TARGETS['cycles_per_packet_64']} cycles: "
                       f"{_verdict(r['cycles_per_packet'] <= TARGETS['cycles_per_packet_64'])}")
@@ -465,35 +539,6 @@ def render(res, fmt="text", command=None):
 
 # -- command line ------------------------------------------------------------------------------
 
-def _sizes(text):
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts, not {text!r}")
-    if not sizes:
-        raise argparse.ArgumentTypeError("no sizes given")
-    return sizes
-
-
-def add_options(parser, defaults=True):
-    """The benchmark's options (all but DESIGN and --width), for ``apiary bench``. With
-    ``defaults=False`` an option not given is left out of the namespace."""
-    def d(value):
-        return value if defaults else argparse.SUPPRESS
-    parser.add_argument("--sizes", type=_sizes, default=d(list(DEFAULT_SIZES)),
-                        metavar="B,B,...", help="UDP payload sizes in bytes, 0 to 1472 "
-                        f"(default {','.join(map(str, DEFAULT_SIZES))})")
-    parser.add_argument("--packets", type=int, default=d(DEFAULT_PACKETS), metavar="N",
-                        help=f"requests per size for the throughput (default {DEFAULT_PACKETS})")
-    parser.add_argument("--clock-mhz", type=float, default=d(250.0), metavar="MHZ",
-                        help="clock that cycles convert to time and bit rates at (default 250)")
-    out = parser.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", default=d(False),
-                     help="print the results as JSON")
-    out.add_argument("--markdown", action="store_true", default=d(False),
-                     help="print Markdown tables (for docs/performance.md)")
-
-
 def command_line(args):
     """The canonical command that repeats a run with these options."""
     parts = ["apiary bench", args.design]
@@ -508,8 +553,16 @@ def command_line(args):
     return " ".join(parts)
 
 
-def run(args, design, out=sys.stdout, log=sys.stderr):
-    """Run the benchmark for parsed ``args`` on a loaded ``design``; print the results."""
+def run(args, design, out=None, log=None):
+    """Run the benchmark for the options of ``apiary bench DESIGN`` (parsed ``args``; ``None``
+    for a default) on a loaded ``design``; print the results to ``out`` (default stdout),
+    progress to ``log`` (default stderr). Returns the results."""
+    out = sys.stdout if out is None else out
+    log = sys.stderr if log is None else log
+    if args.sizes is None:
+        args.sizes = list(DEFAULT_SIZES)
+    if args.packets is None:
+        args.packets = DEFAULT_PACKETS
     res = run_bench(design, sizes=args.sizes, packets=args.packets, clock_mhz=args.clock_mhz,
                     log=log, script=args.design)
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
@@ -518,21 +571,9 @@ def run(args, design, out=sys.stdout, log=sys.stderr):
 
 
 def main(argv=None):
-    from ..design import DesignError
-    from ..load import load_design
-    from ..sim import SimError
-    parser = argparse.ArgumentParser(prog="python -m apiary.bench.echo",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("design", metavar="DESIGN", help="a design script (see `apiary bench`)")
-    parser.add_argument("--width", type=int, metavar="N", help="data-plane flit width")
-    add_options(parser)
-    args = parser.parse_args(argv)
-    try:
-        design = load_design(args.design, **({} if args.width is None else {"width": args.width}))
-        run(args, design)
-    except (BenchError, SimError, DesignError) as e:
-        sys.exit(f"error: {e}")
-    return 0
+    """``python -m apiary.bench.echo DESIGN [options]``: the same as ``apiary bench DESIGN``."""
+    from ..cli import main as cli_main
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the region with its checksum field zero and writes ``~sum``; a receiver sums the
 checksum field as received and accepts it if the sum is ``0xFFFF`` (:attr:`ok`).
 """
 
-from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 

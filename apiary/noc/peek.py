@@ -7,7 +7,7 @@ for a keep/drop verdict, and meanwhile lets the packet's words flow into a small
 a kept packet is sent on without waiting for its end.
 """
 
-from amaranth import Module, Signal, Const, Cat, Mux, Value
+from amaranth import Module, Signal, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out

@@ -17,7 +17,7 @@ of zero bytes is a single word with ``nbytes == 0`` and ``last``. Both blocks ze
 past ``nbytes`` of every word they send.
 """
 
-from amaranth import Module, Signal, Cat, Const, Mux, Value
+from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out

@@ -10,7 +10,7 @@ from .header import Message
 
 
 __all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
-           "packet_words", "send_packet", "recv_packet",
+           "packet_words", "send_packet", "recv_packet", "transfers",
            "watchdog", "simulate", "split_messages", "WithCycleCounter"]
 
 
@@ -103,6 +103,18 @@ async def recv_packet(ctx, port, width, **stall):
         out += value.to_bytes(nb, "little")[:n]
         if p.last:
             return out
+
+
+def transfers(port, log):
+    """A background testbench that appends to ``log`` the cycle number (from 0, the first
+    cycle of the simulation) of every transfer on the stream ``port``."""
+    async def tb(ctx):
+        cycle = 0
+        async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
+            if valid and ready:
+                log.append(cycle)
+            cycle += 1
+    return tb
 
 
 def watchdog(cycles):

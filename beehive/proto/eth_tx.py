@@ -4,7 +4,7 @@ Message in (``ETH_TX_FRAME``): the frame's payload, with metadata ``peer_mac`` (
 ``ethertype``, ``vlan`` and ``vlan_tci`` (:mod:`beehive.proto.meta`).
 """
 
-from amaranth import Cat, Mux, Signal
+from amaranth import Mux, Signal
 from amaranth.lib.wiring import Out, connect, flipped
 
 from apiary.noc.flit import payload_signature

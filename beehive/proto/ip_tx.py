@@ -11,7 +11,7 @@ from apiary.noc.header import MsgType
 
 from .headers import IPV4, IPV4_FLAG_DF, IPV4_MIN_IHL, IPV4_VERSION, EtherType
 from .ip_rx import header_sum
-from .layer import TxLayerTile, header_bytes, header_view
+from .layer import TxLayerTile, header_view
 
 
 __all__ = ["Ipv4TxTile"]

@@ -24,9 +24,10 @@ from types import SimpleNamespace
 from amaranth import Module, Signal, Cat, Const, Mux, Shape
 from amaranth.hdl import unsigned
 from amaranth.lib import data, fifo, stream
-from amaranth.lib.wiring import In, Out, connect, flipped
+from amaranth.lib.wiring import Out, connect, flipped
 
 from apiary.noc.checksum import InternetChecksum
+from apiary.noc.flit import payload_layout
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import noc_header
 from apiary.noc.nexthop import NextHopTable
@@ -477,22 +478,36 @@ class TxLayerTile(Tile):
         m.submodules.receiver = rx = MessageReceiver(width, self.meta_words, empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
 
-        # The message being sent: held until both its descriptor and its header are taken.
-        cur = Signal(packet_layout())
-        cur_valid = Signal()
+        # Messages are queued (length and metadata, and a few payload words) so that the next
+        # message's header and metadata flits are taken while this one's payload still leaves:
+        # the input never waits for the output's header flits.
+        hdr_w, hdr_r = _queue(m, "headers", packet_layout(), depth=2)
+        m.d.comb += [
+            hdr_w.valid.eq(rx.o_hdr.valid),
+            hdr_w.payload.length.eq(rx.o_hdr.payload.payload_bytes),
+            hdr_w.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+            rx.o_hdr.ready.eq(hdr_w.ready),
+        ]
+        words_w, words_r = _queue(m, "words", payload_layout(width), depth=4)
+        m.d.comb += [
+            words_w.valid.eq(rx.o_data.valid),
+            words_w.payload.eq(rx.o_data.payload),
+            rx.o_data.ready.eq(words_w.ready),
+        ]
+
+        # The message being sent: the head of the queue, until both its descriptor and its
+        # header are taken.
+        cur = hdr_r.payload
+        cur_valid = hdr_r.valid
         desc_done = Signal()
         head_done = Signal()
-        m.d.comb += rx.o_hdr.ready.eq(~cur_valid)
-        with m.If(rx.o_hdr.valid & rx.o_hdr.ready):
-            m.d.sync += [
-                cur.length.eq(rx.o_hdr.payload.payload_bytes),
-                cur.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-                cur_valid.eq(1), desc_done.eq(0), head_done.eq(0),
-            ]
-
         header, nbytes, meta_out = self.build(m, cur.length, cur.meta)
         m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed)
-        connect(m, receiver=rx.o_data, insert=insert.i)
+        m.d.comb += [
+            insert.i.valid.eq(words_r.valid),
+            insert.i.payload.eq(words_r.payload),
+            words_r.ready.eq(insert.i.ready),
+        ]
 
         desc = stream.Signature(packet_layout()).create()
         m.d.comb += [
@@ -513,7 +528,8 @@ class TxLayerTile(Tile):
         with m.If(head_taken):
             m.d.sync += head_done.eq(1)
         with m.If(cur_valid & (desc_done | desc_taken) & (head_done | head_taken)):
-            m.d.sync += cur_valid.eq(0)
+            m.d.comb += hdr_r.ready.eq(1)
+            m.d.sync += [desc_done.eq(0), head_done.eq(0)]
 
         self.sink(m, desc, insert.o)
         return m

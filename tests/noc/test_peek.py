@@ -8,7 +8,8 @@ import pytest
 from amaranth import Elaboratable, Module
 
 from apiary.noc.peek import PayloadPeek
-from apiary.noc.testbench import packet_words, recv_packet, send_packet, simulate, stream_put
+from apiary.noc.testbench import (packet_words, recv_packet, send_packet, simulate, stream_put,
+                                  transfers)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -25,17 +26,6 @@ def head_of(packet, head_bytes):
 def keep_rule(head, head_len):
     """The verdict the tests give: a function of every captured byte and of the length."""
     return (sum(head) + head_len) % 3 != 0
-
-
-def transfers(port, log):
-    """Background testbench: append the cycle number of every transfer on ``port`` to ``log``."""
-    async def tb(ctx):
-        cycle = 0
-        async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
-            if valid and ready:
-                log.append(cycle)
-            cycle += 1
-    return tb
 
 
 class CombVerdict(Elaboratable):

@@ -8,7 +8,8 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
 from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
-from apiary.noc.testbench import packet_words, recv_packet, simulate, stream_get, stream_put
+from apiary.noc.testbench import (packet_words, recv_packet, simulate, stream_put,
+                                  transfers)
 
 
 TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP
@@ -20,22 +21,10 @@ def word_count(length, width):
     return max(1, -(-length // (width // 8)))
 
 
-def transfers(port, log):
-    """Background testbench: append the cycle number of every transfer on ``port`` to ``log``."""
-    async def tb(ctx):
-        cycle = 0
-        async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
-            if valid and ready:
-                log.append(cycle)
-            cycle += 1
-    return tb
-
-
 def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
     """Run ``sources`` (async functions of ctx) in the background, receive ``expected_count``
     packets from ``dut.o``; returns (packets, counters, transfer cycles on i and o)."""
     received, result, log_i, log_o = [], {}, [], []
-    nb = width // 8
 
     async def sink(ctx):
         for _ in range(expected_count):

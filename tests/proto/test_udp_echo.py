@@ -7,7 +7,6 @@ Verilator runs the long sweeps; Amaranth's simulator runs the protocol mix too, 
 ends must give the same frames on the same cycles.
 """
 
-import importlib.util
 import pathlib
 import random
 import struct
@@ -17,6 +16,7 @@ import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
+from apiary.load import load_design
 from apiary.noc.checksum import internet_checksum
 from apiary.sim import open_sim
 from beehive.model import echo_reply
@@ -27,14 +27,8 @@ PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
 WIDTHS = [64, 512]
 
 
-def load_example(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-udp_echo = load_example("udp_echo")
+def echo_design(**overrides):
+    return load_design(str(ROOT / "examples" / "udp_echo.py"), **overrides)
 
 
 def udp(payload, sport=40000, dport=7, **ip):
@@ -75,12 +69,12 @@ def assert_counters(sim, counts):
 
 def test_design_is_checked_and_drawn():
     from apiary.show import render_svg
-    design = udp_echo.design()
+    design = echo_design()
     design.check()
     svg = render_svg(design)
     for tile in ("eth_rx", "ip_rx", "udp_rx", "echo", "udp_tx", "ip_tx", "eth_tx", "arp", "icmp"):
         assert tile in svg
-    other = udp_echo.design(width=64, mac="02:00:00:00:00:09", ipv4="192.168.7.2")
+    other = echo_design(width=64, mac="02:00:00:00:00:09", ipv4="192.168.7.2")
     assert other.settings == {"mac": "02:00:00:00:00:09", "ipv4": "192.168.7.2"}
 
 
@@ -91,7 +85,7 @@ def test_udp_echo_every_payload_size(width):
     frames = [udp(rng.randbytes(n), sport=1024 + n) for n in range(1473)]
     replies, counts = expected(frames)
     assert len(replies) == len(frames)
-    with open_sim(udp_echo.design(width=width), "verilator") as sim:
+    with open_sim(echo_design(width=width), "verilator") as sim:
         got = exchange(sim, frames, batch=24)
         assert got == replies
         assert_counters(sim, counts)
@@ -135,7 +129,7 @@ def test_protocol_mix_on_both_backends(width):
     assert counts["arp_forwarded"] == 2 and counts["icmp_forwarded"] == 4
     runs = {}
     for backend in ("pysim", "verilator"):
-        with open_sim(udp_echo.design(width=width), backend, idle_cycles=300) as sim:
+        with open_sim(echo_design(width=width), backend, idle_cycles=300) as sim:
             sim.send_many(frames)
             sim.run()
             got = sim.received()
@@ -247,7 +241,7 @@ def test_bad_input_is_dropped_counted_and_the_next_request_is_echoed(width):
     assert {"udp_rx_bad_length", "udp_rx_truncated", "udp_rx_bad_checksum", "ip_rx_bad_length",
             "ip_rx_fragment", "ip_rx_bad_checksum", "eth_rx_runt", "eth_rx_oversized",
             "icmp_bad_checksum", "arp_not_request"} <= reasons
-    with open_sim(udp_echo.design(width=width), "verilator") as sim:
+    with open_sim(echo_design(width=width), "verilator") as sim:
         got = exchange(sim, frames, batch=2)
         assert got == replies
         assert_counters(sim, counts)
@@ -271,7 +265,7 @@ def test_backpressure_and_gaps_lose_nothing(width):
     ]
     frames = [rng.choice(makers)() for _ in range(300)]
     replies, counts = expected(frames)
-    with open_sim(udp_echo.design(width=width), "verilator", seed=width, stall=0.3,
+    with open_sim(echo_design(width=width), "verilator", seed=width, stall=0.3,
                   gaps=0.3) as sim:
         got = exchange(sim, frames, batch=8)
         assert sorted(got) == sorted(replies)

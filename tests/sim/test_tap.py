@@ -1,25 +1,18 @@
 """`apiary sim --tap` moves frames both ways between the Linux network stack and a simulated
 design. Everything happens inside a network namespace this test creates and deletes; the only
-process it ends is the bridge it started, by its PID.
+process it ends is the bridge it started, by its PID (the fixture and the bridge helper are in
+conftest.py).
 
 Needs root (CI runs as root): without it the test fails, it does not skip.
 """
 
 import json
 import os
-import pathlib
-import queue
-import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 
-import pytest
+from .conftest import Bridge
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TAP = "tap0"
+TAP = f"loop{os.getpid()}"  # unique to this run, like the namespace it lives in
 ETHERTYPE = 0x88B5          # IEEE local experimental EtherType: nothing else in the namespace uses it
 
 # Runs inside the namespace: send frames one at a time from a raw socket on the TAP device, wait
@@ -51,65 +44,21 @@ print(json.dumps(result))
 """
 
 
-def sh(*args, **kw):
-    return subprocess.run(list(args), check=True, capture_output=True, text=True, **kw)
-
-
-@pytest.fixture
-def netns():
-    if os.geteuid() != 0:
-        pytest.fail("the TAP bridge test needs root to create a network namespace and a TAP "
-                    "device (CI runs as root)")
-    if shutil.which("ip") is None:
-        pytest.fail("the TAP bridge test needs the `ip` command (Debian package iproute2)")
-    name = f"apiary-tap-{os.getpid()}"
-    sh("ip", "netns", "add", name)
-    try:
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
-
-
 def test_tap_bridge_moves_frames_both_ways(netns):
-    bridge = subprocess.Popen(
-        ["ip", "netns", "exec", netns, sys.executable, "-m", "apiary.cli", "sim",
-         str(ROOT / "examples" / "frame_loopback.py"), "--tap", TAP],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in bridge.stdout], daemon=True).start()
-    output = []
-    try:
-        deadline = time.monotonic() + 300          # a cold Verilator build is part of this
-        while not any("bridging" in l for l in output):
-            assert bridge.poll() is None, "the bridge exited early:\n" + "".join(output)
-            assert time.monotonic() < deadline, "the bridge did not start:\n" + "".join(output)
-            try:
-                output.append(lines.get(timeout=1))
-            except queue.Empty:
-                pass
-        sh("ip", "netns", "exec", netns, "ip", "link", "set", TAP, "up")
+    with Bridge(netns, "examples/frame_loopback.py", TAP) as bridge:
+        bridge.wait_ready(300)          # a cold Verilator build is part of this
+        bridge.netns_run("ip", "link", "set", TAP, "up")
 
         count = 20
-        client = sh("ip", "netns", "exec", netns, sys.executable, "-c", CLIENT,
-                    str(count), str(ETHERTYPE), TAP, timeout=120)
+        client = bridge.netns_run(sys.executable, "-c", CLIENT, str(count), str(ETHERTYPE), TAP,
+                                  timeout=120)
         result = json.loads(client.stdout)
         assert len(result["got"]) == count, f"{len(result['got'])} of {count} frames came back"
         assert result["got"] == result["sent"]
 
-        bridge.send_signal(signal.SIGINT)
-        assert bridge.wait(timeout=30) == 0
-    finally:
-        if bridge.poll() is None:
-            bridge.kill()
-            bridge.wait()
-    while not lines.empty():
-        output.append(lines.get())
-    text = "".join(output)
-    stopped = [l for l in output if l.startswith("stopped:")]
-    assert stopped, text
-    frames_in = int(stopped[0].split("frames in ")[1].split(",")[0])
-    frames_out = int(stopped[0].split("frames out ")[1].split(",")[0])
-    assert frames_in >= count and frames_out >= count, text
+        assert bridge.stop() == 0, bridge.text
+    frames_in, frames_out, _ = bridge.stopped()
+    assert frames_in >= count and frames_out >= count, bridge.text
 
 
 def test_bridge_announces_the_design_addresses():

@@ -1,0 +1,118 @@
+"""Shared by the TAP bridge tests: a network namespace the test creates and deletes, and an
+`apiary sim --tap` bridge started inside it. The only process a test ends is the bridge it
+started, by its PID.
+
+These tests need root (CI runs as root): without it they fail, they do not skip.
+"""
+
+import os
+import pathlib
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def sh(*args, **kw):
+    return subprocess.run(list(args), check=True, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture
+def netns(request):
+    """A fresh network namespace, named after this process and test (unique under xdist)."""
+    if os.geteuid() != 0:
+        pytest.fail("the TAP bridge tests need root to create a network namespace and a TAP "
+                    "device (CI runs as root)")
+    if shutil.which("ip") is None:
+        pytest.fail("the TAP bridge tests need the `ip` command (Debian package iproute2)")
+    name = f"apiary-{os.getpid()}-{request.node.name}"
+    sh("ip", "netns", "add", name)
+    try:
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+class Bridge:
+    """``apiary sim DESIGN --tap TAP [ARGS...]`` running inside namespace ``netns``.
+
+    Use as a context manager: on the way out a bridge still running is killed (by its PID).
+    """
+
+    def __init__(self, netns, design, tap, *args):
+        self.netns, self.tap = netns, tap
+        self.process = subprocess.Popen(
+            ["ip", "netns", "exec", netns, sys.executable, "-m", "apiary.cli", "sim",
+             str(ROOT / design), "--tap", tap, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.output = []
+
+    def _read(self):
+        for line in self.process.stdout:
+            self._lines.put(line)
+
+    def _drain(self):
+        while not self._lines.empty():
+            self.output.append(self._lines.get())
+
+    @property
+    def text(self):
+        self._drain()
+        return "".join(self.output)
+
+    def wait_ready(self, timeout):
+        """Wait for the "bridging" line (a cold Verilator build may come first)."""
+        deadline = time.monotonic() + timeout
+        while not any("bridging" in l for l in self.output):
+            assert self.process.poll() is None, "the bridge exited early:\n" + self.text
+            assert time.monotonic() < deadline, \
+                f"the bridge did not start within {timeout} s:\n" + self.text
+            try:
+                self.output.append(self._lines.get(timeout=1))
+            except queue.Empty:
+                pass
+
+    def netns_run(self, *args, **kw):
+        """Run a command inside the bridge's namespace (raising if it fails)."""
+        return sh("ip", "netns", "exec", self.netns, *args, **kw)
+
+    def stop(self, timeout=30):
+        """SIGINT the bridge; return its exit code."""
+        self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(timeout=timeout)
+        # The reader thread ends at EOF, which follows the exit: give it a moment to finish.
+        deadline = time.monotonic() + 5
+        while not any(l.startswith("stopped:") for l in self.output) and \
+                time.monotonic() < deadline:
+            try:
+                self.output.append(self._lines.get(timeout=0.1))
+            except queue.Empty:
+                pass
+        self._drain()
+        return code
+
+    def stopped(self):
+        """``(frames_in, frames_out, line)`` from the bridge's "stopped:" line."""
+        lines = [l for l in self.output if l.startswith("stopped:")]
+        assert lines, "the bridge printed no 'stopped:' line:\n" + self.text
+        match = re.search(r"frames in (\d+), frames out (\d+)", lines[0])
+        assert match, lines[0]
+        return int(match[1]), int(match[2]), lines[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
