@@ -66,6 +66,10 @@ class PayloadPeek(wiring.Component):
         Word width in bits (64, 128, 256 or 512).
     head_bytes : int
         Bytes captured from the front of each packet, at least 1; may span several words.
+    slack : int
+        FIFO words beyond ``ceil(head_bytes / (width/8)) + 2`` (default 0): room for words that
+        keep arriving while what follows ``o`` is still busy with something else (a tile that
+        sends a header before the payload), so that ``i`` does not stall meanwhile.
 
     Members
     -------
@@ -94,14 +98,17 @@ class PayloadPeek(wiring.Component):
         If the width is not supported or ``head_bytes`` is not a positive integer.
     """
 
-    def __init__(self, width, head_bytes):
+    def __init__(self, width, head_bytes, *, slack=0):
         self._width = check_width(width)
+        if not isinstance(slack, int) or isinstance(slack, bool) or slack < 0:
+            raise ValueError(f"PayloadPeek needs slack to be a non-negative number of words, "
+                             f"not {slack!r}")
         if not isinstance(head_bytes, int) or isinstance(head_bytes, bool) or head_bytes < 1:
             raise ValueError(f"PayloadPeek needs head_bytes to be a positive number of bytes, "
                              f"not {head_bytes!r}")
         self._head_bytes = head_bytes
         self._head_words = -(-head_bytes // (width // 8))
-        self.depth = self._head_words + 2
+        self.depth = self._head_words + 2 + slack
         super().__init__({
             "i": In(payload_signature(width)),
             "head": Out(8 * head_bytes),

@@ -29,7 +29,7 @@ from amaranth.lib.wiring import Out, connect, flipped
 from apiary.noc.checksum import InternetChecksum
 from apiary.noc.flit import payload_layout
 from apiary.noc.framing import MessageReceiver, MessageSender
-from apiary.noc.header import noc_header
+from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
 from apiary.noc.packet_buffer import PacketBuffer
 from apiary.noc.peek import PayloadPeek
@@ -291,7 +291,9 @@ class RxLayerTile(Tile):
         with m.If(hdr.valid & hdr.ready):
             m.d.sync += [cur.eq(hdr.payload), cur_valid.eq(1)]
 
-        m.submodules.peek = peek = PayloadPeek(width, self.head_bytes)
+        # Slack for the words that arrive while the sender's header and metadata flits leave.
+        m.submodules.peek = peek = PayloadPeek(width, self.head_bytes,
+                                               slack=header_flits(width) + self.meta_words)
         connect(m, source=data_, peek=peek.i)
 
         p = _Parse(self, m, peek.head, peek.head_len, cur.length, cur.meta)

@@ -60,6 +60,10 @@ def test_bad_parameters():
             PayloadPeek(64, bad)
     assert PayloadPeek(64, 60).depth == 10
     assert PayloadPeek(512, 60).depth == 3
+    assert PayloadPeek(512, 60, slack=2).depth == 5
+    for bad in [-1, "2", True]:
+        with pytest.raises(ValueError, match="PayloadPeek needs slack to be a non-negative"):
+            PayloadPeek(64, 8, slack=bad)
     assert len(PayloadPeek(256, 18).head) == 144
 
 
