@@ -109,7 +109,10 @@ class TapBridge:
         return ", ".join(f"{key} {settings[key]}" for key in ("mac", "ipv4") if key in settings)
 
     def summary(self):
-        drops = {k: v for k, v in self.sim.counters().items() if "drop" in k and v}
+        # Every counter that is not a count of what went through: per-reason drop counters
+        # (eth_rx_not_for_us, udp_rx_bad_checksum...) and the fabric's own.
+        drops = {k: v for k, v in self.sim.counters().items()
+                 if v and not k.endswith(("_forwarded", "_frames"))}
         text = (f"frames in {self.frames_in}, frames out {self.frames_out}, "
                 f"cycle {self.sim.cycle}")
         if self.write_errors:

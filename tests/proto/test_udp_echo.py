@@ -78,6 +78,16 @@ def test_design_is_checked_and_drawn():
     assert other.settings == {"mac": "02:00:00:00:00:09", "ipv4": "192.168.7.2"}
 
 
+def test_cli_checks_and_draws_it(tmp_path, capsys):
+    from apiary.cli import main
+    script = str(ROOT / "examples" / "udp_echo.py")
+    assert main(["check", script]) == 0
+    assert "udp_echo" in capsys.readouterr().out
+    svg = tmp_path / "echo.svg"
+    assert main(["show", script, "-o", str(svg)]) == 0
+    assert "eth_rx" in svg.read_text()
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_udp_echo_every_payload_size(width):
     """Payloads of 0 to 1472 bytes (the most a 1500-byte MTU carries), each echoed intact."""

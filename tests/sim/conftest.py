@@ -21,8 +21,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def sh(*args, **kw):
-    return subprocess.run(list(args), check=True, capture_output=True, text=True, **kw)
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def netns(request):
 class Bridge:
     """``apiary sim DESIGN --tap TAP [ARGS...]`` running inside namespace ``netns``.
 
-    Use as a context manager: on the way out a bridge still running is killed (by its PID).
+    Tests get one from the ``bridge`` fixture, which kills it (by its PID) if still running.
     """
 
     def __init__(self, netns, design, tap, *args):
@@ -83,7 +83,8 @@ class Bridge:
                 pass
 
     def netns_run(self, *args, **kw):
-        """Run a command inside the bridge's namespace (raising if it fails)."""
+        """Run a command inside the bridge's namespace (raising if it fails, unless
+        ``check=False``)."""
         return sh("ip", "netns", "exec", self.netns, *args, **kw)
 
     def stop(self, timeout=30):
@@ -109,10 +110,24 @@ class Bridge:
         assert match, lines[0]
         return int(match[1]), int(match[2]), lines[0]
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
+    def kill(self):
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+@pytest.fixture
+def bridge(netns):
+    """``bridge(design, tap, *args)`` starts a :class:`Bridge` in ``netns``; any still running
+    when the test ends is killed (by its PID) before the namespace is deleted."""
+    started = []
+
+    def start(design, tap, *args):
+        started.append(Bridge(netns, design, tap, *args))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for b in started:
+            b.kill()

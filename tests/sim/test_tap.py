@@ -1,6 +1,6 @@
 """`apiary sim --tap` moves frames both ways between the Linux network stack and a simulated
 design. Everything happens inside a network namespace this test creates and deletes; the only
-process it ends is the bridge it started, by its PID (the fixture and the bridge helper are in
+process it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in
 conftest.py).
 
 Needs root (CI runs as root): without it the test fails, it does not skip.
@@ -9,8 +9,6 @@ Needs root (CI runs as root): without it the test fails, it does not skip.
 import json
 import os
 import sys
-
-from .conftest import Bridge
 
 TAP = f"loop{os.getpid()}"  # unique to this run, like the namespace it lives in
 ETHERTYPE = 0x88B5          # IEEE local experimental EtherType: nothing else in the namespace uses it
@@ -44,21 +42,21 @@ print(json.dumps(result))
 """
 
 
-def test_tap_bridge_moves_frames_both_ways(netns):
-    with Bridge(netns, "examples/frame_loopback.py", TAP) as bridge:
-        bridge.wait_ready(300)          # a cold Verilator build is part of this
-        bridge.netns_run("ip", "link", "set", TAP, "up")
+def test_tap_bridge_moves_frames_both_ways(bridge):
+    loopback = bridge("examples/frame_loopback.py", TAP)
+    loopback.wait_ready(300)            # a cold Verilator build is part of this
+    loopback.netns_run("ip", "link", "set", TAP, "up")
 
-        count = 20
-        client = bridge.netns_run(sys.executable, "-c", CLIENT, str(count), str(ETHERTYPE), TAP,
-                                  timeout=120)
-        result = json.loads(client.stdout)
-        assert len(result["got"]) == count, f"{len(result['got'])} of {count} frames came back"
-        assert result["got"] == result["sent"]
+    count = 20
+    client = loopback.netns_run(sys.executable, "-c", CLIENT, str(count), str(ETHERTYPE), TAP,
+                                timeout=120)
+    result = json.loads(client.stdout)
+    assert len(result["got"]) == count, f"{len(result['got'])} of {count} frames came back"
+    assert result["got"] == result["sent"]
 
-        assert bridge.stop() == 0, bridge.text
-    frames_in, frames_out, _ = bridge.stopped()
-    assert frames_in >= count and frames_out >= count, bridge.text
+    assert loopback.stop() == 0, loopback.text
+    frames_in, frames_out, _ = loopback.stopped()
+    assert frames_in >= count and frames_out >= count, loopback.text
 
 
 def test_bridge_announces_the_design_addresses():

@@ -1,0 +1,108 @@
+"""Linux talks to the simulated Beehive stack (examples/udp_echo.py) through `apiary sim --tap`:
+the kernel resolves the design's address by ARP on its own, the real `ping` gets ICMP echo
+replies, and a plain UDP socket gets every datagram echoed back byte for byte on port 7.
+
+Everything happens inside a network namespace this test creates and deletes; the only process
+it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in conftest.py).
+Needs root and the `ping` binary (Debian package iputils-ping, which .ci/run installs): without
+either the test fails, it does not skip.
+"""
+
+import json
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+TAP = f"echo{os.getpid()}"  # unique to this run (at most 11 of the 15 characters allowed)
+WIDTH = "64"                # as robust as 512 bits here, and its cold build is the quicker one
+HOST, PEER = "10.0.0.1", "10.0.0.2"
+DESIGN_MAC = "02:00:00:00:00:02"
+PINGS = 5
+DATAGRAMS = 300
+
+# Runs inside the namespace: send UDP datagrams one at a time to the echo port, wait for each
+# echo, print (as JSON) which never came back and which came back different.
+CLIENT = r"""
+import json, random, socket, sys, time
+count, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+rng = random.Random(7)
+edges = [0, 1, 2, 7, 8, 17, 18, 45, 46, 64, 1024, 1471, 1472]      # 1472: a full 1500-byte IP packet
+sizes = edges + [rng.randrange(0, 1473) for _ in range(count - len(edges))]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect((host, port))
+result = {"sent": 0, "echoed": 0, "missing": [], "wrong": [], "seconds": 0.0}
+start = time.monotonic()
+for i, size in enumerate(sizes):
+    if len(result["missing"]) >= 5:                # the stack is broken: say so without waiting on
+        break
+    payload = bytes(rng.getrandbits(8) for _ in range(size))
+    s.send(payload)
+    result["sent"] += 1
+    deadline = time.monotonic() + 5
+    while True:
+        s.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            data = s.recv(65536)
+        except socket.timeout:
+            result["missing"].append({"index": i, "size": size})
+            break
+        except ConnectionRefusedError:            # an ICMP port unreachable came back
+            result["missing"].append({"index": i, "size": size, "refused": True})
+            break
+        if data == payload:
+            result["echoed"] += 1
+            break
+        first = next((j for j, (a, b) in enumerate(zip(data, payload)) if a != b),
+                     min(len(data), len(payload)))
+        result["wrong"].append({"index": i, "size": size, "got": len(data), "first_diff": first})
+result["seconds"] = round(time.monotonic() - start, 3)
+print(json.dumps(result))
+"""
+
+
+def test_linux_pings_and_udp_echoes_through_the_simulated_stack(bridge):
+    if shutil.which("ping") is None:
+        pytest.fail("this test needs the `ping` binary (Debian package iputils-ping; .ci/run "
+                    "installs it: apt-get install iputils-ping)")
+    stack = bridge("examples/udp_echo.py", TAP, "--width", WIDTH)
+    stack.wait_ready(600)               # a cold Verilog conversion and Verilator build come first
+    stack.netns_run("ip", "link", "set", TAP, "up")
+    stack.netns_run("ip", "addr", "add", f"{HOST}/24", "dev", TAP)
+    stack.netns_run("ip", "link", "set", "lo", "up")
+    # No neighbour entry yet: the kernel has to ask by ARP, and the design's ARP tile answers.
+    assert stack.netns_run("ip", "neigh", "show", PEER).stdout.strip() == ""
+
+    ping = stack.netns_run("ping", "-c", str(PINGS), "-i", "0.2", "-W", "5", PEER,
+                           check=False, timeout=120)
+    counts = re.search(r"(\d+) packets transmitted, (\d+) received", ping.stdout)
+    assert ping.returncode == 0 and counts and int(counts[2]) == PINGS, \
+        ping.stdout + ping.stderr + stack.text
+
+    client = stack.netns_run(sys.executable, "-c", CLIENT, str(DATAGRAMS), PEER, "7",
+                             timeout=300)
+    result = json.loads(client.stdout)
+    assert not result["missing"] and not result["wrong"], f"{result}\n{stack.text}"
+    assert result["echoed"] == result["sent"] == DATAGRAMS, result
+
+    neigh = stack.netns_run("ip", "neigh", "show", PEER).stdout
+    assert f"lladdr {DESIGN_MAC}" in neigh, neigh
+    state = neigh.split()[-1]
+    assert state in ("REACHABLE", "STALE", "DELAY", "PROBE"), f"not learnt dynamically: {neigh}"
+
+    assert stack.stop() == 0, stack.text
+    frames_in, frames_out, line = stack.stopped()
+    # Out: one ARP reply (more if the kernel re-confirmed the entry), the echo replies, the UDP
+    # echoes; the design only ever answers. In: all of that's requests plus the kernel's own
+    # IPv6 chatter (router solicitations, MLD reports, DAD), which the design drops.
+    answers = 1 + PINGS + DATAGRAMS
+    assert answers <= frames_out <= answers + 5, stack.text
+    assert frames_out <= frames_in, stack.text
+    assert "refused" not in line, stack.text
+    # What the design dropped is listed by counter; nothing the client sent is among it.
+    dropped = dict(item.split("=") for item in line.split("dropped: ")[1].split(", ")) \
+        if "dropped: " in line else {}
+    assert set(dropped) <= {"eth_rx_not_for_us", "eth_rx_no_route"}, line
+    assert frames_in - frames_out == sum(int(v) for v in dropped.values()), line
