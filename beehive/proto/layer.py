@@ -39,7 +39,8 @@ from apiary.tile import Tile
 from .meta import PACKET_META, meta_words
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "header_view", "header_signal", "header_bytes", "ones_sum", "fold16"]
+__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "header_view", "header_signal",
+           "ones_sum", "fold16"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -63,11 +64,6 @@ def header_signal(m, header, value, offset=0):
     sig = Signal(header.layout(), name=f"{header.name}_at{offset}")
     m.d.comb += sig.as_value().eq(header_view(header, value, offset).as_value())
     return sig
-
-
-def header_bytes(view):
-    """The lane-order bytes of a header view (the inverse of :func:`header_view`)."""
-    return byte_reverse(view.as_value())
 
 
 def fold16(value):
