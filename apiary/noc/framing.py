@@ -12,7 +12,7 @@ and its extra words discarded, and each such message is counted once. One helper
 :class:`PayloadFramer`, does this for both.
 """
 
-from amaranth import Module, Signal, Cat, Mux
+from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -21,7 +21,7 @@ from .flit import flit_signature, payload_signature
 from .header import noc_header, header_flits, check_width
 
 
-__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "payload_words",
+__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "payload_words", "meta_plan",
            "DESCRIPTOR_FIELDS"]
 
 
@@ -37,6 +37,29 @@ def _check_meta_words(meta_words, what):
         raise ValueError(f"{what} takes between 0 and {limit} metadata words (the width of the "
                          f"header's metadata_flits field), not {meta_words!r}")
     return meta_words
+
+
+def meta_plan(width, meta_words=0, meta_bits=None):
+    """How a message carries its metadata: ``(flits, inline, bits)``.
+
+    With ``meta_bits=None`` the metadata is ``meta_words`` whole flits (``bits`` is
+    ``meta_words * width``). With ``meta_bits`` (and ``meta_words`` 0) it is ``meta_bits`` bits:
+    *inline* in the header flit's spare low bits when they fit (at 512 bits the header's fields
+    take the top 256 bits and leave 256: ``flits`` is 0, ``inline`` is ``meta_bits``), otherwise
+    in ``ceil(meta_bits / width)`` flits after the header (``inline`` is 0).
+    """
+    check_width(width)
+    if meta_bits is None:
+        meta_words = _check_meta_words(meta_words, "a message")
+        return meta_words, 0, meta_words * width
+    if meta_words:
+        raise ValueError("give metadata as meta_words or as meta_bits, not both")
+    if not isinstance(meta_bits, int) or isinstance(meta_bits, bool) or meta_bits < 0:
+        raise ValueError(f"meta_bits must be a non-negative number of bits, not {meta_bits!r}")
+    hdr = noc_header(width)
+    if meta_bits <= hdr.size - hdr.bits:
+        return 0, meta_bits, meta_bits
+    return _check_meta_words(-(-meta_bits // width), "a message"), 0, meta_bits
 
 
 def payload_words(payload_bytes, width):
@@ -193,6 +216,9 @@ class MessageSender(wiring.Component):
         Flit width in bits (64, 128, 256 or 512).
     meta_words : int
         Metadata words per message, 0 to 255.
+    meta_bits : int or None
+        Instead of ``meta_words``: the metadata's size in bits, carried inline in the header
+        flit when it fits there and in flits after it otherwise (:func:`meta_plan`).
     empty_packets : bool
         ``i_data`` has a packet for header-only messages too (see above).
 
@@ -214,21 +240,23 @@ class MessageSender(wiring.Component):
     """
 
     @staticmethod
-    def descriptor_layout(width, meta_words=0):
+    def descriptor_layout(width, meta_words=0, meta_bits=None):
         """The descriptor's layout: :data:`DESCRIPTOR_FIELDS` at their header widths, then
-        ``meta`` (``meta_words * width`` bits) if ``meta_words > 0``."""
+        ``meta`` (``meta_words * width`` bits, or ``meta_bits``; see :func:`meta_plan`) if
+        there is metadata."""
         hdr = noc_header(width)
         fields = {name: unsigned(hdr.width(name)) for name in DESCRIPTOR_FIELDS}
-        if _check_meta_words(meta_words, "a message descriptor"):
-            fields["meta"] = unsigned(meta_words * width)
+        _, _, bits = meta_plan(width, meta_words, meta_bits)
+        if bits:
+            fields["meta"] = unsigned(bits)
         return data.StructLayout(fields)
 
-    def __init__(self, width, meta_words=0, *, empty_packets=False):
+    def __init__(self, width, meta_words=0, *, meta_bits=None, empty_packets=False):
         self._width = check_width(width)
-        self._meta_words = _check_meta_words(meta_words, "MessageSender")
+        self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         super().__init__({
-            "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words))),
+            "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits))),
             "i_data": In(payload_signature(width)),
             "o": Out(flit_signature(width)),
             "length_errors": Out(32),
@@ -250,9 +278,13 @@ class MessageSender(wiring.Component):
             header.msg_len.eq(nh - 1 + meta_words + words),
             header.metadata_flits.eq(meta_words),
         ]
+        if self._inline:
+            m.d.comb += header.as_value()[:self._inline].eq(desc.meta)
         raw = header.as_value()
         flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
-        flits += [desc.meta[j * width:(j + 1) * width] for j in range(meta_words)]
+        if meta_words:
+            meta = Cat(desc.meta, Const(0, meta_words * width - self._meta_bits))
+            flits += [meta[j * width:(j + 1) * width] for j in range(meta_words)]
 
         index = Signal(range(count), name="index")  # which descriptor flit is on `o`
         flit = Signal(width)
@@ -335,6 +367,9 @@ class MessageReceiver(wiring.Component):
         Flit width in bits (64, 128, 256 or 512).
     meta_words : int
         Metadata flits every message must carry, 0 to 255.
+    meta_bits : int or None
+        Instead of ``meta_words``: the metadata's size in bits, inline in the header flit when
+        it fits there (:func:`meta_plan`), as :class:`MessageSender` sends it.
     empty_packets : bool
         Header-only messages give an empty packet on ``o_data`` (see above).
 
@@ -356,23 +391,26 @@ class MessageReceiver(wiring.Component):
     """
 
     @staticmethod
-    def header_layout(width, meta_words=0):
-        """Every field of ``noc_header(width)`` at its place in the header, then ``meta``
-        (``meta_words * width`` bits) above the header if ``meta_words > 0``."""
+    def header_layout(width, meta_words=0, meta_bits=None):
+        """Every field of ``noc_header(width)`` at its place in the header, then ``meta``:
+        ``meta_words * width`` bits (or ``meta_bits``) above the header, or with inline
+        metadata (:func:`meta_plan`) the header's ``meta_bits`` low bits."""
         hdr = noc_header(width)
         fields = {n: data.Field(unsigned(hdr.width(n)), hdr.offset(n)) for n in hdr.names}
-        meta_bits = _check_meta_words(meta_words, "a message header") * width
-        if meta_bits:
-            fields["meta"] = data.Field(unsigned(meta_bits), hdr.size)
-        return data.FlexibleLayout(hdr.size + meta_bits, fields)
+        flits, inline, bits = meta_plan(width, meta_words, meta_bits)
+        if inline:
+            fields["meta"] = data.Field(unsigned(inline), 0)
+        elif bits:
+            fields["meta"] = data.Field(unsigned(bits), hdr.size)
+        return data.FlexibleLayout(hdr.size + flits * width, fields)
 
-    def __init__(self, width, meta_words=0, *, empty_packets=False):
+    def __init__(self, width, meta_words=0, *, meta_bits=None, empty_packets=False):
         self._width = check_width(width)
-        self._meta_words = _check_meta_words(meta_words, "MessageReceiver")
+        self._meta_words, _, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         super().__init__({
             "i": In(flit_signature(width)),
-            "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words))),
+            "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words, meta_bits))),
             "o_data": Out(payload_signature(width)),
             "errors": Out(32),
         })

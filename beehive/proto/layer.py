@@ -28,7 +28,7 @@ from amaranth.lib.wiring import Out, connect, flipped
 
 from apiary.noc.checksum import InternetChecksum
 from apiary.noc.flit import payload_layout
-from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
 from apiary.noc.packet_buffer import PacketBuffer
@@ -36,7 +36,7 @@ from apiary.noc.peek import PayloadPeek
 from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
 from apiary.tile import Tile
 
-from .meta import PACKET_META, meta_words
+from .meta import PACKET_META
 
 
 __all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "header_view", "header_signal",
@@ -44,6 +44,14 @@ __all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "header_view", "header
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
+META_BITS = PACKET_META.size
+
+
+def message_overhead(width):
+    """Flits a protocol message spends before its payload: header flit(s), and metadata flits
+    unless the metadata rides in the header (at 512 bits)."""
+    flits, _, _ = meta_plan(width, meta_bits=META_BITS)
+    return header_flits(width) + flits
 
 
 def packet_layout():
@@ -159,7 +167,6 @@ class RxLayerTile(Tile):
     def __init__(self, env=None, members=None):
         counters = {name: Out(32) for name in self.counter_names()}
         super().__init__(env, {**counters, **(members or {})})
-        self.meta_words = meta_words(self.env.width)
         self.routes = self.env.next_hops("data")
 
     @classmethod
@@ -175,7 +182,7 @@ class RxLayerTile(Tile):
         """The packets this layer receives: ``(hdr, data)``, a stream of :func:`packet_layout`
         and a payload stream with one packet per ``hdr`` (taken before its words appear).
         Default: NoC messages through a :class:`MessageReceiver`."""
-        m.submodules.receiver = rx = MessageReceiver(self.env.width, self.meta_words,
+        m.submodules.receiver = rx = MessageReceiver(self.env.width, meta_bits=META_BITS,
                                                      empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         hdr = stream.Signature(packet_layout()).create()
@@ -289,7 +296,7 @@ class RxLayerTile(Tile):
 
         # Slack for the words that arrive while the sender's header and metadata flits leave.
         m.submodules.peek = peek = PayloadPeek(width, self.head_bytes,
-                                               slack=header_flits(width) + self.meta_words)
+                                               slack=message_overhead(width))
         connect(m, source=data_, peek=peek.i)
 
         p = _Parse(self, m, peek.head, peek.head_len, cur.length, cur.meta)
@@ -304,7 +311,7 @@ class RxLayerTile(Tile):
         m.submodules.table = table = NextHopTable(self.routes, self.key_width)
         m.d.comb += table.key.eq(p.key)
 
-        desc_layout = MessageSender.descriptor_layout(width, self.meta_words)
+        desc_layout = MessageSender.descriptor_layout(width, meta_bits=META_BITS)
         desc_w, desc_r = _queue(m, "descriptors", desc_layout)
         cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
         if self.patch_bytes:
@@ -373,7 +380,8 @@ class RxLayerTile(Tile):
             strip.n.payload.eq(cut_r.payload.n),
             cut_r.ready.eq(strip.n.ready),
         ]
-        m.submodules.sender = sender = MessageSender(width, self.meta_words, empty_packets=True)
+        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
+                                                    empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
         m.d.comb += [
             sender.i_hdr.valid.eq(desc_r.valid),
@@ -432,7 +440,6 @@ class TxLayerTile(Tile):
 
     def __init__(self, env=None, members=None):
         super().__init__(env, {"forwarded": Out(32), "no_route": Out(32), **(members or {})})
-        self.meta_words = meta_words(self.env.width)
         self.routes = self.env.next_hops("data")
 
     def build(self, m, length, meta):
@@ -444,7 +451,8 @@ class TxLayerTile(Tile):
         """Where packets with their new header go: by default a :class:`MessageSender` to the
         tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
         width = self.env.width
-        m.submodules.sender = sender = MessageSender(width, self.meta_words, empty_packets=True)
+        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
+                                                    empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:
@@ -473,7 +481,8 @@ class TxLayerTile(Tile):
     def elaborate(self, platform):
         m = Module()
         width = self.env.width
-        m.submodules.receiver = rx = MessageReceiver(width, self.meta_words, empty_packets=True)
+        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS,
+                                                     empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
 
         # Messages are queued (length and metadata, and a few payload words) so that the next

@@ -24,13 +24,15 @@ l4_sum         16     UDP RX: one's-complement sum of the UDP payload (RFC 1071)
 l4_sum_valid   1      set; UDP TX then needs no pass over the payload for its checksum
 =============  =====  =========================================================================
 
-The metadata takes ``meta_words(width)`` flits: 4 at 64 bits, 2 at 128, 1 at 256 and 512. In a
-message descriptor's ``meta`` field (word 0 in the least significant bits) it sits at the bottom:
-``PACKET_META.layout()`` views ``meta[:PACKET_META.size]``.
+At 512 bits the metadata rides in the header flit, in the 256 bits below the header's fields
+(:func:`apiary.noc.framing.meta_plan`), so a message costs one flit before its payload; at other
+widths it takes ``meta_words(width)`` flits after the header: 4 at 64 bits, 2 at 128, 1 at 256.
+A message descriptor's ``meta`` field is the metadata itself: ``PACKET_META.layout()`` views it.
 """
 
 import ipaddress
 
+from apiary.noc.framing import meta_plan
 from apiary.noc.header import Header
 
 
@@ -51,12 +53,14 @@ DEFAULT_IPV4 = "10.0.0.2"
 
 
 def meta_words(width):
-    """Metadata flits per message at flit width ``width``."""
-    return -(-PACKET_META.size // width)
+    """Metadata flits per message at flit width ``width`` (0 at 512 bits: inline)."""
+    flits, _, _ = meta_plan(width, meta_bits=PACKET_META.size)
+    return flits
 
 
 def meta_to_words(width, values=None, **kwargs):
-    """The metadata (a dict and/or keywords) as ``meta_words(width)`` flit words, first first."""
+    """The metadata (a dict and/or keywords) as ``meta_words(width)`` flit words, first first
+    (none at 512 bits, where it is in the header flit)."""
     value = PACKET_META.pack(values, **kwargs)
     return [(value >> (width * k)) & ((1 << width) - 1) for k in range(meta_words(width))]
 

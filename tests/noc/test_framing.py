@@ -480,3 +480,47 @@ def test_framer_pads_and_drains():
         (ones, 8, 0), (ones * 2 & 0xffff, 2, 1), "error",       # 10 bytes from four words
         (ones, 8, 0), (ones * 2 & 0xffffffff, 4, 1),            # 12 bytes from two words
     ]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_metadata_bits_inline_at_512_and_in_flits_below(width):
+    """With ``meta_bits`` the metadata rides in the header flit's 256 spare bits at 512 bits
+    (no metadata flit) and in flits after the header at 64; either way it arrives intact."""
+    from apiary.noc.framing import meta_plan
+    bits = 202
+    flits, inline, _ = meta_plan(width, meta_bits=bits)
+    assert (flits, inline) == ((0, bits) if width == 512 else (4, 0))
+    with pytest.raises(ValueError, match="not both"):
+        meta_plan(width, 1, meta_bits=bits)
+    rng = random.Random(width)
+    jobs = [(rng.getrandbits(bits), rng.randbytes(rng.randrange(0, 200))) for _ in range(20)]
+    jobs[3] = (jobs[3][0], b"")
+
+    m = Module()
+    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, empty_packets=True)
+    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, empty_packets=True)
+    wiring.connect(m, tx=tx.o, rx=rx.i)
+    link = []
+    stall = dict(rng=random.Random(3), stall=0.3)
+
+    async def descriptors(ctx):
+        for meta, payload in jobs:
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 1, "payload_bytes": len(payload),
+                                             "meta": meta}, **stall)
+
+    async def payloads(ctx):
+        for _, payload in jobs:
+            await send_packet(ctx, tx.i_data, payload, width, **stall)
+
+    async def consumer(ctx):
+        for meta, payload in jobs:
+            hdr = await stream_get(ctx, rx.o_hdr, **stall)
+            assert int(hdr.meta) == meta and int(hdr.metadata_flits) == flits
+            assert await recv_packet(ctx, rx.o_data, width, **stall) == payload
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 0
+
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
+             timeout=50_000)
+    for (meta, payload), message in zip(jobs, split_messages(link)):
+        words = -(-len(payload) // (width // 8))
+        assert len(message) == header_flits(width) + flits + words
