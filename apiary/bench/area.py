@@ -1,0 +1,92 @@
+"""Area of a design, tile by tile, from Yosys: ``python -m apiary.bench.area DESIGN``.
+
+Each tile's logic is synthesised on its own (without its router), then one router of the
+design's width; the design's total is the tiles plus one router per mesh position. Xilinx figures
+come from ``synth_xilinx -family xcup`` (UltraScale+, the Alveo U200's family), ECP5 figures from
+``synth_ecp5``; see :func:`apiary.bench.noc.design_area` for what is counted. Yosys is not
+Vivado: it maps one output per LUT (no LUT6_2 packing), so Vivado's counts for the same logic
+are usually lower. Slow: about a minute per 512-bit tile.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+
+from ..load import load_design
+from ..noc.router import Router
+from .noc import design_area, yosys_version
+
+
+__all__ = ["tile_areas", "main"]
+
+#: Beehive's Table V (Vivado, Alveo U200): LUTs of its UDP stack and of some of its parts.
+BEEHIVE_TABLE_V = {
+    "UDP stack (full)": 58540,
+    "UDP RX tile (with router)": 10054,
+    "UDP TX tile (with router)": 10128,
+    "router": 5946,
+}
+
+
+def _rams(cells):
+    """Block RAMs: RAMB36 count as 1, RAMB18 as 0.5 (Xilinx); DP16KD as 1 (ECP5)."""
+    return sum(v * (0.5 if k.startswith("RAMB18") else 1) for k, v in cells.items()
+               if k.startswith(("RAMB36", "RAMB18", "DP16KD")))
+
+
+def tile_areas(design, target="xilinx", progress=None):
+    """``[(name, class name, {"luts", "lutram", "ffs", "brams"})]`` for every tile of
+    ``design``, then ``("router", "Router", ...)`` for one router."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")           # tiles built here are elaborated one by one
+        tiles = design.build_tiles()
+    rows = []
+    for name, tile in [*tiles.items(), ("router", Router(design.width, 1, 1))]:
+        start = time.monotonic()
+        area = design_area(tile, target)
+        area["brams"] = _rams(area["cells"])
+        rows.append((name, type(tile).__name__, area))
+        if progress:
+            progress(f"{name}: {area['luts']} LUTs ({time.monotonic() - start:.0f} s)")
+    return rows
+
+
+def markdown(design, rows, target, command=None):
+    positions = design.cols * design.rows
+    command = command or f"python -m apiary.bench.area {design.name} --target {target}"
+    lines = [f"Measured by `{command}` (Yosys {yosys_version()}), {design.width}-bit data plane, "
+             f"design {design.name!r}:", "",
+             "| tile | class | LUTs | LUTs as RAM | FFs | block RAMs |", "|---|---|---|---|---|---|"]
+    for name, cls, a in rows:
+        lines.append(f"| {name} | {cls} | {a['luts']:,} | {a['lutram']:,} | {a['ffs']:,} | "
+                     f"{a['brams']:g} |")
+    tiles = [a for name, _, a in rows if name != "router"]
+    router = rows[-1][2]
+    total = {k: sum(a[k] for a in tiles) + positions * router[k]
+             for k in ("luts", "lutram", "ffs", "brams")}
+    lines.append(f"| **total**: tiles + {positions} routers | | **{total['luts']:,}** | "
+                 f"{total['lutram']:,} | {total['ffs']:,} | {total['brams']:g} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m apiary.bench.area",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("design", help="a design script or module:function")
+    parser.add_argument("--width", type=int, default=None, help="data-plane width")
+    parser.add_argument("--target", choices=["xilinx", "ecp5"], default="xilinx")
+    args = parser.parse_args(argv)
+    overrides = {"width": args.width} if args.width else {}
+    design = load_design(args.design, **overrides)
+    design.check()
+    rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr))
+    command = " ".join(["python -m apiary.bench.area", args.design,
+                        *([f"--width {args.width}"] if args.width else []),
+                        f"--target {args.target}"])
+    print(markdown(design, rows, args.target, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
