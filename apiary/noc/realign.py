@@ -186,7 +186,8 @@ class StreamStrip(_Realign):
         flush_bytes = Signal(range(nb + 1))
 
         cur_skip = Mux(busy, skip, n_skip)
-        cur_r = Mux(busy, r, n_r)
+        # With a fixed N the realignment is a constant: the shifters become wiring.
+        cur_r = n_r if self._fixed else Mux(busy, r, n_r)
         cur_joining = Mux(busy, joining, n_value == 0)
         params = busy | n_valid
 
@@ -324,7 +325,8 @@ class StreamInsert(_Realign):
 
         head_carry = (padded.word_select(full_words, 8 * nb)
                       & _Joiner.lane_mask(nb, tail))
-        cur_r = Mux(joining, r, tail)
+        # With a fixed header length the realignment is a constant: the shifters become wiring.
+        cur_r = tail if self._fixed else Mux(joining, r, tail)
         j = _Joiner(m, nb, Mux(joining, carry, head_carry), cur_r,
                     i.payload.data, i.payload.nbytes)
         heading = ~joining & (index < full_words)

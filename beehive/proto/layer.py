@@ -313,7 +313,14 @@ class RxLayerTile(Tile):
 
         desc_layout = MessageSender.descriptor_layout(width, meta_bits=META_BITS)
         desc_w, desc_r = _queue(m, "descriptors", desc_layout)
-        cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
+        # A strip count that is a Python int is the same for every packet: a fixed strip (whose
+        # realignment is wiring) or none at all; only a variable count goes through a queue.
+        fixed_strip = isinstance(p.strip, int)
+        if fixed_strip:
+            cut_w = SimpleNamespace(valid=Signal(), ready=Const(1),
+                                    payload=SimpleNamespace(n=Signal(range(p.strip + 1))))
+        else:
+            cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
         if self.patch_bytes:
             patch_w, patch_r = _queue(m, "patches", {"data": unsigned(8 * self.patch_bytes),
                                                      "nbytes": range(self.patch_bytes + 1)})
@@ -373,13 +380,19 @@ class RxLayerTile(Tile):
             ]
 
         # Forwarding: strip, patch, frame.
-        m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip))
-        connect(m, peek=peek.o, strip=strip.i)
-        m.d.comb += [
-            strip.n.valid.eq(cut_r.valid),
-            strip.n.payload.eq(cut_r.payload.n),
-            cut_r.ready.eq(strip.n.ready),
-        ]
+        if fixed_strip and p.strip == 0:
+            strip = SimpleNamespace(o=peek.o)
+        elif fixed_strip:
+            m.submodules.strip = strip = StreamStrip(width, p.strip, fixed=True)
+            connect(m, peek=peek.o, strip=strip.i)
+        else:
+            m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip))
+            connect(m, peek=peek.o, strip=strip.i)
+            m.d.comb += [
+                strip.n.valid.eq(cut_r.valid),
+                strip.n.payload.eq(cut_r.payload.n),
+                cut_r.ready.eq(strip.n.ready),
+            ]
         m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
                                                     empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
