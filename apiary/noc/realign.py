@@ -65,15 +65,24 @@ class _Joiner:
     * :attr:`overflow` is high if ``total > nb``: on a last word, a flush word must follow.
     """
 
-    def __init__(self, m, nb, carry, carry_bytes, word, word_bytes):
+    def __init__(self, m, nb, carry, carry_bytes, word, word_bytes, amounts=None):
         self.nb = nb
         self.joined = Signal(8 * nb, name="joined")
         self.rest = Signal(8 * nb, name="rest")
         self.total = Signal(range(2 * nb + 1), name="total")
         self.overflow = Signal(name="overflow")
+        if amounts is None:             # any carry: logarithmic shifters
+            up = shift_lanes_up(word, carry_bytes, nb)
+            down = shift_lanes_down(word, nb - carry_bytes, nb)
+        else:                           # one of a few carries: a choice of fixed shifts
+            up, down = Const(0, 8 * nb), Const(0, 8 * nb)
+            for a in sorted(set(amounts)):
+                hit = (carry_bytes == a).replicate(8 * nb)
+                up = up | (hit & shift_lanes_up(word, Const(a, range(nb)), nb))
+                down = down | (hit & shift_lanes_down(word, Const(nb - a, range(nb + 1)), nb))
         m.d.comb += [
-            self.joined.eq(carry | shift_lanes_up(word, carry_bytes, nb)),
-            self.rest.eq(shift_lanes_down(word, nb - carry_bytes, nb)),
+            self.joined.eq(carry | up),
+            self.rest.eq(down),
             self.total.eq(carry_bytes + word_bytes),
             self.overflow.eq(self.total > nb),
         ]
@@ -87,10 +96,17 @@ class _Joiner:
 class _Realign(wiring.Component):
     """Ports and output logic common to :class:`StreamStrip` and :class:`StreamInsert`."""
 
-    def __init__(self, width, max_bytes, fixed, members):
+    def __init__(self, width, max_bytes, fixed, members, counts=None):
         self._width = check_width(width)
         self._max_bytes = _check_max_bytes(max_bytes, type(self).__name__)
         self._fixed = bool(fixed)
+        if counts is not None:
+            counts = sorted(set(counts))
+            if not counts or not all(isinstance(c, int) and not isinstance(c, bool)
+                                     and 0 <= c <= max_bytes for c in counts):
+                raise ValueError(f"{type(self).__name__} needs counts to be byte counts from 0 "
+                                 f"to max_bytes ({max_bytes}), not {counts!r}")
+        self._counts = counts
         super().__init__({
             "i": In(payload_signature(width)),
             "o": Out(payload_signature(width)),
@@ -136,7 +152,12 @@ class StreamStrip(_Realign):
     max_bytes : int
         Largest ``N``; sets the width of ``n``.
     fixed : bool
-        Strip exactly ``max_bytes`` bytes from every packet; there is no ``n`` port.
+        Strip exactly ``max_bytes`` bytes from every packet; there is no ``n`` port. The
+        realignment is then wiring, not shifters.
+    counts : iterable of int or None
+        The only values ``n`` takes (e.g. 14 and 18 for Ethernet): the realignment chooses
+        among as many fixed shifts instead of shifting by any amount, which is much smaller for
+        a few counts. Any other ``n`` gives wrong data.
 
     Members
     -------
@@ -157,12 +178,12 @@ class StreamStrip(_Realign):
         If the width is not supported or ``max_bytes`` is not a positive integer.
     """
 
-    def __init__(self, width, max_bytes, *, fixed=False):
+    def __init__(self, width, max_bytes, *, fixed=False, counts=None):
         members = {"dropped": Out(1), "too_short": Out(32)}
         if not fixed:
             members["n"] = In(stream.Signature(range(_check_max_bytes(max_bytes, "StreamStrip")
                                                      + 1)))
-        super().__init__(width, max_bytes, fixed, members)
+        super().__init__(width, max_bytes, fixed, members, counts)
 
     def elaborate(self, platform):
         m = Module()
@@ -192,7 +213,9 @@ class StreamStrip(_Realign):
         params = busy | n_valid
 
         # A packet with N = 0 starts joining with an empty carry, not the last packet's.
-        j = _Joiner(m, nb, Mux(busy, carry, 0), cur_r, i.payload.data, i.payload.nbytes)
+        amounts = None if self._counts is None else [(-c) % nb for c in self._counts]
+        j = _Joiner(m, nb, Mux(busy, carry, 0), cur_r, i.payload.data, i.payload.nbytes,
+                    amounts)
         discard = ~cur_joining & (cur_skip != 0)    # a word of stripped bytes only
         first = ~cur_joining & (cur_skip == 0)      # word h: its last r bytes are kept
         kept = Signal(range(-nb, nb + 1))           # bytes of word h kept, if it is the last
@@ -270,7 +293,12 @@ class StreamInsert(_Realign):
     max_bytes : int
         Largest header, in bytes.
     fixed : bool
-        Every header is ``max_bytes`` long; ``hdr`` has no ``nbytes`` field.
+        Every header is ``max_bytes`` long; ``hdr`` has no ``nbytes`` field. The realignment is
+        then wiring, not shifters.
+    counts : iterable of int or None
+        The only header lengths ``hdr.nbytes`` takes (e.g. 14 and 18 for Ethernet): the
+        realignment chooses among as many fixed shifts instead of shifting by any amount. Any
+        other length gives wrong data.
 
     Members
     -------
@@ -295,9 +323,9 @@ class StreamInsert(_Realign):
             fields["nbytes"] = range(max_bytes + 1)
         return stream.Signature(data.StructLayout(fields))
 
-    def __init__(self, width, max_bytes, *, fixed=False):
+    def __init__(self, width, max_bytes, *, fixed=False, counts=None):
         super().__init__(width, max_bytes, fixed,
-                         {"hdr": In(self.header_signature(max_bytes, fixed=fixed))})
+                         {"hdr": In(self.header_signature(max_bytes, fixed=fixed))}, counts)
 
     def elaborate(self, platform):
         m = Module()
@@ -327,8 +355,9 @@ class StreamInsert(_Realign):
                       & _Joiner.lane_mask(nb, tail))
         # With a fixed header length the realignment is a constant: the shifters become wiring.
         cur_r = tail if self._fixed else Mux(joining, r, tail)
+        amounts = None if self._counts is None else [c % nb for c in self._counts]
         j = _Joiner(m, nb, Mux(joining, carry, head_carry), cur_r,
-                    i.payload.data, i.payload.nbytes)
+                    i.payload.data, i.payload.nbytes, amounts)
         heading = ~joining & (index < full_words)
         # A header ending on a word boundary, followed by an empty packet, ends the packet.
         empty = i.valid & i.payload.last & (i.payload.nbytes == 0)

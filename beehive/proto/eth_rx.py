@@ -49,6 +49,7 @@ class EthernetRxTile(RxLayerTile):
 
     head_bytes = 18
     max_strip = 18
+    strip_counts = (14, 18)
     key_width = 16
     msg_type = MsgType.ETH_RX_FRAME
     drop_reasons = ("runt", "not_for_us")

@@ -36,6 +36,7 @@ class EthernetTxTile(TxLayerTile):
 
     max_header = 18
     fixed = False
+    header_counts = (14, 18)
     msg_type = MsgType.ETH_TX_FRAME
 
     def __init__(self, env=None):

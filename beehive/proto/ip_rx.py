@@ -51,6 +51,7 @@ class Ipv4RxTile(RxLayerTile):
 
     head_bytes = 60
     max_strip = 60
+    strip_counts = tuple(range(20, 61, 4))
     key_width = 8
     msg_type = MsgType.IP_RX_DATAGRAM
     drop_reasons = ("truncated", "bad_version", "bad_header_length", "bad_checksum",

@@ -144,7 +144,8 @@ class RxLayerTile(Tile):
     """Base class of the receive-side protocol tiles (see the module docstring).
 
     Class attributes a subclass sets: ``head_bytes`` (bytes :meth:`parse` sees), ``max_strip``
-    (most bytes it strips), ``key_width`` (bits of its routing key), ``msg_type`` (of the
+    (most bytes it strips), ``strip_counts`` (the only counts a variable strip takes, if few:
+    a cheaper realignment), ``key_width`` (bits of its routing key), ``msg_type`` (of the
     messages it sends), ``drop_reasons`` (names of its drop counters, in priority order),
     ``patch_bytes`` (most bytes :meth:`_Parse.patch` replaces, 0 if never), and for a tile that
     verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
@@ -157,6 +158,7 @@ class RxLayerTile(Tile):
 
     head_bytes = 8
     max_strip = 0
+    strip_counts = None
     key_width = 1
     msg_type = None
     drop_reasons = ()
@@ -386,7 +388,8 @@ class RxLayerTile(Tile):
             m.submodules.strip = strip = StreamStrip(width, p.strip, fixed=True)
             connect(m, peek=peek.o, strip=strip.i)
         else:
-            m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip))
+            m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip),
+                                                     counts=self.strip_counts)
             connect(m, peek=peek.o, strip=strip.i)
             m.d.comb += [
                 strip.n.valid.eq(cut_r.valid),
@@ -442,7 +445,8 @@ class TxLayerTile(Tile):
     """Base class of the transmit-side protocol tiles (see the module docstring).
 
     Class attributes: ``max_header`` (bytes), ``msg_type`` (of the messages sent), ``fixed``
-    (every header is ``max_header`` long). A subclass writes :meth:`build`.
+    (every header is ``max_header`` long), ``header_counts`` (otherwise, the only header lengths
+    there are, if few: a cheaper realignment). A subclass writes :meth:`build`.
 
     Members: ``forwarded`` (messages sent on), ``no_route`` (no next hop: messages dropped).
     """
@@ -450,6 +454,7 @@ class TxLayerTile(Tile):
     max_header = 8
     msg_type = None
     fixed = True
+    header_counts = None
 
     def __init__(self, env=None, members=None):
         super().__init__(env, {"forwarded": Out(32), "no_route": Out(32), **(members or {})})
@@ -522,7 +527,8 @@ class TxLayerTile(Tile):
         desc_done = Signal()
         head_done = Signal()
         header, nbytes, meta_out = self.build(m, cur.length, cur.meta)
-        m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed)
+        m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,
+                                                    counts=self.header_counts)
         m.d.comb += [
             insert.i.valid.eq(words_r.valid),
             insert.i.payload.eq(words_r.payload),

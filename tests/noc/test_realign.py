@@ -45,8 +45,9 @@ def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000
     return received, result, log_i, log_o
 
 
-def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0.3):
-    dut = StreamStrip(width, max_bytes, fixed=fixed)
+def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0.3,
+              allowed=None):
+    dut = StreamStrip(width, max_bytes, fixed=fixed, counts=allowed)
     rng = random.Random(seed)
     stalls = dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
 
@@ -64,8 +65,9 @@ def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0
     return run_stream(dut, width, sources, good, rng=rng, stall=stall)
 
 
-def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall=0.3):
-    dut = StreamInsert(width, max_bytes, fixed=fixed)
+def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall=0.3,
+               allowed=None):
+    dut = StreamInsert(width, max_bytes, fixed=fixed, counts=allowed)
     rng = random.Random(seed)
     stalls = dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
 
@@ -349,3 +351,19 @@ def test_insert_header_on_word_boundary_waits_for_payload():
         assert ctx.get(dut.o.valid) == 0
 
     simulate(dut, tb)
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_strip_and_insert_with_a_few_counts(width):
+    """``counts``: the same results as the general blocks when every count is one of them."""
+    rng = random.Random(width + 11)
+    counts = [14, 18]
+    packets = [rng.randbytes(rng.randrange(18, 200)) for _ in range(40)]
+    ns = [rng.choice(counts) for _ in packets]
+    got, _, _, _ = run_strip(width, 18, packets, ns, seed=5, allowed=counts)
+    assert got == [p[n:] for p, n in zip(packets, ns)]
+    headers = [rng.randbytes(n) for n in ns]
+    got, _, _, _ = run_insert(width, 18, packets, headers, seed=6, allowed=counts)
+    assert got == [h + p for h, p in zip(headers, packets)]
+    with pytest.raises(ValueError, match="needs counts to be byte counts"):
+        StreamStrip(width, 18, counts=[20])
