@@ -77,15 +77,12 @@ PORT = 7
 
 def _addresses(design):
     """``(mac, ipv4)`` of the design as text, from its settings (Beehive's defaults)."""
-    from beehive.proto.meta import (DEFAULT_IPV4, DEFAULT_MAC, int_to_ipv4, int_to_mac,
-                                    ipv4_to_int, mac_to_int)
-    settings = getattr(design, "settings", {}) or {}
+    from beehive.proto.meta import int_to_ipv4, int_to_mac, local_addresses
     try:
-        mac = int_to_mac(mac_to_int(settings.get("mac", DEFAULT_MAC)))
-        ipv4 = int_to_ipv4(ipv4_to_int(settings.get("ipv4", DEFAULT_IPV4)))
+        mac, ipv4 = local_addresses(design)
     except ValueError as e:
         raise BenchError(f"design {design.name!r}: {e}") from None
-    return mac, ipv4
+    return int_to_mac(mac), int_to_ipv4(ipv4)
 
 
 def request(size, seq, mac, ipv4):

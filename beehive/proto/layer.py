@@ -313,23 +313,35 @@ class RxLayerTile(Tile):
         m.submodules.table = table = NextHopTable(self.routes, self.key_width)
         m.d.comb += table.key.eq(p.key)
 
-        desc_layout = MessageSender.descriptor_layout(width, meta_bits=META_BITS)
-        desc_w, desc_r = _queue(m, "descriptors", desc_layout)
-        # A strip count that is a Python int is the same for every packet: a fixed strip (whose
-        # realignment is wiring) or none at all; only a variable count goes through a queue.
+        meta = Signal(PACKET_META.layout())
+        m.d.comb += meta.eq(cur.meta)
+        for name, value in p.meta_out.items():
+            m.d.comb += getattr(meta, name).eq(value)
+
+        # Each packet kept puts one entry in each of these queues, in packet order: its
+        # descriptor for the sender, its strip count (only if that varies: a count that is a
+        # Python int is the same for every packet, so the strip is fixed, or absent for 0), and
+        # its patch.
+        desc_w, desc_r = _queue(m, "descriptors",
+                                MessageSender.descriptor_layout(width, meta_bits=META_BITS))
+        entries = [(desc_w, {
+            "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
+            "src_x": self.env.x, "src_y": self.env.y, "msg_type": self.msg_type.value,
+            "payload_bytes": out_length, "meta": meta.as_value(),
+        })]
         fixed_strip = isinstance(p.strip, int)
-        if fixed_strip:
-            cut_w = SimpleNamespace(valid=Signal(), ready=Const(1),
-                                    payload=SimpleNamespace(n=Signal(range(p.strip + 1))))
-        else:
+        if not fixed_strip:
             cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
+            entries.append((cut_w, {"n": strip_n}))
         if self.patch_bytes:
             patch_w, patch_r = _queue(m, "patches", {"data": unsigned(8 * self.patch_bytes),
                                                      "nbytes": range(self.patch_bytes + 1)})
+            entries.append((patch_w, {"data": 0 if p.patch_data is None else p.patch_data,
+                                      "nbytes": p.patch_len}))
 
         # The verdict: the first drop reason that holds, else no route, else forward.
         decide = Signal()
-        room = desc_w.ready & cut_w.ready & (patch_w.ready if self.patch_bytes else 1)
+        room = Cat(*(w.ready for w, _ in entries)).all()
         m.d.comb += [
             decide.eq(peek.head_valid & cur_valid & room),
             peek.verdict.valid.eq(decide),
@@ -355,38 +367,22 @@ class RxLayerTile(Tile):
         with m.If(decide):
             m.d.sync += cur_valid.eq(0)
 
-        meta = Signal(PACKET_META.layout())
-        m.d.comb += meta.eq(cur.meta)
-        for name, value in p.meta_out.items():
-            m.d.comb += getattr(meta, name).eq(value)
         m.d.comb += [
             peek.verdict.payload.keep.eq(keep),
             table.lookup.eq(decide & keep),
-            desc_w.valid.eq(decide & keep),
-            desc_w.payload.dst_x.eq(table.dst_x),
-            desc_w.payload.dst_y.eq(table.dst_y),
-            desc_w.payload.dst_fbits.eq(table.dst_fbits),
-            desc_w.payload.src_x.eq(self.env.x),
-            desc_w.payload.src_y.eq(self.env.y),
-            desc_w.payload.msg_type.eq(self.msg_type.value),
-            desc_w.payload.payload_bytes.eq(out_length),
-            desc_w.payload.meta.eq(meta.as_value()),
-            cut_w.valid.eq(decide & keep),
-            cut_w.payload.n.eq(strip_n),
         ]
-        if self.patch_bytes:
-            m.d.comb += [
-                patch_w.valid.eq(decide & keep),
-                patch_w.payload.data.eq(p.patch_data if p.patch_data is not None else 0),
-                patch_w.payload.nbytes.eq(p.patch_len),
-            ]
+        for w, fields in entries:
+            m.d.comb += w.valid.eq(decide & keep)
+            for name, value in fields.items():
+                m.d.comb += getattr(w.payload, name).eq(value)
 
         # Forwarding: strip, patch, frame.
         if fixed_strip and p.strip == 0:
-            strip = SimpleNamespace(o=peek.o)
+            stripped = peek.o
         elif fixed_strip:
             m.submodules.strip = strip = StreamStrip(width, p.strip, fixed=True)
             connect(m, peek=peek.o, strip=strip.i)
+            stripped = strip.o
         else:
             m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip),
                                                      counts=self.strip_counts)
@@ -396,6 +392,7 @@ class RxLayerTile(Tile):
                 strip.n.payload.eq(cut_r.payload.n),
                 cut_r.ready.eq(strip.n.ready),
             ]
+            stripped = strip.o
         m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
                                                     empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
@@ -405,20 +402,20 @@ class RxLayerTile(Tile):
             desc_r.ready.eq(sender.i_hdr.ready),
         ]
         if self.patch_bytes:
-            self._patch(m, strip, patch_r, sender.i_data)
+            self._patch(m, stripped, patch_r, sender.i_data)
         else:
-            connect(m, strip=strip.o, sender=sender.i_data)
+            connect(m, strip=stripped, sender=sender.i_data)
         return m
 
-    def _patch(self, m, strip, patch_r, sink):
-        """Overwrite the first ``nbytes`` bytes of each packet from ``strip`` with the patch at
+    def _patch(self, m, source, patch_r, sink):
+        """Overwrite the first ``nbytes`` bytes of each packet from ``source`` with the patch at
         the head of ``patch_r`` (one per packet, taken with the packet's last word)."""
         nb = self.env.width // 8
         words = -(-self.patch_bytes // nb)
         patch = patch_r.payload.data
         patch_len = patch_r.payload.nbytes
         index = Signal(range(words + 1))        # output word of the packet, saturating
-        word = strip.o.payload
+        word = source.payload
         out = Signal(8 * nb)
         lanes = []
         for lane in range(nb):
@@ -430,14 +427,14 @@ class RxLayerTile(Tile):
             lanes.append(byte)
         m.d.comb += [
             out.eq(Cat(*lanes)),
-            sink.valid.eq(strip.o.valid & patch_r.valid),
+            sink.valid.eq(source.valid & patch_r.valid),
             sink.payload.data.eq(out),
             sink.payload.nbytes.eq(word.nbytes),
             sink.payload.last.eq(word.last),
-            strip.o.ready.eq(sink.ready & patch_r.valid),
-            patch_r.ready.eq(strip.o.valid & strip.o.ready & word.last),
+            source.ready.eq(sink.ready & patch_r.valid),
+            patch_r.ready.eq(source.valid & source.ready & word.last),
         ]
-        with m.If(strip.o.valid & strip.o.ready):
+        with m.If(source.valid & source.ready):
             m.d.sync += index.eq(Mux(word.last, 0, Mux(index == words, index, index + 1)))
 
 

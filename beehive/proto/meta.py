@@ -100,8 +100,8 @@ def int_to_ipv4(value):
 
 
 def local_addresses(env):
-    """``(mac, ipv4)`` as integers from a tile's ``env.settings`` (``"mac"``, ``"ipv4"``),
-    defaulting to :data:`DEFAULT_MAC` and :data:`DEFAULT_IPV4`."""
+    """``(mac, ipv4)`` as integers from the ``settings`` (``"mac"``, ``"ipv4"``) of a tile's
+    env or of a design, defaulting to :data:`DEFAULT_MAC` and :data:`DEFAULT_IPV4`."""
     settings = env.settings
     return (mac_to_int(settings.get("mac", DEFAULT_MAC)),
             ipv4_to_int(settings.get("ipv4", DEFAULT_IPV4)))
