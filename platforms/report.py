@@ -1,0 +1,90 @@
+"""What a build reports: resources, Fmax per clock, step times; as JSON and as Markdown."""
+
+import json
+import os
+from dataclasses import dataclass, field, asdict
+
+
+__all__ = ["BuildReport", "ecp5_resources", "ice40_resources", "nextpnr_clocks"]
+
+#: nextpnr cell types → the names a user knows them by.
+_ECP5_CELLS = {"TRELLIS_COMB": "LUT4s", "TRELLIS_FF": "FFs", "TRELLIS_RAMW": "LUT RAM write ports",
+               "DP16KD": "block RAMs (DP16KD)", "MULT18X18D": "DSPs (MULT18X18D)",
+               "TRELLIS_IO": "I/O pins", "EHXPLLL": "PLLs"}
+_ICE40_CELLS = {"ICESTORM_LC": "logic cells (LUT4+FF)", "ICESTORM_RAM": "block RAMs",
+                "ICESTORM_DSP": "DSPs", "SB_IO": "I/O pins", "ICESTORM_PLL": "PLLs"}
+
+
+@dataclass
+class BuildReport:
+    design: str
+    platform: str
+    flow: str
+    device: str
+    width: int
+    out_dir: str
+    parts: list = field(default_factory=list)
+    resources: dict = field(default_factory=dict)   # name -> {"used", "available"}
+    clocks: dict = field(default_factory=dict)      # net -> {"fmax_mhz", "target_mhz", "met"}
+    times: dict = field(default_factory=dict)       # step -> seconds
+    bitstream: str = None
+    project: str = None                             # Vivado flows: the project directory
+    notes: list = field(default_factory=list)
+
+    def markdown(self):
+        lines = [f"# {self.design} on {self.platform}", "",
+                 f"- device: `{self.device}`, flow: {self.flow}, NoC width {self.width} bits"]
+        lines += [f"- {p}" for p in self.parts]
+        if self.bitstream:
+            lines.append(f"- bitstream: `{os.path.relpath(self.bitstream, self.out_dir)}`")
+        if self.project:
+            lines.append(f"- project: `{self.project}`")
+        lines += [f"- {n}" for n in self.notes]
+        if self.resources:
+            lines += ["", "| resource | used | available | % |", "|---|---:|---:|---:|"]
+            for name, r in self.resources.items():
+                pct = f"{100 * r['used'] / r['available']:.1f}" if r["available"] else "-"
+                lines.append(f"| {name} | {r['used']:,} | {r['available']:,} | {pct} |")
+        if self.clocks:
+            lines += ["", "| clock | Fmax (MHz) | target (MHz) | met |", "|---|---:|---:|---|"]
+            for net, c in self.clocks.items():
+                target = f"{c['target_mhz']:.2f}" if c["target_mhz"] else "-"
+                lines.append(f"| {net} | {c['fmax_mhz']:.2f} | {target} | "
+                             f"{'yes' if c['met'] else 'NO'} |")
+        if self.times:
+            lines += ["", "| step | seconds |", "|---|---:|"]
+            lines += [f"| {k} | {v:.1f} |" for k, v in self.times.items()]
+            lines.append(f"| total | {sum(self.times.values()):.1f} |")
+        return "\n".join(lines) + "\n"
+
+    def write(self):
+        with open(os.path.join(self.out_dir, "report.json"), "w") as f:
+            json.dump(asdict(self), f, indent=2)
+        with open(os.path.join(self.out_dir, "report.md"), "w") as f:
+            f.write(self.markdown())
+
+
+def _resources(pnr, names):
+    util = pnr.get("utilization", {})
+    return {label: {"used": util[cell]["used"], "available": util[cell]["available"]}
+            for cell, label in names.items() if cell in util}
+
+
+def ecp5_resources(pnr):
+    """Utilisation from a nextpnr-ecp5 ``--report`` JSON."""
+    return _resources(pnr, _ECP5_CELLS)
+
+
+def ice40_resources(pnr):
+    """Utilisation from a nextpnr-ice40 ``--report`` JSON."""
+    return _resources(pnr, _ICE40_CELLS)
+
+
+def nextpnr_clocks(pnr, platform=None):
+    """``{clock net: {"fmax_mhz", "target_mhz", "met"}}`` from a nextpnr ``--report`` JSON."""
+    clocks = {}
+    for net, c in sorted(pnr.get("fmax", {}).items()):
+        target = c.get("constraint")
+        clocks[net] = {"fmax_mhz": c["achieved"], "target_mhz": target,
+                       "met": target is None or c["achieved"] >= target}
+    return clocks
