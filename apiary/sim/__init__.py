@@ -20,22 +20,47 @@ from .core import Frame, FramePort, SimError, BuildError
 
 
 __all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "BACKENDS",
-           "elaborate", "DEFAULT_CLOCK_HZ"]
+           "elaborate", "DEFAULT_CLOCK_HZ", "DEFAULT_MEMORY_LATENCY", "memory_latency_of"]
 
 BACKENDS = ("pysim", "verilator")
 
 
-def elaborate(design):
-    """Check the design and build its top level: ``(top, ports, counter_names)``."""
+#: Read latency of the memory models the simulators attach, unless a design's
+#: ``settings["memory_latency"]`` or ``memory_latency=`` says otherwise.
+DEFAULT_MEMORY_LATENCY = 20
+
+
+def memory_latency_of(design, memory_latency=None):
+    """The read latency (cycles) of the memory models a simulation of ``design`` attaches:
+    ``memory_latency`` if given, else ``design.settings["memory_latency"]``, else
+    :data:`DEFAULT_MEMORY_LATENCY`."""
+    if memory_latency is None:
+        memory_latency = getattr(design, "settings", {}).get("memory_latency",
+                                                              DEFAULT_MEMORY_LATENCY)
+    if (not isinstance(memory_latency, int) or isinstance(memory_latency, bool)
+            or memory_latency < 1):
+        raise SimError(f"memory_latency must be a positive number of cycles, "
+                       f"not {memory_latency!r}")
+    return memory_latency
+
+
+def elaborate(design, memory_latency=None):
+    """Check the design and build its top level: ``(top, ports, counter_names)``.
+
+    Every memory port of a tile (a :class:`~apiary.os.memory.MemoryPortSignature` member, such
+    as :class:`~apiary.os.memory_tile.MemoryTile`'s ``mem``) gets a
+    :class:`~apiary.os.memory.MemoryModel` inside the top, with the read latency of
+    :func:`memory_latency_of`.
+    """
     from ..top import DesignTop
     from .core import find_ports, find_counters
-    top = DesignTop(design)
+    top = DesignTop(design, memory_model={"latency": memory_latency_of(design, memory_latency)})
     return top, find_ports(top), find_counters(top)
 
 
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
              clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
-             vcd_window=None, cache_dir=None, quiet=True):
+             vcd_window=None, cache_dir=None, quiet=True, memory_latency=None):
     """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
 
     Parameters
@@ -61,6 +86,9 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
     cache_dir : path or None
         Verilator model cache (default ``$APIARY_CACHE`` or ``~/.cache/apiary``, then
         ``verilator/``).
+    memory_latency : int or None
+        Read latency in cycles of the memory models attached to the design's memory ports
+        (default: the design's ``settings["memory_latency"]``, else 20).
 
     Raises
     ------
@@ -84,7 +112,7 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         if vcd is None:
             raise SimError("vcd_window needs vcd= (the file to write)")
     vcd = None if vcd is None else os.fspath(vcd)
-    top, ports, counters = elaborate(design)
+    top, ports, counters = elaborate(design, memory_latency)
     common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles)
     if backend == "pysim":
         from .pysim import PysimSim

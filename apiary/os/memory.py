@@ -1,0 +1,216 @@
+"""A memory port shaped like LiteDRAM's native user port, and a memory model for simulation.
+
+The port (:func:`memory_port_signature`) is seen from the *master*, the tile that uses the
+memory: three streams, as LiteDRAM's ``LiteDRAMNativePort`` has them.
+
+=========  =====  ==================================  =============================================
+stream     flow   payload                             meaning
+=========  =====  ==================================  =============================================
+``cmd``    Out    ``we`` (1), ``addr`` (addr_width)   one command per transfer; ``addr`` is a
+                                                      *word* address
+``wdata``  Out    ``data`` (data_width),              the data of a write command, one word per
+                  ``we`` (data_width // 8)            write, in command order; ``we`` are byte
+                                                      enables (bit *k* for byte lane *k*)
+``rdata``  In     ``data`` (data_width)               the word a read command read, one per read,
+                                                      in command order
+=========  =====  ==================================  =============================================
+
+As with LiteDRAM, a write command's data may be offered before, with or after the command, but
+the memory takes it only after the command (``wdata.ready`` may stay low until then, and the
+master must not wait for ``wdata.ready`` before offering the command). A master that cannot
+take read data at any time must only issue the reads it has room for: LiteDRAM's controller does
+not wait for ``rdata.ready`` (:class:`MemoryModel` does, but the tiles here never rely on it).
+
+:class:`MemoryModel` is the slave side, a synchronous Amaranth memory behind that port, for the
+simulators (:class:`apiary.top.DesignTop` with ``memory_model=``, which :mod:`apiary.sim` always
+uses) and for tests.
+"""
+
+from amaranth import Module, Signal, Mux, Const
+from amaranth.hdl import unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+
+__all__ = ["MemoryPortSignature", "memory_port_signature", "MemoryModel"]
+
+
+class MemoryPortSignature(wiring.Signature):
+    """The memory port of :mod:`apiary.os.memory`, master side (see the module docstring).
+
+    Parameters
+    ----------
+    data_width : int
+        Bits per word, a multiple of 8.
+    addr_width : int
+        Bits of a word address.
+    depth_words : int or None
+        Words the port addresses (default ``2 ** addr_width``); what a memory model attached to
+        the port must hold.
+
+    Two such signatures are equal if their widths and depths are.
+    """
+
+    def __init__(self, data_width, addr_width, *, depth_words=None):
+        if (not isinstance(data_width, int) or isinstance(data_width, bool) or data_width < 8
+                or data_width % 8):
+            raise ValueError(f"a memory port's data width must be a positive multiple of 8 bits, "
+                             f"not {data_width!r}")
+        if not isinstance(addr_width, int) or isinstance(addr_width, bool) or addr_width < 1:
+            raise ValueError(f"a memory port's address width must be a positive integer, "
+                             f"not {addr_width!r}")
+        if depth_words is None:
+            depth_words = 1 << addr_width
+        if (not isinstance(depth_words, int) or isinstance(depth_words, bool)
+                or not 1 <= depth_words <= 1 << addr_width):
+            raise ValueError(f"depth_words must be an integer from 1 to 2**addr_width "
+                             f"({1 << addr_width}), not {depth_words!r}")
+        self.data_width = data_width
+        self.addr_width = addr_width
+        self.depth_words = depth_words
+        super().__init__({
+            "cmd": Out(stream.Signature(data.StructLayout({
+                "we": unsigned(1), "addr": unsigned(addr_width)}))),
+            "wdata": Out(stream.Signature(data.StructLayout({
+                "data": unsigned(data_width), "we": unsigned(data_width // 8)}))),
+            "rdata": In(stream.Signature(data.StructLayout({
+                "data": unsigned(data_width)}))),
+        })
+
+    def __eq__(self, other):
+        other = other.flip() if type(other) is wiring.FlippedSignature else other
+        return (isinstance(other, MemoryPortSignature) and type(other) is type(self)
+                and (self.data_width, self.addr_width, self.depth_words)
+                == (other.data_width, other.addr_width, other.depth_words))
+
+    def __hash__(self):
+        return hash((MemoryPortSignature, self.data_width, self.addr_width, self.depth_words))
+
+    def __repr__(self):
+        return (f"MemoryPortSignature({self.data_width}, {self.addr_width}, "
+                f"depth_words={self.depth_words})")
+
+
+def memory_port_signature(data_width, addr_width, *, depth_words=None):
+    """The master side of a memory port of ``data_width``-bit words with ``addr_width``-bit word
+    addresses: a :class:`MemoryPortSignature`."""
+    return MemoryPortSignature(data_width, addr_width, depth_words=depth_words)
+
+
+class MemoryModel(wiring.Component):
+    """A memory behind a :func:`memory_port_signature` port, for simulation.
+
+    ``depth_words`` words of ``data_width`` bits in an :class:`amaranth.lib.memory.Memory`
+    (initialised from ``init``, a list of words, zeros after it), so it simulates in Amaranth's
+    simulator and converts to Verilog for Verilator.
+
+    Promises:
+
+    * **Reads**: the word of a read command accepted on cycle *t* is valid on ``rdata`` on
+      cycle *t* + ``latency`` exactly, as long as the master keeps ``rdata.ready`` high. Reads
+      are a pipeline: one command per cycle, up to ``latency`` in flight. If the master holds
+      ``rdata.ready`` low, read data waits in a buffer of ``latency + 1`` words and ``cmd`` stops
+      taking reads when that many are outstanding; nothing is lost.
+    * **Writes**: a write command is taken whenever fewer than 4 writes wait for their data
+      (one per cycle); ``wdata.ready`` is high from the cycle after a write command was taken
+      until its data arrives. The word is written with its byte enables (lanes with ``we``
+      low keep their contents) on the cycle its data is taken.
+    * **Order**: a read command is not taken while a write still waits for its data, so a read
+      always sees every write commanded before it; data written on cycle *t* is seen by a
+      read accepted on *t* + 1.
+    * Addresses at or beyond ``depth_words`` read as zero and ignore writes.
+
+    Throughput: one command per cycle, reads or writes, when the master keeps up.
+
+    Parameters
+    ----------
+    data_width, addr_width : int
+        The port's word and word-address widths.
+    depth_words : int
+        Words of storage (at most ``2 ** addr_width``).
+    latency : int
+        Cycles from a read command's acceptance to its data, at least 1.
+    init : list of int or None
+        Initial contents, word 0 first.
+
+    Members
+    -------
+    port : In(memory_port_signature(data_width, addr_width, depth_words=depth_words))
+        The slave side of the port.
+    reads, writes : Out(32)
+        Read commands and write data words taken.
+    """
+
+    def __init__(self, data_width, addr_width, *, depth_words, latency=20, init=None):
+        sig = memory_port_signature(data_width, addr_width, depth_words=depth_words)
+        if not isinstance(latency, int) or isinstance(latency, bool) or latency < 1:
+            raise ValueError(f"a memory model's read latency must be a positive number of cycles, "
+                             f"not {latency!r}")
+        init = list(init or [])
+        if len(init) > depth_words:
+            raise ValueError(f"init has {len(init)} words but the memory holds {depth_words}")
+        self.data_width, self.addr_width = data_width, addr_width
+        self.depth_words, self.latency = depth_words, latency
+        self._init = init
+        super().__init__({"port": In(sig), "reads": Out(32), "writes": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        dw, depth, lat = self.data_width, self.depth_words, self.latency
+        cmd, wdata, rdata = self.port.cmd, self.port.wdata, self.port.rdata
+
+        m.submodules.storage = storage = Memory(shape=unsigned(dw), depth=depth, init=self._init)
+        wp = storage.write_port(granularity=8)
+        rp = storage.read_port()
+        full = depth == 1 << self.addr_width
+
+        def in_range(addr):
+            return Const(1) if full else addr < depth
+
+        # -- writes: commands queue their address until the data comes ----------------------------
+        m.submodules.write_queue = wq = fifo.SyncFIFO(width=self.addr_width, depth=4)
+        wtake = wdata.valid & wq.r_rdy
+        m.d.comb += [
+            wq.w_data.eq(cmd.payload.addr),
+            wq.w_en.eq(cmd.valid & cmd.payload.we),
+            wdata.ready.eq(wq.r_rdy),
+            wq.r_en.eq(wdata.valid),
+            wp.addr.eq(wq.r_data),
+            wp.data.eq(wdata.payload.data),
+        ]
+        with m.If(wtake & in_range(wq.r_data)):
+            m.d.comb += wp.en.eq(wdata.payload.we)
+        with m.If(wtake):
+            m.d.sync += self.writes.eq(self.writes + 1)
+
+        # -- reads: a pipeline of `lat` stages, then a bypassable buffer -------------------------
+        outstanding = Signal(range(lat + 2))        # reads taken, data not yet delivered
+        read_ok = ~wq.r_rdy & (outstanding < lat + 1)
+        m.d.comb += cmd.ready.eq(Mux(cmd.payload.we, wq.w_rdy, read_ok))
+        accept = cmd.valid & cmd.ready & ~cmd.payload.we
+        m.d.comb += [rp.addr.eq(cmd.payload.addr), rp.en.eq(accept)]
+        first_ok = Signal()
+        m.d.sync += first_ok.eq(in_range(cmd.payload.addr))
+        valid = Signal(name="stage1_valid")
+        word = Signal(dw, name="stage1_data")
+        m.d.sync += valid.eq(accept)
+        m.d.comb += word.eq(Mux(first_ok, rp.data, 0))
+        for k in range(2, lat + 1):
+            v, d = Signal(name=f"stage{k}_valid"), Signal(dw, name=f"stage{k}_data")
+            m.d.sync += [v.eq(valid), d.eq(word)]
+            valid, word = v, d
+
+        m.submodules.read_buffer = rb = fifo.SyncFIFO(width=dw, depth=lat + 1)
+        m.d.comb += [
+            rdata.valid.eq(rb.r_rdy | valid),
+            rdata.payload.data.eq(Mux(rb.r_rdy, rb.r_data, word)),
+            rb.r_en.eq(rdata.ready),
+            rb.w_data.eq(word),
+            rb.w_en.eq(valid & (rb.r_rdy | ~rdata.ready)),
+        ]
+        delivered = rdata.valid & rdata.ready
+        m.d.sync += outstanding.eq(outstanding + accept - delivered)
+        with m.If(accept):
+            m.d.sync += self.reads.eq(self.reads + 1)
+        return m

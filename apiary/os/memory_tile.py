@@ -1,0 +1,418 @@
+"""The DRAM buffer tile: Beehive's ``LOAD_MEM`` / ``STORE_MEM`` over a LiteDRAM-style port.
+
+Messages (every one carries :data:`MEM_META` as ``meta_bits=`` metadata: inline in the header
+flit at 512 bits, in metadata flits after the header below, see
+:func:`~apiary.noc.framing.meta_plan`):
+
+================  ====  ==========================  ===========================  ================
+message           type  metadata                    payload                      goes to
+================  ====  ==========================  ===========================  ================
+``LOAD_MEM``      19    ``addr``, ``size``          none (any is ignored)        the tile
+``LOAD_MEM_ACK``  24    same ``addr``, ``size``;    ``size`` bytes read at       the request's
+                        ``error``                   ``addr`` (none if ``error``) ``src_x/y/fbits``
+``STORE_MEM``     20    ``addr``, ``size``          ``size`` bytes to write at   the tile
+                                                    ``addr``
+``STORE_MEM_ACK`` 25    same ``addr``, ``size``;    none                         the request's
+                        ``error``                                                ``src_x/y/fbits``
+================  ====  ==========================  ===========================  ================
+
+``addr`` is a byte address (48 bits), ``size`` a byte count (30 bits, 0 allowed); neither need
+be word aligned. A request's ``error`` bit is ignored. An ack has ``error`` set, and touched no
+memory, when the request's range does not fit in the memory (``addr + size > size_bytes``,
+counted in ``out_of_range``), or (``bad_length``) when a store's payload is not ``size`` bytes
+long, or a load asks for more than one message can carry (4 MiB - 1).
+"""
+
+from amaranth import Module, Signal, Cat, Mux
+from amaranth.hdl import unsigned
+from amaranth.lib import data, fifo
+from amaranth.lib.wiring import Out, connect, flipped
+
+from ..noc.framing import MessageReceiver, MessageSender, meta_plan
+from ..noc.header import Fbits, Message, MsgType, NocHeader, header_flits, noc_header
+from ..noc.realign import StreamInsert, StreamStrip
+from ..tile import Tile, TileEnv
+from .memory import memory_port_signature
+
+
+__all__ = ["MemoryTile", "MEM_META", "LOAD_MEM", "STORE_MEM", "LOAD_MEM_ACK", "STORE_MEM_ACK",
+           "mem_meta", "unpack_mem_meta", "mem_message_flits", "decode_mem_message"]
+
+
+LOAD_MEM = MsgType.LOAD_MEM.value           # 19
+STORE_MEM = MsgType.STORE_MEM.value         # 20
+LOAD_MEM_ACK = MsgType.LOAD_MEM_ACK.value   # 24
+STORE_MEM_ACK = MsgType.STORE_MEM_ACK.value  # 25
+
+#: The metadata of every memory message, ``addr`` in the least significant bits.
+MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1)})
+
+_PAYLOAD_BITS = noc_header(64).width("payload_bytes")
+
+
+# -- Python model of the messages (tests, traces) --------------------------------------------------
+
+def mem_meta(addr, size, error=0):
+    """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``)."""
+    for value, bits, what in ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error")):
+        if not 0 <= value < 1 << bits:
+            raise ValueError(f"{what}={value} does not fit in {bits} bits")
+    return addr | size << 48 | error << 78
+
+
+def unpack_mem_meta(value):
+    """``{"addr", "size", "error"}`` from the metadata int."""
+    return {"addr": value & (1 << 48) - 1, "size": value >> 48 & (1 << 30) - 1,
+            "error": value >> 78 & 1}
+
+
+def mem_message_flits(width, msg_type, addr, size, payload=b"", *, dst=(0, 0),
+                      src=(0, 0), dst_fbits=Fbits.LOCAL0, src_fbits=Fbits.LOCAL0, error=0):
+    """The flits (``(data, last)`` pairs) of a memory message at ``width`` bits."""
+    flits, inline, _ = meta_plan(width, meta_bits=MEM_META.size)
+    meta = mem_meta(addr, size, error)
+    words = [meta >> (width * k) & (1 << width) - 1 for k in range(flits)]
+    hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, msg_type=int(msg_type),
+                    src_x=src[0], src_y=src[1], src_fbits=src_fbits)
+    out = Message(hdr, words, bytes(payload)).flits(width)
+    if inline:
+        nh = header_flits(width)
+        out[nh - 1] = (out[nh - 1][0] | meta, out[nh - 1][1])
+    return out
+
+
+def decode_mem_message(flits, width):
+    """``(header, meta, payload)`` of a memory message's flits: a :class:`NocHeader`, the
+    :func:`unpack_mem_meta` dict and the payload bytes."""
+    msg = Message.from_flits(flits, width)
+    _, inline, _ = meta_plan(width, meta_bits=MEM_META.size)
+    if inline:
+        words = [f[0] if isinstance(f, tuple) else f for f in flits]
+        meta = words[header_flits(width) - 1] & (1 << MEM_META.size) - 1
+    else:
+        meta = sum(int(w) << (width * k) for k, w in enumerate(msg.meta))
+    return msg.header, unpack_mem_meta(meta), msg.payload
+
+
+# -- the tile --------------------------------------------------------------------------------------
+
+class MemoryTile(Tile):
+    """A buffer in DRAM that other tiles load from and store to with messages (see the module
+    docstring for the formats).
+
+    The memory is outside the tile, on the port ``mem`` (master side of
+    :func:`~apiary.os.memory.memory_port_signature`, shaped like LiteDRAM's native user port),
+    which becomes the design's top-level port ``<tile>_mem``; the simulators attach a
+    :class:`~apiary.os.memory.MemoryModel` to it instead (:class:`apiary.top.DesignTop`'s
+    ``memory_model=``).
+
+    Requests are served one at a time, in arrival order::
+
+        noc_in ─▶ MessageReceiver ─▶ (STORE payload) StreamInsert ─▶ cmd + write queue ─▶ mem
+                        │ header                                                         │
+                        ▼                                                                ▼
+                   controller ─▶ read commands (credit: read buffer)     mem.rdata ─▶ read buffer
+                        │ descriptor                                                     │
+                        ▼                                                                ▼
+        noc_out ◀─ MessageSender ◀───────────────────────────────────────── StreamStrip ◀┘
+
+    A store's payload is shifted up by ``addr % (width/8)`` lanes (a
+    :class:`~apiary.noc.realign.StreamInsert` of that many pad bytes) so that each word lands on
+    a memory word, and written with byte enables that leave the lanes before ``addr`` and after
+    ``addr + size`` untouched. A load reads the words that hold its range and strips the first
+    ``addr % (width/8)`` bytes (:class:`~apiary.noc.realign.StreamStrip`).
+
+    Latency: a request whose last header/metadata flit is taken on cycle *t* is decoded on *t*
+    and its first read or write command is offered on *t* + 1. The ack's header flit is offered
+    on ``noc_out`` on *t* + 1 for a load (before its data is read) and for a failed request, and
+    for a store on the cycle after its last word's write command and data were both taken by
+    the memory (2 cycles after its last payload flit came in, 3 if its last word needs a flush).
+    A load's first payload flit leaves 1 cycle after its first read word arrives (the read
+    buffer), or 2 when its first output word spans two memory words (the strip). With
+    ``MemoryModel(latency=L)`` at 512 bits that is ``L + 2`` (or ``L + 3``) cycles after the
+    request flit; at 64 bits the ack's 4 header and metadata flits hide part of it.
+
+    Throughput: one payload word per cycle each way once a request is under way, as long as the
+    memory keeps up: reads are issued ahead, up to ``read_buffer`` in flight (so read latencies
+    up to about ``read_buffer - 2`` cycles do not slow a load down), writes are issued as the
+    payload arrives, up to 4 ahead of their data. Between requests the tile spends 1 to 3 idle
+    cycles.
+
+    Drops: a message of any type but ``LOAD_MEM`` or ``STORE_MEM`` is taken whole and dropped,
+    counted in ``bad_type``, and the next one is served normally. Malformed messages (wrong
+    ``metadata_flits``, truncated) are dropped by the :class:`MessageReceiver` and counted in
+    ``malformed``.
+
+    Parameters
+    ----------
+    env : TileEnv
+    size_bytes : int
+        Size of the memory in bytes, a multiple of the word size; the port's word address is
+        ``ceil(log2(size_bytes / (data_width / 8)))`` bits.
+    data_width : int or None
+        The memory port's word width; must be the NoC width (the default).
+    read_buffer : int
+        Words of read data the tile can hold, and hence reads in flight at once.
+
+    Members
+    -------
+    mem : Out(memory_port_signature(data_width, addr_width, depth_words=...))
+        The memory (external).
+    loads, stores : Out(32)
+        ``LOAD_MEM`` and ``STORE_MEM`` requests answered (with or without ``error``).
+    out_of_range : Out(32)
+        Requests whose range falls outside the memory (answered with ``error``).
+    bad_length : Out(32)
+        Stores whose payload is not ``size`` bytes, loads larger than a message (answered with
+        ``error``).
+    bad_type : Out(32)
+        Messages of another type, dropped.
+    malformed : Out(32)
+        Messages the receiver dropped or reframed.
+
+    Raises
+    ------
+    ValueError
+        If ``data_width`` is not the NoC width, or ``size_bytes`` not a positive multiple of
+        the word size below 2**48.
+    """
+
+    #: The tile holds a request's input while its reply leaves.
+    streaming = True
+
+    def __init__(self, env=None, *, size_bytes=1 << 20, data_width=None, read_buffer=64):
+        env = env if env is not None else TileEnv()
+        width = env.width
+        data_width = width if data_width is None else data_width
+        if data_width != width:
+            raise ValueError(f"MemoryTile's memory port must be as wide as the NoC ({width} "
+                             f"bits), not {data_width!r} bits")
+        nb = data_width // 8
+        if (not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes < nb
+                or size_bytes % nb or size_bytes >= 1 << 48):
+            raise ValueError(f"size_bytes must be a positive multiple of the {nb}-byte word "
+                             f"below 2**48, not {size_bytes!r}")
+        if not isinstance(read_buffer, int) or isinstance(read_buffer, bool) or read_buffer < 2:
+            raise ValueError(f"read_buffer must be an integer of at least 2, not {read_buffer!r}")
+        self.size_bytes = size_bytes
+        self.data_width = data_width
+        self.depth_words = size_bytes // nb
+        self.addr_width = max(1, (self.depth_words - 1).bit_length())
+        self.read_buffer = read_buffer
+        super().__init__(env, {
+            "mem": Out(memory_port_signature(data_width, self.addr_width,
+                                             depth_words=self.depth_words)),
+            "loads": Out(32),
+            "stores": Out(32),
+            "out_of_range": Out(32),
+            "bad_length": Out(32),
+            "bad_type": Out(32),
+            "malformed": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.env.width
+        nb = width // 8
+        log_nb = nb.bit_length() - 1
+        aw = self.addr_width
+        mem = self.mem
+
+        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=MEM_META.size,
+                                                     empty_packets=True)
+        m.submodules.sender = tx = MessageSender(width, meta_bits=MEM_META.size)
+        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        connect(m, sender=tx.o, tile=flipped(self.noc_out))
+        m.d.comb += self.malformed.eq(rx.errors)
+
+        # -- decode the request on offer (combinational, latched when it is taken) ---------------
+        hdr = rx.o_hdr.payload
+        req = data.View(MEM_META, hdr.meta)
+        req_addr = Signal(48)
+        req_size = Signal(30)
+        m.d.comb += [req_addr.eq(req.addr), req_size.eq(req.size)]
+        is_load = Signal()
+        is_store = Signal()
+        m.d.comb += [
+            is_load.eq(hdr.msg_type == LOAD_MEM),
+            is_store.eq(hdr.msg_type == STORE_MEM),
+        ]
+        end = Signal(49)
+        m.d.comb += end.eq(req_addr + req_size)
+        oor = Signal()
+        m.d.comb += oor.eq(end > self.size_bytes)
+        bad_len = Signal()
+        m.d.comb += bad_len.eq(Mux(is_store, hdr.payload_bytes != req_size,
+                                   req_size >= 1 << _PAYLOAD_BITS))
+        req_off = Signal(max(1, log_nb))
+        if log_nb:
+            m.d.comb += req_off.eq(req_addr[:log_nb])
+        span = Signal(32)                           # bytes of the words the range touches
+        m.d.comb += span.eq(req_off + req_size)
+        req_words = Signal(32 - log_nb)
+        m.d.comb += req_words.eq((span + (nb - 1))[log_nb:])
+        req_tail = Signal(range(nb + 1))            # bytes of the last word in the range
+        m.d.comb += req_tail.eq(Mux(span[:log_nb] == 0, nb, span[:log_nb]))
+
+        # -- the request being served ------------------------------------------------------------
+        r_addr = Signal(48)
+        r_size = Signal(30)
+        r_error = Signal()
+        r_off = Signal.like(req_off)
+        r_tail = Signal.like(req_tail)
+        r_type = Signal(8)                          # of the ack
+        r_dst = Signal(data.StructLayout({"x": 8, "y": 8, "fbits": 4}))
+        draining = Signal()                         # discarding the request's payload packet
+
+        # -- the reply -------------------------------------------------------------------------
+        desc = tx.i_hdr.payload
+        reply = data.View(MEM_META, desc.meta)
+        with_data = Signal()                        # the reply carries the load's data
+        m.d.comb += [
+            desc.dst_x.eq(r_dst.x), desc.dst_y.eq(r_dst.y), desc.dst_fbits.eq(r_dst.fbits),
+            desc.src_x.eq(self.env.x), desc.src_y.eq(self.env.y),
+            desc.src_fbits.eq(Fbits.LOCAL0),
+            desc.msg_type.eq(r_type),
+            desc.payload_bytes.eq(Mux(with_data, r_size[:_PAYLOAD_BITS], 0)),
+            reply.addr.eq(r_addr), reply.size.eq(r_size), reply.error.eq(r_error),
+        ]
+        desc_taken = tx.i_hdr.valid & tx.i_hdr.ready
+
+        # -- load: read commands, the read buffer, the strip --------------------------------------
+        m.submodules.read_buffer = rbuf = fifo.SyncFIFO(width=width, depth=self.read_buffer)
+        m.submodules.strip = strip = StreamStrip(width, max(1, nb - 1))
+        rd_addr = Signal(aw)
+        rd_left = Signal.like(req_words)            # reads still to issue
+        resp_left = Signal.like(req_words)          # words still to pass to the strip
+        reserved = Signal(range(self.read_buffer + 1))   # reads issued, not yet out of the buffer
+        issue = Signal()
+        read_cmd = Signal()
+        m.d.comb += [
+            read_cmd.eq((rd_left != 0) & (reserved != self.read_buffer)),
+            mem.rdata.ready.eq(rbuf.w_rdy),
+            rbuf.w_en.eq(mem.rdata.valid),
+            rbuf.w_data.eq(mem.rdata.payload.data),
+            strip.i.valid.eq(rbuf.r_rdy),
+            strip.i.payload.data.eq(rbuf.r_data),
+            strip.i.payload.nbytes.eq(Mux(resp_left == 1, r_tail, nb)),
+            strip.i.payload.last.eq(resp_left == 1),
+            rbuf.r_en.eq(strip.i.ready),
+            strip.n.valid.eq(1),
+            strip.n.payload.eq(r_off),
+        ]
+        connect(m, strip=strip.o, sender=tx.i_data)
+        popped = rbuf.r_rdy & rbuf.r_en
+        m.d.sync += reserved.eq(reserved + issue - popped)
+        with m.If(popped):
+            m.d.sync += resp_left.eq(resp_left - 1)
+        with m.If(issue):
+            m.d.sync += [rd_addr.eq(rd_addr + 1), rd_left.eq(rd_left - 1)]
+        load_done = tx.i_data.valid & tx.i_data.ready & tx.i_data.payload.last
+
+        # -- store: the insert, write commands, the write queue -----------------------------------
+        m.submodules.insert = ins = StreamInsert(width, max(1, nb - 1))
+        m.submodules.write_queue = wq = fifo.SyncFIFO(width=width + nb, depth=4)
+        wr_addr = Signal(aw)
+        wr_first = Signal()                         # the next word is the store's first
+        wr_in_done = Signal()                       # the insert has passed the last word
+        storing = Signal()                          # the request's payload goes to the insert
+        m.d.comb += [
+            ins.hdr.valid.eq(storing),
+            ins.hdr.payload.nbytes.eq(r_off),
+            ins.hdr.payload.data.eq(0),
+        ]
+        word = ins.o.payload
+        we = Signal(nb)
+        m.d.comb += we.eq(Cat((word.nbytes > lane) & (~wr_first | (r_off <= lane))
+                              for lane in range(nb)))
+        any_we = Signal()
+        m.d.comb += any_we.eq(we != 0)
+        write_cmd = Signal()
+        m.d.comb += [
+            write_cmd.eq(ins.o.valid & any_we & wq.w_rdy),
+            ins.o.ready.eq(~any_we | (wq.w_rdy & mem.cmd.ready)),
+            wq.w_data.eq(Cat(word.data, we)),
+            mem.wdata.valid.eq(wq.r_rdy),
+            mem.wdata.payload.data.eq(wq.r_data[:width]),
+            mem.wdata.payload.we.eq(wq.r_data[width:]),
+            wq.r_en.eq(mem.wdata.ready),
+        ]
+        with m.If(ins.o.valid & ins.o.ready):
+            m.d.sync += [wr_addr.eq(wr_addr + 1), wr_first.eq(0)]
+            with m.If(word.last):
+                m.d.sync += wr_in_done.eq(1)
+
+        # Request payload: to the insert while storing, else discarded.
+        with m.If(storing):
+            connect(m, receiver=rx.o_data, insert=ins.i)
+            with m.If(rx.o_data.valid & rx.o_data.ready & rx.o_data.payload.last):
+                m.d.sync += storing.eq(0)
+        with m.Elif(draining):
+            m.d.comb += rx.o_data.ready.eq(1)
+            with m.If(rx.o_data.valid & rx.o_data.payload.last):
+                m.d.sync += draining.eq(0)
+
+        # -- the memory's command stream: reads while loading, writes while storing -------------
+        m.d.comb += [
+            mem.cmd.valid.eq(read_cmd | write_cmd),
+            mem.cmd.payload.we.eq(write_cmd),
+            mem.cmd.payload.addr.eq(Mux(write_cmd, wr_addr, rd_addr)),
+            issue.eq(read_cmd & mem.cmd.ready),
+            wq.w_en.eq(write_cmd & mem.cmd.ready),
+        ]
+
+        # -- the controller ----------------------------------------------------------------------
+        with m.FSM(name="memory_tile"):
+            with m.State("IDLE"):
+                m.d.comb += rx.o_hdr.ready.eq(~draining & ~storing)
+                with m.If(rx.o_hdr.valid & rx.o_hdr.ready):
+                    error = oor | bad_len
+                    m.d.sync += [
+                        r_addr.eq(req_addr), r_size.eq(req_size), r_error.eq(error),
+                        r_off.eq(req_off), r_tail.eq(req_tail),
+                        r_dst.x.eq(hdr.src_x), r_dst.y.eq(hdr.src_y),
+                        r_dst.fbits.eq(hdr.src_fbits),
+                        r_type.eq(Mux(is_load, LOAD_MEM_ACK, STORE_MEM_ACK)),
+                        rd_addr.eq(req_addr[log_nb:log_nb + aw]),
+                        wr_addr.eq(req_addr[log_nb:log_nb + aw]),
+                        wr_first.eq(1), wr_in_done.eq(0),
+                        rd_left.eq(0), resp_left.eq(req_words),
+                    ]
+                    with m.If(is_load | is_store):
+                        with m.If(oor):
+                            m.d.sync += self.out_of_range.eq(self.out_of_range + 1)
+                        with m.Elif(bad_len):
+                            m.d.sync += self.bad_length.eq(self.bad_length + 1)
+                    with m.If(is_load):
+                        m.d.sync += [self.loads.eq(self.loads + 1), draining.eq(1)]
+                        with m.If(~error & (req_size != 0)):
+                            m.d.sync += rd_left.eq(req_words)
+                            m.next = "LOAD"
+                        with m.Else():
+                            m.next = "ACK"
+                    with m.Elif(is_store):
+                        m.d.sync += self.stores.eq(self.stores + 1)
+                        with m.If(error):
+                            m.d.sync += draining.eq(1)
+                            m.next = "ACK"
+                        with m.Else():
+                            m.d.sync += storing.eq(1)
+                            m.next = "STORE"
+                    with m.Else():
+                        m.d.sync += [self.bad_type.eq(self.bad_type + 1), draining.eq(1)]
+            with m.State("LOAD"):
+                m.d.comb += [with_data.eq(1), tx.i_hdr.valid.eq(1)]
+                with m.If(desc_taken):
+                    m.next = "LOAD_DATA"
+            with m.State("LOAD_DATA"):
+                with m.If(load_done):
+                    m.next = "IDLE"
+            with m.State("STORE"):
+                m.d.comb += tx.i_hdr.valid.eq(wr_in_done & ~wq.r_rdy)
+                with m.If(desc_taken):
+                    m.next = "IDLE"
+            with m.State("ACK"):
+                m.d.comb += tx.i_hdr.valid.eq(1)
+                with m.If(desc_taken):
+                    m.next = "IDLE"
+        return m
