@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 from dataclasses import dataclass, field, asdict
 
 
@@ -85,6 +86,7 @@ def nextpnr_clocks(pnr, platform=None):
     clocks = {}
     for net, c in sorted(pnr.get("fmax", {}).items()):
         target = c.get("constraint")
+        net = re.sub(r"^\$glbnet\$|\$TRELLIS_IO_IN$|\$SB_IO_IN$", "", net)
         clocks[net] = {"fmax_mhz": c["achieved"], "target_mhz": target,
                        "met": target is None or c["achieved"] >= target}
     return clocks
