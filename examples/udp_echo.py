@@ -33,6 +33,12 @@ ECHO_PORT = 7
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT):
     d = Design("udp_echo", cols=3, rows=3, width=width)
     d.settings.update(mac=mac, ipv4=ipv4)
+    return build_stack(d, port)
+
+
+def build_stack(d, port=ECHO_PORT):
+    """Add the stack's nine tiles (columns 0 to 2, rows 0 to 2) and their routes to the design
+    ``d``, the echo on ``port``; returns ``d``. ``examples/udp_dram.py`` builds on it."""
     d.add("eth_rx", EthernetRxTile, at=(0, 0))
     d.add("ip_rx", Ipv4RxTile, at=(1, 0))
     d.add("udp_rx", UdpRxTile, at=(2, 0))
