@@ -13,19 +13,23 @@ board's default clock.
 
 Amaranth writes the build plan (``top.il``, the Yosys script, the pin file, and the tool commands
 in ``build_top.json``); the commands run here one by one with the yowasp tools, nextpnr with
-``--report`` for utilisation and Fmax.
+``--report`` for utilisation and Fmax. On ECP5 the script's ``synth_ecp5`` maps LUTs with classic
+ABC (:mod:`apiary.synth`).
 """
 
 import importlib
 import inspect
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 
 from amaranth import Elaboratable, Module
 from amaranth.build import Platform
 from amaranth.lib import wiring
+
+from apiary.synth import ecp5_synth
 
 from .flow import BuildFailed, explain_nextpnr, run_step
 from .report import BuildReport, ecp5_resources, ice40_resources, nextpnr_clocks
@@ -124,6 +128,18 @@ class BoardTop(Elaboratable):
         return m
 
 
+def _use_classic_abc(script):
+    """Map ECP5 LUTs with classic ABC (see :mod:`apiary.synth`): Amaranth's script calls
+    ``synth_ecp5``, whose ``abc9`` is very slow in the WebAssembly Yosys."""
+    with open(script) as f:
+        text = f.read()
+    text = re.sub(r"^\s*synth_ecp5\s+(.*?)-top (\S+)\s*$",
+                  lambda m: ecp5_synth(m.group(2), m.group(1).strip()).replace("; ", "\n"),
+                  text, flags=re.M)
+    with open(script, "w") as f:
+        f.write(text)
+
+
 def build_amaranth_board(design, board, out_dir, progress, *, seed=1, run_tools=True):
     from apiary.top import DesignTop
 
@@ -135,6 +151,7 @@ def build_amaranth_board(design, board, out_dir, progress, *, seed=1, run_tools=
     platform = board.cls()
     plan = platform.prepare(BoardTop(DesignTop(design)), name="top", emit_src=False)
     plan.extract(out_dir)
+    _use_classic_abc(os.path.join(out_dir, "top.ys"))
     times["core"] = time.monotonic() - start
     report = BuildReport(design=design.name, platform=board.name, flow="amaranth+yosys+nextpnr",
                          device=f"{platform.device}-{platform.package}", width=design.width,

@@ -18,6 +18,8 @@ import time
 
 from amaranth.back import rtlil
 
+from ..synth import ecp5_synth
+
 from ..noc.header import routing_header
 from ..noc.mesh import Mesh
 from ..noc.router import DIRS, Dir, Router
@@ -128,7 +130,7 @@ def design_area(dut, target="xilinx"):
     if target == "xilinx":
         synth = "synth_xilinx -family xcup -flatten -noiopad -top top"
     elif target == "ecp5":
-        synth = "synth_ecp5 -flatten -noiopad -top top"
+        synth = ecp5_synth("top", "-flatten -noiopad")
     else:
         raise ValueError(f"target must be 'xilinx' or 'ecp5', not {target!r}.")
     with tempfile.TemporaryDirectory(prefix="apiary_bench_") as tmp:

