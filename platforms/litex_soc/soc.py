@@ -4,9 +4,10 @@ port, LiteDRAM's DDR3 controller on every memory port.
 The core is the design's Verilog (:func:`apiary.top.design_verilog`) as a black-box ``Instance``
 in the ``sys`` clock domain. Around it:
 
-* **Ethernet.** ``LiteEthMACCore`` (preamble, FCS, padding to 60 bytes) with its datapath in
-  ``sys`` at the design's width: it does the clock-domain crossing from the PHY's 125 MHz
-  ``eth_rx``/``eth_tx`` domains and the 8-bit → ``width`` conversion. The stream adapters between
+* **Ethernet.** ``LiteEthMACCore`` (preamble, FCS, padding to 60 bytes) with its datapath at the
+  PHY's 8 bits in the PHY's 125 MHz ``eth_rx``/``eth_tx`` domains, then the 8-bit → ``width``
+  conversion and the clock-domain crossing into ``sys`` (LiteEth's own choice for gigabit; its
+  datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates). The stream adapters between
   it and the core are combinational: LiteEth's ``last_be`` (one-hot, last valid byte) becomes the
   core's ``nbytes`` and back. A frame the MAC marks bad (FCS error) is handed on with an invalid
   last word (``nbytes`` past the width), which the core's receive buffer drops as malformed
@@ -139,7 +140,7 @@ class ApiarySoC(SoCMini):
         for port in core.frame_ports:
             from liteeth.mac.core import LiteEthMACCore
             self.ethphy = board.eth_phy(platform)
-            self.ethmac = mac = LiteEthMACCore(self.ethphy, core.width, with_sys_datapath=True)
+            self.ethmac = mac = LiteEthMACCore(self.ethphy, core.width, with_sys_datapath=False)
             rx = CoreStreamPort(port.rx, core.signature.members[port.rx].signature)
             tx = CoreStreamPort(port.tx, core.signature.members[port.tx].signature)
             args.update(rx.instance_args(into_core=True))

@@ -38,3 +38,35 @@ def test_icebreaker_slip_loopback_bitstream(tmp_path):
     assert 1000 < logic["used"] <= logic["available"] == 5280
     (clock, c), = report.clocks.items()
     assert c["target_mhz"] == 12.0 and c["met"] and c["fmax_mhz"] > 12.0
+
+
+def loopback_dram(width=64):
+    """A reduced design for the LiteX flow: an Ethernet port that reflects every frame, and a
+    memory tile (so the SoC has LiteDRAM and the hardware DDR3 init)."""
+    from apiary.design import Design
+    from apiary.os.memory_tile import MemoryTile
+    from apiary.tiles.forward import ForwardTile
+    from apiary.tiles.frame_port import FramePortTile
+    d = Design("loopback_dram", cols=3, rows=1, width=width)
+    d.add("eth", FramePortTile, at=(0, 0))
+    d.add("reflect", ForwardTile, at=(1, 0))
+    d.add("memory", MemoryTile, at=(2, 0), size_bytes=1 << 20)
+    d.route("eth", "reflect")
+    d.route("reflect", "eth")
+    return d
+
+
+def test_versa_ecp5_soc_with_liteeth_and_litedram_bitstream(tmp_path):
+    """The LiteX flow: LiteEth + LiteDRAM + a reduced core on the ECP5 Versa, to a bitstream."""
+    out = str(tmp_path / "versa")
+    report = build(loopback_dram(), "versa_ecp5", out)
+    _check_report(out, report, 200_000)
+    assert any("LiteDRAM ECP5DDRPHY" in p for p in report.parts)
+    assert any("LiteEth MAC" in p for p in report.parts)
+    luts = report.resources["LUT4s"]
+    assert 2000 < luts["used"] <= luts["available"] == 43848
+    assert report.resources["block RAMs (DP16KD)"]["used"] >= 1
+    # The PHY's 125 MHz receive clock and the 75 MHz system clock both close timing.
+    assert report.clocks["sys_clk"]["target_mhz"] == pytest.approx(75, abs=0.1)
+    assert all(c["met"] for c in report.clocks.values()), report.clocks
+    assert any("eth_clocks0_rx" in net for net in report.clocks)
