@@ -23,6 +23,7 @@ class LiteXBoard:
     nextpnr_args: tuple         # device and package, e.g. ("--um5g-45k", "--package", "CABGA381")
     lpf: str = ""               # extra LPF lines
     sys_clk_freq: float = 75e6
+    core_clk_freq: float = 37.5e6   # the core's clock; 64 bits at 37.5 MHz is 2.4 Gb/s
     led_active_low: bool = False
 
 

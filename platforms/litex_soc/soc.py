@@ -2,18 +2,21 @@
 port, LiteDRAM's DDR3 controller on every memory port.
 
 The core is the design's Verilog (:func:`apiary.top.design_verilog`) as a black-box ``Instance``
-in the ``sys`` clock domain. Around it:
+in its own ``core`` clock domain (the board's ``core_clk_freq``, from a spare output of the board
+PLL; the 64-bit UDP echo stack reaches about 44 MHz on an ECP5-8, below the 75 MHz ``sys`` clock
+that the DDR3 PHY sets). Around it:
 
 * **Ethernet.** ``LiteEthMACCore`` (preamble, FCS, padding to 60 bytes) with its datapath at the
   PHY's 8 bits in the PHY's 125 MHz ``eth_rx``/``eth_tx`` domains, then the 8-bit → ``width``
   conversion and the clock-domain crossing into ``sys`` (LiteEth's own choice for gigabit; its
-  datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates). The stream adapters between
+  datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates), then
+  a 16-word FIFO into ``core`` each way. The stream adapters between
   it and the core are combinational: LiteEth's ``last_be`` (one-hot, last valid byte) becomes the
   core's ``nbytes`` and back. A frame the MAC marks bad (FCS error) is handed on with an invalid
   last word (``nbytes`` past the width), which the core's receive buffer drops as malformed
   (counted in ``<eth rx tile>_oversized``); the SoC counts it too.
 * **DRAM.** One LiteDRAM native port per memory port of the design (``get_port``, width-converted
-  to the tile's data width, in ``sys``). With no CPU to run the BIOS, a
+  to the tile's data width and crossed into ``core``). With no CPU to run the BIOS, a
   :class:`~.dram_init.DFIInitSequencer` initialises the DDR3 in hardware; commands wait until
   it is done.
 * **LEDs** (when the board has them): DRAM initialised, a toggle per received frame, a toggle
@@ -23,7 +26,10 @@ The core's counters are not brought out (a CPU-less SoC has no bus to read them 
 removes their logic.
 """
 
-from migen import Module, Signal, Instance, If, Cat, ClockSignal, ResetSignal, Constant
+from migen import (Module, Signal, Instance, If, Cat, ClockSignal, ResetSignal, Constant,
+                   ClockDomain, ClockDomainsRenamer)
+from migen.genlib.cdc import MultiReg
+from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from litex.soc.integration.soc_core import SoCMini
 
@@ -120,16 +126,21 @@ class ApiarySoC(SoCMini):
     """The SoC for ``board`` (a :class:`~platforms.litex_soc.boards.LiteXBoard`) and the core
     ``core`` (a :class:`~platforms.core.CoreInfo`)."""
 
-    def __init__(self, board, core, *, sys_clk_freq=None):
+    def __init__(self, board, core, *, sys_clk_freq=None, core_clk_freq=None):
         sys_clk_freq = int(sys_clk_freq or board.sys_clk_freq)
+        self.core_clk_freq = core_clk_freq = int(core_clk_freq or board.core_clk_freq)
         self.board = board
         platform = board.platform()
         self.crg = board.crg(platform, sys_clk_freq)
+        # The core's own clock, from the board PLL's spare output.
+        self.cd_core = ClockDomain()
+        self.crg.pll.create_clkout(self.cd_core, core_clk_freq)
+        self.specials += AsyncResetSynchronizer(self.cd_core, ~self.crg.pll.locked)
         SoCMini.__init__(self, platform, sys_clk_freq, ident=f"Apiary {core.name} on {board.name}",
                          ident_version=False)
         self.core_info = core
         platform.add_source(core.verilog_path)
-        args = {"i_clk": ClockSignal("sys"), "i_rst": ResetSignal("sys")}
+        args = {"i_clk": ClockSignal("core"), "i_rst": ResetSignal("core")}
 
         # Ethernet ------------------------------------------------------------------------------
         self.fcs_errors = Signal(32)
@@ -140,12 +151,21 @@ class ApiarySoC(SoCMini):
         for port in core.frame_ports:
             from liteeth.mac.core import LiteEthMACCore
             self.ethphy = board.eth_phy(platform)
+            from liteeth.common import eth_phy_description
+            from litex.soc.interconnect import stream
             self.ethmac = mac = LiteEthMACCore(self.ethphy, core.width, with_sys_datapath=False)
+            # MAC (sys) <-> core clock.
+            self.rx_cdc = rx_cdc = stream.ClockDomainCrossing(
+                eth_phy_description(core.width), cd_from="sys", cd_to="core", depth=16)
+            self.tx_cdc = tx_cdc = stream.ClockDomainCrossing(
+                eth_phy_description(core.width), cd_from="core", cd_to="sys", depth=16)
+            self.comb += [mac.source.connect(rx_cdc.sink), tx_cdc.source.connect(mac.sink)]
             rx = CoreStreamPort(port.rx, core.signature.members[port.rx].signature)
             tx = CoreStreamPort(port.tx, core.signature.members[port.tx].signature)
             args.update(rx.instance_args(into_core=True))
             args.update(tx.instance_args(into_core=False))
-            self.eth_adapter = adapter = LiteEthAdapter(mac.source, mac.sink, rx, tx, core.width)
+            self.eth_adapter = adapter = ClockDomainsRenamer({"sys": "core"})(
+                LiteEthAdapter(rx_cdc.source, tx_cdc.sink, rx, tx, core.width))
             self.comb += [self.rx_toggle.eq(adapter.rx_toggle), self.tx_toggle.eq(adapter.tx_toggle),
                           self.fcs_errors.eq(adapter.fcs_errors)]
 
@@ -163,7 +183,7 @@ class ApiarySoC(SoCMini):
                            with_soc_interconnect=False)
             self.dram_init = DFIInitSequencer(self.sdram.dfii, self.ddrphy.settings,
                                               self.sdram.controller.settings.timing)
-            self.comb += self.dram_done.eq(self.dram_init.done)
+            self.specials += MultiReg(self.dram_init.done, self.dram_done, odomain="core")
             for name, (data_width, addr_width) in core.memory_ports.items():
                 args.update(self._memory_port(name, core.signature.members[name].signature,
                                               data_width, addr_width))
@@ -172,7 +192,8 @@ class ApiarySoC(SoCMini):
         self._leds(platform, sys_clk_freq)
 
     def _memory_port(self, name, signature, data_width, addr_width):
-        port = self.sdram.crossbar.get_port(mode="both", data_width=data_width)
+        port = self.sdram.crossbar.get_port(mode="both", data_width=data_width,
+                                            clock_domain="core")
         cmd = CoreStreamPort(f"{name}__cmd", signature.members["cmd"].signature)
         wdata = CoreStreamPort(f"{name}__wdata", signature.members["wdata"].signature)
         rdata = CoreStreamPort(f"{name}__rdata", signature.members["rdata"].signature)

@@ -37,7 +37,7 @@ def test_icebreaker_slip_loopback_bitstream(tmp_path):
     logic = report.resources["logic cells (LUT4+FF)"]
     assert 1000 < logic["used"] <= logic["available"] == 5280
     (clock, c), = report.clocks.items()
-    assert c["target_mhz"] == 12.0 and c["met"] and c["fmax_mhz"] > 12.0
+    assert c["target_mhz"] == pytest.approx(12.0, abs=0.01) and c["met"] and c["fmax_mhz"] > 12.0
 
 
 def loopback_dram(width=64):
