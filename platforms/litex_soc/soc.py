@@ -29,7 +29,6 @@ removes their logic.
 from migen import (Module, Signal, Instance, If, Cat, ClockSignal, ResetSignal, Constant,
                    ClockDomain, ClockDomainsRenamer)
 from migen.genlib.cdc import MultiReg
-from migen.genlib.resetsync import AsyncResetSynchronizer
 
 from litex.soc.integration.soc_core import SoCMini
 
@@ -134,8 +133,7 @@ class ApiarySoC(SoCMini):
         self.crg = board.crg(platform, sys_clk_freq)
         # The core's own clock, from the board PLL's spare output.
         self.cd_core = ClockDomain()
-        self.crg.pll.create_clkout(self.cd_core, core_clk_freq)
-        self.specials += AsyncResetSynchronizer(self.cd_core, ~self.crg.pll.locked)
+        self.crg.pll.create_clkout(self.cd_core, core_clk_freq)     # with its reset synchroniser
         SoCMini.__init__(self, platform, sys_clk_freq, ident=f"Apiary {core.name} on {board.name}",
                          ident_version=False)
         self.core_info = core
