@@ -61,7 +61,7 @@ def main(argv=None):
     unknown = [f for f in args.flows if f not in FLOWS]
     if unknown:
         parser.error(f"unknown flow(s) {', '.join(unknown)}; choose from {', '.join(FLOWS)}")
-    print(f"| flow | design | platform | runs | median total (s) | median per step (s) | "
+    print("| flow | design | platform | runs | median total (s) | median per step (s) | "
           f"LUTs | Fmax (MHz) |")
     print("|---|---|---|---:|---:|---|---:|---|")
     for name in args.flows or FLOWS:

@@ -7,7 +7,6 @@ trims it to the datagram's total length.
 """
 
 from amaranth import Cat, Mux
-from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.flit import payload_signature
@@ -15,7 +14,7 @@ from apiary.noc.header import MsgType
 from apiary.noc.packet_buffer import PacketBuffer
 
 from .headers import ETHERNET, VLAN, EtherType
-from .layer import RxLayerTile, packet_layout
+from .layer import RxLayerTile, buffered_packets
 from .meta import local_addresses
 
 
@@ -68,13 +67,7 @@ class EthernetRxTile(RxLayerTile):
             max_queued=self.max_queued, verdict=False, always_ready=True)
         connect(m, mac=flipped(self.mac_rx), frames=buf.i)
         m.d.comb += self.oversized.eq(buf.overflow)
-        hdr = stream.Signature(packet_layout()).create()
-        m.d.comb += [
-            hdr.valid.eq(buf.o_desc.valid),
-            hdr.payload.length.eq(buf.o_desc.payload.bytes),
-            buf.o_desc.ready.eq(hdr.ready),
-        ]
-        return hdr, buf.o
+        return buffered_packets(m, buf)
 
     def parse(self, m, p):
         eth = p.field(ETHERNET)

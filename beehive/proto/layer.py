@@ -39,7 +39,7 @@ from apiary.tile import Tile
 from .meta import PACKET_META
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "header_view", "header_signal",
+__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "header_view", "header_signal",
            "ones_sum", "fold16"]
 
 
@@ -57,6 +57,19 @@ def message_overhead(width):
 def packet_layout():
     """What travels with each packet between a layer's stages: its length and metadata."""
     return data.StructLayout({"length": unsigned(LENGTH_BITS), "meta": PACKET_META.layout()})
+
+
+def buffered_packets(m, buf):
+    """``(hdr, data)`` for :meth:`RxLayerTile.source` from a :class:`PacketBuffer` ``buf`` that
+    stores whole packets arriving from outside (a MAC, a serial line): its descriptors become
+    :func:`packet_layout` headers (no metadata yet), its output the payload stream."""
+    hdr = stream.Signature(packet_layout()).create()
+    m.d.comb += [
+        hdr.valid.eq(buf.o_desc.valid),
+        hdr.payload.length.eq(buf.o_desc.payload.bytes),
+        buf.o_desc.ready.eq(hdr.ready),
+    ]
+    return hdr, buf.o
 
 
 def header_view(header, value, offset=0):

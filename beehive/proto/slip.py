@@ -21,7 +21,6 @@ line rate from their own ``baud`` parameter.
 """
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.framing import MessageReceiver
@@ -30,7 +29,7 @@ from apiary.noc.packet_buffer import PacketBuffer
 from apiary.tile import Tile
 
 from .headers import EtherType
-from .layer import META_BITS, RxLayerTile, packet_layout
+from .layer import META_BITS, RxLayerTile, buffered_packets
 from .uart import UartRx, UartTx, baud_divisor
 
 
@@ -229,13 +228,7 @@ class SlipRxTile(RxLayerTile):
         with m.If(buf.i_dropped & good):
             m.d.sync += self.no_room.eq(self.no_room + 1)
 
-        hdr = stream.Signature(packet_layout()).create()
-        m.d.comb += [
-            hdr.valid.eq(buf.o_desc.valid),
-            hdr.payload.length.eq(buf.o_desc.payload.bytes),
-            buf.o_desc.ready.eq(hdr.ready),
-        ]
-        return hdr, buf.o
+        return buffered_packets(m, buf)
 
     def parse(self, m, p):
         p.key = EtherType.IPV4.value

@@ -10,7 +10,7 @@ so the default 4 is not shorter than what the BIOS waits).
 Read levelling (the BIOS's delay scan) is not done: the PHY keeps its reset read delay.
 """
 
-from migen import Module, Signal, If, Memory, Cat, Replicate
+from migen import Module, Signal, If, Memory, Replicate
 
 from litedram.init import get_sdram_phy_init_sequence
 
