@@ -62,7 +62,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown flow(s) {', '.join(unknown)}; choose from {', '.join(FLOWS)}")
     print("| flow | design | platform | runs | median total (s) | median per step (s) | "
-          f"LUTs | Fmax (MHz) |")
+          "LUTs | Fmax (MHz) |")
     print("|---|---|---|---:|---:|---|---:|---|")
     for name in args.flows or FLOWS:
         total, steps, report = time_flow(name, args.runs)
