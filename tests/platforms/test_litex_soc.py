@@ -189,3 +189,24 @@ def test_versa_soc_instantiates_the_core(tmp_path):
     # DRAM controller.
     assert "eth_clocks0_rx" in lpf and "FREQUENCY" in lpf
     assert not hasattr(soc, "sdram") and "ddram" not in lpf
+
+
+def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path):
+    from apiary.design import Design
+    from apiary.os.memory_tile import MemoryTile
+    from apiary.tiles.frame_port import FramePortTile
+    from apiary.tiles.forward import ForwardTile
+    d = Design("eth_and_memory", cols=3, rows=1, width=64)
+    d.add("eth", FramePortTile, at=(0, 0))
+    d.add("reflect", ForwardTile, at=(1, 0))
+    d.add("memory", MemoryTile, at=(2, 0), size_bytes=1 << 16)
+    d.route("eth", "reflect")
+    d.route("reflect", "eth")
+    core = core_info(d, str(tmp_path))
+    assert core.memory_ports == {"memory_mem": (64, 13)}
+    soc = generate_soc(LITEX_BOARDS["ecpix5"], core, str(tmp_path))
+    lpf = (tmp_path / "gateware" / f"{SOC_NAME}.lpf").read_text()
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    assert hasattr(soc, "sdram") and "ddram_a" in lpf
+    assert ".memory_mem__cmd__valid" in text and ".memory_mem__rdata__payload" in text
+    assert soc.platform.device.startswith("LFE5UM5G-85F")
