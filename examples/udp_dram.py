@@ -33,7 +33,7 @@ MTU). UDP may lose datagrams: a client retries after its timeout (a repeated wri
 harmless).
 
 In simulation the memory port gets a model (``apiary.sim`` attaches a ``MemoryModel``);
-on a LiteX board (``apiary build examples/udp_dram.py --platform versa_ecp5``) the memory
+on a LiteX board (``apiary build examples/udp_dram.py --platform ecpix5``) the memory
 tile's port ``memory_mem`` is LiteDRAM's native user port.
 
 ::
