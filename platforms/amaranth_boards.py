@@ -86,10 +86,6 @@ def find_board(spec):
     return AmaranthBoard(f"amaranth:{module_name}:{chosen[0].__name__}", chosen[0])
 
 
-def _is_stream(member):
-    return member.is_signature and {"valid", "ready", "payload"} <= set(member.signature.members)
-
-
 class BoardTop(Elaboratable):
     """The design's top level with its UART pins on the board's ``uart`` resource."""
 

@@ -81,7 +81,7 @@ def ice40_resources(pnr):
     return _resources(pnr, _ICE40_CELLS)
 
 
-def nextpnr_clocks(pnr, platform=None):
+def nextpnr_clocks(pnr):
     """``{clock net: {"fmax_mhz", "target_mhz", "met"}}`` from a nextpnr ``--report`` JSON."""
     clocks = {}
     for net, c in sorted(pnr.get("fmax", {}).items()):

@@ -21,6 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
+from ..core import CACHE_DIR as DEFAULT_CACHE_DIR   # shared with the other flows and apiary sim
 from .boards import get_board
 
 
@@ -31,7 +32,6 @@ __all__ = ["VivadoError", "VivadoProject", "write_project", "run_vivado",
 
 MAC_WIDTH = 512
 CMAC_MODULE = "cmac_usplus_0"
-DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "apiary", "verilator")
 BUILD_LOG = "build.log"
 
 
