@@ -4,8 +4,6 @@ flows from rotting."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -40,23 +38,7 @@ def test_icebreaker_slip_loopback_bitstream(tmp_path):
     assert c["target_mhz"] == pytest.approx(12.0, abs=0.01) and c["met"] and c["fmax_mhz"] > 12.0
 
 
-def loopback_dram(width=64):
-    """A reduced design for the LiteX flow: an Ethernet port that reflects every frame, and a
-    memory tile (so the SoC has LiteDRAM and the hardware DDR3 init)."""
-    from apiary.design import Design
-    from apiary.os.memory_tile import MemoryTile
-    from apiary.tiles.forward import ForwardTile
-    from apiary.tiles.frame_port import FramePortTile
-    d = Design("loopback_dram", cols=3, rows=1, width=width)
-    d.add("eth", FramePortTile, at=(0, 0))
-    d.add("reflect", ForwardTile, at=(1, 0))
-    d.add("memory", MemoryTile, at=(2, 0), size_bytes=1 << 20)
-    d.route("eth", "reflect")
-    d.route("reflect", "eth")
-    return d
-
-
-def test_versa_ecp5_soc_with_liteeth_and_litedram_bitstream(tmp_path):
+def test_versa_ecp5_soc_with_liteeth_and_litedram_bitstream(tmp_path, loopback_dram):
     """The LiteX flow: LiteEth + LiteDRAM + a reduced core on the ECP5 Versa, to a bitstream."""
     out = str(tmp_path / "versa")
     report = build(loopback_dram(), "versa_ecp5", out)

@@ -191,17 +191,8 @@ def test_versa_soc_instantiates_the_core(tmp_path):
     assert not hasattr(soc, "sdram") and "ddram" not in lpf
 
 
-def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path):
-    from apiary.design import Design
-    from apiary.os.memory_tile import MemoryTile
-    from apiary.tiles.frame_port import FramePortTile
-    from apiary.tiles.forward import ForwardTile
-    d = Design("eth_and_memory", cols=3, rows=1, width=64)
-    d.add("eth", FramePortTile, at=(0, 0))
-    d.add("reflect", ForwardTile, at=(1, 0))
-    d.add("memory", MemoryTile, at=(2, 0), size_bytes=1 << 16)
-    d.route("eth", "reflect")
-    d.route("reflect", "eth")
+def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
+    d = loopback_dram(size_bytes=1 << 16)
     core = core_info(d, str(tmp_path))
     assert core.memory_ports == {"memory_mem": (64, 13)}
     soc = generate_soc(LITEX_BOARDS["ecpix5"], core, str(tmp_path))
