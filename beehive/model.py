@@ -12,8 +12,10 @@ import struct
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
-from apiary.noc.checksum import ones_complement_sum
-from .proto.meta import DEFAULT_IPV4, DEFAULT_MAC, int_to_ipv4, int_to_mac, ipv4_to_int, mac_to_int
+from apiary.stream.checksum import ones_complement_sum
+
+from .proto.addresses import (DEFAULT_IPV4, DEFAULT_MAC, int_to_ipv4, int_to_mac, ipv4_to_int,
+                              mac_to_int)
 
 
 __all__ = ["echo_reply", "MAX_FRAME"]

@@ -13,7 +13,8 @@ import sys
 from apiary.design import DesignError
 from apiary.load import load_design
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import WithCycleCounter, recv_message, send_message, simulate
+from apiary.noc.testbench import recv_message, send_message
+from apiary.stream.testbench import WithCycleCounter, simulate
 from apiary.show import render_svg
 from apiary.top import DesignTop
 

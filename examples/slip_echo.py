@@ -36,9 +36,10 @@ and 115200 baud: 104 cycles per bit, 0.2 % off). From Linux, with the board's UA
 from apiary.design import Design
 from beehive.apps import UdpEchoTile
 from beehive.proto import IcmpEchoTile, Ipv4RxTile, Ipv4TxTile, UdpRxTile, UdpTxTile
-from beehive.proto.headers import EtherType, IpProtocol
-from beehive.proto.meta import DEFAULT_IPV4
-from beehive.proto.slip import SlipRxTile, SlipTxTile
+from beehive.proto.addresses import DEFAULT_IPV4
+from beehive.proto.ethernet import EtherType
+from beehive.proto.ipv4 import IpProtocol
+from beehive.serial.slip import SlipRxTile, SlipTxTile
 
 
 ECHO_PORT = 7

@@ -11,8 +11,8 @@ sees its own requests). ``design(width=64, clock_hz=12_000_000, baud=115200)``.
 """
 
 from apiary.design import Design
-from beehive.proto.headers import EtherType
-from beehive.proto.slip import SlipRxTile, SlipTxTile
+from beehive.proto.ethernet import EtherType
+from beehive.serial.slip import SlipRxTile, SlipTxTile
 
 
 def design(width=64, clock_hz=12_000_000, baud=115200):

@@ -50,7 +50,7 @@ import pathlib
 from apiary.design import Design
 from apiary.os.memory_tile import MemoryTile
 from beehive.apps.mem_server import MEMORY_KEY, REPLY_KEY, UdpMemoryTile
-from beehive.proto.meta import DEFAULT_IPV4, DEFAULT_MAC
+from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
 
 def _udp_echo():

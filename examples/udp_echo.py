@@ -23,8 +23,9 @@ from apiary.design import Design
 from beehive.apps import UdpEchoTile
 from beehive.proto import (ArpTile, EthernetRxTile, EthernetTxTile, IcmpEchoTile, Ipv4RxTile,
                            Ipv4TxTile, UdpRxTile, UdpTxTile)
-from beehive.proto.headers import EtherType, IpProtocol
-from beehive.proto.meta import DEFAULT_IPV4, DEFAULT_MAC
+from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
+from beehive.proto.ethernet import EtherType
+from beehive.proto.ipv4 import IpProtocol
 
 
 ECHO_PORT = 7

@@ -4,7 +4,7 @@ For designs that need neither LiteEth nor LiteDRAM. The board wrapper connects t
 top-level ports to the board by name:
 
 * ``<tile>_uart_rx`` (1-bit input) and ``<tile>_uart_tx`` (1-bit output): the board's ``uart``
-  resource (e.g. :mod:`beehive.proto.slip`, IP over a serial line);
+  resource (e.g. :mod:`beehive.serial.slip`, IP over a serial line);
 * every other output (counters) is left unconnected; Yosys removes what only drives them.
 
 A design with an Ethernet or memory port is refused with a pointer to the LiteX boards. The

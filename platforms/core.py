@@ -1,15 +1,21 @@
 """The design as a Verilog core: what every platform flow instantiates.
 
-:func:`core_info` checks and elaborates a :class:`~apiary.design.Design`, writes its Verilog
-(through the conversion cache, so a second build of the same design does not convert again) and
-describes its top-level ports: the Ethernet-facing payload streams, the memory ports, the
-counters.
+:func:`core_info` checks and elaborates a :class:`~apiary.design.Design` with the MAC edge the
+platform asks for (:class:`~apiary.stream.mac.MacOptions`), writes its Verilog (through the
+conversion cache, so a second build of the same design does not convert again) and describes its
+top-level ports as the top level itself lists them: the MAC ports, the memory ports (found by
+their signature) and the counter bank.
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from amaranth.lib import wiring
+
+from apiary.counters import CounterBank
+from apiary.os.memory import MemoryPortSignature
+from apiary.stream.mac import MacOptions
+from apiary.top import DesignTop, MacPortInfo, design_verilog, top_name
 
 
 __all__ = ["CoreInfo", "core_info", "is_memory_port", "CACHE_DIR"]
@@ -25,41 +31,29 @@ class CoreInfo:
     width: int                  # data NoC width
     verilog_path: str
     signature: wiring.Signature
-    frame_ports: list           # [apiary.sim.FramePort]
+    mac: MacOptions             # how its MAC edges were built
+    mac_ports: list[MacPortInfo]
     memory_ports: dict          # {top-level member: (data_width, word address width)}
-    counters: list = field(default_factory=list)
+    counters: CounterBank
 
 
-def is_memory_port(member):
-    """Whether a top-level member is a memory port (``cmd``/``wdata``/``rdata`` streams, the
-    signature of :mod:`apiary.os.memory`), seen from the master."""
-    if not member.is_signature or member.flow != wiring.Out:
-        return False
-    members = member.signature.members
-    return set(members.keys()) == {"cmd", "wdata", "rdata"}
+def is_memory_port(member) -> bool:
+    """Whether a top-level member is a memory port (:mod:`apiary.os.memory`), master side."""
+    return (member.is_signature and member.flow == wiring.Out
+            and isinstance(member.signature, MemoryPortSignature))
 
 
-def _memory_geometry(member):
-    m = member.signature.members
-    data = m["wdata"].signature.members["payload"].shape
-    cmd = m["cmd"].signature.members["payload"].shape
-    return data["data"].width, cmd["addr"].width
-
-
-def core_info(design, out_dir, *, cache_dir=CACHE_DIR):
-    """Elaborate ``design``, write ``<out_dir>/<top>.v`` and describe it."""
-    from apiary.sim.core import find_ports, find_counters
-    from apiary.top import DesignTop, design_verilog, top_name
-
-    top = DesignTop(design)
+def core_info(design, out_dir, *, mac: MacOptions = MacOptions(), cache_dir=CACHE_DIR) -> CoreInfo:
+    """Elaborate ``design`` with ``mac``, write ``<out_dir>/<top>.v`` and describe it."""
+    top = DesignTop(design, mac=mac)
     text = design_verilog(top, cache_dir)
     os.makedirs(out_dir, exist_ok=True)
     name = top_name(design)
     path = os.path.join(out_dir, f"{name}.v")
     with open(path, "w") as f:
         f.write(text)
-    memory = {k: _memory_geometry(m) for k, m in top.signature.members.items()
-              if is_memory_port(m)}
+    memory = {k: (m.signature.data_width, m.signature.addr_width)
+              for k, m in top.signature.members.items() if is_memory_port(m)}
     return CoreInfo(name=design.name, top_name=name, width=design.width, verilog_path=path,
-                    signature=top.signature, frame_ports=find_ports(top), memory_ports=memory,
-                    counters=find_counters(top))
+                    signature=top.signature, mac=mac, mac_ports=top.mac_ports,
+                    memory_ports=memory, counters=top.bank)

@@ -5,7 +5,8 @@ import random
 import pytest
 
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import recv_message, send_message, simulate
+from apiary.noc.testbench import recv_message, send_message
+from apiary.stream.testbench import simulate
 from apiary.tile import Endpoint, TileEnv
 from apiary.tiles import ForwardTile, PortTile
 
@@ -49,7 +50,7 @@ def test_forward_tile_without_next_hop_drops_and_counts():
         for msg in msgs:
             await send_message(ctx, dut.noc_in, msg, 64)
         await ctx.tick()
-        assert ctx.get(dut.dropped) == 5
+        assert ctx.get(dut.counters.dropped) == 5
         assert ctx.get(dut.noc_out.valid) == 0
 
     simulate(dut, tb)

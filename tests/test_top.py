@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from apiary.design import Design
 from apiary.noc import Message, NocHeader, flit_signature
-from apiary.noc.testbench import recv_message, send_message, simulate
+from apiary.noc.testbench import recv_message, send_message
+from apiary.stream.testbench import simulate
 from apiary.tile import Tile
 from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
@@ -29,9 +30,15 @@ def chain_design(width):
 def test_top_level_ports_are_named_after_tiles():
     top = DesignTop(chain_design(64))
     members = set(top.signature.members)
-    assert {"eth_tx", "eth_rx", "app_tx", "app_rx", "ip_dropped", "udp_dropped",
-            "data_edge_dropped", "data_empty_dropped"} <= members
+    assert {"eth_tx", "eth_rx", "app_tx", "app_rx", "counters"} <= members
     assert not any(name.startswith(("ip_noc", "eth_noc")) for name in members)
+    # The counters are a bank, collected from what the tiles declare, not from port names.
+    assert top.bank.names == ["ip_dropped", "udp_dropped", "data_edge_dropped",
+                              "data_empty_dropped"]
+    assert set(top.signature.members["counters"].signature.members) == set(top.bank.names)
+    assert [c.index for c in top.bank] == [0, 1, 2, 3]
+    assert top.bank["ip_dropped"].owner == "ip" and top.bank["ip_dropped"].width == 32
+    assert "next hop" in top.bank["ip_dropped"].description
 
 
 @pytest.mark.parametrize("width", [64, 512])
@@ -59,9 +66,9 @@ def test_messages_follow_the_chain_and_strays_are_counted(width):
             assert (got.header.src_x, got.header.src_y) == (2, 0)     # udp forwarded it
             assert (got.header.dst_x, got.header.dst_y) == (2, 1)
         await ctx.tick().repeat(20)
-        assert ctx.get(top.data_empty_dropped) == 1
-        assert ctx.get(top.data_edge_dropped) == 1
-        assert ctx.get(top.ip_dropped) == 0 and ctx.get(top.udp_dropped) == 0
+        assert ctx.get(top.counters.data_empty_dropped) == 1
+        assert ctx.get(top.counters.data_edge_dropped) == 1
+        assert ctx.get(top.counters.ip_dropped) == 0 and ctx.get(top.counters.udp_dropped) == 0
 
     simulate(top, sink, background=[source, stray], timeout=20_000)
 
@@ -104,6 +111,6 @@ def test_data_and_control_planes_are_separate_meshes():
         assert await recv_message(ctx, top.e_rx, 64) == Message.from_flits(ctl_msg.flits(64), 64)
         assert await recv_message(ctx, top.b_rx, 512) == Message.from_flits(data_msg.flits(512), 512)
         # Nothing leaked across planes: positions without a tile of a plane sank nothing.
-        assert ctx.get(top.data_empty_dropped) == 0 and ctx.get(top.ctl_empty_dropped) == 0
+        assert ctx.get(top.counters.data_empty_dropped) == 0 and ctx.get(top.counters.ctl_empty_dropped) == 0
 
     simulate(top, receivers, background=[senders], timeout=2_000)

@@ -23,7 +23,7 @@ from ..synth import ecp5_synth
 from ..noc.header import routing_header
 from ..noc.mesh import Mesh
 from ..noc.router import DIRS, Dir, Router
-from ..noc.testbench import WithCycleCounter, simulate
+from ..stream.testbench import WithCycleCounter, simulate
 
 
 __all__ = ["measure_router", "router_area", "design_area", "yosys_version", "main"]

@@ -17,11 +17,12 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import flit_signature, payload_signature
-from .header import noc_header, header_flits, check_width
+from ..stream.layout import check_width, payload_signature, payload_words
+from .flit import flit_signature
+from .header import noc_header, header_flits
 
 
-__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "payload_words", "meta_plan",
+__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan",
            "DESCRIPTOR_FIELDS"]
 
 
@@ -60,21 +61,6 @@ def meta_plan(width, meta_words=0, meta_bits=None):
     if meta_bits <= hdr.size - hdr.bits:
         return 0, meta_bits, meta_bits
     return _check_meta_words(-(-meta_bits // width), "a message"), 0, meta_bits
-
-
-def payload_words(payload_bytes, width):
-    """``(words, tail)``: how many ``width``-bit words carry ``payload_bytes`` bytes, and how many
-    valid bytes the last of them holds (1 to ``width // 8``; meaningless when ``words`` is 0).
-
-    Works on Python ints and on Amaranth values alike.
-    """
-    nb = width // 8
-    shift = nb.bit_length() - 1
-    words = (payload_bytes + (nb - 1)) >> shift
-    if isinstance(payload_bytes, int):
-        return words, (payload_bytes % nb) or nb
-    low = payload_bytes[:shift]
-    return words, Mux(low == 0, nb, low)
 
 
 class PayloadFramer(wiring.Component):
@@ -207,7 +193,7 @@ class MessageSender(wiring.Component):
     with ``payload_bytes == 0`` also has one on ``i_data`` (normally a single word with
     ``nbytes == 0``): after its header flits the sender takes and discards that packet's words
     up to its ``last``, and starts no other message meanwhile. This is what a tile whose payload
-    comes out of a :class:`~apiary.noc.realign.StreamStrip` needs, as stripping a whole packet
+    comes out of a :class:`~apiary.stream.realign.StreamStrip` needs, as stripping a whole packet
     leaves an empty one.
 
     Parameters

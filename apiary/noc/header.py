@@ -1,139 +1,25 @@
-"""Bit-field headers described MSB first, and the NoC message header.
+"""The NoC message header: its field table, one source of truth for every width.
 
-Network protocols and Beehive's SystemVerilog packages list header fields most significant bit
-first, while :class:`amaranth.lib.data.StructLayout` places its first field at the least
-significant bit. :class:`Header` is the one place where the two meet: a table of ``(name, width)``
-pairs, MSB first, from which come
+The header keeps the field widths of Beehive's ``beehive_noc_hdr_flit`` so that a 512-bit
+header flit is bit-compatible with Beehive's; see ``docs/noc.md``. The table is a
+:class:`~apiary.stream.header.Header` (fields MSB first), from which the router's routing view,
+the tiles' framing and the Python model (:class:`NocHeader`, :class:`Message`) all come.
 
-* :meth:`Header.layout`, an :class:`~amaranth.lib.data.FlexibleLayout` to view a signal with;
-* :meth:`Header.pack` / :meth:`Header.unpack`, the same fields as Python integers;
-* :meth:`Header.to_bytes` / :meth:`Header.from_bytes`, network byte order.
-
-The NoC header (:func:`noc_header`) keeps the field widths of Beehive's ``beehive_noc_hdr_flit``
-so that a 512-bit header flit is bit-compatible with Beehive's; see ``docs/noc.md``.
+What a message *means* (its ``msg_type``) is not the NoC's business: the packages that define
+message types register them (:mod:`apiary.noc.msgtype`).
 """
 
 import enum as py_enum
 from dataclasses import dataclass, field, fields as dc_fields
 
-from amaranth.hdl import unsigned
-from amaranth.lib import data, enum
+from ..stream.header import Header
+from ..stream.layout import check_width
 
 
 __all__ = [
-    "Header", "MsgType", "Fbits", "NocHeader", "Message",
-    "ROUTING_BITS", "noc_header", "routing_header", "header_flits", "check_width",
-    "SUPPORTED_WIDTHS", "field_location",
+    "Fbits", "NocHeader", "Message",
+    "ROUTING_BITS", "noc_header", "routing_header", "header_flits", "field_location",
 ]
-
-
-class Header:
-    """A fixed-size header described as ``(name, width)`` pairs, most significant field first.
-
-    Fields whose name starts with ``_`` are padding: they take space, are not in the layout, and
-    pack as zero. ``size`` (default: the sum of the widths) pads the header with zeros at the
-    least significant end, as Beehive pads its 234-bit header into a 512-bit flit.
-
-    Raises
-    ------
-    ValueError
-        If two fields share a name, a width is not positive, or the fields do not fit ``size``.
-    """
-
-    def __init__(self, name, fields, *, size=None):
-        self.name = name
-        self.fields = [(str(n), int(w)) for n, w in fields]
-        names = [n for n, _ in self.fields if not n.startswith("_")]
-        if len(set(names)) != len(names):
-            raise ValueError(f"header {name!r} names a field twice")
-        for n, w in self.fields:
-            if w <= 0:
-                raise ValueError(f"header {name!r}: field {n!r} has width {w}; widths must be positive")
-        self.bits = sum(w for _, w in self.fields)
-        self.size = self.bits if size is None else int(size)
-        if self.bits > self.size:
-            raise ValueError(f"header {name!r} needs {self.bits} bits but its size is {self.size}")
-        self._offsets = {}
-        top = self.size
-        for n, w in self.fields:
-            top -= w
-            if not n.startswith("_"):
-                self._offsets[n] = (top, w)
-
-    def __repr__(self):
-        return f"Header({self.name!r}, {self.bits} bits in {self.size})"
-
-    @property
-    def names(self):
-        return list(self._offsets)
-
-    def offset(self, name):
-        """Bit offset of field ``name`` from the LSB of the header."""
-        return self._offsets[name][0]
-
-    def width(self, name):
-        return self._offsets[name][1]
-
-    def layout(self):
-        """A :class:`~amaranth.lib.data.FlexibleLayout` of :attr:`size` bits with every field."""
-        return data.FlexibleLayout(self.size, {
-            n: data.Field(unsigned(w), off) for n, (off, w) in self._offsets.items()
-        })
-
-    def pack(self, values=None, **kwargs):
-        """Pack field values (a dict and/or keywords; missing fields are zero) into an int."""
-        values = dict(values or {}, **kwargs)
-        word = 0
-        for n, v in values.items():
-            if n not in self._offsets:
-                raise ValueError(f"header {self.name!r} has no field {n!r}; fields are {self.names}")
-            off, w = self._offsets[n]
-            v = int(v)
-            if not 0 <= v < (1 << w):
-                raise ValueError(f"header {self.name!r}: {n}={v} does not fit in {w} bits")
-            word |= v << off
-        return word
-
-    def unpack(self, word):
-        """Split an int of :attr:`size` bits into a dict of field values."""
-        return {n: (word >> off) & ((1 << w) - 1) for n, (off, w) in self._offsets.items()}
-
-    def to_bytes(self, values=None, **kwargs):
-        """Network byte order (the MSB of the header in the first byte)."""
-        if self.size % 8:
-            raise ValueError(f"header {self.name!r} is {self.size} bits, not a whole number of bytes")
-        return self.pack(values, **kwargs).to_bytes(self.size // 8, "big")
-
-    def from_bytes(self, raw):
-        if len(raw) < self.size // 8:
-            raise ValueError(f"header {self.name!r} needs {self.size // 8} bytes, got {len(raw)}")
-        return self.unpack(int.from_bytes(raw[:self.size // 8], "big"))
-
-
-class MsgType(enum.Enum, shape=8):
-    """NoC message types, with Beehive's values where Beehive defines one."""
-    ETH_TX_FRAME            = 1
-    IP_RX_DATAGRAM          = 2
-    TCP_RX_SEGMENT          = 3
-    IP_TX_DATAGRAM          = 4
-    TCP_NEW_FLOW_NOTIF      = 5
-    TCP_RX_MSG_REQ          = 6
-    TCP_RX_ADJUST_PTR       = 7
-    TCP_RX_MSG_RESP         = 8
-    TCP_TX_MSG_REQ          = 9
-    TCP_TX_MSG_RESP         = 10
-    TCP_TX_ADJUST_PTR       = 11
-    ETH_RX_FRAME            = 12     # Beehive gives UDP_RX_SEGMENT the same value
-    UDP_TX_SEGMENT          = 13
-    IP_REWRITE_ADJUST_TABLE = 15
-    TRACKER_MSG             = 16
-    LOAD_MEM                = 19
-    STORE_MEM               = 20
-    LOAD_MEM_ACK            = 24
-    STORE_MEM_ACK           = 25
-    UDP_RX_SEGMENT          = 26     # distinct from ETH_RX_FRAME here; Beehive uses 12 for both
-    CONTROL                 = 32
-    ERROR                   = 33
 
 
 class Fbits(py_enum.IntEnum):
@@ -160,17 +46,6 @@ _TRACE = [
 # Not in Beehive (its tiles leave these bits zero): the payload length in bytes, so that the
 # receiving side of a message can restore byte enables without knowing the protocol.
 _PAYLOAD_BYTES = ("payload_bytes", 22)
-
-SUPPORTED_WIDTHS = (64, 128, 256, 512)
-
-
-def check_width(width, what="flit width"):
-    """Raise a readable :class:`ValueError` unless ``width`` is a supported flit width."""
-    if width not in SUPPORTED_WIDTHS:
-        raise ValueError(f"{what} must be one of {', '.join(map(str, SUPPORTED_WIDTHS))} bits, "
-                         f"not {width!r}")
-    return width
-
 
 def routing_header():
     """The 64-bit routed part of every NoC header (the top bits of a message's first flit)."""

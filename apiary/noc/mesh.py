@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from .flit import flit_signature
-from .header import check_width
+from ..stream.layout import check_width
 from .router import Dir, Router
 
 

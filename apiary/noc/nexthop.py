@@ -1,14 +1,24 @@
 """A tile's next-hop table: from a routing key to the endpoint a message goes to."""
 
+from dataclasses import dataclass
+
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..tile import Endpoint
-from .header import routing_header
+from .header import Fbits, routing_header
 
 
-__all__ = ["NextHopTable"]
+__all__ = ["Endpoint", "NextHopTable"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a message goes: a tile by name, its coordinates and its sub-port (fbits)."""
+    name: str
+    x: int
+    y: int
+    fbits: int = Fbits.LOCAL0
 
 
 class NextHopTable(wiring.Component):
@@ -50,7 +60,7 @@ class NextHopTable(wiring.Component):
     ValueError
         If ``key_width`` is not a positive integer, a key is neither an integer that fits
         ``key_width`` nor ``None``, an endpoint list is empty or holds something other than an
-        :class:`~apiary.tile.Endpoint`, or an endpoint's coordinates or fbits do not fit the
+        :class:`Endpoint`, or an endpoint's coordinates or fbits do not fit the
         header's fields.
     """
 

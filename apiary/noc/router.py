@@ -9,7 +9,8 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from .flit import flit_signature
-from .header import ROUTING_BITS, check_width, routing_header
+from ..stream.layout import check_width
+from .header import ROUTING_BITS, routing_header
 
 
 __all__ = ["Dir", "DIRS", "SOURCES", "Router", "xy_route"]

@@ -1,42 +1,14 @@
-"""Async testbench helpers for streams (Amaranth 0.5 ``sim.add_testbench``).
+"""Async testbench helpers for NoC ports: whole messages on flit streams.
 
-Used by the project's tests and by anyone testing a tile: put and get single transfers, send and
-receive whole NoC messages, with optional seeded random stalls on either side.
+Built on the stream helpers of :mod:`apiary.stream.testbench` (which also has the watchdog,
+the cycle counter and :func:`~apiary.stream.testbench.simulate`).
 """
 
-from amaranth import Elaboratable, Module, Signal
-
+from ..stream.testbench import stream_get, stream_put
 from .header import Message
 
 
-__all__ = ["stream_put", "stream_get", "send_flits", "recv_flits", "send_message", "recv_message",
-           "packet_words", "send_packet", "recv_packet", "transfers",
-           "watchdog", "simulate", "split_messages", "WithCycleCounter"]
-
-
-async def _stall(ctx, rng, stall):
-    if rng is not None:
-        while rng.random() < stall:
-            await ctx.tick()
-
-
-async def stream_put(ctx, stream, payload, *, rng=None, stall=0.0):
-    """Offer ``payload`` on ``stream`` until it is taken; with ``rng``, idle first with
-    probability ``stall`` per cycle. Returns after the transfer's clock edge."""
-    await _stall(ctx, rng, stall)
-    ctx.set(stream.payload, payload)
-    ctx.set(stream.valid, 1)
-    await ctx.tick().until(stream.ready)
-    ctx.set(stream.valid, 0)
-
-
-async def stream_get(ctx, stream, *, rng=None, stall=0.0):
-    """Take one transfer from ``stream`` and return its payload (a ``data.Const`` for layouts)."""
-    await _stall(ctx, rng, stall)
-    ctx.set(stream.ready, 1)
-    payload, = await ctx.tick().sample(stream.payload).until(stream.valid)
-    ctx.set(stream.ready, 0)
-    return payload
+__all__ = ["send_flits", "recv_flits", "send_message", "recv_message", "split_messages"]
 
 
 async def send_flits(ctx, port, flits, **stall):
@@ -63,91 +35,6 @@ async def recv_message(ctx, port, width, **stall):
     return Message.from_flits(await recv_flits(ctx, port, **stall), width)
 
 
-def packet_words(packet, width, rng=None):
-    """Payload-stream words (dicts of ``data``, ``nbytes``, ``last``) of the bytes ``packet``.
-
-    An empty packet is one word with ``nbytes == 0``. With ``rng``, lanes past ``nbytes`` hold
-    random bytes (a receiver must ignore them), otherwise zeros.
-    """
-    nb = width // 8
-    if not packet:
-        return [{"data": rng.getrandbits(width) if rng else 0, "nbytes": 0, "last": 1}]
-    words = []
-    for off in range(0, len(packet), nb):
-        chunk = bytes(packet[off:off + nb])
-        garbage = (rng.getrandbits(8 * (nb - len(chunk))) << (8 * len(chunk))) if rng else 0
-        words.append({"data": int.from_bytes(chunk, "little") | garbage, "nbytes": len(chunk),
-                      "last": int(off + nb >= len(packet))})
-    return words
-
-
-async def send_packet(ctx, port, packet, width, *, rng=None, stall=0.0):
-    """Send the bytes ``packet`` on a payload stream (random idle cycles with ``rng``)."""
-    for word in packet_words(packet, width, rng):
-        await stream_put(ctx, port, word, rng=rng, stall=stall)
-
-
-async def recv_packet(ctx, port, width, **stall):
-    """Receive one packet from a payload stream as bytes, asserting the framing rules on every
-    word: lanes past ``nbytes`` are zero, every word but the last is full, and an empty word
-    only ever forms an empty packet."""
-    nb = width // 8
-    out = b""
-    while True:
-        p = await stream_get(ctx, port, **stall)
-        n, value = int(p.nbytes), int(p.data)
-        assert n <= nb, f"nbytes {n} is above the width"
-        assert value >> (8 * n) == 0, "lanes past nbytes are not zero"
-        assert p.last or n == nb, "a word before the last is not full"
-        assert n > 0 or out == b"", "an empty word ends a non-empty packet"
-        out += value.to_bytes(nb, "little")[:n]
-        if p.last:
-            return out
-
-
-def transfers(port, log):
-    """A background testbench that appends to ``log`` the cycle number (from 0, the first
-    cycle of the simulation) of every transfer on the stream ``port``."""
-    async def tb(ctx):
-        cycle = 0
-        async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
-            if valid and ready:
-                log.append(cycle)
-            cycle += 1
-    return tb
-
-
-def watchdog(cycles):
-    """A background testbench that fails the test if the simulation still runs after ``cycles``
-    cycles, so that a wedged design fails instead of hanging::
-
-        sim.add_testbench(watchdog(10_000), background=True)
-    """
-    async def tb(ctx):
-        for _ in range(cycles):
-            await ctx.tick()
-        raise AssertionError(f"the simulation still runs after {cycles} cycles")
-    return tb
-
-
-def simulate(dut, *testbenches, background=(), timeout=None, period=1e-8):
-    """Run ``dut`` on a ``sync`` clock until every testbench in ``testbenches`` has returned.
-
-    ``background`` testbenches run alongside and end with the simulation; with ``timeout``
-    (cycles) a :func:`watchdog` fails the run if it goes on longer.
-    """
-    from amaranth.sim import Simulator
-    sim = Simulator(dut)
-    sim.add_clock(period)
-    for tb in background:
-        sim.add_testbench(tb, background=True)
-    if timeout is not None:
-        sim.add_testbench(watchdog(timeout), background=True)
-    for tb in testbenches:
-        sim.add_testbench(tb)
-    sim.run()
-
-
 def split_messages(flits):
     """Cut a list of ``(data, last)`` flits into messages; a trailing partial message is an error."""
     messages, current = [], []
@@ -158,18 +45,3 @@ def split_messages(flits):
             current = []
     assert not current, "a message without its last flit"
     return messages
-
-
-class WithCycleCounter(Elaboratable):
-    """``dut`` plus a free-running cycle counter ``cycle``, so that every testbench of a
-    simulation reads the same cycle number with ``ctx.get(wrapper.cycle)``."""
-
-    def __init__(self, dut, width=32):
-        self.dut = dut
-        self.cycle = Signal(width)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.dut = self.dut
-        m.d.sync += self.cycle.eq(self.cycle + 1)
-        return m

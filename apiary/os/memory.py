@@ -22,8 +22,8 @@ take read data at any time must only issue the reads it has room for: LiteDRAM's
 not wait for ``rdata.ready`` (:class:`MemoryModel` does, but the tiles here never rely on it).
 
 :class:`MemoryModel` is the slave side, a synchronous Amaranth memory behind that port, for the
-simulators (:class:`apiary.top.DesignTop` with ``memory_model=``, which :mod:`apiary.sim` always
-uses) and for tests.
+simulators (:mod:`apiary.sim` attaches one to every memory port of a design, through an
+:class:`apiary.top.Attachment`) and for tests.
 """
 
 from amaranth import Module, Signal, Mux, Const

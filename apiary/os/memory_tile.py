@@ -25,24 +25,35 @@ long, or a load asks for more than one message can carry (4 MiB - 1).
 
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.hdl import unsigned
-from amaranth.lib import data, fifo
+from amaranth.lib import data, enum, fifo
 from amaranth.lib.wiring import Out, connect, flipped
 
 from ..noc.framing import MessageReceiver, MessageSender, meta_plan
-from ..noc.header import Fbits, Message, MsgType, NocHeader, header_flits, noc_header
-from ..noc.realign import StreamInsert, StreamStrip
+from ..noc.header import Fbits, Message, NocHeader, header_flits, noc_header
+from ..noc.msgtype import register_msg_types
+from ..stream.realign import StreamInsert, StreamStrip
 from ..tile import Tile, TileEnv
 from .memory import memory_port_signature
 
 
-__all__ = ["MemoryTile", "MEM_META", "LOAD_MEM", "STORE_MEM", "LOAD_MEM_ACK", "STORE_MEM_ACK",
-           "mem_meta", "unpack_mem_meta", "mem_message_flits", "decode_mem_message"]
+__all__ = ["MemoryTile", "MemMsgType", "MEM_META", "LOAD_MEM", "STORE_MEM", "LOAD_MEM_ACK",
+           "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta", "mem_message_flits",
+           "decode_mem_message"]
 
 
-LOAD_MEM = MsgType.LOAD_MEM.value           # 19
-STORE_MEM = MsgType.STORE_MEM.value         # 20
-LOAD_MEM_ACK = MsgType.LOAD_MEM_ACK.value   # 24
-STORE_MEM_ACK = MsgType.STORE_MEM_ACK.value  # 25
+@register_msg_types
+class MemMsgType(enum.Enum, shape=8):
+    """The memory messages, with Beehive's values."""
+    LOAD_MEM      = 19
+    STORE_MEM     = 20
+    LOAD_MEM_ACK  = 24
+    STORE_MEM_ACK = 25
+
+
+LOAD_MEM = MemMsgType.LOAD_MEM.value
+STORE_MEM = MemMsgType.STORE_MEM.value
+LOAD_MEM_ACK = MemMsgType.LOAD_MEM_ACK.value
+STORE_MEM_ACK = MemMsgType.STORE_MEM_ACK.value
 
 #: The metadata of every memory message, ``addr`` in the least significant bits.
 MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1)})
@@ -103,8 +114,7 @@ class MemoryTile(Tile):
     The memory is outside the tile, on the port ``mem`` (master side of
     :func:`~apiary.os.memory.memory_port_signature`, shaped like LiteDRAM's native user port),
     which becomes the design's top-level port ``<tile>_mem``; the simulators attach a
-    :class:`~apiary.os.memory.MemoryModel` to it instead (:class:`apiary.top.DesignTop`'s
-    ``memory_model=``).
+    :class:`~apiary.os.memory.MemoryModel` to it instead (an :class:`apiary.top.Attachment`).
 
     Requests are served one at a time, in arrival order::
 
@@ -117,10 +127,10 @@ class MemoryTile(Tile):
         noc_out ◀─ MessageSender ◀───────────────────────────────────────── StreamStrip ◀┘
 
     A store's payload is shifted up by ``addr % (width/8)`` lanes (a
-    :class:`~apiary.noc.realign.StreamInsert` of that many pad bytes) so that each word lands on
+    :class:`~apiary.stream.realign.StreamInsert` of that many pad bytes) so that each word lands on
     a memory word, and written with byte enables that leave the lanes before ``addr`` and after
     ``addr + size`` untouched. A load reads the words that hold its range and strips the first
-    ``addr % (width/8)`` bytes (:class:`~apiary.noc.realign.StreamStrip`).
+    ``addr % (width/8)`` bytes (:class:`~apiary.stream.realign.StreamStrip`).
 
     Latency: a request whose last header/metadata flit is taken on cycle *t* is decoded on *t*
     and its first read or write command is offered on *t* + 1. The ack's header flit is offered
@@ -158,17 +168,12 @@ class MemoryTile(Tile):
     -------
     mem : Out(memory_port_signature(data_width, addr_width, depth_words=...))
         The memory (external).
-    loads, stores : Out(32)
-        ``LOAD_MEM`` and ``STORE_MEM`` requests answered (with or without ``error``).
-    out_of_range : Out(32)
-        Requests whose range falls outside the memory (answered with ``error``).
-    bad_length : Out(32)
-        Stores whose payload is not ``size`` bytes, loads larger than a message (answered with
-        ``error``).
-    bad_type : Out(32)
-        Messages of another type, dropped.
-    malformed : Out(32)
-        Messages the receiver dropped or reframed.
+
+    Counters: ``loads`` and ``stores`` (requests answered, with or without ``error``),
+    ``out_of_range`` (a range outside the memory, answered with ``error``), ``bad_length`` (a
+    store whose payload is not ``size`` bytes, a load larger than a message: ``error``),
+    ``bad_type`` (messages of another type, dropped), ``malformed`` (messages the receiver
+    dropped or reframed).
 
     Raises
     ------
@@ -202,12 +207,14 @@ class MemoryTile(Tile):
         super().__init__(env, {
             "mem": Out(memory_port_signature(data_width, self.addr_width,
                                              depth_words=self.depth_words)),
-            "loads": Out(32),
-            "stores": Out(32),
-            "out_of_range": Out(32),
-            "bad_length": Out(32),
-            "bad_type": Out(32),
-            "malformed": Out(32),
+        }, counters={
+            "loads": "LOAD_MEM requests answered (with or without error)",
+            "stores": "STORE_MEM requests answered (with or without error)",
+            "out_of_range": "requests whose range falls outside the memory (answered with error)",
+            "bad_length": "stores whose payload is not size bytes, loads larger than a message "
+                          "(answered with error)",
+            "bad_type": "messages of another type, dropped",
+            "malformed": "messages the receiver dropped or reframed",
         })
 
     def elaborate(self, platform):
@@ -223,7 +230,7 @@ class MemoryTile(Tile):
         m.submodules.sender = tx = MessageSender(width, meta_bits=MEM_META.size)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         connect(m, sender=tx.o, tile=flipped(self.noc_out))
-        m.d.comb += self.malformed.eq(rx.errors)
+        m.d.comb += self.counters.malformed.eq(rx.errors)
 
         # -- decode the request on offer (combinational, latched when it is taken) ---------------
         hdr = rx.o_hdr.payload
@@ -380,18 +387,18 @@ class MemoryTile(Tile):
                     ]
                     with m.If(is_load | is_store):
                         with m.If(oor):
-                            m.d.sync += self.out_of_range.eq(self.out_of_range + 1)
+                            m.d.sync += self.counters.out_of_range.eq(self.counters.out_of_range + 1)
                         with m.Elif(bad_len):
-                            m.d.sync += self.bad_length.eq(self.bad_length + 1)
+                            m.d.sync += self.counters.bad_length.eq(self.counters.bad_length + 1)
                     with m.If(is_load):
-                        m.d.sync += [self.loads.eq(self.loads + 1), draining.eq(1)]
+                        m.d.sync += [self.counters.loads.eq(self.counters.loads + 1), draining.eq(1)]
                         with m.If(~error & (req_size != 0)):
                             m.d.sync += rd_left.eq(req_words)
                             m.next = "LOAD"
                         with m.Else():
                             m.next = "ACK"
                     with m.Elif(is_store):
-                        m.d.sync += self.stores.eq(self.stores + 1)
+                        m.d.sync += self.counters.stores.eq(self.counters.stores + 1)
                         with m.If(error):
                             m.d.sync += draining.eq(1)
                             m.next = "ACK"
@@ -399,7 +406,7 @@ class MemoryTile(Tile):
                             m.d.sync += storing.eq(1)
                             m.next = "STORE"
                     with m.Else():
-                        m.d.sync += [self.bad_type.eq(self.bad_type + 1), draining.eq(1)]
+                        m.d.sync += [self.counters.bad_type.eq(self.counters.bad_type + 1), draining.eq(1)]
             with m.State("LOAD"):
                 m.d.comb += [with_data.eq(1), tx.i_hdr.valid.eq(1)]
                 with m.If(desc_taken):

@@ -8,19 +8,21 @@
         sim.send(Ether() / IP() / UDP() / b"hi")     # or bytes; port= if several
         sim.run()                                    # until idle
         frames = sim.received()                      # [Frame(data, cycle_first, cycle_last)]
-        print(sim.counters())                        # {"eth_rx_frames": 1, ...}
+        print(sim.counters())                        # the counter bank: {"eth_rx_forwarded": 1, ...}
 
 See ``docs/simulation.md``.
 """
 
 import os
 
+from ..top import Attachment, DesignTop
 from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_MAX_CYCLES, DEFAULT_IDLE_CYCLES
-from .core import Frame, FramePort, SimError, BuildError
+from .core import Frame, FramePort, SimError, BuildError, find_ports
 
 
 __all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "BACKENDS",
-           "elaborate", "DEFAULT_CLOCK_HZ", "DEFAULT_MEMORY_LATENCY", "memory_latency_of"]
+           "elaborate", "memory_models", "DEFAULT_CLOCK_HZ", "DEFAULT_MEMORY_LATENCY",
+           "memory_latency_of"]
 
 BACKENDS = ("pysim", "verilator")
 
@@ -44,18 +46,29 @@ def memory_latency_of(design, memory_latency=None):
     return memory_latency
 
 
+def memory_models(latency):
+    """The :class:`~apiary.top.Attachment` that gives every memory port of a design a
+    :class:`~apiary.os.memory.MemoryModel` of read latency ``latency`` (and of the port's
+    depth), inside the top level."""
+    from ..os.memory import MemoryModel, MemoryPortSignature
+
+    def build(sig):
+        model = MemoryModel(sig.data_width, sig.addr_width, depth_words=sig.depth_words,
+                            latency=latency)
+        return model, model.port
+    return Attachment("model", MemoryPortSignature, build, f"MemoryModel(latency={latency})")
+
+
 def elaborate(design, memory_latency=None):
     """Check the design and build its top level: ``(top, ports, counter_names)``.
 
     Every memory port of a tile (a :class:`~apiary.os.memory.MemoryPortSignature` member, such
     as :class:`~apiary.os.memory_tile.MemoryTile`'s ``mem``) gets a
     :class:`~apiary.os.memory.MemoryModel` inside the top, with the read latency of
-    :func:`memory_latency_of`.
+    :func:`memory_latency_of`; the counters are the top's counter bank.
     """
-    from ..top import DesignTop
-    from .core import find_ports, find_counters
-    top = DesignTop(design, memory_model={"latency": memory_latency_of(design, memory_latency)})
-    return top, find_ports(top), find_counters(top)
+    top = DesignTop(design, attach=[memory_models(memory_latency_of(design, memory_latency))])
+    return top, find_ports(top), top.bank.names
 
 
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,

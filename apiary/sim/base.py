@@ -32,9 +32,9 @@ class Sim:
         ``"pysim"`` or ``"verilator"``.
     design : Design
     ports : list of FramePort
-        The design's Ethernet ports (``<name>_mac_rx`` / ``<name>_mac_tx``), in declaration order.
+        The design's Ethernet ports (its MAC ports, ``<name>_mac``), in declaration order.
     counter_names : list of str
-        Top-level counter outputs, in declaration order.
+        The design's counter bank (:class:`~apiary.counters.CounterBank`), in its order.
     clock_hz : float
         The clock that cycles convert to time at (pcap timestamps, waveform time).
     """
@@ -44,8 +44,9 @@ class Sim:
     def __init__(self, design, top, ports, counter_names, *, seed, stall, gaps, clock_hz,
                  idle_cycles):
         if not ports:
-            raise SimError(f"design {design.name!r} has no Ethernet port: no pair of top-level "
-                           f"ports <tile>_mac_rx / <tile>_mac_tx (add a FramePortTile)")
+            raise SimError(f"design {design.name!r} has no Ethernet port: no tile with a "
+                           f"FrameStream pair (mac_rx / mac_tx, as FramePortTile or the Ethernet "
+                           f"RX and TX tiles have)")
         if not isinstance(clock_hz, (int, float)) or clock_hz <= 0:
             raise SimError(f"clock_hz must be a positive number, not {clock_hz!r}")
         if not isinstance(idle_cycles, int) or idle_cycles < 1:
@@ -179,8 +180,8 @@ class Sim:
         return self._queued[self._port_index(port)]
 
     def counters(self):
-        """Every top-level counter output (``<tile>_<counter>``, ``<plane>_edge_dropped``...),
-        by name, as of the end of the last run."""
+        """Every counter of the design's counter bank (``<tile>_<counter>``,
+        ``<plane>_edge_dropped``...), by name, as of the end of the last run."""
         self._check_open()
         return dict(zip(self.counter_names, self._read_counters()))
 

@@ -14,8 +14,10 @@ each edge, for each Ethernet port in order:
    (``valid`` high) stays offered until it is taken, as streams require.
 3. ``mac_tx``: ``ready`` is low if the ``tx`` value is below the stall threshold, else high.
 
-A frame of ``n`` bytes is ``max(1, ceil(n / (width/8)))`` words, byte ``i`` of a word in lane
-``i``, every word full but the last, which has ``nbytes`` valid bytes and ``last`` set.
+A frame of ``n`` bytes is ``max(1, ceil(n / (width/8)))`` words on the port's ``rx`` stream (a
+:class:`~apiary.stream.mac.MacPort` with ``tkeep`` byte enables), byte ``i`` of a word in lane
+``i``, every word full but the last, which has ``keep`` set for its ``n`` valid bytes and
+``last`` set; ``error`` is 0.
 
 Stamps: an input frame's ``cycle_first``/``cycle_last`` are the cycles its first and last words
 were taken by the design; an output frame's are the cycles its first and last words left the
@@ -26,17 +28,11 @@ design on ``mac_tx``. The latency of a loopback is therefore ``out.cycle_first -
 ``valid`` high for the last ``idle_cycles`` cycles.
 """
 
-import os
 from dataclasses import dataclass
-
-from amaranth.hdl import Shape, Value
-from amaranth.lib.wiring import Flow
-
-from ..noc.flit import payload_layout
 
 
 __all__ = ["Frame", "FramePort", "SimError", "BuildError", "Xorshift32", "seed_state",
-           "threshold", "frame_words", "find_ports", "find_counters"]
+           "threshold", "frame_words", "find_ports"]
 
 
 class SimError(Exception):
@@ -84,12 +80,11 @@ class Frame:
 
 @dataclass(frozen=True)
 class FramePort:
-    """One Ethernet-facing port of a design: the top-level payload streams ``rx`` (into the
-    design, ``<tile>_mac_rx``) and ``tx`` (out of it, ``<tile>_mac_tx``)."""
+    """One Ethernet-facing port of a design: the top-level :class:`~apiary.stream.mac.MacPort`
+    ``member`` (``<name>_mac``), frames into the design on its ``rx``, out on its ``tx``."""
     name: str
     width: int
-    rx: str
-    tx: str
+    member: str
 
 
 _MASK = 0xFFFFFFFF
@@ -129,7 +124,8 @@ def threshold(p, what):
 
 
 def frame_words(data, nb):
-    """The payload words of a frame: a list of ``(data_int, nbytes, last)``."""
+    """The words of a frame: a list of ``(data_int, nbytes, last)`` (``keep`` is
+    ``(1 << nbytes) - 1``)."""
     n = max(1, -(-len(data) // nb))
     words = []
     for i in range(n):
@@ -138,45 +134,7 @@ def frame_words(data, nb):
     return words
 
 
-def _is_payload_stream(member, width):
-    if not member.is_signature:
-        return False
-    members = member.signature.members
-    return (set(members.keys()) == {"payload", "valid", "ready"}
-            and members["payload"].is_port and members["payload"].shape == payload_layout(width))
-
-
 def find_ports(top):
-    """The :class:`FramePort`\\ s of an elaborated design top, in declaration order.
-
-    A port is a top-level payload stream ``<tile>_mac_rx`` into the design and one
-    ``<tile>_mac_tx`` out of it. One tile with both is a port named after the tile. A design
-    with its MAC split over two tiles (``eth_rx`` with ``mac_rx``, ``eth_tx`` with ``mac_tx``,
-    as Beehive has it) has one port named after what their names share (``eth``), provided
-    exactly one receive and one transmit stream are left unpaired.
-    """
-    members = top.signature.members
-    width = top.design.width
-    rx = [k[:-len("_mac_rx")] for k, m in members.items() if k.endswith("_mac_rx")
-          and m.flow == Flow.In and _is_payload_stream(m, width)]
-    tx = [k[:-len("_mac_tx")] for k, m in members.items() if k.endswith("_mac_tx")
-          and m.flow == Flow.Out and _is_payload_stream(m, width)]
-    ports = [FramePort(name, width, f"{name}_mac_rx", f"{name}_mac_tx")
-             for name in rx if name in tx]
-    lone_rx = [name for name in rx if name not in tx]
-    lone_tx = [name for name in tx if name not in rx]
-    if len(lone_rx) == 1 and len(lone_tx) == 1:
-        a, b = lone_rx[0], lone_tx[0]
-        shared = os.path.commonprefix([a, b]).rstrip("_") or f"{a}_{b}"
-        ports.append(FramePort(shared, width, f"{a}_mac_rx", f"{b}_mac_tx"))
-    return ports
-
-
-def find_counters(top):
-    """Names of the top-level outputs that are plain signals of at most 64 bits (counters)."""
-    names = []
-    for key, member in top.signature.members.items():
-        if member.is_port and member.flow == Flow.Out:
-            if isinstance(getattr(top, key), Value) and Shape.cast(member.shape).width <= 64:
-                names.append(key)
-    return names
+    """The :class:`FramePort`\\ s of an elaborated :class:`~apiary.top.DesignTop`, one per MAC port
+    (:attr:`~apiary.top.DesignTop.mac_ports`), in declaration order."""
+    return [FramePort(p.name, top.design.width, p.member) for p in top.mac_ports]

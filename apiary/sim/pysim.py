@@ -31,9 +31,9 @@ class PysimSim(Sim):
         self._state = [PortState(nb, Xorshift32(seed_state(self.seed, 2 * i)),
                                  Xorshift32(seed_state(self.seed, 2 * i + 1)))
                        for i in range(len(ports))]
-        self._rx = [getattr(top, p.rx) for p in ports]
-        self._tx = [getattr(top, p.tx) for p in ports]
-        self._counter_signals = [getattr(top, n) for n in counter_names]
+        self._rx = [getattr(top, p.member).rx for p in ports]
+        self._tx = [getattr(top, p.member).tx for p in ports]
+        self._counter_signals = [getattr(top.counters, n) for n in counter_names]
         self._counters = [s.init for s in self._counter_signals]
         self._cycle = 0
         self._quiet = 0
@@ -109,7 +109,7 @@ class PysimSim(Sim):
                         s.offering = True
                         d, n, last = s.words[s.word]
                         ctx.set(rx.payload.data, d)
-                        ctx.set(rx.payload.nbytes, n)
+                        ctx.set(rx.payload.keep, (1 << n) - 1)
                         ctx.set(rx.payload.last, last)
                     ctx.set(rx.valid, s.offering)
                 ready = not q < stall_t
@@ -126,7 +126,8 @@ class PysimSim(Sim):
                 if ctx.get(tx.valid):
                     active = True
                     if ready:
-                        out = (ctx.get(tx.payload.data), ctx.get(tx.payload.nbytes),
+                        out = (ctx.get(tx.payload.data),
+                               int(ctx.get(tx.payload.keep)).bit_length(),
                                ctx.get(tx.payload.last))
                 moves.append((took, out))
             await ctx.tick()

@@ -124,8 +124,7 @@ def mangle(name):
 def _glue(ports, counters, width, header):
     """The per-design glue.cpp (see harness.h)."""
     nb = width // 8
-    nbits = nb.bit_length()
-    payload_bits = width + nbits + 1
+    payload_bits = width + nb + 2           # mac_word_layout: data, keep, last, error
 
     def member(name):
         m = mangle(name)
@@ -164,7 +163,6 @@ def _glue(ports, counters, width, header):
         "namespace apiary_glue {",
         f"const int kPorts = {len(ports)};",
         f"const int kBytes = {nb};",
-        f"const int kNbytesBits = {nbits};",
         f"const int kPayloadWords = {-(-payload_bits // 32)};",
         f"const int kCounters = {len(counters)};",
         "void* create(VerilatedContext* ctx) { return new Vtop(ctx, \"top\"); }",
@@ -174,35 +172,36 @@ def _glue(ports, counters, width, header):
         "void set_clk(void* m, int v) { M(m)->clk = v; }",
         "void set_rx(void* m, int port, int valid, const uint32_t* w) {",
         "    switch (port) {",
-        cases(lambda p: f"{member(p.rx + '__valid')} = valid; "
-                        f"put({member(p.rx + '__payload')}, w)"),
+        cases(lambda p: f"{member(p.member + '__rx__valid')} = valid; "
+                        f"put({member(p.member + '__rx__payload')}, w)"),
         "    }",
         "}",
         "int rx_ready(void* m, int port) {",
         "    switch (port) {",
-        cases(lambda p: f"return {member(p.rx + '__ready')}"),
+        cases(lambda p: f"return {member(p.member + '__rx__ready')}"),
         "    }",
         "    return 0;",
         "}",
         "void set_tx_ready(void* m, int port, int ready) {",
         "    switch (port) {",
-        cases(lambda p: f"{member(p.tx + '__ready')} = ready"),
+        cases(lambda p: f"{member(p.member + '__tx__ready')} = ready"),
         "    }",
         "}",
         "int tx_valid(void* m, int port) {",
         "    switch (port) {",
-        cases(lambda p: f"return {member(p.tx + '__valid')}"),
+        cases(lambda p: f"return {member(p.member + '__tx__valid')}"),
         "    }",
         "    return 0;",
         "}",
         "void tx_payload(void* m, int port, uint32_t* w) {",
         "    switch (port) {",
-        cases(lambda p: f"get({member(p.tx + '__payload')}, w)"),
+        cases(lambda p: f"get({member(p.member + '__tx__payload')}, w)"),
         "    }",
         "}",
         "uint64_t counter(void* m, int index) {",
         "    switch (index) {",
-        *(f"        case {i}: return {member(c)};" for i, c in enumerate(counters)),
+        *(f"        case {i}: return {member('counters__' + c)};"
+          for i, c in enumerate(counters)),
         "    }",
         "    return 0;",
         "}",
@@ -229,7 +228,7 @@ def _toolchain():
 def model_key(verilog, trace, cxx):
     h = hashlib.sha256()
     for part in (verilog, *sorted(_harness_sources().items()), BUILD_FLAGS, cxx,
-                 f"trace={bool(trace)}", verilator_version(), "apiary-sim-2"):
+                 f"trace={bool(trace)}", verilator_version(), "apiary-sim-3"):
         h.update(str(part).encode())
         h.update(b"\0")
     return h.hexdigest()

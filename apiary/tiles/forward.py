@@ -1,7 +1,7 @@
 """A placeholder tile that forwards every message to its declared next hop."""
 
 from amaranth import Module
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib.wiring import connect, flipped
 
 from ..noc.rewrite import HeaderRewriter
 from ..tile import Tile
@@ -28,14 +28,12 @@ class ForwardTile(Tile):
     Latency: 0 cycles (combinational, cut-through). Throughput: one flit per cycle.
     With no next hop declared, or several, messages are dropped and counted in ``dropped``.
 
-    Members
-    -------
-    dropped : Out(32)
-        Messages dropped for want of a single next hop.
+    Counters: ``dropped``, messages dropped for want of a single next hop.
     """
 
     def __init__(self, env=None, *, msg_type=None):
-        super().__init__(env, {"dropped": Out(32)})
+        super().__init__(env, counters={
+            "dropped": "messages dropped for want of a single next hop"})
         self._fields = next_hop_fields(self.env)
         if self._fields is not None and msg_type is not None:
             self._fields["msg_type"] = int(getattr(msg_type, "value", msg_type))
@@ -45,7 +43,7 @@ class ForwardTile(Tile):
         if self._fields is None:
             m.d.comb += self.noc_in.ready.eq(1)
             with m.If(self.noc_in.valid & self.noc_in.payload.last):
-                m.d.sync += self.dropped.eq(self.dropped + 1)
+                m.d.sync += self.counters.dropped.eq(self.counters.dropped + 1)
             return m
         m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
         connect(m, tile=flipped(self.noc_in), rewrite=rewrite.i)

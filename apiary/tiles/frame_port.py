@@ -3,10 +3,11 @@
 from amaranth import Module
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..noc.flit import payload_signature
 from ..noc.framing import MessageSender, MessageReceiver
-from ..noc.header import MsgType, noc_header
-from ..noc.packet_buffer import PacketBuffer
+from ..noc.header import noc_header
+from ..noc.msgtype import UNTYPED
+from ..stream.mac import FrameStream
+from ..stream.packet_buffer import PacketBuffer
 from ..tile import Tile
 from .forward import next_hop_fields
 
@@ -20,8 +21,8 @@ class FramePortTile(Tile):
     **Receive** (``mac_rx`` → NoC): frames arrive as payload words, every word full but the last,
     which carries ``nbytes`` valid bytes (a last word with ``nbytes == 0`` ends the frame without
     adding bytes). The NoC header needs the payload length up front, so each frame is stored
-    whole in a :class:`~apiary.noc.packet_buffer.PacketBuffer` of ``buffer_bytes``
-    (store-and-forward, no verdict) and then sent as one NoC message (type ``ETH_RX_FRAME``,
+    whole in a :class:`~apiary.stream.packet_buffer.PacketBuffer` of ``buffer_bytes``
+    (store-and-forward, no verdict) and then sent as one NoC message (of type ``msg_type``,
     header then the frame bytes) to the tile's single declared next hop. ``mac_rx.ready`` is
     always 1: like a real MAC, the wire is never back-pressured.
 
@@ -55,30 +56,37 @@ class FramePortTile(Tile):
         ``2 * max_frame``, so one frame can be received while the previous one is sent.
     max_queued : int
         Frames that may wait in the buffer at once, besides the one being sent.
+    msg_type : int or enum member
+        Type of the messages it sends (default :data:`~apiary.noc.msgtype.UNTYPED`).
 
     Members
     -------
-    mac_rx : In(payload_signature(width))
+    mac_rx : In(FrameStream(width))
         Frames from the wire into the design.
-    mac_tx : Out(payload_signature(width))
+    mac_tx : Out(FrameStream(width))
         Frames from the design to the wire.
-    rx_frames, tx_frames, rx_dropped : Out(32)
-        Frames sent into the NoC and frames sent on ``mac_tx`` (each counted at its last word),
-        frames dropped on receive.
+
+    Counters: ``rx_frames`` and ``tx_frames`` (frames sent into the NoC, and on ``mac_tx``, each
+    counted at its last word), ``rx_dropped`` (frames dropped on receive), ``rx_bad_fcs`` (frames
+    the MAC marked bad, dropped).
     """
 
     #: Its NoC input (to ``mac_tx``) never waits for its NoC output (from ``mac_rx``): the two
     #: directions are independent, so the tile adds no in→out dependency to the deadlock check.
     streaming = False
 
-    def __init__(self, env=None, *, max_frame=2048, buffer_bytes=None, max_queued=16):
+    def __init__(self, env=None, *, max_frame=2048, buffer_bytes=None, max_queued=16,
+                 msg_type=UNTYPED):
         super().__init__(env, {
-            "mac_rx": In(payload_signature(env.width if env else 512)),
-            "mac_tx": Out(payload_signature(env.width if env else 512)),
-            "rx_frames": Out(32),
-            "tx_frames": Out(32),
-            "rx_dropped": Out(32),
+            "mac_rx": In(FrameStream(env.width if env else 512)),
+            "mac_tx": Out(FrameStream(env.width if env else 512)),
+        }, counters={
+            "rx_frames": "frames sent into the NoC",
+            "tx_frames": "frames sent to the MAC",
+            "rx_dropped": "frames dropped on receive: too long, malformed, no room, or no route",
+            "rx_bad_fcs": "frames the MAC marked bad (FCS error), dropped",
         })
+        self.msg_type = int(getattr(msg_type, "value", msg_type))
         limit = (1 << noc_header(self.env.width).width("payload_bytes")) - 1
         if not isinstance(max_frame, int) or not 1 <= max_frame <= limit:
             raise ValueError(f"max_frame must be an integer from 1 to {limit}, not {max_frame!r}")
@@ -107,7 +115,7 @@ class FramePortTile(Tile):
         m.d.comb += receiver.o_hdr.ready.eq(1)
         connect(m, receiver=receiver.o_data, tile=flipped(self.mac_tx))
         with m.If(self.mac_tx.valid & self.mac_tx.ready & self.mac_tx.payload.last):
-            m.d.sync += self.tx_frames.eq(self.tx_frames + 1)
+            m.d.sync += self.counters.tx_frames.eq(self.counters.tx_frames + 1)
 
         # ---- RX: frame -> NoC message ------------------------------------------------------
         rx = self.mac_rx
@@ -115,7 +123,7 @@ class FramePortTile(Tile):
             # Nowhere to send frames: take every word and count every frame as dropped.
             m.d.comb += rx.ready.eq(1)
             with m.If(rx.valid & rx.payload.last):
-                m.d.sync += self.rx_dropped.eq(self.rx_dropped + 1)
+                m.d.sync += self.counters.rx_dropped.eq(self.counters.rx_dropped + 1)
             return m
 
         m.submodules.buffer = buf = PacketBuffer(
@@ -123,8 +131,9 @@ class FramePortTile(Tile):
             max_queued=self.max_queued, min_bytes=1, verdict=False, always_ready=True)
         connect(m, tile=flipped(rx), buffer=buf.i)
         m.d.comb += [
-            self.rx_frames.eq(buf.packets),
-            self.rx_dropped.eq(buf.overflow),
+            self.counters.rx_frames.eq(buf.packets),
+            self.counters.rx_dropped.eq(buf.overflow),
+            self.counters.rx_bad_fcs.eq(buf.aborted),
         ]
 
         m.submodules.sender = sender = MessageSender(width)
@@ -133,7 +142,7 @@ class FramePortTile(Tile):
         m.d.comb += [
             hdr.valid.eq(buf.o_desc.valid),
             hdr.payload.payload_bytes.eq(buf.o_desc.payload.bytes),
-            hdr.payload.msg_type.eq(MsgType.ETH_RX_FRAME.value),
+            hdr.payload.msg_type.eq(self.msg_type),
             buf.o_desc.ready.eq(hdr.ready),
         ]
         for name, value in self._fields.items():

@@ -2,12 +2,14 @@
 
 Message in (``UDP_RX_SEGMENT`` from UDP RX): the payload and its metadata. Message out
 (``UDP_TX_SEGMENT`` to UDP TX): the same payload and metadata. The metadata names the client as
-the *peer* (:mod:`beehive.proto.meta`), so sending it back unchanged addresses the reply, and its
-``l4_sum`` (the payload's sum) stays right, so UDP TX needs no pass over the payload.
+the *peer* (:data:`~beehive.proto.messages.PACKET_META`), so sending it back unchanged addresses
+the reply, and its ``l4_sum`` (the payload's sum) stays right, so UDP TX needs no pass over the
+payload.
 """
 
-from apiary.noc.header import MsgType
 from apiary.tiles.forward import ForwardTile
+
+from ..proto.messages import MsgType
 
 
 __all__ = ["UdpEchoTile"]

@@ -3,7 +3,7 @@
 A UDP application (placed after UDP RX like the echo, replying through UDP TX) that turns
 request datagrams into ``LOAD_MEM`` / ``STORE_MEM`` messages to a memory tile and the memory
 tile's acks into reply datagrams, sent back to the client with the request's metadata
-(:data:`~beehive.proto.meta.PACKET_META`, as the echo does).
+(:data:`~beehive.proto.messages.PACKET_META`, as the echo does).
 
 Datagrams (UDP payloads, big-endian):
 
@@ -81,18 +81,17 @@ import struct
 
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.lib import data
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib.wiring import connect, flipped
 
-from apiary.noc.checksum import InternetChecksum
 from apiary.noc.framing import MessageReceiver, MessageSender
-from apiary.noc.header import Fbits, MsgType, field_location
-from apiary.noc.packet_buffer import PacketBuffer
-from apiary.noc.realign import StreamInsert, StreamStrip
+from apiary.noc.header import Fbits, field_location
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
+from apiary.stream.checksum import InternetChecksum, ones_sum
+from apiary.stream.packet_buffer import PacketBuffer
+from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.tile import Tile
 
-from ..proto.layer import ones_sum
-from ..proto.meta import PACKET_META
+from ..proto.messages import PACKET_META, MsgType
 
 
 __all__ = ["UdpMemoryTile", "OP_READ", "OP_WRITE", "STATUS_OK", "STATUS_MEMORY_ERROR",
@@ -193,17 +192,10 @@ class UdpMemoryTile(Tile):
     max_read : int
         Longest read served (bytes); longer ones are bad requests. Also the ack buffer's size.
 
-    Members
-    -------
-    reads, writes : Out(32)
-        Read and write requests sent to memory (answered with status 0 or 1).
-    bad_request : Out(32)
-        Requests answered with status 2.
-    memory_errors : Out(32)
-        Requests answered with status 1.
-    overflow : Out(32)
-        Requests dropped unanswered: no room in the request buffer (a burst of requests
-        while one is served) or longer than 1472 bytes.
+    Counters: ``reads`` and ``writes`` (requests sent to memory, answered with status 0 or 1),
+    ``bad_request`` (answered with status 2), ``memory_errors`` (answered with status 1),
+    ``overflow`` (requests dropped unanswered: no room in the request buffer, a burst of
+    requests while one is served, or longer than 1472 bytes).
     """
 
     #: The input never waits for the output (see the module docstring).
@@ -215,8 +207,13 @@ class UdpMemoryTile(Tile):
             raise ValueError(f"max_read must be a number of bytes from 1 to 65535, "
                              f"not {max_read!r}")
         self.max_read = max_read
-        super().__init__(env, {name: Out(32) for name in
-                               ("reads", "writes", "bad_request", "memory_errors", "overflow")})
+        super().__init__(env, counters={
+            "reads": "read requests sent to memory",
+            "writes": "write requests sent to memory",
+            "bad_request": "requests answered with status 2 (bad request)",
+            "memory_errors": "requests answered with status 1 (memory error)",
+            "overflow": "requests dropped unanswered: no room, or longer than 1472 bytes",
+        })
         routes = self.env.next_hops("data")
         self.memory_hop = _hop(routes, MEMORY_KEY)
         self.reply_hop = _hop(routes, REPLY_KEY, None)
@@ -267,7 +264,7 @@ class UdpMemoryTile(Tile):
             req_buf.verdict.valid.eq(req_buf.accepted),
             req_buf.verdict.payload.ok.eq(1),
             req_buf.verdict.payload.info.eq(seg_meta),
-            self.overflow.eq(req_buf.overflow),
+            self.counters.overflow.eq(req_buf.overflow),
         ]
 
         # -- acks: stored whole while their data is summed ----------------------------------------
@@ -386,15 +383,15 @@ class UdpMemoryTile(Tile):
                                  r_write.eq(h_op == OP_WRITE), req_busy.eq(1),
                                  req_fwd.eq(~bad), desc_done.eq(0), head_done.eq(0)]
                     with m.If(bad):
-                        m.d.sync += [self.bad_request.eq(self.bad_request + 1),
+                        m.d.sync += [self.counters.bad_request.eq(self.counters.bad_request + 1),
                                      r_status.eq(STATUS_BAD_REQUEST), data_sum.eq(0),
                                      data_bytes.eq(0), from_ack.eq(0), replying.eq(1)]
                         m.next = "REPLY"
                     with m.Else():
                         with m.If(h_op == OP_WRITE):
-                            m.d.sync += self.writes.eq(self.writes + 1)
+                            m.d.sync += self.counters.writes.eq(self.counters.writes + 1)
                         with m.Else():
-                            m.d.sync += self.reads.eq(self.reads + 1)
+                            m.d.sync += self.counters.reads.eq(self.counters.reads + 1)
                         m.next = "MEMORY"
             with m.State("MEMORY"):
                 m.d.comb += mem_tx.i_hdr.valid.eq(~desc_done)
@@ -412,7 +409,7 @@ class UdpMemoryTile(Tile):
                         from_ack.eq(1), replying.eq(1), desc_done.eq(0), head_done.eq(0),
                     ]
                     with m.If(info_r.error):
-                        m.d.sync += self.memory_errors.eq(self.memory_errors + 1)
+                        m.d.sync += self.counters.memory_errors.eq(self.counters.memory_errors + 1)
                     m.next = "REPLY"
             with m.State("REPLY"):
                 m.d.comb += [rep_tx.i_hdr.valid.eq(~desc_done), ins.hdr.valid.eq(~head_done)]

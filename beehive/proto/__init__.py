@@ -1,14 +1,22 @@
-"""Beehive's protocol tiles: Ethernet (with 802.1Q), ARP, IPv4, ICMP echo and UDP, receive and
-transmit, each in its own file with its message format at the top."""
+"""Beehive's protocol layers, one file per protocol as LiteEth has them: its header table and its
+tiles, RX and TX side by side.
+
+* :mod:`~beehive.proto.ethernet`: Ethernet II with 802.1Q (RX and TX, at the MAC);
+* :mod:`~beehive.proto.arp`: ARP replies;
+* :mod:`~beehive.proto.ipv4`: IPv4 RX and TX;
+* :mod:`~beehive.proto.icmp`: ICMP echo;
+* :mod:`~beehive.proto.udp`: UDP RX and TX.
+
+Below them: :mod:`~beehive.proto.layer` (the receive and transmit frameworks every tile is
+written in), :mod:`~beehive.proto.messages` (message types and the metadata every message
+carries) and :mod:`~beehive.proto.addresses` (the design's MAC and IPv4 address).
+"""
 
 from .arp import ArpTile
-from .eth_rx import EthernetRxTile
-from .eth_tx import EthernetTxTile
+from .ethernet import EthernetRxTile, EthernetTxTile
 from .icmp import IcmpEchoTile
-from .ip_rx import Ipv4RxTile
-from .ip_tx import Ipv4TxTile
-from .udp_rx import UdpRxTile
-from .udp_tx import UdpTxTile
+from .ipv4 import Ipv4RxTile, Ipv4TxTile
+from .udp import UdpRxTile, UdpTxTile
 
 __all__ = ["ArpTile", "EthernetRxTile", "EthernetTxTile", "IcmpEchoTile", "Ipv4RxTile",
            "Ipv4TxTile", "UdpRxTile", "UdpTxTile"]

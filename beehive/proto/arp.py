@@ -1,24 +1,41 @@
-"""ARP: answer requests for the design's IPv4 address.
+"""ARP (RFC 826): the header table, and the tile that answers requests for the design's address.
 
-Message in (``ETH_RX_FRAME`` from Ethernet RX, EtherType 0x0806): the ARP packet (with any
-Ethernet padding). Message out (``ETH_TX_FRAME`` to Ethernet TX): the 28-byte reply, metadata
-``peer_mac`` (the requester) and ``ethertype`` 0x0806, the request's VLAN tag kept.
+Messages
+--------
+In (``ETH_RX_FRAME`` from Ethernet RX, EtherType 0x0806): the ARP packet (with any Ethernet
+padding). Out (``ETH_TX_FRAME`` to Ethernet TX): the 28-byte reply, metadata ``peer_mac`` (the
+requester) and ``ethertype`` 0x0806, the request's VLAN tag kept.
 """
 
 from amaranth import Signal
+from amaranth.lib import enum
 
-from apiary.noc.header import MsgType
+from apiary.stream.header import Header, header_view
 
-from .headers import ARP, ARP_HTYPE_ETHERNET, ArpOperation, EtherType
-from .layer import RxLayerTile, header_view
-from .meta import local_addresses
+from .addresses import local_addresses
+from .ethernet import EtherType
+from .layer import RxLayerTile
+from .messages import MsgType
 
 
-__all__ = ["ArpTile"]
+__all__ = ["ArpOperation", "ARP", "ARP_HTYPE_ETHERNET", "ArpTile"]
+
+
+class ArpOperation(enum.Enum, shape=16):
+    REQUEST = 1
+    REPLY   = 2
+
+
+#: ARP for IPv4 over Ethernet (RFC 826), 28 bytes.
+ARP = Header("arp", [
+    ("htype", 16), ("ptype", 16), ("hlen", 8), ("plen", 8), ("oper", 16),
+    ("sha", 48), ("spa", 32), ("tha", 48), ("tpa", 32),
+])
+ARP_HTYPE_ETHERNET = 1
 
 
 class ArpTile(RxLayerTile):
-    """Answer every ARP request (RFC 826) for the design's IPv4 address with its MAC.
+    """Answer every ARP request for the design's IPv4 address with its MAC.
 
     The reply goes to the requester's hardware address; nothing is stored, because every reply
     the design sends (ARP, ICMP, UDP) goes back to the MAC its request came from, carried in the
@@ -33,7 +50,12 @@ class ArpTile(RxLayerTile):
     head_bytes = 28
     key_width = 1
     msg_type = MsgType.ETH_TX_FRAME
-    drop_reasons = ("truncated", "unsupported", "not_request", "not_for_us")
+    drop_reasons = {
+        "truncated": "packets shorter than 28 bytes",
+        "unsupported": "ARP for other than IPv4 over Ethernet",
+        "not_request": "replies (gratuitous ARP included)",
+        "not_for_us": "requests for another address",
+    }
     patch_bytes = 28
 
     def __init__(self, env=None):

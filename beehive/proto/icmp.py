@@ -1,18 +1,33 @@
-"""ICMP echo: answer pings.
+"""ICMP echo (RFC 792): the header table, and the tile that answers pings.
 
-Message in (``IP_RX_DATAGRAM`` from IPv4 RX, protocol 1): the ICMP message. Message out
-(``IP_TX_DATAGRAM`` to IPv4 TX): the echo reply, same metadata (it goes back to the sender).
+Messages
+--------
+In (``IP_RX_DATAGRAM`` from IPv4 RX, protocol 1): the ICMP message. Out (``IP_TX_DATAGRAM`` to
+IPv4 TX): the echo reply, same metadata (it goes back to the sender).
 """
 
 from amaranth import Signal
+from amaranth.lib import enum
 
-from apiary.noc.header import Header, MsgType
+from apiary.stream.checksum import ones_sum
+from apiary.stream.header import Header, header_view
 
-from .headers import ICMP_ECHO, IcmpType
-from .layer import RxLayerTile, header_view, ones_sum
+from .layer import RxLayerTile
+from .messages import MsgType
 
 
-__all__ = ["IcmpEchoTile"]
+__all__ = ["IcmpType", "ICMP_ECHO", "IcmpEchoTile"]
+
+
+class IcmpType(enum.Enum, shape=8):
+    ECHO_REPLY   = 0
+    ECHO_REQUEST = 8
+
+
+#: ICMP echo request and reply, 8 bytes before the data.
+ICMP_ECHO = Header("icmp_echo", [
+    ("type", 8), ("code", 8), ("checksum", 16), ("identifier", 16), ("sequence", 16),
+])
 
 #: The part of an ICMP header the reply changes.
 _TYPE_CODE_CHECKSUM = Header("icmp_type_code_checksum", [("type", 8), ("code", 8), ("checksum", 16)])
@@ -34,7 +49,10 @@ class IcmpEchoTile(RxLayerTile):
     head_bytes = 8
     key_width = 1
     msg_type = MsgType.IP_TX_DATAGRAM
-    drop_reasons = ("truncated", "not_echo_request")
+    drop_reasons = {
+        "truncated": "messages shorter than 8 bytes",
+        "not_echo_request": "ICMP messages other than echo requests",
+    }
     patch_bytes = 4
     verify_offset = 0
     max_packet = 1480

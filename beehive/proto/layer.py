@@ -1,4 +1,9 @@
-"""What every protocol tile shares: a receive layer and a transmit layer.
+"""The frameworks every protocol tile is written in: a receive layer and a transmit layer.
+
+A protocol file (:mod:`beehive.proto.ethernet`, ``arp``, ``ipv4``, ``icmp``, ``udp``) holds its
+header table and its tiles, each a subclass of one of these two that says only what is
+particular to its protocol; everything about streams, framing, queues, next hops and counters
+is here, once.
 
 A **receive layer** (:class:`RxLayerTile`) takes packets (from the NoC, or from the MAC for
 Ethernet), peeks at the first ``head_bytes`` of each, decides from them whether to forward it,
@@ -13,7 +18,7 @@ writes :meth:`RxLayerTile.parse` and names its drop reasons; the rest is here::
 
 A **transmit layer** (:class:`TxLayerTile`) takes messages from the NoC and puts the header that
 :meth:`TxLayerTile.build` makes from the packet's metadata in front of the payload
-(:class:`~apiary.noc.realign.StreamInsert`); it never waits for more than the header.
+(:class:`~apiary.stream.realign.StreamInsert`); it never waits for more than the header.
 
 Both keep one counter per drop reason, plus ``forwarded``; a packet is counted once, under the
 first reason that applies, so the counters add up to the packets received.
@@ -21,30 +26,30 @@ first reason that applies, so the counters add up to the packets received.
 
 from types import SimpleNamespace
 
-from amaranth import Module, Signal, Cat, Const, Mux, Shape
+from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.hdl import unsigned
-from amaranth.lib import data, fifo, stream
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib import data, stream
+from amaranth.lib.wiring import connect, flipped
 
-from apiary.noc.checksum import InternetChecksum
-from apiary.noc.flit import payload_layout
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
-from apiary.noc.packet_buffer import PacketBuffer
-from apiary.noc.peek import PayloadPeek
-from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
+from apiary.stream.checksum import InternetChecksum
+from apiary.stream.header import header_signal
+from apiary.stream.layout import payload_layout
+from apiary.stream.packet_buffer import PacketBuffer
+from apiary.stream.peek import PayloadPeek
+from apiary.stream.queue import Queue
+from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.tile import Tile
 
-from .meta import PACKET_META
+from .messages import META_BITS, PACKET_META
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "header_view", "header_signal",
-           "ones_sum", "fold16"]
+__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "LENGTH_BITS"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
-META_BITS = PACKET_META.size
 
 
 def message_overhead(width):
@@ -70,50 +75,6 @@ def buffered_packets(m, buf):
         buf.o_desc.ready.eq(hdr.ready),
     ]
     return hdr, buf.o
-
-
-def header_view(header, value, offset=0):
-    """View the bytes ``value`` (lane order: byte ``k`` in bits ``8k..8k+7``), starting at byte
-    ``offset``, as the MSB-first :class:`~apiary.noc.header.Header` ``header``."""
-    size = header.size // 8
-    return data.View(header.layout(), byte_reverse(value[8 * offset:8 * (offset + size)]))
-
-
-def header_signal(m, header, value, offset=0):
-    """Like :func:`header_view`, but a signal driven once from ``value``: cheaper to elaborate
-    when its fields are used many times."""
-    sig = Signal(header.layout(), name=f"{header.name}_at{offset}")
-    m.d.comb += sig.as_value().eq(header_view(header, value, offset).as_value())
-    return sig
-
-
-def fold16(value):
-    """Fold a sum of 16-bit words (below ``2**32``) to 16 bits with end-around carries."""
-    for _ in range(2):
-        value = value[:16] + value[16:]
-    return value[:16]
-
-
-def ones_sum(*values):
-    """The one's-complement sum of 16-bit values, as a 16-bit value."""
-    total = values[0]
-    for v in values[1:]:
-        total = total + v
-    return fold16(total)
-
-
-def _queue(m, name, layout, depth=2):
-    """A small FIFO of ``layout`` values; returns its write and read streams as views."""
-    is_layout = isinstance(layout, (data.Layout, dict))
-    if isinstance(layout, dict):
-        layout = data.StructLayout(layout)
-    q = fifo.SyncFIFO(width=Shape.cast(layout).width, depth=depth)
-    m.submodules[name] = q
-    view = (lambda v: data.View(layout, v)) if is_layout else (lambda v: v)
-    w, r = SimpleNamespace(), SimpleNamespace()
-    w.valid, w.ready, w.payload = q.w_en, q.w_rdy, view(q.w_data)
-    r.valid, r.ready, r.payload = q.r_rdy, q.r_en, view(q.r_data)
-    return w, r
 
 
 class _Parse:
@@ -159,14 +120,15 @@ class RxLayerTile(Tile):
     Class attributes a subclass sets: ``head_bytes`` (bytes :meth:`parse` sees), ``max_strip``
     (most bytes it strips), ``strip_counts`` (the only counts a variable strip takes, if few:
     a cheaper realignment), ``key_width`` (bits of its routing key), ``msg_type`` (of the
-    messages it sends), ``drop_reasons`` (names of its drop counters, in priority order),
+    messages it sends), ``drop_reasons`` (``{name: what it drops}``, in priority order),
     ``patch_bytes`` (most bytes :meth:`_Parse.patch` replaces, 0 if never), and for a tile that
     verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
     :meth:`verify`.
 
-    Members: a counter ``Out(32)`` per drop reason, plus ``no_route`` (no next hop for the key),
-    ``forwarded``, and with ``verify_offset``, ``bad_checksum`` and ``overflow`` (packets longer
-    than ``max_packet``, or that do not fit).
+    Counters (:class:`~apiary.tile.Tile`'s ``counters``): one per drop reason, then
+    ``no_route`` (no next hop for the key) and ``forwarded``, with ``verify_offset`` also
+    ``bad_checksum`` and ``overflow`` (packets longer than ``max_packet``, or that do not fit),
+    then whatever the subclass adds (its ``counters=``).
     """
 
     head_bytes = 8
@@ -174,22 +136,26 @@ class RxLayerTile(Tile):
     strip_counts = None
     key_width = 1
     msg_type = None
-    drop_reasons = ()
+    drop_reasons: dict[str, str] = {}
     patch_bytes = 0
     verify_offset = None
     max_packet = 2048
 
-    def __init__(self, env=None, members=None):
-        counters = {name: Out(32) for name in self.counter_names()}
-        super().__init__(env, {**counters, **(members or {})})
+    def __init__(self, env=None, members=None, counters=None):
+        super().__init__(env, members, {**self.layer_counters(), **(counters or {})})
         self.routes = self.env.next_hops("data")
 
     @classmethod
-    def counter_names(cls):
-        names = list(cls.drop_reasons) + ["no_route", "forwarded"]
+    def layer_counters(cls):
+        """``{name: description}`` of the counters every receive layer of this class has."""
+        counters = dict(cls.drop_reasons)
+        counters.update(no_route="packets with no next hop for their key, dropped",
+                        forwarded="packets sent on")
         if cls.verify_offset is not None:
-            names += ["bad_checksum", "overflow"]
-        return names
+            counters.update(bad_checksum="packets whose checksum is wrong, dropped",
+                            overflow=f"packets over {cls.max_packet} bytes, or that found no "
+                                     f"room, dropped")
+        return counters
 
     # -- hooks -----------------------------------------------------------------------------------
 
@@ -234,8 +200,8 @@ class RxLayerTile(Tile):
                                                         info_width=info)
         m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=self.verify_offset)
         # Packets whose checksum is being computed, oldest first.
-        pend_w, pend_r = _queue(m, "verify_pending", packet_layout(), depth=4)
-        first_w, first_r = _queue(m, "verify_first", unsigned(width), depth=4)
+        m.submodules.verify_pending = pend = Queue(packet_layout(), 4)
+        m.submodules.verify_first = first = Queue(unsigned(width), 4)
 
         # A packet's length and metadata are queued when its header is taken (before its first
         # word appears), its first word when that is taken.
@@ -244,48 +210,47 @@ class RxLayerTile(Tile):
             m.d.sync += initial.eq(self.verify_initial(m, hdr.payload.length, hdr.payload.meta))
         in_packet = Signal()        # past the first word of the current packet
         take = data_.valid & data_.ready
+        connect(m, source=hdr, pending=pend.i)
         m.d.comb += [
-            hdr.ready.eq(pend_w.ready),
-            pend_w.valid.eq(hdr.valid),
-            pend_w.payload.eq(hdr.payload),
-            buf.i.valid.eq(data_.valid & first_w.ready),
+            buf.i.valid.eq(data_.valid & first.i.ready),
             buf.i.payload.eq(data_.payload),
-            data_.ready.eq(buf.i.ready & first_w.ready),
+            data_.ready.eq(buf.i.ready & first.i.ready),
             tap.i.valid.eq(take),
             tap.i.payload.eq(data_.payload),
             tap.offset.eq(self.verify_offset),
             tap.initial.eq(initial),
-            first_w.valid.eq(take & ~in_packet),
-            first_w.payload.eq(data_.payload.data),
+            first.i.valid.eq(take & ~in_packet),
+            first.i.payload.eq(data_.payload.data),
         ]
         with m.If(take):
             m.d.sync += in_packet.eq(~data_.payload.last)
 
-        v = SimpleNamespace(sum=tap.o.payload.sum, first=first_r.payload,
-                            length=pend_r.payload.length, meta=pend_r.payload.meta)
+        v = SimpleNamespace(sum=tap.o.payload.sum, first=first.o.payload,
+                            length=pend.o.payload.length, meta=pend.o.payload.meta)
         ok, meta_out = self.verify(m, v)
         result = Signal(packet_layout())
-        m.d.comb += result.eq(pend_r.payload)
+        m.d.comb += result.eq(pend.o.payload)
         for name, value in meta_out.items():
             m.d.comb += getattr(result.meta, name).eq(value)
         # The checksum has a result for every packet, the buffer wants a verdict only for those
         # it stored (not those it dropped itself, too long): which they were, oldest first.
-        stored_w, stored_r = _queue(m, "verify_stored", unsigned(1), depth=4)
+        m.submodules.verify_stored = stored = Queue(unsigned(1), 4)
         m.d.comb += [
-            stored_w.valid.eq(buf.accepted | buf.i_dropped),
-            stored_w.payload.eq(buf.accepted),
-            stored_r.ready.eq(tap.o.valid),
+            stored.i.valid.eq(buf.accepted | buf.i_dropped),
+            stored.i.payload.eq(buf.accepted),
+            stored.o.ready.eq(tap.o.valid),
         ]
         m.d.comb += [
-            buf.verdict.valid.eq(tap.o.valid & stored_r.payload),
+            buf.verdict.valid.eq(tap.o.valid & stored.o.payload),
             buf.verdict.payload.ok.eq(ok),
             buf.verdict.payload.info.eq(result),
-            pend_r.ready.eq(tap.o.valid),
-            first_r.ready.eq(tap.o.valid),
+            pend.o.ready.eq(tap.o.valid),
+            first.o.ready.eq(tap.o.valid),
         ]
+        counters = self.counters
         with m.If(buf.verdict.valid & ~ok):
-            m.d.sync += self.bad_checksum.eq(self.bad_checksum + 1)
-        m.d.comb += self.overflow.eq(buf.overflow)
+            m.d.sync += counters.bad_checksum.eq(counters.bad_checksum + 1)
+        m.d.comb += counters.overflow.eq(buf.overflow)
 
         out_hdr = stream.Signature(packet_layout()).create()
         m.d.comb += [
@@ -335,22 +300,22 @@ class RxLayerTile(Tile):
         # descriptor for the sender, its strip count (only if that varies: a count that is a
         # Python int is the same for every packet, so the strip is fixed, or absent for 0), and
         # its patch.
-        desc_w, desc_r = _queue(m, "descriptors",
-                                MessageSender.descriptor_layout(width, meta_bits=META_BITS))
-        entries = [(desc_w, {
+        m.submodules.descriptors = descs = Queue(
+            MessageSender.descriptor_layout(width, meta_bits=META_BITS))
+        entries = [(descs.i, {
             "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
             "src_x": self.env.x, "src_y": self.env.y, "msg_type": self.msg_type.value,
             "payload_bytes": out_length, "meta": meta.as_value(),
         })]
         fixed_strip = isinstance(p.strip, int)
         if not fixed_strip:
-            cut_w, cut_r = _queue(m, "cuts", {"n": range(max(1, self.max_strip) + 1)})
-            entries.append((cut_w, {"n": strip_n}))
+            m.submodules.cuts = cuts = Queue(range(max(1, self.max_strip) + 1))
+            entries.append((cuts.i, strip_n))
         if self.patch_bytes:
-            patch_w, patch_r = _queue(m, "patches", {"data": unsigned(8 * self.patch_bytes),
-                                                     "nbytes": range(self.patch_bytes + 1)})
-            entries.append((patch_w, {"data": 0 if p.patch_data is None else p.patch_data,
-                                      "nbytes": p.patch_len}))
+            m.submodules.patches = patches = Queue({"data": unsigned(8 * self.patch_bytes),
+                                                    "nbytes": range(self.patch_bytes + 1)})
+            entries.append((patches.i, {"data": 0 if p.patch_data is None else p.patch_data,
+                                        "nbytes": p.patch_len}))
 
         # The verdict: the first drop reason that holds, else no route, else forward.
         decide = Signal()
@@ -363,7 +328,7 @@ class RxLayerTile(Tile):
         # is elaborated twice, and these are used by every later reason.
         dropped = Const(0)
         for reason, condition in p.drops:
-            counter = getattr(self, reason)
+            counter = getattr(self.counters, reason)
             this = Signal(name=f"drop_{reason}")
             m.d.comb += this.eq(condition)
             with m.If(decide & ~dropped & this):
@@ -374,9 +339,9 @@ class RxLayerTile(Tile):
         keep = Signal()
         m.d.comb += keep.eq(~dropped & table.hit)
         with m.If(decide & ~dropped & ~table.hit):
-            m.d.sync += self.no_route.eq(self.no_route + 1)
+            m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
         with m.If(decide & keep):
-            m.d.sync += self.forwarded.eq(self.forwarded + 1)
+            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
         with m.If(decide):
             m.d.sync += cur_valid.eq(0)
 
@@ -386,8 +351,11 @@ class RxLayerTile(Tile):
         ]
         for w, fields in entries:
             m.d.comb += w.valid.eq(decide & keep)
-            for name, value in fields.items():
-                m.d.comb += getattr(w.payload, name).eq(value)
+            if isinstance(fields, dict):
+                for name, value in fields.items():
+                    m.d.comb += getattr(w.payload, name).eq(value)
+            else:
+                m.d.comb += w.payload.eq(fields)
 
         # Forwarding: strip, patch, frame.
         if fixed_strip and p.strip == 0:
@@ -400,22 +368,14 @@ class RxLayerTile(Tile):
             m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip),
                                                      counts=self.strip_counts)
             connect(m, peek=peek.o, strip=strip.i)
-            m.d.comb += [
-                strip.n.valid.eq(cut_r.valid),
-                strip.n.payload.eq(cut_r.payload.n),
-                cut_r.ready.eq(strip.n.ready),
-            ]
+            connect(m, cuts=cuts.o, strip=strip.n)
             stripped = strip.o
         m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
                                                     empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
-        m.d.comb += [
-            sender.i_hdr.valid.eq(desc_r.valid),
-            sender.i_hdr.payload.eq(desc_r.payload),
-            desc_r.ready.eq(sender.i_hdr.ready),
-        ]
+        connect(m, descriptors=descs.o, sender=sender.i_hdr)
         if self.patch_bytes:
-            self._patch(m, stripped, patch_r, sender.i_data)
+            self._patch(m, stripped, patches.o, sender.i_data)
         else:
             connect(m, strip=stripped, sender=sender.i_data)
         return m
@@ -458,7 +418,8 @@ class TxLayerTile(Tile):
     (every header is ``max_header`` long), ``header_counts`` (otherwise, the only header lengths
     there are, if few: a cheaper realignment). A subclass writes :meth:`build`.
 
-    Members: ``forwarded`` (messages sent on), ``no_route`` (no next hop: messages dropped).
+    Counters: ``forwarded`` (messages sent on), ``no_route`` (no next hop: messages dropped),
+    then whatever the subclass adds (its ``counters=``).
     """
 
     max_header = 8
@@ -466,8 +427,11 @@ class TxLayerTile(Tile):
     fixed = True
     header_counts = None
 
-    def __init__(self, env=None, members=None):
-        super().__init__(env, {"forwarded": Out(32), "no_route": Out(32), **(members or {})})
+    def __init__(self, env=None, members=None, counters=None):
+        super().__init__(env, members, {
+            "forwarded": "messages sent on",
+            "no_route": "messages dropped for want of a single next hop",
+            **(counters or {})})
         self.routes = self.env.next_hops("data")
 
     def build(self, m, length, meta):
@@ -487,7 +451,7 @@ class TxLayerTile(Tile):
             # No single next hop: count and drop every packet.
             m.d.comb += [desc.ready.eq(1), o.ready.eq(1)]
             with m.If(desc.valid):
-                m.d.sync += self.no_route.eq(self.no_route + 1)
+                m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
             return
         hop, = hops
         m.d.comb += [
@@ -503,7 +467,7 @@ class TxLayerTile(Tile):
             desc.ready.eq(sender.i_hdr.ready),
         ]
         with m.If(desc.valid & desc.ready):
-            m.d.sync += self.forwarded.eq(self.forwarded + 1)
+            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
         connect(m, insert=o, sender=sender.i_data)
 
     def elaborate(self, platform):
@@ -516,34 +480,26 @@ class TxLayerTile(Tile):
         # Messages are queued (length and metadata, and a few payload words) so that the next
         # message's header and metadata flits are taken while this one's payload still leaves:
         # the input never waits for the output's header flits.
-        hdr_w, hdr_r = _queue(m, "headers", packet_layout(), depth=2)
+        m.submodules.headers = headers = Queue(packet_layout(), 2)
         m.d.comb += [
-            hdr_w.valid.eq(rx.o_hdr.valid),
-            hdr_w.payload.length.eq(rx.o_hdr.payload.payload_bytes),
-            hdr_w.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-            rx.o_hdr.ready.eq(hdr_w.ready),
+            headers.i.valid.eq(rx.o_hdr.valid),
+            headers.i.payload.length.eq(rx.o_hdr.payload.payload_bytes),
+            headers.i.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+            rx.o_hdr.ready.eq(headers.i.ready),
         ]
-        words_w, words_r = _queue(m, "words", payload_layout(width), depth=4)
-        m.d.comb += [
-            words_w.valid.eq(rx.o_data.valid),
-            words_w.payload.eq(rx.o_data.payload),
-            rx.o_data.ready.eq(words_w.ready),
-        ]
+        m.submodules.words = words = Queue(payload_layout(width), 4)
+        connect(m, receiver=rx.o_data, words=words.i)
 
         # The message being sent: the head of the queue, until both its descriptor and its
         # header are taken.
-        cur = hdr_r.payload
-        cur_valid = hdr_r.valid
+        cur = headers.o.payload
+        cur_valid = headers.o.valid
         desc_done = Signal()
         head_done = Signal()
         header, nbytes, meta_out = self.build(m, cur.length, cur.meta)
         m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,
                                                     counts=self.header_counts)
-        m.d.comb += [
-            insert.i.valid.eq(words_r.valid),
-            insert.i.payload.eq(words_r.payload),
-            words_r.ready.eq(insert.i.ready),
-        ]
+        connect(m, words=words.o, insert=insert.i)
 
         desc = stream.Signature(packet_layout()).create()
         m.d.comb += [
@@ -564,7 +520,7 @@ class TxLayerTile(Tile):
         with m.If(head_taken):
             m.d.sync += head_done.eq(1)
         with m.If(cur_valid & (desc_done | desc_taken) & (head_done | head_taken)):
-            m.d.comb += hdr_r.ready.eq(1)
+            m.d.comb += headers.o.ready.eq(1)
             m.d.sync += [desc_done.eq(0), head_done.eq(0)]
 
         self.sink(m, desc, insert.o)

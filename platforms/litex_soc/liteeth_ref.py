@@ -44,7 +44,7 @@ __all__ = ["LiteEthUdpEchoSoC", "udp_echo_loopback", "build_liteeth_reference", 
 #: ``liteeth/gen.py``; ``with_sys_datapath`` only for 16 and 32 bits).
 DEFAULT_DW = 8
 
-SERVER_MAC = 0x020000000002        # our design's defaults (beehive.proto.meta)
+SERVER_MAC = 0x020000000002        # our design's defaults (beehive.proto.addresses)
 SERVER_IP = "10.0.0.2"
 CLIENT_MAC = "02:00:00:00:00:01"
 CLIENT_IP = "10.0.0.1"
@@ -521,16 +521,17 @@ def measure_liteeth_throughput(size=64, packets=50, dw=64, *, keep_cdc=False):
 def measure_ours(design_path="examples/udp_echo.py", payload_sizes=(1, 64, 512, 1472),
                  width=64):
     """Our design's latency at the same sizes, by ``apiary bench``'s own
-    :func:`apiary.bench.echo.measure_latency` (Verilator; one request per size into the idle
+    :func:`beehive.bench.echo.measure_latency` (Verilator; one request per size into the idle
     design, replies checked against ``beehive.model.echo_reply``). Returns rows like
     :func:`measure_liteeth_latency`'s (without ``rx_stall_cycles``: our ``mac_rx`` is never
     back-pressured)."""
-    from apiary.bench.echo import _addresses, measure_latency
+    from beehive.bench.echo import measure_latency
+    from beehive.proto.addresses import design_addresses
     from apiary.load import load_design
     from apiary.sim import open_sim
 
     design = load_design(design_path, width=width)
-    mac, ipv4 = _addresses(design)
+    mac, ipv4 = design_addresses(design)
     rows = []
     with open_sim(design, "verilator") as sim:
         for size in payload_sizes:

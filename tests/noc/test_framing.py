@@ -10,8 +10,8 @@ from amaranth.lib import wiring
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 payload_words)
-from apiary.noc.testbench import (recv_packet, send_flits, send_packet, simulate, split_messages,
-                                  stream_get, stream_put)
+from apiary.stream.testbench import recv_packet, send_packet, simulate, stream_get, stream_put
+from apiary.noc.testbench import send_flits, split_messages
 
 
 WIDTHS = [64, 512]

@@ -8,8 +8,9 @@ from amaranth import Module, Signal
 from amaranth.sim import Simulator
 from scapy.layers.inet import UDP
 
-from apiary.noc import (Header, Message, NocHeader, header_flits, noc_header, routing_header,
-                        field_location, check_width)
+from apiary.stream.header import Header
+from apiary.noc import Message, NocHeader, header_flits, noc_header, routing_header, field_location
+from apiary.stream.layout import check_width
 
 
 UDP_HEADER = Header("udp", [("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)])

@@ -6,7 +6,8 @@ from collections import Counter
 import pytest
 
 from apiary.noc.merger import MessageMerger
-from apiary.noc.testbench import send_flits, simulate, split_messages, stream_get
+from apiary.noc.testbench import send_flits, split_messages
+from apiary.stream.testbench import simulate, stream_get
 
 
 WIDTHS = [64, 512]

@@ -5,7 +5,8 @@ import pytest
 
 from apiary.noc.header import Message, NocHeader
 from apiary.noc.mesh import Mesh
-from apiary.noc.testbench import WithCycleCounter, send_flits, simulate
+from apiary.stream.testbench import WithCycleCounter, simulate
+from apiary.noc.testbench import send_flits
 
 
 WIDTHS = pytest.mark.parametrize("width", [64, 512])

@@ -3,7 +3,7 @@
 import pytest
 
 from apiary.noc import Fbits
-from apiary.noc.testbench import simulate
+from apiary.stream.testbench import simulate
 from apiary.noc.nexthop import NextHopTable
 from apiary.tile import Endpoint
 

@@ -6,7 +6,8 @@ from amaranth.sim import Simulator
 
 from apiary.noc.header import Message, NocHeader, routing_header
 from apiary.noc.router import DIRS, SOURCES, Dir, Router, xy_route
-from apiary.noc.testbench import WithCycleCounter, send_flits
+from apiary.stream.testbench import WithCycleCounter
+from apiary.noc.testbench import send_flits
 
 
 # --- helpers -------------------------------------------------------------------------------------

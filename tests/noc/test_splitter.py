@@ -6,7 +6,8 @@ import pytest
 
 from apiary.noc import Fbits, Message, NocHeader
 from apiary.noc.splitter import FbitsSplitter
-from apiary.noc.testbench import recv_flits, send_flits, simulate
+from apiary.noc.testbench import recv_flits, send_flits
+from apiary.stream.testbench import simulate
 
 
 WIDTHS = [64, 512]

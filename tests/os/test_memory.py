@@ -9,20 +9,21 @@ import pytest
 from amaranth import Module
 from amaranth.lib.wiring import In, Out, connect
 
-from apiary.noc.flit import payload_signature
-from apiary.noc.header import MsgType
-from apiary.noc.testbench import (recv_flits, send_flits, simulate, stream_get, stream_put,
-                                  transfers)
+from apiary.stream.mac import FrameStream
+from apiary.noc.testbench import recv_flits, send_flits
+from apiary.stream.testbench import simulate, stream_get, stream_put, transfers
 from apiary.os.memory import MemoryModel, MemoryPortSignature, memory_port_signature
 from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, STORE_MEM, STORE_MEM_ACK, MemoryTile,
                                    decode_mem_message, mem_message_flits)
 from apiary.design import Design
 from apiary.tile import Tile, TileEnv
+from apiary.sim import memory_models
 from apiary.top import DesignTop, design_verilog
 
 
 TILE_XY = (1, 0)
 HOST_XY = (0, 0)
+OTHER_TYPE = 12         # any message type but the memory ones
 
 
 # -- the memory model ------------------------------------------------------------------------------
@@ -160,7 +161,7 @@ def run_tile(width, requests, *, latency=20, size_bytes=4096, init=b"", stall=0.
         await ctx.tick().repeat(40)
         assert ctx.get(tile.noc_out.valid) == 0, "a reply nobody asked for"
         for name in ("loads", "stores", "out_of_range", "bad_type", "bad_length", "malformed"):
-            counters[name] = ctx.get(getattr(tile, name))
+            counters[name] = ctx.get(getattr(tile.counters, name))
 
     simulate(m, sink, background=[source, transfers(tile.noc_in, log_in),
                                   transfers(tile.noc_out, log_out)], timeout=timeout)
@@ -251,7 +252,7 @@ def test_random_requests_with_backpressure_match_a_bytearray(width, latency):
         elif kind < 0.95:
             jobs.append((LOAD_MEM, addr, size))
         else:
-            jobs.append((MsgType.ETH_RX_FRAME.value, addr, size, rng.randbytes(rng.randrange(80))))
+            jobs.append((OTHER_TYPE, addr, size, rng.randbytes(rng.randrange(80))))
     got, counters, _, _ = run_tile(
         width, [request(width, *j) for j in jobs], latency=latency, size_bytes=size_bytes,
         stall=0.3, gaps=0.2, seed=width, replies=sum(j[0] in (LOAD_MEM, STORE_MEM) for j in jobs))
@@ -293,7 +294,7 @@ def test_other_message_types_are_dropped_and_the_next_request_is_served(width):
     whole and dropped, counted in ``bad_type``; the requests around them are served."""
     jobs = [
         (STORE_MEM, 3, 5, b"hello"),
-        (MsgType.ETH_RX_FRAME.value, 0, 0, bytes(range(150))),
+        (OTHER_TYPE, 0, 0, bytes(range(150))),
         (LOAD_MEM_ACK, 3, 5),
         (LOAD_MEM, 3, 5),
     ]
@@ -402,8 +403,8 @@ class FlitPortTile(Tile):
 
     def __init__(self, env=None):
         env = env if env is not None else TileEnv()
-        super().__init__(env, {"mac_rx": In(payload_signature(env.width)),
-                               "mac_tx": Out(payload_signature(env.width))})
+        super().__init__(env, {"mac_rx": In(FrameStream(env.width)),
+                               "mac_tx": Out(FrameStream(env.width))})
 
     def elaborate(self, platform):
         m = Module()
@@ -441,18 +442,19 @@ def flits_of(frame, width):
 
 
 def test_design_top_brings_the_memory_port_out_or_attaches_a_model(tmp_path, monkeypatch):
-    """Without ``memory_model`` the tile's memory port is the top-level port ``mem_mem``; with
-    it, a model sits inside the top and the port is gone; the Verilog cache keeps the two
-    apart (the conversion is stubbed: only the keys matter here)."""
+    """Without an attachment the tile's memory port is the top-level port ``mem_mem``; with the
+    simulators' (:func:`apiary.sim.memory_models`), a model sits inside the top and the port is
+    gone; the Verilog cache keeps the two apart (the conversion is stubbed: only the keys matter
+    here)."""
     import apiary.top
     d = memory_design(64)
     plain = DesignTop(d)
     assert isinstance(plain.signature.members["mem_mem"].signature, MemoryPortSignature)
-    assert plain.memory_ports == []
-    modelled = DesignTop(d, memory_model={"latency": 3})
+    assert plain.attached == []
+    modelled = DesignTop(d, attach=[memory_models(3)])
     assert "mem_mem" not in modelled.signature.members
-    assert modelled.memory_ports == [("mem", "mem")]
-    assert "mem_loads" in modelled.signature.members
+    assert [(t, m) for t, m, _ in modelled.attached] == [("mem", "mem")]
+    assert "mem_loads" in modelled.bank
 
     converted = []
 
@@ -464,14 +466,14 @@ def test_design_top_brings_the_memory_port_out_or_attaches_a_model(tmp_path, mon
     b = design_verilog(modelled, cache_dir=tmp_path)
     assert "mem_mem" in a and "mem_mem" not in b
     assert len(list((tmp_path / "verilog").iterdir())) == 2
-    assert design_verilog(DesignTop(d, memory_model={"latency": 3}), cache_dir=tmp_path) == b
-    assert design_verilog(DesignTop(d, memory_model={"latency": 4}), cache_dir=tmp_path) != ""
+    assert design_verilog(DesignTop(d, attach=[memory_models(3)]), cache_dir=tmp_path) == b
+    assert design_verilog(DesignTop(d, attach=[memory_models(4)]), cache_dir=tmp_path) != ""
     assert len(converted) == 3 and len(list((tmp_path / "verilog").iterdir())) == 3
 
 
 def test_design_top_without_memory_ports_keeps_its_cache_key(tmp_path, monkeypatch):
-    """A design without memory ports gets the same Verilog cache entry with or without
-    ``memory_model`` (the simulators always pass it)."""
+    """A design without memory ports gets the same Verilog cache entry with or without the
+    memory-model attachment (the simulators always pass it)."""
     import apiary.top
     from apiary.tiles.forward import ForwardTile
     monkeypatch.setattr(apiary.top.verilog, "convert", lambda top, **kw: "// stub\n")
@@ -481,7 +483,7 @@ def test_design_top_without_memory_ports_keeps_its_cache_key(tmp_path, monkeypat
     d.route("host", "fwd")
     d.route("fwd", "host")
     design_verilog(DesignTop(d), cache_dir=tmp_path)
-    design_verilog(DesignTop(d, memory_model={"latency": 3}), cache_dir=tmp_path)
+    design_verilog(DesignTop(d, attach=[memory_models(3)]), cache_dir=tmp_path)
     assert len(list((tmp_path / "verilog").iterdir())) == 1
 
 

@@ -8,8 +8,11 @@ from amaranth.hdl import Shape
 from scapy.layers.inet import ICMP, IP, UDP as ScapyUDP
 from scapy.layers.l2 import ARP as ScapyARP, Dot1Q, Ether
 
-from beehive.proto.headers import (ARP, ETHERNET, ICMP_ECHO, IPV4, UDP, VLAN, ArpOperation,
-                                   EtherType, IcmpType, IpProtocol)
+from beehive.proto.arp import ARP, ArpOperation
+from beehive.proto.ethernet import ETHERNET, VLAN, EtherType
+from beehive.proto.icmp import ICMP_ECHO, IcmpType
+from beehive.proto.ipv4 import IPV4, IpProtocol
+from beehive.proto.udp import UDP
 
 
 def mac(value):

@@ -23,15 +23,18 @@ from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import Ether
 
 from apiary.load import load_design
-from apiary.noc.header import Message, MsgType, NocHeader
-from apiary.noc.testbench import recv_message, simulate, stream_get, stream_put
+from apiary.noc.header import Message, NocHeader
+from beehive.proto.messages import MsgType
+from apiary.noc.testbench import recv_message
+from apiary.stream.testbench import simulate, stream_get, stream_put
 from apiary.tile import Endpoint, TileEnv
 from apiary.top import DesignTop
 from beehive.model import echo_reply
-from beehive.proto.meta import DEFAULT_MAC, meta_from_words, meta_to_words
-from beehive.proto.slip import (END, ESC, ESC_END, ESC_ESC, SlipRxTile, SlipTxTile,
+from beehive.proto.addresses import DEFAULT_MAC
+from beehive.proto.messages import meta_from_words, meta_to_words
+from beehive.serial.slip import (END, ESC, ESC_END, ESC_ESC, SlipRxTile, SlipTxTile,
                                 slip_decode, slip_encode)
-from beehive.proto.uart import UartRx, UartTx, baud_divisor
+from beehive.serial.uart import UartRx, UartTx, baud_divisor
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BAUD = 115200
@@ -266,7 +269,7 @@ def test_slip_rx_decodes_escapes_and_drops_bad_frames(width):
         await ctx.tick().repeat(200)
         for name in ("forwarded", "no_route", "bad_escape", "oversized", "no_room",
                      "framing_errors"):
-            counts[name] = ctx.get(getattr(tile, name))
+            counts[name] = ctx.get(getattr(tile.counters, name))
 
     simulate(tile, drive, background=[flit_collector(tile.noc_out, messages, width)])
     assert slip_decode(line)[1] == 3
@@ -294,14 +297,14 @@ def test_slip_rx_counts_frames_it_has_no_room_for():
     async def drive(ctx):
         await drive_line(ctx, tile.uart_rx, uart_bits(b"".join(slip_encode(f) for f in frames)))
         await ctx.tick().repeat(50)
-        counts["stalled"] = ctx.get(tile.no_room)
+        counts["stalled"] = ctx.get(tile.counters.no_room)
         while ctx.get(tile.noc_out.valid):
             messages.append(await recv_message(ctx, tile.noc_out, width))
             await ctx.tick().repeat(10)
         await drive_line(ctx, tile.uart_rx, uart_bits(slip_encode(late)))
         messages.append(await recv_message(ctx, tile.noc_out, width))
-        counts["no_room"] = ctx.get(tile.no_room)
-        counts["forwarded"] = ctx.get(tile.forwarded)
+        counts["no_room"] = ctx.get(tile.counters.no_room)
+        counts["forwarded"] = ctx.get(tile.counters.forwarded)
 
     simulate(tile, drive, timeout=20_000)
     got = [m.payload for m in messages]
@@ -333,7 +336,7 @@ def test_slip_tx_escapes_and_frames_every_message(width):
         while len(line) < expected:
             await ctx.tick().repeat(10 * DIV)
         await ctx.tick().repeat(20 * DIV)
-        assert ctx.get(tile.forwarded) == len(payloads)
+        assert ctx.get(tile.counters.forwarded) == len(payloads)
 
     simulate(tile, send, background=[line_reader(tile.uart_tx, line)])
     assert bytes(line) == b"".join(slip_encode(p) for p in payloads)
@@ -376,9 +379,8 @@ def exchange(datagrams, extra_cycles=3000, **overrides):
             await ctx.tick().repeat(10 * DIV)
             waited += 10 * DIV
         await ctx.tick().repeat(30 * DIV)
-        for name in top.signature.members:
-            if name not in ("slip_rx_uart_rx", "slip_tx_uart_tx"):
-                counters[name] = ctx.get(getattr(top, name))
+        for name in top.bank.names:
+            counters[name] = ctx.get(getattr(top.counters, name))
 
     sim = Simulator(top)
     sim.add_clock(1 / (BAUD * DIV))

@@ -17,7 +17,7 @@ from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
 from apiary.load import load_design
-from apiary.noc.checksum import internet_checksum
+from apiary.stream.checksum import internet_checksum
 from apiary.sim import open_sim
 from beehive.model import echo_reply
 

@@ -132,8 +132,10 @@ struct ApiarySim {
                     size_t n = std::min<size_t>(nb, p.frame.size() - std::min(off, p.frame.size()));
                     for (size_t b = 0; b < n; b++)
                         p.payload[b / 4] |= uint32_t(p.frame[off + b]) << (8 * (b % 4));
-                    set_bits(p.payload, nb * 8, (uint32_t)n, g::kNbytesBits);
-                    set_bits(p.payload, nb * 8 + g::kNbytesBits, p.word + 1 == p.words, 1);
+                    for (size_t b = 0; b < (size_t)nb; b++)       // keep: n valid bytes
+                        set_bits(p.payload, nb * 8 + (int)b, b < n, 1);
+                    set_bits(p.payload, nb * 9, p.word + 1 == p.words, 1);   // last
+                    set_bits(p.payload, nb * 9 + 1, 0, 1);                   // error
                     g::set_rx(model, i, 1, p.payload.data());
                 } else {
                     g::set_rx(model, i, 0, p.payload.data());
@@ -158,10 +160,11 @@ struct ApiarySim {
                 if (p.ready) {
                     std::fill(w.begin(), w.end(), 0);
                     g::tx_payload(model, i, w.data());
-                    uint32_t n = get_bits(w, nb * 8, g::kNbytesBits);
-                    uint32_t last = get_bits(w, nb * 8 + g::kNbytesBits, 1);
+                    uint32_t n = 0;                 // keep is contiguous from byte 0
+                    for (int b = 0; b < nb; b++)
+                        if (get_bits(w, nb * 8 + b, 1)) n = b + 1;
+                    uint32_t last = get_bits(w, nb * 9, 1);
                     if (p.out.empty()) p.out_first = cycle;
-                    if (n > (uint32_t)nb) n = nb;
                     for (uint32_t b = 0; b < n; b++)
                         p.out.push_back(uint8_t(w[b / 4] >> (8 * (b % 4))));
                     if (last) {

@@ -2,7 +2,8 @@
 // apiary/sim/verilator.py generates (glue.cpp). The glue knows the Verilated model's port names
 // and types; the harness knows the cycle rules of apiary/sim/core.py. Payload words are passed
 // as arrays of 32-bit words, bit 0 of the payload in bit 0 of word 0: the frame bytes (byte i in
-// lane i), then nbytes, then last, as amaranth.lib.data.StructLayout lays out payload_layout().
+// lane i), then keep (a bit per valid byte), then last, then error, as
+// amaranth.lib.data.StructLayout lays out apiary.stream.mac.mac_word_layout().
 #pragma once
 #include <cstdint>
 
@@ -11,9 +12,8 @@ class VerilatedVcdC;
 
 namespace apiary_glue {
 
-extern const int kPorts;          // Ethernet ports (<name>_mac_rx / <name>_mac_tx pairs)
+extern const int kPorts;          // Ethernet ports (the design's MacPort members, <name>_mac)
 extern const int kBytes;          // bytes per word (data width / 8)
-extern const int kNbytesBits;     // width of the nbytes field
 extern const int kPayloadWords;   // 32-bit words holding one payload
 extern const int kCounters;       // counter outputs
 

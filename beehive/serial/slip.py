@@ -7,7 +7,7 @@ before each datagram, so that line noise before it ends up in a frame of its own
 
 Message out of :class:`SlipRxTile` (``ETH_RX_FRAME``, to the next hop for key 0x0800): the
 decoded datagram, metadata ``ethertype`` = 0x0800 (IPv4) and every other field zero
-(:mod:`beehive.proto.meta`). That is what Ethernet RX sends the IPv4 RX tile, which therefore
+(:data:`~beehive.proto.messages.PACKET_META`). That is what Ethernet RX sends the IPv4 RX tile, which therefore
 works unchanged (SLIP carries nothing but IPv4, and no padding).
 
 Message into :class:`SlipTxTile` (any ``msg_type``; IPv4 TX sends ``ETH_TX_FRAME``): its payload
@@ -24,12 +24,12 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.framing import MessageReceiver
-from apiary.noc.header import MsgType
-from apiary.noc.packet_buffer import PacketBuffer
+from apiary.stream.packet_buffer import PacketBuffer
 from apiary.tile import Tile
 
-from .headers import EtherType
-from .layer import META_BITS, RxLayerTile, buffered_packets
+from ..proto.ethernet import EtherType
+from ..proto.layer import RxLayerTile, buffered_packets
+from ..proto.messages import META_BITS, MsgType
 from .uart import UartRx, UartTx, baud_divisor
 
 
@@ -87,10 +87,10 @@ class SlipRxTile(RxLayerTile):
     for key 0x0800 (IPv4) as an ``ETH_RX_FRAME`` with ``ethertype`` 0x0800 (see the module
     docstring).
 
-    UART (:class:`~beehive.proto.uart.UartRx`, 8N1 at ``baud``) → SLIP decoder → bytes packed
+    UART (:class:`~beehive.serial.uart.UartRx`, 8N1 at ``baud``) → SLIP decoder → bytes packed
     into payload words (byte ``k`` of a word in lane ``k``, one byte per cycle at most, so the
     packer is a register of one word written a lane at a time, the same at every width) → a
-    :class:`~apiary.noc.packet_buffer.PacketBuffer`. The NoC header needs a datagram's length
+    :class:`~apiary.stream.packet_buffer.PacketBuffer`. The NoC header needs a datagram's length
     before its payload, and a frame's length is known at its closing ``END``, so each frame is
     stored whole first (store-and-forward, like Ethernet RX; one frame's bytes, at line rate, of
     latency). The UART is never back-pressured: the buffer takes every word at once.
@@ -112,7 +112,7 @@ class SlipRxTile(RxLayerTile):
         ``settings["clock_hz"]`` is the design's clock frequency (required).
     baud : int
         Line rate (default 115200); ``clock_hz / baud`` must be within 2 % of an integer of at
-        least 4 (:func:`~beehive.proto.uart.baud_divisor`).
+        least 4 (:func:`~beehive.serial.uart.baud_divisor`).
     max_packet : int
         Longest datagram accepted, in bytes (default 1500: any MTU up to Ethernet's; Linux's
         ``sl0`` starts at 296, RFC 1055 suggests 1006).
@@ -125,24 +125,24 @@ class SlipRxTile(RxLayerTile):
     -------
     uart_rx : In(1)
         The serial line from the host (idle high).
-    framing_errors, bad_escape, oversized, no_room, no_route, forwarded : Out(32)
-        Counters (see above).
+
+    Counters: ``no_route``, ``forwarded``, ``framing_errors``, ``bad_escape``, ``oversized``,
+    ``no_room`` (see above).
     """
 
     head_bytes = 1
     max_strip = 0
     key_width = 16
     msg_type = MsgType.ETH_RX_FRAME
-    drop_reasons = ()
+    drop_reasons: dict[str, str] = {}
 
     def __init__(self, env=None, *, baud=115200, max_packet=1500, buffer_bytes=None,
                  max_queued=8):
-        super().__init__(env, {
-            "uart_rx": In(1, init=1),
-            "framing_errors": Out(32),
-            "bad_escape": Out(32),
-            "oversized": Out(32),
-            "no_room": Out(32),
+        super().__init__(env, {"uart_rx": In(1, init=1)}, counters={
+            "framing_errors": "bytes the UART lost to a bad stop bit",
+            "bad_escape": "frames with an ESC followed by neither ESC_END nor ESC_ESC",
+            "oversized": "frames over max_packet bytes",
+            "no_room": "frames finding the buffer full",
         })
         self.divisor = baud_divisor(clock_of(self.env, "SlipRxTile"), baud, "SlipRxTile")
         if isinstance(max_packet, bool) or not isinstance(max_packet, int) or max_packet < 1:
@@ -162,7 +162,7 @@ class SlipRxTile(RxLayerTile):
         m.d.comb += [
             uart.rx.eq(self.uart_rx),
             uart.o.ready.eq(1),
-            self.framing_errors.eq(uart.framing_errors),
+            self.counters.framing_errors.eq(uart.framing_errors),
         ]
         m.submodules.frames = buf = PacketBuffer(
             width, max_bytes=self.max_packet, buffer_bytes=self.buffer_bytes,
@@ -189,7 +189,7 @@ class SlipRxTile(RxLayerTile):
             with m.If(byte == END):
                 m.d.sync += [length.eq(0), esc.eq(0), bad.eq(0), long.eq(0)]
                 with m.If(esc & ~bad & ~long):
-                    m.d.sync += self.bad_escape.eq(self.bad_escape + 1)
+                    m.d.sync += self.counters.bad_escape.eq(self.counters.bad_escape + 1)
             with m.Elif(esc):
                 m.d.sync += esc.eq(0)
                 with m.If(byte == ESC_END):
@@ -199,7 +199,7 @@ class SlipRxTile(RxLayerTile):
                 with m.Else():
                     m.d.sync += bad.eq(1)
                     with m.If(~bad & ~long):
-                        m.d.sync += self.bad_escape.eq(self.bad_escape + 1)
+                        m.d.sync += self.counters.bad_escape.eq(self.counters.bad_escape + 1)
             with m.Elif(byte == ESC):
                 m.d.sync += esc.eq(1)
             with m.Else():
@@ -209,7 +209,7 @@ class SlipRxTile(RxLayerTile):
         m.d.comb += store.eq(data_valid & ~bad & ~long)
         with m.If(store):
             with m.If(length == self.max_packet):
-                m.d.sync += [long.eq(1), self.oversized.eq(self.oversized + 1)]
+                m.d.sync += [long.eq(1), self.counters.oversized.eq(self.counters.oversized + 1)]
             with m.Else():
                 m.d.sync += [length.eq(length + 1), word.word_select(lane, 8).eq(data)]
 
@@ -226,7 +226,7 @@ class SlipRxTile(RxLayerTile):
             buf.verdict.payload.ok.eq(good),
         ]
         with m.If(buf.i_dropped & good):
-            m.d.sync += self.no_room.eq(self.no_room + 1)
+            m.d.sync += self.counters.no_room.eq(self.counters.no_room + 1)
 
         return buffered_packets(m, buf)
 
@@ -255,12 +255,13 @@ class SlipTxTile(Tile):
     -------
     uart_tx : Out(1)
         The serial line to the host (idle high).
-    forwarded : Out(32)
-        Frames sent (counted at their closing ``END``).
+
+    Counters: ``forwarded``, frames sent (counted at their closing ``END``).
     """
 
     def __init__(self, env=None, *, baud=115200):
-        super().__init__(env, {"uart_tx": Out(1, init=1), "forwarded": Out(32)})
+        super().__init__(env, {"uart_tx": Out(1, init=1)},
+                         counters={"forwarded": "frames sent (at their closing END)"})
         self.divisor = baud_divisor(clock_of(self.env, "SlipTxTile"), baud, "SlipTxTile")
         self.baud = baud
 
@@ -292,7 +293,7 @@ class SlipTxTile(Tile):
             m.d.comb += [out.valid.eq(1), out.payload.eq(END)]
             with m.If(sent):
                 m.d.sync += [in_frame.eq(0), closing.eq(0),
-                             self.forwarded.eq(self.forwarded + 1)]
+                             self.counters.forwarded.eq(self.counters.forwarded + 1)]
         with m.Elif(w.nbytes == 0):
             # An empty packet's one word (only with valid: `w` is meaningless otherwise).
             m.d.comb += rx.o_data.ready.eq(1)

@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from apiary.noc.packet_buffer import PacketBuffer
-from apiary.noc.testbench import (packet_words, recv_packet, send_packet, simulate, stream_get,
-                                  stream_put)
+from apiary.stream.packet_buffer import PacketBuffer
+from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate, stream_get,
+                                     stream_put)
 
 
 WIDTHS = [64, 512]
@@ -209,8 +209,9 @@ def test_oversize_packets_are_dropped_without_a_verdict(width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_malformed_words_are_dropped_and_counted(width):
     """A word before the last that is not full, or ``nbytes`` above the width, drops the packet
-    (its other words are discarded up to ``last``); a last word with ``nbytes == 0`` after full
-    words ends a packet without adding bytes."""
+    (its other words are discarded up to ``last``), counted in ``overflow``, except a last word
+    with ``nbytes`` one above the width: an abort, counted in ``aborted``; a last word with
+    ``nbytes == 0`` after full words ends a packet without adding bytes."""
     nb = width // 8
     full = (1 << width) - 1
     good = bytes(range(nb + 3))
@@ -234,7 +235,8 @@ def test_malformed_words_are_dropped_and_counted(width):
         await settle(ctx, dut, 3)
         assert stored == [False, False, True, False, False, True, True]
         assert [p for p, _ in got] == [good, b"\xff" * (2 * nb), good]
-        assert ctx.get(dut.overflow) == 4
+        assert ctx.get(dut.overflow) == 3
+        assert ctx.get(dut.aborted) == 1
 
     async def sink(ctx):
         await collect(ctx, dut, width, got, lambda: 3)

@@ -1,5 +1,5 @@
 """An 8N1 UART: a receiver and a transmitter of byte streams, for boards whose only link to a
-host is a serial line (see :mod:`beehive.proto.slip`).
+host is a serial line (see :mod:`beehive.serial.slip`).
 
 Both count time in clock cycles per bit, ``divisor`` (at least 4): ``round(clock_hz / baud)``,
 e.g. 104 for 115200 baud at 12 MHz (0.2 % fast, well inside what 8N1 tolerates). A frame on the

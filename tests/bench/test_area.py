@@ -5,7 +5,7 @@ import pathlib
 from apiary.bench.area import main, tile_areas
 from apiary.load import load_design
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOOPBACK = str(ROOT / "examples" / "frame_loopback.py")
 
 

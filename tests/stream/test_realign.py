@@ -7,9 +7,9 @@ import pytest
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from apiary.noc.realign import StreamInsert, StreamStrip, byte_reverse
-from apiary.noc.testbench import (packet_words, recv_packet, simulate, stream_put,
-                                  transfers)
+from apiary.stream.realign import StreamInsert, StreamStrip
+from apiary.stream.header import byte_reverse
+from apiary.stream.testbench import packet_words, recv_packet, simulate, stream_put, transfers
 
 
 TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP

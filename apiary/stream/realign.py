@@ -22,25 +22,11 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import payload_signature
-from .header import check_width
+from .layout import check_width, payload_signature
 from .lanes import lane_mask, shift_lanes_down, shift_lanes_up
 
 
-__all__ = ["StreamStrip", "StreamInsert", "byte_reverse"]
-
-
-def byte_reverse(value):
-    """``value`` with its bytes in the opposite order (wiring only).
-
-    A :class:`~apiary.noc.header.Header` view is most significant byte first (network order
-    read as a big-endian number), while a payload stream and :class:`StreamInsert`'s header
-    input carry the first byte in lane 0. ``byte_reverse(view.as_value())`` converts one into the
-    other; ``len(value)`` must be a multiple of 8.
-    """
-    if len(value) % 8:
-        raise ValueError(f"byte_reverse needs a whole number of bytes, not {len(value)} bits")
-    return Cat(value[8 * k:8 * k + 8] for k in reversed(range(len(value) // 8)))
+__all__ = ["StreamStrip", "StreamInsert"]
 
 
 def _check_max_bytes(max_bytes, what):
@@ -267,7 +253,7 @@ class StreamInsert(_Realign):
     """Prepend ``N`` header bytes to every packet and realign the packet behind them.
 
     For each packet, ``hdr`` carries the header bytes (``data``, first byte in lane 0, i.e.
-    bits 7..0; see :func:`byte_reverse`) and their count ``nbytes`` (``N``, at most
+    bits 7..0; see :func:`~apiary.stream.header.byte_reverse`) and their count ``nbytes`` (``N``, at most
     ``max_bytes``; larger counts are taken as ``max_bytes``). With ``fixed=True`` there is no
     ``nbytes`` field and every header is ``max_bytes`` long. ``hdr`` is held until the packet's
     first word is taken.

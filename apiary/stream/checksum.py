@@ -1,20 +1,26 @@
-"""The Internet checksum (RFC 1071), in Python and as a pipelined tap on a payload stream.
+"""The Internet checksum (RFC 1071): in Python, as combinational helpers, and as a pipelined tap
+on a payload stream. The one place the one's-complement sum is written.
+
+* Python: :func:`ones_complement_sum`, :func:`internet_checksum` (models and tests).
+* Hardware, combinational: :func:`ones_sum` (of a few 16-bit values), :func:`word_sum` (of the
+  first *n* big-endian 16-bit words of a header in lane order), :func:`fold16`.
+* Hardware, streaming: :class:`InternetChecksum` (a whole packet, one word per cycle).
 
 One block serves both directions (liteeth's ``LiteEthIPV4Checksum`` shape): a transmitter sums
 the region with its checksum field zero and writes ``~sum``; a receiver sums the region with the
 checksum field as received and accepts it if the sum is ``0xFFFF`` (:attr:`ok`).
 """
 
-from amaranth import Module, Signal, Cat, Mux
+from amaranth import Module, Signal, Cat, Const, Mux, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import payload_layout
-from .header import check_width
+from .layout import check_width, payload_layout
 from .lanes import lane_mask
 
 
-__all__ = ["ones_complement_sum", "internet_checksum", "InternetChecksum"]
+__all__ = ["ones_complement_sum", "internet_checksum", "fold16", "ones_sum", "word_sum",
+           "InternetChecksum"]
 
 
 def _fold(total):
@@ -55,10 +61,37 @@ def _adder_tree(values):
     return values[0]
 
 
-def _fold_hw(value, rounds):
-    for _ in range(rounds):
+def fold16(value):
+    """Fold a sum of 16-bit words (below ``2**32``) to 16 bits with end-around carries."""
+    value = Value.cast(value)
+    for _ in range(2):
         value = value[:16] + value[16:]
     return value[:16]
+
+
+def ones_sum(*values):
+    """The one's-complement sum of 16-bit values (at most 65,536 of them), as a 16-bit value."""
+    return fold16(_adder_tree([Value.cast(v) for v in values]))
+
+
+def _be_words(value):
+    """The big-endian 16-bit words of ``value`` (lane order: byte ``k`` in bits ``8k..8k+7``)."""
+    return [_swap16(value[16 * k:16 * k + 16]) for k in range(len(value) // 16)]
+
+
+def word_sum(value, words):
+    """One's-complement sum of the first ``words`` big-endian 16-bit words of ``value`` (lane
+    order), at most ``len(value) // 16`` of them; ``words`` is an int or an Amaranth value (an
+    IPv4 header's ``ihl * 2``, say). A header whose checksum field is filled sums to ``0xFFFF``."""
+    value = Value.cast(value)
+    terms = []
+    for k, word in enumerate(_be_words(value)):
+        if isinstance(words, int):
+            if k < words:
+                terms.append(word)
+        else:
+            terms.append(word & (words > k).replicate(16))
+    return fold16(_adder_tree(terms) if terms else Const(0, 16))
 
 
 class InternetChecksum(wiring.Component):
@@ -138,8 +171,7 @@ class InternetChecksum(wiring.Component):
         masked = Signal(8 * nb)
         m.d.comb += masked.eq(i.payload.data & ~lane_mask(nb, skip)
                               & lane_mask(nb, i.payload.nbytes))
-        word_sum = _adder_tree([Cat(masked[16 * k + 8:16 * k + 16], masked[16 * k:16 * k + 8])
-                                for k in range(nb // 2)])
+        word_total = _adder_tree(_be_words(masked))
 
         with m.If(i.valid):
             m.d.sync += busy.eq(~i.payload.last)
@@ -150,14 +182,14 @@ class InternetChecksum(wiring.Component):
 
         # Stage 1: registered word sum; the accumulator starts from `initial` on a first word.
         s_valid, s_first, s_last = Signal(), Signal(), Signal()
-        s_sum = Signal(len(word_sum))
+        s_sum = Signal(len(word_total))
         s_odd = Signal()                                  # offset odd: pairs straddle lanes
         s_initial = Signal(16)
         m.d.sync += [
             s_valid.eq(i.valid),
             s_first.eq(~busy),
             s_last.eq(i.payload.last),
-            s_sum.eq(word_sum),
+            s_sum.eq(word_total),
         ]
         with m.If(i.valid & ~busy):
             m.d.sync += [s_odd.eq(self.offset[0] if self._max_offset else 0),
@@ -169,7 +201,7 @@ class InternetChecksum(wiring.Component):
         start = Mux(s_odd, _swap16(s_initial), s_initial)
         total = Signal(33)
         m.d.comb += total.eq(Mux(s_first, start, acc) + s_sum)
-        folded = _fold_hw(total, 2)     # total < 2**32 for up to 128 KiB: two folds suffice
+        folded = fold16(total)      # total < 2**32 for up to 128 KiB: two folds suffice
         with m.If(s_valid):
             m.d.sync += acc.eq(total)
         m.d.sync += self.o.valid.eq(s_valid & s_last)

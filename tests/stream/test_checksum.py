@@ -9,8 +9,8 @@ import pytest
 from scapy.layers.inet import IP, UDP, IPOption_NOP
 from scapy.utils import checksum as scapy_checksum
 
-from apiary.noc.checksum import InternetChecksum, internet_checksum, ones_complement_sum
-from apiary.noc.testbench import WithCycleCounter, simulate
+from apiary.stream.checksum import InternetChecksum, internet_checksum, ones_complement_sum
+from apiary.stream.testbench import WithCycleCounter, simulate
 
 
 # -- Python model ----------------------------------------------------------------------------------

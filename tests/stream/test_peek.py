@@ -7,9 +7,9 @@ import random
 import pytest
 from amaranth import Elaboratable, Module
 
-from apiary.noc.peek import PayloadPeek
-from apiary.noc.testbench import (packet_words, recv_packet, send_packet, simulate, stream_put,
-                                  transfers)
+from apiary.stream.peek import PayloadPeek
+from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate, stream_put,
+                                     transfers)
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -12,9 +12,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .flit import payload_signature
-from .framing import payload_words
-from .header import check_width
+from .layout import check_width, payload_signature, payload_words
 
 
 __all__ = ["PacketBuffer"]
@@ -41,11 +39,14 @@ class PacketBuffer(wiring.Component):
 
     * packets longer than ``max_bytes`` or shorter than ``min_bytes``;
     * packets with a malformed word: a word before the last that is not full, or ``nbytes``
-      above ``width // 8``;
+      above ``width // 8`` (but see ``aborted``);
     * with ``always_ready``, packets that find no room: no free buffer word for one of their
       words, or, at their last word, ``max_queued`` packets already waiting (see
       ``max_queued``).
 
+    A packet whose last word has ``nbytes == width // 8 + 1`` (the abort of
+    :func:`~apiary.stream.layout.abort_nbytes`: its sender, a MAC that saw a bad FCS, says it is
+    garbage) is dropped and counted in ``aborted`` instead, whatever else was wrong with it.
     A dropped packet's words are taken and discarded up to its ``last`` and the space it used is
     given back at once. Without ``always_ready`` nothing is dropped for lack of room:
     ``i.ready`` is low while the buffer is full or ``max_queued`` packets wait (it depends on
@@ -77,8 +78,9 @@ class PacketBuffer(wiring.Component):
     valid on ``o`` 3 cycles after that cycle if ``o_desc`` is taken at once. Throughput: one
     word per cycle in and out; with ``o_desc`` and ``o`` always ready, stored and judged
     packets leave back to back without idle cycles on ``o``, one-word and empty packets
-    included (each rejected packet between them costs one cycle). ``o`` comes from a synchronous ``Memory`` read port (the port's data
-    register is the output register); ``o_desc`` is registered.
+    included (each rejected packet between them costs one cycle). ``o`` comes from a synchronous
+    ``Memory`` read port (the port's data register is the output register); ``o_desc`` is
+    registered.
 
     Parameters
     ----------
@@ -122,7 +124,9 @@ class PacketBuffer(wiring.Component):
     rejected : Out(32)
         Verdicts with ``ok = 0``.
     overflow : Out(32)
-        Packets the buffer dropped itself (one ``i_dropped`` pulse each).
+        Packets the buffer dropped itself (one ``i_dropped`` pulse each), aborted ones excepted.
+    aborted : Out(32)
+        Packets ended by an abort word, dropped (one ``i_dropped`` pulse each).
     packets : Out(32)
         Packets sent on ``o`` (counted at their last word).
 
@@ -194,6 +198,7 @@ class PacketBuffer(wiring.Component):
             "o": Out(payload_signature(width)),
             "rejected": Out(32),
             "overflow": Out(32),
+            "aborted": Out(32),
             "packets": Out(32),
         })
         super().__init__(members)
@@ -286,7 +291,11 @@ class PacketBuffer(wiring.Component):
                     ]
                 with m.Else():
                     m.d.sync += [wptr.eq(wptr + 1), fbytes.eq(total)]
-        m.d.sync += self.overflow.eq(self.overflow + self.i_dropped)
+        aborted = word.last & (nbytes == nb + 1)
+        m.d.sync += [
+            self.overflow.eq(self.overflow + (self.i_dropped & ~aborted)),
+            self.aborted.eq(self.aborted + (self.i_dropped & aborted)),
+        ]
 
         # ---- verdicts --------------------------------------------------------------------------
         if self.has_verdict:

@@ -12,8 +12,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from .flit import payload_layout, payload_signature
-from .header import check_width
+from .layout import check_width, payload_layout, payload_signature
 from .lanes import lane_mask
 
 

@@ -1,4 +1,7 @@
-"""The metadata every Beehive protocol message carries, and the design's own addresses.
+"""The messages of the Beehive stack: their types, and the metadata every one carries.
+
+Message types (:class:`MsgType`) keep Beehive's values and are registered with the NoC
+(:func:`~apiary.noc.msgtype.register_msg_types`).
 
 Beehive gives each layer its own metadata flit (``eth_rx``, ``ip_rx``, ``udp_rx``...). Here one
 layout, :data:`PACKET_META`, travels with a packet along its whole chain, receive path, application
@@ -30,15 +33,37 @@ widths it takes ``meta_words(width)`` flits after the header: 4 at 64 bits, 2 at
 A message descriptor's ``meta`` field is the metadata itself: ``PACKET_META.layout()`` views it.
 """
 
-import ipaddress
+from amaranth.lib import enum
 
 from apiary.noc.framing import meta_plan
-from apiary.noc.header import Header
+from apiary.noc.msgtype import register_msg_types
+from apiary.stream.header import Header
 
 
-__all__ = ["PACKET_META", "meta_words", "meta_to_words", "meta_from_words",
-           "DEFAULT_MAC", "DEFAULT_IPV4", "mac_to_int", "ipv4_to_int", "int_to_mac",
-           "int_to_ipv4", "local_addresses"]
+__all__ = ["MsgType", "PACKET_META", "META_BITS", "meta_words", "meta_to_words",
+           "meta_from_words"]
+
+
+@register_msg_types
+class MsgType(enum.Enum, shape=8):
+    """Beehive's NoC message types, with Beehive's values (the TCP ones are reserved for the
+    TCP tiles)."""
+    ETH_TX_FRAME            = 1
+    IP_RX_DATAGRAM          = 2
+    TCP_RX_SEGMENT          = 3
+    IP_TX_DATAGRAM          = 4
+    TCP_NEW_FLOW_NOTIF      = 5
+    TCP_RX_MSG_REQ          = 6
+    TCP_RX_ADJUST_PTR       = 7
+    TCP_RX_MSG_RESP         = 8
+    TCP_TX_MSG_REQ          = 9
+    TCP_TX_MSG_RESP         = 10
+    TCP_TX_ADJUST_PTR       = 11
+    ETH_RX_FRAME            = 12     # Beehive gives UDP_RX_SEGMENT the same value
+    UDP_TX_SEGMENT          = 13
+    IP_REWRITE_ADJUST_TABLE = 15
+    TRACKER_MSG             = 16
+    UDP_RX_SEGMENT          = 26     # distinct from ETH_RX_FRAME here; Beehive uses 12 for both
 
 
 PACKET_META = Header("packet_meta", [
@@ -48,8 +73,8 @@ PACKET_META = Header("packet_meta", [
     ("l4_sum", 16), ("l4_sum_valid", 1),
 ])
 
-DEFAULT_MAC = "02:00:00:00:00:02"
-DEFAULT_IPV4 = "10.0.0.2"
+#: Bits of :data:`PACKET_META`, as the tiles' message framing carries them.
+META_BITS = PACKET_META.size
 
 
 def meta_words(width):
@@ -69,39 +94,3 @@ def meta_from_words(words, width):
     """The metadata fields (a dict) from a message's metadata words."""
     value = sum(int(w) << (width * k) for k, w in enumerate(words))
     return PACKET_META.unpack(value & ((1 << PACKET_META.size) - 1))
-
-
-def mac_to_int(text):
-    """``"02:00:00:00:00:02"`` → ``0x020000000002``; raises :class:`ValueError` naming the text."""
-    parts = str(text).replace("-", ":").split(":")
-    try:
-        if len(parts) != 6 or not all(1 <= len(p) <= 2 for p in parts):
-            raise ValueError
-        return int("".join(p.zfill(2) for p in parts), 16)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a MAC address (six hex bytes such as "
-                         f"{DEFAULT_MAC})") from None
-
-
-def int_to_mac(value):
-    return ":".join(f"{(value >> (8 * k)) & 0xFF:02x}" for k in reversed(range(6)))
-
-
-def ipv4_to_int(text):
-    """``"10.0.0.2"`` → ``0x0A000002``; raises :class:`ValueError` naming the text."""
-    try:
-        return int(ipaddress.IPv4Address(str(text)))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an IPv4 address (such as {DEFAULT_IPV4})") from None
-
-
-def int_to_ipv4(value):
-    return str(ipaddress.IPv4Address(value))
-
-
-def local_addresses(env):
-    """``(mac, ipv4)`` as integers from the ``settings`` (``"mac"``, ``"ipv4"``) of a tile's
-    env or of a design, defaulting to :data:`DEFAULT_MAC` and :data:`DEFAULT_IPV4`."""
-    settings = env.settings
-    return (mac_to_int(settings.get("mac", DEFAULT_MAC)),
-            ipv4_to_int(settings.get("ipv4", DEFAULT_IPV4)))

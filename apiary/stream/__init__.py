@@ -1,0 +1,35 @@
+"""Protocol-free packet streams: what every layer above is built from.
+
+Nothing here knows about the NoC or any protocol. Imports: Amaranth only.
+
+* :mod:`~apiary.stream.layout`: the payload stream (``data``, ``nbytes``, ``last``), widths.
+* :mod:`~apiary.stream.header`: MSB-first bit-field headers and their views on streams.
+* :mod:`~apiary.stream.lanes`: byte-lane masks and shifts.
+* :mod:`~apiary.stream.queue`: :class:`Queue`, a FIFO between two streams.
+* :mod:`~apiary.stream.realign`: strip or insert bytes at a packet's front.
+* :mod:`~apiary.stream.packet_buffer`: store-and-forward with a per-packet verdict.
+* :mod:`~apiary.stream.peek`: look at a packet's first bytes, then forward or drop it.
+* :mod:`~apiary.stream.checksum`: the Internet checksum, in Python and in hardware.
+* :mod:`~apiary.stream.counters`: counters declared as a signature.
+* :mod:`~apiary.stream.mac`: the MAC edge (byte enables, padding, FCS errors, clock crossing).
+* :mod:`~apiary.stream.testbench`: async testbench helpers.
+"""
+
+from .layout import (SUPPORTED_WIDTHS, check_width, payload_layout, payload_signature,
+                     payload_words, abort_nbytes)
+from .header import Header, byte_reverse, header_view, header_signal
+from .queue import Queue
+from .realign import StreamStrip, StreamInsert
+from .packet_buffer import PacketBuffer
+from .peek import PayloadPeek
+from .checksum import (ones_complement_sum, internet_checksum, fold16, ones_sum, word_sum,
+                       InternetChecksum)
+from .counters import CounterSignature
+from .mac import FrameStream, MacPort, MacOptions, MacEdge
+
+__all__ = ["SUPPORTED_WIDTHS", "check_width", "payload_layout", "payload_signature",
+           "payload_words", "abort_nbytes", "Header", "byte_reverse", "header_view",
+           "header_signal", "Queue", "StreamStrip", "StreamInsert", "PacketBuffer", "PayloadPeek",
+           "ones_complement_sum", "internet_checksum", "fold16", "ones_sum", "word_sum",
+           "InternetChecksum", "CounterSignature", "FrameStream", "MacPort", "MacOptions",
+           "MacEdge"]

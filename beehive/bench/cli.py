@@ -1,0 +1,120 @@
+"""``apiary bench``: the UDP echo benchmark of a design, or the NoC router benchmark.
+
+Registered with the ``apiary`` command line through the entry point ``apiary.commands: bench``
+(``pyproject.toml``); this module is light, the benchmarks are imported when run.
+"""
+
+import argparse
+
+from apiary.cli import Command, add_design_arguments, error, load
+
+
+__all__ = ["COMMAND", "main", "bench_options"]
+
+
+def _sizes(text):
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts, not {text!r}")
+    if not sizes:
+        raise argparse.ArgumentTypeError("no sizes given")
+    return sizes
+
+
+def bench_options(parser, defaults=True):
+    """The options of ``apiary bench DESIGN`` but ``--width`` (defaults:
+    :mod:`beehive.bench.echo`'s). With ``defaults=False`` an option not given stays out of the
+    namespace."""
+    def default(value):
+        return value if defaults else argparse.SUPPRESS
+    parser.add_argument("--sizes", type=_sizes, default=default(None), metavar="B,B,...",
+                        help="UDP payload sizes in bytes, 0 to 1472 "
+                             "(default 64,128,256,512,1024,1472)")
+    parser.add_argument("--packets", type=int, default=default(None), metavar="N",
+                        help="requests per payload size for the throughput (default 200)")
+    parser.add_argument("--clock-mhz", type=float, default=default(250.0), metavar="MHZ",
+                        help="clock that cycles convert to time and bit rates at (default 250)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", default=default(False),
+                        help="print the results as JSON")
+    output.add_argument("--markdown", action="store_true", default=default(False),
+                        help="print Markdown tables (for docs/performance.md)")
+
+
+def _arguments(parser):
+    bench_options(parser)
+    parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+_DESCRIPTION = (
+    "Measure, cycle-accurately on Verilator, the latency and throughput of a design whose "
+    "Ethernet port echoes UDP on port 7 (examples/udp_echo.py): 1-byte echo latency (first word "
+    "in to last word out, the Beehive paper's measure) and, for each payload size, cycles per "
+    "packet, Mpps, Gbps and fraction of the link (width x clock) with the requests back to "
+    "back, with every reply checked against beehive.model.echo_reply. Beehive's published "
+    "figures and the project's targets are printed beside them. `apiary bench noc [...]` runs "
+    "the NoC router benchmark instead; everything after `noc` is passed to it "
+    "(`apiary bench noc --help`).")
+
+
+def _help_parser():
+    parser = argparse.ArgumentParser(prog="apiary bench", description=_DESCRIPTION)
+    add_design_arguments(parser)
+    _arguments(parser)
+    return parser
+
+
+def run(args):
+    if args.design == "noc":
+        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown) != (
+                None, None, None, 250.0, False, False):
+            return error("apiary bench noc: its options go after `noc` "
+                         "(see `apiary bench noc --help`)")
+        from apiary.bench.noc import main as noc_main
+        return int(noc_main(args.args) or 0)
+    # argparse leaves what follows DESIGN in args.args: read the options there too.
+    if "-h" in args.args or "--help" in args.args:
+        _help_parser().print_help()
+        return 0
+    rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
+                                   usage="%(prog)s DESIGN [options] (see `apiary bench --help`)")
+    rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
+    bench_options(rest, defaults=False)
+    rest.parse_args(args.args, namespace=args)
+    design = load(args)
+    from .echo import run as run_echo
+    run_echo(args, design)
+    return 0
+
+
+def _errors():
+    """What a benchmark raises for a design or a tool (reported in one line); imported only when
+    the command runs (scapy is slow to import)."""
+    from apiary.sim import SimError
+    from .echo import BenchError
+    return (BenchError, SimError)
+
+
+COMMAND = Command(
+    "bench", "benchmark a design's UDP echo (`apiary bench DESIGN`), or the NoC router "
+             "(`apiary bench noc [...]`)",
+    lambda args: _run_reporting(args), description=_DESCRIPTION, arguments=_arguments)
+"""The ``bench`` command (entry point ``apiary.commands: bench``)."""
+
+
+def _run_reporting(args):
+    try:
+        errors = _errors()
+    except ImportError as e:
+        return error(f"apiary bench is not available in this installation: {e}")
+    try:
+        return run(args)
+    except errors as e:
+        return error(f"apiary bench: {e}")
+
+
+def main(argv=None):
+    """``apiary bench`` alone: ``argv`` as after ``apiary bench``."""
+    from apiary.cli import main as apiary_main
+    return apiary_main(["bench", *(argv or [])])

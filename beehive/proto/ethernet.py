@@ -1,0 +1,163 @@
+"""Ethernet II with 802.1Q: the header table, and the receive and transmit tiles at the MAC.
+
+Messages
+--------
+``ETH_RX_FRAME`` (Ethernet RX → the next hop for the frame's EtherType): the frame without its
+Ethernet header (and 802.1Q tag), metadata ``peer_mac``, ``ethertype``, ``vlan``, ``vlan_tci``
+(:data:`~beehive.proto.messages.PACKET_META`). Payload length is the frame's, padding included:
+the IPv4 layer trims it to the datagram's total length.
+
+``ETH_TX_FRAME`` (into Ethernet TX): the frame's payload, with metadata ``peer_mac``
+(destination), ``ethertype``, ``vlan`` and ``vlan_tci``.
+
+Both tiles face a MAC through :class:`~apiary.stream.mac.FrameStream` ports (``mac_rx``,
+``mac_tx``), which the design's top level gives a MAC edge.
+"""
+
+from amaranth import Cat, Mux, Signal
+from amaranth.lib import enum
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from apiary.stream.header import Header, header_view
+from apiary.stream.mac import FrameStream
+from apiary.stream.packet_buffer import PacketBuffer
+
+from .addresses import local_addresses
+from .layer import RxLayerTile, TxLayerTile, buffered_packets
+from .messages import MsgType
+
+
+__all__ = ["EtherType", "ETHERNET", "VLAN", "BROADCAST", "EthernetRxTile", "EthernetTxTile"]
+
+
+class EtherType(enum.Enum, shape=16):
+    IPV4 = 0x0800
+    ARP  = 0x0806
+    VLAN = 0x8100       # the 802.1Q tag protocol identifier
+
+
+#: Ethernet II header, 14 bytes.
+ETHERNET = Header("ethernet", [("dst", 48), ("src", 48), ("ethertype", 16)])
+
+#: An 802.1Q tag as it sits after the source address: TPID (0x8100), tag control information,
+#: then the EtherType of what follows; 6 bytes, so a tagged Ethernet header is 12 + 6 bytes.
+VLAN = Header("vlan", [("tpid", 16), ("pcp", 3), ("dei", 1), ("vid", 12), ("ethertype", 16)])
+
+BROADCAST = (1 << 48) - 1
+
+
+class EthernetRxTile(RxLayerTile):
+    """Receive Ethernet frames from ``mac_rx``, strip the Ethernet header (14 bytes, or 18 with an
+    802.1Q tag), and send the rest to the next hop for its EtherType.
+
+    The NoC header needs the payload length before the payload, and a MAC only knows a frame is
+    good at its end, so each frame is stored whole first (a :class:`PacketBuffer`,
+    store-and-forward, one frame's words of latency; every later tile is cut-through). ``mac_rx``
+    is never back-pressured.
+
+    Drops, each counted: ``bad_fcs`` (the MAC saw a bad FCS: the frame ends with an abort word),
+    ``oversized`` (longer than ``max_frame``, malformed words, or no room in the buffer),
+    ``runt`` (shorter than its Ethernet header), ``not_for_us`` (destination neither the
+    design's MAC nor broadcast), ``no_route`` (an EtherType with no next hop).
+
+    Parameters
+    ----------
+    env : TileEnv
+        ``settings["mac"]`` is the design's MAC (default ``02:00:00:00:00:02``).
+    max_frame : int
+        Longest frame accepted, in bytes, without FCS (default 1518: 1500-byte MTU, 802.1Q tag).
+    buffer_bytes : int or None
+        Receive buffer (default ``4 * max_frame``).
+    """
+
+    head_bytes = 18
+    max_strip = 18
+    strip_counts = (14, 18)
+    key_width = 16
+    msg_type = MsgType.ETH_RX_FRAME
+    drop_reasons = {
+        "runt": "frames shorter than their Ethernet header",
+        "not_for_us": "frames to another MAC than the design's or broadcast",
+    }
+
+    def __init__(self, env=None, *, max_frame=1518, buffer_bytes=None, max_queued=32):
+        width = env.width if env else 512
+        super().__init__(env, {"mac_rx": In(FrameStream(width))}, counters={
+            "oversized": "frames over max_frame, malformed, or finding the buffer full",
+            "bad_fcs": "frames the MAC marked bad (FCS error)",
+        })
+        self.mac, _ = local_addresses(self.env)
+        self.max_frame = max_frame
+        self.buffer_bytes = buffer_bytes if buffer_bytes is not None else 4 * max_frame
+        self.max_queued = max_queued
+
+    def source(self, m):
+        m.submodules.frames = buf = PacketBuffer(
+            self.env.width, max_bytes=self.max_frame, buffer_bytes=self.buffer_bytes,
+            max_queued=self.max_queued, verdict=False, always_ready=True)
+        connect(m, mac=flipped(self.mac_rx), frames=buf.i)
+        m.d.comb += [
+            self.counters.oversized.eq(buf.overflow),
+            self.counters.bad_fcs.eq(buf.aborted),
+        ]
+        return buffered_packets(m, buf)
+
+    def parse(self, m, p):
+        eth = p.field(ETHERNET)
+        tag = p.field(VLAN, 12)
+        tagged = eth.ethertype == EtherType.VLAN.value
+        p.drop("runt", p.head_len < Mux(tagged, 18, 14))
+        p.drop("not_for_us", (eth.dst != self.mac) & (eth.dst != BROADCAST))
+        p.key = Mux(tagged, tag.ethertype, eth.ethertype)
+        p.strip = Mux(tagged, 18, 14)
+        p.set_meta(peer_mac=eth.src, ethertype=p.key, vlan=tagged,
+                   vlan_tci=Cat(tag.vid, tag.dei, tag.pcp))
+
+
+class EthernetTxTile(TxLayerTile):
+    """Put an Ethernet header (destination ``peer_mac``, source the design's MAC, and an 802.1Q
+    tag when ``vlan`` is set) in front of every message's payload and send it on ``mac_tx``.
+
+    Cut-through: the first word leaves in the cycle the message's payload arrives (the header
+    fills the first word at 128 bits and above). Frames are not padded to 60 bytes here; the MAC
+    edge does that where the MAC does not (:class:`~apiary.stream.mac.MacOptions`). Nothing is
+    dropped.
+
+    Members
+    -------
+    mac_tx : Out(FrameStream(width))
+        Frames to the MAC.
+
+    Counters: ``forwarded``, frames sent (counted when their header is built).
+    """
+
+    max_header = 18
+    fixed = False
+    header_counts = (14, 18)
+    msg_type = MsgType.ETH_TX_FRAME
+
+    def __init__(self, env=None):
+        width = env.width if env else 512
+        super().__init__(env, {"mac_tx": Out(FrameStream(width))})
+        self.mac, _ = local_addresses(self.env)
+
+    def build(self, m, length, meta):
+        header = Signal(8 * self.max_header)
+        eth = header_view(ETHERNET, header)
+        tag = header_view(VLAN, header, 12)
+        m.d.comb += [
+            eth.dst.eq(meta.peer_mac),
+            eth.src.eq(self.mac),
+            eth.ethertype.eq(Mux(meta.vlan, EtherType.VLAN.value, meta.ethertype)),
+            tag.pcp.eq(meta.vlan_tci[13:16]),
+            tag.dei.eq(meta.vlan_tci[12]),
+            tag.vid.eq(meta.vlan_tci[:12]),
+            tag.ethertype.eq(meta.ethertype),
+        ]
+        return header, Mux(meta.vlan, 18, 14), {}
+
+    def sink(self, m, desc, o):
+        m.d.comb += desc.ready.eq(1)
+        with m.If(desc.valid):
+            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
+        connect(m, insert=o, mac=flipped(self.mac_tx))
