@@ -117,10 +117,13 @@ def _sim_arguments(sim):
     sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
     sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
     sim.add_argument("--backend", choices=["verilator", "pysim"], default="verilator",
-                     help="Verilator (fast, built once and cached; default) or Amaranth's simulator")
-    sim.add_argument("--port", metavar="TILE", help="which Ethernet port, if the design has several")
+                     help="Verilator (fast, built once and cached; default) or Amaranth's "
+                          "simulator")
+    sim.add_argument("--port", metavar="TILE",
+                     help="which Ethernet port, if the design has several")
     sim.add_argument("--clock-mhz", type=float, default=250.0, metavar="MHZ",
-                     help="clock that cycles convert to time at (default 250, as the Beehive paper)")
+                     help="clock that cycles convert to time at (default 250, as the Beehive "
+                          "paper)")
     sim.add_argument("--max-cycles", type=int, default=10_000_000, metavar="N",
                      help="stop a pcap run after N cycles (default 10,000,000)")
     sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")

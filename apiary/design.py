@@ -138,7 +138,8 @@ class Design:
     def __init__(self, name, *, cols, rows, width=512, ctl_width=64):
         where = where_declared(2)
         if not isinstance(name, str) or not name:
-            raise DesignError(f"a design's name must be a non-empty string, not {name!r} ({where}).")
+            raise DesignError(f"a design's name must be a non-empty string, not {name!r} "
+                              f"({where}).")
         self.name = name
         self.where = where
         self.cols = _check_int(cols, 1, 255, f"design {name!r}: cols", where)
@@ -186,7 +187,8 @@ class Design:
         return name
 
     def route(self, src, dst, *, key=None, plane="data", fbits=Fbits.LOCAL0):
-        """Declare that messages with ``key`` may go from tile ``src`` to tile ``dst`` on ``plane``."""
+        """Declare that messages with ``key`` may go from tile ``src`` to tile ``dst`` on
+        ``plane``."""
         self._route(src, dst, key, plane, fbits, where_declared(2))
 
     def _route(self, src, dst, key, plane, fbits, where):
@@ -205,7 +207,8 @@ class Design:
         self.routes.append(Route(src, dst, key, plane, fbits, where))
 
     def chain(self, *names, keys=None, plane="data"):
-        """Route each tile in ``names`` to the next; ``keys`` gives one key per hop (or ``None``)."""
+        """Route each tile in ``names`` to the next; ``keys`` gives one key per hop (or
+        ``None``)."""
         where = where_declared(2)
         if len(names) < 2:
             raise DesignError(f"chain ({where}) needs at least two tiles, got {len(names)}.")
@@ -238,7 +241,8 @@ class Design:
         return LayoutGraph(self)
 
     def check(self):
-        """Run every check; raise :class:`DesignError` listing all problems, else return the graph."""
+        """Run every check; raise :class:`DesignError` listing all problems, else return the
+        graph."""
         graph = self.graph()
         if graph.problems:
             raise DesignError(graph.problems, design=self, graph=graph)

@@ -130,7 +130,7 @@ def _assign_lanes(graph, routes):
     used = {}                    # (x, y, dir) -> set of lanes
     lanes = {}
     for r in routes:
-        for i, (direction, links) in enumerate(_runs(graph.paths[r])):
+        for i, (_direction, links) in enumerate(_runs(graph.paths[r])):
             taken = set().union(*(used.get((ln.x, ln.y, ln.dir), set()) for ln in links))
             lane = 0
             while lane in taken:
@@ -378,7 +378,8 @@ def render_svg(design, graph=None):
     height = y + 10
 
     # -- title -----------------------------------------------------------------------------------
-    status, colour = ((f"DEADLOCK ({len(graph.cycles)} cycle{'s' if len(graph.cycles) > 1 else ''})",
+    plural = "s" if len(graph.cycles) > 1 else ""
+    status, colour = ((f"DEADLOCK ({len(graph.cycles)} cycle{plural})",
                        CYCLE_COLOUR) if graph.cycles else
                       ("problems: see apiary check", CYCLE_COLOUR) if graph.problems else
                       ("no deadlock", "#2b8a3e"))

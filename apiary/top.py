@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from amaranth import ClockDomain, Module
+from amaranth import Module
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
@@ -188,8 +188,6 @@ class DesignTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         d = self.design
-        if self.mac.domain is not None and self.mac_ports:
-            m.domains[self.mac.domain] = ClockDomain(self.mac.domain)
         for name, tile in self.tiles.items():
             m.submodules[name] = tile
             if "counters" in tile.signature.members:

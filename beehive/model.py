@@ -54,7 +54,8 @@ def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64):
         if vlan is None:
             eth.type = inner_type
             return eth
-        return eth / Dot1Q(prio=vlan >> 13, dei=(vlan >> 12) & 1, vlan=vlan & 0xFFF, type=inner_type)
+        return eth / Dot1Q(prio=vlan >> 13, dei=(vlan >> 12) & 1, vlan=vlan & 0xFFF,
+                           type=inner_type)
 
     if ethertype == 0x0806:
         return _arp(body, ether, mac, ipv4, my_ip)

@@ -29,6 +29,7 @@ from amaranth import Elaboratable, Module
 from amaranth.build import Platform
 from amaranth.lib import wiring
 
+from apiary.stream.counters import CounterSignature
 from apiary.synth import ecp5_synth
 
 from .flow import BuildFailed, explain_nextpnr, run_step
@@ -92,7 +93,8 @@ class BoardTop(Elaboratable):
     def __init__(self, top):
         self.top = top
         members = top.signature.members
-        bad = [k for k, m in members.items() if m.is_signature]
+        bad = [k for k, m in members.items()
+               if m.is_signature and not isinstance(m.signature, CounterSignature)]
         if bad:
             raise BuildFailed(
                 f"the design has port(s) {', '.join(bad)} (Ethernet or memory), which need LiteEth "
@@ -102,7 +104,8 @@ class BoardTop(Elaboratable):
         self.uart_tx = [k for k, m in members.items()
                         if k.endswith("_uart_tx") and m.flow == wiring.Out]
         if len(self.uart_rx) > 1 or len(self.uart_tx) > 1:
-            raise BuildFailed(f"the design has several UARTs ({', '.join(self.uart_rx + self.uart_tx)});"
+            uarts = ", ".join(self.uart_rx + self.uart_tx)
+            raise BuildFailed(f"the design has several UARTs ({uarts});"
                               f" the board wrapper connects one")
         inputs = [k for k, m in members.items() if m.is_port and m.flow == wiring.In
                   and k not in self.uart_rx]
@@ -153,7 +156,8 @@ def build_amaranth_board(design, board, out_dir, progress, *, seed=1, run_tools=
                          device=f"{platform.device}-{platform.package}", width=design.width,
                          out_dir=out_dir,
                          parts=[f"core {design.name} ({design.width}-bit NoC), UART on the "
-                                f"board's uart pins, clock {platform.default_clk_frequency / 1e6:g} MHz"])
+                                f"board's uart pins, clock "
+                                f"{platform.default_clk_frequency / 1e6:g} MHz"])
     report.times = times
     if not run_tools:
         return report

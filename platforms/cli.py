@@ -22,6 +22,9 @@ def _arguments(build):
     build.add_argument("--seed", type=int, default=1, help="place-and-route seed (default 1)")
     build.add_argument("--no-run", action="store_true",
                        help="write the sources (and the Vivado project) but run no tool")
+    build.add_argument("--counters", action="store_true",
+                       help="LiteX boards: make the design's counters readable over a UART "
+                            "bridge (litex_server --uart); costs logic, off by default")
 
 
 def _run(args):
@@ -32,6 +35,11 @@ def _run(args):
     out_dir = args.output or os.path.join(
         "build", f"{design.name}-{args.platform.replace(':', '_')}")
     options = {} if target.flow == "vivado" else {"seed": args.seed}
+    if args.counters:
+        if target.flow != "litex":
+            raise BuildFailed(f"--counters is for LiteX boards; {args.platform} has no bus to "
+                              f"read them on")
+        options["counters"] = True
     report = build(design, target, out_dir, run_tools=not args.no_run, **options)
     print(report.markdown())
     print(f"report: {os.path.join(out_dir, 'report.md')}")

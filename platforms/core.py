@@ -18,7 +18,7 @@ from apiary.stream.mac import MacOptions
 from apiary.top import DesignTop, MacPortInfo, design_verilog, top_name
 
 
-__all__ = ["CoreInfo", "core_info", "is_memory_port", "CACHE_DIR"]
+__all__ = ["CoreInfo", "core_info", "write_core", "is_memory_port", "CACHE_DIR"]
 
 #: Where converted Verilog is kept between runs (shared with the Verilator back end).
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "apiary", "verilator")
@@ -45,7 +45,13 @@ def is_memory_port(member) -> bool:
 
 def core_info(design, out_dir, *, mac: MacOptions = MacOptions(), cache_dir=CACHE_DIR) -> CoreInfo:
     """Elaborate ``design`` with ``mac``, write ``<out_dir>/<top>.v`` and describe it."""
-    top = DesignTop(design, mac=mac)
+    return write_core(DesignTop(design, mac=mac), out_dir, cache_dir=cache_dir)
+
+
+def write_core(top: DesignTop, out_dir, *, cache_dir=CACHE_DIR) -> CoreInfo:
+    """Write an elaborated top's Verilog as ``<out_dir>/<top>.v`` and describe it (for a flow
+    that checks the top before anything is written)."""
+    design = top.design
     text = design_verilog(top, cache_dir)
     os.makedirs(out_dir, exist_ok=True)
     name = top_name(design)
@@ -55,5 +61,5 @@ def core_info(design, out_dir, *, mac: MacOptions = MacOptions(), cache_dir=CACH
     memory = {k: (m.signature.data_width, m.signature.addr_width)
               for k, m in top.signature.members.items() if is_memory_port(m)}
     return CoreInfo(name=design.name, top_name=name, width=design.width, verilog_path=path,
-                    signature=top.signature, mac=mac, mac_ports=top.mac_ports,
+                    signature=top.signature, mac=top.mac, mac_ports=top.mac_ports,
                     memory_ports=memory, counters=top.bank)

@@ -190,7 +190,7 @@ def test_load_script_imports_its_neighbour(tmp_path):
         sys.modules.pop("neighbour_for_loader_test", None)
 
 
-# -- check -------------------------------------------------------------------------------------------
+# -- check -----------------------------------------------------------------------------------------
 
 def test_check_sound_design(capsys):
     assert main(["check", FIG5B]) == 0
@@ -256,7 +256,7 @@ def test_usage_errors_and_help(capsys):
     assert capsys.readouterr().out.startswith("apiary ")
 
 
-# -- show ----------------------------------------------------------------------------------------------
+# -- show ------------------------------------------------------------------------------------------
 
 def test_show_writes_svg(tmp_path, capsys):
     out = tmp_path / "fig5b.svg"
@@ -304,7 +304,7 @@ def test_show_unwritable_output(tmp_path, capsys):
     assert err.startswith("apiary show: ") and "Traceback" not in err
 
 
-# -- verilog, bench ------------------------------------------------------------------------------------
+# -- verilog, bench --------------------------------------------------------------------------------
 
 def test_verilog_refuses_deadlock(tmp_path, capsys):
     out = tmp_path / "fig5a.v"
@@ -345,7 +345,7 @@ def test_bench_noc_delegates(monkeypatch):
     assert main(["bench", "noc"]) == 0
 
 
-# -- the installed entry point ---------------------------------------------------------------------------
+# -- the installed entry point ---------------------------------------------------------------------
 
 def test_console_script_entry_point(tmp_path):
     exe = shutil.which("apiary")

@@ -133,7 +133,7 @@ def test_chain_rejects_wrong_number_of_keys():
         d.chain("a")
 
 
-# -- validation: every problem named, with its line -------------------------------------------------
+# -- validation: every problem named, with its line ------------------------------------------------
 
 def test_duplicate_tile_name():
     d = Design("x", cols=3, rows=1)
@@ -151,15 +151,16 @@ def test_not_a_tile_class():
     d.add("b", ForwardTile(), at=(1, 0))
     err = str(problems(d))
     assert f"tile 'a' ({where}): <class 'dict'> is not a tile class" in err
-    assert "tile 'b'" in err and "is not a tile class; a tile class derives from apiary.tile.Tile" in err
+    assert "tile 'b'" in err
+    assert "is not a tile class; a tile class derives from apiary.tile.Tile" in err
 
 
 def test_unknown_constructor_parameter():
     d = Design("x", cols=2, rows=1)
     d.add("a", ForwardTile, at=(0, 0), depth=4); where = line_here()   # noqa: E702
     err = str(problems(d))
-    assert f"tile 'a' (ForwardTile, {where}): ForwardTile(env=None, *, msg_type=None) cannot take " \
-           f"the parameters given (depth=4)" in err
+    assert (f"tile 'a' (ForwardTile, {where}): ForwardTile(env=None, *, msg_type=None) cannot "
+            f"take the parameters given (depth=4)") in err
 
 
 def test_two_tiles_on_one_coordinate():
@@ -201,7 +202,8 @@ def test_dangling_route_suggests_a_name():
     err = str(problems(d))
     assert (f"route eth → ipp ({where}) names tile 'ipp', which is not declared "
             f"(did you mean 'ip'?).") in err
-    assert f"route nobody → ip [key 17] ({where2}) names tile 'nobody', which is not declared." in err
+    assert (f"route nobody → ip [key 17] ({where2}) names tile 'nobody', which is not "
+            f"declared.") in err
 
 
 def test_unknown_plane():

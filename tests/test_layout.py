@@ -1,4 +1,5 @@
-"""The layout graph: XY paths, the resource-dependency graph and the message-level deadlock check."""
+"""The layout graph: XY paths, the resource-dependency graph and the message-level deadlock
+check."""
 
 import itertools
 import pathlib
@@ -170,7 +171,7 @@ def test_fig5a_reports_the_line_of_each_route():
     assert f"'ip' (ForwardTile, {w_ip}) and 'udp' (ForwardTile, {w_udp})" in text
 
 
-# -- other cycles ------------------------------------------------------------------------------------
+# -- other cycles ----------------------------------------------------------------------------------
 
 def ring(cls=ForwardTile, **kw):
     d = Design("ring", cols=2, rows=2)
@@ -283,7 +284,7 @@ def test_knot_larger_than_the_cycle_is_summarised():
     assert "more resources are caught in the same knot" in str(err)
 
 
-# -- depends (Beehive's depends_on) -------------------------------------------------------------------
+# -- depends (Beehive's depends_on) ----------------------------------------------------------------
 
 def test_depends_makes_a_non_streaming_tile_wait():
     d = ring(c=Buffering)

@@ -79,7 +79,8 @@ def test_port_tile_routes_to_next_hop(width):
             out.append((ctx.get(dut.noc_out.payload.data), ctx.get(dut.noc_out.payload.last)))
             await ctx.tick()
         got = Message.from_flits(out, width)
-        assert (got.header.dst_x, got.header.dst_y, got.header.src_x, got.header.src_y) == (3, 1, 0, 2)
+        header = got.header
+        assert (header.dst_x, header.dst_y, header.src_x, header.src_y) == (3, 1, 0, 2)
         assert got.payload == msg.payload
 
     simulate(dut, tb)

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from apiary.design import Design
 from apiary.noc import Message, NocHeader, flit_signature
 from apiary.noc.testbench import recv_message, send_message
-from apiary.stream.testbench import simulate
+from apiary.stream.testbench import recv_mac_frame, send_mac_frame, simulate
 from apiary.tile import Tile
 from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
@@ -109,8 +109,48 @@ def test_data_and_control_planes_are_separate_meshes():
 
     async def receivers(ctx):
         assert await recv_message(ctx, top.e_rx, 64) == Message.from_flits(ctl_msg.flits(64), 64)
-        assert await recv_message(ctx, top.b_rx, 512) == Message.from_flits(data_msg.flits(512), 512)
+        assert (await recv_message(ctx, top.b_rx, 512)
+                == Message.from_flits(data_msg.flits(512), 512))
         # Nothing leaked across planes: positions without a tile of a plane sank nothing.
-        assert ctx.get(top.counters.data_empty_dropped) == 0 and ctx.get(top.counters.ctl_empty_dropped) == 0
+        assert ctx.get(top.counters.data_empty_dropped) == 0
+        assert ctx.get(top.counters.ctl_empty_dropped) == 0
 
     simulate(top, receivers, background=[senders], timeout=2_000)
+
+
+def echo_request(payload, sport):
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    return bytes(Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01")
+                 / IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=sport, dport=7) / payload)
+
+
+@pytest.mark.parametrize("enables", ["keep", "last_be"])
+def test_mac_port_with_byte_enables_and_a_frame_the_mac_marks_bad(enables):
+    """The UDP echo design behind its MAC edge: byte enables in and out (either convention), a
+    frame whose FCS the MAC found wrong is dropped and counted by Ethernet RX as ``bad_fcs``,
+    and the next request is echoed; the edge pads replies to 60 bytes when asked."""
+    from apiary.load import load_design
+    from apiary.stream.mac import MacOptions, MacPort
+    from beehive.model import echo_reply
+    width = 64
+    design = load_design("examples/udp_echo.py", width=width)
+    top = DesignTop(design, mac=MacOptions(byte_enables=enables, pad_to=60))
+    assert [p.member for p in top.mac_ports] == ["eth_mac"]
+    assert top.signature.members["eth_mac"].signature == MacPort(width, byte_enables=enables)
+    good, bad, after = (echo_request(b"x" * n, 5000 + n) for n in (3, 30, 1))
+    got, counters = [], {}
+
+    async def wire(ctx):
+        for frame, error in ((good, False), (bad, True), (after, False)):
+            await send_mac_frame(ctx, top.eth_mac.rx, frame, width, enables, error=error)
+
+    async def sink(ctx):
+        for _ in range(2):
+            got.append(await recv_mac_frame(ctx, top.eth_mac.tx, width, enables))
+        for name in ("eth_rx_bad_fcs", "eth_rx_oversized", "eth_tx_forwarded"):
+            counters[name] = ctx.get(getattr(top.counters, name))
+
+    simulate(top, sink, background=[wire], timeout=5_000)
+    assert got == [echo_reply(f)[0].ljust(60, b"\0") for f in (good, after)]
+    assert counters == {"eth_rx_bad_fcs": 1, "eth_rx_oversized": 0, "eth_tx_forwarded": 2}

@@ -57,7 +57,8 @@ def markdown(design, rows, target, command=None):
     command = command or f"python -m apiary.bench.area {design.name} --target {target}"
     lines = [f"Measured by `{command}` (Yosys {yosys_version()}), {design.width}-bit data plane, "
              f"design {design.name!r}:", "",
-             "| tile | class | LUTs | LUTs as RAM | FFs | block RAMs |", "|---|---|---|---|---|---|"]
+             "| tile | class | LUTs | LUTs as RAM | FFs | block RAMs |",
+             "|---|---|---|---|---|---|"]
     for name, cls, a in rows:
         lines.append(f"| {name} | {cls} | {a['luts']:,} | {a['lutram']:,} | {a['ffs']:,} | "
                      f"{a['brams']:g} |")

@@ -163,7 +163,8 @@ class Message:
                              f"{len(words) - 1} flits after the first")
         nh = header_flits(width)
         meta = words[nh:nh + hdr.metadata_flits]
-        payload = b"".join(w.to_bytes(width // 8, "little") for w in words[nh + hdr.metadata_flits:])
+        body = words[nh + hdr.metadata_flits:]
+        payload = b"".join(w.to_bytes(width // 8, "little") for w in body)
         return cls(hdr, meta, payload[:hdr.payload_bytes])
 
 

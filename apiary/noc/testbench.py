@@ -36,7 +36,8 @@ async def recv_message(ctx, port, width, **stall):
 
 
 def split_messages(flits):
-    """Cut a list of ``(data, last)`` flits into messages; a trailing partial message is an error."""
+    """Cut a list of ``(data, last)`` flits into messages; a trailing partial message is an
+    error."""
     messages, current = [], []
     for flit in flits:
         current.append(flit)

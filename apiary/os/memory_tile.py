@@ -230,7 +230,8 @@ class MemoryTile(Tile):
         m.submodules.sender = tx = MessageSender(width, meta_bits=MEM_META.size)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         connect(m, sender=tx.o, tile=flipped(self.noc_out))
-        m.d.comb += self.counters.malformed.eq(rx.errors)
+        counters = self.counters
+        m.d.comb += counters.malformed.eq(rx.errors)
 
         # -- decode the request on offer (combinational, latched when it is taken) ---------------
         hdr = rx.o_hdr.payload
@@ -387,18 +388,18 @@ class MemoryTile(Tile):
                     ]
                     with m.If(is_load | is_store):
                         with m.If(oor):
-                            m.d.sync += self.counters.out_of_range.eq(self.counters.out_of_range + 1)
+                            m.d.sync += counters.out_of_range.eq(counters.out_of_range + 1)
                         with m.Elif(bad_len):
-                            m.d.sync += self.counters.bad_length.eq(self.counters.bad_length + 1)
+                            m.d.sync += counters.bad_length.eq(counters.bad_length + 1)
                     with m.If(is_load):
-                        m.d.sync += [self.counters.loads.eq(self.counters.loads + 1), draining.eq(1)]
+                        m.d.sync += [counters.loads.eq(counters.loads + 1), draining.eq(1)]
                         with m.If(~error & (req_size != 0)):
                             m.d.sync += rd_left.eq(req_words)
                             m.next = "LOAD"
                         with m.Else():
                             m.next = "ACK"
                     with m.Elif(is_store):
-                        m.d.sync += self.counters.stores.eq(self.counters.stores + 1)
+                        m.d.sync += counters.stores.eq(counters.stores + 1)
                         with m.If(error):
                             m.d.sync += draining.eq(1)
                             m.next = "ACK"
@@ -406,7 +407,8 @@ class MemoryTile(Tile):
                             m.d.sync += storing.eq(1)
                             m.next = "STORE"
                     with m.Else():
-                        m.d.sync += [self.counters.bad_type.eq(self.counters.bad_type + 1), draining.eq(1)]
+                        m.d.sync += [counters.bad_type.eq(counters.bad_type + 1),
+                                     draining.eq(1)]
             with m.State("LOAD"):
                 m.d.comb += [with_data.eq(1), tx.i_hdr.valid.eq(1)]
                 with m.If(desc_taken):

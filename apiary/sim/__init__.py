@@ -8,7 +8,7 @@
         sim.send(Ether() / IP() / UDP() / b"hi")     # or bytes; port= if several
         sim.run()                                    # until idle
         frames = sim.received()                      # [Frame(data, cycle_first, cycle_last)]
-        print(sim.counters())                        # the counter bank: {"eth_rx_forwarded": 1, ...}
+        print(sim.counters())                        # the bank: {"eth_rx_forwarded": 1, ...}
 
 See ``docs/simulation.md``.
 """
@@ -16,7 +16,7 @@ See ``docs/simulation.md``.
 import os
 
 from ..top import Attachment, DesignTop
-from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_MAX_CYCLES, DEFAULT_IDLE_CYCLES
+from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_IDLE_CYCLES
 from .core import Frame, FramePort, SimError, BuildError, find_ports
 
 

@@ -22,7 +22,8 @@ from ..tiles.frame_port import FramePortTile
 from . import open_sim
 
 
-__all__ = ["loopback", "mesh_loopback", "frame_loopback", "cycles_per_second", "frames_per_second", "main"]
+__all__ = ["loopback", "mesh_loopback", "frame_loopback", "cycles_per_second", "frames_per_second",
+           "main"]
 
 
 def loopback(name, cols, rows, width=512):
@@ -82,7 +83,8 @@ def frames_per_second(size, count, repeat=3, width=512):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m apiary.sim.bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m apiary.sim.bench",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--pysim-cycles", type=int, default=500)
     p.add_argument("--verilator-cycles", type=int, default=500_000)

@@ -34,9 +34,11 @@ class TapDevice:
         try:
             self.fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
         except OSError as e:
-            raise SimError(f"cannot open /dev/net/tun: {e.strerror} (is the tun module present?)") from None
+            raise SimError(f"cannot open /dev/net/tun: {e.strerror} (is the tun module "
+                           f"present?)") from None
         try:
-            fcntl.ioctl(self.fd, _TUNSETIFF, struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI))
+            fcntl.ioctl(self.fd, _TUNSETIFF,
+                        struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI))
         except OSError as e:
             os.close(self.fd)
             hint = " (TAP devices need root or CAP_NET_ADMIN)" if e.errno == errno.EPERM else ""

@@ -497,7 +497,7 @@ class VerilatorSim(Sim):
         for i, stamps in enumerate(sent):
             pending = self._inflight[i]
             frames = []
-            for n, a, b in stamps:
+            for _n, a, b in stamps:
                 data = pending.pop(0)
                 frames.append(Frame(data, a, b, self.ports[i].name))
             sent_frames.append(frames)

@@ -43,7 +43,8 @@ class Header:
             raise ValueError(f"header {name!r} names a field twice")
         for n, w in self.fields:
             if w <= 0:
-                raise ValueError(f"header {name!r}: field {n!r} has width {w}; widths must be positive")
+                raise ValueError(f"header {name!r}: field {n!r} has width {w}; widths must be "
+                                 f"positive")
         self.bits = sum(w for _, w in self.fields)
         self.size = self.bits if size is None else int(size)
         if self.bits > self.size:
@@ -81,7 +82,8 @@ class Header:
         word = 0
         for n, v in values.items():
             if n not in self._offsets:
-                raise ValueError(f"header {self.name!r} has no field {n!r}; fields are {self.names}")
+                raise ValueError(f"header {self.name!r} has no field {n!r}; fields are "
+                                 f"{self.names}")
             off, w = self._offsets[n]
             v = int(v)
             if not 0 <= v < (1 << w):
@@ -96,7 +98,8 @@ class Header:
     def to_bytes(self, values=None, **kwargs):
         """Network byte order (the MSB of the header in the first byte)."""
         if self.size % 8:
-            raise ValueError(f"header {self.name!r} is {self.size} bits, not a whole number of bytes")
+            raise ValueError(f"header {self.name!r} is {self.size} bits, not a whole number of "
+                             f"bytes")
         return self.pack(values, **kwargs).to_bytes(self.size // 8, "big")
 
     def from_bytes(self, raw):

@@ -19,7 +19,7 @@ The frames on both sides exclude preamble and FCS.
 
 from dataclasses import dataclass
 
-from amaranth import ClockDomain, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -124,8 +124,9 @@ class MacOptions:
         pad, as the CMAC; 0 for none, as LiteEth's MAC pads itself and a TAP device needs none).
     domain : str or None
         The clock domain the MAC side runs in; ``None``: the design's own (``sync``). Otherwise
-        the edge crosses domains with an asynchronous FIFO of ``fifo_depth`` words each way,
-        and the design's top level has that domain's clock and reset as ports.
+        the edge crosses domains with an asynchronous FIFO of ``fifo_depth`` words each way.
+        The design's top level does not create the domain, so its clock and reset become
+        top-level ports, ``<domain>_clk`` and ``<domain>_rst``.
     fifo_depth : int
         Words of each crossing FIFO (a power of two).
     """
@@ -193,8 +194,9 @@ class MacEdge(wiring.Component):
         word = mac_word_layout(self._width, opts.byte_enables)
         mac_rx, mac_tx = self.mac.rx, self.mac.tx
         if opts.domain is not None:
-            # Convert in the design's domain; the FIFOs carry MAC words across.
-            m.domains[opts.domain] = ClockDomain(opts.domain)
+            # Convert in the design's domain; the FIFOs carry MAC words across. The domain is
+            # not created here: whoever drives it does (a design's top level leaves it to
+            # Amaranth, which makes its clock and reset ports).
             depth, size = opts.fifo_depth, data.Layout.cast(word).size
             m.submodules.rx_cdc = rx_cdc = fifo.AsyncFIFO(width=size, depth=depth,
                                                           w_domain=opts.domain, r_domain="sync")

@@ -253,7 +253,8 @@ class StreamInsert(_Realign):
     """Prepend ``N`` header bytes to every packet and realign the packet behind them.
 
     For each packet, ``hdr`` carries the header bytes (``data``, first byte in lane 0, i.e.
-    bits 7..0; see :func:`~apiary.stream.header.byte_reverse`) and their count ``nbytes`` (``N``, at most
+    bits 7..0; see :func:`~apiary.stream.header.byte_reverse`) and their count ``nbytes`` (``N``,
+    at most
     ``max_bytes``; larger counts are taken as ``max_bytes``). With ``fixed=True`` there is no
     ``nbytes`` field and every header is ``max_bytes`` long. ``hdr`` is held until the packet's
     first word is taken.

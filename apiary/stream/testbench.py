@@ -10,8 +10,9 @@ from amaranth import Elaboratable, Module, Signal
 
 
 
-__all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_packet", "transfers",
-           "watchdog", "simulate", "WithCycleCounter"]
+__all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_packet",
+           "mac_frame_words", "send_mac_frame", "recv_mac_frame", "transfers", "watchdog",
+           "simulate", "WithCycleCounter"]
 
 
 async def _stall(ctx, rng, stall):
@@ -78,6 +79,56 @@ async def recv_packet(ctx, port, width, **stall):
         assert n > 0 or out == b"", "an empty word ends a non-empty packet"
         out += value.to_bytes(nb, "little")[:n]
         if p.last:
+            return out
+
+
+def mac_frame_words(frame, width, byte_enables="keep", *, error=False, error_word=None):
+    """The words of ``frame`` on a MAC port's stream (:func:`~apiary.stream.mac.mac_word_layout`):
+    dicts of ``data``, the byte enables (``keep`` or ``last_be``), ``last`` and ``error``. With
+    ``error``, word ``error_word`` (default: the last) has ``error`` set, as a MAC marks a frame
+    whose FCS was wrong."""
+    nb = width // 8
+    chunks = [frame[i:i + nb] for i in range(0, len(frame), nb)] or [b""]
+    words = []
+    for k, chunk in enumerate(chunks):
+        last = k == len(chunks) - 1
+        if byte_enables == "keep":
+            enables = (1 << len(chunk)) - 1
+        else:
+            enables = (1 << (len(chunk) - 1)) if last and chunk else 0
+        bad = error and k == (len(chunks) - 1 if error_word is None else error_word)
+        words.append({"data": int.from_bytes(chunk, "little"), byte_enables: enables,
+                      "last": int(last), "error": int(bad)})
+    return words
+
+
+async def send_mac_frame(ctx, stream, frame, width, byte_enables="keep", *, rng=None,
+                         stall=0.0, **error):
+    """Send ``frame`` on a MAC port's ``rx`` stream (see :func:`mac_frame_words`)."""
+    for word in mac_frame_words(frame, width, byte_enables, **error):
+        await stream_put(ctx, stream, word, rng=rng, stall=stall)
+
+
+async def recv_mac_frame(ctx, stream, width, byte_enables="keep", **stall):
+    """Receive one frame from a MAC port's ``tx`` stream as bytes, asserting the byte-enable
+    convention on every word (``keep`` contiguous from byte 0 and full before the last word;
+    ``last_be`` one-hot on, and only on, the last word) and that ``error`` is 0."""
+    nb = width // 8
+    out = b""
+    while True:
+        w = await stream_get(ctx, stream, **stall)
+        enables, last = int(getattr(w, byte_enables)), int(w.last)
+        assert int(w.error) == 0, "a frame to the MAC with error set"
+        if byte_enables == "keep":
+            n = enables.bit_length()
+            assert enables == (1 << n) - 1, "keep is not contiguous from byte 0"
+            assert last or n == nb, "a word before the last is not full"
+        else:
+            assert (enables == 0) != bool(last), "last_be not set on, and only on, the last word"
+            assert enables & (enables - 1) == 0, "last_be is not one-hot"
+            n = enables.bit_length() if last else nb
+        out += int(w.data).to_bytes(nb, "little")[:n]
+        if last:
             return out
 
 

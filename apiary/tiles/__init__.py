@@ -3,3 +3,5 @@
 from .forward import ForwardTile
 from .port import PortTile
 from .frame_port import FramePortTile
+
+__all__ = ["ForwardTile", "PortTile", "FramePortTile"]

@@ -288,7 +288,7 @@ class UdpMemoryTile(Tile):
             ack_buf.verdict.payload.info.eq(info),
         ]
 
-        # -- senders and the output -----------------------------------------------------------------
+        # -- senders and the output ----------------------------------------------------------------
         m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size,
                                                      empty_packets=True)
         m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
@@ -300,7 +300,7 @@ class UdpMemoryTile(Tile):
             connect(m, sender=mem_tx.o, tile=flipped(o))
         out_last = o.valid & o.ready & o.payload.last
 
-        # -- the request being served ---------------------------------------------------------------
+        # -- the request being served --------------------------------------------------------------
         r_bytes = Signal(range(MAX_REQUEST + 1))
         r_meta = Signal(PACKET_META.layout())
         r_op = Signal(8)

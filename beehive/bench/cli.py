@@ -9,14 +9,15 @@ import argparse
 from apiary.cli import Command, add_design_arguments, error, load
 
 
-__all__ = ["COMMAND", "main", "bench_options"]
+__all__ = ["COMMAND", "bench_options"]
 
 
 def _sizes(text):
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts, not {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated byte counts, not {text!r}") from None
     if not sizes:
         raise argparse.ArgumentTypeError("no sizes given")
     return sizes
@@ -112,9 +113,3 @@ def _run_reporting(args):
         return run(args)
     except errors as e:
         return error(f"apiary bench: {e}")
-
-
-def main(argv=None):
-    """``apiary bench`` alone: ``argv`` as after ``apiary bench``."""
-    from apiary.cli import main as apiary_main
-    return apiary_main(["bench", *(argv or [])])

@@ -1,8 +1,8 @@
 """UDP echo benchmark: latency and throughput of a design that echoes UDP on port 7.
 
 ``apiary bench examples/udp_echo.py [--width N] [--sizes 64,128,...] [--packets N]
-[--clock-mhz MHZ] [--json | --markdown]`` (or ``python -m beehive.bench.echo DESIGN ...``; the
-command and its options are declared in :mod:`beehive.bench.cli`).
+[--clock-mhz MHZ] [--json | --markdown]`` (the command and its options are declared in
+:mod:`beehive.bench.cli`).
 
 Everything is measured cycle-accurately on a Verilator model of the design, through its Ethernet
 port (:mod:`apiary.sim`), and every reply is checked byte for byte against
@@ -45,7 +45,7 @@ from ..proto.addresses import design_addresses
 
 __all__ = ["BenchError", "BEEHIVE", "TARGETS", "DEFAULT_SIZES", "request", "measure_latency",
            "measure_throughput", "zero_drop_spacing", "trace_messages", "run_bench", "render",
-           "command_line", "run", "main"]
+           "command_line", "run"]
 
 
 class BenchError(Exception):
@@ -565,13 +565,3 @@ def run(args, design, out=None, log=None):
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     print(render(res, fmt, command_line(args)), end="", file=out)
     return res
-
-
-def main(argv=None):
-    """``python -m beehive.bench.echo DESIGN [options]``: the same as ``apiary bench DESIGN``."""
-    from .cli import main as bench_main
-    return bench_main(sys.argv[1:] if argv is None else argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

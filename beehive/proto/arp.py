@@ -65,8 +65,8 @@ class ArpTile(RxLayerTile):
     def parse(self, m, p):
         req = p.field(ARP)
         p.drop("truncated", p.head_len < 28)
-        p.drop("unsupported", (req.htype != ARP_HTYPE_ETHERNET) | (req.ptype != EtherType.IPV4.value)
-               | (req.hlen != 6) | (req.plen != 4))
+        p.drop("unsupported", (req.htype != ARP_HTYPE_ETHERNET)
+               | (req.ptype != EtherType.IPV4.value) | (req.hlen != 6) | (req.plen != 4))
         p.drop("not_request", req.oper != ArpOperation.REQUEST.value)
         p.drop("not_for_us", req.tpa != self.ipv4)
         reply = Signal(8 * 28)

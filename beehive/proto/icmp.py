@@ -30,7 +30,8 @@ ICMP_ECHO = Header("icmp_echo", [
 ])
 
 #: The part of an ICMP header the reply changes.
-_TYPE_CODE_CHECKSUM = Header("icmp_type_code_checksum", [("type", 8), ("code", 8), ("checksum", 16)])
+_TYPE_CODE_CHECKSUM = Header("icmp_type_code_checksum",
+                             [("type", 8), ("code", 8), ("checksum", 16)])
 
 
 class IcmpEchoTile(RxLayerTile):

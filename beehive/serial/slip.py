@@ -7,8 +7,8 @@ before each datagram, so that line noise before it ends up in a frame of its own
 
 Message out of :class:`SlipRxTile` (``ETH_RX_FRAME``, to the next hop for key 0x0800): the
 decoded datagram, metadata ``ethertype`` = 0x0800 (IPv4) and every other field zero
-(:data:`~beehive.proto.messages.PACKET_META`). That is what Ethernet RX sends the IPv4 RX tile, which therefore
-works unchanged (SLIP carries nothing but IPv4, and no padding).
+(:data:`~beehive.proto.messages.PACKET_META`). That is what Ethernet RX sends the IPv4 RX tile,
+which therefore works unchanged (SLIP carries nothing but IPv4, and no padding).
 
 Message into :class:`SlipTxTile` (any ``msg_type``; IPv4 TX sends ``ETH_TX_FRAME``): its payload
 is sent as one SLIP frame; the metadata (IPv4 TX sets ``ethertype``, ``peer_mac`` is zero) is

@@ -26,7 +26,8 @@ from ..flow import BuildFailed, explain_nextpnr, run_step
 from ..report import BuildReport, ecp5_resources, nextpnr_clocks
 
 
-__all__ = ["build_litex_board", "generate_soc", "run_ecp5_tools", "write_soc", "SOC_NAME"]
+__all__ = ["build_litex_board", "generate_soc", "run_ecp5_tools", "write_soc",
+           "write_counters_csv", "SOC_NAME"]
 
 SOC_NAME = "apiary_soc"
 
@@ -55,11 +56,25 @@ def write_soc(make_soc, out_dir, what="SoC"):
     return soc
 
 
-def generate_soc(board, core, out_dir, *, sys_clk_freq=None):
-    """Write the :class:`~.soc.ApiarySoC` of ``core`` on ``board`` (see :func:`write_soc`)."""
+def generate_soc(board, core, out_dir, *, sys_clk_freq=None, counters=False):
+    """Write the :class:`~.soc.ApiarySoC` of ``core`` on ``board`` (see :func:`write_soc`),
+    and ``counters.csv``: the core's counter bank, one line per counter (index, name, bits,
+    what it counts), the indices the SoC's ``core_counters_sel`` register takes."""
     from .soc import ApiarySoC
-    return write_soc(lambda: ApiarySoC(board, core, sys_clk_freq=sys_clk_freq), out_dir,
-                     board.name)
+    soc = write_soc(lambda: ApiarySoC(board, core, sys_clk_freq=sys_clk_freq,
+                                      counters=counters), out_dir, board.name)
+    write_counters_csv(core.counters, os.path.join(out_dir, "counters.csv"))
+    return soc
+
+
+def write_counters_csv(bank, path):
+    """The counter bank as CSV: ``index,name,bits,description``."""
+    import csv
+    with open(path, "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["index", "name", "bits", "description"])
+        for counter in bank:
+            out.writerow([counter.index, counter.name, counter.width, counter.description])
 
 
 def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
@@ -89,20 +104,22 @@ def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
 
 
 def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, seed=1,
-                      run_tools=True):
-    """Build ``design`` for ``board``; returns a :class:`BuildReport`."""
+                      run_tools=True, counters=False):
+    """Build ``design`` for ``board``; returns a :class:`BuildReport`. With ``counters``, the
+    core's counter bank is readable over a UART bridge (see :mod:`.soc`)."""
     from ..core import core_info
+    from .soc import LITEX_MAC
 
     os.makedirs(out_dir, exist_ok=True)
     times = {}
     start = time.monotonic()
     progress.note(f"core: elaborating {design.name} ({design.width}-bit NoC) to Verilog")
-    core = core_info(design, out_dir)
+    core = core_info(design, out_dir, mac=LITEX_MAC)
     times["core"] = time.monotonic() - start
 
     start = time.monotonic()
     progress.note(f"soc: LiteX SoC for {board.name} ({board.description})")
-    soc = generate_soc(board, core, out_dir, sys_clk_freq=sys_clk_freq)
+    soc = generate_soc(board, core, out_dir, sys_clk_freq=sys_clk_freq, counters=counters)
     times["soc"] = time.monotonic() - start
     gateware = os.path.join(out_dir, "gateware")
     core_file = os.path.basename(core.verilog_path)
@@ -110,7 +127,7 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
 
     report = BuildReport(design=design.name, platform=board.name, flow="litex+yosys+nextpnr",
                          device=soc.platform.device, width=design.width, out_dir=out_dir,
-                         parts=_parts(soc, core))
+                         parts=_parts(soc, core, counters))
     report.times = times
     if run_tools:
         resources, clocks, tool_times, bitstream = run_ecp5_tools(
@@ -120,8 +137,10 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     return report
 
 
-def _parts(soc, core):
+def _parts(soc, core, counters):
     parts = [f"core {core.top_name} ({core.width}-bit NoC)"]
+    if counters:
+        parts.append(f"{len(core.counters)} counters on UARTBone (counters.csv)")
     if hasattr(soc, "ethmac"):
         parts.append(f"LiteEth MAC + {type(soc.ethphy).__name__}")
     if hasattr(soc, "sdram"):

@@ -463,7 +463,7 @@ def measure_liteeth_latency(payload_sizes=(1, 64, 512, 1472), dw=64, *, keep_cdc
             req = udp_request(size, seq)
             before, stalls = len(driver.sent), driver.stalls
             driver.send(req, ("latency", seq))
-            yield from driver.run_until(lambda: len(driver.sent) > before, 50_000)
+            yield from driver.run_until(lambda b=before: len(driver.sent) > b, 50_000)
             yield from driver.idle(gap)
             out = driver.sent[before:]
             if len(out) != 1:
@@ -561,7 +561,7 @@ def render_latency(results, markdown=False):
     for k, size in enumerate(sizes):
         first = next(iter(liteeth.values()))[k]
         row = [str(size), f"{first['request_bytes']} / {first['reply_bytes']}"]
-        for dw, rs in liteeth.items():
+        for rs in liteeth.values():
             row += [str(rs[k]["first_in_first_out"]), str(rs[k]["first_in_last_out"]),
                     str(rs[k]["rx_stall_cycles"])]
         if ours:

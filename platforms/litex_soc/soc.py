@@ -9,12 +9,13 @@ that the DDR3 PHY sets). Around it:
 * **Ethernet.** ``LiteEthMACCore`` (preamble, FCS, padding to 60 bytes) with its datapath at the
   PHY's 8 bits in the PHY's 125 MHz ``eth_rx``/``eth_tx`` domains, then the 8-bit → ``width``
   conversion and the clock-domain crossing into ``sys`` (LiteEth's own choice for gigabit; its
-  datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates), then
-  a 16-word FIFO into ``core`` each way. The stream adapters between
-  it and the core are combinational: LiteEth's ``last_be`` (one-hot, last valid byte) becomes the
-  core's ``nbytes`` and back. A frame the MAC marks bad (FCS error) is handed on with an invalid
-  last word (``nbytes`` past the width), which the core's receive buffer drops as malformed
-  (counted in ``<eth rx tile>_oversized``); the SoC counts it too.
+  datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates). Its
+  ``source`` and ``sink`` are wired straight to the core's MAC port: the core is built with
+  :data:`LITEX_MAC` (LiteEth's ``last_be`` byte enables, its MAC side in a clock domain
+  ``mac`` that the SoC drives with ``sys``), so the core's own MAC edge does the byte-enable
+  conversion and the 16-word crossing into ``core``; there is no adapter here. A frame the MAC
+  marks bad (FCS error) is aborted by the edge and dropped and counted by Ethernet RX
+  (``<eth rx tile>_bad_fcs``).
 * **DRAM.** One LiteDRAM native port per memory port of the design (``get_port``, width-converted
   to the tile's data width and crossed into ``core``). With no CPU to run the BIOS, a
   :class:`~.dram_init.DFIInitSequencer` initialises the DDR3 in hardware; commands wait until
@@ -22,20 +23,32 @@ that the DDR3 PHY sets). Around it:
 * **LEDs** (when the board has them): DRAM initialised, a toggle per received frame, a toggle
   per sent frame, a heartbeat.
 
-The core's counters are not brought out (a CPU-less SoC has no bus to read them on); Yosys
-removes their logic.
+* **Counters** (with ``counters=True``): the core's counter bank as two registers,
+  ``core_counters_sel`` (write a counter's index) and ``core_counters_value`` (read it), behind a
+  UART bridge (LiteX's UARTBone on the board's ``serial`` port, for ``litex_server --uart``).
+  Which index is which counter is the bank's order; the build writes it to ``counters.csv``.
+  Without it the counters are not brought out (a CPU-less SoC has no bus to read them on) and
+  Yosys removes their logic.
 """
 
-from migen import (Module, Signal, Instance, If, Cat, ClockSignal, ResetSignal, Constant,
-                   ClockDomain, ClockDomainsRenamer)
-from migen.genlib.cdc import MultiReg
+from migen import (Module, Signal, Instance, If, Case, Cat, ClockSignal, ResetSignal, Constant,
+                   ClockDomain)
+from migen.genlib.cdc import BusSynchronizer, MultiReg
 
 from litex.soc.integration.soc_core import SoCMini
+from litex.soc.interconnect.csr import AutoCSR, CSRStatus, CSRStorage
+
+from apiary.stream.mac import MacOptions
 
 from .dram_init import DFIInitSequencer
 
 
-__all__ = ["ApiarySoC", "LiteEthAdapter", "CoreStreamPort", "stream_ports", "payload_fields"]
+__all__ = ["ApiarySoC", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "stream_ports",
+           "payload_fields"]
+
+#: How the core's MAC edges are built for LiteEth: ``last_be`` byte enables, LiteEth pads
+#: frames itself, and the MAC side runs in its own domain (``mac``, driven by the SoC's ``sys``).
+LITEX_MAC = MacOptions(byte_enables="last_be", pad_to=0, domain="mac", fifo_depth=16)
 
 
 def payload_fields(layout):
@@ -72,60 +85,31 @@ class CoreStreamPort:
         return {i + valid: self.valid, o + ready: self.ready, i + payload: self.payload}
 
 
-class LiteEthAdapter(Module):
-    """LiteEth MAC streams (``source``: frames from the wire, ``sink``: frames to it) to and
-    from the core's payload streams ``rx``/``tx`` (:class:`CoreStreamPort` objects: ``valid``,
-    ``ready``, ``field(name)``), all ``width`` bits. Combinational, no latency.
+class CoreCounters(Module, AutoCSR):
+    """The core's counter bank behind two CSRs: write a counter's index to ``sel``, read its
+    value from ``value`` (a few ``sys`` cycles later: it crosses from ``core`` through a
+    handshake, so a 32-bit value never arrives torn).
 
-    ``last_be`` (one-hot, the last valid byte) ⇄ ``nbytes``. A frame with ``error`` set on any
-    word (LiteEth's FCS check) ends with ``nbytes = width/8 + 1``, a malformed word the core's
-    receive buffer drops; ``fcs_errors`` counts such frames. ``rx_toggle``/``tx_toggle`` flip
-    per frame.
-    """
+    ``counters`` is ``[(index, signal)]``, the bank's entries as signals in the ``core``
+    domain."""
 
-    def __init__(self, source, sink, rx, tx, width):
-        self.fcs_errors = Signal(32)
-        self.rx_toggle, self.tx_toggle = Signal(), Signal()
-        nb = width // 8
-        in_frame_error = Signal()
-        error = Signal()
-        last_index = Signal(max=nb)
-        for i in range(nb):
-            self.comb += If(source.last_be[i], last_index.eq(i))
-        self.comb += [
-            error.eq(in_frame_error | (source.error != 0)),
-            rx.valid.eq(source.valid),
-            source.ready.eq(rx.ready),
-            rx.field("data").eq(source.data),
-            rx.field("last").eq(source.last),
-            If(source.last,
-                If(error, rx.field("nbytes").eq(nb + 1)).Else(rx.field("nbytes").eq(last_index + 1))
-            ).Else(rx.field("nbytes").eq(nb)),
-        ]
-        self.sync += If(source.valid & source.ready,
-            in_frame_error.eq(~source.last & error),
-            If(source.last,
-                self.rx_toggle.eq(~self.rx_toggle),
-                If(error, self.fcs_errors.eq(self.fcs_errors + 1))))
-
-        nbytes = tx.field("nbytes")
-        self.comb += [
-            sink.valid.eq(tx.valid),
-            tx.ready.eq(sink.ready),
-            sink.data.eq(tx.field("data")),
-            sink.last.eq(tx.field("last")),
-            sink.error.eq(0),
-        ]
-        for i in range(nb):
-            self.comb += sink.last_be[i].eq(tx.field("last") & (nbytes == i + 1))
-        self.sync += If(tx.valid & tx.ready & tx.field("last"), self.tx_toggle.eq(~self.tx_toggle))
+    def __init__(self, counters):
+        bits = max(1, (len(counters) - 1).bit_length())
+        self.sel = CSRStorage(bits, description="Index of the counter to read (counters.csv).")
+        self.value = CSRStatus(32, description="Value of the selected counter.")
+        sel = Signal(bits)
+        value = Signal(32)
+        self.specials += MultiReg(self.sel.storage, sel, odomain="core")
+        self.sync.core += Case(sel, {index: value.eq(signal) for index, signal in counters})
+        self.submodules.cdc = cdc = BusSynchronizer(32, "core", "sys")
+        self.comb += [cdc.i.eq(value), self.value.status.eq(cdc.o)]
 
 
 class ApiarySoC(SoCMini):
     """The SoC for ``board`` (a :class:`~platforms.litex_soc.boards.LiteXBoard`) and the core
     ``core`` (a :class:`~platforms.core.CoreInfo`)."""
 
-    def __init__(self, board, core, *, sys_clk_freq=None, core_clk_freq=None):
+    def __init__(self, board, core, *, sys_clk_freq=None, core_clk_freq=None, counters=False):
         sys_clk_freq = int(sys_clk_freq or board.sys_clk_freq)
         self.core_clk_freq = core_clk_freq = int(core_clk_freq or board.core_clk_freq)
         self.board = board
@@ -141,31 +125,37 @@ class ApiarySoC(SoCMini):
         args = {"i_clk": ClockSignal("core"), "i_rst": ResetSignal("core")}
 
         # Ethernet ------------------------------------------------------------------------------
-        self.fcs_errors = Signal(32)
         self.rx_toggle, self.tx_toggle = Signal(), Signal()
-        if len(core.frame_ports) > 1:
+        if len(core.mac_ports) > 1:
             raise ValueError(f"{board.name} has one Ethernet port; the design has "
-                             f"{len(core.frame_ports)}")
-        for port in core.frame_ports:
+                             f"{len(core.mac_ports)}")
+        for port in core.mac_ports:
+            if core.mac != LITEX_MAC:
+                raise ValueError(f"the core's MAC edges must be built with LITEX_MAC for "
+                                 f"LiteEth, not {core.mac}")
             from liteeth.mac.core import LiteEthMACCore
             self.ethphy = board.eth_phy(platform)
-            from liteeth.common import eth_phy_description
-            from litex.soc.interconnect import stream
             self.ethmac = mac = LiteEthMACCore(self.ethphy, core.width, with_sys_datapath=False)
-            # MAC (sys) <-> core clock.
-            self.rx_cdc = rx_cdc = stream.ClockDomainCrossing(
-                eth_phy_description(core.width), cd_from="sys", cd_to="core", depth=16)
-            self.tx_cdc = tx_cdc = stream.ClockDomainCrossing(
-                eth_phy_description(core.width), cd_from="core", cd_to="sys", depth=16)
-            self.comb += [mac.source.connect(rx_cdc.sink), tx_cdc.source.connect(mac.sink)]
-            rx = CoreStreamPort(port.rx, core.signature.members[port.rx].signature)
-            tx = CoreStreamPort(port.tx, core.signature.members[port.tx].signature)
+            sig = core.signature.members[port.member].signature
+            rx = CoreStreamPort(f"{port.member}__rx", sig.members["rx"].signature)
+            tx = CoreStreamPort(f"{port.member}__tx", sig.members["tx"].signature)
             args.update(rx.instance_args(into_core=True))
             args.update(tx.instance_args(into_core=False))
-            self.eth_adapter = adapter = ClockDomainsRenamer({"sys": "core"})(
-                LiteEthAdapter(rx_cdc.source, tx_cdc.sink, rx, tx, core.width))
-            self.comb += [self.rx_toggle.eq(adapter.rx_toggle), self.tx_toggle.eq(adapter.tx_toggle),
-                          self.fcs_errors.eq(adapter.fcs_errors)]
+            args.update({f"i_{LITEX_MAC.domain}_clk": ClockSignal("sys"),
+                         f"i_{LITEX_MAC.domain}_rst": ResetSignal("sys")})
+            source, sink = mac.source, mac.sink
+            self.comb += [
+                rx.valid.eq(source.valid), source.ready.eq(rx.ready),
+                rx.field("data").eq(source.data), rx.field("last_be").eq(source.last_be),
+                rx.field("last").eq(source.last), rx.field("error").eq(source.error != 0),
+                sink.valid.eq(tx.valid), tx.ready.eq(sink.ready),
+                sink.data.eq(tx.field("data")), sink.last_be.eq(tx.field("last_be")),
+                sink.last.eq(tx.field("last")), sink.error.eq(0),
+            ]
+            self.sync += [
+                If(source.valid & source.ready & source.last, self.rx_toggle.eq(~self.rx_toggle)),
+                If(sink.valid & sink.ready & sink.last, self.tx_toggle.eq(~self.tx_toggle)),
+            ]
 
         # DRAM ----------------------------------------------------------------------------------
         self.dram_done = Signal()
@@ -185,6 +175,16 @@ class ApiarySoC(SoCMini):
             for name, (data_width, addr_width) in core.memory_ports.items():
                 args.update(self._memory_port(name, core.signature.members[name].signature,
                                               data_width, addr_width))
+
+        # Counters ------------------------------------------------------------------------------
+        if counters:
+            signals = []
+            for counter in core.counters:
+                signal = Signal(counter.width, name=f"counter_{counter.name}")
+                args[f"o_counters__{counter.name}"] = signal
+                signals.append((counter.index, signal))
+            self.core_counters = CoreCounters(signals)
+            self.add_uartbone(uart_name="serial", baudrate=115200)
 
         self.specials += Instance(core.top_name, **args)
         self._leds(platform, sys_clk_freq)

@@ -42,7 +42,7 @@ class Pin:
     name: str
     loc: str
     iostandard: str
-    drive: str          # Verilog expression in the wrapper (a constant or a wrapper signal)
+    drive: int | str    # a constant (0 or 1) or a status signal of platforms.vivado.project.STATUS
     comment: str = ""
 
 
@@ -115,13 +115,13 @@ U200 = Board(
         tx_pins=("N9", "M7", "L9", "K7"),
         comment="GTY quad 231"),
     outputs=(
-        Pin("qsfp_fs0", "AT20", "LVCMOS12", "1'b0",
+        Pin("qsfp_fs0", "AT20", "LVCMOS12", 0,
             "SI5335 frequency select: FS = 0b10 -> 161.1328125 MHz"),
-        Pin("qsfp_fs1", "AU22", "LVCMOS12", "1'b1", ""),
-        Pin("qsfp_refclk_reset", "AT22", "LVCMOS12", "1'b0", "SI5335 running"),
-        Pin("qsfp_resetl", "BE17", "LVCMOS12", "1'b1", "QSFP module out of reset"),
-        Pin("qsfp_lpmode", "BD18", "LVCMOS12", "1'b0", "QSFP module in high-power mode"),
-        Pin("qsfp_modsell", "BE16", "LVCMOS12", "1'b0", "QSFP module selected for I2C"),
+        Pin("qsfp_fs1", "AU22", "LVCMOS12", 1, ""),
+        Pin("qsfp_refclk_reset", "AT22", "LVCMOS12", 0, "SI5335 running"),
+        Pin("qsfp_resetl", "BE17", "LVCMOS12", 1, "QSFP module out of reset"),
+        Pin("qsfp_lpmode", "BD18", "LVCMOS12", 0, "QSFP module in high-power mode"),
+        Pin("qsfp_modsell", "BE16", "LVCMOS12", 0, "QSFP module selected for I2C"),
         Pin("led0", "BC21", "LVCMOS12", "rx_aligned", "CMAC receive aligned (link up)"),
         Pin("led1", "BB21", "LVCMOS12", "heartbeat", "Beehive clock running, out of reset"),
         Pin("led2", "BA20", "LVCMOS12", "rx_overflow_seen",

@@ -2,6 +2,8 @@
 
 import pathlib
 
+import pytest
+
 from apiary.bench.area import main, tile_areas
 from apiary.load import load_design
 
@@ -9,6 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LOOPBACK = str(ROOT / "examples" / "frame_loopback.py")
 
 
+@pytest.mark.slow
 def test_every_tile_and_a_router_are_synthesised():
     design = load_design(LOOPBACK, width=64)
     rows = tile_areas(design)
@@ -19,6 +22,7 @@ def test_every_tile_and_a_router_are_synthesised():
     assert areas["router"]["luts"] > 100 and areas["router"]["ffs"] > 0
 
 
+@pytest.mark.slow
 def test_command_prints_a_table_with_a_total(capsys):
     assert main([LOOPBACK, "--width", "64"]) == 0
     out = capsys.readouterr().out

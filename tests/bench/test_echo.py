@@ -41,6 +41,7 @@ def results(design):
                           latency_requests=3)
 
 
+@pytest.mark.slow
 def test_latency_matches_a_direct_simulation(design, results):
     frame = udp(b"!")
     with open_sim(design, "verilator") as sim:

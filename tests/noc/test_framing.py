@@ -521,6 +521,6 @@ def test_metadata_bits_inline_at_512_and_in_flits_below(width):
 
     simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
              timeout=50_000)
-    for (meta, payload), message in zip(jobs, split_messages(link)):
+    for (_meta, payload), message in zip(jobs, split_messages(link)):
         words = -(-len(payload) // (width // 8))
         assert len(message) == header_flits(width) + flits + words

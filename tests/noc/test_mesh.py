@@ -145,7 +145,7 @@ def test_all_pairs_3x3(width):
     assert dropped == 0
 
 
-@WIDTHS
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
 def test_random_traffic(width):
     """All nine tiles at once, 2,250 random 1-4 flit messages (3% addressed off the mesh),
     seeded random valid/ready stalls: every good message arrives once, intact, at the right tile,

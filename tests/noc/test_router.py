@@ -166,7 +166,7 @@ def test_route_choice_and_latency(width):
 
     out_by_data = {}
     for o in DIRS:
-        for cyc, data, last in logs[o]:
+        for cyc, data, _last in logs[o]:
             assert data not in out_by_data, "a flit left twice"
             out_by_data[data] = (o, cyc)
     in_by_data = {data: cyc for d in DIRS for cyc, data, _ in ins[d]}
@@ -409,6 +409,7 @@ def test_random_backpressure(width):
 
 # --- area ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_area_reports_luts():
     from apiary.bench.noc import router_area
     a = router_area(64, "xilinx")

@@ -354,7 +354,7 @@ def test_load_latency_and_one_word_per_cycle(width, latency):
                                      latency=latency, size_bytes=8192)
     ins = per_request(log_in, [hm] * len(cases))
     outs = per_request(log_out, [hm + words] * len(cases))
-    for (addr, extra), flits_in, flits_out in zip(cases, ins, outs):
+    for (_addr, extra), flits_in, flits_out in zip(cases, ins, outs):
         last_in = flits_in[-1]
         assert flits_out[:hm] == list(range(last_in + 1, last_in + 1 + hm))
         payload = flits_out[hm:]
@@ -374,7 +374,7 @@ def test_store_takes_one_word_per_cycle_and_acks_two_cycles_after(width):
         size_bytes=8192)
     ins = per_request(log_in, [hm + words] * len(cases))
     outs = per_request(log_out, [hm] * len(cases))
-    for (addr, extra), flits_in, flits_out in zip(cases, ins, outs):
+    for (_addr, extra), flits_in, flits_out in zip(cases, ins, outs):
         # From the last header/metadata flit (taken once the previous request is done) on.
         assert flits_in[hm - 1:] == list(range(flits_in[hm - 1], flits_in[hm - 1] + words + 1))
         assert flits_out[0] == flits_in[-1] + 2 + extra

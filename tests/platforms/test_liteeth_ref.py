@@ -11,6 +11,7 @@ pytest.importorskip("litex_boards")
 from platforms.litex_soc import liteeth_ref  # noqa: E402
 
 
+@pytest.mark.slow
 def test_echo_latency_is_checked_and_deterministic():
     first = liteeth_ref.measure_liteeth_latency((1, 100), dw=64)
     assert [r["payload_bytes"] for r in first] == [1, 100]

@@ -1,6 +1,6 @@
-"""The LiteX side of the ECP5 flow: DRAM init in hardware, the LiteEth ⇄ core stream adapter, and
-a SoC whose black-box instance matches the core's Verilog (no place and route here; see
-test_build.py)."""
+"""The LiteX side of the ECP5 flow: DRAM init in hardware, the counter registers, and a SoC whose
+black-box instance matches the core's Verilog, LiteEth wired straight to the core's MAC port (no
+place and route here; see test_build.py)."""
 
 import re
 
@@ -12,16 +12,14 @@ from litedram.common import PhySettings                  # noqa: E402
 from litedram.dfii import DFIInjector                    # noqa: E402
 from litedram.init import get_sdram_phy_init_sequence    # noqa: E402
 from litedram.modules import MT41K64M16                  # noqa: E402
-from liteeth.common import eth_phy_description           # noqa: E402
-from litex.soc.interconnect import stream                # noqa: E402
+from migen import Signal                                   # noqa: E402
 
 from apiary.load import load_design                      # noqa: E402
-from apiary.noc.flit import payload_signature           # noqa: E402
 from platforms.core import core_info                     # noqa: E402
 from platforms.litex_soc.boards import LITEX_BOARDS      # noqa: E402
 from platforms.litex_soc.build import SOC_NAME, generate_soc   # noqa: E402
 from platforms.litex_soc.dram_init import DFIInitSequencer, init_steps   # noqa: E402
-from platforms.litex_soc.soc import CoreStreamPort, LiteEthAdapter     # noqa: E402
+from platforms.litex_soc.soc import LITEX_MAC, CoreCounters                # noqa: E402
 
 
 def ddr3_settings():
@@ -61,7 +59,7 @@ def test_dram_init_replays_litedram_sequence():
     run_simulation(dut, bench())
     expected = [s for s in sequence if "COMMAND" in s[3]]
     assert len(log["commands"]) == len(expected)
-    for (cycle, address, bank, ras_n, cas_n, we_n), (name, a, ba, cmd, _) in \
+    for (_cycle, address, bank, ras_n, cas_n, we_n), (name, a, ba, cmd, _) in \
             zip(log["commands"], expected):
         assert (address, bank) == (a, ba), name
         assert (not ras_n, not cas_n, not we_n) == \
@@ -88,77 +86,34 @@ def test_init_steps_reject_unknown_flags(monkeypatch):
         init_steps(*ddr3_settings())
 
 
-class _AdapterHarness(Module):
-    def __init__(self, width):
-        self.source = stream.Endpoint(eth_phy_description(width))   # from the MAC
-        self.sink = stream.Endpoint(eth_phy_description(width))     # to the MAC
-        self.rx = CoreStreamPort("rx", payload_signature(width))
-        self.tx = CoreStreamPort("tx", payload_signature(width))
-        self.submodules.adapter = LiteEthAdapter(self.source, self.sink, self.rx, self.tx, width)
+class _CountersHarness(Module):
+    def __init__(self, values):
+        from migen import ClockDomain
+        self.clock_domains.cd_core = ClockDomain()
+        self.signals = [Signal(32, reset=v) for v in values]
+        self.submodules.counters = CoreCounters(list(enumerate(self.signals)))
 
 
-@pytest.mark.parametrize("width", [64, 128])
-def test_liteeth_adapter(width):
-    nb = width // 8
-    dut = _AdapterHarness(width)
-    # Frames from the MAC: (length, error on the last word?)
-    frames = [(nb * 2 + 3, False), (nb, False), (nb + 1, True), (nb * 3, False)]
-    seen = []
+def test_core_counters_read_by_index():
+    """Writing a counter's index to ``sel`` gives its value on ``value`` (crossed from the
+    core's clock by a handshake, a few cycles later); a counter that moves is read anew."""
+    values = [7, 0xDEADBEEF, 123456, 1]
+    dut = _CountersHarness(values)
+    seen = {}
 
-    def mac_side():
-        for length, error in frames:
-            data = bytes((length + i) & 0xFF for i in range(length))
-            words = [data[i:i + nb] for i in range(0, length, nb)]
-            for k, w in enumerate(words):
-                last = k == len(words) - 1
-                yield dut.source.valid.eq(1)
-                yield dut.source.data.eq(int.from_bytes(w, "little"))
-                yield dut.source.last.eq(last)
-                yield dut.source.last_be.eq(1 << (len(w) - 1) if last else 0)
-                yield dut.source.error.eq((1 << nb) - 1 if last and error else 0)
-                yield dut.rx.ready.eq(1)
+    def bench():
+        for index in [2, 0, 3, 1]:
+            yield dut.counters.sel.storage.eq(index)
+            for _ in range(30):
                 yield
-                assert (yield dut.source.ready)
-                seen.append(((yield dut.rx.field("data")), (yield dut.rx.field("nbytes")),
-                             (yield dut.rx.field("last")), (yield dut.rx.valid)))
-        yield dut.source.valid.eq(0)
-        yield
-        yield
-        assert (yield dut.adapter.fcs_errors) == 1
-
-    run_simulation(dut, mac_side())
-    k = 0
-    for length, error in frames:
-        data = bytes((length + i) & 0xFF for i in range(length))
-        n_words = -(-length // nb)
-        for j in range(n_words):
-            word, nbytes, last, valid = seen[k]
-            k += 1
-            chunk = data[j * nb:(j + 1) * nb]
-            assert valid and last == (j == n_words - 1)
-            assert word == int.from_bytes(chunk, "little")
-            if not last:
-                assert nbytes == nb
-            else:
-                assert nbytes == (nb + 1 if error else len(chunk))
-
-    # Core → MAC: nbytes becomes one-hot last_be, only on the last word.
-    dut = _AdapterHarness(width)
-    out = []
-
-    def core_side():
-        for nbytes, last in [(nb, 0), (3, 1), (nb, 1), (1, 1)]:
-            yield dut.tx.valid.eq(1)
-            yield dut.tx.field("nbytes").eq(nbytes)
-            yield dut.tx.field("last").eq(last)
-            yield dut.tx.field("data").eq(0xAB)
-            yield dut.sink.ready.eq(1)
+            seen[index] = (yield dut.counters.value.status)
+        yield dut.signals[1].eq(42)
+        for _ in range(30):
             yield
-            out.append(((yield dut.sink.last_be), (yield dut.sink.last), (yield dut.sink.data),
-                        (yield dut.tx.ready)))
-    run_simulation(dut, core_side())
-    assert out == [(0, 0, 0xAB, 1), (1 << 2, 1, 0xAB, 1), (1 << (nb - 1), 1, 0xAB, 1),
-                   (1, 1, 0xAB, 1)]
+        seen["moved"] = (yield dut.counters.value.status)
+
+    run_simulation(dut, bench(), clocks={"sys": 10, "core": 27})
+    assert seen == {0: 7, 1: 0xDEADBEEF, 2: 123456, 3: 1, "moved": 42}
 
 
 def _module_ports(verilog, module):
@@ -169,7 +124,7 @@ def _module_ports(verilog, module):
 
 def test_versa_soc_instantiates_the_core(tmp_path):
     design = load_design("examples/udp_echo.py", width=64)
-    core = core_info(design, str(tmp_path))
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
     with open(core.verilog_path) as f:
         core_ports = _module_ports(f.read(), core.top_name)
     soc = generate_soc(LITEX_BOARDS["versa_ecp5"], core, str(tmp_path))
@@ -178,22 +133,44 @@ def test_versa_soc_instantiates_the_core(tmp_path):
     lpf = (gateware / f"{SOC_NAME}.lpf").read_text()
     inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
     assert inst, "the SoC does not instantiate the core"
-    connected = set(re.findall(r"\.(\w+)\s*\(", inst.group(1)))
-    # Every input of the core is driven, and every connection names a real core port.
-    assert connected <= core_ports
-    inputs = {"clk", "rst", "eth_rx_mac_rx__valid", "eth_rx_mac_rx__payload",
-              "eth_tx_mac_tx__ready"}
-    assert inputs <= connected
-    assert {"eth_rx_mac_rx__ready", "eth_tx_mac_tx__valid", "eth_tx_mac_tx__payload"} <= connected
+    connected = dict(re.findall(r"\.(\w+)\s*\(([^)]*)\)", inst.group(1)))
+    # Every input of the core is driven, and every connection names a real core port: one MAC
+    # port (LiteEth's last_be streams, no adapter), its clock the SoC's sys clock.
+    assert set(connected) <= core_ports
+    assert {"clk", "rst", "mac_clk", "mac_rst", "eth_mac__rx__valid", "eth_mac__rx__payload",
+            "eth_mac__tx__ready"} <= set(connected)
+    assert {"eth_mac__rx__ready", "eth_mac__tx__valid", "eth_mac__tx__payload"} <= set(connected)
+    assert connected["mac_clk"].strip() == "sys_clk"
+    assert core.signature.members["eth_mac"].signature.byte_enables == "last_be"
+    # The counters are not brought out without counters=True; the bank's map is written anyway.
+    assert not any(name.startswith("counters__") for name in connected)
+    csv = (tmp_path / "counters.csv").read_text().splitlines()
+    assert csv[0] == "index,name,bits,description" and len(csv) == 1 + len(core.counters)
+    assert csv[1].startswith("0,eth_rx_runt,32,")
     # The RGMII pins and the 100 MHz clock are constrained; the design has no memory port, so no
     # DRAM controller.
     assert "eth_clocks0_rx" in lpf and "FREQUENCY" in lpf
     assert not hasattr(soc, "sdram") and "ddram" not in lpf
 
 
+def test_versa_soc_with_counters_reads_the_bank_over_uart(tmp_path):
+    """With counters=True every counter of the bank is a connected core output, behind the
+    CoreCounters registers and a UART bridge (the csr map names them)."""
+    design = load_design("examples/udp_echo.py", width=64)
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    soc = generate_soc(LITEX_BOARDS["versa_ecp5"], core, str(tmp_path), counters=True)
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
+    connected = set(re.findall(r"\.(\w+)\s*\(", inst.group(1)))
+    assert {f"counters__{c.name}" for c in core.counters} <= connected
+    assert hasattr(soc, "core_counters") and hasattr(soc, "uartbone")
+    csr = (tmp_path / "csr.csv").read_text()
+    assert "core_counters_sel" in csr and "core_counters_value" in csr
+
+
 def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
     d = loopback_dram(size_bytes=1 << 16)
-    core = core_info(d, str(tmp_path))
+    core = core_info(d, str(tmp_path), mac=LITEX_MAC)
     assert core.memory_ports == {"memory_mem": (64, 13)}
     soc = generate_soc(LITEX_BOARDS["ecpix5"], core, str(tmp_path))
     lpf = (tmp_path / "gateware" / f"{SOC_NAME}.lpf").read_text()

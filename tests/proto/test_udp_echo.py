@@ -88,6 +88,7 @@ def test_cli_checks_and_draws_it(tmp_path, capsys):
     assert "eth_rx" in svg.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_udp_echo_every_payload_size(width):
     """Payloads of 0 to 1472 bytes (the most a 1500-byte MTU carries), each echoed intact."""
@@ -102,6 +103,7 @@ def test_udp_echo_every_payload_size(width):
         assert sim.counters()["eth_tx_forwarded"] == len(frames)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_udp_echo_payload_sizes_on_amaranth_simulator(width):
     """The same sweep on Amaranth's simulator, over a spread of sizes (every one would take
@@ -146,7 +148,7 @@ def zero_checksum_udp(payload):
     return bytes(frame)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
 def test_protocol_mix_on_both_backends(width):
     """ARP, ping, UDP, IP options and VLAN tags: replies equal the model's byte for byte, and
     both back ends give the same frames on the same cycles."""
@@ -253,6 +255,7 @@ def bad_frames():
     return frames
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_bad_input_is_dropped_counted_and_the_next_request_is_echoed(width):
     cases = bad_frames()
@@ -277,7 +280,7 @@ def test_bad_input_is_dropped_counted_and_the_next_request_is_echoed(width):
         assert total_drops == len(cases)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
 def test_backpressure_and_gaps_lose_nothing(width):
     """A random mix of requests with the wire holding mac_tx back 30 % of the time and gaps
     between input words: every reply still arrives, intact."""
@@ -314,6 +317,7 @@ def mutate(frame, rng):
     return bytes(frame)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_mutated_requests_match_the_model(width):
     """Valid requests with random corruption: the design answers exactly what the model does

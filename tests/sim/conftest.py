@@ -73,7 +73,7 @@ class Bridge:
     def wait_ready(self, timeout):
         """Wait for the "bridging" line (a cold Verilator build may come first)."""
         deadline = time.monotonic() + timeout
-        while not any("bridging" in l for l in self.output):
+        while not any("bridging" in line for line in self.output):
             assert self.process.poll() is None, "the bridge exited early:\n" + self.text
             assert time.monotonic() < deadline, \
                 f"the bridge did not start within {timeout} s:\n" + self.text
@@ -93,7 +93,7 @@ class Bridge:
         code = self.process.wait(timeout=timeout)
         # The reader thread ends at EOF, which follows the exit: give it a moment to finish.
         deadline = time.monotonic() + 5
-        while not any(l.startswith("stopped:") for l in self.output) and \
+        while not any(line.startswith("stopped:") for line in self.output) and \
                 time.monotonic() < deadline:
             try:
                 self.output.append(self._lines.get(timeout=0.1))
@@ -104,7 +104,7 @@ class Bridge:
 
     def stopped(self):
         """``(frames_in, frames_out, line)`` from the bridge's "stopped:" line."""
-        lines = [l for l in self.output if l.startswith("stopped:")]
+        lines = [line for line in self.output if line.startswith("stopped:")]
         assert lines, "the bridge printed no 'stopped:' line:\n" + self.text
         match = re.search(r"frames in (\d+), frames out (\d+)", lines[0])
         assert match, lines[0]

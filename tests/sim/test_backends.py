@@ -53,7 +53,7 @@ def run_traffic(backend, width, frames, *, seed, stall):
         return cycles, sim.sent(), sim.received(), sim.counters()
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
 def test_same_traffic_same_frames_and_cycles_on_both_backends(width):
     frames = udp_frames(30, seed=width)
     results = {b: run_traffic(b, width, frames, seed=7, stall=0.25)

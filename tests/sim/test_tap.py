@@ -11,7 +11,7 @@ import os
 import sys
 
 TAP = f"loop{os.getpid()}"  # unique to this run, like the namespace it lives in
-ETHERTYPE = 0x88B5          # IEEE local experimental EtherType: nothing else in the namespace uses it
+ETHERTYPE = 0x88B5          # IEEE local experimental EtherType: nothing else here uses it
 
 # Runs inside the namespace: send frames one at a time from a raw socket on the TAP device, wait
 # for each to come back through the simulated loopback design, print what came back.

@@ -29,7 +29,7 @@ CLIENT = r"""
 import json, random, socket, sys, time
 count, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 rng = random.Random(7)
-edges = [0, 1, 2, 7, 8, 17, 18, 45, 46, 64, 1024, 1471, 1472]      # 1472: a full 1500-byte IP packet
+edges = [0, 1, 2, 7, 8, 17, 18, 45, 46, 64, 1024, 1471, 1472]   # 1472: a full 1500-byte packet
 sizes = edges + [rng.randrange(0, 1473) for _ in range(count - len(edges))]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.connect((host, port))

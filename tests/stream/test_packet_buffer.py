@@ -194,7 +194,7 @@ def test_oversize_packets_are_dropped_without_a_verdict(width):
         assert ctx.get(dut.overflow) == 3 and ctx.get(dut.rejected) == 0
 
     async def verdicts(ctx):
-        for n, size in enumerate(sizes):
+        for n, _size in enumerate(sizes):
             while len(stored) <= n:
                 await ctx.tick()
             if stored[n]:

@@ -401,6 +401,7 @@ def test_design_is_checked():
     assert main(["check", str(ROOT / "examples" / "slip_echo.py")]) == 0
 
 
+@pytest.mark.slow
 def test_udp_echo_and_ping_over_slip():
     """UDP to port 7 and ping, with payloads full of END and ESC bytes, replies equal to the
     model's; a UDP datagram with a bad checksum is dropped and counted, and the one behind it

@@ -1,0 +1,59 @@
+"""Queue: a FIFO between two streams that ``connect`` wires."""
+
+import random
+
+import pytest
+from amaranth import Module
+from amaranth.hdl import unsigned
+from amaranth.lib import stream
+from amaranth.lib.wiring import connect
+
+from apiary.stream.queue import Queue
+from apiary.stream.testbench import simulate, stream_get, stream_put, transfers
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_everything_in_order_under_stalls(depth):
+    rng = random.Random(depth)
+    dut = Queue({"a": unsigned(8), "b": range(100)}, depth)
+    values = [{"a": rng.randrange(256), "b": rng.randrange(100)} for _ in range(60)]
+    got = []
+
+    async def source(ctx):
+        for v in values:
+            await stream_put(ctx, dut.i, v, rng=rng, stall=0.4)
+
+    async def sink(ctx):
+        for _ in values:
+            p = await stream_get(ctx, dut.o, rng=rng, stall=0.4)
+            got.append({"a": int(p.a), "b": int(p.b)})
+
+    simulate(dut, sink, background=[source], timeout=2_000)
+    assert got == values
+
+
+def test_one_transfer_per_cycle_and_full_at_depth():
+    dut = Queue(unsigned(16), 4)
+    log = []  # cycles of the transfers on i
+
+    async def source(ctx):
+        for v in range(8):
+            await stream_put(ctx, dut.i, v)
+
+    async def check(ctx):
+        await ctx.tick().repeat(12)          # nobody reads: four go in, then ready falls
+        assert log == [0, 1, 2, 3] and not ctx.get(dut.i.ready)
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick().repeat(10)
+        # Reading one a cycle frees one a cycle: the other four go in on consecutive cycles.
+        assert len(log) == 8 and log[4:] == list(range(log[4], log[4] + 4))
+
+    simulate(dut, check, background=[source, transfers(dut.i, log)], timeout=100)
+
+
+def test_connects_by_signature_and_refuses_a_bad_depth():
+    q = Queue(unsigned(8))
+    m = Module()
+    connect(m, source=stream.Signature(unsigned(8)).create(), queue=q.i)
+    with pytest.raises(ValueError, match="a Queue holds a positive number of transfers, not 0"):
+        Queue(unsigned(8), 0)

@@ -1,0 +1,38 @@
+"""The Verilog cache key: the packages it hashes are passed in (or found from the tiles)."""
+
+from apiary.design import Design
+from apiary.fingerprint import design_fingerprint, package_sources, packages_of
+from apiary.load import load_design
+from apiary.tiles import ForwardTile, PortTile
+
+
+def plain():
+    d = Design("plain", cols=2, rows=1, width=64)
+    d.add("a", PortTile, at=(0, 0), route=True)
+    d.add("b", ForwardTile, at=(1, 0))
+    d.chain("a", "b")
+    return d
+
+
+def test_packages_come_from_the_tile_classes_and_their_bases():
+    assert packages_of(plain()) == ["amaranth", "apiary"]
+    assert "beehive" in packages_of(load_design("examples/udp_echo.py", width=64))
+    files = package_sources(["apiary"])
+    assert any(f.endswith("apiary/top.py") for f in files)
+    assert not any("beehive" in f for f in files)
+
+
+def test_key_covers_the_packages_passed_and_the_extra():
+    d = plain()
+    a = design_fingerprint(d, ["apiary"])
+    assert a == design_fingerprint(d, ["apiary"]) and len(a) == 64
+    assert design_fingerprint(d, ["apiary", "beehive"]) != a
+    assert design_fingerprint(d, ["apiary"], extra="MacOptions(pad_to=60)") != a
+    d.settings["mac"] = "02:00:00:00:00:09"
+    assert design_fingerprint(d, ["apiary"]) != a
+
+
+def test_no_key_for_a_parameter_without_a_stable_text_form():
+    d = plain()
+    d.tiles["b"].params["msg_type"] = object()
+    assert design_fingerprint(d, ["apiary"]) is None
