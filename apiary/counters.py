@@ -39,10 +39,10 @@ class CounterBank:
         If two counters would have the same full name.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._entries: dict[str, Counter] = {}
 
-    def add(self, owner: str, signature: CounterSignature, prefix: str | None = None):
+    def add(self, owner: str, signature: CounterSignature, prefix: str | None = None) -> None:
         """Add every counter of ``signature`` under ``<prefix>_<counter>`` (prefix: ``owner``)."""
         prefix = owner if prefix is None else prefix
         for counter, member in signature.members.items():
@@ -70,7 +70,7 @@ class CounterBank:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._entries
 
     def table(self) -> str:

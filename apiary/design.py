@@ -24,12 +24,15 @@ the design (duplicate names, overlaps, routes to nowhere, deadlock) is reported 
 
 import os
 import sys
+from collections.abc import Hashable, Iterable, Sequence
+from types import FrameType
+from typing import Any
 
 from .layout import PLANES, Depends, LayoutGraph, Route, TileDecl
 from .noc.header import Fbits
 from .noc.nexthop import Endpoint
 from .stream.layout import check_width
-from .tile import TileEnv
+from .tile import Tile, TileEnv
 
 
 __all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "PLANES", "where_declared"]
@@ -53,7 +56,8 @@ class DesignError(Exception):
         deadlocking design can still highlight the cycle).
     """
 
-    def __init__(self, problems, *, design=None, graph=None):
+    def __init__(self, problems: str | Iterable[str], *, design: "Design | None" = None,
+                 graph: LayoutGraph | None = None) -> None:
         if isinstance(problems, str):
             problems = [problems]
         self.problems = list(problems)
@@ -61,7 +65,7 @@ class DesignError(Exception):
         self.graph = graph
         super().__init__(self._report())
 
-    def _report(self):
+    def _report(self) -> str:
         if self.design is None:
             return "\n".join(self.problems)
         name = self.design.name
@@ -76,11 +80,11 @@ class DesignError(Exception):
         return "\n".join(lines)
 
 
-def _in_package(filename):
+def _in_package(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
 
 
-def _show_path(filename):
+def _show_path(filename: str) -> str:
     try:
         rel = os.path.relpath(filename)
     except ValueError:          # another drive
@@ -88,9 +92,9 @@ def _show_path(filename):
     return filename if rel.startswith(os.pardir) else rel
 
 
-def where_declared(depth=1):
+def where_declared(depth: int = 1) -> str:
     """``"file:line"`` of the first caller outside the :mod:`apiary` package."""
-    frame = sys._getframe(depth)
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None and _in_package(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
@@ -98,7 +102,7 @@ def where_declared(depth=1):
     return f"{_show_path(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _check_int(value, lo, hi, what, where):
+def _check_int(value: object, lo: int, hi: int, what: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise DesignError(f"{what} must be an integer from {lo} to {hi}, not {value!r} ({where}).")
     return value
@@ -135,7 +139,8 @@ class Design:
         If the mesh size or a width is out of range (naming the line that built the design).
     """
 
-    def __init__(self, name, *, cols, rows, width=512, ctl_width=64):
+    def __init__(self, name: str, *, cols: int, rows: int, width: int = 512,
+                 ctl_width: int = 64) -> None:
         where = where_declared(2)
         if not isinstance(name, str) or not name:
             raise DesignError(f"a design's name must be a non-empty string, not {name!r} "
@@ -151,19 +156,20 @@ class Design:
                 raise DesignError(f"design {name!r}: {e} ({where}).") from None
         self.width = width
         self.ctl_width = ctl_width
-        self.tiles = {}
-        self.routes = []
-        self.dependencies = []
-        self.settings = {}
-        self._problems = []       # declaration problems found before check(), e.g. duplicate names
+        self.tiles: dict[str, TileDecl] = {}
+        self.routes: list[Route] = []
+        self.dependencies: list[Depends] = []
+        self.settings: dict[str, Any] = {}
+        # Declaration problems found before check(), e.g. duplicate names.
+        self._problems: list[str] = []
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Design({self.name!r}, {self.cols}x{self.rows}, {len(self.tiles)} tiles, "
                 f"{len(self.routes)} routes)")
 
     # -- declare ---------------------------------------------------------------------------------
 
-    def add(self, name, tile_cls, *, at, **params):
+    def add(self, name: str, tile_cls: type, *, at: tuple[int, int], **params: Any) -> str:
         """Place a tile of class ``tile_cls`` at ``at = (x, y)``; ``params`` go to its constructor.
 
         Returns ``name``, so that ``eth = d.add("eth", ...)`` reads well in scripts.
@@ -186,12 +192,14 @@ class Design:
             self.tiles[name] = decl
         return name
 
-    def route(self, src, dst, *, key=None, plane="data", fbits=Fbits.LOCAL0):
+    def route(self, src: str, dst: str, *, key: Hashable = None, plane: str = "data",
+              fbits: int = Fbits.LOCAL0) -> None:
         """Declare that messages with ``key`` may go from tile ``src`` to tile ``dst`` on
         ``plane``."""
         self._route(src, dst, key, plane, fbits, where_declared(2))
 
-    def _route(self, src, dst, key, plane, fbits, where):
+    def _route(self, src: str, dst: str, key: Hashable, plane: str, fbits: int,
+               where: str) -> None:
         for end in (src, dst):
             if not isinstance(end, str):
                 raise DesignError(f"route {src!r} → {dst!r} ({where}): routes name tiles by their "
@@ -206,7 +214,8 @@ class Design:
                               f"Fbits.LOCAL0, not {fbits!r}.")
         self.routes.append(Route(src, dst, key, plane, fbits, where))
 
-    def chain(self, *names, keys=None, plane="data"):
+    def chain(self, *names: str, keys: Sequence[Hashable] | None = None,
+              plane: str = "data") -> None:
         """Route each tile in ``names`` to the next; ``keys`` gives one key per hop (or
         ``None``)."""
         where = where_declared(2)
@@ -222,7 +231,8 @@ class Design:
         for src, dst, key in zip(names, names[1:], keys):
             self._route(src, dst, key, plane, Fbits.LOCAL0, where)
 
-    def depends(self, tile, *, on=None, plane="data", on_plane=None):
+    def depends(self, tile: str, *, on: str | None = None, plane: str = "data",
+                on_plane: str | None = None) -> None:
         """Declare that ``tile`` may hold a message arriving on ``plane`` while it waits for tile
         ``on`` (default: itself) to send on ``on_plane`` (default: ``plane``).
 
@@ -236,11 +246,11 @@ class Design:
 
     # -- derive ----------------------------------------------------------------------------------
 
-    def graph(self):
+    def graph(self) -> LayoutGraph:
         """Build the :class:`~apiary.layout.LayoutGraph` without raising (see its ``problems``)."""
         return LayoutGraph(self)
 
-    def check(self):
+    def check(self) -> LayoutGraph:
         """Run every check; raise :class:`DesignError` listing all problems, else return the
         graph."""
         graph = self.graph()
@@ -248,10 +258,10 @@ class Design:
             raise DesignError(graph.problems, design=self, graph=graph)
         return graph
 
-    def node_table(self, name):
+    def node_table(self, name: str) -> dict[str, dict[Hashable, list[Endpoint]]]:
         """``{plane: {key: [Endpoint, ...]}}`` from the routes leaving tile ``name``; routes to a
         tile that does not exist are left out (the checks report them)."""
-        table = {}
+        table: dict[str, dict[Hashable, list[Endpoint]]] = {}
         for r in self.routes:
             if r.src != name or r.dst not in self.tiles:
                 continue
@@ -260,7 +270,7 @@ class Design:
                 Endpoint(r.dst, dst.x, dst.y, r.fbits))
         return table
 
-    def env(self, name):
+    def env(self, name: str) -> TileEnv:
         """The :class:`~apiary.tile.TileEnv` tile ``name`` is built with."""
         if name not in self.tiles:
             raise DesignError(f"design {self.name!r} has no tile {name!r}.")
@@ -268,7 +278,7 @@ class Design:
         return TileEnv(name=name, x=decl.x, y=decl.y, width=self.width, ctl_width=self.ctl_width,
                        routes=self.node_table(name), settings=dict(self.settings))
 
-    def build_tiles(self):
+    def build_tiles(self) -> dict[str, Tile]:
         """Construct every tile, ``cls(self.env(name), **params)``, in declaration order.
 
         Raises :class:`DesignError` for the design's declaration problems (not the deadlock check;
@@ -289,11 +299,11 @@ class Design:
             raise DesignError(problems, design=self)
         return tiles
 
-    def empty_positions(self):
+    def empty_positions(self) -> list[tuple[int, int]]:
         """Mesh positions ``(x, y)`` with no tile, row by row; they get router-only tiles."""
         used = {decl.at for decl in self.tiles.values()}
         return [(x, y) for y in range(self.rows) for x in range(self.cols) if (x, y) not in used]
 
-    def planes_used(self):
+    def planes_used(self) -> list[str]:
         """Planes that some route uses, in :data:`PLANES` order."""
         return [p for p in PLANES if any(r.plane == p for r in self.routes)]

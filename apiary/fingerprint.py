@@ -16,13 +16,15 @@ import re
 from collections.abc import Iterable
 from importlib.metadata import version
 
+from .design import Design
+
 
 __all__ = ["packages_of", "package_sources", "design_fingerprint"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
-def packages_of(design) -> list[str]:
+def packages_of(design: Design) -> list[str]:
     """The top-level packages that define the design's tile classes or their base classes
     (``apiary`` always among them), sorted."""
     names = {"apiary"}
@@ -50,7 +52,7 @@ def package_sources(packages: Iterable[str]) -> list[str]:
     return sorted({os.path.abspath(f) for f in files})
 
 
-def design_fingerprint(design, packages: Iterable[str] | None = None,
+def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
                        extra: str = "") -> str | None:
     """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
     parameter (or ``extra``) has no stable text form (its ``repr`` names an object address).
@@ -72,9 +74,12 @@ def design_fingerprint(design, packages: Iterable[str] | None = None,
     files = set(package_sources(packages_of(design) if packages is None else packages))
     for t in design.tiles.values():
         try:
-            files.add(os.path.abspath(inspect.getsourcefile(t.cls)))
+            source = inspect.getsourcefile(t.cls)
         except TypeError:
             return None
+        if source is None:
+            return None
+        files.add(os.path.abspath(source))
     digest = hashlib.sha256(description.encode())
     for name in sorted(files):
         with open(name, "rb") as f:

@@ -34,7 +34,9 @@ graph is a message-level deadlock. Planes are separate meshes, so without a cros
 import difflib
 import inspect
 from collections import deque
+from collections.abc import Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .noc.header import Fbits
 from .tile import NOC_PORTS, Tile
@@ -59,14 +61,14 @@ class TileDecl:
     where: str = "<unknown>"
 
     @property
-    def at(self):
+    def at(self) -> tuple[int, int]:
         return (self.x, self.y)
 
     @property
-    def cls_name(self):
+    def cls_name(self) -> str:
         return getattr(self.cls, "__name__", repr(self.cls))
 
-    def describe(self):
+    def describe(self) -> str:
         """``'name' (Class, file:line)``, for messages."""
         return f"{self.name!r} ({self.cls_name}, {self.where})"
 
@@ -85,7 +87,7 @@ class Route:
     fbits: int = Fbits.LOCAL0
     where: str = "<unknown>"
 
-    def describe(self, *, plane=False):
+    def describe(self, *, plane: bool = False) -> str:
         """``src → dst`` with its key (and plane), for messages."""
         text = f"{self.src} → {self.dst}"
         extra = []
@@ -109,7 +111,7 @@ class Depends:
     where: str = "<unknown>"
 
 
-def _show_key(key):
+def _show_key(key: object) -> str:
     if isinstance(key, int) and not isinstance(key, bool) and key > 255:
         return f"{key:#06x}"
     return repr(key)
@@ -119,7 +121,7 @@ def _show_key(key):
 DIRECTIONS = {"N": (0, -1), "E": (1, 0), "S": (0, 1), "W": (-1, 0)}
 
 
-def xy_step(at, dst):
+def xy_step(at: tuple[int, int], dst: tuple[int, int]) -> str | None:
     """The direction a router at ``at`` sends a message for ``dst``: ``None`` when it is there.
 
     Dimension order, exactly as the router decides: X first (``E`` if ``dst_x > x``, ``W`` if
@@ -137,11 +139,12 @@ def xy_step(at, dst):
     return None
 
 
-def xy_path(src, dst):
+def xy_path(src: tuple[int, int],
+            dst: tuple[int, int]) -> list[tuple[int, int, str]]:
     """The router output links a message from position ``src`` to ``dst`` uses, in order, as
     ``(x, y, direction)`` of the router each link leaves. Empty when ``src == dst``."""
     path = []
-    at = tuple(src)
+    at = (src[0], src[1])
     while (d := xy_step(at, dst)) is not None:
         path.append((at[0], at[1], d))
         ox, oy = DIRECTIONS[d]
@@ -158,15 +161,15 @@ class Link:
     dir: str
 
     @property
-    def to(self):
+    def to(self) -> tuple[int, int]:
         """The position the link leads to."""
         ox, oy = DIRECTIONS[self.dir]
         return (self.x + ox, self.y + oy)
 
-    def label(self, plane=False):
+    def label(self, plane: bool = False) -> str:
         return (f"{self.plane}:" if plane else "") + f"link ({self.x},{self.y})→{self.dir}"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.label()
 
 
@@ -177,10 +180,10 @@ class Port:
     tile: str
     dir: str
 
-    def label(self, plane=False):
+    def label(self, plane: bool = False) -> str:
         return (f"{self.plane}:" if plane else "") + f"{self.tile}.{self.dir}"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.label()
 
 
@@ -211,32 +214,32 @@ class Cycle:
     routes: list = field(default_factory=list)
 
     @property
-    def planes(self):
+    def planes(self) -> list[str]:
         return sorted({r.plane for r in self.resources})
 
     @property
-    def links(self):
+    def links(self) -> list["Link"]:
         return [r for r in self.resources if isinstance(r, Link)]
 
     @property
-    def ports(self):
+    def ports(self) -> list["Port"]:
         return [r for r in self.resources if isinstance(r, Port)]
 
     @property
-    def tiles(self):
+    def tiles(self) -> list[str]:
         seen = []
         for p in self.ports:
             if p.tile not in seen:
                 seen.append(p.tile)
         return seen
 
-    def path_text(self):
+    def path_text(self) -> str:
         cross = len(self.planes) > 1
         seq = self.resources + self.resources[:1]
         return " → ".join(r.label(cross) for r in seq)
 
 
-def strongly_connected(succ):
+def strongly_connected(succ: Mapping[Hashable, Iterable[Hashable]]) -> list[list[Any]]:
     """Tarjan's algorithm without recursion. ``succ`` maps each node to an iterable of its
     successors (every node must be a key). Returns the components, each a list of nodes, in
     reverse topological order; the order is deterministic for insertion-ordered input."""
@@ -279,7 +282,8 @@ def strongly_connected(succ):
     return components
 
 
-def _shortest_cycle_through(start, succ, allowed):
+def _shortest_cycle_through(start: Any, succ: Mapping[Any, Iterable[Any]],
+                            allowed: Container[Any]) -> list[Any] | None:
     """Shortest cycle from ``start`` back to itself using only nodes in ``allowed``."""
     parent = {start: None}
     queue = deque([start])
@@ -297,12 +301,12 @@ def _shortest_cycle_through(start, succ, allowed):
     return [start]      # not reached for a node of a cyclic component
 
 
-def _plane_list(planes):
+def _plane_list(planes: Iterable[str]) -> str:
     planes = [repr(p) for p in planes]
     return planes[0] if len(planes) == 1 else ", ".join(planes[:-1]) + " and " + planes[-1]
 
 
-def _names(items):
+def _names(items: Iterable[str]) -> str:
     items = list(items)
     if len(items) <= 1:
         return "".join(items)
@@ -334,14 +338,14 @@ class LayoutGraph:
         Mesh positions with no tile (router-only at elaboration).
     """
 
-    def __init__(self, design):
+    def __init__(self, design: Any) -> None:
         self.design = design
         self._planes = PLANES
         self.structural_problems = list(design._problems)
-        self.deadlock_problems = []
-        self.paths = {}
-        self.edges = {}
-        self.cycles = []
+        self.deadlock_problems: list[str] = []
+        self.paths: dict[Route, list[Link]] = {}
+        self.edges: dict[Any, dict[Any, list[Any]]] = {}
+        self.cycles: list[Cycle] = []
         self._validate_tiles()
         self._validate_positions()
         self._valid_routes = self._validate_routes()
@@ -356,17 +360,17 @@ class LayoutGraph:
     # -- phase 1: validate -------------------------------------------------------------------------
 
     @property
-    def problems(self):
+    def problems(self) -> list[str]:
         return self.structural_problems + self.deadlock_problems
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return not self.problems
 
-    def _attaches(self, decl, plane):
+    def _attaches(self, decl: TileDecl, plane: str) -> bool:
         return isinstance(decl.cls, type) and plane in getattr(decl.cls, "planes", ())
 
-    def _validate_tiles(self):
+    def _validate_tiles(self) -> None:
         d, out = self.design, self.structural_problems
         for decl in d.tiles.values():
             if not (isinstance(decl.cls, type) and issubclass(decl.cls, Tile)):
@@ -389,9 +393,9 @@ class LayoutGraph:
                     out.append(f"tile {decl.describe()}: {decl.cls_name}{sig} cannot take the "
                                f"parameters given ({given}): {e}.")
 
-    def _validate_positions(self):
+    def _validate_positions(self) -> None:
         d, out = self.design, self.structural_problems
-        at = {}
+        at: dict[tuple[int, int], list[TileDecl]] = {}
         for decl in d.tiles.values():
             if not (0 <= decl.x < d.cols and 0 <= decl.y < d.rows):
                 xs = f"0 to {d.cols - 1}" if d.cols > 1 else "0"
@@ -406,14 +410,15 @@ class LayoutGraph:
                 out.append(f"tiles {who} are {both} placed at ({x},{y}); a mesh position holds "
                            f"one tile.")
 
-    def _unknown_tile(self, name):
+    def _unknown_tile(self, name: str) -> str:
         close = difflib.get_close_matches(name, list(self.design.tiles), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"tile {name!r}, which is not declared{hint}"
 
-    def _validate_routes(self):
+    def _validate_routes(self) -> list[Route]:
         d, out = self.design, self.structural_problems
-        valid, seen = [], {}
+        valid: list[Route] = []
+        seen: dict[tuple, Route] = {}
         for r in d.routes:
             what = f"route {r.describe()} ({r.where})"
             bad = False
@@ -444,7 +449,7 @@ class LayoutGraph:
                 valid.append(r)
         return valid
 
-    def _validate_depends(self):
+    def _validate_depends(self) -> list[Depends]:
         d, out = self.design, self.structural_problems
         valid = []
         for dep in d.dependencies:
@@ -469,26 +474,26 @@ class LayoutGraph:
 
     # -- phase 2: layout ---------------------------------------------------------------------------
 
-    def _layout(self):
+    def _layout(self) -> None:
         tiles = self.design.tiles
         for r in self._valid_routes:
             src, dst = tiles[r.src], tiles[r.dst]
             self.paths[r] = [Link(r.plane, x, y, d) for x, y, d in xy_path(src.at, dst.at)]
 
-    def path(self, route):
+    def path(self, route: Route) -> list["Link"]:
         """The links ``route`` uses, in order."""
         return self.paths[route]
 
     # -- phase 3: deadlock -------------------------------------------------------------------------
 
-    def _edge(self, a, b, why):
+    def _edge(self, a: Any, b: Any, why: Any) -> None:
         self.edges.setdefault(a, {})
         self.edges.setdefault(b, {})
         reasons = self.edges[a].setdefault(b, [])
         if why not in reasons:
             reasons.append(why)
 
-    def _build_dependencies(self):
+    def _build_dependencies(self) -> None:
         d = self.design
         senders, receivers = set(), set()
         for r in self._valid_routes:
@@ -507,25 +512,26 @@ class LayoutGraph:
         for dep in self._valid_depends:
             self._edge(Port(dep.plane, dep.tile, "in"), Port(dep.on_plane, dep.on, "out"), dep)
 
-    def dependency_graph(self, plane):
+    def dependency_graph(self, plane: str) -> dict[Any, list[Any]]:
         """The resource-dependency graph of one plane: ``{resource: [successor, ...]}``."""
         return {a: [b for b in succ if b.plane == plane]
                 for a, succ in self.edges.items() if a.plane == plane}
 
-    def _order(self, resource):
+    def _order(self, resource: Any) -> tuple:
         """Sort key: the tile's declaration order, then out before in, then links."""
         order = list(self.design.tiles)
         if isinstance(resource, Port):
             return (0, order.index(resource.tile), resource.dir != "out", resource.plane)
         return (1, resource.plane, resource.y, resource.x, resource.dir)
 
-    def _find_cycles(self):
+    def _find_cycles(self) -> None:
         for component in strongly_connected(self.edges):
             if len(component) == 1 and component[0] not in self.edges[component[0]]:
                 continue
             members = set(component)
             start = min(component, key=self._order)
             cycle = _shortest_cycle_through(start, self.edges, members)
+            assert cycle is not None, "a strongly connected component holds a cycle"
             cycle = self._rotate(cycle)
             found = Cycle(cycle, sorted(component, key=self._order))
             found.text = self._describe(found)
@@ -533,7 +539,7 @@ class LayoutGraph:
         self.cycles.sort(key=lambda c: self._order(c.resources[0]))
         self.deadlock_problems = [c.text for c in self.cycles]
 
-    def _rotate(self, cycle):
+    def _rotate(self, cycle: list[Any]) -> list[Any]:
         """Start the cycle at the injection port of the message that wants a link another
         message of the cycle holds (the paper's "must reacquire a NoC link", Fig. 5a)."""
         n = len(cycle)
@@ -549,7 +555,7 @@ class LayoutGraph:
                         return cycle[j:] + cycle[:j]
         return cycle
 
-    def _describe(self, cycle):
+    def _describe(self, cycle: "Cycle") -> str:
         d = self.design
         res = cycle.resources
         n = len(res)
@@ -558,7 +564,9 @@ class LayoutGraph:
                  else f"across planes {_plane_list(planes)}")
         lines = [f"deadlock {where}: {cycle.path_text()}"]
         cross = len(planes) > 1
-        routes, streaming, depends = [], [], []
+        routes: list[Route] = []
+        streaming: list[_Streaming] = []
+        depends: list[Depends] = []
         for i in range(n):
             a, b = res[i], res[(i + 1) % n]
             for why in self.edges[a][b]:
@@ -601,7 +609,7 @@ class LayoutGraph:
 
     # -- summary -----------------------------------------------------------------------------------
 
-    def summary(self):
+    def summary(self) -> str:
         """A few lines for ``apiary check``."""
         d = self.design
         lines = [f"design {d.name!r}: {d.cols}×{d.rows} mesh, {d.width}-bit data plane, "

@@ -1,6 +1,8 @@
 """The tile base class and what a tile learns from the design it is placed in."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -28,7 +30,7 @@ class TileEnv:
     routes: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
 
-    def next_hops(self, plane="data"):
+    def next_hops(self, plane: str = "data") -> dict:
         return self.routes.get(plane, {})
 
 
@@ -57,7 +59,8 @@ class Tile(wiring.Component):
     planes = ("data",)
     streaming = True
 
-    def __init__(self, env=None, members=None, counters=None):
+    def __init__(self, env: TileEnv | None = None, members: Mapping[str, Any] | None = None,
+                 counters: Mapping[str, Any] | None = None) -> None:
         self.env = env if env is not None else TileEnv()
         check_width(self.env.width, "data plane width")
         check_width(self.env.ctl_width, "control plane width")
@@ -82,17 +85,17 @@ class Tile(wiring.Component):
         super().__init__(sig)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return self.env.name
 
     @classmethod
-    def external_members(cls, signature):
+    def external_members(cls, signature: wiring.Signature) -> list[str]:
         """Names of the members of ``signature`` that are neither NoC ports nor counters."""
         noc = {p for pair in NOC_PORTS.values() for p in pair}
         return [name for name, member in signature.members.items()
                 if name not in noc and not cls.is_counters(member)]
 
     @staticmethod
-    def is_counters(member):
+    def is_counters(member: Any) -> bool:
         """Whether a signature member is a tile's counters."""
         return member.is_signature and isinstance(member.signature, CounterSignature)

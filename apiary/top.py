@@ -19,8 +19,9 @@ positions where no tile sits. Around the tiles, the top level has three kinds of
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth import Module
 from amaranth.back import verilog
@@ -28,7 +29,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
 
 from .counters import CounterBank
-from .design import DesignError
+from .design import Design, DesignError
 from .fingerprint import design_fingerprint
 from .noc.mesh import Mesh
 from .stream.counters import CounterSignature
@@ -66,9 +67,11 @@ class MacPortInfo:
     tx: tuple
 
 
-def _frame_streams(tiles):
+def _frame_streams(
+        tiles: Mapping[str, Tile]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """``(receive, transmit)``: ``[(tile, member)]`` of every FrameStream member, by direction."""
-    receive, transmit = [], []
+    receive: list[tuple[str, str]] = []
+    transmit: list[tuple[str, str]] = []
     for name, tile in tiles.items():
         for member, desc in tile.signature.members.items():
             if desc.is_signature and isinstance(desc.signature, FrameStream):
@@ -76,7 +79,7 @@ def _frame_streams(tiles):
     return receive, transmit
 
 
-def pair_mac_ports(tiles) -> list[MacPortInfo]:
+def pair_mac_ports(tiles: Mapping[str, Tile]) -> list[MacPortInfo]:
     """The MAC ports of a design: a tile with a receive and a transmit FrameStream is a port
     named after the tile; if exactly one receive and one transmit stream are left unpaired (the
     Beehive arrangement: ``eth_rx`` receives, ``eth_tx`` transmits), they form one port named
@@ -131,7 +134,7 @@ class DesignTop(wiring.Component):
         If the design does not pass its checks, or a tile could not be built.
     """
 
-    def __init__(self, design, *, mac: MacOptions = MacOptions(),
+    def __init__(self, design: Design, *, mac: MacOptions = MacOptions(),
                  attach: Sequence[Attachment] = ()):
         self.design = design
         if not isinstance(mac, MacOptions):
@@ -172,7 +175,7 @@ class DesignTop(wiring.Component):
         members["counters"] = Out(self.bank.signature())
         super().__init__(members)
 
-    def _attachment(self, desc):
+    def _attachment(self, desc: Any) -> Attachment | None:
         if not desc.is_signature or desc.flow != wiring.Out:
             return None
         for attachment in self.attachments:
@@ -185,7 +188,7 @@ class DesignTop(wiring.Component):
         attaches where."""
         return repr((self.mac, [(t, m, a.key) for t, m, a in self.attached]))
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         d = self.design
         for name, tile in self.tiles.items():
@@ -224,10 +227,10 @@ class DesignTop(wiring.Component):
             sunk = []
             for x in range(d.cols):
                 for y in range(d.rows):
-                    tile = by_position.get((x, y))
-                    if tile is not None and plane in tile.planes:
-                        connect(m, tile=getattr(tile, from_tile), router=mesh.inject[x][y])
-                        connect(m, router=mesh.eject[x][y], tile=getattr(tile, to_tile))
+                    here = by_position.get((x, y))
+                    if here is not None and plane in here.planes:
+                        connect(m, tile=getattr(here, from_tile), router=mesh.inject[x][y])
+                        connect(m, router=mesh.eject[x][y], tile=getattr(here, to_tile))
                     else:
                         eject = mesh.eject[x][y]
                         m.d.comb += eject.ready.eq(1)
@@ -237,7 +240,7 @@ class DesignTop(wiring.Component):
         return m
 
 
-def top_name(design) -> str:
+def top_name(design: Design) -> str:
     """The Verilog module name of a design's top level."""
     return re.sub(r"\W", "_", design.name) or "top"
 
@@ -256,7 +259,7 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
     key = None
     if cache_dir is not None:
         key = design_fingerprint(top.design, packages, extra=top.fingerprint_extra())
-    path = os.path.join(cache_dir, "verilog", f"{key}.v") if key else None
+    path = os.path.join(cache_dir, "verilog", f"{key}.v") if key and cache_dir else None
     if path and os.path.exists(path):
         with open(path) as f:
             return f.read()
@@ -270,7 +273,7 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
     return text
 
 
-def generate_verilog(design, path: str | None = None) -> str:
+def generate_verilog(design: Design, path: str | None = None) -> str:
     """Check and elaborate ``design``, write Verilog to ``path`` (if given), return the text."""
     text = design_verilog(DesignTop(design))
     if path is not None:

@@ -12,6 +12,8 @@ and its extra words discarded, and each such message is counted once. One helper
 :class:`PayloadFramer`, does this for both.
 """
 
+from typing import Any
+
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
@@ -32,7 +34,7 @@ DESCRIPTOR_FIELDS = ("dst_x", "dst_y", "dst_fbits", "msg_type",
                      "src_x", "src_y", "src_fbits", "payload_bytes")
 
 
-def _check_meta_words(meta_words, what):
+def _check_meta_words(meta_words: object, what: str) -> int:
     limit = (1 << noc_header(64).width("metadata_flits")) - 1
     if not isinstance(meta_words, int) or not 0 <= meta_words <= limit:
         raise ValueError(f"{what} takes between 0 and {limit} metadata words (the width of the "
@@ -40,7 +42,8 @@ def _check_meta_words(meta_words, what):
     return meta_words
 
 
-def meta_plan(width, meta_words=0, meta_bits=None):
+def meta_plan(width: int, meta_words: int = 0,
+              meta_bits: int | None = None) -> tuple[int, int, int]:
     """How a message carries its metadata: ``(flits, inline, bits)``.
 
     With ``meta_bits=None`` the metadata is ``meta_words`` whole flits (``bits`` is
@@ -101,7 +104,7 @@ class PayloadFramer(wiring.Component):
         Pulses once for a payload whose source length disagreed with ``load_bytes``.
     """
 
-    def __init__(self, width):
+    def __init__(self, width: int) -> None:
         self._width = check_width(width)
         super().__init__({
             "load": In(1),
@@ -112,7 +115,7 @@ class PayloadFramer(wiring.Component):
             "error": Out(1),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nb = self._width // 8
         words, tail_now = payload_words(self.load_bytes, self._width)
@@ -226,7 +229,8 @@ class MessageSender(wiring.Component):
     """
 
     @staticmethod
-    def descriptor_layout(width, meta_words=0, meta_bits=None):
+    def descriptor_layout(width: int, meta_words: int = 0,
+                          meta_bits: int | None = None) -> data.StructLayout:
         """The descriptor's layout: :data:`DESCRIPTOR_FIELDS` at their header widths, then
         ``meta`` (``meta_words * width`` bits, or ``meta_bits``; see :func:`meta_plan`) if
         there is metadata."""
@@ -237,7 +241,8 @@ class MessageSender(wiring.Component):
             fields["meta"] = unsigned(bits)
         return data.StructLayout(fields)
 
-    def __init__(self, width, meta_words=0, *, meta_bits=None, empty_packets=False):
+    def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
+                 empty_packets: bool = False) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
@@ -248,7 +253,7 @@ class MessageSender(wiring.Component):
             "length_errors": Out(32),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width, meta_words = self._width, self._meta_words
         nh = header_flits(width)
@@ -377,7 +382,8 @@ class MessageReceiver(wiring.Component):
     """
 
     @staticmethod
-    def header_layout(width, meta_words=0, meta_bits=None):
+    def header_layout(width: int, meta_words: int = 0,
+                      meta_bits: int | None = None) -> data.StructLayout:
         """Every field of ``noc_header(width)`` at its place in the header, then ``meta``:
         ``meta_words * width`` bits (or ``meta_bits``) above the header, or with inline
         metadata (:func:`meta_plan`) the header's ``meta_bits`` low bits."""
@@ -390,7 +396,8 @@ class MessageReceiver(wiring.Component):
             fields["meta"] = data.Field(unsigned(bits), hdr.size)
         return data.FlexibleLayout(hdr.size + flits * width, fields)
 
-    def __init__(self, width, meta_words=0, *, meta_bits=None, empty_packets=False):
+    def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
+                 empty_packets: bool = False) -> None:
         self._width = check_width(width)
         self._meta_words, _, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
@@ -401,7 +408,7 @@ class MessageReceiver(wiring.Component):
             "errors": Out(32),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width, meta_words = self._width, self._meta_words
         nh = header_flits(width)

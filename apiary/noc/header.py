@@ -10,6 +10,7 @@ message types register them (:mod:`apiary.noc.msgtype`).
 """
 
 import enum as py_enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields as dc_fields
 
 from ..stream.header import Header
@@ -47,12 +48,12 @@ _TRACE = [
 # receiving side of a message can restore byte enables without knowing the protocol.
 _PAYLOAD_BYTES = ("payload_bytes", 22)
 
-def routing_header():
+def routing_header() -> Header:
     """The 64-bit routed part of every NoC header (the top bits of a message's first flit)."""
     return Header("noc_routing", _ROUTING)
 
 
-def noc_header(width):
+def noc_header(width: int) -> Header:
     """The NoC message header at flit width ``width``.
 
     * 256 and 512 bits: Beehive's full 234-bit header (routing, source, metadata count, packet id,
@@ -71,7 +72,7 @@ def noc_header(width):
     return Header("noc_header", _ROUTING + _SOURCE + [_PAYLOAD_BYTES], size=128)
 
 
-def header_flits(width):
+def header_flits(width: int) -> int:
     """Number of flits the NoC header takes at ``width`` bits (2 at 64, 1 above)."""
     return noc_header(width).size // width
 
@@ -96,25 +97,25 @@ class NocHeader:
     packet_num: int = 0
     timestamp: int = 0
 
-    def pack(self, width):
+    def pack(self, width: int) -> list[int]:
         """The header as ``header_flits(width)`` flit data words, first flit first.
 
         Fields the width does not carry (packet id and timestamp below 256 bits) must be zero.
         """
         hdr = noc_header(width)
         values = {f.name: int(getattr(self, f.name)) for f in dc_fields(self)}
-        for n in list(values):
-            if n not in hdr.names:
-                if values[n]:
-                    raise ValueError(f"a {width}-bit NoC header does not carry {n}")
-                del values[n]
+        for name in list(values):
+            if name not in hdr.names:
+                if values[name]:
+                    raise ValueError(f"a {width}-bit NoC header does not carry {name}")
+                del values[name]
         word = hdr.pack(values)
         n = hdr.size // width
         mask = (1 << width) - 1
         return [(word >> (width * (n - 1 - i))) & mask for i in range(n)]
 
     @classmethod
-    def unpack(cls, words, width):
+    def unpack(cls, words: Sequence[int], width: int) -> "NocHeader":
         hdr = noc_header(width)
         n = hdr.size // width
         if len(words) < n:
@@ -137,7 +138,7 @@ class Message:
     meta: list = field(default_factory=list)
     payload: bytes = b""
 
-    def flits(self, width):
+    def flits(self, width: int) -> list[tuple[int, int]]:
         nb = width // 8
         body = [int(m) for m in self.meta]
         for i in range(0, len(self.payload), nb):
@@ -151,7 +152,7 @@ class Message:
         return [(w, int(i == len(words) - 1)) for i, w in enumerate(words)]
 
     @classmethod
-    def from_flits(cls, flits, width):
+    def from_flits(cls, flits: Sequence[int | tuple[int, int]], width: int) -> "Message":
         """Decode a list of flit data words (or ``(data, last)`` pairs) into a :class:`Message`.
 
         Raises :class:`ValueError` if ``msg_len`` disagrees with the number of flits.
@@ -168,7 +169,7 @@ class Message:
         return cls(hdr, meta, payload[:hdr.payload_bytes])
 
 
-def field_location(width, name):
+def field_location(width: int, name: str) -> tuple[int, int]:
     """``(flit_index, bit_offset)``: which header flit holds field ``name`` at ``width`` bits, and
     the field's LSB within that flit's data."""
     hdr = noc_header(width)

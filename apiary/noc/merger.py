@@ -1,11 +1,13 @@
 """Merge several message streams into one, a whole message at a time."""
 
+from typing import Any
+
 from amaranth import Module, Signal, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import flit_signature
 from ..stream.layout import check_width
+from .flit import flit_signature
 
 
 __all__ = ["MessageMerger"]
@@ -50,7 +52,7 @@ class MessageMerger(wiring.Component):
         If the width is not supported or ``n`` is not a positive integer.
     """
 
-    def __init__(self, width, n, *, priority=False):
+    def __init__(self, width: int, n: int, *, priority: bool = False) -> None:
         self._width = check_width(width)
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"MessageMerger needs a positive number of inputs, not {n!r}.")
@@ -61,7 +63,7 @@ class MessageMerger(wiring.Component):
             "o": Out(flit_signature(width)),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         n = self._n
         valid = [port.valid for port in self.i]

@@ -1,11 +1,13 @@
 """A 2D mesh of :class:`~apiary.noc.router.Router`\\ s."""
 
+from typing import Any
+
 from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from .flit import flit_signature
 from ..stream.layout import check_width
+from .flit import flit_signature
 from .router import Dir, Router
 
 
@@ -52,7 +54,8 @@ class Mesh(wiring.Component):
         If the width is not supported or ``cols`` or ``rows`` is not in 1..255.
     """
 
-    def __init__(self, width, cols, rows, *, depth=4, local_depth=4):
+    def __init__(self, width: int, cols: int, rows: int, *, depth: int = 4,
+                 local_depth: int = 4) -> None:
         check_width(width)
         for name, v in (("cols", cols), ("rows", rows)):
             if not isinstance(v, int) or not 1 <= v <= 255:
@@ -70,21 +73,21 @@ class Mesh(wiring.Component):
         })
 
     @property
-    def width(self):
+    def width(self) -> int:
         return self._width
 
     @property
-    def cols(self):
+    def cols(self) -> int:
         return self._cols
 
     @property
-    def rows(self):
+    def rows(self) -> int:
         return self._rows
 
-    def router(self, x, y):
+    def router(self, x: int, y: int) -> Router:
         return self._routers[x][y]
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         cols, rows = self._cols, self._rows
         r = self._routers

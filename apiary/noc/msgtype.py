@@ -56,12 +56,12 @@ def register_msg_types(cls: type[enum.Enum]) -> type[enum.Enum]:
     return cls
 
 
-def _key(member):
+def _key(member: enum.Enum) -> tuple[str, str, str]:
     """The same enum defined again (a module reloaded) registers as itself."""
     return (type(member).__module__, type(member).__qualname__, member.name)
 
 
-def _describe(member):
+def _describe(member: enum.Enum) -> str:
     return f"{type(member).__module__}.{type(member).__qualname__}.{member.name}"
 
 

@@ -1,6 +1,8 @@
 """A tile's next-hop table: from a routing key to the endpoint a message goes to."""
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
@@ -64,7 +66,7 @@ class NextHopTable(wiring.Component):
         header's fields.
     """
 
-    def __init__(self, entries, key_width):
+    def __init__(self, entries: Mapping[int | None, Iterable[Endpoint]], key_width: int) -> None:
         if not isinstance(key_width, int) or isinstance(key_width, bool) or key_width < 1:
             raise ValueError(f"NextHopTable needs a positive key width, not {key_width!r}.")
         hdr = routing_header()
@@ -99,7 +101,7 @@ class NextHopTable(wiring.Component):
             "dst_fbits": Out(limits["fbits"]),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         exact = {key: self.key == key for key in self._entries if key is not None}
         any_exact = Signal()

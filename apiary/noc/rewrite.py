@@ -1,5 +1,8 @@
 """Rewrite fixed header fields of messages passing through a flit stream."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -18,7 +21,7 @@ class HeaderRewriter(wiring.Component):
     Latency: 0 cycles (combinational). Throughput: one flit per cycle. Drops nothing.
     """
 
-    def __init__(self, width, fields):
+    def __init__(self, width: int, fields: Mapping[str, int]) -> None:
         hdr = noc_header(width)
         for name, value in fields.items():
             if name not in hdr.names:
@@ -29,7 +32,7 @@ class HeaderRewriter(wiring.Component):
         self._fields = dict(fields)
         super().__init__({"i": In(flit_signature(width)), "o": Out(flit_signature(width))})
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nh = header_flits(self._width)
         hdr = noc_header(self._width)

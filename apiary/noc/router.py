@@ -3,13 +3,17 @@
 
 import enum as py_enum
 
-from amaranth import Module, Signal, Array, Cat, Mux
+from collections.abc import Iterable
+from typing import Any
+
+from amaranth import Module, Signal, Array, Cat, Mux, Value
+from amaranth.hdl import ValueLike
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from .flit import flit_signature
 from ..stream.layout import check_width
+from .flit import flit_signature
 from .header import ROUTING_BITS, routing_header
 
 
@@ -25,7 +29,7 @@ class Dir(py_enum.IntEnum):
     P = 4
 
     @property
-    def port(self):
+    def port(self) -> str:
         return self.name.lower()
 
 
@@ -43,7 +47,7 @@ SOURCES = {
 }
 
 
-def xy_route(x, y, dst_x, dst_y, came_from=Dir.P):
+def xy_route(x: int, y: int, dst_x: int, dst_y: int, came_from: Dir = Dir.P) -> Dir | None:
     """Python model of the router's choice: the output a message for ``(dst_x, dst_y)`` takes at
     router ``(x, y)`` when it arrives on input ``came_from``.
 
@@ -122,7 +126,8 @@ class Router(wiring.Component):
         If the width is not supported, a coordinate is not in 0..255, or a depth is below 1.
     """
 
-    def __init__(self, width, x, y, *, depth=4, local_depth=4):
+    def __init__(self, width: int, x: int, y: int, *, depth: int = 4,
+                 local_depth: int = 4) -> None:
         check_width(width)
         for name, v in (("x", x), ("y", y)):
             if not isinstance(v, int) or not 0 <= v <= 255:
@@ -144,24 +149,24 @@ class Router(wiring.Component):
         super().__init__(sig)
 
     @property
-    def width(self):
+    def width(self) -> int:
         return self._width
 
     @property
-    def x(self):
+    def x(self) -> int:
         return self._x
 
     @property
-    def y(self):
+    def y(self) -> int:
         return self._y
 
-    def port_in(self, d):
+    def port_in(self, d: Dir) -> Any:
         return getattr(self, f"{Dir(d).port}_in")
 
-    def port_out(self, d):
+    def port_out(self, d: Dir) -> Any:
         return getattr(self, f"{Dir(d).port}_out")
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self._width
         rhdr = routing_header().layout()
@@ -170,7 +175,8 @@ class Router(wiring.Component):
         head = {}       # input -> head flit, width + 1 bits: data, then last at the top
         valid = {}      # input -> FIFO not empty
         route = {}      # input -> {output: the head flit asks for it}
-        pop = {d: [] for d in DIRS}     # input -> terms OR-ed into its FIFO's r_en
+        # input -> terms OR-ed into its FIFO's r_en
+        pop: dict[Dir, list[Value]] = {d: [] for d in DIRS}
         for d in DIRS:
             fifo = SyncFIFO(width=width + 1,
                             depth=self._local_depth if d == Dir.P else self._depth)
@@ -249,7 +255,7 @@ class Router(wiring.Component):
             m.d.comb += fifos[d].r_en.eq(Cat(*pop[d]).any())
         return m
 
-    def _route(self, m, d, hdr):
+    def _route(self, m: Module, d: Dir, hdr: Any) -> dict[Dir, Signal]:
         """One-hot request of input ``d``'s head flit, over the outputs ``d`` has paths to."""
         x, y = self._x, self._y
         go = {o: Signal(name=f"{d.port}_to_{o.port}") for o in DIRS if d in SOURCES[o]}
@@ -269,7 +275,7 @@ class Router(wiring.Component):
         return go
 
 
-def _mux_tree(sel, items):
+def _mux_tree(sel: Value, items: Iterable[ValueLike]) -> ValueLike:
     """``items[sel]`` as a balanced tree of 2:1 muxes, low select bit first."""
     items = list(items)
     bit = 0

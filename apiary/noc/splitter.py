@@ -1,11 +1,14 @@
 """Demultiplex a tile's incoming messages by their destination sub-port (``dst_fbits``)."""
 
+from collections.abc import Sequence
+from typing import Any
+
 from amaranth import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .flit import flit_signature
 from ..stream.layout import check_width
+from .flit import flit_signature
 from .header import ROUTING_BITS, routing_header
 
 
@@ -49,7 +52,7 @@ class FbitsSplitter(wiring.Component):
         the ``dst_fbits`` field.
     """
 
-    def __init__(self, width, fbits):
+    def __init__(self, width: int, fbits: Sequence[int]) -> None:
         self._width = check_width(width)
         limit = 1 << routing_header().width("dst_fbits")
         fbits = list(fbits)
@@ -68,7 +71,7 @@ class FbitsSplitter(wiring.Component):
             "dropped": Out(32),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         n = len(self._fbits)
         i = self.i

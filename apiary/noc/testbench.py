@@ -4,6 +4,11 @@ Built on the stream helpers of :mod:`apiary.stream.testbench` (which also has th
 the cycle counter and :func:`~apiary.stream.testbench.simulate`).
 """
 
+from collections.abc import Iterable
+from typing import Any
+
+from amaranth.sim import SimulatorContext
+
 from ..stream.testbench import stream_get, stream_put
 from .header import Message
 
@@ -11,13 +16,14 @@ from .header import Message
 __all__ = ["send_flits", "recv_flits", "send_message", "recv_message", "split_messages"]
 
 
-async def send_flits(ctx, port, flits, **stall):
+async def send_flits(ctx: SimulatorContext, port: Any, flits: Iterable[tuple[int, int]],
+                     **stall: Any) -> None:
     """Send ``(data, last)`` pairs on a flit stream."""
     for data, last in flits:
         await stream_put(ctx, port, {"data": data, "last": last}, **stall)
 
 
-async def recv_flits(ctx, port, **stall):
+async def recv_flits(ctx: SimulatorContext, port: Any, **stall: Any) -> list[tuple[int, int]]:
     """Receive flits up to and including the one with ``last`` set; a list of ``(data, last)``."""
     flits = []
     while True:
@@ -27,15 +33,17 @@ async def recv_flits(ctx, port, **stall):
             return flits
 
 
-async def send_message(ctx, port, message, width, **stall):
+async def send_message(ctx: SimulatorContext, port: Any, message: Message, width: int,
+                       **stall: Any) -> None:
     await send_flits(ctx, port, message.flits(width), **stall)
 
 
-async def recv_message(ctx, port, width, **stall):
+async def recv_message(ctx: SimulatorContext, port: Any, width: int,
+                       **stall: Any) -> Message:
     return Message.from_flits(await recv_flits(ctx, port, **stall), width)
 
 
-def split_messages(flits):
+def split_messages(flits: Iterable[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     """Cut a list of ``(data, last)`` flits into messages; a trailing partial message is an
     error."""
     messages, current = [], []

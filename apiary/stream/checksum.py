@@ -11,7 +11,10 @@ the region with its checksum field zero and writes ``~sum``; a receiver sums the
 checksum field as received and accepts it if the sum is ``0xFFFF`` (:attr:`ok`).
 """
 
+from typing import Any
+
 from amaranth import Module, Signal, Cat, Const, Mux, Value
+from amaranth.hdl import ValueLike
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,13 +26,13 @@ __all__ = ["ones_complement_sum", "internet_checksum", "fold16", "ones_sum", "wo
            "InternetChecksum"]
 
 
-def _fold(total):
+def _fold(total: int) -> int:
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return total
 
 
-def ones_complement_sum(data, initial=0):
+def ones_complement_sum(data: bytes, initial: int = 0) -> int:
     """The 16-bit one's-complement sum of ``data`` (big-endian 16-bit words, an odd last byte
     padded with a zero byte) plus ``initial``, folded with end-around carry. It is ``0`` only if
     every word and ``initial`` are zero."""
@@ -40,7 +43,7 @@ def ones_complement_sum(data, initial=0):
                                for k in range(0, len(data), 2)))
 
 
-def internet_checksum(data, initial=0):
+def internet_checksum(data: bytes, initial: int = 0) -> int:
     """The value for a checksum field: ``~ones_complement_sum(data, initial) & 0xFFFF``.
 
     ``initial`` is a partial sum to include, such as a UDP pseudo-header's
@@ -50,18 +53,18 @@ def internet_checksum(data, initial=0):
     return ~ones_complement_sum(data, initial) & 0xFFFF
 
 
-def _swap16(value):
+def _swap16(value: Value) -> Value:
     return Cat(value[8:16], value[0:8])
 
 
-def _adder_tree(values):
+def _adder_tree(values: list[Value]) -> Value:
     """The sum of ``values`` as a balanced tree of two-input adders."""
     while len(values) > 1:
         values = [a + b for a, b in zip(values[0::2], values[1::2])] + values[len(values) & ~1:]
     return values[0]
 
 
-def fold16(value):
+def fold16(value: ValueLike) -> Value:
     """Fold a sum of 16-bit words (below ``2**32``) to 16 bits with end-around carries."""
     value = Value.cast(value)
     for _ in range(2):
@@ -69,17 +72,17 @@ def fold16(value):
     return value[:16]
 
 
-def ones_sum(*values):
+def ones_sum(*values: ValueLike) -> Value:
     """The one's-complement sum of 16-bit values (at most 65,536 of them), as a 16-bit value."""
     return fold16(_adder_tree([Value.cast(v) for v in values]))
 
 
-def _be_words(value):
+def _be_words(value: Value) -> list[Value]:
     """The big-endian 16-bit words of ``value`` (lane order: byte ``k`` in bits ``8k..8k+7``)."""
     return [_swap16(value[16 * k:16 * k + 16]) for k in range(len(value) // 16)]
 
 
-def word_sum(value, words):
+def word_sum(value: ValueLike, words: int | ValueLike) -> Value:
     """One's-complement sum of the first ``words`` big-endian 16-bit words of ``value`` (lane
     order), at most ``len(value) // 16`` of them; ``words`` is an int or an Amaranth value (an
     IPv4 header's ``ihl * 2``, say). A header whose checksum field is filled sums to ``0xFFFF``."""
@@ -141,7 +144,7 @@ class InternetChecksum(wiring.Component):
     LATENCY = 2
     result_layout = data.StructLayout({"sum": 16, "ok": 1})
 
-    def __init__(self, width, *, max_offset=64):
+    def __init__(self, width: int, *, max_offset: int = 64) -> None:
         self._width = check_width(width)
         if not isinstance(max_offset, int) or isinstance(max_offset, bool) or max_offset < 0:
             raise ValueError(f"InternetChecksum needs max_offset to be a non-negative number of "
@@ -154,7 +157,7 @@ class InternetChecksum(wiring.Component):
             "o": Out(stream.Signature(self.result_layout, always_ready=True)),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nb = self._width // 8
         i = self.i

@@ -56,12 +56,12 @@ class CounterSignature(wiring.Signature):
             self.descriptions[name] = text
         super().__init__(members)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (type(other) is type(self) and self.members == other.members
                 and self.descriptions == other.descriptions)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(tuple(self.members.keys()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"CounterSignature({list(self.members.keys())})"

@@ -14,7 +14,9 @@ stream is byte-reversed first: :func:`header_view` and :func:`header_signal` do 
 :func:`byte_reverse` is the wiring under them.
 """
 
-from amaranth import Cat, Signal
+from collections.abc import Iterable, Mapping
+
+from amaranth import Cat, Module, Signal, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 
@@ -35,7 +37,8 @@ class Header:
         If two fields share a name, a width is not positive, or the fields do not fit ``size``.
     """
 
-    def __init__(self, name, fields, *, size=None):
+    def __init__(self, name: str, fields: Iterable[tuple[str, int]], *,
+                 size: int | None = None) -> None:
         self.name = name
         self.fields = [(str(n), int(w)) for n, w in fields]
         names = [n for n, _ in self.fields if not n.startswith("_")]
@@ -56,27 +59,27 @@ class Header:
             if not n.startswith("_"):
                 self._offsets[n] = (top, w)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Header({self.name!r}, {self.bits} bits in {self.size})"
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         return list(self._offsets)
 
-    def offset(self, name):
+    def offset(self, name: str) -> int:
         """Bit offset of field ``name`` from the LSB of the header."""
         return self._offsets[name][0]
 
-    def width(self, name):
+    def width(self, name: str) -> int:
         return self._offsets[name][1]
 
-    def layout(self):
+    def layout(self) -> data.FlexibleLayout:
         """A :class:`~amaranth.lib.data.FlexibleLayout` of :attr:`size` bits with every field."""
         return data.FlexibleLayout(self.size, {
             n: data.Field(unsigned(w), off) for n, (off, w) in self._offsets.items()
         })
 
-    def pack(self, values=None, **kwargs):
+    def pack(self, values: Mapping[str, int] | None = None, **kwargs: int) -> int:
         """Pack field values (a dict and/or keywords; missing fields are zero) into an int."""
         values = dict(values or {}, **kwargs)
         word = 0
@@ -91,24 +94,24 @@ class Header:
             word |= v << off
         return word
 
-    def unpack(self, word):
+    def unpack(self, word: int) -> dict[str, int]:
         """Split an int of :attr:`size` bits into a dict of field values."""
         return {n: (word >> off) & ((1 << w) - 1) for n, (off, w) in self._offsets.items()}
 
-    def to_bytes(self, values=None, **kwargs):
+    def to_bytes(self, values: Mapping[str, int] | None = None, **kwargs: int) -> bytes:
         """Network byte order (the MSB of the header in the first byte)."""
         if self.size % 8:
             raise ValueError(f"header {self.name!r} is {self.size} bits, not a whole number of "
                              f"bytes")
         return self.pack(values, **kwargs).to_bytes(self.size // 8, "big")
 
-    def from_bytes(self, raw):
+    def from_bytes(self, raw: bytes) -> dict[str, int]:
         if len(raw) < self.size // 8:
             raise ValueError(f"header {self.name!r} needs {self.size // 8} bytes, got {len(raw)}")
         return self.unpack(int.from_bytes(raw[:self.size // 8], "big"))
 
 
-def byte_reverse(value):
+def byte_reverse(value: Value) -> Value:
     """``value`` with its bytes in the opposite order (wiring only).
 
     A :class:`Header` view is most significant byte first (network order read as a big-endian
@@ -121,14 +124,14 @@ def byte_reverse(value):
     return Cat(value[8 * k:8 * k + 8] for k in reversed(range(len(value) // 8)))
 
 
-def header_view(header: Header, value, offset: int = 0) -> data.View:
+def header_view(header: Header, value: Value, offset: int = 0) -> data.View:
     """View the bytes ``value`` (lane order: byte ``k`` in bits ``8k..8k+7``), starting at byte
     ``offset``, as the MSB-first :class:`Header` ``header``."""
     size = header.size // 8
     return data.View(header.layout(), byte_reverse(value[8 * offset:8 * (offset + size)]))
 
 
-def header_signal(m, header: Header, value, offset: int = 0):
+def header_signal(m: Module, header: Header, value: Value, offset: int = 0) -> data.View:
     """Like :func:`header_view`, but a signal driven once from ``value``: cheaper to elaborate
     when its fields are used many times."""
     sig = Signal(header.layout(), name=f"{header.name}_at{offset}")

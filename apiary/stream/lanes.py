@@ -7,19 +7,20 @@ keeps Amaranth's elaboration fast at 512 bits.
 """
 
 from amaranth import Cat, Mux, Value
+from amaranth.hdl import ValueLike
 
 
 __all__ = ["lane_mask", "shift_lanes_up", "shift_lanes_down"]
 
 
-def lane_mask(nb, nbytes):
+def lane_mask(nb: int, nbytes: ValueLike) -> Value:
     """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word (``nbytes`` up to ``nb``
     or beyond: all ones)."""
     nbytes = Value.cast(nbytes)
     return Cat((nbytes > lane).replicate(8) for lane in range(nb))
 
 
-def shift_lanes_up(value, amount, nb):
+def shift_lanes_up(value: ValueLike, amount: ValueLike, nb: int) -> Value:
     """``value`` (``nb`` bytes) moved ``amount`` lanes towards the most significant end, zeros
     shifted in, bytes shifted out lost."""
     amount = Value.cast(amount)
@@ -32,7 +33,7 @@ def shift_lanes_up(value, amount, nb):
     return value
 
 
-def shift_lanes_down(value, amount, nb):
+def shift_lanes_down(value: ValueLike, amount: ValueLike, nb: int) -> Value:
     """``value`` (``nb`` bytes) moved ``amount`` lanes towards lane 0, zeros shifted in."""
     amount = Value.cast(amount)
     width = 8 * nb

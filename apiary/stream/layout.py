@@ -11,6 +11,7 @@ Every stream block works at every width in :data:`SUPPORTED_WIDTHS`.
 """
 
 from amaranth import Mux, Value
+from amaranth.hdl import ValueLike
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 
@@ -51,7 +52,8 @@ def abort_nbytes(width: int) -> int:
     return check_width(width) // 8 + 1
 
 
-def payload_words(payload_bytes, width: int):
+def payload_words(payload_bytes: int | ValueLike,
+                  width: int) -> tuple[int, int] | tuple[Value, Value]:
     """``(words, tail)``: how many ``width``-bit words carry ``payload_bytes`` bytes, and how many
     valid bytes the last of them holds (1 to ``width // 8``; meaningless when ``words`` is 0).
 

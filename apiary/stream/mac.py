@@ -19,6 +19,8 @@ The frames on both sides exclude preamble and FCS.
 
 from dataclasses import dataclass
 
+from typing import Any
+
 from amaranth import Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data, fifo, stream, wiring
@@ -69,13 +71,13 @@ class FrameStream(wiring.Signature):
             "ready": In(1),
         })
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.width == self.width
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self), self.width))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"FrameStream({self.width})"
 
 
@@ -100,14 +102,14 @@ class MacPort(wiring.Signature):
             "tx": Out(stream.Signature(layout)),
         })
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (type(other) is type(self) and other.width == self.width
                 and other.byte_enables == self.byte_enables)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((type(self), self.width, self.byte_enables))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"MacPort({self.width}, byte_enables={self.byte_enables!r})"
 
 
@@ -136,7 +138,7 @@ class MacOptions:
     domain: str | None = None
     fifo_depth: int = 16
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.byte_enables not in BYTE_ENABLES:
             raise ValueError(f"byte_enables must be one of {', '.join(BYTE_ENABLES)}, "
                              f"not {self.byte_enables!r}")
@@ -188,7 +190,7 @@ class MacEdge(wiring.Component):
             "tx": In(stream.Signature(payload_layout(width))),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         opts = self._options
         word = mac_word_layout(self._width, opts.byte_enables)
@@ -224,7 +226,7 @@ class MacEdge(wiring.Component):
         self._transmit(m, mac_tx)
         return m
 
-    def _receive(self, m, mac_rx):
+    def _receive(self, m: Module, mac_rx: Any) -> None:
         nb = self._width // 8
         enables = getattr(mac_rx.payload, self._options.byte_enables)
         count = Signal(range(nb + 1))
@@ -245,7 +247,7 @@ class MacEdge(wiring.Component):
                                           nb)),
         ]
 
-    def _transmit(self, m, mac_tx):
+    def _transmit(self, m: Module, mac_tx: Any) -> None:
         nb = self._width // 8
         pad_to = self._options.pad_to
         tx = self.tx.payload

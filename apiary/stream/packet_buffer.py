@@ -6,6 +6,8 @@ checksum, a MAC's FCS) or that must know a packet's length before its first byte
 header) puts one of these in front of its cut-through logic.
 """
 
+from typing import Any
+
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
@@ -18,7 +20,7 @@ from .layout import check_width, payload_signature, payload_words
 __all__ = ["PacketBuffer"]
 
 
-def _check_int(value, name, low, what):
+def _check_int(value: object, name: str, low: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise ValueError(f"PacketBuffer: {name} must be {what}, not {value!r}")
     return value
@@ -142,7 +144,7 @@ class PacketBuffer(wiring.Component):
     """
 
     @staticmethod
-    def verdict_layout(info_width=0):
+    def verdict_layout(info_width: int = 0) -> data.StructLayout:
         """``{ok: 1, info: info_width}``, without ``info`` when ``info_width`` is 0."""
         fields = {"ok": unsigned(1)}
         if info_width:
@@ -150,7 +152,7 @@ class PacketBuffer(wiring.Component):
         return data.StructLayout(fields)
 
     @staticmethod
-    def desc_layout(max_bytes, info_width=0):
+    def desc_layout(max_bytes: int, info_width: int = 0) -> data.StructLayout:
         """``{bytes: 0..max_bytes, info: info_width}``, without ``info`` when ``info_width``
         is 0."""
         fields = {"bytes": range(max_bytes + 1)}
@@ -158,8 +160,9 @@ class PacketBuffer(wiring.Component):
             fields["info"] = unsigned(info_width)
         return data.StructLayout(fields)
 
-    def __init__(self, width, *, max_bytes, buffer_bytes=None, max_queued=16, info_width=0,
-                 min_bytes=0, verdict=True, always_ready=False):
+    def __init__(self, width: int, *, max_bytes: int, buffer_bytes: int | None = None,
+                 max_queued: int = 16, info_width: int = 0, min_bytes: int = 0,
+                 verdict: bool = True, always_ready: bool = False) -> None:
         self._width = check_width(width)
         _check_int(max_bytes, "max_bytes", 1, "a positive integer")
         if buffer_bytes is None:
@@ -203,7 +206,7 @@ class PacketBuffer(wiring.Component):
         })
         super().__init__(members)
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self._width
         nb = width // 8

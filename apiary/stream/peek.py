@@ -7,6 +7,8 @@ for a keep/drop verdict, and meanwhile lets the packet's words flow into a small
 a kept packet is sent on without waiting for its end.
 """
 
+from typing import Any
+
 from amaranth import Module, Signal, Mux
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
@@ -97,7 +99,7 @@ class PayloadPeek(wiring.Component):
         If the width is not supported or ``head_bytes`` is not a positive integer.
     """
 
-    def __init__(self, width, head_bytes, *, slack=0):
+    def __init__(self, width: int, head_bytes: int, *, slack: int = 0) -> None:
         self._width = check_width(width)
         if not isinstance(slack, int) or isinstance(slack, bool) or slack < 0:
             raise ValueError(f"PayloadPeek needs slack to be a non-negative number of words, "
@@ -118,7 +120,7 @@ class PayloadPeek(wiring.Component):
             "pending": Out(1),
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nb = self._width // 8
         hb, hw = self._head_bytes, self._head_words

@@ -1,6 +1,9 @@
 """A FIFO between two streams, as a component that ``connect`` wires like any other."""
 
+from typing import Any
+
 from amaranth import Module, Shape
+from amaranth.hdl import ShapeLike
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,7 +30,7 @@ class Queue(wiring.Component):
         If ``depth`` is not a positive integer.
     """
 
-    def __init__(self, shape, depth: int = 2):
+    def __init__(self, shape: ShapeLike | dict, depth: int = 2) -> None:
         if isinstance(shape, dict):
             shape = data.StructLayout(shape)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
@@ -36,7 +39,7 @@ class Queue(wiring.Component):
         self._depth = depth
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.submodules.fifo = q = fifo.SyncFIFO(width=Shape.cast(self._shape).width,
                                               depth=self._depth)

@@ -17,8 +17,11 @@ of zero bytes is a single word with ``nbytes == 0`` and ``last``. Both blocks ze
 past ``nbytes`` of every word they send.
 """
 
-from amaranth import Module, Signal, Cat, Const, Mux
-from amaranth.hdl import unsigned
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from amaranth import Module, Signal, Cat, Const, Mux, Value
+from amaranth.hdl import ValueLike, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -29,7 +32,7 @@ from .lanes import lane_mask, shift_lanes_down, shift_lanes_up
 __all__ = ["StreamStrip", "StreamInsert"]
 
 
-def _check_max_bytes(max_bytes, what):
+def _check_max_bytes(max_bytes: object, what: str) -> int:
     if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 1:
         raise ValueError(f"{what} needs max_bytes to be a positive number of bytes, "
                          f"not {max_bytes!r}")
@@ -51,7 +54,8 @@ class _Joiner:
     * :attr:`overflow` is high if ``total > nb``: on a last word, a flush word must follow.
     """
 
-    def __init__(self, m, nb, carry, carry_bytes, word, word_bytes, amounts=None):
+    def __init__(self, m: Module, nb: int, carry: Value, carry_bytes: ValueLike, word: Value,
+                 word_bytes: ValueLike, amounts: Sequence[int] | None = None) -> None:
         self.nb = nb
         self.joined = Signal(8 * nb, name="joined")
         self.rest = Signal(8 * nb, name="rest")
@@ -74,7 +78,7 @@ class _Joiner:
         ]
 
     @staticmethod
-    def lane_mask(nb, nbytes):
+    def lane_mask(nb: int, nbytes: ValueLike) -> Value:
         """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word."""
         return lane_mask(nb, nbytes)
 
@@ -82,7 +86,8 @@ class _Joiner:
 class _Realign(wiring.Component):
     """Ports and output logic common to :class:`StreamStrip` and :class:`StreamInsert`."""
 
-    def __init__(self, width, max_bytes, fixed, members, counts=None):
+    def __init__(self, width: int, max_bytes: int, fixed: bool, members: dict[str, Any],
+                 counts: Iterable[int] | None = None) -> None:
         self._width = check_width(width)
         self._max_bytes = _check_max_bytes(max_bytes, type(self).__name__)
         self._fixed = bool(fixed)
@@ -99,7 +104,7 @@ class _Realign(wiring.Component):
             **members,
         })
 
-    def _output(self, m, data_, nbytes, last):
+    def _output(self, m: Module, data_: ValueLike, nbytes: ValueLike, last: ValueLike) -> None:
         """Drive ``o.payload``, zeroing the lanes past ``nbytes``."""
         nb = self._width // 8
         m.d.comb += [
@@ -164,14 +169,15 @@ class StreamStrip(_Realign):
         If the width is not supported or ``max_bytes`` is not a positive integer.
     """
 
-    def __init__(self, width, max_bytes, *, fixed=False, counts=None):
+    def __init__(self, width: int, max_bytes: int, *, fixed: bool = False,
+                 counts: Iterable[int] | None = None) -> None:
         members = {"dropped": Out(1), "too_short": Out(32)}
         if not fixed:
             members["n"] = In(stream.Signature(range(_check_max_bytes(max_bytes, "StreamStrip")
                                                      + 1)))
         super().__init__(width, max_bytes, fixed, members, counts)
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nb = self._width // 8
         log_nb = nb.bit_length() - 1
@@ -303,18 +309,19 @@ class StreamInsert(_Realign):
     """
 
     @staticmethod
-    def header_signature(max_bytes, *, fixed=False):
+    def header_signature(max_bytes: int, *, fixed: bool = False) -> stream.Signature:
         """``stream.Signature`` of ``{data: 8 * max_bytes}`` plus ``nbytes`` unless ``fixed``."""
         fields = {"data": unsigned(8 * _check_max_bytes(max_bytes, "StreamInsert"))}
         if not fixed:
             fields["nbytes"] = range(max_bytes + 1)
         return stream.Signature(data.StructLayout(fields))
 
-    def __init__(self, width, max_bytes, *, fixed=False, counts=None):
+    def __init__(self, width: int, max_bytes: int, *, fixed: bool = False,
+                 counts: Iterable[int] | None = None) -> None:
         super().__init__(width, max_bytes, fixed,
                          {"hdr": In(self.header_signature(max_bytes, fixed=fixed))}, counts)
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         nb = self._width // 8
         log_nb = nb.bit_length() - 1

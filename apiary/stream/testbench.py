@@ -6,8 +6,12 @@ side; a watchdog, a cycle counter, and :func:`simulate` to run it all. The NoC's
 (whole messages on flit streams) are in :mod:`apiary.noc.testbench`.
 """
 
-from amaranth import Elaboratable, Module, Signal
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
+from amaranth import Elaboratable, Module, Signal
+from amaranth.sim import SimulatorContext
 
 
 __all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_packet",
@@ -15,13 +19,14 @@ __all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_pack
            "simulate", "WithCycleCounter"]
 
 
-async def _stall(ctx, rng, stall):
+async def _stall(ctx: SimulatorContext, rng: random.Random | None, stall: float) -> None:
     if rng is not None:
         while rng.random() < stall:
             await ctx.tick()
 
 
-async def stream_put(ctx, stream, payload, *, rng=None, stall=0.0):
+async def stream_put(ctx: SimulatorContext, stream: Any, payload: Any, *,
+                     rng: random.Random | None = None, stall: float = 0.0) -> None:
     """Offer ``payload`` on ``stream`` until it is taken; with ``rng``, idle first with
     probability ``stall`` per cycle. Returns after the transfer's clock edge."""
     await _stall(ctx, rng, stall)
@@ -31,7 +36,8 @@ async def stream_put(ctx, stream, payload, *, rng=None, stall=0.0):
     ctx.set(stream.valid, 0)
 
 
-async def stream_get(ctx, stream, *, rng=None, stall=0.0):
+async def stream_get(ctx: SimulatorContext, stream: Any, *, rng: random.Random | None = None,
+                     stall: float = 0.0) -> Any:
     """Take one transfer from ``stream`` and return its payload (a ``data.Const`` for layouts)."""
     await _stall(ctx, rng, stall)
     ctx.set(stream.ready, 1)
@@ -40,7 +46,8 @@ async def stream_get(ctx, stream, *, rng=None, stall=0.0):
     return payload
 
 
-def packet_words(packet, width, rng=None):
+def packet_words(packet: bytes, width: int,
+                 rng: random.Random | None = None) -> list[dict[str, int]]:
     """Payload-stream words (dicts of ``data``, ``nbytes``, ``last``) of the bytes ``packet``.
 
     An empty packet is one word with ``nbytes == 0``. With ``rng``, lanes past ``nbytes`` hold
@@ -58,13 +65,14 @@ def packet_words(packet, width, rng=None):
     return words
 
 
-async def send_packet(ctx, port, packet, width, *, rng=None, stall=0.0):
+async def send_packet(ctx: SimulatorContext, port: Any, packet: bytes, width: int, *,
+                      rng: random.Random | None = None, stall: float = 0.0) -> None:
     """Send the bytes ``packet`` on a payload stream (random idle cycles with ``rng``)."""
     for word in packet_words(packet, width, rng):
         await stream_put(ctx, port, word, rng=rng, stall=stall)
 
 
-async def recv_packet(ctx, port, width, **stall):
+async def recv_packet(ctx: SimulatorContext, port: Any, width: int, **stall: Any) -> bytes:
     """Receive one packet from a payload stream as bytes, asserting the framing rules on every
     word: lanes past ``nbytes`` are zero, every word but the last is full, and an empty word
     only ever forms an empty packet."""
@@ -82,7 +90,8 @@ async def recv_packet(ctx, port, width, **stall):
             return out
 
 
-def mac_frame_words(frame, width, byte_enables="keep", *, error=False, error_word=None):
+def mac_frame_words(frame: bytes, width: int, byte_enables: str = "keep", *, error: bool = False,
+                    error_word: int | None = None) -> list[dict[str, int]]:
     """The words of ``frame`` on a MAC port's stream (:func:`~apiary.stream.mac.mac_word_layout`):
     dicts of ``data``, the byte enables (``keep`` or ``last_be``), ``last`` and ``error``. With
     ``error``, word ``error_word`` (default: the last) has ``error`` set, as a MAC marks a frame
@@ -102,14 +111,16 @@ def mac_frame_words(frame, width, byte_enables="keep", *, error=False, error_wor
     return words
 
 
-async def send_mac_frame(ctx, stream, frame, width, byte_enables="keep", *, rng=None,
-                         stall=0.0, **error):
+async def send_mac_frame(ctx: SimulatorContext, stream: Any, frame: bytes, width: int,
+                         byte_enables: str = "keep", *, rng: random.Random | None = None,
+                         stall: float = 0.0, **error: Any) -> None:
     """Send ``frame`` on a MAC port's ``rx`` stream (see :func:`mac_frame_words`)."""
     for word in mac_frame_words(frame, width, byte_enables, **error):
         await stream_put(ctx, stream, word, rng=rng, stall=stall)
 
 
-async def recv_mac_frame(ctx, stream, width, byte_enables="keep", **stall):
+async def recv_mac_frame(ctx: SimulatorContext, stream: Any, width: int,
+                         byte_enables: str = "keep", **stall: Any) -> bytes:
     """Receive one frame from a MAC port's ``tx`` stream as bytes, asserting the byte-enable
     convention on every word (``keep`` contiguous from byte 0 and full before the last word;
     ``last_be`` one-hot on, and only on, the last word) and that ``error`` is 0."""
@@ -132,10 +143,10 @@ async def recv_mac_frame(ctx, stream, width, byte_enables="keep", **stall):
             return out
 
 
-def transfers(port, log):
+def transfers(port: Any, log: list[int]) -> Callable[[SimulatorContext], Awaitable[None]]:
     """A background testbench that appends to ``log`` the cycle number (from 0, the first
     cycle of the simulation) of every transfer on the stream ``port``."""
-    async def tb(ctx):
+    async def tb(ctx: SimulatorContext) -> None:
         cycle = 0
         async for _, _, valid, ready in ctx.tick().sample(port.valid, port.ready):
             if valid and ready:
@@ -144,20 +155,22 @@ def transfers(port, log):
     return tb
 
 
-def watchdog(cycles):
+def watchdog(cycles: int) -> Callable[[SimulatorContext], Awaitable[None]]:
     """A background testbench that fails the test if the simulation still runs after ``cycles``
     cycles, so that a wedged design fails instead of hanging::
 
         sim.add_testbench(watchdog(10_000), background=True)
     """
-    async def tb(ctx):
+    async def tb(ctx: SimulatorContext) -> None:
         for _ in range(cycles):
             await ctx.tick()
         raise AssertionError(f"the simulation still runs after {cycles} cycles")
     return tb
 
 
-def simulate(dut, *testbenches, background=(), timeout=None, period=1e-8):
+def simulate(dut: Elaboratable, *testbenches: Callable[[SimulatorContext], Awaitable[Any]],
+             background: Iterable[Callable[[SimulatorContext], Awaitable[Any]]] = (),
+             timeout: int | None = None, period: float = 1e-8) -> None:
     """Run ``dut`` on a ``sync`` clock until every testbench in ``testbenches`` has returned.
 
     ``background`` testbenches run alongside and end with the simulation; with ``timeout``
@@ -179,11 +192,11 @@ class WithCycleCounter(Elaboratable):
     """``dut`` plus a free-running cycle counter ``cycle``, so that every testbench of a
     simulation reads the same cycle number with ``ctx.get(wrapper.cycle)``."""
 
-    def __init__(self, dut, width=32):
+    def __init__(self, dut: Elaboratable, width: int = 32) -> None:
         self.dut = dut
         self.cycle = Signal(width)
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.submodules.dut = self.dut
         m.d.sync += self.cycle.eq(self.cycle + 1)
