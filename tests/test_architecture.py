@@ -9,7 +9,8 @@ function. ``python tests/test_architecture.py`` prints what each layer imports.
 import ast
 import pathlib
 import re
-import sys
+
+from apiary.layout import strongly_connected
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("apiary", "beehive", "platforms")
@@ -139,33 +140,7 @@ def test_only_platforms_import_litex_or_migen():
 
 def test_no_import_cycles():
     _, edges = graph()
-    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    sys.setrecursionlimit(10_000)
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
+    cycles = [sorted(c) for c in strongly_connected(edges) if len(c) > 1]
     assert not cycles, "modules that import each other in a cycle: " + "; ".join(
         " ⇄ ".join(c) for c in cycles)
 

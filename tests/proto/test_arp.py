@@ -7,7 +7,8 @@ from scapy.layers.l2 import ARP
 from beehive.proto.addresses import mac_to_int
 from beehive.proto.arp import ArpTile
 from beehive.proto.messages import MsgType
-from tilebench import IPV4, MAC, PEER_IP, PEER_MAC, SEEDS, WIDTHS, dropped, make_tile, run
+from tilebench import (IPV4, MAC, PEER_IP, PEER_MAC, SEEDS, WIDTHS, assert_each_dropped_once,
+                       bad_then_good, dropped, make_tile, run)
 
 TX_HOP = (0, 1)
 
@@ -53,11 +54,10 @@ def test_drops_and_counts_what_it_does_not_answer(width):
                                                pdst=IPV4))),
         "not_for_us": frame_message(request(pdst="10.0.0.9")),
     }
-    inputs = [m for b in bad.values() for m in (b, good)]
+    inputs = bad_then_good(bad, good)
     got = run(make_tile(ArpTile, width, {None: TX_HOP}), width, inputs, len(bad))
     assert len(got.out) == len(bad)
-    assert dropped(got.counters) == {reason: 1 for reason in bad}
-    assert sum(got.counters.values()) == len(inputs)
+    assert_each_dropped_once(got, bad, inputs)
 
 
 def test_without_a_next_hop_every_request_is_counted_no_route():

@@ -8,8 +8,8 @@ from scapy.layers.l2 import ARP, Dot1Q, Ether
 from beehive.proto.addresses import mac_to_int
 from beehive.proto.ethernet import EthernetRxTile, EthernetTxTile
 from beehive.proto.messages import MsgType
-from tilebench import (MAC, PEER_IP, PEER_MAC, SEEDS, WIDTHS, aborted_frame, dropped, make_tile,
-                       run)
+from tilebench import (MAC, PEER_IP, PEER_MAC, SEEDS, WIDTHS, aborted_frame,
+                       assert_each_dropped_once, bad_then_good, dropped, make_tile, run)
 
 IP_HOP, ARP_HOP = (2, 1), (1, 2)
 
@@ -67,12 +67,10 @@ def test_rx_drops_and_counts_each_bad_frame(width):
         "oversized": ipv4(b"z" * 300),
         "bad_fcs": aborted_frame(ipv4(b"fcs"), width),
     }
-    frames = [f for frame in bad.values() for f in (frame, good)]
+    frames = bad_then_good(bad, good)
     got = run(rx_tile(width, max_frame=256), width, frames, len(bad), frames_in=True)
     assert [m.payload for m in got.out] == [good[14:]] * len(bad)
-    assert dropped(got.counters) == {reason: 1 for reason in bad}
-    assert got.counters["forwarded"] == len(bad)
-    assert sum(got.counters.values()) == len(frames)
+    assert_each_dropped_once(got, bad, frames)
 
 
 def tx_message(payload, peer=PEER_MAC, ethertype=0x0800, vlan_tci=None):

@@ -7,7 +7,8 @@ from scapy.layers.inet import ICMP
 from beehive.proto.addresses import ipv4_to_int
 from beehive.proto.icmp import IcmpEchoTile
 from beehive.proto.messages import MsgType
-from tilebench import IPV4, PEER_IP, SEEDS, WIDTHS, dropped, make_tile, run
+from tilebench import (IPV4, PEER_IP, SEEDS, WIDTHS, assert_each_dropped_once, bad_then_good,
+                       dropped, make_tile, run)
 
 IP_TX_HOP = (1, 0)
 META = {"peer_ip": ipv4_to_int(PEER_IP), "local_ip": ipv4_to_int(IPV4), "protocol": 1}
@@ -48,8 +49,7 @@ def test_drops_and_counts_each_bad_message(width):
         "truncated": (bytes(ICMP())[:6], META, MsgType.IP_RX_DATAGRAM),
         "not_echo_request": datagram(ICMP(type=13) / b"timestamp"),
     }
-    inputs = [m for b in bad.values() for m in (b, good)]
+    inputs = bad_then_good(bad, good)
     got = run(make_tile(IcmpEchoTile, width, {None: IP_TX_HOP}), width, inputs, len(bad))
     assert [m.payload for m in got.out] == [bytes(ICMP(type=0, id=3, seq=4) / b"good")] * len(bad)
-    assert dropped(got.counters) == {reason: 1 for reason in bad}
-    assert sum(got.counters.values()) == len(inputs)
+    assert_each_dropped_once(got, bad, inputs)

@@ -7,7 +7,8 @@ from scapy.layers.inet import ICMP, IP, UDP
 from beehive.proto.addresses import int_to_ipv4, ipv4_to_int
 from beehive.proto.ipv4 import Ipv4RxTile, Ipv4TxTile
 from beehive.proto.messages import MsgType
-from tilebench import IPV4, PEER_IP, SEEDS, WIDTHS, dropped, make_tile, run
+from tilebench import (IPV4, PEER_IP, SEEDS, WIDTHS, assert_each_dropped_once, bad_then_good,
+                       dropped, make_tile, run)
 
 UDP_HOP, ICMP_HOP, ETH_HOP = (2, 1), (1, 2), (0, 1)
 
@@ -66,11 +67,10 @@ def test_rx_drops_and_counts_each_bad_datagram(width):
         "not_for_us": frame(bytes(IP(src=PEER_IP, dst="10.0.0.77") / UDP() / b"x")),
         "no_route": frame(bytes(IP(src=PEER_IP, dst=IPV4, proto=47) / b"gre")),
     }
-    inputs = [m for b in bad.values() for m in (b, good)]
+    inputs = bad_then_good(bad, good)
     got = run(rx_tile(width), width, inputs, len(bad))
     assert [m.payload for m in got.out] == [bytes(udp(b"good"))[20:]] * len(bad)
-    assert dropped(got.counters) == {reason: 1 for reason in bad}
-    assert sum(got.counters.values()) == len(inputs)
+    assert_each_dropped_once(got, bad, inputs)
 
 
 def tx_message(payload, protocol=17, peer=PEER_IP, local=IPV4):

@@ -9,7 +9,8 @@ from apiary.stream.checksum import ones_complement_sum
 from beehive.proto.addresses import ipv4_to_int
 from beehive.proto.messages import MsgType
 from beehive.proto.udp import UdpRxTile, UdpTxTile
-from tilebench import IPV4, PEER_IP, SEEDS, WIDTHS, dropped, make_tile, run
+from tilebench import (IPV4, PEER_IP, SEEDS, WIDTHS, assert_each_dropped_once, bad_then_good,
+                       dropped, make_tile, run)
 
 ECHO_HOP, MEM_HOP, IP_TX_HOP = (2, 2), (3, 2), (1, 0)
 RX_META = {"peer_ip": ipv4_to_int(PEER_IP), "local_ip": ipv4_to_int(IPV4), "protocol": 17}
@@ -59,11 +60,10 @@ def test_rx_drops_and_counts_each_bad_datagram(width):
         "bad_length": datagram(b"short", len=20, chksum=0),
         "no_route": datagram(b"nobody listens", dport=9),
     }
-    inputs = [m for b in bad.values() for m in (b, good)]
+    inputs = bad_then_good(bad, good)
     got = run(rx_tile(width), width, inputs, len(bad))
     assert [m.payload for m in got.out] == [b"good"] * len(bad)
-    assert dropped(got.counters) == {reason: 1 for reason in bad}
-    assert sum(got.counters.values()) == len(inputs)
+    assert_each_dropped_once(got, bad, inputs)
 
 
 def segment(payload, sport=7, dport=4000, local=IPV4, peer=PEER_IP, with_sum=True):

@@ -133,3 +133,15 @@ def aborted_frame(frame, width):
 def dropped(counters):
     """The counters that are not ``forwarded``, without the zeros."""
     return {k: v for k, v in counters.items() if k != "forwarded" and v}
+
+
+def bad_then_good(bad, good):
+    """Each malformed input of ``bad`` (``{reason: input}``) followed by the good one."""
+    return [item for malformed in bad.values() for item in (malformed, good)]
+
+
+def assert_each_dropped_once(run, bad, inputs):
+    """Every reason of ``bad`` counted exactly once, nothing else dropped, and the counters add
+    up to the inputs (each counted once, under one reason or ``forwarded``)."""
+    assert dropped(run.counters) == {reason: 1 for reason in bad}
+    assert sum(run.counters.values()) == len(inputs)
