@@ -2,7 +2,8 @@
 
 ``eth`` (0,0) is a :class:`~apiary.tiles.FramePortTile`, the design's Ethernet port; ``reflect``
 (1,0) is a :class:`~apiary.tiles.ForwardTile` that sends every message straight back. A frame
-taken on ``eth_mac_rx`` crosses the mesh to ``reflect`` and back and leaves on ``eth_mac_tx``::
+taken on the design's MAC port ``eth_mac`` (its ``rx``) crosses the mesh to ``reflect`` and back
+and leaves on the same port's ``tx``::
 
     apiary sim examples/frame_loopback.py --pcap-in in.pcap --pcap-out out.pcap
 

@@ -358,3 +358,21 @@ def test_console_script_entry_point(tmp_path):
         "design 'fig5a': deadlock on plane 'data': udp.out → link (1,0)→E → ip.in")
     assert "examples/deadlock_fig5a.py:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_commands_from_other_packages_are_registered_not_imported():
+    """`bench` and `build` come from the packages above apiary through the entry-point group;
+    the CLI module itself names neither package."""
+    import ast
+    import pathlib
+    from apiary.cli import ENTRY_POINT_GROUP, Command, commands
+    found = commands()
+    assert {"check", "show", "verilog", "sim", "bench", "build"} <= set(found)
+    assert all(isinstance(c, Command) for c in found.values())
+    assert found["bench"].run.__module__ == "beehive.bench.cli"
+    assert found["build"].run.__module__ == "platforms.cli"
+    tree = ast.parse(pathlib.Path(main.__code__.co_filename).read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m.split(".")[0] in ("beehive", "platforms")]
+    assert ENTRY_POINT_GROUP == "apiary.commands"
