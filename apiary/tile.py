@@ -13,7 +13,7 @@ from .stream.counters import CounterSignature
 from .stream.layout import check_width
 
 
-__all__ = ["Endpoint", "TileEnv", "Tile", "NOC_PORTS"]
+__all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS"]
 
 
 @dataclass
@@ -34,6 +34,21 @@ class TileEnv:
         return self.routes.get(plane, {})
 
 
+class WiresSignature(wiring.Signature):
+    """Dedicated wires between two tiles, outside the NoC (Beehive's TCP RX and TX engines share
+    flow state this way). A tile declares a member of a subclass of this signature (``Out`` on
+    one tile, ``In`` on its partner); the design joins the pair with
+    :meth:`~apiary.design.Design.wire`. Such a member never becomes a top-level port, and a tile
+    whose wires are not joined is an error at elaboration.
+
+    Two such signatures are equal when they are of the same class and have the same members."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, wiring.FlippedSignature):
+            other = other.flip()
+        return type(self) is type(other) and self.members == other.members
+
+
 #: Port names of each plane on a tile: (into the tile, out of the tile).
 NOC_PORTS = {"data": ("noc_in", "noc_out"), "ctl": ("ctl_in", "ctl_out")}
 
@@ -50,7 +65,8 @@ class Tile(wiring.Component):
     which the design collects into its counter bank (:mod:`apiary.counters`) under
     ``<tile>_<name>``. Other members become ports of the design's top level, named
     ``<tile>_<member>``, but for MAC-facing streams (:class:`~apiary.stream.mac.FrameStream`),
-    which get a MAC edge.
+    which get a MAC edge, and dedicated wires to another tile (:class:`WiresSignature`), which
+    the design joins (:meth:`~apiary.design.Design.wire`).
 
     ``streaming`` says whether the tile may hold its input while it waits for its output (true
     for cut-through tiles); the deadlock check adds an in→out dependency for such tiles.
@@ -90,10 +106,16 @@ class Tile(wiring.Component):
 
     @classmethod
     def external_members(cls, signature: wiring.Signature) -> list[str]:
-        """Names of the members of ``signature`` that are neither NoC ports nor counters."""
+        """Names of the members of ``signature`` that are neither NoC ports, counters nor
+        wires to another tile."""
         noc = {p for pair in NOC_PORTS.values() for p in pair}
         return [name for name, member in signature.members.items()
-                if name not in noc and not cls.is_counters(member)]
+                if name not in noc and not cls.is_counters(member) and not cls.is_wires(member)]
+
+    @staticmethod
+    def is_wires(member: Any) -> bool:
+        """Whether a signature member is dedicated wires to another tile."""
+        return member.is_signature and isinstance(member.signature, WiresSignature)
 
     @staticmethod
     def is_counters(member: Any) -> bool:

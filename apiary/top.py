@@ -143,6 +143,7 @@ class DesignTop(wiring.Component):
         self.attachments = list(attach)
         self.graph = design.check()
         self.tiles = design.build_tiles()
+        self._check_wires()
         self.planes = [p for p in NOC_PORTS if any(p in t.planes for t in self.tiles.values())]
         self.mac_ports = pair_mac_ports(self.tiles)
         edged = {end for port in self.mac_ports for end in (port.rx, port.tx)}
@@ -174,6 +175,37 @@ class DesignTop(wiring.Component):
             }), prefix=plane)
         members["counters"] = Out(self.bank.signature())
         super().__init__(members)
+
+    def _check_wires(self) -> None:
+        """Every :class:`~apiary.tile.WiresSignature` member is joined by exactly one
+        ``Design.wire``, to a partner whose member of that name fits it."""
+        d, problems = self.design, []
+        wired = set()
+        for w in d.wires:
+            wired.update({(w.a, w.member), (w.b, w.member)})
+            members = [self.tiles[name].signature.members for name in (w.a, w.b)]
+            missing = [name for name, ms in zip((w.a, w.b), members)
+                       if w.member not in ms or not Tile.is_wires(ms[w.member])]
+            if missing:
+                which = (f"tile {missing[0]!r} has" if len(missing) == 1
+                         else f"tiles {' and '.join(map(repr, missing))} have")
+                problems.append(f"wires {w.describe()} ({w.where}): {which} no wires member "
+                                f"{w.member!r}.")
+                continue
+            da, db = (ms[w.member] for ms in members)
+            if da.flow == db.flow or da.signature != db.signature:
+                problems.append(f"wires {w.describe()} ({w.where}) do not fit each other: one "
+                                f"tile must drive (Out) what the other takes (In), with equal "
+                                f"signatures; they are {da.flow.name} {da.signature!r} and "
+                                f"{db.flow.name} {db.signature!r}.")
+        for name, tile in self.tiles.items():
+            for member, desc in tile.signature.members.items():
+                if Tile.is_wires(desc) and (name, member) not in wired:
+                    problems.append(f"tile {d.tiles[name].describe()} has wires {member!r} to a "
+                                    f"partner tile that are joined to nothing; add "
+                                    f"d.wire({name!r}, <partner>, member={member!r}).")
+        if problems:
+            raise DesignError(problems, design=d)
 
     def _attachment(self, desc: Any) -> Attachment | None:
         if not desc.is_signature or desc.flow != wiring.Out:
@@ -216,6 +248,9 @@ class DesignTop(wiring.Component):
                 m.d.comb += outer.eq(inner)
             else:
                 m.d.comb += inner.eq(outer)
+
+        for w in d.wires:
+            connect(m, getattr(self.tiles[w.a], w.member), getattr(self.tiles[w.b], w.member))
 
         by_position = {(d.tiles[n].x, d.tiles[n].y): t for n, t in self.tiles.items()}
         for plane in self.planes:

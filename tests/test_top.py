@@ -6,11 +6,11 @@ import pytest
 from amaranth import Module
 from amaranth.lib.wiring import In, Out
 
-from apiary.design import Design
+from apiary.design import Design, DesignError
 from apiary.noc import Message, NocHeader, flit_signature
 from apiary.noc.testbench import recv_message, send_message
 from apiary.stream.testbench import recv_mac_frame, send_mac_frame, simulate
-from apiary.tile import Tile
+from apiary.tile import Tile, WiresSignature
 from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
 
@@ -154,3 +154,75 @@ def test_mac_port_with_byte_enables_and_a_frame_the_mac_marks_bad(enables):
     simulate(top, sink, background=[wire], timeout=5_000)
     assert got == [echo_reply(f)[0].ljust(60, b"\0") for f in (good, after)]
     assert counters == {"eth_rx_bad_fcs": 1, "eth_rx_oversized": 0, "eth_tx_forwarded": 2}
+
+
+# -- dedicated wires between tiles (Design.wire) -----------------------------------------------
+
+class _Pair(WiresSignature):
+    def __init__(self):
+        super().__init__({"value": Out(16), "echo": In(16)})
+
+
+class _Driver(Tile):
+    """Drives ``wires.value`` with its parameter and shows what comes back on ``seen``."""
+
+    def __init__(self, env=None, *, value=0):
+        super().__init__(env, {"wires": Out(_Pair()), "seen": Out(16)})
+        self.value = value
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += [self.wires.value.eq(self.value), self.seen.eq(self.wires.echo)]
+        return m
+
+
+class _Echo(Tile):
+    """Sends back what it is given, plus one."""
+
+    def __init__(self, env=None):
+        super().__init__(env, {"wires": In(_Pair())})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.wires.echo.eq(self.wires.value + 1)
+        return m
+
+
+def wired(join=True, driver=_Driver, echo=_Echo):
+    d = Design("wired", cols=2, rows=1, width=64)
+    d.add("a", driver, at=(0, 0), value=1234)
+    d.add("b", echo, at=(1, 0))
+    if join:
+        d.wire("a", "b")
+    return d
+
+
+def test_wires_join_two_tiles_and_are_not_top_level_ports():
+    top = DesignTop(wired())
+    assert "a_seen" in top.signature.members
+    assert not any("wires" in name for name in top.signature.members)
+    seen = []
+
+    async def bench(ctx):
+        await ctx.tick()
+        seen.append(ctx.get(top.a_seen))
+
+    simulate(top, bench)
+    assert seen == [1235]
+
+
+def test_wires_joined_to_nothing_or_to_a_misfit_are_one_readable_error():
+    with pytest.raises(DesignError, match=r"tile 'a' .* has wires 'wires' to a partner tile "
+                                          r"that are joined to nothing; add d.wire\('a'"):
+        DesignTop(wired(join=False))
+    with pytest.raises(DesignError, match=r"do not fit each other"):
+        DesignTop(wired(echo=_Driver))
+    d = wired(join=False)
+    d.wire("a", "nobody")
+    with pytest.raises(DesignError, match=r"wires a.wires ⇄ nobody.wires .* name tile 'nobody', "
+                                          r"which is not declared"):
+        d.check()
+    d = wired(join=False)
+    d.wire("a", "b", member="state")
+    with pytest.raises(DesignError, match=r"tiles 'a' and 'b' have no wires member 'state'"):
+        DesignTop(d)

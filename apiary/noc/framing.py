@@ -21,10 +21,11 @@ from amaranth.lib.wiring import In, Out
 
 from ..stream.layout import check_width, payload_signature, payload_words
 from .flit import flit_signature
-from .header import noc_header, header_flits
+from .header import Message, NocHeader, noc_header, header_flits
 
 
-__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan",
+__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "meta_message_flits",
+           "decode_meta_message",
            "DESCRIPTOR_FIELDS"]
 
 
@@ -64,6 +65,37 @@ def meta_plan(width: int, meta_words: int = 0,
     if meta_bits <= hdr.size - hdr.bits:
         return 0, meta_bits, meta_bits
     return _check_meta_words(-(-meta_bits // width), "a message"), 0, meta_bits
+
+
+def meta_message_flits(width: int, header: NocHeader, meta: int, meta_bits: int,
+                       payload: bytes = b"") -> list[tuple[int, int]]:
+    """The flits (``(data, last)`` pairs) of a message whose ``meta_bits`` bits of metadata
+    ``meta`` travel as :func:`meta_plan` says (inline in the header flit, or in flits after it),
+    exactly as a :class:`MessageSender` with ``meta_bits=`` frames them: the Python model of
+    every such message (tests, traces)."""
+    flits, inline, _ = meta_plan(width, meta_bits=meta_bits)
+    if not 0 <= meta < 1 << max(meta_bits, 1):
+        raise ValueError(f"metadata {meta:#x} does not fit in {meta_bits} bits")
+    words = [meta >> (width * k) & (1 << width) - 1 for k in range(flits)]
+    out = Message(header, words, bytes(payload)).flits(width)
+    if inline:
+        last_header = header_flits(width) - 1
+        out[last_header] = (out[last_header][0] | meta, out[last_header][1])
+    return out
+
+
+def decode_meta_message(flits: list[Any], width: int,
+                        meta_bits: int) -> tuple[NocHeader, int, bytes]:
+    """``(header, meta, payload)`` of a message framed as :func:`meta_message_flits` frames it;
+    ``meta`` is the ``meta_bits``-bit metadata as an int."""
+    msg = Message.from_flits(flits, width)
+    _, inline, _ = meta_plan(width, meta_bits=meta_bits)
+    if inline:
+        words = [f[0] if isinstance(f, tuple) else f for f in flits]
+        meta = words[header_flits(width) - 1]
+    else:
+        meta = sum(int(w) << (width * k) for k, w in enumerate(msg.meta))
+    return msg.header, meta & (1 << meta_bits) - 1, msg.payload
 
 
 class PayloadFramer(wiring.Component):

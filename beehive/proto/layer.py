@@ -46,7 +46,8 @@ from apiary.tile import Tile
 from .messages import META_BITS, PACKET_META
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "LENGTH_BITS"]
+__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "verified_packets",
+           "LENGTH_BITS"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -75,6 +76,83 @@ def buffered_packets(m, buf):
         buf.o_desc.ready.eq(hdr.ready),
     ]
     return hdr, buf.o
+
+
+def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
+                     always_ready=False):
+    """Store each packet whole while an Internet checksum is summed over it, and pass it on with
+    its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
+    :func:`packet_layout` and payload words.
+
+    ``initial(m, length, meta)`` gives the 16-bit value the sum starts from, ``offset`` the
+    bytes not summed; ``verify(m, v)`` returns ``(ok, {meta field: value})`` from ``v.sum``,
+    ``v.first`` (the packet's first word), ``v.length`` and ``v.meta``. ``counters`` gets
+    ``bad_checksum`` (counted) and ``overflow`` (packets over ``max_packet`` bytes, or, with
+    ``always_ready``, that found no room: the input then never waits).
+    """
+    info = data.Layout.cast(packet_layout()).size
+    m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
+                                                    always_ready=always_ready)
+    m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset)
+    # Packets whose checksum is being computed, oldest first.
+    m.submodules.verify_pending = pend = Queue(packet_layout(), 4)
+    m.submodules.verify_first = first = Queue(unsigned(width), 4)
+
+    # A packet's length and metadata are queued when its header is taken (before its first
+    # word appears), its first word when that is taken.
+    start = Signal(16)
+    with m.If(hdr.valid & hdr.ready):
+        m.d.sync += start.eq(initial(m, hdr.payload.length, hdr.payload.meta))
+    in_packet = Signal()        # past the first word of the current packet
+    take = data_.valid & data_.ready
+    connect(m, source=hdr, pending=pend.i)
+    m.d.comb += [
+        buf.i.valid.eq(data_.valid & first.i.ready),
+        buf.i.payload.eq(data_.payload),
+        data_.ready.eq(buf.i.ready & first.i.ready),
+        tap.i.valid.eq(take),
+        tap.i.payload.eq(data_.payload),
+        tap.offset.eq(offset),
+        tap.initial.eq(start),
+        first.i.valid.eq(take & ~in_packet),
+        first.i.payload.eq(data_.payload.data),
+    ]
+    with m.If(take):
+        m.d.sync += in_packet.eq(~data_.payload.last)
+
+    v = SimpleNamespace(sum=tap.o.payload.sum, first=first.o.payload,
+                        length=pend.o.payload.length, meta=pend.o.payload.meta)
+    ok, meta_out = verify(m, v)
+    result = Signal(packet_layout())
+    m.d.comb += result.eq(pend.o.payload)
+    for name, value in meta_out.items():
+        m.d.comb += getattr(result.meta, name).eq(value)
+    # The checksum has a result for every packet, the buffer wants a verdict only for those
+    # it stored (not those it dropped itself, too long): which they were, oldest first.
+    m.submodules.verify_stored = stored = Queue(unsigned(1), 4)
+    m.d.comb += [
+        stored.i.valid.eq(buf.accepted | buf.i_dropped),
+        stored.i.payload.eq(buf.accepted),
+        stored.o.ready.eq(tap.o.valid),
+    ]
+    m.d.comb += [
+        buf.verdict.valid.eq(tap.o.valid & stored.o.payload),
+        buf.verdict.payload.ok.eq(ok),
+        buf.verdict.payload.info.eq(result),
+        pend.o.ready.eq(tap.o.valid),
+        first.o.ready.eq(tap.o.valid),
+    ]
+    with m.If(buf.verdict.valid & ~ok):
+        m.d.sync += counters.bad_checksum.eq(counters.bad_checksum + 1)
+    m.d.comb += counters.overflow.eq(buf.overflow)
+
+    out_hdr = stream.Signature(packet_layout()).create()
+    m.d.comb += [
+        out_hdr.valid.eq(buf.o_desc.valid),
+        out_hdr.payload.eq(buf.o_desc.payload.info),
+        buf.o_desc.ready.eq(out_hdr.ready),
+    ]
+    return out_hdr, buf.o
 
 
 class _Parse:
@@ -192,73 +270,9 @@ class RxLayerTile(Tile):
     # -- structure -------------------------------------------------------------------------------
 
     def _verify_stage(self, m, hdr, data_):
-        """Store each packet whole while summing it; forward it with its metadata if ``verify``
-        says so."""
-        width = self.env.width
-        info = data.Layout.cast(packet_layout()).size
-        m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=self.max_packet,
-                                                        info_width=info)
-        m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=self.verify_offset)
-        # Packets whose checksum is being computed, oldest first.
-        m.submodules.verify_pending = pend = Queue(packet_layout(), 4)
-        m.submodules.verify_first = first = Queue(unsigned(width), 4)
-
-        # A packet's length and metadata are queued when its header is taken (before its first
-        # word appears), its first word when that is taken.
-        initial = Signal(16)
-        with m.If(hdr.valid & hdr.ready):
-            m.d.sync += initial.eq(self.verify_initial(m, hdr.payload.length, hdr.payload.meta))
-        in_packet = Signal()        # past the first word of the current packet
-        take = data_.valid & data_.ready
-        connect(m, source=hdr, pending=pend.i)
-        m.d.comb += [
-            buf.i.valid.eq(data_.valid & first.i.ready),
-            buf.i.payload.eq(data_.payload),
-            data_.ready.eq(buf.i.ready & first.i.ready),
-            tap.i.valid.eq(take),
-            tap.i.payload.eq(data_.payload),
-            tap.offset.eq(self.verify_offset),
-            tap.initial.eq(initial),
-            first.i.valid.eq(take & ~in_packet),
-            first.i.payload.eq(data_.payload.data),
-        ]
-        with m.If(take):
-            m.d.sync += in_packet.eq(~data_.payload.last)
-
-        v = SimpleNamespace(sum=tap.o.payload.sum, first=first.o.payload,
-                            length=pend.o.payload.length, meta=pend.o.payload.meta)
-        ok, meta_out = self.verify(m, v)
-        result = Signal(packet_layout())
-        m.d.comb += result.eq(pend.o.payload)
-        for name, value in meta_out.items():
-            m.d.comb += getattr(result.meta, name).eq(value)
-        # The checksum has a result for every packet, the buffer wants a verdict only for those
-        # it stored (not those it dropped itself, too long): which they were, oldest first.
-        m.submodules.verify_stored = stored = Queue(unsigned(1), 4)
-        m.d.comb += [
-            stored.i.valid.eq(buf.accepted | buf.i_dropped),
-            stored.i.payload.eq(buf.accepted),
-            stored.o.ready.eq(tap.o.valid),
-        ]
-        m.d.comb += [
-            buf.verdict.valid.eq(tap.o.valid & stored.o.payload),
-            buf.verdict.payload.ok.eq(ok),
-            buf.verdict.payload.info.eq(result),
-            pend.o.ready.eq(tap.o.valid),
-            first.o.ready.eq(tap.o.valid),
-        ]
-        counters = self.counters
-        with m.If(buf.verdict.valid & ~ok):
-            m.d.sync += counters.bad_checksum.eq(counters.bad_checksum + 1)
-        m.d.comb += counters.overflow.eq(buf.overflow)
-
-        out_hdr = stream.Signature(packet_layout()).create()
-        m.d.comb += [
-            out_hdr.valid.eq(buf.o_desc.valid),
-            out_hdr.payload.eq(buf.o_desc.payload.info),
-            buf.o_desc.ready.eq(out_hdr.ready),
-        ]
-        return out_hdr, buf.o
+        return verified_packets(m, self.env.width, hdr, data_, max_packet=self.max_packet,
+                                offset=self.verify_offset, initial=self.verify_initial,
+                                verify=self.verify, counters=self.counters)
 
     def elaborate(self, platform):
         m = Module()

@@ -9,14 +9,14 @@ back-pressure and decoded (:func:`decode`), and the tile's counters are read at 
 import random
 from dataclasses import dataclass, field
 
-from apiary.noc.framing import meta_plan
-from apiary.noc.header import Message, NocHeader, header_flits
+from apiary.noc.framing import decode_meta_message, meta_message_flits
+from apiary.noc.header import NocHeader
 from apiary.noc.nexthop import Endpoint
 from apiary.noc.testbench import recv_flits, send_flits
 from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate,
                                      stream_put)
 from apiary.tile import TileEnv
-from beehive.proto.messages import META_BITS, PACKET_META, meta_from_words, meta_to_words
+from beehive.proto.messages import META_BITS, PACKET_META
 
 MAC, IPV4 = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
@@ -38,15 +38,9 @@ def packet_flits(width, payload, meta=None, *, msg_type=0, dst=HERE, src=(0, 0))
     """The flits of a message carrying ``payload`` and the metadata ``meta`` (a dict of
     :data:`PACKET_META` fields), as a tile's :class:`~apiary.noc.framing.MessageSender` frames
     it: inline in the header flit at 512 bits, in metadata flits below."""
-    flits, inline, _ = meta_plan(width, meta_bits=META_BITS)
-    words = meta_to_words(width, meta or {}) if flits else []
     header = NocHeader(dst_x=dst[0], dst_y=dst[1], src_x=src[0], src_y=src[1],
                        msg_type=int(getattr(msg_type, "value", msg_type)))
-    out = Message(header, words, bytes(payload)).flits(width)
-    if inline:
-        nh = header_flits(width) - 1
-        out[nh] = (out[nh][0] | PACKET_META.pack(meta or {}), out[nh][1])
-    return out
+    return meta_message_flits(width, header, PACKET_META.pack(meta or {}), META_BITS, payload)
 
 
 @dataclass
@@ -58,14 +52,8 @@ class Decoded:
 
 def decode(flits, width):
     """A message a tile sent: its header, its metadata fields, its payload."""
-    msg = Message.from_flits(flits, width)
-    n, inline, _ = meta_plan(width, meta_bits=META_BITS)
-    if inline:
-        word = flits[header_flits(width) - 1][0]
-        meta = PACKET_META.unpack(word & ((1 << PACKET_META.size) - 1))
-    else:
-        meta = meta_from_words(msg.meta, width)
-    return Decoded(msg.header, meta, msg.payload)
+    header, meta, payload = decode_meta_message(flits, width, META_BITS)
+    return Decoded(header, PACKET_META.unpack(meta), payload)
 
 
 @dataclass
