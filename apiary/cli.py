@@ -129,9 +129,31 @@ def _sim_arguments(sim):
     sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")
     sim.add_argument("--vcd-window", metavar="START:END",
                      help="only cycles START to END in the waveform")
-    sim.add_argument("--seed", type=int, help="seed of the random stalls (default 1)")
+    sim.add_argument("--seed", type=int,
+                     help="seed of the random stalls and of the link impairment (--loss, "
+                          "--reorder, --duplicate): the same seed, the same pattern (default 1)")
     sim.add_argument("--stall", type=float, default=0.0, metavar="P",
                      help="probability of back-pressure on the output per cycle (default 0)")
+    for name, what in _IMPAIRMENTS.items():
+        sim.add_argument(f"--{name}", type=float, default=0.0, metavar="P",
+                         help=f"probability that the link {what}, each direction on its own "
+                              f"(default 0)")
+
+
+#: The link impairment options of `apiary sim` (docs/simulation.md, "Impairing the link").
+_IMPAIRMENTS = {
+    "loss": "loses a frame",
+    "reorder": "swaps a frame with the next one",
+    "duplicate": "delivers a frame twice",
+}
+
+
+def _impairment(args):
+    """The :class:`~apiary.sim.Impairment` that ``--loss/--reorder/--duplicate/--seed`` ask
+    for; a bad probability is a SimError naming the option."""
+    from .sim.impair import Impairment, probability
+    values = {name: probability(getattr(args, name), f"--{name}") for name in _IMPAIRMENTS}
+    return Impairment(**values, seed=1 if args.seed is None else args.seed)
 
 
 def _parser(available):
@@ -227,35 +249,47 @@ def _cmd_sim(args):
             return error(f"apiary sim: --vcd-window takes START:END in cycles, "
                           f"not {args.vcd_window!r}")
         window = (start, end)
+    try:
+        impair = _impairment(args)
+    except SimError as e:
+        return error(f"apiary sim: {e}")
     design = load(args)
     options = dict(clock_hz=args.clock_mhz * 1e6, vcd=args.vcd, vcd_window=window,
                    seed=args.seed, stall=args.stall)
     try:
         if args.pcap_in:
-            from .sim.pcap import run_pcap
-            summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=args.backend,
-                               max_cycles=args.max_cycles, port=args.port, **options)
-            print(f"{summary['frames_in']} frames in, {summary['frames_out']} frames out to "
-                  f"{args.pcap_out} in {summary['cycles']} cycles "
-                  f"({summary['seconds'] * 1e6:.3f} us at {args.clock_mhz:g} MHz, "
-                  f"{args.backend})")
-            drops = {k: v for k, v in summary["counters"].items() if "drop" in k and v}
-            if drops:
-                print("dropped: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
-            if not summary["idle"]:
-                print(f"warning: stopped at --max-cycles {args.max_cycles} before the design "
-                      f"was idle", file=sys.stderr)
-            return 0
+            return _sim_pcap(design, args, impair, options)
         from .sim.tap import TapBridge, TapDevice
         tap = TapDevice(args.tap)
         try:
             with open_sim(design, args.backend, quiet=False, **options) as sim:
-                TapBridge(sim, tap, port=args.port, log=lambda line: print(line, flush=True)).run()
+                TapBridge(sim, tap, port=args.port, impair=impair,
+                          log=lambda line: print(line, flush=True)).run()
         finally:
             tap.close()
         return 0
     except SimError as e:
         return error(f"apiary sim: {e}")
+
+
+def _sim_pcap(design, args, impair, options):
+    """``apiary sim --pcap-in/--pcap-out``: the frames of the file in, back to back, through
+    the impaired link if any; what comes out to the output file."""
+    from .sim.pcap import run_pcap
+    summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=args.backend,
+                       max_cycles=args.max_cycles, port=args.port, impair=impair, **options)
+    print(f"{summary['frames_in']} frames in, {summary['frames_out']} frames out to "
+          f"{args.pcap_out} in {summary['cycles']} cycles "
+          f"({summary['seconds'] * 1e6:.3f} us at {args.clock_mhz:g} MHz, {args.backend})")
+    drops = {k: v for k, v in summary["counters"].items() if "drop" in k and v}
+    if drops:
+        print("dropped: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
+    if summary["impaired"]:
+        print("impaired: " + summary["impaired"])
+    if not summary["idle"]:
+        print(f"warning: stopped at --max-cycles {args.max_cycles} before the design "
+              f"was idle", file=sys.stderr)
+    return 0
 
 
 def main(argv=None):

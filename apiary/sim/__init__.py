@@ -10,6 +10,10 @@
         frames = sim.received()                      # [Frame(data, cycle_first, cycle_last)]
         print(sim.counters())                        # the bank: {"eth_rx_forwarded": 1, ...}
 
+    with open_sim(design, impair=Impairment(loss=0.05, seed=7)) as sim:   # a lossy link
+        ...
+        print(sim.link().summary())                  # to design: 20 frames, 1 lost, ...
+
 See ``docs/simulation.md``.
 """
 
@@ -18,11 +22,12 @@ import os
 from ..top import Attachment, DesignTop
 from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_IDLE_CYCLES
 from .core import Frame, FramePort, SimError, BuildError, find_ports
+from .impair import Impairment, ImpairedLink, LinkDirection
 
 
 __all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "BACKENDS",
            "elaborate", "memory_models", "DEFAULT_CLOCK_HZ", "DEFAULT_MEMORY_LATENCY",
-           "memory_latency_of"]
+           "memory_latency_of", "Impairment", "ImpairedLink", "LinkDirection"]
 
 BACKENDS = ("pysim", "verilator")
 
@@ -73,7 +78,7 @@ def elaborate(design, memory_latency=None):
 
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
              clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
-             vcd_window=None, cache_dir=None, quiet=True, memory_latency=None):
+             vcd_window=None, cache_dir=None, quiet=True, memory_latency=None, impair=None):
     """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
 
     Parameters
@@ -102,6 +107,11 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
     memory_latency : int or None
         Read latency in cycles of the memory models attached to the design's memory ports
         (default: the design's ``settings["memory_latency"]``, else 20).
+    impair : Impairment or None
+        A lossy link between the testbench and the design (:mod:`apiary.sim.impair`): frames
+        sent pass its ``to_design`` direction, frames received its ``from_design`` one;
+        ``sim.link()`` has the counts. ``None`` (or an all-zero one): a perfect link, exactly
+        as without.
 
     Raises
     ------
@@ -126,7 +136,8 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
             raise SimError("vcd_window needs vcd= (the file to write)")
     vcd = None if vcd is None else os.fspath(vcd)
     top, ports, counters = elaborate(design, memory_latency)
-    common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles)
+    common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles,
+                  impair=impair)
     if backend == "pysim":
         from .pysim import PysimSim
         return PysimSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window, **common)

@@ -3,6 +3,7 @@
 from collections import deque
 
 from .core import SimError, threshold
+from .impair import Impairment
 
 
 __all__ = ["Sim", "DEFAULT_CLOCK_HZ", "DEFAULT_MAX_CYCLES", "DEFAULT_IDLE_CYCLES"]
@@ -37,12 +38,18 @@ class Sim:
         The design's counter bank (:class:`~apiary.counters.CounterBank`), in its order.
     clock_hz : float
         The clock that cycles convert to time at (pcap timestamps, waveform time).
+    impairment : Impairment or None
+        The lossy link between the testbench and every port (``None``: a perfect one). Frames
+        given to :meth:`send_many` pass its ``to_design`` direction before they are queued;
+        frames the design sends pass ``from_design`` before :meth:`received` sees them. A frame
+        held back for reordering enters when the next :meth:`run` starts; one leaving the design
+        is released when the run ends. :meth:`link` has the counts.
     """
 
     backend = None
 
     def __init__(self, design, top, ports, counter_names, *, seed, stall, gaps, clock_hz,
-                 idle_cycles):
+                 idle_cycles, impair=None):
         if not ports:
             raise SimError(f"design {design.name!r} has no Ethernet port: no tile with a "
                            f"FrameStream pair (mac_rx / mac_tx, as FramePortTile or the Ethernet "
@@ -55,6 +62,8 @@ class Sim:
             seed = 1
         if not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
             raise SimError(f"seed must be an integer from 0 to 2**32-1, not {seed!r}")
+        if impair is not None and not isinstance(impair, Impairment):
+            raise SimError(f"impair must be an apiary.sim.Impairment, not {impair!r}")
         self.design = design
         self.top = top
         self.ports = ports
@@ -71,6 +80,10 @@ class Sim:
         self._sent = [[] for _ in ports]
         self._queued = [0] * len(ports)   # frames handed to the back end, not yet taken
         self._closed = False
+        # One impaired link per port (named after the port when there are several), or None.
+        self.impairment = impair or None
+        self._links = None if not impair else [
+            impair.link(p.name if len(ports) > 1 else None) for p in ports]
 
     # -- the back end implements these ----------------------------------------------------------
 
@@ -130,6 +143,11 @@ class Sim:
                 raw.append(bytes(f))
             except Exception as e:  # noqa: BLE001 -- anything that is not a frame
                 raise SimError(f"cannot send {type(f).__name__} as a frame: {e}") from None
+        if self._links:
+            raw = self._links[index].to_design.apply(raw)
+        self._enqueue(index, raw)
+
+    def _enqueue(self, index, raw):
         self._push(index, raw)
         self._queued[index] += len(raw)
 
@@ -147,6 +165,10 @@ class Sim:
         limit = max_cycles if cycles is None else cycles
         if not isinstance(limit, int) or limit < 0:
             raise SimError(f"cycles must be a non-negative integer, not {limit!r}")
+        for i, link in enumerate(self._links or ()):
+            held = link.to_design.flush()
+            if held:
+                self._enqueue(i, held)
         ran = self._run(limit, bool(until_idle), limit)
         self._pull()
         return ran
@@ -154,6 +176,9 @@ class Sim:
     def _pull(self):
         received, sent = self._collect()
         for i in range(len(self.ports)):
+            if self._links:
+                impaired = self._links[i].from_design
+                received[i] = impaired.apply(received[i]) + impaired.flush()
             self._received[i].extend(received[i])
             self._sent[i].extend(sent[i])
             self._queued[i] -= len(sent[i])
@@ -176,8 +201,16 @@ class Sim:
         return frames
 
     def pending(self, port=None):
-        """Frames queued for ``port`` that have not entered the design yet."""
-        return self._queued[self._port_index(port)]
+        """Frames queued for ``port`` that have not entered the design yet (with any the
+        impaired link holds back)."""
+        index = self._port_index(port)
+        return self._queued[index] + (self._links[index].to_design.held if self._links else 0)
+
+    def link(self, port=None):
+        """The :class:`~apiary.sim.impair.ImpairedLink` of ``port``, with its counts
+        (``link().summary()``); ``None`` without an impairment."""
+        index = self._port_index(port)
+        return self._links[index] if self._links else None
 
     def counters(self):
         """Every counter of the design's counter bank (``<tile>_<counter>``,

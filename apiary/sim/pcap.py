@@ -48,24 +48,27 @@ def write_pcap(path, frames, clock_hz=DEFAULT_CLOCK_HZ):
 
 def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT_CLOCK_HZ,
              max_cycles=DEFAULT_MAX_CYCLES, vcd=None, vcd_window=None, seed=None, stall=0.0,
-             port=None, quiet=True):
+             port=None, quiet=True, impair=None):
     """Feed every frame of ``pcap_in`` into ``design``'s Ethernet port (back to back, in file
-    order), simulate until idle or ``max_cycles``, and write what comes out to ``pcap_out``.
+    order), simulate until idle or ``max_cycles``, and write what comes out to ``pcap_out``;
+    with ``impair`` (an :class:`~apiary.sim.impair.Impairment`) both through the impaired link.
 
     Returns a summary dict: ``backend``, ``clock_hz``, ``cycles``, ``seconds`` (simulated),
     ``frames_in``, ``frames_entered``, ``frames_out``, ``idle`` (False if ``max_cycles`` cut
-    the run short), ``counters``, ``port``.
+    the run short), ``counters``, ``port``, ``impaired`` (the link's counts as one line, or
+    ``None``).
     """
     from . import open_sim
     frames = read_pcap(pcap_in)
     with open_sim(design, backend, seed=seed, stall=stall, clock_hz=clock_hz, vcd=vcd,
-                  vcd_window=vcd_window, quiet=quiet) as sim:
+                  vcd_window=vcd_window, quiet=quiet, impair=impair) as sim:
         name = sim.port(port).name
         sim.send_many(frames, port=name)
         sim.run(max_cycles=max_cycles)
         out = sim.received(name)
         entered = len(sim.sent(name))
         idle = sim.idle
+        link = sim.link(name)
         write_pcap(pcap_out, out, clock_hz)
         return {
             "backend": backend,
@@ -78,4 +81,5 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
             "frames_out": len(out),
             "idle": idle,
             "counters": sim.counters(),
+            "impaired": None if link is None else link.summary(),
         }

@@ -15,6 +15,7 @@ import struct
 import time
 
 from .core import SimError
+from .impair import Impairment
 
 
 __all__ = ["TapDevice", "TapBridge"]
@@ -74,15 +75,41 @@ class TapBridge:
 
     Each step takes every frame the kernel has sent, simulates ``step_cycles`` cycles (or until
     the design is idle), and writes back what the design sent. When nothing happens it sleeps on
-    the device, so an idle bridge uses no CPU. ``log`` receives one line per event worth telling.
+    the device. ``log`` receives one line per event worth telling.
+
+    ``impair`` (an :class:`~apiary.sim.impair.Impairment`) makes the link lossy: frames from the
+    kernel pass its ``to_design`` direction before they enter the design, frames the design sends
+    its ``from_design`` direction before they reach the kernel. A frame held back for
+    reordering follows the next frame that gets through, or the first step with no frame in
+    its direction releases it: it never waits for traffic that does not come. :attr:`link` has
+    the counts, printed when the bridge stops.
+
+    ``idle_hz`` keeps simulated time running while the design is idle, for designs with timers
+    (a TCP retransmission timer counts cycles): after each wait on the device the bridge
+    simulates ``round(seconds_waited * idle_hz)`` cycles, at most ``step_cycles``. The default
+    is the design's ``settings["idle_hz"]``, else 0: time stands still while nothing moves, and
+    an idle bridge uses no CPU.
     """
 
-    def __init__(self, sim, tap, *, port=None, step_cycles=20_000, log=print, stats_every=5.0):
+    def __init__(self, sim, tap, *, port=None, step_cycles=20_000, log=print, stats_every=5.0,
+                 impair=None, idle_hz=None):
         self.sim, self.tap, self.port = sim, tap, port
         self.step_cycles = step_cycles
         self.log = log
         self.stats_every = stats_every
         self.frames_in = self.frames_out = self.write_errors = 0
+        if idle_hz is None:
+            idle_hz = sim.design.settings.get("idle_hz", 0)
+        if isinstance(idle_hz, bool) or not isinstance(idle_hz, (int, float)) \
+                or not 0 <= idle_hz < float("inf"):
+            raise SimError(f"idle_hz must be a number of cycles per second, 0 or more, "
+                           f"not {idle_hz!r}")
+        self.idle_hz = idle_hz
+        if impair is not None and not isinstance(impair, Impairment):
+            raise SimError(f"impair must be an apiary.sim.Impairment, not {impair!r}")
+        self.impairment = impair or None
+        #: The impaired link's two directions and their counts (None without an impairment).
+        self.link = impair.link() if impair else None
         self._stop = False
 
     def stop(self, *_):
@@ -90,20 +117,36 @@ class TapBridge:
 
     def step(self):
         """One round: kernel → design, simulate, design → kernel. Returns the frames moved."""
-        frames = self.tap.read_frames()
+        read = self.tap.read_frames()
+        self.frames_in += len(read)
+        frames = self._impaired("to_design", read)
         if frames:
             self.sim.send_many(frames, port=self.port)
-            self.frames_in += len(frames)
-        moved = len(frames)
         if frames or self.sim.pending(self.port) or not self.sim.idle:
             self.sim.run(self.step_cycles, until_idle=True)
-        for frame in self.sim.received(self.port, clear=True):
+        sent = self.sim.received(self.port, clear=True)
+        for frame in self._impaired("from_design", sent):
             if self.tap.write_frame(frame.data):
                 self.frames_out += 1
             else:
                 self.write_errors += 1
-            moved += 1
-        return moved
+        return len(read) + len(sent)
+
+    def _impaired(self, direction, frames):
+        """``frames`` through one direction of the link; with none, whatever it holds."""
+        if self.link is None:
+            return frames
+        impaired = getattr(self.link, direction)
+        return impaired.apply(frames) if frames else impaired.flush()
+
+    def _wait(self, timeout):
+        """Sleep on the device; then, with ``idle_hz``, simulate the time waited."""
+        start = time.monotonic()
+        self.tap.wait(timeout)
+        if self.idle_hz:
+            cycles = min(round((time.monotonic() - start) * self.idle_hz), self.step_cycles)
+            if cycles:
+                self.sim.run(cycles)
 
     def addresses(self):
         """The design's own addresses (``Design.settings`` ``mac`` and ``ipv4``), as text."""
@@ -127,15 +170,18 @@ class TapBridge:
         """Bridge until SIGINT/SIGTERM (or for ``duration`` seconds). Returns normally."""
         old = {s: signal.signal(s, self.stop) for s in (signal.SIGINT, signal.SIGTERM)}
         start = last_stats = time.monotonic()
-        self.log(f"bridging {self.sim.design.name!r} ({self.sim.backend}) to TAP device "
+        idle = f", {self.idle_hz:g} cycles/s while idle" if self.idle_hz else ""
+        self.log(f"bridging {self.sim.design.name!r} ({self.sim.backend}{idle}) to TAP device "
                  f"{self.tap.name}; Ctrl-C stops")
+        if self.impairment:
+            self.log(f"impairing the link: {self.impairment}")
         addresses = self.addresses()
         if addresses:
             self.log(f"the design answers as {addresses}")
         try:
             while not self._stop:
                 if not self.step():
-                    self.tap.wait(0.05)
+                    self._wait(0.05)
                 now = time.monotonic()
                 if now - last_stats >= self.stats_every:
                     self.log(self.summary())
@@ -145,4 +191,6 @@ class TapBridge:
         finally:
             for s, handler in old.items():
                 signal.signal(s, handler)
+        if self.link is not None:
+            self.log("impaired: " + self.link.summary())
         self.log("stopped: " + self.summary())

@@ -37,3 +37,37 @@ def test_sim_errors_are_one_line(tmp_path, capsys):
     assert "must be 1 to 15 characters" in capsys.readouterr().err
     assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", "--vcd-window", "7"]) == 1
     assert "--vcd-window takes START:END" in capsys.readouterr().err
+
+
+def test_impairment_options_are_checked(capsys):
+    for option, value in (("--loss", "1.5"), ("--reorder", "-0.1"), ("--duplicate", "2")):
+        assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", option, value]) == 1
+        err = capsys.readouterr().err
+        assert err == f"apiary sim: {option} must be a probability from 0 to 1, not " \
+                      f"{float(value)}\n"
+    assert main(["sim", LOOPBACK, "--tap", "t0", "--loss", "lots"]) == 2     # argparse
+    assert "argument --loss: invalid float value: 'lots'" in capsys.readouterr().err
+
+
+def test_pcap_through_an_impaired_link(tmp_path, capsys):
+    frames = [Ether(dst="02:00:00:00:00:02") / IP(dst="10.0.0.2") / UDP(dport=7) / bytes(n)
+              for n in (18, 40, 60)]
+    wrpcap(str(tmp_path / "in.pcap"), frames)
+    pysim = ["--backend", "pysim", "--width", "64"]
+
+    def sim(out, *options):
+        assert main(["sim", LOOPBACK, "--pcap-in", str(tmp_path / "in.pcap"), "--pcap-out",
+                     str(tmp_path / out), *pysim, *options]) == 0
+        return rdpcap(str(tmp_path / out)), capsys.readouterr().out
+
+    out, text = sim("lost.pcap", "--loss", "1.0")
+    assert len(out) == 0 and "3 frames in, 0 frames out" in text
+    assert "impaired: to design: 3 frames, 3 lost, 0 reordered, 0 duplicated; " \
+           "from design: 0 frames, 0 lost, 0 reordered, 0 duplicated" in text
+    # Into the loopback: B B A A C C (the first frame swapped with the second, each twice);
+    # out: each copy twice again (swapped with its own twin, which does not show).
+    out, text = sim("twice.pcap", "--duplicate", "1", "--reorder", "1", "--seed", "3")
+    sent = [bytes(f) for f in frames]
+    assert [bytes(p) for p in out] == [sent[i] for i in (1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2)]
+    assert "to design: 3 frames, 0 lost, 1 reordered, 3 duplicated; " \
+           "from design: 6 frames, 0 lost, 3 reordered, 6 duplicated" in text
