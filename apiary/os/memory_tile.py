@@ -7,20 +7,33 @@ flit at 512 bits, in metadata flits after the header below, see
 ================  ====  ==========================  ===========================  ================
 message           type  metadata                    payload                      goes to
 ================  ====  ==========================  ===========================  ================
-``LOAD_MEM``      19    ``addr``, ``size``          none (any is ignored)        the tile
-``LOAD_MEM_ACK``  24    same ``addr``, ``size``;    ``size`` bytes read at       the request's
-                        ``error``                   ``addr`` (none if ``error``) ``src_x/y/fbits``
-``STORE_MEM``     20    ``addr``, ``size``          ``size`` bytes to write at   the tile
-                                                    ``addr``
-``STORE_MEM_ACK`` 25    same ``addr``, ``size``;    none                         the request's
-                        ``error``                                                ``src_x/y/fbits``
+``LOAD_MEM``      19    ``addr``, ``size``,         none (any is ignored)        the tile
+                        ``wrap``
+``LOAD_MEM_ACK``  24    same ``addr``, ``size``,    ``size`` bytes read at       the request's
+                        ``wrap``; ``error``         ``addr`` (none if ``error``) ``src_x/y/fbits``
+``STORE_MEM``     20    ``addr``, ``size``,         ``size`` bytes to write at   the tile
+                        ``wrap``                    ``addr``
+``STORE_MEM_ACK`` 25    same ``addr``, ``size``,    none                         the request's
+                        ``wrap``; ``error``                                      ``src_x/y/fbits``
 ================  ====  ==========================  ===========================  ================
 
-``addr`` is a byte address (48 bits), ``size`` a byte count (30 bits, 0 allowed); neither need
-be word aligned. A request's ``error`` bit is ignored. An ack has ``error`` set, and touched no
-memory, when the request's range does not fit in the memory (``addr + size > size_bytes``,
-counted in ``out_of_range``), or (``bad_length``) when a store's payload is not ``size`` bytes
-long, or a load asks for more than one message can carry (4 MiB - 1).
+``MEM_META`` is 85 bits: ``addr`` (bits 0-47) is a byte address, ``size`` (48-77) a byte count
+(0 allowed), ``error`` (78), ``wrap`` (79-84); neither ``addr`` nor ``size`` need be word aligned.
+A request's ``error`` bit is ignored.
+
+``wrap = 0`` (as in every Beehive message and earlier user) is a plain access to
+``[addr, addr + size)``. ``wrap = k > 0`` makes it an access to a circular buffer of ``2**k``
+bytes, the aligned region ``[ring_base, ring_base + 2**k)`` with ``ring_base = addr & ~(2**k -
+1)``: byte *i* of the access is at ``ring_base + (addr + i) % 2**k``, so an access that runs
+past the ring's end continues at its start. It needs ``2**k >= width / 8`` (a ring of at least
+one memory word) and ``size <= 2**k``.
+
+An ack has ``error`` set, and touched no memory, when the request's ``wrap`` breaks those rules
+(counted in ``bad_wrap``), or its range does not fit in the memory (``addr + size >
+size_bytes``, or with ``wrap`` the ring: ``ring_base + 2**k > size_bytes``; ``out_of_range``),
+or (``bad_length``) when a store's payload is not ``size`` bytes long, or a load asks for more
+than one message can carry (4 MiB - 1); a request that breaks several rules is counted once, in
+the first of these three counters that applies.
 """
 
 from amaranth import Module, Signal, Cat, Mux
@@ -28,8 +41,9 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, fifo
 from amaranth.lib.wiring import Out, connect, flipped
 
-from ..noc.framing import MessageReceiver, MessageSender, meta_plan
-from ..noc.header import Fbits, Message, NocHeader, header_flits, noc_header
+from ..noc.framing import (MessageReceiver, MessageSender, decode_meta_message,
+                           meta_message_flits)
+from ..noc.header import Fbits, NocHeader, noc_header
 from ..noc.msgtype import register_msg_types
 from ..stream.realign import StreamInsert, StreamStrip
 from ..tile import Tile, TileEnv
@@ -56,53 +70,45 @@ LOAD_MEM_ACK = MemMsgType.LOAD_MEM_ACK.value
 STORE_MEM_ACK = MemMsgType.STORE_MEM_ACK.value
 
 #: The metadata of every memory message, ``addr`` in the least significant bits.
-MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1)})
+MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1),
+                              "wrap": unsigned(6)})
 
 _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 
 
 # -- Python model of the messages (tests, traces) --------------------------------------------------
 
-def mem_meta(addr, size, error=0):
-    """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``)."""
-    for value, bits, what in ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error")):
+def mem_meta(addr, size, error=0, wrap=0):
+    """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``, then
+    ``wrap``)."""
+    fields = ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error"), (wrap, 6, "wrap"))
+    for value, bits, what in fields:
         if not 0 <= value < 1 << bits:
             raise ValueError(f"{what}={value} does not fit in {bits} bits")
-    return addr | size << 48 | error << 78
+    return addr | size << 48 | error << 78 | wrap << 79
 
 
 def unpack_mem_meta(value):
-    """``{"addr", "size", "error"}`` from the metadata int."""
+    """``{"addr", "size", "error", "wrap"}`` from the metadata int."""
     return {"addr": value & (1 << 48) - 1, "size": value >> 48 & (1 << 30) - 1,
-            "error": value >> 78 & 1}
+            "error": value >> 78 & 1, "wrap": value >> 79 & (1 << 6) - 1}
 
 
 def mem_message_flits(width, msg_type, addr, size, payload=b"", *, dst=(0, 0),
-                      src=(0, 0), dst_fbits=Fbits.LOCAL0, src_fbits=Fbits.LOCAL0, error=0):
+                      src=(0, 0), dst_fbits=Fbits.LOCAL0, src_fbits=Fbits.LOCAL0, error=0,
+                      wrap=0):
     """The flits (``(data, last)`` pairs) of a memory message at ``width`` bits."""
-    flits, inline, _ = meta_plan(width, meta_bits=MEM_META.size)
-    meta = mem_meta(addr, size, error)
-    words = [meta >> (width * k) & (1 << width) - 1 for k in range(flits)]
     hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, msg_type=int(msg_type),
                     src_x=src[0], src_y=src[1], src_fbits=src_fbits)
-    out = Message(hdr, words, bytes(payload)).flits(width)
-    if inline:
-        nh = header_flits(width)
-        out[nh - 1] = (out[nh - 1][0] | meta, out[nh - 1][1])
-    return out
+    return meta_message_flits(width, hdr, mem_meta(addr, size, error, wrap), MEM_META.size,
+                              payload)
 
 
 def decode_mem_message(flits, width):
     """``(header, meta, payload)`` of a memory message's flits: a :class:`NocHeader`, the
     :func:`unpack_mem_meta` dict and the payload bytes."""
-    msg = Message.from_flits(flits, width)
-    _, inline, _ = meta_plan(width, meta_bits=MEM_META.size)
-    if inline:
-        words = [f[0] if isinstance(f, tuple) else f for f in flits]
-        meta = words[header_flits(width) - 1] & (1 << MEM_META.size) - 1
-    else:
-        meta = sum(int(w) << (width * k) for k, w in enumerate(msg.meta))
-    return msg.header, unpack_mem_meta(meta), msg.payload
+    header, meta, payload = decode_meta_message(flits, width, MEM_META.size)
+    return header, unpack_mem_meta(meta), payload
 
 
 # -- the tile --------------------------------------------------------------------------------------
@@ -131,6 +137,15 @@ class MemoryTile(Tile):
     a memory word, and written with byte enables that leave the lanes before ``addr`` and after
     ``addr + size`` untouched. A load reads the words that hold its range and strips the first
     ``addr % (width/8)`` bytes (:class:`~apiary.stream.realign.StreamStrip`).
+
+    A wrapped access (``wrap = k > 0``) is the same run of words, lane shift and byte enables;
+    only the word address wraps within the ring's words, ``base | (addr + 1) & mask``. Its first
+    and last word may be the same memory word (``addr % (width/8) + size > 2**k``, e.g. a whole
+    ring from an unaligned start): the first write enables lanes ``addr % (width/8)`` up, the
+    last the lanes below ``(addr + size) % (width/8)``, which is no higher, so the bytes
+    between them (outside the access) are untouched and the word is read twice for a load.
+    Wrapping costs no cycle: latency and throughput are those of an unwrapped access of the
+    same ``addr % (width/8)`` and ``size``.
 
     Latency: a request whose last header/metadata flit is taken on cycle *t* is decoded on *t*
     and its first read or write command is offered on *t* + 1. The ack's header flit is offered
@@ -170,8 +185,10 @@ class MemoryTile(Tile):
         The memory (external).
 
     Counters: ``loads`` and ``stores`` (requests answered, with or without ``error``),
-    ``out_of_range`` (a range outside the memory, answered with ``error``), ``bad_length`` (a
-    store whose payload is not ``size`` bytes, a load larger than a message: ``error``),
+    ``bad_wrap`` (a ``wrap`` whose ring is smaller than a word or than ``size``: ``error``),
+    ``out_of_range`` (a range, or ring, outside the memory, answered with ``error``),
+    ``bad_length`` (a store whose payload is not ``size`` bytes, a load larger than a message:
+    ``error``),
     ``bad_type`` (messages of another type, dropped), ``malformed`` (messages the receiver
     dropped or reframed).
 
@@ -210,11 +227,14 @@ class MemoryTile(Tile):
         }, counters={
             "loads": "LOAD_MEM requests answered (with or without error)",
             "stores": "STORE_MEM requests answered (with or without error)",
-            "out_of_range": "requests whose range falls outside the memory (answered with error)",
+            "out_of_range": "requests whose range, or ring, falls outside the memory (answered "
+                            "with error)",
             "bad_length": "stores whose payload is not size bytes, loads larger than a message "
                           "(answered with error)",
             "bad_type": "messages of another type, dropped",
             "malformed": "messages the receiver dropped or reframed",
+            "bad_wrap": "requests whose ring (wrap) is smaller than a memory word or than "
+                        "their size (answered with error)",
         })
 
     def elaborate(self, platform):
@@ -247,8 +267,23 @@ class MemoryTile(Tile):
         ]
         end = Signal(49)
         m.d.comb += end.eq(req_addr + req_size)
+        # A ring of 2**wrap bytes (wrap > 0): its base, its end, the word-address mask.
+        wrapped = Signal()
+        ring_bytes = Signal(64)
+        ring_mask = Signal(64)
+        ring_end = Signal(65)
+        m.d.comb += [
+            wrapped.eq(req.wrap != 0),
+            ring_bytes.eq(1 << req.wrap),
+            ring_mask.eq(ring_bytes - 1),
+            ring_end.eq((req_addr & ~ring_mask) + ring_bytes),
+        ]
+        bad_wrap = Signal()
+        m.d.comb += bad_wrap.eq(wrapped & ((req.wrap < log_nb) | (req_size > ring_bytes)))
         oor = Signal()
-        m.d.comb += oor.eq(end > self.size_bytes)
+        m.d.comb += oor.eq(Mux(wrapped, ring_end, end) > self.size_bytes)
+        req_wmask = Signal(aw)                      # word-address bits that count up and wrap
+        m.d.comb += req_wmask.eq(Mux(wrapped, ring_mask[log_nb:], (1 << aw) - 1))
         bad_len = Signal()
         m.d.comb += bad_len.eq(Mux(is_store, hdr.payload_bytes != req_size,
                                    req_size >= 1 << _PAYLOAD_BITS))
@@ -266,6 +301,8 @@ class MemoryTile(Tile):
         r_addr = Signal(48)
         r_size = Signal(30)
         r_error = Signal()
+        r_wrap = Signal(6)
+        r_wmask = Signal(aw)
         r_off = Signal.like(req_off)
         r_tail = Signal.like(req_tail)
         r_type = Signal(8)                          # of the ack
@@ -283,8 +320,13 @@ class MemoryTile(Tile):
             desc.msg_type.eq(r_type),
             desc.payload_bytes.eq(Mux(with_data, r_size[:_PAYLOAD_BITS], 0)),
             reply.addr.eq(r_addr), reply.size.eq(r_size), reply.error.eq(r_error),
+            reply.wrap.eq(r_wrap),
         ]
         desc_taken = tx.i_hdr.valid & tx.i_hdr.ready
+
+        def next_word(addr):
+            """The word after ``addr``: plain, or wrapping within the ring's words."""
+            return (addr + 1) & r_wmask | addr & ~r_wmask
 
         # -- load: read commands, the read buffer, the strip --------------------------------------
         m.submodules.read_buffer = rbuf = fifo.SyncFIFO(width=width, depth=self.read_buffer)
@@ -314,7 +356,7 @@ class MemoryTile(Tile):
         with m.If(popped):
             m.d.sync += resp_left.eq(resp_left - 1)
         with m.If(issue):
-            m.d.sync += [rd_addr.eq(rd_addr + 1), rd_left.eq(rd_left - 1)]
+            m.d.sync += [rd_addr.eq(next_word(rd_addr)), rd_left.eq(rd_left - 1)]
         load_done = tx.i_data.valid & tx.i_data.ready & tx.i_data.payload.last
 
         # -- store: the insert, write commands, the write queue -----------------------------------
@@ -346,7 +388,7 @@ class MemoryTile(Tile):
             wq.r_en.eq(mem.wdata.ready),
         ]
         with m.If(ins.o.valid & ins.o.ready):
-            m.d.sync += [wr_addr.eq(wr_addr + 1), wr_first.eq(0)]
+            m.d.sync += [wr_addr.eq(next_word(wr_addr)), wr_first.eq(0)]
             with m.If(word.last):
                 m.d.sync += wr_in_done.eq(1)
 
@@ -374,9 +416,10 @@ class MemoryTile(Tile):
             with m.State("IDLE"):
                 m.d.comb += rx.o_hdr.ready.eq(~draining & ~storing)
                 with m.If(rx.o_hdr.valid & rx.o_hdr.ready):
-                    error = oor | bad_len
+                    error = bad_wrap | oor | bad_len
                     m.d.sync += [
                         r_addr.eq(req_addr), r_size.eq(req_size), r_error.eq(error),
+                        r_wrap.eq(req.wrap), r_wmask.eq(req_wmask),
                         r_off.eq(req_off), r_tail.eq(req_tail),
                         r_dst.x.eq(hdr.src_x), r_dst.y.eq(hdr.src_y),
                         r_dst.fbits.eq(hdr.src_fbits),
@@ -387,7 +430,9 @@ class MemoryTile(Tile):
                         rd_left.eq(0), resp_left.eq(req_words),
                     ]
                     with m.If(is_load | is_store):
-                        with m.If(oor):
+                        with m.If(bad_wrap):
+                            m.d.sync += counters.bad_wrap.eq(counters.bad_wrap + 1)
+                        with m.Elif(oor):
                             m.d.sync += counters.out_of_range.eq(counters.out_of_range + 1)
                         with m.Elif(bad_len):
                             m.d.sync += counters.bad_length.eq(counters.bad_length + 1)

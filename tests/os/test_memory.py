@@ -13,8 +13,10 @@ from apiary.stream.mac import FrameStream
 from apiary.noc.testbench import recv_flits, send_flits
 from apiary.stream.testbench import simulate, stream_get, stream_put, transfers
 from apiary.os.memory import MemoryModel, MemoryPortSignature, memory_port_signature
-from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, STORE_MEM, STORE_MEM_ACK, MemoryTile,
-                                   decode_mem_message, mem_message_flits)
+from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK,
+                                   MemoryTile, decode_mem_message, mem_message_flits, mem_meta,
+                                   unpack_mem_meta)
+from apiary.noc.framing import meta_plan
 from apiary.design import Design
 from apiary.tile import Tile, TileEnv
 from apiary.sim import memory_models
@@ -134,8 +136,9 @@ def tile_and_model(width, latency, size_bytes, init=b""):
     return m, tile, model
 
 
-def request(width, msg_type, addr, size, payload=b""):
-    return mem_message_flits(width, msg_type, addr, size, payload, dst=TILE_XY, src=HOST_XY)
+def request(width, msg_type, addr, size, payload=b"", wrap=0):
+    return mem_message_flits(width, msg_type, addr, size, payload, dst=TILE_XY, src=HOST_XY,
+                             wrap=wrap)
 
 
 def run_tile(width, requests, *, latency=20, size_bytes=4096, init=b"", stall=0.0, gaps=0.0,
@@ -160,7 +163,8 @@ def run_tile(width, requests, *, latency=20, size_bytes=4096, init=b"", stall=0.
         ctx.set(tile.noc_out.ready, 1)
         await ctx.tick().repeat(40)
         assert ctx.get(tile.noc_out.valid) == 0, "a reply nobody asked for"
-        for name in ("loads", "stores", "out_of_range", "bad_type", "bad_length", "malformed"):
+        for name in ("loads", "stores", "out_of_range", "bad_type", "bad_length", "malformed",
+                     "bad_wrap"):
             counters[name] = ctx.get(getattr(tile.counters, name))
 
     simulate(m, sink, background=[source, transfers(tile.noc_in, log_in),
@@ -169,22 +173,45 @@ def run_tile(width, requests, *, latency=20, size_bytes=4096, init=b"", stall=0.
 
 
 class Reference:
-    """The memory as a bytearray, and the reply each request must get."""
+    """The memory as a bytearray, the reply each request must get, and the error counters
+    (``bad_wrap``, ``out_of_range``, ``bad_length``) the requests must have raised. ``word``
+    (bytes) matters only to wrapped requests: a ring must hold a word."""
 
-    def __init__(self, size_bytes, init=b""):
+    def __init__(self, size_bytes, init=b"", *, word=8):
         self.mem = bytearray(size_bytes)
         self.mem[:len(init)] = init
+        self.word = word
+        self.errors = dict.fromkeys(("bad_wrap", "out_of_range", "bad_length"), 0)
 
-    def reply(self, msg_type, addr, size, payload=b""):
+    def error(self, msg_type, addr, size, payload, wrap):
+        """The counter a request's error goes to, or None."""
+        ring = 1 << wrap
+        if wrap and (ring < self.word or size > ring):
+            return "bad_wrap"
+        end = (addr & -ring) + ring if wrap else addr + size
+        if end > len(self.mem):
+            return "out_of_range"
+        if msg_type == STORE_MEM and len(payload) != size:
+            return "bad_length"
+        return None
+
+    def reply(self, msg_type, addr, size, payload=b"", wrap=0):
         if msg_type not in (LOAD_MEM, STORE_MEM):
             return None
-        error = addr + size > len(self.mem) or (msg_type == STORE_MEM and len(payload) != size)
-        meta = {"addr": addr, "size": size, "error": int(error)}
+        error = self.error(msg_type, addr, size, payload, wrap)
+        if error:
+            self.errors[error] += 1
+        meta = {"addr": addr, "size": size, "error": int(error is not None), "wrap": wrap}
+        ack = LOAD_MEM_ACK if msg_type == LOAD_MEM else STORE_MEM_ACK
+        if error:
+            return ack, meta, b""
+        ring = 1 << wrap
+        where = [addr & -ring | (addr + i) % ring if wrap else addr + i for i in range(size)]
         if msg_type == LOAD_MEM:
-            return LOAD_MEM_ACK, meta, b"" if error else bytes(self.mem[addr:addr + size])
-        if not error:
-            self.mem[addr:addr + size] = payload
-        return STORE_MEM_ACK, meta, b""
+            return ack, meta, bytes(self.mem[i] for i in where)
+        for i, byte in zip(where, payload):
+            self.mem[i] = byte
+        return ack, meta, b""
 
 
 def check_replies(width, jobs, got, ref):
@@ -324,6 +351,115 @@ def test_other_widths(width):
     check_replies(width, jobs, got, Reference(4096))
 
 
+# -- circular buffers (wrap) ----------------------------------------------------------------------
+
+def test_mem_meta_appends_wrap_after_error():
+    """``MEM_META`` is addr (bits 0-47), size (48-77), error (78), wrap (79-84): 85 bits, inline
+    in the header flit at 512 bits, two metadata flits at 64; the Python packing agrees with the
+    layout, rejects a wrap beyond 6 bits and round-trips through a message's flits."""
+    assert [(name, f.offset, f.width) for name, f in MEM_META] == [
+        ("addr", 0, 48), ("size", 48, 30), ("error", 78, 1), ("wrap", 79, 6)]
+    assert meta_plan(512, meta_bits=MEM_META.size) == (0, 85, 85)
+    assert meta_plan(64, meta_bits=MEM_META.size)[0] == 2
+    assert mem_meta(3, 5, 1, 63) == 3 | 5 << 48 | 1 << 78 | 63 << 79
+    assert mem_meta(3, 5) == 3 | 5 << 48                   # Beehive's messages: wrap 0
+    fields = {"addr": (1 << 48) - 1, "size": 7, "error": 0, "wrap": 42}
+    assert unpack_mem_meta(mem_meta(**fields)) == fields
+    with pytest.raises(ValueError, match="wrap"):
+        mem_meta(0, 0, wrap=64)
+    for width in (64, 128, 512):
+        flits = mem_message_flits(width, STORE_MEM, 9, 3, b"abc", wrap=12)
+        assert decode_mem_message(flits, width)[1:] == (
+            {"addr": 9, "size": 3, "error": 0, "wrap": 12}, b"abc")
+
+
+def wrap_cases(ring, nb, rng):
+    """(offset in the ring, size) of accesses to a ``ring``-byte ring of ``nb``-byte words: one
+    byte at either end, the whole ring from aligned and unaligned starts (first and last word
+    the same memory word), ending exactly at the ring's end, starting exactly at its start,
+    crossing it by a byte or a word, size 0, and a few at random."""
+    w = min(ring, nb + 3)
+    cases = [(0, 1), (ring - 1, 1), (0, ring), (1, ring), (nb - 1, ring), (ring - 1, ring),
+             (2, ring - 1), (ring // 2 + 3, ring - 2), (ring - 3, 3), (ring - w, w), (0, 3),
+             (0, w), (ring - 1, 2), (ring - 3, 7), (ring - nb + 1, nb + 2), (5, 0), (1, 3)]
+    cases += [(rng.randrange(ring), rng.randrange(1, ring + 1)) for _ in range(6)]
+    return list(dict.fromkeys(c for c in cases if c[1] <= ring))
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_wrapped_stores_and_loads_match_a_bytearray(width):
+    """Rings of one word, four words and 256 bytes in memory of random bytes: stores that wrap
+    (see :func:`wrap_cases`), each loaded back with the same ``wrap`` and then with a plain
+    load of the ring and a word either side, all with back-pressure and idle cycles: every byte
+    equals the Python model's, so the bytes outside each access, those between its first and
+    last lanes of a shared word included, are untouched; no error."""
+    rng = random.Random(width)
+    nb = width // 8
+    size_bytes = 4096
+    init = rng.randbytes(size_bytes)
+    ref = Reference(size_bytes, init, word=nb)
+    jobs = []
+    for ring in sorted({nb, 4 * nb, 256}):
+        k = ring.bit_length() - 1
+        base = 3 * ring                         # aligned, not at 0; the rings lie apart
+        for off, size in wrap_cases(ring, nb, rng):
+            addr = base + off
+            jobs += [(STORE_MEM, addr, size, rng.randbytes(size), k),
+                     (LOAD_MEM, addr, size, b"", k),
+                     (LOAD_MEM, base - nb, ring + 2 * nb)]
+    jobs.append((LOAD_MEM, 0, size_bytes))
+    got, counters, _, _ = run_tile(width, [request(width, *j) for j in jobs], latency=7,
+                                   size_bytes=size_bytes, init=init, stall=0.3, gaps=0.2,
+                                   seed=width)
+    check_replies(width, jobs, got, ref)
+    assert not any(meta["error"] for _, meta, _ in got)
+    assert counters["bad_wrap"] == counters["out_of_range"] == counters["bad_length"] == 0
+    assert counters["stores"] == len(jobs) // 3
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_bad_wraps_get_an_error_ack_are_counted_and_touch_nothing(width):
+    """Rings smaller than a word, sizes above the ring (loads and stores) go to ``bad_wrap``;
+    rings that do not fit in the memory, even when ``addr + size`` would, go to
+    ``out_of_range``; a bad wrap is counted there only, even if its ring is also outside; a
+    wrapped store with a short payload goes to ``bad_length``. Each gets an ack with ``error``
+    (no payload for a load), and the good wrapped store and load right after each go through;
+    the memory holds exactly the good stores."""
+    rng = random.Random(width)
+    nb = width // 8
+    log_nb = nb.bit_length() - 1
+    size_bytes = 3072                           # not a power of two: a ring can overhang it
+    init = rng.randbytes(size_bytes)
+    ref = Reference(size_bytes, init, word=nb)
+    k4 = log_nb + 2                             # a ring of 4 words
+    bad = [
+        (STORE_MEM, 100, 1, b"x", log_nb - 1),                  # ring smaller than a word
+        (LOAD_MEM, 100, 1, b"", 1),
+        (STORE_MEM, 5, 4 * nb + 1, bytes(4 * nb + 1), k4),     # size above the ring
+        (LOAD_MEM, 4 * nb, 4 * nb + 1, b"", k4),
+        (LOAD_MEM, size_bytes + 10, 1, b"", 1),                 # both: counted as a bad wrap
+        (STORE_MEM, 5, 10, bytes(10), 12),                      # ring [0, 4096): outside
+        (LOAD_MEM, 2048 + 5, 10, b"", 11),                      # ring [2048, 4096): overhangs
+        (LOAD_MEM, 0, 0, b"", 48),
+        (STORE_MEM, 7, 1, b"y", 63),
+        (STORE_MEM, 1024 + 3, 5, b"four", k4),                  # short payload
+    ]
+    ring = 1 << k4
+    jobs = []
+    for j in bad:
+        addr = 1024 + rng.randrange(ring)
+        size = rng.randrange(1, ring + 1)
+        jobs += [j, (STORE_MEM, addr, size, rng.randbytes(size), k4),
+                 (LOAD_MEM, addr, size, b"", k4)]
+    jobs.append((LOAD_MEM, 0, size_bytes))
+    got, counters, _, _ = run_tile(width, [request(width, *j) for j in jobs], latency=3,
+                                   size_bytes=size_bytes, init=init, stall=0.2, seed=width)
+    check_replies(width, jobs, got, ref)
+    assert [m["error"] for _, m, _ in got] == [1, 0, 0] * len(bad) + [0]
+    assert [counters[c] for c in ("bad_wrap", "out_of_range", "bad_length")] == [5, 4, 1]
+    assert ref.errors == {"bad_wrap": 5, "out_of_range": 4, "bad_length": 1}
+
+
 # -- exact latency and throughput -----------------------------------------------------------------
 
 def header_and_meta_flits(width):
@@ -346,15 +482,17 @@ def test_load_latency_and_one_word_per_cycle(width, latency):
     """4 KiB loads: the ack's header leaves the cycle after the request's last flit came in,
     its first payload flit ``latency + 2`` cycles after it (no earlier than the ack's header
     and metadata flits allow), ``+ 1`` when the range starts mid-word, and then one flit per
-    cycle: the tile keeps reads in flight."""
+    cycle: the tile keeps reads in flight. A load of a whole 4 KiB ring from a mid-word start
+    (its reads wrap, the first word read twice) takes the same cycles."""
     hm = header_and_meta_flits(width)
     words = 4096 // (width // 8)
-    cases = [(0, 0), (5, 1)]                # (addr, extra cycle)
-    _, _, log_in, log_out = run_tile(width, [request(width, LOAD_MEM, a, 4096) for a, _ in cases],
-                                     latency=latency, size_bytes=8192)
+    cases = [(0, 0, 0), (5, 1, 0), (4096 + 5, 1, 12)]      # (addr, extra cycle, wrap)
+    _, _, log_in, log_out = run_tile(
+        width, [request(width, LOAD_MEM, a, 4096, wrap=k) for a, _, k in cases],
+        latency=latency, size_bytes=8192)
     ins = per_request(log_in, [hm] * len(cases))
     outs = per_request(log_out, [hm + words] * len(cases))
-    for (_addr, extra), flits_in, flits_out in zip(cases, ins, outs):
+    for (_addr, extra, _wrap), flits_in, flits_out in zip(cases, ins, outs):
         last_in = flits_in[-1]
         assert flits_out[:hm] == list(range(last_in + 1, last_in + 1 + hm))
         payload = flits_out[hm:]
@@ -365,16 +503,18 @@ def test_load_latency_and_one_word_per_cycle(width, latency):
 @pytest.mark.parametrize("width", [64, 512])
 def test_store_takes_one_word_per_cycle_and_acks_two_cycles_after(width):
     """4 KiB stores: their payload flits are taken one per cycle without a stall, and the ack
-    leaves 2 cycles after the last one (3 when the last word needs a flush)."""
+    leaves 2 cycles after the last one (3 when the last word needs a flush). A store of a whole
+    4 KiB ring from a mid-word start (its writes wrap, the first and last to the same word)
+    takes the same cycles."""
     hm = header_and_meta_flits(width)
     words = 4096 // (width // 8)
-    cases = [(0, 0), (5, 1)]
+    cases = [(0, 0, 0), (5, 1, 0), (4096 + 5, 1, 12)]      # (addr, extra cycle, wrap)
     _, _, log_in, log_out = run_tile(
-        width, [request(width, STORE_MEM, a, 4096, bytes(4096)) for a, _ in cases],
+        width, [request(width, STORE_MEM, a, 4096, bytes(4096), k) for a, _, k in cases],
         size_bytes=8192)
     ins = per_request(log_in, [hm + words] * len(cases))
     outs = per_request(log_out, [hm] * len(cases))
-    for (_addr, extra), flits_in, flits_out in zip(cases, ins, outs):
+    for (_addr, extra, _wrap), flits_in, flits_out in zip(cases, ins, outs):
         # From the last header/metadata flit (taken once the previous request is done) on.
         assert flits_in[hm - 1:] == list(range(flits_in[hm - 1], flits_in[hm - 1] + words + 1))
         assert flits_out[0] == flits_in[-1] + 2 + extra
