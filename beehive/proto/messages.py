@@ -46,8 +46,8 @@ __all__ = ["MsgType", "PACKET_META", "META_BITS", "meta_words", "meta_to_words",
 
 @register_msg_types
 class MsgType(enum.Enum, shape=8):
-    """Beehive's NoC message types, with Beehive's values (the TCP ones are reserved for the
-    TCP tiles)."""
+    """Beehive's NoC message types, with Beehive's values, and two of ours for the TCP
+    application interface (:mod:`beehive.proto.tcp.app`)."""
     ETH_TX_FRAME            = 1
     IP_RX_DATAGRAM          = 2
     TCP_RX_SEGMENT          = 3
@@ -64,6 +64,8 @@ class MsgType(enum.Enum, shape=8):
     IP_REWRITE_ADJUST_TABLE = 15
     TRACKER_MSG             = 16
     UDP_RX_SEGMENT          = 26     # distinct from ETH_RX_FRAME here; Beehive uses 12 for both
+    TCP_OPEN_REQ            = 29     # not in Beehive (server-only): an application opens
+    TCP_CLOSE_REQ           = 30     # not in Beehive: an application closes its side
 
 
 PACKET_META = Header("packet_meta", [

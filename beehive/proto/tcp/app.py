@@ -1,0 +1,139 @@
+"""The TCP application interface: the messages between the engine and application tiles.
+
+It is the Apiary thesis's (§3.4.3): data moves through per-flow circular buffers held in
+memory tiles (:class:`~apiary.os.memory_tile.MemoryTile`), one for receiving and one for
+sending, and the engine and the application exchange only pointers. Every message carries
+:data:`APP_META` (inline in the header flit at 512 bits, in metadata flits below) and no
+payload.
+
+=======================  ====  ==========================  =======================================
+message                  type  from → to                   fields
+=======================  ====  ==========================  =======================================
+``TCP_NEW_FLOW_NOTIF``   5     RX engine → application     ``flow``, ``kind`` (a receive or a
+                                                           send buffer), the buffer (``addr``,
+                                                           ``size_log2``, ``mem_x``/``mem_y``),
+                                                           ``peer_ip``/``peer_port``/
+                                                           ``local_port``, ``status``; sent twice
+                                                           per connection, once per buffer
+``TCP_RX_MSG_REQ``       6     application → RX engine     ``flow``, ``length``: tell me when at
+                                                           least this many bytes can be read
+``TCP_RX_MSG_RESP``      8     RX engine → application     ``flow``, ``ptr`` (the read pointer),
+                                                           ``addr`` (where byte ``ptr`` is),
+                                                           ``size_log2``, ``length`` (bytes ready,
+                                                           all of them), ``status``
+``TCP_RX_ADJUST_PTR``    7     application → RX engine     ``flow``, ``ptr``: read up to here
+                                                           (``bump_recv_ptr``)
+``TCP_TX_MSG_REQ``       9     application → TX engine     ``flow``, ``length``: tell me when this
+                                                           many bytes of room are free
+``TCP_TX_MSG_RESP``      10    TX engine → application     ``flow``, ``ptr`` (the write pointer),
+                                                           ``addr``, ``size_log2``, ``length``
+                                                           (bytes free), ``status``
+``TCP_TX_ADJUST_PTR``    11    application → TX engine     ``flow``, ``ptr``: written up to here
+                                                           (``bump_send_ptr``)
+``TCP_OPEN_REQ``         29    application → RX engine     ``peer_ip``, ``peer_port``,
+                                                           ``local_port``: open a connection; the
+                                                           answer is ``TCP_NEW_FLOW_NOTIF`` (a
+                                                           ``status`` other than OK: it failed)
+``TCP_CLOSE_REQ``        30    application → TX engine     ``flow``: send FIN after the data
+                                                           written so far
+=======================  ====  ==========================  =======================================
+
+Pointers are byte offsets in the connection's stream (0 is its first byte, modulo 2**32); the
+byte at pointer ``p`` sits at ``addr_of_buffer + p mod 2**size_log2``, and the engine gives that
+address with every response, so an application reads and writes its buffers with
+``LOAD_MEM``/``STORE_MEM`` at ``addr`` with ``wrap = size_log2`` (the memory tile wraps the
+ring). An application must see ``STORE_MEM_ACK`` before it bumps a send pointer (the engine
+then reads what it wrote), and must read what it asked for before it bumps a receive pointer.
+
+A flow is named by a handle, ``flow``: the engine's flow slot in the low :data:`SLOT_BITS` bits
+and a generation in the top :data:`GEN_BITS`, so a message about a connection that has ended
+(its slot reused) is answered with status ``CLOSED`` instead of acting on the new one.
+
+Responses go to the tile that sent the request (its ``src_x``/``src_y``/``src_fbits``);
+notifications of new connections go to the tile the RX engine routes the local port to. When a
+connection ends, the application learns it from the ``status`` of its next response:
+``EOF`` (the peer closed; ``length`` bytes are still to read), ``RESET``, ``TIMEOUT``.
+
+With Apiary (the kernel's capabilities), ``addr`` becomes the application's own handle for the
+buffer segment, which the engine obtains when it grants the segment (``send`` of the thesis's
+Table 3.2), and the messages stay as they are: this is the thesis's notification, one per
+buffer, carrying the flow, the handle and the buffer kind.
+"""
+
+import enum
+
+from apiary.noc.framing import decode_meta_message, meta_message_flits
+from apiary.noc.header import Fbits, NocHeader
+from apiary.stream.header import Header
+
+from ..messages import MsgType
+
+
+__all__ = ["APP_META", "Status", "BufferKind", "SLOT_BITS", "GEN_BITS", "flow_handle",
+           "handle_slot", "handle_gen", "app_message_flits", "decode_app_message",
+           "APP_MESSAGES"]
+
+
+#: Bits of a flow handle that name the engine's flow slot (so at most 4096 flows).
+SLOT_BITS = 12
+#: Bits of a flow handle that hold the slot's generation.
+GEN_BITS = 4
+
+
+class Status(enum.IntEnum):
+    """The ``status`` of a response or notification."""
+    OK = 0
+    EOF = 1             # the peer sent FIN: after the ``length`` bytes reported, nothing more
+    RESET = 2           # the peer reset the connection
+    REFUSED = 3         # an open was answered with RST
+    UNREACHABLE = 4     # an open's address could not be resolved (no ARP reply)
+    TIMEOUT = 5         # retransmissions went unanswered; the connection was dropped
+    CLOSED = 6          # the handle names no open connection (ended, or never was)
+    BUSY = 7            # an open found no free flow slot, or another open was in progress
+
+
+class BufferKind(enum.IntEnum):
+    """The ``kind`` of a ``TCP_NEW_FLOW_NOTIF``: which of the connection's buffers it names."""
+    RECEIVE = 0
+    SEND = 1
+
+
+#: The metadata of every application message (220 bits: inline at 512 bits, 4 flits at 64).
+APP_META = Header("tcp_app_meta", [
+    ("flow", 16), ("status", 4), ("kind", 2), ("length", 32), ("ptr", 32),
+    ("addr", 48), ("size_log2", 6), ("mem_x", 8), ("mem_y", 8),
+    ("peer_ip", 32), ("peer_port", 16), ("local_port", 16),
+])
+
+#: The message types of the interface.
+APP_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_MSG_RESP,
+                MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_MSG_RESP,
+                MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_OPEN_REQ, MsgType.TCP_CLOSE_REQ)
+
+
+def flow_handle(slot: int, gen: int) -> int:
+    return (gen % (1 << GEN_BITS)) << SLOT_BITS | slot
+
+
+def handle_slot(handle: int) -> int:
+    return handle & ((1 << SLOT_BITS) - 1)
+
+
+def handle_gen(handle: int) -> int:
+    return handle >> SLOT_BITS & ((1 << GEN_BITS) - 1)
+
+
+def app_message_flits(width: int, msg_type: MsgType | int, *, dst: tuple[int, int] = (0, 0),
+                      src: tuple[int, int] = (0, 0), dst_fbits: int = Fbits.LOCAL0,
+                      src_fbits: int = Fbits.LOCAL0, **fields: int) -> list[tuple[int, int]]:
+    """The flits of an application message with the :data:`APP_META` ``fields`` given (the
+    others zero)."""
+    header = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, src_x=src[0],
+                       src_y=src[1], src_fbits=src_fbits, msg_type=int(msg_type))
+    return meta_message_flits(width, header, APP_META.pack(fields), APP_META.size)
+
+
+def decode_app_message(flits: list, width: int) -> tuple[NocHeader, dict[str, int]]:
+    """``(header, fields)`` of an application message's flits."""
+    header, meta, _ = decode_meta_message(flits, width, APP_META.size)
+    return header, APP_META.unpack(meta)

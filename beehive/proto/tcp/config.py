@@ -1,0 +1,133 @@
+"""What the two TCP tiles must agree on: one :class:`TcpConfig`, given to both."""
+
+from dataclasses import dataclass
+
+
+__all__ = ["TcpConfig", "CONGESTION_CONTROL"]
+
+
+#: The congestion-control algorithms: ``"newreno"`` (RFC 6582: slow start, congestion
+#: avoidance, fast retransmit and fast recovery with partial ACKs) or ``"none"`` (the window is
+#: the peer's advertised window alone; fast retransmit and timeouts still resend).
+CONGESTION_CONTROL = ("newreno", "none")
+
+
+def _pow2(value: object, what: str, low: int = 1, high: int = 1 << 30) -> int:
+    if (not isinstance(value, int) or isinstance(value, bool) or value < low or value > high
+            or value & (value - 1)):
+        raise ValueError(f"{what} must be a power of two from {low} to {high}, not {value!r}")
+    return value
+
+
+def _int(value: object, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{what} must be an integer from {low} to {high}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TcpConfig:
+    """The parameters of a TCP engine (its receive and its transmit tile take the same one).
+
+    Sizes
+        ``flows`` flow slots (a power of two; the flow table holds them in ``flows / ways``
+        buckets of ``ways``); each flow owns a receive ring of ``rx_ring`` bytes at
+        ``rx_base + slot * rx_ring`` in the receive buffer's memory tile and a send ring of
+        ``tx_ring`` bytes at ``tx_base + slot * tx_ring`` in the send buffer's. ``mss`` is the
+        largest segment payload the engine sends or advertises. ``max_half_open`` caps the
+        connections in SYN-RECEIVED (a SYN flood holds at most that many slots; default a
+        quarter of the flows).
+    Timers (in clock cycles; the timer counts ticks of ``tick`` cycles, a power of two at
+    least ``flows``, so every timer is checked once a tick)
+        ``rto``: the retransmission timeout, doubled on each expiry up to ``rto_max``, back to
+        ``rto`` on a new ACK; ``max_retries`` expiries in a row drop the connection
+        (``syn_retries`` during the handshake); ``linger``: TIME-WAIT, and how long a
+        connection waits in FIN-WAIT-2 for the peer's FIN.
+    Congestion control
+        ``cc`` (:data:`CONGESTION_CONTROL`), ``initial_window`` segments (RFC 6928: 10).
+    """
+
+    flows: int = 256
+    ways: int = 4
+    rx_ring: int = 16384
+    tx_ring: int = 16384
+    rx_base: int = 0
+    tx_base: int = 0
+    mss: int = 1460
+    max_half_open: int | None = None
+    rto: int = 1_000_000
+    rto_max: int | None = None
+    max_retries: int = 8
+    syn_retries: int = 5
+    linger: int = 2_500_000
+    tick: int | None = None
+    cc: str = "newreno"
+    initial_window: int = 10
+
+    def __post_init__(self) -> None:
+        _pow2(self.flows, "flows", 2, 4096)
+        _pow2(self.ways, "ways", 1, self.flows)
+        _pow2(self.rx_ring, "rx_ring", 64, 1 << 30)
+        _pow2(self.tx_ring, "tx_ring", 64, 1 << 30)
+        _int(self.mss, "mss", 64, 9000)
+        if self.mss > min(self.rx_ring, self.tx_ring) // 2:
+            raise ValueError(f"mss ({self.mss}) must be at most half of each ring "
+                             f"(rx_ring {self.rx_ring}, tx_ring {self.tx_ring})")
+        for name in ("rx_base", "tx_base"):
+            _int(getattr(self, name), name, 0, (1 << 48) - 1)
+        _int(self.half_open, "max_half_open", 1, self.flows)
+        _int(self.rto, "rto", 1, 1 << 30)
+        _int(self.rto_ceiling, "rto_max", self.rto, 1 << 34)
+        _int(self.max_retries, "max_retries", 1, 15)
+        _int(self.syn_retries, "syn_retries", 1, 15)
+        _int(self.linger, "linger", 1, 1 << 40)
+        if self.tick is not None:
+            _pow2(self.tick, "tick", self.flows, 1 << 24)
+        if self.cc not in CONGESTION_CONTROL:
+            raise ValueError(f"cc must be one of {', '.join(CONGESTION_CONTROL)}, "
+                             f"not {self.cc!r}")
+        _int(self.initial_window, "initial_window", 1, 64)
+
+    @property
+    def half_open(self) -> int:
+        return self.max_half_open if self.max_half_open is not None else max(1, self.flows // 4)
+
+    @property
+    def rto_ceiling(self) -> int:
+        return self.rto_max if self.rto_max is not None else 64 * self.rto
+
+    @property
+    def tick_cycles(self) -> int:
+        if self.tick is not None:
+            return self.tick
+        tick = 1024
+        while tick < self.flows:
+            tick *= 2
+        return tick
+
+    def ticks(self, cycles: int) -> int:
+        """``cycles`` in timer ticks, rounded up (at least one)."""
+        return max(1, -(-cycles // self.tick_cycles))
+
+    @property
+    def rx_ring_log2(self) -> int:
+        return self.rx_ring.bit_length() - 1
+
+    @property
+    def tx_ring_log2(self) -> int:
+        return self.tx_ring.bit_length() - 1
+
+    @property
+    def wscale(self) -> int:
+        """The window-scale shift the engine offers: its receive ring, advertised whole."""
+        shift = 0
+        while self.rx_ring >> shift > 0xFFFF:
+            shift += 1
+        return shift
+
+    def rx_memory_bytes(self) -> int:
+        """Bytes the receive buffer's memory tile must hold."""
+        return self.rx_base + self.flows * self.rx_ring
+
+    def tx_memory_bytes(self) -> int:
+        return self.tx_base + self.flows * self.tx_ring

@@ -1,0 +1,68 @@
+"""The TCP header (RFC 9293), its flags and the options the engine reads and writes.
+
+The engine reads two options, on SYN segments only: MSS (kind 2) and window scale (kind 3,
+RFC 7323); every other option is skipped by its length. It writes them on its own SYN and
+SYN-ACK as ``MSS, NOP, WS``: 8 bytes, a 28-byte header (:data:`SYN_HEADER_BYTES`). Other
+segments carry a bare 20-byte header. SACK and timestamps are not offered, so a Linux peer
+does not use them.
+
+Sequence numbers are compared modulo 2**32 (:func:`seq_lt` and friends, in hardware and in
+Python).
+"""
+
+from amaranth import Cat, Const, Mux, Value
+
+from apiary.stream.header import Header
+
+
+__all__ = ["TCP", "TCP_HEADER_BYTES", "SYN_HEADER_BYTES", "MAX_HEADER_BYTES", "FIN", "SYN", "RST",
+           "PSH", "ACK", "URG", "OPT_EOL", "OPT_NOP", "OPT_MSS", "OPT_WSCALE", "MAX_WSCALE",
+           "syn_options", "seq_lt", "seq_le", "seq_max", "seq_min", "py_seq_lt"]
+
+
+#: The fixed 20-byte TCP header; ``data_offset`` counts 32-bit words, options follow.
+TCP = Header("tcp", [
+    ("src_port", 16), ("dst_port", 16), ("seq", 32), ("ack", 32),
+    ("data_offset", 4), ("reserved", 4), ("flags", 8), ("window", 16),
+    ("checksum", 16), ("urgent", 16),
+])
+TCP_HEADER_BYTES = 20
+SYN_HEADER_BYTES = 28
+MAX_HEADER_BYTES = 60
+
+FIN, SYN, RST, PSH, ACK, URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+OPT_EOL, OPT_NOP, OPT_MSS, OPT_WSCALE = 0, 1, 2, 3
+#: The largest shift RFC 7323 allows; larger ones are taken as 14.
+MAX_WSCALE = 14
+
+
+def syn_options(mss: Value, wscale: Value, with_wscale: Value) -> Value:
+    """The 8 option bytes of the engine's SYN and SYN-ACK, lane order (first byte in bits 7..0):
+    MSS ``mss``, then NOP and window scale ``wscale``, or, without ``with_wscale`` (a passive
+    open whose SYN offered none), NOP NOP NOP NOP."""
+    ws = Cat(Const(OPT_NOP, 8), Const(OPT_WSCALE, 8), Const(3, 8), wscale[:8])
+    nops = Const(0x01010101, 32)
+    return Cat(Const(OPT_MSS, 8), Const(4, 8), mss[8:16], mss[:8], Mux(with_wscale, ws, nops))
+
+
+def seq_lt(a: Value, b: Value) -> Value:
+    """``a`` before ``b`` in sequence space (RFC 9293's ``<``, modulo 2**32)."""
+    return (a - b)[31]
+
+
+def seq_le(a: Value, b: Value) -> Value:
+    return ~seq_lt(b, a)
+
+
+def seq_max(a: Value, b: Value) -> Value:
+    return Mux(seq_lt(a, b), b, a)
+
+
+def seq_min(a: Value, b: Value) -> Value:
+    return Mux(seq_lt(a, b), a, b)
+
+
+def py_seq_lt(a: int, b: int) -> bool:
+    """:func:`seq_lt` for Python integers."""
+    return bool((a - b) & 0x80000000)

@@ -1,0 +1,891 @@
+"""The TCP receive tile: segments in, data into the receive rings, connection state, the
+application's receive side.
+
+Messages
+--------
+Into the tile, by destination sub-port (``dst_fbits``):
+
+=======  ==========================================  ==================  ======================
+fbits    message                                     metadata            from
+=======  ==========================================  ==================  ======================
+LOCAL0   ``IP_RX_DATAGRAM`` (protocol 6): a segment  PACKET_META         IPv4 RX
+LOCAL1   ``STORE_MEM_ACK``                           MEM_META            the receive buffer
+LOCAL2   ``TCP_RX_MSG_REQ``, ``TCP_RX_ADJUST_PTR``,  APP_META            applications
+         ``TCP_OPEN_REQ``
+LOCAL3   ``ARP_RESOLVED``                            PACKET_META         the ARP tile
+=======  ==========================================  ==================  ======================
+
+Out of it: ``STORE_MEM`` (a segment's new bytes, to the receive buffer, route key
+``"rx_mem"``, answered on LOCAL1), ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (to the
+flow's application: for a connection the peer opens, the tile routed to under the local port,
+an integer key; for one an application opens, that application), and ``ARP_RESOLVE`` (route key
+``"arp"``, answered on LOCAL3). The formats are in :mod:`beehive.proto.tcp.app`.
+
+With the transmit tile (:class:`~beehive.proto.tcp.tx.TcpTxTile`) it shares flow state over
+:class:`~beehive.proto.tcp.state.TcpWires` (``d.wire("tcp_rx", "tcp_tx")``).
+
+How a segment goes through
+--------------------------
+::
+
+    noc_in ─▶ fbits ─┬▶ segments ─▶ checksum + PacketBuffer ─▶ PayloadPeek (60-byte header)
+                     │                                             │ head      │ words
+                     │                     options (SYN) ◀─────────┘           ▼
+                     ├▶ store acks ─┐           │                       StreamStrip (header +
+                     ├▶ app requests ┼▶ engine ◀┘  flow table            duplicate bytes)
+                     └▶ ARP answers ─┘  │  │  └──────▶ store descriptor ─▶ STORE_MEM ─┐
+                                        │  └─▶ RX events (wires) ─▶ TX tile           ├▶ noc_out
+                                        └────▶ notifications ─▶ app messages ─────────┘
+
+The engine handles one event at a time, in 2 cycles (3 for a segment, whose flow is looked
+up first): it reads the flow's record (and the transmit tile's), decides, writes the record
+back and queues what follows. A segment's new bytes, in order or not, go to the flow's receive
+ring at their place; an in-order segment moves ``rcv_stored`` on at once (so the next one is in
+order too), and ``rcv_nxt``, what is acknowledged and what the application may read, follows
+when the memory acknowledges the store, so no byte is acknowledged or read before it is
+written. One out-of-order range per flow is kept (the reorder buffer: the ring itself); a
+segment that neither extends it nor fills the gap before it is dropped and counted
+(``ooo_dropped``), and the peer sends it again.
+
+Nothing on ``noc_in`` waits for ``noc_out`` (``streaming = False``): segments wait in a buffer
+that drops what does not fit (``overflow``: TCP sends them again), store acknowledgements are
+bounded by the stores in flight, and requests are handled without sending anything (responses
+are queued per flow, and sent as ``noc_out`` allows).
+
+Drops, each counted once: ``bad_checksum``, ``overflow``, ``truncated`` (under 20 bytes, or a
+data offset past the end), ``bad_header`` (a data offset under 5, SYN with FIN or RST),
+``no_flow`` (no connection: answered with RST unless it was one), ``no_listener`` (a SYN to a
+port nobody listens on: RST), ``syn_dropped`` (no free slot, or ``max_half_open`` half-open
+connections already), ``ooo_dropped``, ``out_of_window`` and ``duplicate`` (nothing new:
+acknowledged again), ``bad_ack`` (an ACK of what was never sent: acknowledged and dropped),
+``rejected`` (a segment its connection's state does not take: no ACK, RST out of window, SYN
+on an open connection).
+"""
+
+from types import SimpleNamespace
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Out, connect, flipped
+
+from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.header import Fbits
+from apiary.noc.merger import MessageMerger
+from apiary.noc.nexthop import NextHopTable
+from apiary.noc.splitter import FbitsSplitter
+from apiary.os.memory_tile import MEM_META, STORE_MEM
+from apiary.stream.header import header_signal
+from apiary.stream.peek import PayloadPeek
+from apiary.stream.queue import Queue
+from apiary.stream.realign import StreamStrip
+from apiary.tile import Tile, TileEnv
+
+from ..arp import ArpMsgType
+from ..ipv4 import IpProtocol, pseudo_header_sum
+from ..layer import packet_layout, verified_packets
+from ..messages import META_BITS, PACKET_META, MsgType
+from .app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
+from .config import TcpConfig
+from .flow_table import FLOW_KEY, FlowTable
+from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
+from .header import seq_le, seq_lt, seq_max, seq_min
+from .state import RX_EVENT, RX_STATE, ConnState, TcpWires, slot_bits
+
+
+__all__ = ["TcpRxTile", "RX_KEY_MEMORY", "RX_KEY_ARP"]
+
+
+#: Route keys of the receive tile: its receive buffer, and the ARP tile it asks for addresses.
+RX_KEY_MEMORY, RX_KEY_ARP = "rx_mem", "arp"
+ARP_RESOLVE = ArpMsgType.ARP_RESOLVE.value
+
+#: Longest segment taken (the IPv4 payload of a 1500-byte MTU).
+MAX_SEGMENT = 1480
+#: The MSS assumed when a SYN carries none (RFC 9293).
+DEFAULT_MSS = 536
+
+_COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
+                             "store": 1})
+_STORE = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
+_APP_OUT = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
+                              "meta": APP_META.layout()})
+_APP_IN = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
+                             "meta": APP_META.layout()})
+_ARP_IN = data.StructLayout({"peer_ip": 32, "peer_mac": 48, "vlan": 1, "vlan_tci": 16})
+_OPEN = data.StructLayout({"key": FLOW_KEY, "x": 8, "y": 8, "fbits": 4})
+
+# The engine's events.
+_SEG, _COMMIT_EV, _TXEV, _APP, _ARP, _NOTIFY = range(6)
+
+
+class TcpRxTile(Tile):
+    """The receive half of a TCP engine (see the module docstring for what it does).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Routes: integer keys (local ports) to the applications listening on them; ``"rx_mem"``
+        to the receive buffer's memory tile; ``"arp"`` to the ARP tile (only for applications
+        that open connections).
+    config : TcpConfig
+        The engine's sizes and timers (the transmit tile's must be the same).
+
+    Members
+    -------
+    wires : Out(TcpWires(config.flows))
+        To the transmit tile.
+
+    Cost: one state record of :data:`~beehive.proto.tcp.state.RX_STATE` per flow (about 700
+    bits) in a memory with two read ports (the engine's and the transmit tile's), the flow
+    table (``flows`` entries of 65 bits), the segment buffer (2 × 1480 bytes) and the header
+    capture (60 bytes).
+    """
+
+    streaming = False
+
+    def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None) -> None:
+        config = TcpConfig() if config is None else config
+        if not isinstance(config, TcpConfig):
+            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        self.config = config
+        counters = {
+            "segments": "segments received with a good checksum",
+            "bad_checksum": "segments whose checksum is wrong, dropped",
+            "overflow": "segments that found no room in the segment buffer, dropped",
+            "truncated": "segments under 20 bytes or shorter than their header, dropped",
+            "bad_header": "segments with a data offset under 5, or SYN with FIN or RST, dropped",
+            "no_flow": "segments for no connection (answered with RST unless one), dropped",
+            "no_listener": "SYNs to a port nobody listens on, answered with RST",
+            "syn_dropped": "SYNs that found no free slot or too many half-open connections",
+            "ooo_dropped": "out-of-order segments beyond the one range kept, dropped",
+            "out_of_window": "segments with data outside the receive window, dropped",
+            "duplicate": "segments with nothing new, acknowledged again and dropped",
+            "bad_ack": "segments acknowledging what was never sent, dropped",
+            "rejected": "segments the connection's state does not take, dropped",
+            "stored": "segments whose new data went to the receive buffer",
+            "reordered": "of those, out of order (held in the ring until the gap fills)",
+            "opened": "connections established",
+            "closed": "connections closed by FIN both ways",
+            "reset": "connections reset by the peer, refused, or timed out",
+            "app_bad": "application messages for no open connection, or with bad pointers",
+            "store_errors": "receive-buffer stores the memory refused (a configuration error)",
+            "malformed": "messages the receivers dropped or reframed",
+        }
+        super().__init__(env, {"wires": Out(TcpWires(config.flows))}, counters)
+        routes = self.env.next_hops("data")
+        self.ports = {k: v for k, v in routes.items() if isinstance(k, int)}
+        self.rx_mem = (routes.get(RX_KEY_MEMORY) or [None])[0]
+        self.arp = (routes.get(RX_KEY_ARP) or [None])[0]
+        if routes and self.rx_mem is None:
+            raise ValueError(f"TcpRxTile {self.env.name!r} needs a route to its receive buffer "
+                             f"(a memory tile) with key {RX_KEY_MEMORY!r}")
+
+    # -- the whole tile ------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, width = self.config, self.env.width
+        flows, sb = cfg.flows, slot_bits(cfg.flows)
+        ring, ring_log2 = cfg.rx_ring, cfg.rx_ring_log2
+        wires, counters = self.wires, self.counters
+
+        # -- inputs ------------------------------------------------------------------------------
+        m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1,
+                                                           Fbits.LOCAL2, Fbits.LOCAL3])
+        connect(m, tile=flipped(self.noc_in), split=split.i)
+        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=META_BITS,
+                                                       empty_packets=True)
+        m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
+                                                       empty_packets=True)
+        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size,
+                                                       empty_packets=True)
+        m.submodules.arp_rx = arp_rx = MessageReceiver(width, meta_bits=META_BITS,
+                                                       empty_packets=True)
+        for k, rx in enumerate((seg_rx, ack_rx, app_rx, arp_rx)):
+            connect(m, split=split.o[k], receiver=rx.i)
+        m.d.comb += counters.malformed.eq(seg_rx.errors + ack_rx.errors + app_rx.errors
+                                          + arp_rx.errors + split.dropped)
+
+        # Segments: checksummed and stored whole, their header captured.
+        hdr = self._segments(m, seg_rx)
+        seg_hdr, seg_data = verified_packets(
+            m, width, hdr[0], hdr[1], max_packet=MAX_SEGMENT, offset=0,
+            initial=lambda m, length, meta: pseudo_header_sum(
+                meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
+            verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True)
+        cur = Signal(packet_layout())
+        cur_valid = Signal()
+        m.d.comb += seg_hdr.ready.eq(~cur_valid)
+        with m.If(seg_hdr.valid & seg_hdr.ready):
+            m.d.sync += [cur.eq(seg_hdr.payload), cur_valid.eq(1)]
+            m.d.sync += counters.segments.eq(counters.segments + 1)
+        m.submodules.peek = peek = PayloadPeek(width, MAX_HEADER_BYTES, slack=4)
+        connect(m, source=seg_data, peek=peek.i)
+        tcp = header_signal(m, TCP, peek.head)
+        opts = self._options(m, peek, tcp)
+
+        # Store acknowledgements: counted, payloads (none) discarded.
+        acks = Signal(8)
+        ack_take = Signal()
+        m.d.comb += [ack_rx.o_hdr.ready.eq(1), ack_rx.o_data.ready.eq(1)]
+        ack_in = ack_rx.o_hdr.valid
+        with m.If(ack_in & data.View(MEM_META, ack_rx.o_hdr.payload.meta).error):
+            m.d.sync += counters.store_errors.eq(counters.store_errors + 1)
+        m.d.sync += acks.eq(acks + ack_in - ack_take)
+
+        # Application requests and ARP answers: queued as they come.
+        m.submodules.app_q = app_q = Queue(_APP_IN, 4)
+        m.d.comb += [
+            app_q.i.valid.eq(app_rx.o_hdr.valid),
+            app_q.i.payload.msg_type.eq(app_rx.o_hdr.payload.msg_type),
+            app_q.i.payload.x.eq(app_rx.o_hdr.payload.src_x),
+            app_q.i.payload.y.eq(app_rx.o_hdr.payload.src_y),
+            app_q.i.payload.fbits.eq(app_rx.o_hdr.payload.src_fbits),
+            app_q.i.payload.meta.eq(app_rx.o_hdr.payload.meta),
+            app_rx.o_hdr.ready.eq(app_q.i.ready),
+            app_rx.o_data.ready.eq(1),
+        ]
+        m.submodules.arp_q = arp_q = Queue(_ARP_IN, 2)
+        arp_meta = data.View(PACKET_META.layout(), arp_rx.o_hdr.payload.meta[:PACKET_META.size])
+        m.d.comb += [
+            arp_q.i.valid.eq(arp_rx.o_hdr.valid),
+            arp_q.i.payload.peer_ip.eq(arp_meta.peer_ip),
+            arp_q.i.payload.peer_mac.eq(arp_meta.peer_mac),
+            arp_q.i.payload.vlan.eq(arp_meta.vlan),
+            arp_q.i.payload.vlan_tci.eq(arp_meta.vlan_tci),
+            arp_rx.o_hdr.ready.eq(arp_q.i.ready),
+            arp_rx.o_data.ready.eq(1),
+        ]
+
+        # -- outputs -----------------------------------------------------------------------------
+        m.submodules.merge = merge = MessageMerger(width, 3)
+        connect(m, merge=merge.o, tile=flipped(self.noc_out))
+        # Stores: descriptor and strip count per kept segment.
+        m.submodules.store_q = store_q = Queue(_STORE, 4)
+        m.submodules.cut_q = cut_q = Queue(range(MAX_SEGMENT + 1), 4)
+        m.submodules.strip = strip = StreamStrip(width, MAX_SEGMENT)
+        connect(m, peek=peek.o, strip=strip.i)
+        connect(m, cuts=cut_q.o, strip=strip.n)
+        m.submodules.store_tx = store_tx = MessageSender(width, meta_bits=MEM_META.size,
+                                                         empty_packets=True)
+        connect(m, strip=strip.o, sender=store_tx.i_data)
+        mem = self.rx_mem
+        sd = store_tx.i_hdr.payload
+        sm = data.View(MEM_META, sd.meta)
+        m.d.comb += [
+            store_tx.i_hdr.valid.eq(store_q.o.valid),
+            store_q.o.ready.eq(store_tx.i_hdr.ready),
+            sd.dst_x.eq(mem.x if mem else 0), sd.dst_y.eq(mem.y if mem else 0),
+            sd.dst_fbits.eq(mem.fbits if mem else Fbits.LOCAL0),
+            sd.src_x.eq(self.env.x), sd.src_y.eq(self.env.y), sd.src_fbits.eq(Fbits.LOCAL1),
+            sd.msg_type.eq(STORE_MEM), sd.payload_bytes.eq(store_q.o.payload.size),
+            sm.addr.eq(store_q.o.payload.addr), sm.size.eq(store_q.o.payload.size),
+            sm.wrap.eq(store_q.o.payload.wrap),
+        ]
+        connect(m, sender=store_tx.o, merge=merge.i[0])
+        # Application messages.
+        m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
+        m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
+        ad = app_tx.i_hdr.payload
+        m.d.comb += [
+            app_tx.i_hdr.valid.eq(app_out.o.valid),
+            app_out.o.ready.eq(app_tx.i_hdr.ready),
+            ad.dst_x.eq(app_out.o.payload.x), ad.dst_y.eq(app_out.o.payload.y),
+            ad.dst_fbits.eq(app_out.o.payload.fbits),
+            ad.src_x.eq(self.env.x), ad.src_y.eq(self.env.y), ad.src_fbits.eq(Fbits.LOCAL2),
+            ad.msg_type.eq(app_out.o.payload.msg_type), ad.payload_bytes.eq(0),
+            ad.meta.eq(app_out.o.payload.meta),
+        ]
+        connect(m, sender=app_tx.o, merge=merge.i[1])
+        # ARP requests.
+        m.submodules.arp_out = arp_out = Queue(unsigned(32), 2)
+        m.submodules.arp_tx = arp_tx = MessageSender(width, meta_bits=META_BITS)
+        rd_ = arp_tx.i_hdr.payload
+        arp = self.arp
+        m.d.comb += [
+            arp_tx.i_hdr.valid.eq(arp_out.o.valid),
+            arp_out.o.ready.eq(arp_tx.i_hdr.ready),
+            rd_.dst_x.eq(arp.x if arp else 0), rd_.dst_y.eq(arp.y if arp else 0),
+            rd_.dst_fbits.eq(arp.fbits if arp else Fbits.LOCAL1),
+            rd_.src_x.eq(self.env.x), rd_.src_y.eq(self.env.y), rd_.src_fbits.eq(Fbits.LOCAL3),
+            rd_.msg_type.eq(ARP_RESOLVE), rd_.payload_bytes.eq(0),
+            data.View(PACKET_META.layout(), rd_.meta).peer_ip.eq(arp_out.o.payload),
+        ]
+        connect(m, sender=arp_tx.o, merge=merge.i[2])
+        # Events to the transmit tile; commits waiting for their store acks; notifications.
+        m.submodules.ev_q = ev_q = Queue(RX_EVENT, 8)
+        connect(m, events=ev_q.o, wires=flipped(wires.rx_event))
+        m.submodules.commit_q = commit_q = Queue(_COMMIT, 8)
+        m.submodules.notify_q = notify_q = Queue(unsigned(sb), flows)
+        queued = Signal(flows)
+
+        # -- state -------------------------------------------------------------------------------
+        m.submodules.state = state_mem = Memory(shape=RX_STATE, depth=flows, init=[])
+        rd = state_mem.read_port(transparent_for=())
+        peer_rd = state_mem.read_port(transparent_for=())
+        wr = state_mem.write_port()
+        m.d.comb += [peer_rd.addr.eq(wires.rx_read_addr), wires.rx_read_data.eq(peer_rd.data)]
+        m.submodules.table = table = FlowTable(flows, cfg.ways)
+        m.submodules.ports = ports = NextHopTable(self.ports, 16)
+        s = Signal(RX_STATE)
+        t = wires.tx_read_data
+        m.d.comb += s.eq(rd.data)
+        half_open = Signal(range(flows + 1))
+        clock = Signal(32)              # the ISN clock
+        m.d.sync += clock.eq(clock + 1)
+        pending_open = Signal(_OPEN)
+        open_busy = Signal()
+
+        # -- the engine ----------------------------------------------------------------------
+        e = SimpleNamespace(
+            cfg=cfg, sb=sb, ring=ring, ring_log2=ring_log2, s=s, t=t, tcp=tcp, cur=cur,
+            opts=opts, peek=peek, ports=ports, wires=wires, counters=counters, clock=clock,
+            half_open=half_open, pending_open=pending_open, open_busy=open_busy,
+            kind=Signal(range(6)), slot=Signal(sb), gen=Signal(GEN_BITS),
+            app_ev=Signal(_APP_IN), arp_ev=Signal(_ARP_IN), commit_ev=Signal(_COMMIT),
+            txev=Signal.like(wires.tx_event.payload), found=Signal(), can_alloc=Signal(),
+            new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
+            app_msg=Signal(_APP_OUT), app_push=Signal(), store=Signal(_STORE),
+            cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(_COMMIT),
+            commit_push=Signal(), arp_push=Signal(), verdict=Signal(), keep=Signal(),
+            tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
+        )
+        kind, slot = e.kind, e.slot
+        m.d.comb += [e.new.eq(s), e.ev.slot.eq(slot), e.ev.gen.eq(e.new.gen)]
+        seg_ready = cur_valid & peek.head_valid & opts.done
+        commit_ready = commit_q.o.valid & (~commit_q.o.payload.store | (acks != 0))
+        room = (ev_q.i.ready & app_out.i.ready & store_q.i.ready & cut_q.i.ready
+                & commit_q.i.ready & arp_out.i.ready)
+        key = Signal(FLOW_KEY)
+        m.d.comb += [
+            key.peer_ip.eq(cur.meta.peer_ip), key.peer_port.eq(tcp.src_port),
+            key.local_port.eq(tcp.dst_port),
+            table.key.eq(Mux(kind == _ARP, pending_open.key, key)),
+        ]
+
+        with m.FSM(name="engine"):
+            with m.State("IDLE"):
+                with m.If(room):
+                    with m.If(commit_ready):
+                        m.d.comb += [rd.addr.eq(commit_q.o.payload.slot), commit_q.o.ready.eq(1),
+                                     ack_take.eq(commit_q.o.payload.store)]
+                        m.d.sync += [kind.eq(_COMMIT_EV), e.commit_ev.eq(commit_q.o.payload),
+                                     slot.eq(commit_q.o.payload.slot),
+                                     e.gen.eq(commit_q.o.payload.gen)]
+                        m.next = "EXEC"
+                    with m.Elif(wires.tx_event.valid):
+                        m.d.comb += [rd.addr.eq(wires.tx_event.payload.slot),
+                                     wires.tx_event.ready.eq(1)]
+                        m.d.sync += [kind.eq(_TXEV), e.txev.eq(wires.tx_event.payload),
+                                     slot.eq(wires.tx_event.payload.slot),
+                                     e.gen.eq(wires.tx_event.payload.gen)]
+                        m.next = "EXEC"
+                    with m.Elif(seg_ready):
+                        m.d.comb += table.lookup.eq(1)
+                        m.d.sync += kind.eq(_SEG)
+                        m.next = "MATCH"
+                    with m.Elif(app_q.o.valid):
+                        handle = app_q.o.payload.meta.flow
+                        m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
+                        m.d.sync += [kind.eq(_APP), e.app_ev.eq(app_q.o.payload),
+                                     slot.eq(handle[:sb]),
+                                     e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
+                        m.next = "EXEC"
+                    with m.Elif(arp_q.o.valid):
+                        m.d.comb += [table.lookup.eq(1), arp_q.o.ready.eq(1)]
+                        m.d.sync += [kind.eq(_ARP), e.arp_ev.eq(arp_q.o.payload)]
+                        m.next = "MATCH"
+                    with m.Elif(notify_q.o.valid):
+                        m.d.comb += [rd.addr.eq(notify_q.o.payload), notify_q.o.ready.eq(1)]
+                        m.d.sync += [kind.eq(_NOTIFY), slot.eq(notify_q.o.payload),
+                                     queued.bit_select(notify_q.o.payload, 1).eq(0)]
+                        m.next = "EXEC"
+            with m.State("MATCH"):
+                chosen = Mux(table.hit, table.slot, table.free_slot)
+                m.d.comb += rd.addr.eq(chosen)
+                m.d.sync += [slot.eq(chosen), e.found.eq(table.hit),
+                             e.can_alloc.eq(~table.hit & table.free)]
+                m.next = "EXEC"
+            with m.State("EXEC"):
+                with m.Switch(kind):
+                    with m.Case(_SEG):
+                        self._segment(m, e)
+                    with m.Case(_COMMIT_EV):
+                        self._commit(m, e)
+                    with m.Case(_TXEV):
+                        self._tx_event(m, e)
+                    with m.Case(_APP):
+                        self._app(m, e)
+                    with m.Case(_ARP):
+                        self._open(m, e)
+                    with m.Case(_NOTIFY):
+                        self._notify(m, e)
+                m.next = "IDLE"
+        m.d.comb += wires.tx_read_addr.eq(rd.addr)
+
+        # -- effects -------------------------------------------------------------------------
+        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.linger,
+                     e.ev.closed, e.ev.rst).any()
+        m.d.comb += [
+            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
+            ev_q.i.valid.eq(ev_any), ev_q.i.payload.eq(e.ev),
+            app_out.i.valid.eq(e.app_push), app_out.i.payload.eq(e.app_msg),
+            store_q.i.valid.eq(e.store_push), store_q.i.payload.eq(e.store),
+            cut_q.i.valid.eq(e.store_push), cut_q.i.payload.eq(e.cut),
+            commit_q.i.valid.eq(e.commit_push), commit_q.i.payload.eq(e.commit),
+            arp_out.i.valid.eq(e.arp_push), arp_out.i.payload.eq(pending_open.key.peer_ip),
+            peek.verdict.valid.eq(e.verdict), peek.verdict.payload.keep.eq(e.keep),
+            table.write.eq(e.tbl_write), table.write_valid.eq(e.tbl_valid),
+            table.write_slot.eq(slot),
+            table.write_key.peer_ip.eq(e.new.peer_ip),
+            table.write_key.peer_port.eq(e.new.peer_port),
+            table.write_key.local_port.eq(e.new.local_port),
+            ports.key.eq(tcp.dst_port),
+        ]
+        with m.If(e.verdict):
+            m.d.sync += cur_valid.eq(0)
+        m.d.sync += half_open.eq(half_open + e.half_delta)
+        with m.If(e.notify & ~queued.bit_select(slot, 1)):
+            m.d.comb += [notify_q.i.valid.eq(1), notify_q.i.payload.eq(slot)]
+            m.d.sync += queued.bit_select(slot, 1).eq(1)
+        return m
+
+    # -- the engine's event handlers (combinational, in the EXEC cycle) -------------------------
+
+    def _count(self, m, e, name):
+        counter = getattr(e.counters, name)
+        m.d.sync += counter.eq(counter + 1)
+
+    def _respond(self, m, e, msg_type, x, y, fbits, **fields):
+        """Queue an application message (fields of :data:`APP_META`)."""
+        m.d.comb += [e.app_push.eq(1), e.app_msg.msg_type.eq(msg_type), e.app_msg.x.eq(x),
+                     e.app_msg.y.eq(y), e.app_msg.fbits.eq(fbits)]
+        for name, value in fields.items():
+            m.d.comb += getattr(e.app_msg.meta, name).eq(value)
+
+    def _handle(self, e, gen=None):
+        return Cat(e.slot, Const(0, SLOT_BITS - e.sb), e.s.gen if gen is None else gen)
+
+    def _send_rst(self, m, e, seq, ack, flags):
+        """Ask the transmit tile for a reset to the segment's sender (no flow)."""
+        cur, tcp = e.cur, e.tcp
+        m.d.comb += [
+            e.ev.rst.eq(1), e.ev.seq.eq(seq), e.ev.ack.eq(ack), e.ev.rst_flags.eq(flags),
+            e.ev.peer_ip.eq(cur.meta.peer_ip), e.ev.peer_port.eq(tcp.src_port),
+            e.ev.local_port.eq(tcp.dst_port), e.ev.peer_mac.eq(cur.meta.peer_mac),
+            e.ev.vlan.eq(cur.meta.vlan), e.ev.vlan_tci.eq(cur.meta.vlan_tci),
+        ]
+
+    def _free(self, m, e):
+        """The slot's connection is over: free it and stop its timer."""
+        m.d.comb += [e.new.state.eq(ConnState.FREE), e.write.eq(1), e.tbl_write.eq(1),
+                     e.tbl_valid.eq(0), e.ev.closed.eq(1)]
+        with m.If(e.s.half_open):
+            m.d.comb += [e.new.half_open.eq(0), e.half_delta.eq(-1)]
+
+    def _abort(self, m, e, status):
+        """Reset or timed out: tell the application (if it knows the flow, or opened it)."""
+        self._free(m, e)
+        with m.If((e.s.announced != 0) | e.s.active):
+            m.d.comb += [e.new.state.eq(ConnState.ABORTED), e.new.status.eq(status),
+                         e.notify.eq(1)]
+        self._count(m, e, "reset")
+
+    def _both_closed(self, m, e):
+        """Both FINs are done: TIME-WAIT if we closed first, else free."""
+        with m.If(e.s.closed_first):
+            m.d.comb += [e.new.state.eq(ConnState.TIME_WAIT), e.write.eq(1), e.ev.linger.eq(1)]
+        with m.Else():
+            self._free(m, e)
+            self._count(m, e, "closed")
+
+    def _segment(self, m, e):
+        cfg, s, tcp, cur, opts, new = e.cfg, e.s, e.tcp, e.cur, e.opts, e.new
+        flags = tcp.flags
+        f_syn, f_ack, f_rst, f_fin = ((flags & bit).any() for bit in (SYN, ACK, RST, FIN))
+        header_len = Cat(Const(0, 2), tcp.data_offset)
+        seg_len = Signal(16)
+        seq_end = Signal(32)
+        m.d.comb += [e.verdict.eq(1), seg_len.eq(cur.length - header_len),
+                     seq_end.eq(tcp.seq + seg_len)]
+        seq, ackn, win = tcp.seq, tcp.ack, tcp.window
+
+        with m.If((e.peek.head_len < 20)
+                  | ((tcp.data_offset >= 5) & (header_len > cur.length))):
+            self._count(m, e, "truncated")
+        with m.Elif((tcp.data_offset < 5) | (f_syn & (f_fin | f_rst))):
+            self._count(m, e, "bad_header")
+        with m.Elif(~e.found):
+            rst_ack = seq_end + f_syn + f_fin
+            with m.If(f_rst):
+                self._count(m, e, "no_flow")
+            with m.Elif(f_syn & ~f_ack):
+                with m.If(~e.ports.hit):
+                    self._send_rst(m, e, 0, rst_ack, RST | ACK)
+                    self._count(m, e, "no_listener")
+                with m.Elif(~e.can_alloc | (e.half_open >= cfg.half_open)):
+                    self._count(m, e, "syn_dropped")
+                with m.Else():
+                    self._accept(m, e, opts, win)
+            with m.Elif(f_ack):
+                self._send_rst(m, e, ackn, 0, RST)
+                self._count(m, e, "no_flow")
+            with m.Else():
+                self._send_rst(m, e, 0, rst_ack, RST | ACK)
+                self._count(m, e, "no_flow")
+        with m.Elif(s.state == ConnState.SYN_SENT):
+            with m.If(f_ack & (ackn != s.iss + 1)):
+                with m.If(~f_rst):
+                    self._send_rst(m, e, ackn, 0, RST)
+                self._count(m, e, "bad_ack")
+            with m.Elif(f_rst):
+                with m.If(f_ack):
+                    self._abort(m, e, Status.REFUSED)
+                with m.Else():
+                    self._count(m, e, "rejected")
+            with m.Elif(f_syn & f_ack):
+                m.d.comb += [
+                    new.state.eq(ConnState.ESTABLISHED), new.irs.eq(seq),
+                    new.rcv_nxt.eq(seq + 1), new.rcv_stored.eq(seq + 1), new.rx_head.eq(seq + 1),
+                    new.snd_una.eq(ackn), new.snd_wnd.eq(win), new.last_win.eq(win),
+                    new.peer_mss.eq(Mux(opts.has_mss, opts.mss, DEFAULT_MSS)),
+                    new.peer_ws.eq(Mux(opts.has_ws, opts.ws, 0)), new.ws_ok.eq(opts.has_ws),
+                    e.write.eq(1), e.notify.eq(1),
+                    e.ev.ack_now.eq(1), e.ev.acked.eq(1), e.ev.ack.eq(ackn),
+                ]
+                self._count(m, e, "opened")
+            with m.Else():
+                self._count(m, e, "rejected")
+        with m.Elif(s.state == ConnState.ABORTED):
+            self._count(m, e, "rejected")
+        with m.Else():
+            self._synchronised(m, e, f_syn, f_ack, f_rst, f_fin, header_len, seg_len, seq_end)
+
+    def _accept(self, m, e, opts, win):
+        """A SYN to a port someone listens on: a new half-open connection."""
+        new, cur, tcp, s = e.new, e.cur, e.tcp, e.s
+        seq = tcp.seq
+        m.d.comb += [
+            new.eq(0), new.gen.eq(s.gen + 1), new.state.eq(ConnState.SYN_RCVD),
+            new.half_open.eq(1), e.half_delta.eq(1),
+            new.peer_ip.eq(cur.meta.peer_ip), new.peer_port.eq(tcp.src_port),
+            new.local_port.eq(tcp.dst_port), new.peer_mac.eq(cur.meta.peer_mac),
+            new.vlan.eq(cur.meta.vlan), new.vlan_tci.eq(cur.meta.vlan_tci),
+            new.app_x.eq(e.ports.dst_x), new.app_y.eq(e.ports.dst_y),
+            new.app_fbits.eq(e.ports.dst_fbits),
+            new.iss.eq(e.clock), new.irs.eq(seq), new.rcv_nxt.eq(seq + 1),
+            new.rcv_stored.eq(seq + 1), new.rx_head.eq(seq + 1),
+            new.snd_una.eq(e.clock), new.snd_wnd.eq(win), new.last_win.eq(win),
+            new.peer_mss.eq(Mux(opts.has_mss, opts.mss, DEFAULT_MSS)),
+            new.peer_ws.eq(Mux(opts.has_ws, opts.ws, 0)), new.ws_ok.eq(opts.has_ws),
+            e.write.eq(1), e.tbl_write.eq(1), e.tbl_valid.eq(1),
+            e.ev.open.eq(1), e.ev.seq.eq(e.clock),
+            e.ev.app_x.eq(e.ports.dst_x), e.ev.app_y.eq(e.ports.dst_y),
+            e.ev.app_fbits.eq(e.ports.dst_fbits),
+        ]
+        m.d.comb += e.ports.lookup.eq(1)
+
+    def _synchronised(self, m, e, f_syn, f_ack, f_rst, f_fin, header_len, seg_len, seq_end):
+        """A segment for SYN-RECEIVED, an established connection or TIME-WAIT."""
+        s, t, tcp, new = e.s, e.t, e.tcp, e.new
+        seq, ackn, win = tcp.seq, tcp.ack, tcp.window
+        wnd_end = Signal(32)
+        m.d.comb += wnd_end.eq(s.rx_head + e.ring)
+        with m.If(f_rst):
+            with m.If(seq == s.rcv_nxt):
+                self._abort(m, e, Status.RESET)
+            with m.Else():
+                with m.If(seq_le(s.rcv_nxt, seq) & seq_lt(seq, wnd_end)):
+                    m.d.comb += e.ev.ack_now.eq(1)          # a challenge ACK (RFC 5961)
+                self._count(m, e, "rejected")
+        with m.Elif(f_syn | ~f_ack):
+            with m.If(f_syn & (s.state != ConnState.SYN_RCVD)):
+                m.d.comb += e.ev.ack_now.eq(1)
+            self._count(m, e, "rejected")
+        with m.Elif((s.state == ConnState.SYN_RCVD) & (ackn != s.iss + 1)):
+            self._send_rst(m, e, ackn, 0, RST)
+            self._count(m, e, "bad_ack")
+        with m.Else():
+            una = s.snd_una
+            snd_max = Signal(32)
+            m.d.comb += snd_max.eq(Mux((t.gen == s.gen) & t.active, t.snd_max, s.iss + 1))
+            with m.If(seq_lt(snd_max, ackn)):
+                m.d.comb += e.ev.ack_now.eq(1)
+                self._count(m, e, "bad_ack")
+            with m.Else():
+                m.d.comb += e.write.eq(1)
+                with m.If(s.state == ConnState.SYN_RCVD):
+                    m.d.comb += [new.state.eq(ConnState.ESTABLISHED), new.half_open.eq(0),
+                                 e.half_delta.eq(-1), e.notify.eq(1)]
+                    self._count(m, e, "opened")
+                # The ACK, the window, the duplicate-ACK count.
+                with m.If(seq_lt(una, ackn)):
+                    m.d.comb += [new.snd_una.eq(ackn), new.dupacks.eq(0), e.ev.acked.eq(1),
+                                 e.ev.ack.eq(ackn)]
+                with m.Elif((ackn == una) & (seg_len == 0) & ~f_fin & (win == s.last_win)
+                            & (snd_max != una)):
+                    dup = Mux(s.dupacks == 7, 7, s.dupacks + 1)
+                    m.d.comb += [new.dupacks.eq(dup), e.ev.dupacks.eq(dup)]
+                with m.If(seq_le(una, ackn)):
+                    m.d.comb += [new.snd_wnd.eq(win << Mux(s.ws_ok, s.peer_ws, 0)),
+                                 new.last_win.eq(win)]
+                fin_acked_now = s.our_fin & ~s.fin_acked & seq_lt(s.our_fin_seq, ackn)
+                with m.If(fin_acked_now):
+                    m.d.comb += new.fin_acked.eq(1)
+                    with m.If(s.fin_rcvd):
+                        self._both_closed(m, e)
+                    with m.Else():
+                        m.d.comb += e.ev.linger.eq(1)       # FIN-WAIT-2: not forever
+                self._data(m, e, f_fin, header_len, seg_len, seq_end, wnd_end)
+
+    def _data(self, m, e, f_fin, header_len, seg_len, seq_end, wnd_end):
+        """The segment's data and FIN: in order, out of order, or nothing new."""
+        s, tcp, new = e.s, e.tcp, e.new
+        seq = tcp.seq
+        rs = s.rcv_stored
+        has_data = seg_len != 0
+        acc_end = Signal(32)
+        m.d.comb += acc_end.eq(seq_min(seq_end, wnd_end))
+        in_order = has_data & seq_le(seq, rs) & seq_lt(rs, acc_end)
+        ooo = has_data & seq_lt(rs, seq) & seq_lt(seq, wnd_end)
+        fin_here = f_fin & (acc_end == seq_end) & seq_le(seq, rs) & seq_le(rs, seq_end)
+        joins = ~s.ooo_valid | (seq_le(seq, s.ooo_end) & seq_le(s.ooo_start, acc_end))
+        live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.SYN_RCVD)
+
+        def store_at(start, end, cut):
+            m.d.comb += [
+                e.keep.eq(1), e.store_push.eq(1),
+                e.store.addr.eq(e.cfg.rx_base + Cat(start[:e.ring_log2], e.slot)),
+                e.store.size.eq(end - start), e.store.wrap.eq(e.ring_log2),
+                e.cut.eq(cut), e.commit_push.eq(1), e.commit.slot.eq(e.slot),
+                e.commit.gen.eq(s.gen), e.commit.store.eq(1),
+            ]
+            self._count(m, e, "stored")
+
+        with m.If(~live):
+            with m.If(has_data | f_fin):
+                m.d.comb += e.ev.ack_now.eq(1)      # TIME-WAIT: the FIN again, or stray data
+                self._count(m, e, "duplicate")
+        with m.Elif(in_order):
+            stored = Signal(32)
+            m.d.comb += stored.eq(acc_end)
+            with m.If(s.ooo_valid & seq_le(s.ooo_start, acc_end) & ~fin_here):
+                m.d.comb += [stored.eq(seq_max(acc_end, s.ooo_end)), new.ooo_valid.eq(0)]
+            store_at(rs, acc_end, header_len + (rs - seq))
+            m.d.comb += [new.rcv_stored.eq(stored + fin_here), e.commit.advance.eq(1),
+                         e.commit.end.eq(stored), e.commit.fin.eq(fin_here)]
+        with m.Elif(fin_here):
+            m.d.comb += [new.rcv_stored.eq(seq_end + 1), e.commit_push.eq(1),
+                         e.commit.slot.eq(e.slot), e.commit.gen.eq(s.gen),
+                         e.commit.advance.eq(1), e.commit.end.eq(seq_end), e.commit.fin.eq(1)]
+        with m.Elif(ooo & joins):
+            store_at(seq, acc_end, header_len)
+            m.d.comb += [
+                new.ooo_valid.eq(1),
+                new.ooo_start.eq(Mux(s.ooo_valid, seq_min(seq, s.ooo_start), seq)),
+                new.ooo_end.eq(Mux(s.ooo_valid, seq_max(acc_end, s.ooo_end), acc_end)),
+                e.ev.ack_now.eq(1),
+            ]
+            self._count(m, e, "reordered")
+        with m.Elif(ooo):
+            m.d.comb += e.ev.ack_now.eq(1)
+            self._count(m, e, "ooo_dropped")
+        with m.Elif(has_data | f_fin):
+            m.d.comb += e.ev.ack_now.eq(1)
+            with m.If(seq_le(seq_end, rs)):
+                self._count(m, e, "duplicate")
+            with m.Else():
+                self._count(m, e, "out_of_window")
+
+    def _commit(self, m, e):
+        """A store is acknowledged (or a FIN needs none): what was stored in order counts."""
+        s, c, new = e.s, e.commit_ev, e.new
+        live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.TIME_WAIT)
+        with m.If((s.gen == c.gen) & live & c.advance):
+            m.d.comb += [new.rcv_nxt.eq(c.end + c.fin), e.write.eq(1), e.ev.ack_now.eq(1)]
+            with m.If(s.rx_req | c.fin):
+                m.d.comb += e.notify.eq(1)
+            with m.If(c.fin & ~s.fin_rcvd):
+                m.d.comb += new.fin_rcvd.eq(1)
+                with m.If(s.fin_acked):
+                    self._both_closed(m, e)
+
+    def _tx_event(self, m, e):
+        s, x, new = e.s, e.txev, e.new
+        with m.If((s.gen == x.gen) & (s.state != ConnState.FREE)
+                  & (s.state != ConnState.ABORTED)):
+            with m.If(x.fin_sent & ~s.our_fin):
+                m.d.comb += [new.our_fin.eq(1), new.our_fin_seq.eq(x.seq),
+                             new.closed_first.eq(~s.fin_rcvd), e.write.eq(1)]
+            with m.If(x.expire & ((s.state == ConnState.TIME_WAIT)
+                                  | (s.fin_acked & ~s.fin_rcvd))):
+                self._free(m, e)
+                self._count(m, e, "closed")
+            with m.Elif(x.abort):
+                self._abort(m, e, Status.TIMEOUT)
+
+    def _app(self, m, e):
+        s, a, new = e.s, e.app_ev, e.new
+        meta = a.meta
+        ours = (s.gen == e.gen) & (s.announced == 2) & ((s.state == ConnState.ESTABLISHED)
+                                                        | (s.state == ConnState.TIME_WAIT))
+        closed = dict(flow=meta.flow, status=Status.CLOSED)
+        with m.Switch(a.msg_type):
+            with m.Case(MsgType.TCP_RX_MSG_REQ):
+                with m.If(ours):
+                    m.d.comb += [new.rx_req.eq(1), new.rx_req_len.eq(Mux(meta.length == 0, 1,
+                                                                         meta.length)),
+                                 e.write.eq(1), e.notify.eq(1)]
+                with m.Elif((s.gen != e.gen) | (s.state != ConnState.ABORTED)):
+                    self._respond(m, e, MsgType.TCP_RX_MSG_RESP, a.x, a.y, a.fbits, **closed)
+                    self._count(m, e, "app_bad")
+            with m.Case(MsgType.TCP_RX_ADJUST_PTR):
+                head = Signal(32)
+                m.d.comb += head.eq(s.irs + 1 + meta.ptr)
+                with m.If(ours & seq_le(s.rx_head, head) & seq_le(head, s.rcv_nxt)):
+                    half = e.ring // 2
+                    was = Signal(32)
+                    now = Signal(32)
+                    m.d.comb += [was.eq(s.rx_head + e.ring - s.rcv_nxt),
+                                 now.eq(head + e.ring - s.rcv_nxt),
+                                 new.rx_head.eq(head), e.write.eq(1)]
+                    with m.If((was < half) & (now >= half)):
+                        m.d.comb += e.ev.ack_now.eq(1)      # a window update
+                with m.Else():
+                    self._count(m, e, "app_bad")
+            with m.Case(MsgType.TCP_OPEN_REQ):
+                with m.If(e.open_busy):
+                    self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, a.x, a.y, a.fbits,
+                                  status=Status.BUSY, peer_ip=meta.peer_ip,
+                                  peer_port=meta.peer_port, local_port=meta.local_port)
+                with m.Else():
+                    p = e.pending_open
+                    m.d.sync += [p.key.peer_ip.eq(meta.peer_ip), p.key.peer_port.eq(meta.peer_port),
+                                 p.key.local_port.eq(meta.local_port), p.x.eq(a.x), p.y.eq(a.y),
+                                 p.fbits.eq(a.fbits), e.open_busy.eq(1)]
+                    m.d.comb += e.arp_push.eq(1)
+            with m.Default():
+                self._count(m, e, "app_bad")
+
+    def _open(self, m, e):
+        """The ARP tile answered: open the pending connection (the flow table was searched)."""
+        s, a, p, new = e.s, e.arp_ev, e.pending_open, e.new
+        answer = dict(peer_ip=p.key.peer_ip, peer_port=p.key.peer_port,
+                      local_port=p.key.local_port)
+        with m.If(e.open_busy & (a.peer_ip == p.key.peer_ip)):
+            m.d.sync += e.open_busy.eq(0)
+            with m.If(a.peer_mac == 0):
+                self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, p.x, p.y, p.fbits,
+                              status=Status.UNREACHABLE, **answer)
+            with m.Elif(~e.can_alloc):
+                self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, p.x, p.y, p.fbits,
+                              status=Status.BUSY, **answer)
+            with m.Else():
+                m.d.comb += [
+                    new.eq(0), new.gen.eq(s.gen + 1), new.state.eq(ConnState.SYN_SENT),
+                    new.active.eq(1), new.peer_ip.eq(p.key.peer_ip),
+                    new.peer_port.eq(p.key.peer_port), new.local_port.eq(p.key.local_port),
+                    new.peer_mac.eq(a.peer_mac), new.vlan.eq(a.vlan), new.vlan_tci.eq(a.vlan_tci),
+                    new.app_x.eq(p.x), new.app_y.eq(p.y), new.app_fbits.eq(p.fbits),
+                    new.iss.eq(e.clock), new.snd_una.eq(e.clock), new.peer_mss.eq(DEFAULT_MSS),
+                    e.write.eq(1), e.tbl_write.eq(1), e.tbl_valid.eq(1),
+                    e.ev.open.eq(1), e.ev.active.eq(1), e.ev.seq.eq(e.clock),
+                    e.ev.app_x.eq(p.x), e.ev.app_y.eq(p.y), e.ev.app_fbits.eq(p.fbits),
+                ]
+
+    def _notify(self, m, e):
+        """Tell the flow's application what it is waiting for: one message per event."""
+        cfg, s, new = e.cfg, e.s, e.new
+        app = (s.app_x, s.app_y, s.app_fbits)
+        handle = self._handle(e)
+        live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.TIME_WAIT)
+        mem = self.rx_mem
+        with m.If(s.state == ConnState.ABORTED):
+            m.d.comb += [new.state.eq(ConnState.FREE), e.write.eq(1)]
+            with m.If(s.announced != 0):
+                self._respond(m, e, MsgType.TCP_RX_MSG_RESP, *app, flow=handle, status=s.status)
+            with m.Else():
+                self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, *app, status=s.status,
+                              peer_ip=s.peer_ip, peer_port=s.peer_port, local_port=s.local_port)
+        with m.Elif(live & (s.announced != 2)):
+            send = s.announced == 1
+            base_rx = cfg.rx_base + Cat(Const(0, e.ring_log2), e.slot)
+            base_tx = cfg.tx_base + Cat(Const(0, cfg.tx_ring_log2), e.slot)
+            self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, *app, flow=handle,
+                          status=Status.OK,
+                          kind=Mux(send, BufferKind.SEND, BufferKind.RECEIVE),
+                          addr=Mux(send, base_tx, base_rx),
+                          size_log2=Mux(send, cfg.tx_ring_log2, e.ring_log2),
+                          mem_x=Mux(send, e.wires.tx_mem_x, mem.x if mem else 0),
+                          mem_y=Mux(send, e.wires.tx_mem_y, mem.y if mem else 0),
+                          peer_ip=s.peer_ip, peer_port=s.peer_port, local_port=s.local_port)
+            m.d.comb += [new.announced.eq(s.announced + 1), e.write.eq(1), e.notify.eq(1)]
+        with m.Elif(live & s.rx_req):
+            avail = Signal(32)
+            m.d.comb += avail.eq(s.rcv_nxt - s.fin_rcvd - s.rx_head)
+            with m.If((avail >= s.rx_req_len) | s.fin_rcvd):
+                self._respond(m, e, MsgType.TCP_RX_MSG_RESP, *app, flow=handle,
+                              status=Mux(s.fin_rcvd, Status.EOF, Status.OK),
+                              ptr=s.rx_head - s.irs - 1,
+                              addr=cfg.rx_base + Cat(s.rx_head[:e.ring_log2], e.slot),
+                              size_log2=e.ring_log2, length=avail)
+                m.d.comb += [new.rx_req.eq(0), e.write.eq(1)]
+
+    # -- segment input helpers -------------------------------------------------------------------
+
+    def _segments(self, m, rx):
+        """``(hdr, data)`` of the segments arriving (a :func:`packet_layout` stream)."""
+        hdr = stream.Signature(packet_layout()).create()
+        m.d.comb += [
+            hdr.valid.eq(rx.o_hdr.valid),
+            hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
+            hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+            rx.o_hdr.ready.eq(hdr.ready),
+        ]
+        return hdr, rx.o_data
+
+    def _options(self, m, peek, tcp):
+        """Walk a SYN's options, one per cycle, for MSS and window scale; other segments are
+        done at once. Returns a namespace of ``done``, ``mss``/``has_mss``, ``ws``/``has_ws``."""
+        head = peek.head
+        header_len = Cat(Const(0, 2), tcp.data_offset)
+        pos = Signal(range(MAX_HEADER_BYTES + 4))
+        walking = Signal()
+        done = Signal()
+        o = SimpleNamespace(done=done, mss=Signal(16), has_mss=Signal(), ws=Signal(4),
+                            has_ws=Signal())
+
+        def byte(offset):
+            value = Signal(8)
+            with m.Switch(pos):
+                for p in range(MAX_HEADER_BYTES):
+                    if p + offset < MAX_HEADER_BYTES:
+                        with m.Case(p):
+                            m.d.comb += value.eq(head[8 * (p + offset):8 * (p + offset) + 8])
+            return value
+
+        kind, length, b2, b3 = byte(0), byte(1), byte(2), byte(3)
+        with m.If(~peek.head_valid | peek.verdict.valid):
+            m.d.sync += [walking.eq(0), done.eq(0)]
+        with m.Elif(~walking & ~done):
+            with m.If((tcp.flags & SYN).any() & (tcp.data_offset > 5)):
+                m.d.sync += [walking.eq(1), pos.eq(20), o.has_mss.eq(0), o.has_ws.eq(0)]
+            with m.Else():
+                m.d.sync += [done.eq(1), o.has_mss.eq(0), o.has_ws.eq(0)]
+        with m.Elif(walking):
+            end = (pos >= header_len) | (kind == 0)
+            nop = kind == 1
+            bad = ~nop & ((length < 2) | (pos + length > header_len))
+            with m.If(end | bad):
+                m.d.sync += [walking.eq(0), done.eq(1)]
+            with m.Elif(nop):
+                m.d.sync += pos.eq(pos + 1)
+            with m.Else():
+                m.d.sync += pos.eq(pos + length)
+                with m.If((kind == OPT_MSS) & (length == 4)):
+                    m.d.sync += [o.mss.eq(Cat(b3, b2)), o.has_mss.eq(1)]
+                with m.If((kind == OPT_WSCALE) & (length == 3)):
+                    m.d.sync += [o.ws.eq(Mux(b2 > MAX_WSCALE, MAX_WSCALE, b2)), o.has_ws.eq(1)]
+        return o

@@ -1,0 +1,724 @@
+"""The TCP transmit tile: segments out, retransmission and congestion control, timers, the
+application's send side.
+
+Messages
+--------
+Into the tile, by destination sub-port (``dst_fbits``):
+
+=======  ===============================================  ===========  ===================
+fbits    message                                          metadata     from
+=======  ===============================================  ===========  ===================
+LOCAL0   ``TCP_TX_MSG_REQ``, ``TCP_TX_ADJUST_PTR``,       APP_META     applications
+         ``TCP_CLOSE_REQ``
+LOCAL1   ``LOAD_MEM_ACK``: a segment's data               MEM_META     the send buffer
+=======  ===============================================  ===========  ===================
+
+Out of it: ``IP_TX_DATAGRAM`` (a segment, protocol 6, to IPv4 TX: route key ``None`` or
+``"ip"``), ``LOAD_MEM`` (a segment's data, from the send buffer: route key ``"tx_mem"``,
+answered on LOCAL1) and ``TCP_TX_MSG_RESP`` (to the flow's application; route key ``"app"``
+declares the path for the deadlock check). The application formats are in
+:mod:`beehive.proto.tcp.app`.
+
+What it does
+------------
+It keeps, per flow, what has been sent (``snd_nxt``, ``snd_max``), what the application has
+written (``tail``), the congestion window (NewReno: slow start, congestion avoidance, fast
+retransmit on the third duplicate ACK and fast recovery with partial ACKs, RFC 5681/6582) and
+the retransmission timer (``rto`` doubled on each expiry up to ``rto_max``, reset on a new
+ACK; after ``max_retries`` in a row, or ``syn_retries`` for a SYN, the connection is dropped).
+A zero window with data waiting arms the persist timer, whose expiry sends a window probe
+(a bare ACK one below ``snd_una``, which the peer answers with its window). The receive tile
+tells it what arrived (:data:`~beehive.proto.tcp.state.RX_EVENT`); it reads the receive tile's
+record of the flow for the peer's address, window, ACK and what to acknowledge.
+
+Work is per flow: an event that may let a flow send (an ACK, new data, a window, a timeout)
+puts the flow in a work queue (once); each turn of a flow sends at most one segment, and the
+flow goes back in the queue while it has more to send, so flows take turns. A data segment's
+bytes are read from the send ring (``LOAD_MEM``, ``wrap`` the ring) and stored whole while
+their checksum is summed; the header (20 bytes, 28 with the SYN's MSS and window-scale
+options) is put in front as the segment leaves. At most ``load_depth`` loads are in flight,
+and the buffer holds that many segments, so ``LOAD_MEM_ACK`` never waits for ``noc_out``
+(``streaming = False``).
+
+Every segment after the SYN carries ACK, the receive tile's ``rcv_nxt`` and the window left
+in the receive ring (scaled if both sides offered window scaling).
+"""
+
+from types import SimpleNamespace
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, connect, flipped
+
+from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.header import Fbits
+from apiary.noc.merger import MessageMerger
+from apiary.noc.splitter import FbitsSplitter
+from apiary.os.memory_tile import LOAD_MEM, MEM_META
+from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
+from apiary.stream.header import byte_reverse
+from apiary.stream.packet_buffer import PacketBuffer
+from apiary.stream.queue import Queue
+from apiary.stream.realign import StreamInsert
+from apiary.tile import Tile, TileEnv
+
+from ..addresses import local_addresses
+from ..ipv4 import IpProtocol, pseudo_header_sum
+from ..messages import META_BITS, PACKET_META, MsgType
+from .app import APP_META, GEN_BITS, SLOT_BITS, Status
+from .config import TcpConfig
+from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
+                     seq_le, seq_lt, seq_max, syn_options)
+from .state import TIMER, TX_EVENT, TX_STATE, ConnState, TcpWires, TimerKind, slot_bits
+
+
+__all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP"]
+
+
+#: Route keys of the transmit tile: its send buffer, IPv4 TX, and the applications it answers.
+TX_KEY_MEMORY, TX_KEY_IP, TX_KEY_APP = "tx_mem", "ip", "app"
+
+_SEG = data.StructLayout({
+    "peer_mac": 48, "vlan": 1, "vlan_tci": 16, "peer_ip": 32,
+    "header": 8 * SYN_HEADER_BYTES,     # lane order, checksum zero
+    "header_len": 6, "data_len": 16, "has_data": 1, "header_sum": 16,
+})
+_LOAD = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
+_APP_OUT = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
+_APP_IN = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
+                             "meta": APP_META.layout()})
+_EXPIRY = data.StructLayout({"slot": 12})
+
+_RXEV, _APP, _EXPIRE, _WORK = range(4)
+
+
+def _hop(routes, *keys):
+    for key in keys:
+        hops = routes.get(key) or []
+        if hops:
+            return hops[0]
+    return None
+
+
+class TcpTxTile(Tile):
+    """The transmit half of a TCP engine (see the module docstring).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Routes: ``None`` or ``"ip"`` to IPv4 TX, ``"tx_mem"`` to the send buffer's memory tile,
+        ``"app"`` to each application (declared so that the deadlock check knows the paths;
+        responses go to the application recorded for the flow).
+    config : TcpConfig
+        The receive tile's.
+    load_depth : int
+        Data segments whose bytes may be in flight from the send buffer at once (and that the
+        segment buffer holds).
+
+    Members
+    -------
+    wires : In(TcpWires(config.flows))
+        From the receive tile.
+
+    Cost: a :data:`~beehive.proto.tcp.state.TX_STATE` record per flow (about 450 bits), a
+    :data:`~beehive.proto.tcp.state.TIMER` per flow, a work queue of ``flows`` entries, the
+    segment buffer (``load_depth`` segments).
+    """
+
+    streaming = False
+
+    def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
+                 load_depth: int = 4) -> None:
+        config = TcpConfig() if config is None else config
+        if not isinstance(config, TcpConfig):
+            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        if not isinstance(load_depth, int) or not 1 <= load_depth <= 16:
+            raise ValueError(f"load_depth must be an integer from 1 to 16, not {load_depth!r}")
+        self.config = config
+        self.load_depth = load_depth
+        super().__init__(env, {"wires": In(TcpWires(config.flows))}, {
+            "segments": "segments sent",
+            "data_segments": "segments sent with data",
+            "retransmits": "data segments sent again (after a timeout or a fast retransmit)",
+            "fast_retransmits": "fast retransmits (third duplicate ACK, or a partial ACK)",
+            "timeouts": "retransmission timer expiries",
+            "probes": "zero-window probes sent",
+            "resets": "RST segments sent",
+            "aborts": "connections dropped after too many retransmissions",
+            "app_bad": "application messages for no open connection, or with bad pointers",
+            "malformed": "messages the receivers dropped or reframed",
+        })
+        routes = self.env.next_hops("data")
+        self.ip = _hop(routes, None, TX_KEY_IP)
+        self.tx_mem = _hop(routes, TX_KEY_MEMORY)
+        if routes and (self.ip is None or self.tx_mem is None):
+            raise ValueError(f"TcpTxTile {self.env.name!r} needs a route to IPv4 TX (no key, or "
+                             f"{TX_KEY_IP!r}) and one to its send buffer with key "
+                             f"{TX_KEY_MEMORY!r}; it has keys {sorted(map(str, routes))}")
+        _, self.local_ip = local_addresses(self.env)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, width = self.config, self.env.width
+        flows, sb = cfg.flows, slot_bits(cfg.flows)
+        wires, counters = self.wires, self.counters
+        max_seg = cfg.mss
+        m.d.comb += [wires.tx_mem_x.eq(self.tx_mem.x if self.tx_mem else 0),
+                     wires.tx_mem_y.eq(self.tx_mem.y if self.tx_mem else 0)]
+
+        # -- inputs ------------------------------------------------------------------------------
+        m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1])
+        connect(m, tile=flipped(self.noc_in), split=split.i)
+        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size,
+                                                       empty_packets=True)
+        m.submodules.load_rx = load_rx = MessageReceiver(width, meta_bits=MEM_META.size,
+                                                         empty_packets=True)
+        connect(m, split=split.o[0], receiver=app_rx.i)
+        connect(m, split=split.o[1], receiver=load_rx.i)
+        m.d.comb += counters.malformed.eq(app_rx.errors + load_rx.errors + split.dropped)
+        m.submodules.app_q = app_q = Queue(_APP_IN, 4)
+        m.d.comb += [
+            app_q.i.valid.eq(app_rx.o_hdr.valid),
+            app_q.i.payload.msg_type.eq(app_rx.o_hdr.payload.msg_type),
+            app_q.i.payload.x.eq(app_rx.o_hdr.payload.src_x),
+            app_q.i.payload.y.eq(app_rx.o_hdr.payload.src_y),
+            app_q.i.payload.fbits.eq(app_rx.o_hdr.payload.src_fbits),
+            app_q.i.payload.meta.eq(app_rx.o_hdr.payload.meta),
+            app_rx.o_hdr.ready.eq(app_q.i.ready),
+            app_rx.o_data.ready.eq(1),
+        ]
+        # Loaded data: stored whole while summed; loads are only issued with room for them.
+        m.submodules.seg_buffer = buf = PacketBuffer(
+            width, max_bytes=max_seg, buffer_bytes=self.load_depth * max_seg,
+            max_queued=self.load_depth, info_width=16)
+        m.submodules.seg_sum = seg_sum = InternetChecksum(width, max_offset=0)
+        m.d.comb += load_rx.o_hdr.ready.eq(1)
+        connect(m, receiver=load_rx.o_data, buffer=buf.i)
+        m.d.comb += [
+            seg_sum.i.valid.eq(load_rx.o_data.valid & load_rx.o_data.ready),
+            seg_sum.i.payload.eq(load_rx.o_data.payload),
+            seg_sum.offset.eq(0), seg_sum.initial.eq(0),
+            buf.verdict.valid.eq(seg_sum.o.valid),
+            buf.verdict.payload.ok.eq(1),
+            buf.verdict.payload.info.eq(seg_sum.o.payload.sum),
+        ]
+
+        # -- outputs -----------------------------------------------------------------------------
+        m.submodules.merge = merge = MessageMerger(width, 3)
+        connect(m, merge=merge.o, tile=flipped(self.noc_out))
+        m.submodules.seg_q = seg_q = Queue(_SEG, 8)
+        self._emitter(m, seg_q, buf, merge.i[0])
+        m.submodules.load_q = load_q = Queue(_LOAD, 4)
+        m.submodules.load_tx = load_tx = MessageSender(width, meta_bits=MEM_META.size)
+        mem = self.tx_mem
+        ld = load_tx.i_hdr.payload
+        lm = data.View(MEM_META, ld.meta)
+        m.d.comb += [
+            load_tx.i_hdr.valid.eq(load_q.o.valid), load_q.o.ready.eq(load_tx.i_hdr.ready),
+            ld.dst_x.eq(mem.x if mem else 0), ld.dst_y.eq(mem.y if mem else 0),
+            ld.dst_fbits.eq(mem.fbits if mem else Fbits.LOCAL0),
+            ld.src_x.eq(self.env.x), ld.src_y.eq(self.env.y), ld.src_fbits.eq(Fbits.LOCAL1),
+            ld.msg_type.eq(LOAD_MEM), ld.payload_bytes.eq(0),
+            lm.addr.eq(load_q.o.payload.addr), lm.size.eq(load_q.o.payload.size),
+            lm.wrap.eq(load_q.o.payload.wrap),
+        ]
+        connect(m, sender=load_tx.o, merge=merge.i[1])
+        m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
+        m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
+        ad = app_tx.i_hdr.payload
+        m.d.comb += [
+            app_tx.i_hdr.valid.eq(app_out.o.valid), app_out.o.ready.eq(app_tx.i_hdr.ready),
+            ad.dst_x.eq(app_out.o.payload.x), ad.dst_y.eq(app_out.o.payload.y),
+            ad.dst_fbits.eq(app_out.o.payload.fbits),
+            ad.src_x.eq(self.env.x), ad.src_y.eq(self.env.y), ad.src_fbits.eq(Fbits.LOCAL0),
+            ad.msg_type.eq(MsgType.TCP_TX_MSG_RESP), ad.payload_bytes.eq(0),
+            ad.meta.eq(app_out.o.payload.meta),
+        ]
+        connect(m, sender=app_tx.o, merge=merge.i[2])
+        m.submodules.txev_q = txev_q = Queue(TX_EVENT, 4)
+        connect(m, events=txev_q.o, wires=flipped(wires.tx_event))
+
+        # -- state, timers, work -----------------------------------------------------------------
+        m.submodules.state = state_mem = Memory(shape=TX_STATE, depth=flows, init=[])
+        rd = state_mem.read_port(transparent_for=())
+        peer_rd = state_mem.read_port(transparent_for=())
+        wr = state_mem.write_port()
+        m.d.comb += [peer_rd.addr.eq(wires.tx_read_addr), wires.tx_read_data.eq(peer_rd.data)]
+        m.submodules.timers = timer_mem = Memory(shape=TIMER, depth=flows, init=[])
+        trd = timer_mem.read_port(transparent_for=())
+        scan_rd = timer_mem.read_port(transparent_for=())
+        twr = timer_mem.write_port()
+
+        tick = cfg.tick_cycles
+        prescale = Signal(range(tick))
+        now = Signal(32)
+        m.d.sync += prescale.eq(prescale + 1)
+        with m.If(prescale == tick - 1):
+            m.d.sync += now.eq(now + 1)
+
+        m.submodules.work_q = work_q = Queue(unsigned(sb), flows)
+        queued = Signal(flows)
+        m.submodules.expiry_q = expiry_q = Queue(_EXPIRY, 4)
+        expiring = Signal(flows)
+        # The scanner: one flow's timer a cycle.
+        scan = Signal(sb)
+        scan_r = Signal(sb)
+        m.d.sync += [scan.eq(scan + 1), scan_r.eq(scan)]
+        m.d.comb += scan_rd.addr.eq(scan)
+        due = (scan_rd.data.armed & ~(now - scan_rd.data.deadline)[31]
+               & ~expiring.bit_select(scan_r, 1))
+        with m.If(due & expiry_q.i.ready):
+            m.d.comb += [expiry_q.i.valid.eq(1), expiry_q.i.payload.slot.eq(scan_r)]
+            m.d.sync += expiring.bit_select(scan_r, 1).eq(1)
+
+        loads = Signal(range(self.load_depth + 1))      # data segments loaded, not yet sent
+        load_done = Signal()
+
+        # -- the engine ----------------------------------------------------------------------
+        t = Signal(TX_STATE)
+        m.d.comb += t.eq(rd.data)
+        e = SimpleNamespace(
+            cfg=cfg, sb=sb, m=m, t=t, r=wires.rx_read_data, timer=trd.data, now=now,
+            counters=counters, wires=wires, loads=loads,
+            kind=Signal(range(4)), slot=Signal(sb), rxev=Signal.like(wires.rx_event.payload),
+            app_ev=Signal(_APP_IN), gen=Signal(GEN_BITS),
+            new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
+            seg=Signal(_SEG), seg_push=Signal(), load=Signal(_LOAD), load_push=Signal(),
+            app_msg=Signal(_APP_OUT), app_push=Signal(), txev=Signal(TX_EVENT),
+            requeue=Signal(),
+        )
+        kind, slot = e.kind, e.slot
+        m.d.comb += [e.new.eq(t), e.tnew.eq(e.timer), e.txev.slot.eq(slot),
+                     e.txev.gen.eq(t.gen)]
+        room = seg_q.i.ready & load_q.i.ready & app_out.i.ready & txev_q.i.ready
+        work_room = room & (loads != self.load_depth)
+        with m.FSM(name="engine"):
+            with m.State("IDLE"):
+                with m.If(room & wires.rx_event.valid):
+                    ev = wires.rx_event.payload
+                    m.d.comb += [rd.addr.eq(ev.slot), wires.rx_event.ready.eq(1)]
+                    m.d.sync += [kind.eq(_RXEV), slot.eq(ev.slot), e.rxev.eq(ev)]
+                    m.next = "EXEC"
+                with m.Elif(room & app_q.o.valid):
+                    handle = app_q.o.payload.meta.flow
+                    m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_APP), slot.eq(handle[:sb]), e.app_ev.eq(app_q.o.payload),
+                                 e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
+                    m.next = "EXEC"
+                with m.Elif(room & expiry_q.o.valid):
+                    which = expiry_q.o.payload.slot
+                    m.d.comb += [rd.addr.eq(which), expiry_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_EXPIRE), slot.eq(which),
+                                 expiring.bit_select(which, 1).eq(0)]
+                    m.next = "EXEC"
+                with m.Elif(work_room & work_q.o.valid):
+                    m.d.comb += [rd.addr.eq(work_q.o.payload), work_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_WORK), slot.eq(work_q.o.payload),
+                                 queued.bit_select(work_q.o.payload, 1).eq(0)]
+                    m.next = "EXEC"
+            with m.State("EXEC"):
+                with m.Switch(kind):
+                    with m.Case(_RXEV):
+                        self._rx_event(m, e)
+                    with m.Case(_APP):
+                        self._app(m, e)
+                    with m.Case(_EXPIRE):
+                        self._expire(m, e)
+                    with m.Case(_WORK):
+                        self._work(m, e)
+                m.next = "IDLE"
+        m.d.comb += [wires.rx_read_addr.eq(rd.addr), trd.addr.eq(rd.addr)]
+
+        # -- effects -------------------------------------------------------------------------
+        txev_any = e.txev.fin_sent | e.txev.expire | e.txev.abort
+        m.d.comb += [
+            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
+            twr.addr.eq(slot), twr.en.eq(e.twrite), twr.data.eq(e.tnew),
+            seg_q.i.valid.eq(e.seg_push), seg_q.i.payload.eq(e.seg),
+            load_q.i.valid.eq(e.load_push), load_q.i.payload.eq(e.load),
+            app_out.i.valid.eq(e.app_push), app_out.i.payload.eq(e.app_msg),
+            txev_q.i.valid.eq(txev_any), txev_q.i.payload.eq(e.txev),
+        ]
+        m.d.sync += loads.eq(loads + e.load_push - load_done)
+        with m.If(e.requeue & ~queued.bit_select(slot, 1)):
+            m.d.comb += [work_q.i.valid.eq(1), work_q.i.payload.eq(slot)]
+            m.d.sync += queued.bit_select(slot, 1).eq(1)
+        m.d.comb += load_done.eq(self._load_done)
+        return m
+
+    # -- the segment emitter ---------------------------------------------------------------------
+
+    def _emitter(self, m, seg_q, buf, out):
+        """Segments from ``seg_q`` (with their data from ``buf`` when they have any) to IPv4
+        TX: the checksum completed, the header put in front."""
+        width = self.env.width
+        m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
+                                                 counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
+        m.submodules.seg_tx = seg_tx = MessageSender(width, meta_bits=META_BITS,
+                                                     empty_packets=True)
+        connect(m, insert=ins.o, sender=seg_tx.i_data)
+        connect(m, sender=seg_tx.o, merge=out)
+        d = seg_q.o.payload
+        # A segment starts when its data (if any) is buffered: its kind goes to the insert's
+        # queue, its data's descriptor is taken (its sum kept), then its header is offered.
+        m.submodules.kinds = kinds = Queue(unsigned(1), 4)
+        started = Signal()
+        data_sum = Signal(16)
+        with m.If(seg_q.o.valid & ~started & (~d.has_data | buf.o_desc.valid) & kinds.i.ready):
+            m.d.comb += [kinds.i.valid.eq(1), kinds.i.payload.eq(d.has_data),
+                         buf.o_desc.ready.eq(d.has_data)]
+            m.d.sync += [started.eq(1), data_sum.eq(Mux(d.has_data, buf.o_desc.payload.info, 0))]
+        ready = started
+        tcp_len = d.header_len + d.data_len
+        checksum = Signal(16)
+        m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(Const(self.local_ip, 32), d.peer_ip,
+                                                            IpProtocol.TCP.value, tcp_len),
+                                          d.header_sum, data_sum))
+        header = Signal(8 * SYN_HEADER_BYTES)
+        m.d.comb += header.eq(d.header)
+        m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
+        hop = self.ip
+        sd = seg_tx.i_hdr.payload
+        meta = data.View(PACKET_META.layout(), sd.meta)
+        desc_done = Signal()
+        head_done = Signal()
+        m.d.comb += [
+            seg_tx.i_hdr.valid.eq(ready & ~desc_done),
+            sd.dst_x.eq(hop.x if hop else 0), sd.dst_y.eq(hop.y if hop else 0),
+            sd.dst_fbits.eq(hop.fbits if hop else Fbits.LOCAL0),
+            sd.src_x.eq(self.env.x), sd.src_y.eq(self.env.y), sd.src_fbits.eq(Fbits.LOCAL0),
+            sd.msg_type.eq(MsgType.IP_TX_DATAGRAM), sd.payload_bytes.eq(tcp_len),
+            meta.peer_mac.eq(d.peer_mac), meta.vlan.eq(d.vlan), meta.vlan_tci.eq(d.vlan_tci),
+            meta.peer_ip.eq(d.peer_ip), meta.local_ip.eq(self.local_ip),
+            meta.protocol.eq(IpProtocol.TCP.value),
+            ins.hdr.valid.eq(ready & ~head_done),
+            ins.hdr.payload.data.eq(header),
+            ins.hdr.payload.nbytes.eq(d.header_len),
+        ]
+        desc_taken = seg_tx.i_hdr.valid & seg_tx.i_hdr.ready
+        head_taken = ins.hdr.valid & ins.hdr.ready
+        with m.If(desc_taken):
+            m.d.sync += desc_done.eq(1)
+        with m.If(head_taken):
+            m.d.sync += head_done.eq(1)
+        with m.If(ready & (desc_done | desc_taken) & (head_done | head_taken)):
+            m.d.comb += seg_q.o.ready.eq(1)
+            m.d.sync += [started.eq(0), desc_done.eq(0), head_done.eq(0)]
+        # The insert's packets: from the buffer (data) or empty (no data), in segment order.
+        with m.If(kinds.o.valid & kinds.o.payload):
+            connect(m, buffer=buf.o, insert=ins.i)
+        with m.Elif(kinds.o.valid):
+            m.d.comb += [ins.i.valid.eq(1), ins.i.payload.last.eq(1), ins.i.payload.nbytes.eq(0)]
+        end = ins.i.valid & ins.i.ready & ins.i.payload.last
+        m.d.comb += kinds.o.ready.eq(end)
+        self._load_done = end & kinds.o.payload
+        with m.If(seg_tx.i_hdr.valid & seg_tx.i_hdr.ready):
+            m.d.sync += self.counters.segments.eq(self.counters.segments + 1)
+
+    # -- the engine's handlers (combinational, in the EXEC cycle) -------------------------------
+
+    def _count(self, m, e, name, condition=None):
+        counter = getattr(e.counters, name)
+        if condition is None:
+            m.d.sync += counter.eq(counter + 1)
+        else:
+            with m.If(condition):
+                m.d.sync += counter.eq(counter + 1)
+
+    def _arm(self, m, e, kind, ticks):
+        m.d.comb += [e.tnew.armed.eq(1), e.tnew.kind.eq(kind),
+                     e.tnew.deadline.eq(e.now + ticks), e.twrite.eq(1)]
+
+    def _disarm(self, m, e):
+        m.d.comb += [e.tnew.armed.eq(0), e.twrite.eq(1)]
+
+    def _rto(self, e, backoff):
+        """The retransmission timeout in ticks after ``backoff`` doublings, capped."""
+        cfg = e.cfg
+        base, ceiling = cfg.ticks(cfg.rto), cfg.ticks(cfg.rto_ceiling)
+        scaled = Signal(48)
+        e.m.d.comb += scaled.eq(Const(base, 32) << backoff)
+        return Mux(scaled > ceiling, ceiling, scaled[:32])
+
+    def _mss(self, e):
+        r = e.r
+        return Mux(r.peer_mss < e.cfg.mss, r.peer_mss, e.cfg.mss)
+
+    def _rx_event(self, m, e):
+        cfg, t, new, x = e.cfg, e.t, e.new, e.rxev
+        mss = self._mss(e)
+        with m.If(x.rst):
+            self._segment(m, e, peer=x, seq=x.seq, ack=x.ack, flags=x.rst_flags, window=0)
+            self._count(m, e, "resets")
+        with m.If(x.open):
+            m.d.comb += [
+                new.eq(0), new.gen.eq(x.gen), new.active.eq(1), new.iss.eq(x.seq),
+                new.snd_nxt.eq(x.seq), new.snd_max.eq(x.seq), new.snd_una.eq(x.seq),
+                new.tail.eq(x.seq + 1), new.recover.eq(x.seq),
+                new.cwnd.eq(cfg.initial_window * cfg.mss), new.ssthresh.eq(0xFFFFFFFF),
+                new.app_x.eq(x.app_x), new.app_y.eq(x.app_y), new.app_fbits.eq(x.app_fbits),
+                e.write.eq(1), e.requeue.eq(1),
+            ]
+            self._disarm(m, e)
+        with m.Elif((x.gen == t.gen) & t.active):
+            m.d.comb += e.write.eq(1)
+            with m.If(x.closed):
+                m.d.comb += new.active.eq(0)
+                self._disarm(m, e)
+            with m.If(x.ack_now):
+                m.d.comb += [new.ack_pending.eq(1), e.requeue.eq(1)]
+            with m.If(x.linger):
+                self._arm(m, e, TimerKind.LINGER, cfg.ticks(cfg.linger))
+            with m.If(x.acked & seq_lt(t.snd_una, x.ack)):
+                self._acked(m, e, x.ack, mss)
+            with m.Elif(x.dupacks != 0):
+                self._dupack(m, e, x.dupacks, mss)
+
+    def _acked(self, m, e, ack, mss):
+        cfg, t, new = e.cfg, e.t, e.new
+        acked = Signal(32)
+        m.d.comb += [acked.eq(ack - t.snd_una), new.snd_una.eq(ack), new.retries.eq(0),
+                     new.backoff.eq(0), e.requeue.eq(1)]
+        with m.If(seq_lt(t.snd_nxt, ack)):
+            m.d.comb += new.snd_nxt.eq(ack)
+        if cfg.cc == "newreno":
+            with m.If(t.in_recovery):
+                with m.If(seq_le(t.recover, ack)):
+                    m.d.comb += [new.in_recovery.eq(0), new.cwnd.eq(t.ssthresh)]
+                with m.Else():      # a partial ACK: send the next hole at once
+                    deflated = t.cwnd - acked + mss
+                    m.d.comb += [new.rtx_pending.eq(1),
+                                 new.cwnd.eq(Mux(t.cwnd > acked, deflated, mss))]
+            with m.Elif(t.cwnd < t.ssthresh):
+                m.d.comb += new.cwnd.eq(t.cwnd + Mux(acked < mss, acked, mss))
+            with m.Else():
+                acc = t.ca_acc + acked
+                with m.If(acc >= t.cwnd):
+                    m.d.comb += [new.cwnd.eq(t.cwnd + mss), new.ca_acc.eq(acc - t.cwnd)]
+                with m.Else():
+                    m.d.comb += new.ca_acc.eq(acc)
+        with m.If(e.timer.kind != TimerKind.LINGER):
+            with m.If(ack == t.snd_max):
+                self._disarm(m, e)
+            with m.Else():
+                self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, 0))
+
+    def _dupack(self, m, e, count, mss):
+        cfg, t, new = e.cfg, e.t, e.new
+        with m.If((count == 3) & ~t.in_recovery & seq_lt(t.recover, t.snd_una)):
+            m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
+            if cfg.cc == "newreno":
+                half = (t.snd_max - t.snd_una) >> 1
+                ssthresh = Mux(half > 2 * mss, half, 2 * mss)
+                m.d.comb += [new.ssthresh.eq(ssthresh), new.cwnd.eq(ssthresh + 3 * mss),
+                             new.recover.eq(t.snd_max), new.in_recovery.eq(1)]
+        if cfg.cc == "newreno":
+            with m.If((count > 3) & t.in_recovery):
+                m.d.comb += [new.cwnd.eq(t.cwnd + mss), e.requeue.eq(1)]
+
+    def _app(self, m, e):
+        t, r, a, new = e.t, e.r, e.app_ev, e.new
+        meta = a.meta
+        ours = t.active & (t.gen == e.gen) & (r.gen == e.gen) & ~t.fin_req
+        bad = Signal()
+        with m.Switch(a.msg_type):
+            with m.Case(MsgType.TCP_TX_MSG_REQ):
+                with m.If(ours):
+                    m.d.comb += [new.tx_req.eq(1),
+                                 new.tx_req_len.eq(Mux(meta.length == 0, 1, meta.length)),
+                                 e.write.eq(1), e.requeue.eq(1)]
+                with m.Else():
+                    m.d.comb += [e.app_push.eq(1), e.app_msg.x.eq(a.x), e.app_msg.y.eq(a.y),
+                                 e.app_msg.fbits.eq(a.fbits), e.app_msg.meta.flow.eq(meta.flow),
+                                 e.app_msg.meta.status.eq(Status.CLOSED), bad.eq(1)]
+            with m.Case(MsgType.TCP_TX_ADJUST_PTR):
+                tail = Signal(32)
+                m.d.comb += tail.eq(t.iss + 1 + meta.ptr)
+                with m.If(ours & seq_le(t.tail, tail)
+                          & seq_le(tail, seq_max(t.snd_una, r.snd_una) + e.cfg.tx_ring)):
+                    m.d.comb += [new.tail.eq(tail), e.write.eq(1), e.requeue.eq(1)]
+                with m.Else():
+                    m.d.comb += bad.eq(1)
+            with m.Case(MsgType.TCP_CLOSE_REQ):
+                with m.If(ours):
+                    m.d.comb += [new.fin_req.eq(1), e.write.eq(1), e.requeue.eq(1)]
+                with m.Else():
+                    m.d.comb += bad.eq(1)
+            with m.Default():
+                m.d.comb += bad.eq(1)
+        self._count(m, e, "app_bad", bad)
+
+    def _expire(self, m, e):
+        cfg, t, r, new, timer = e.cfg, e.t, e.r, e.new, e.timer
+        due = timer.armed & ~(e.now - timer.deadline)[31]
+        with m.If(due & t.active):
+            with m.If(timer.kind == TimerKind.LINGER):
+                m.d.comb += e.txev.expire.eq(1)
+                self._disarm(m, e)
+            with m.Else():
+                handshake = (r.state == ConnState.SYN_SENT) | (r.state == ConnState.SYN_RCVD)
+                limit = Mux(handshake, cfg.syn_retries, cfg.max_retries)
+                self._count(m, e, "timeouts")
+                with m.If(t.retries >= limit):
+                    m.d.comb += e.txev.abort.eq(1)
+                    self._disarm(m, e)
+                    self._count(m, e, "aborts")
+                with m.Else():
+                    backoff = Mux(t.backoff == 15, 15, t.backoff + 1)
+                    m.d.comb += [new.retries.eq(t.retries + 1), new.backoff.eq(backoff),
+                                 e.write.eq(1), e.requeue.eq(1)]
+                    with m.If(timer.kind == TimerKind.PERSIST):
+                        m.d.comb += new.probe_pending.eq(1)
+                        self._arm(m, e, TimerKind.PERSIST, self._rto(e, backoff))
+                    with m.Else():
+                        una = seq_max(t.snd_una, r.snd_una)
+                        mss = self._mss(e)
+                        if cfg.cc == "newreno":
+                            half = (t.snd_max - una) >> 1
+                            m.d.comb += [new.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
+                                         new.cwnd.eq(mss), new.in_recovery.eq(0),
+                                         new.recover.eq(t.snd_max), new.ca_acc.eq(0)]
+                        m.d.comb += [new.snd_nxt.eq(Mux(handshake, t.iss, una)),
+                                     new.rtx_pending.eq(0)]
+                        self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, backoff))
+
+    def _work(self, m, e):
+        """A flow's turn: at most one segment, and the application's answer if it waits."""
+        cfg, t, r, new = e.cfg, e.t, e.r, e.new
+        live = t.active & (t.gen == r.gen)
+        synced = (r.state == ConnState.ESTABLISHED) | (r.state == ConnState.TIME_WAIT)
+        handshake = (r.state == ConnState.SYN_SENT) | (r.state == ConnState.SYN_RCVD)
+        una = Signal(32)
+        nxt = Signal(32)
+        m.d.comb += [una.eq(seq_max(t.snd_una, r.snd_una)), nxt.eq(seq_max(t.snd_nxt, una))]
+        mss = self._mss(e)
+        window = r.snd_wnd
+        if cfg.cc == "newreno":
+            window = Mux(t.cwnd < r.snd_wnd, t.cwnd, r.snd_wnd)
+        limit = Signal(32)
+        m.d.comb += limit.eq(una + window)
+        tail = t.tail
+        fin_seq = tail
+        data_end = Signal(32)               # the end of the data that may go now
+        m.d.comb += data_end.eq(Mux(seq_lt(limit, tail), limit, tail))
+        timer_idle = ~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)
+
+        def send_data(start, length, is_retransmit):
+            self._segment(m, e, peer=r, seq=start, ack=r.rcv_nxt, flags=ACK | PSH,
+                          window=self._window(e), data_len=length)
+            m.d.comb += [
+                e.load_push.eq(1),
+                e.load.addr.eq(cfg.tx_base + Cat(start[:cfg.tx_ring_log2], e.slot)),
+                e.load.size.eq(length), e.load.wrap.eq(cfg.tx_ring_log2),
+                new.ack_pending.eq(0), e.requeue.eq(1),
+            ]
+            self._count(m, e, "data_segments")
+            self._count(m, e, "retransmits", is_retransmit)
+            with m.If(timer_idle):
+                self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+
+        with m.If(live):
+            m.d.comb += e.write.eq(1)
+            # The application's answer, if it waits for room.
+            free = Signal(32)
+            m.d.comb += free.eq(cfg.tx_ring - (tail - una))
+            with m.If(t.tx_req & synced & (free >= t.tx_req_len)):
+                m.d.comb += [
+                    e.app_push.eq(1), new.tx_req.eq(0),
+                    e.app_msg.x.eq(t.app_x), e.app_msg.y.eq(t.app_y),
+                    e.app_msg.fbits.eq(t.app_fbits),
+                    e.app_msg.meta.flow.eq(Cat(e.slot, Const(0, SLOT_BITS - e.sb), t.gen)),
+                    e.app_msg.meta.status.eq(Status.OK),
+                    e.app_msg.meta.ptr.eq(tail - t.iss - 1),
+                    e.app_msg.meta.addr.eq(cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot)),
+                    e.app_msg.meta.size_log2.eq(cfg.tx_ring_log2),
+                    e.app_msg.meta.length.eq(free),
+                ]
+            # At most one segment.
+            rtx_len = Signal(32)
+            m.d.comb += rtx_len.eq(Mux(seq_lt(t.snd_max, tail), t.snd_max, tail) - una)
+            new_len = Signal(32)
+            m.d.comb += new_len.eq(data_end - nxt)
+            with m.If(handshake & (nxt == t.iss)):
+                active = r.state == ConnState.SYN_SENT
+                self._segment(m, e, peer=r, seq=t.iss, ack=r.rcv_nxt,
+                              flags=Mux(active, SYN, SYN | ACK), window=self._window(e, syn=True),
+                              syn=True, wscale=active | r.ws_ok)
+                m.d.comb += [new.snd_nxt.eq(t.iss + 1),
+                             new.snd_max.eq(seq_max(t.snd_max, t.iss + 1))]
+                with m.If(timer_idle):
+                    self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+            with m.Elif(~synced):
+                pass
+            with m.Elif(t.rtx_pending & seq_lt(una, t.snd_max)):
+                m.d.comb += new.rtx_pending.eq(0)
+                with m.If(rtx_len != 0):
+                    send_data(una, Mux(rtx_len > mss, mss, rtx_len), 1)
+                    self._count(m, e, "fast_retransmits")
+                with m.Else():          # only the FIN is outstanding
+                    self._fin(m, e, fin_seq)
+            with m.Elif(t.probe_pending):
+                m.d.comb += new.probe_pending.eq(0)
+                self._segment(m, e, peer=r, seq=una - 1, ack=r.rcv_nxt, flags=ACK,
+                              window=self._window(e))
+                self._count(m, e, "probes")
+            with m.Elif(seq_lt(nxt, data_end)):
+                length = Mux(new_len > mss, mss, new_len)
+                send_data(nxt, length, seq_lt(nxt, t.snd_max))
+                m.d.comb += [new.snd_nxt.eq(nxt + length),
+                             new.snd_max.eq(seq_max(t.snd_max, nxt + length))]
+            with m.Elif(t.fin_req & (nxt == tail)):
+                self._fin(m, e, fin_seq)
+                m.d.comb += [new.snd_nxt.eq(tail + 1), new.snd_max.eq(seq_max(t.snd_max,
+                                                                               tail + 1))]
+            with m.Elif(t.ack_pending):
+                self._segment(m, e, peer=r, seq=nxt, ack=r.rcv_nxt, flags=ACK,
+                              window=self._window(e))
+                m.d.comb += new.ack_pending.eq(0)
+            with m.Elif(seq_lt(nxt, tail) & (r.snd_wnd == 0) & (una == t.snd_max)
+                        & ~e.timer.armed):
+                self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
+
+    def _fin(self, m, e, seq):
+        t, r, new = e.t, e.r, e.new
+        self._segment(m, e, peer=r, seq=seq, ack=r.rcv_nxt, flags=FIN | ACK,
+                      window=self._window(e))
+        m.d.comb += [new.ack_pending.eq(0), e.requeue.eq(1)]
+        with m.If(~t.fin_announced):
+            m.d.comb += [new.fin_announced.eq(1), e.txev.fin_sent.eq(1), e.txev.seq.eq(seq)]
+        with m.If(~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)):
+            self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+
+    def _window(self, e, syn=False):
+        """The window to advertise: the room left in the receive ring, scaled (never in a
+        SYN) if both sides offered window scaling, at most 65535."""
+        cfg, r = e.cfg, e.r
+        room = Signal(32)
+        e.m.d.comb += room.eq(r.rx_head + cfg.rx_ring - r.rcv_nxt)
+        scaled = room if syn else Mux(r.ws_ok, room >> cfg.wscale, room)
+        return Mux(scaled > 0xFFFF, 0xFFFF, scaled)
+
+    def _segment(self, m, e, *, peer, seq, ack, flags, window, data_len=0, syn=False,
+                 wscale=0):
+        """Queue a segment to ``peer`` (a record with the peer's address, ports, MAC, VLAN)."""
+        cfg, seg = e.cfg, e.seg
+        plain = Signal(8 * SYN_HEADER_BYTES)
+        tcp = data.View(TCP.layout(), byte_reverse(plain[:8 * TCP_HEADER_BYTES]))
+        offset = 7 if syn else 5
+        m.d.comb += [
+            tcp.src_port.eq(peer.local_port), tcp.dst_port.eq(peer.peer_port),
+            tcp.seq.eq(seq), tcp.ack.eq(ack), tcp.data_offset.eq(offset),
+            tcp.flags.eq(flags), tcp.window.eq(window),
+        ]
+        if syn:
+            m.d.comb += plain[8 * TCP_HEADER_BYTES:].eq(
+                syn_options(Const(cfg.mss, 16), Const(cfg.wscale, 8), wscale))
+        m.d.comb += [
+            e.seg_push.eq(1), seg.header.eq(plain), seg.header_len.eq(4 * offset),
+            seg.header_sum.eq(word_sum(plain, 2 * offset)),
+            seg.data_len.eq(data_len), seg.has_data.eq(data_len != 0),
+            seg.peer_mac.eq(peer.peer_mac), seg.vlan.eq(peer.vlan),
+            seg.vlan_tci.eq(peer.vlan_tci), seg.peer_ip.eq(peer.peer_ip),
+        ]
