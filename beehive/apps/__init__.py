@@ -1,5 +1,7 @@
 """Application tiles that sit on top of the Beehive protocol tiles."""
 
 from .echo import UdpEchoTile
+from .tcp_echo import TcpEchoTile
+from .tcp_sender import TcpSenderTile
 
-__all__ = ["UdpEchoTile"]
+__all__ = ["UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]

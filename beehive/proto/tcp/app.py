@@ -49,10 +49,15 @@ A flow is named by a handle, ``flow``: the engine's flow slot in the low :data:`
 and a generation in the top :data:`GEN_BITS`, so a message about a connection that has ended
 (its slot reused) is answered with status ``CLOSED`` instead of acting on the new one.
 
-Responses go to the tile that sent the request (its ``src_x``/``src_y``/``src_fbits``);
-notifications of new connections go to the tile the RX engine routes the local port to. When a
-connection ends, the application learns it from the ``status`` of its next response:
-``EOF`` (the peer closed; ``length`` bytes are still to read), ``RESET``, ``TIMEOUT``.
+Notifications of new connections go to the tile the RX engine routes the local port to (or,
+for a connection an application opens, to that application); every response about a flow goes
+to its application too, and a request for no open connection is answered (status ``CLOSED``) to
+the tile that sent it. Responses carry the buffer's memory tile (``mem_x``/``mem_y``) as the
+notifications do. When a connection ends, the application learns it from the ``status`` of a
+``TCP_RX_MSG_RESP``: ``EOF`` (the peer closed; ``length`` bytes are still to read) answers its
+receive request; ``RESET`` or ``TIMEOUT`` comes unasked, once, as the connection is dropped;
+a ``TCP_TX_MSG_REQ`` still waiting for room is answered ``CLOSED``. As the receive and transmit
+sides are separate tiles, a transmit answer may still arrive after a ``RESET``.
 
 With Apiary (the kernel's capabilities), ``addr`` becomes the application's own handle for the
 buffer segment, which the engine obtains when it grants the segment (``send`` of the thesis's
@@ -129,7 +134,8 @@ def app_message_flits(width: int, msg_type: MsgType | int, *, dst: tuple[int, in
     """The flits of an application message with the :data:`APP_META` ``fields`` given (the
     others zero)."""
     header = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, src_x=src[0],
-                       src_y=src[1], src_fbits=src_fbits, msg_type=int(msg_type))
+                       src_y=src[1], src_fbits=src_fbits,
+                       msg_type=int(getattr(msg_type, "value", msg_type)))
     return meta_message_flits(width, header, APP_META.pack(fields), APP_META.size)
 
 

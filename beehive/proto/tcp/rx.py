@@ -349,7 +349,8 @@ class TcpRxTile(Tile):
             new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
             app_msg=Signal(_APP_OUT), app_push=Signal(), store=Signal(_STORE),
             cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(_COMMIT),
-            commit_push=Signal(), arp_push=Signal(), verdict=Signal(), keep=Signal(),
+            commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
+            keep=Signal(),
             tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
         )
         kind, slot = e.kind, e.slot
@@ -426,8 +427,8 @@ class TcpRxTile(Tile):
         m.d.comb += wires.tx_read_addr.eq(rd.addr)
 
         # -- effects -------------------------------------------------------------------------
-        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.linger,
-                     e.ev.closed, e.ev.rst).any()
+        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.wake,
+                     e.ev.linger, e.ev.closed, e.ev.rst).any()
         m.d.comb += [
             wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
             ev_q.i.valid.eq(ev_any), ev_q.i.payload.eq(e.ev),
@@ -435,7 +436,7 @@ class TcpRxTile(Tile):
             store_q.i.valid.eq(e.store_push), store_q.i.payload.eq(e.store),
             cut_q.i.valid.eq(e.store_push), cut_q.i.payload.eq(e.cut),
             commit_q.i.valid.eq(e.commit_push), commit_q.i.payload.eq(e.commit),
-            arp_out.i.valid.eq(e.arp_push), arp_out.i.payload.eq(pending_open.key.peer_ip),
+            arp_out.i.valid.eq(e.arp_push), arp_out.i.payload.eq(e.arp_ip),
             peek.verdict.valid.eq(e.verdict), peek.verdict.payload.keep.eq(e.keep),
             table.write.eq(e.tbl_write), table.write_valid.eq(e.tbl_valid),
             table.write_slot.eq(slot),
@@ -629,8 +630,10 @@ class TcpRxTile(Tile):
                     dup = Mux(s.dupacks == 7, 7, s.dupacks + 1)
                     m.d.comb += [new.dupacks.eq(dup), e.ev.dupacks.eq(dup)]
                 with m.If(seq_le(una, ackn)):
-                    m.d.comb += [new.snd_wnd.eq(win << Mux(s.ws_ok, s.peer_ws, 0)),
-                                 new.last_win.eq(win)]
+                    wnd = win << Mux(s.ws_ok, s.peer_ws, 0)
+                    m.d.comb += [new.snd_wnd.eq(wnd), new.last_win.eq(win)]
+                    with m.If(wnd > s.snd_wnd):
+                        m.d.comb += e.ev.wake.eq(1)
                 fin_acked_now = s.our_fin & ~s.fin_acked & seq_lt(s.our_fin_seq, ackn)
                 with m.If(fin_acked_now):
                     m.d.comb += new.fin_acked.eq(1)
@@ -729,7 +732,8 @@ class TcpRxTile(Tile):
     def _app(self, m, e):
         s, a, new = e.s, e.app_ev, e.new
         meta = a.meta
-        ours = (s.gen == e.gen) & (s.announced == 2) & ((s.state == ConnState.ESTABLISHED)
+        # An application knows a flow from its first notification (the receive buffer's).
+        ours = (s.gen == e.gen) & (s.announced != 0) & ((s.state == ConnState.ESTABLISHED)
                                                         | (s.state == ConnState.TIME_WAIT))
         closed = dict(flow=meta.flow, status=Status.CLOSED)
         with m.Switch(a.msg_type):
@@ -765,7 +769,7 @@ class TcpRxTile(Tile):
                     m.d.sync += [p.key.peer_ip.eq(meta.peer_ip), p.key.peer_port.eq(meta.peer_port),
                                  p.key.local_port.eq(meta.local_port), p.x.eq(a.x), p.y.eq(a.y),
                                  p.fbits.eq(a.fbits), e.open_busy.eq(1)]
-                    m.d.comb += e.arp_push.eq(1)
+                    m.d.comb += [e.arp_push.eq(1), e.arp_ip.eq(meta.peer_ip)]
             with m.Default():
                 self._count(m, e, "app_bad")
 
@@ -830,7 +834,8 @@ class TcpRxTile(Tile):
                               status=Mux(s.fin_rcvd, Status.EOF, Status.OK),
                               ptr=s.rx_head - s.irs - 1,
                               addr=cfg.rx_base + Cat(s.rx_head[:e.ring_log2], e.slot),
-                              size_log2=e.ring_log2, length=avail)
+                              size_log2=e.ring_log2, length=avail,
+                              mem_x=mem.x if mem else 0, mem_y=mem.y if mem else 0)
                 m.d.comb += [new.rx_req.eq(0), e.write.eq(1)]
 
     # -- segment input helpers -------------------------------------------------------------------

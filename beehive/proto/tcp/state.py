@@ -111,6 +111,7 @@ RX_EVENT = data.StructLayout({
     "ack_now": 1,           # send an ACK
     "acked": 1,             # new cumulative ACK ``ack``
     "dupacks": 3,           # the count of duplicate ACKs so far (0: this was none)
+    "wake": 1,              # the peer's window opened: the flow may send again
     "linger": 1,            # arm the linger timer (TIME-WAIT, or FIN-WAIT-2)
     "closed": 1,            # the slot is free: stop its timer
     "rst": 1,               # send a reset for the tuple below (no flow): seq, ack, rst_flags

@@ -465,10 +465,14 @@ class TcpTxTile(Tile):
         with m.Elif((x.gen == t.gen) & t.active):
             m.d.comb += e.write.eq(1)
             with m.If(x.closed):
-                m.d.comb += new.active.eq(0)
+                m.d.comb += [new.active.eq(0), new.tx_req.eq(0)]
                 self._disarm(m, e)
+                with m.If(t.tx_req):        # the application waits for room: it never comes
+                    self._answer(m, e, Status.CLOSED)
             with m.If(x.ack_now):
                 m.d.comb += [new.ack_pending.eq(1), e.requeue.eq(1)]
+            with m.If(x.wake):
+                m.d.comb += e.requeue.eq(1)
             with m.If(x.linger):
                 self._arm(m, e, TimerKind.LINGER, cfg.ticks(cfg.linger))
             with m.If(x.acked & seq_lt(t.snd_una, x.ack)):
@@ -625,17 +629,9 @@ class TcpTxTile(Tile):
             free = Signal(32)
             m.d.comb += free.eq(cfg.tx_ring - (tail - una))
             with m.If(t.tx_req & synced & (free >= t.tx_req_len)):
-                m.d.comb += [
-                    e.app_push.eq(1), new.tx_req.eq(0),
-                    e.app_msg.x.eq(t.app_x), e.app_msg.y.eq(t.app_y),
-                    e.app_msg.fbits.eq(t.app_fbits),
-                    e.app_msg.meta.flow.eq(Cat(e.slot, Const(0, SLOT_BITS - e.sb), t.gen)),
-                    e.app_msg.meta.status.eq(Status.OK),
-                    e.app_msg.meta.ptr.eq(tail - t.iss - 1),
-                    e.app_msg.meta.addr.eq(cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot)),
-                    e.app_msg.meta.size_log2.eq(cfg.tx_ring_log2),
-                    e.app_msg.meta.length.eq(free),
-                ]
+                m.d.comb += new.tx_req.eq(0)
+                self._answer(m, e, Status.OK, ptr=tail - t.iss - 1, length=free,
+                             addr=cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
             # At most one segment.
             rtx_len = Signal(32)
             m.d.comb += rtx_len.eq(Mux(seq_lt(t.snd_max, tail), t.snd_max, tail) - una)
@@ -680,6 +676,19 @@ class TcpTxTile(Tile):
             with m.Elif(seq_lt(nxt, tail) & (r.snd_wnd == 0) & (una == t.snd_max)
                         & ~e.timer.armed):
                 self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
+
+    def _answer(self, m, e, status, **fields):
+        """Answer the flow's application's ``TCP_TX_MSG_REQ`` (fields of ``APP_META``)."""
+        t, msg = e.t, e.app_msg
+        mem = self.tx_mem
+        m.d.comb += [
+            e.app_push.eq(1), msg.x.eq(t.app_x), msg.y.eq(t.app_y), msg.fbits.eq(t.app_fbits),
+            msg.meta.flow.eq(Cat(e.slot, Const(0, SLOT_BITS - e.sb), t.gen)),
+            msg.meta.status.eq(status), msg.meta.size_log2.eq(e.cfg.tx_ring_log2),
+            msg.meta.mem_x.eq(mem.x if mem else 0), msg.meta.mem_y.eq(mem.y if mem else 0),
+        ]
+        for name, value in fields.items():
+            m.d.comb += getattr(msg.meta, name).eq(value)
 
     def _fin(self, m, e, seq):
         t, r, new = e.t, e.r, e.new

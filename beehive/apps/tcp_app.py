@@ -1,0 +1,234 @@
+"""What the TCP application tiles share: their NoC ports, routes, requests and acks.
+
+An application of the TCP engine (:mod:`beehive.proto.tcp`; the messages are in
+:mod:`beehive.proto.tcp.app`) talks to four tiles: the engine's RX tile, its TX tile, and the
+memory tiles holding the receive and the send rings. Its NoC input is split by sub-port:
+
+=========  ==================================================  =========  ======================
+``fbits``  messages in                                         metadata   from
+=========  ==================================================  =========  ======================
+LOCAL0     ``TCP_NEW_FLOW_NOTIF``, ``TCP_RX_MSG_RESP``,        APP_META   the RX tile, the TX
+           ``TCP_TX_MSG_RESP``                                            tile
+LOCAL1     ``LOAD_MEM_ACK`` (with data), ``STORE_MEM_ACK``     MEM_META   the memory tiles
+=========  ==================================================  =========  ======================
+
+so it sends its engine requests with ``src_fbits = LOCAL0`` and its memory requests with
+``src_fbits = LOCAL1``. Engine requests go to the endpoints of its routes ``"tcp_rx"`` (the RX
+tile's LOCAL2: ``TCP_RX_MSG_REQ``, ``TCP_RX_ADJUST_PTR``, ``TCP_OPEN_REQ``) and ``"tcp_tx"``
+(the TX tile's LOCAL0: ``TCP_TX_MSG_REQ``, ``TCP_TX_ADJUST_PTR``, ``TCP_CLOSE_REQ``); memory
+requests go to the memory tile a flow's ``TCP_NEW_FLOW_NOTIF`` names (``mem_x``, ``mem_y``,
+LOCAL0). Routes ``"rx_mem"`` and ``"tx_mem"`` may be declared for the deadlock check; they are
+not used to address anything.
+
+:class:`TcpAppTile` is the base of both applications (:class:`~beehive.apps.tcp_echo.TcpEchoTile`,
+:class:`~beehive.apps.tcp_sender.TcpSenderTile`): it checks the configuration, finds the
+engine's endpoints, and builds the framing (:meth:`TcpAppTile.ports`) and the request
+descriptors (:meth:`TcpAppTile.app_request`, :meth:`TcpAppTile.mem_request`).
+"""
+
+from types import SimpleNamespace
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data
+from amaranth.lib.wiring import connect, flipped
+
+from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.header import Fbits
+from apiary.noc.merger import MessageMerger
+from apiary.noc.splitter import FbitsSplitter
+from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM
+from apiary.tile import Endpoint, Tile, TileEnv
+
+from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, Status
+from ..proto.tcp.config import TcpConfig
+
+
+__all__ = ["TcpAppTile", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM", "KEY_TX_MEM",
+           "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
+           "default_chunk"]
+
+
+#: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
+#: only) the memory tiles of the receive and the send rings.
+KEY_TCP_RX, KEY_TCP_TX, KEY_RX_MEM, KEY_TX_MEM = "tcp_rx", "tcp_tx", "rx_mem", "tx_mem"
+#: The application's sub-ports: engine messages, memory acks.
+ENGINE_FBITS, MEMORY_FBITS = Fbits.LOCAL0, Fbits.LOCAL1
+#: The engine's sub-ports for application requests (RX tile, TX tile).
+RX_APP_FBITS, TX_APP_FBITS = Fbits.LOCAL2, Fbits.LOCAL0
+#: Where a ring is: a memory tile's coordinates.
+MEM_LOC = data.StructLayout({"x": 8, "y": 8})
+
+
+def default_chunk(config: TcpConfig) -> int:
+    """The largest step an application moves by default: a segment, at most half the send
+    ring."""
+    return min(config.mss, config.tx_ring // 2)
+
+
+class TcpAppTile(Tile):
+    """Base of an application tile of the TCP engine (see the module docstring).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Routes ``"tcp_rx"`` (fbits LOCAL2) and ``"tcp_tx"`` (fbits LOCAL0); standalone (no
+        routes at all) both are tile (0, 0).
+    config : TcpConfig
+        The engine's: ``flows`` sizes per-flow state (a handle's low bits index it).
+    chunk : int or None
+        Largest number of bytes moved per step (one ``TCP_TX_MSG_REQ``, one memory request):
+        1 to ``min(tx_ring, 65536)``; default :func:`default_chunk`.
+    counters : dict
+        The tile's counters.
+    """
+
+    #: The input never waits for the output: every message is taken within a cycle.
+    streaming = False
+
+    def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
+                 chunk: int | None = None, counters: dict | None = None) -> None:
+        config = TcpConfig() if config is None else config
+        if not isinstance(config, TcpConfig):
+            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        self.config = config
+        chunk = default_chunk(config) if chunk is None else chunk
+        limit = min(config.tx_ring, 1 << 16)
+        if not isinstance(chunk, int) or isinstance(chunk, bool) or not 1 <= chunk <= limit:
+            raise ValueError(f"chunk must be a number of bytes from 1 to {limit} (the send "
+                             f"ring, at most 64 KiB), not {chunk!r}")
+        self.chunk = chunk
+        super().__init__(env, counters=counters)
+        routes = self.env.next_hops("data")
+        self.tcp_rx = self._engine(routes, KEY_TCP_RX, RX_APP_FBITS)
+        self.tcp_tx = self._engine(routes, KEY_TCP_TX, TX_APP_FBITS)
+
+    def _engine(self, routes: dict, key: str, fbits: int) -> Endpoint:
+        hops = routes.get(key) or []
+        if not routes:
+            return Endpoint(key, 0, 0, fbits)
+        if not hops:
+            raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to the TCP "
+                             f"engine with key {key!r}; it has keys {sorted(map(str, routes))}")
+        if hops[0].fbits != fbits:
+            raise ValueError(f"{type(self).__name__} {self.env.name!r}: the route {key!r} must "
+                             f"have fbits={Fbits(fbits).name} (where that tile takes application "
+                             f"requests), not {hops[0].fbits!r}")
+        return hops[0]
+
+    @property
+    def slot_bits(self) -> int:
+        """Bits of a handle that index the per-flow state."""
+        return max(1, (self.config.flows - 1).bit_length())
+
+    def handle(self, slot, gen):
+        """The 16-bit flow handle of a slot and generation."""
+        return Cat(slot, Const(0, SLOT_BITS - len(slot)), gen)
+
+    # -- framing -----------------------------------------------------------------------------------
+
+    def ports(self, m: Module, app_senders: int = 1) -> SimpleNamespace:
+        """Build the tile's framing and return it:
+
+        * ``app``: engine messages in, one a cycle at most, always taken: ``app.valid``,
+          ``app.type`` (``msg_type``), ``app.meta`` (a view of :data:`APP_META`), ``app.slot``
+          and ``app.gen`` (of ``meta.flow``), ``app.ok`` (``status`` is OK or EOF);
+        * ``mem``: memory acks in, always taken: ``mem.valid``, ``mem.type``, ``mem.meta`` (a
+          view of ``MEM_META``), ``mem.payload_bytes``; their data on ``mem.data``, which the
+          caller must take;
+        * ``app_tx``: ``app_senders`` senders of engine requests (:meth:`app_request`);
+          ``mem_tx``: the sender of memory requests (:meth:`mem_request`), whose ``i_data``
+          the caller drives for stores;
+        * ``malformed``: messages the framing dropped or reframed (a count).
+
+        Outputs are merged a whole message at a time (round-robin).
+        """
+        width = self.env.width
+        m.submodules.split = split = FbitsSplitter(width, [ENGINE_FBITS, MEMORY_FBITS])
+        connect(m, tile=flipped(self.noc_in), split=split.i)
+        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
+        m.submodules.mem_rx = mem_rx = MessageReceiver(width, meta_bits=MEM_META.size)
+        connect(m, split=split.o[0], receiver=app_rx.i)
+        connect(m, split=split.o[1], receiver=mem_rx.i)
+        senders = []
+        for k in range(app_senders):
+            sender = MessageSender(width, meta_bits=APP_META.size)
+            m.submodules[f"app_tx{k}"] = sender
+            senders.append(sender)
+        m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size)
+        m.submodules.merge = merge = MessageMerger(width, app_senders + 1)
+        for k, sender in enumerate([*senders, mem_tx]):
+            connect(m, sender=sender.o, merge=merge.i[k])
+        connect(m, merge=merge.o, tile=flipped(self.noc_out))
+
+        hdr = app_rx.o_hdr.payload
+        meta = data.View(APP_META.layout(), hdr.meta)
+        m.d.comb += [app_rx.o_hdr.ready.eq(1), app_rx.o_data.ready.eq(1),
+                     mem_rx.o_hdr.ready.eq(1)]
+        sb = self.slot_bits
+        app = SimpleNamespace(valid=app_rx.o_hdr.valid, type=hdr.msg_type, meta=meta,
+                              slot=meta.flow[:sb], gen=meta.flow[SLOT_BITS:SLOT_BITS + GEN_BITS],
+                              ok=(meta.status == Status.OK) | (meta.status == Status.EOF))
+        mem = SimpleNamespace(valid=mem_rx.o_hdr.valid, type=mem_rx.o_hdr.payload.msg_type,
+                              meta=data.View(MEM_META, mem_rx.o_hdr.payload.meta),
+                              payload_bytes=mem_rx.o_hdr.payload.payload_bytes,
+                              data=mem_rx.o_data)
+        return SimpleNamespace(app=app, mem=mem, app_tx=senders, mem_tx=mem_tx,
+                               malformed=app_rx.errors + mem_rx.errors + split.dropped)
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    def app_request(self, m: Module, sender: MessageSender, msg_type, dst: Endpoint,
+                    **fields) -> Signal:
+        """Offer an engine request on ``sender`` this cycle: ``msg_type`` to the engine tile
+        ``dst`` (:attr:`tcp_rx` or :attr:`tcp_tx`) with the :data:`APP_META` ``fields`` given
+        (the others zero). Call it from one place per cycle; returns the cycle's ``taken``."""
+        d = sender.i_hdr.payload
+        meta = data.View(APP_META.layout(), d.meta)
+        m.d.comb += [
+            sender.i_hdr.valid.eq(1),
+            d.dst_x.eq(dst.x), d.dst_y.eq(dst.y), d.dst_fbits.eq(dst.fbits),
+            d.src_x.eq(self.env.x), d.src_y.eq(self.env.y), d.src_fbits.eq(ENGINE_FBITS),
+            d.msg_type.eq(msg_type), d.payload_bytes.eq(0),
+        ]
+        for name, value in fields.items():
+            m.d.comb += getattr(meta, name).eq(value)
+        return sender.i_hdr.ready
+
+    def mem_request(self, m: Module, sender: MessageSender, *, store: bool, loc, addr, size,
+                    wrap) -> Signal:
+        """Offer ``LOAD_MEM`` (``store=False``) or ``STORE_MEM`` (its ``size`` bytes then come
+        from ``sender.i_data``) to the memory tile at ``loc`` (a :data:`MEM_LOC`), answered on
+        this tile's LOCAL1. Returns the cycle's ``taken``."""
+        d = sender.i_hdr.payload
+        meta = data.View(MEM_META, d.meta)
+        m.d.comb += [
+            sender.i_hdr.valid.eq(1),
+            d.dst_x.eq(loc.x), d.dst_y.eq(loc.y), d.dst_fbits.eq(Fbits.LOCAL0),
+            d.src_x.eq(self.env.x), d.src_y.eq(self.env.y), d.src_fbits.eq(MEMORY_FBITS),
+            d.msg_type.eq(STORE_MEM if store else LOAD_MEM),
+            d.payload_bytes.eq(size if store else 0),
+            meta.addr.eq(addr), meta.size.eq(size), meta.wrap.eq(wrap),
+        ]
+        return sender.i_hdr.ready
+
+    @staticmethod
+    def mem_ack(mem: SimpleNamespace, msg_type: int, expect, addr, size, wrap):
+        """Whether the memory ack on offer is the one expected (``expect``): its type, the
+        ``addr``, ``size`` and ``wrap`` of the request, and its payload (``size`` bytes for a
+        ``LOAD_MEM_ACK`` without ``error``, none otherwise)."""
+        meta = mem.meta
+        payload = size if msg_type == LOAD_MEM_ACK else 0
+        return (mem.valid & expect & (mem.type == msg_type) & (meta.addr == addr)
+                & (meta.size == size) & (meta.wrap == wrap)
+                & (mem.payload_bytes == Mux(meta.error, 0, payload)))
+
+    def count_dropped(self, m: Module, io: SimpleNamespace, *pulses) -> None:
+        """Drive the ``dropped`` counter: the messages the tile's logic drops (one-cycle
+        ``pulses``) and those its framing dropped or reframed."""
+        strays = Signal(32)
+        m.d.sync += strays.eq(strays + sum(pulses))
+        m.d.comb += self.counters.dropped.eq(strays + io.malformed)
+
+    def step(self, length):
+        """``min(length, chunk)``."""
+        return Mux(length > self.chunk, self.chunk, length)

@@ -1,0 +1,112 @@
+"""TCP echo on port 7 beside the UDP echo stack: ARP, ping, UDP echo and TCP echo at one address,
+on a 4 × 4 mesh::
+
+    (0,0) eth_rx ─▶ (1,0) ip_rx ─▶ (2,0) udp_rx     (3,0) tcp_rx ◀─┐
+      │               │     └────────────────────────▶ │   ▲ wires  │
+    (0,1) eth_tx ◀─ (1,1) ip_tx ◀─ (2,1) udp_tx     (3,1) tcp_tx   │
+      ▲               ▲               ▲                │           │
+    (0,2) arp       (1,2) icmp      (2,2) echo      (3,2) tcp_echo │
+                                    (2,3) tx_mem    (3,3) rx_mem ──┘
+
+The TCP engine is two tiles, ``tcp_rx`` and ``tcp_tx``, joined by dedicated wires
+(:class:`~beehive.proto.tcp.state.TcpWires`); each connection's receive ring is in ``rx_mem`` and
+its send ring in ``tx_mem``, and the echo application moves bytes from one to the other
+(:class:`~beehive.apps.TcpEchoTile`). Every tile that waits on the NoC for an answer
+(the TCP tiles, the application) never holds its input meanwhile, so the layout passes
+``apiary check``::
+
+    apiary check examples/tcp_echo.py
+    apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
+
+``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None, **tcp)``:
+``flows`` defaults to 256 at 512 bits and 32 below; ``ring`` is each connection's receive and
+send ring; ``rto`` the retransmission timeout in cycles (default 200,000: 0.8 ms at 250 MHz, and
+a fraction of a second of a TAP bridge's idle time, which it runs at ``idle_hz``); ``tcp``
+overrides any other :class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port
+7 too (UDP and TCP ports are separate).
+"""
+
+import importlib.util
+import pathlib
+
+from apiary.design import Design
+from apiary.noc.header import Fbits
+from apiary.os.memory_tile import MemoryTile
+from beehive.apps import TcpEchoTile
+from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
+from beehive.proto.arp import RESOLVED_KEY
+from beehive.proto.ipv4 import IpProtocol
+from beehive.proto.tcp import TcpConfig, TcpRxTile, TcpTxTile
+
+
+def _udp_echo():
+    """``examples/udp_echo.py`` as a module (the examples are scripts, not a package)."""
+    path = pathlib.Path(__file__).resolve().with_name("udp_echo.py")
+    spec = importlib.util.spec_from_file_location("_apiary_example_udp_echo", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+udp_echo = _udp_echo()
+
+ECHO_PORT = 7
+#: Simulated cycles per wall-clock second while a TAP-bridged simulation is idle, so that the
+#: retransmission timer runs while Linux thinks.
+IDLE_HZ = 1_000_000
+
+
+def tcp_config(width=512, flows=None, ring=16384, rto=None, **more):
+    """The engine's :class:`TcpConfig` for this example (``more`` overrides any field)."""
+    if flows is None:
+        flows = 256 if width >= 256 else 32
+    fields = dict(flows=flows, rx_ring=ring, tx_ring=ring, rto=200_000 if rto is None else rto,
+                  linger=400_000)
+    fields.update(more)
+    return TcpConfig(**fields)
+
+
+def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=None,
+           ring=16384, rto=None, **tcp):
+    d = Design("tcp_echo", cols=4, rows=4, width=width)
+    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ)
+    udp_echo.build_stack(d, port)
+    config = tcp_config(width, flows, ring, rto, **tcp)
+    add_tcp(d, config)
+    d.add("tcp_echo", TcpEchoTile, at=(3, 2), config=config)
+    connect_app(d, "tcp_echo", port)
+    return d
+
+
+def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_at=(2, 3)):
+    """Add the TCP engine (``tcp_rx``, ``tcp_tx``), its two buffer memories and their routes to
+    a design that has ``ip_rx``, ``ip_tx`` and ``arp``."""
+    d.add("tcp_rx", TcpRxTile, at=rx_at, config=config)
+    d.add("tcp_tx", TcpTxTile, at=tx_at, config=config)
+    d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes())
+    d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes())
+    d.wire("tcp_rx", "tcp_tx")
+    d.route("ip_rx", "tcp_rx", key=IpProtocol.TCP.value)
+    d.route("tcp_rx", "rx_mem", key="rx_mem")
+    d.route("rx_mem", "tcp_rx", fbits=Fbits.LOCAL1)
+    d.route("tcp_tx", "ip_tx")
+    d.route("tcp_tx", "tx_mem", key="tx_mem")
+    d.route("tx_mem", "tcp_tx", fbits=Fbits.LOCAL1)
+    return d
+
+
+def connect_app(d, app, port=None, *, opens=False):
+    """Routes between the TCP engine and the application tile ``app``: new connections to
+    ``port`` go to it (if given); ``opens``: it also opens connections (through ARP)."""
+    d.route("tcp_rx", app, key="app" if port is None else port)
+    d.route("tcp_tx", app, key="app")
+    d.route(app, "tcp_rx", key="tcp_rx", fbits=Fbits.LOCAL2)
+    d.route(app, "tcp_tx", key="tcp_tx")
+    d.route(app, "rx_mem", key="rx_mem")
+    d.route("rx_mem", app, fbits=Fbits.LOCAL1)
+    d.route(app, "tx_mem", key="tx_mem")
+    d.route("tx_mem", app, fbits=Fbits.LOCAL1)
+    if opens:
+        d.route("tcp_rx", "arp", key="arp")
+        d.route("arp", "tcp_rx", key=RESOLVED_KEY, fbits=Fbits.LOCAL3)
+    return d

@@ -1,0 +1,406 @@
+"""The TCP engine through the whole simulated stack (examples/tcp_echo.py and tcp_connect.py),
+driven by a scripted peer (scapy) at 64 and 512 bits on Verilator: handshakes and options,
+data both ways, windows (the peer's and ours, zero included), reordering and duplicates, loss
+recovered by fast retransmit and by the timer with back-off, FIN and RST, a SYN flood, malformed
+segments, an active open, slots reused. ``test_pysim_*`` runs a short exchange on Amaranth's
+simulator too. Every segment the design sends has its checksums checked (``Peer.run``).
+"""
+
+import importlib.util
+import pathlib
+import random
+import struct
+
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import ARP, Ether
+
+from apiary.design import Design
+from apiary.sim import open_sim
+from apiary.stream.checksum import internet_checksum
+from apiary.tiles.forward import ForwardTile
+from beehive.bench.tcp_peer import (DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, seq_add,
+                                    seq_diff)
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
+
+
+def example(name):
+    spec = importlib.util.spec_from_file_location(f"_test_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tcp_echo = example("tcp_echo")
+tcp_connect = example("tcp_connect")
+
+#: Small and quick: 8 flows, 4 KiB rings, a 20,000-cycle RTO, few retries, a short linger.
+TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
+RTO = TEST["rto"]
+WIDTHS = [64, 512]
+
+
+def echo_sim(width, **kw):
+    return open_sim(tcp_echo.design(width=width, **TEST), "verilator", **kw)
+
+
+def counters(sim):
+    return {k: v for k, v in sim.counters().items() if v}
+
+
+def data_segments(segments):
+    return [s for s in segments if s.data]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_handshake_options_echo_and_close(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        synack = p.connect()
+        options = dict(synack.tcp.options)
+        # Our MSS and window scale (0: a 4 KiB ring needs none), no SACK, no timestamps.
+        assert options == {"MSS": 1460, "NOP": None, "WScale": 0}
+        assert synack.tcp.window == 4096
+        assert p.exchange(b"hello, world", cycles=3000) == b"hello, world"
+        # The peer closes; the echo closes its side after the end of the stream.
+        p.send("FA")
+        p.snd_nxt = seq_add(p.snd_nxt, 1)
+        for _ in range(10):
+            p.run(3000)
+            if p.fin:
+                break
+        assert p.fin, p.seen
+        p.run(3000)
+        c = counters(sim)
+        assert c["tcp_rx_opened"] == 1 and c["tcp_rx_closed"] == 1
+        assert c["tcp_echo_bytes"] == 12
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bulk_echo_respects_the_peers_scaled_window(width):
+    rng = random.Random(width)
+    data = rng.randbytes(40_000)
+    window = 16                        # × 2**7 = 2048 bytes, with the peer's window scale 7
+    with echo_sim(width) as sim:
+        p = Peer(sim, window=window)
+        p.connect()
+        sent = 0
+        acked_at = {}                  # the highest ACK the peer had sent before each run
+        while len(p.stream) < len(data) and sim.cycle < 3_000_000:
+            while sent < len(data) and sent - len(p.stream) < 3000:
+                n = min(1460, len(data) - sent, 3000 - (sent - len(p.stream)))
+                p.send_data(data[sent:sent + n])
+                sent += n
+            limit = seq_add(p.rcv_nxt, window << 7)
+            for s in p.run(2000):
+                acked_at[s.tcp.seq] = limit
+                assert seq_diff(limit, seq_add(s.tcp.seq, len(s.data))) >= 0, \
+                    "the design sent beyond the window the peer advertised"
+        assert bytes(p.stream) == data
+        assert all(len(s.data) <= 1460 for s in p.seen)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_out_of_order_and_duplicate_segments(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        base = p.snd_nxt
+        first, second, third = b"A" * 300, b"B" * 200, b"C" * 100
+        # The third segment first, then the second (both out of order), then the first.
+        p.send_data(third, seq=seq_add(base, 500))
+        p.send_data(second, seq=seq_add(base, 300))
+        acks = p.run(3000)
+        # Each out-of-order segment is acknowledged at once, at the gap: duplicate ACKs.
+        assert [s.tcp.ack for s in acks] == [base, base]
+        p.send_data(first, seq=base)
+        p.send_data(first, seq=base)               # a duplicate
+        p.send_data(b"A" * 100 + b"B" * 50, seq=seq_add(base, 200))   # overlaps both sides
+        p.snd_nxt = seq_add(base, 600)
+        for _ in range(5):
+            p.run(3000)
+        assert bytes(p.stream) == first + second + third
+        c = counters(sim)
+        assert c["tcp_rx_reordered"] == 2 and c["tcp_rx_duplicate"] >= 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_lost_segment_comes_back_by_fast_retransmit(width):
+    rng = random.Random(5)
+    data = rng.randbytes(4000)          # within the design's 4 KiB window
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        for i in range(0, len(data), 1000):
+            p.send_data(data[i:i + 1000])
+        lost = []
+
+        def lose_first(seen):
+            if seen.data and not lost:
+                lost.append(seen)
+                return True
+            return False
+        segments = p.run(4000, ack=False, lose=lose_first)
+        assert len(data_segments(segments)) >= 3 and lost
+        # Three duplicate ACKs for the lost one (the segments after it arrived).
+        for _ in range(3):
+            p.send("A", ack=lost[0].tcp.seq)
+        again = p.run(1000, ack=False)
+        resent = [s for s in again if s.data and s.tcp.seq == lost[0].tcp.seq]
+        assert resent, "no fast retransmit within 1000 cycles"
+        assert resent[0].cycle - lost[0].cycle < RTO // 2
+        p.send("A")
+        for _ in range(5):
+            p.run(3000)
+        assert bytes(p.stream) == data
+        c = counters(sim)
+        assert c["tcp_tx_fast_retransmits"] >= 1 and "tcp_tx_timeouts" not in c
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_retransmission_timer_backs_off_then_gives_up(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        p.send_data(b"x" * 100)
+        tries = []
+        for _ in range(20):
+            tries += [s for s in p.run(10_000, ack=False) if s.data]
+            if len(tries) > TEST["max_retries"]:
+                break
+        p.run(20 * RTO, ack=False)
+        assert len(tries) == 1 + TEST["max_retries"], tries
+        gaps = [b.cycle - a.cycle for a, b in zip(tries, tries[1:])]
+        tick = 1024
+        for k, gap in enumerate(gaps):
+            # RTO doubled at each expiry, to the tick (and a timer scan) either way.
+            assert (RTO << k) - tick <= gap <= (RTO << k) + 2 * tick, gaps
+        c = counters(sim)
+        assert c["tcp_tx_aborts"] == 1 and c["tcp_rx_reset"] == 1
+        assert c["tcp_tx_retransmits"] == TEST["max_retries"]
+        # The connection is gone: the peer's next segment is answered with a reset.
+        p.send_data(b"late")
+        assert [s.flags for s in p.run(3000)] == ["R"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_zero_window_holds_data_and_probes_until_it_opens(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim, window=0)
+        p.connect()
+        p.send_data(b"held back")
+        held = p.run(3 * RTO, ack=False)
+        assert not data_segments(held)
+        probes = [s for s in held if s.tcp.seq == seq_add(p.iss, 0) and not s.data]
+        assert probes, "no window probe under a zero window"
+        p.window = 8192
+        p.send("A")
+        for _ in range(3):
+            p.run(3 * RTO)
+        assert bytes(p.stream) == b"held back"
+        assert counters(sim)["tcp_tx_probes"] >= 1
+
+
+class SinkTile(ForwardTile):
+    """An application that takes every message and does nothing (never holds its input)."""
+    streaming = False
+
+
+@pytest.mark.parametrize("width", [64])
+def test_a_full_receive_ring_closes_the_window(width):
+    """An application that never reads: the advertised window falls to zero, data past it is
+    dropped and counted, and every ACK says so."""
+    d = Design("tcp_sink", cols=4, rows=4, width=width)
+    d.settings.update(mac=DESIGN_MAC, ipv4=DESIGN_IP)
+    tcp_echo.udp_echo.build_stack(d)
+    config = tcp_echo.tcp_config(width, **TEST)
+    tcp_echo.add_tcp(d, config)
+    d.add("sink", SinkTile, at=(3, 2))
+    tcp_echo.connect_app(d, "sink", 7)
+    with open_sim(d, "verilator") as sim:
+        p = Peer(sim)
+        p.connect()
+        for i in range(4):
+            p.send_data(bytes([i]) * 1024)
+        acks = p.run(4000)
+        assert acks[-1].tcp.window == 0 and acks[-1].tcp.ack == p.snd_nxt
+        p.send_data(b"no room")
+        late = p.run(3000)
+        assert late[-1].tcp.ack == seq_add(p.snd_nxt, -7) and late[-1].tcp.window == 0
+        assert counters(sim)["tcp_rx_out_of_window"] == 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_resets_closed_ports_and_unknown_flows(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        assert p.exchange(b"before", cycles=3000) == b"before"
+        # A reset out of the window is ignored; one in the window but not exact is challenged.
+        p.send("R", seq=seq_add(p.snd_nxt, 100_000))
+        assert p.run(3000) == []
+        p.send("R", seq=seq_add(p.snd_nxt, 10))
+        assert [s.flags for s in p.run(3000)] == ["A"]
+        # The exact one ends the connection; the application is told.
+        p.send("R")
+        assert p.run(3000) == []
+        c = counters(sim)
+        assert c["tcp_rx_reset"] == 1 and c["tcp_echo_ended"] == 1
+        p.send_data(b"after")
+        reset = p.run(3000)
+        assert [s.flags for s in reset] == ["R"]
+        assert reset[0].tcp.seq == p.rcv_nxt      # RST's seq is the ACK it answers
+        # A SYN to a closed port: RST|ACK acknowledging the SYN.
+        closed = Peer(sim, sport=40001, dport=9, isn=555)
+        closed.send("S", ack=0)
+        answer = closed.run(3000)
+        assert [(s.flags, s.tcp.ack) for s in answer] == [("RA", 556)]
+        assert counters(sim)["tcp_rx_no_listener"] == 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_syn_flood_holds_only_max_half_open_slots(width):
+    half_open = TEST["flows"] // 4
+    with echo_sim(width) as sim:
+        friend = Peer(sim, sport=30000)
+        friend.connect()
+        flood = [Peer(sim, sport=50000 + i, isn=i * 1000) for i in range(3 * half_open)]
+        for f in flood:
+            f.send("S", ack=0)
+        sim.run(3000)
+        answered = {Ether(f.data)[TCP].dport for f in sim.received(clear=True)}
+        c = counters(sim)
+        assert c["tcp_rx_syn_dropped"] == 2 * half_open
+        # The established connection is untouched.
+        assert friend.exchange(b"still here", cycles=3000) == b"still here"
+        # The half-open ones time out (two SYN-ACK retries), and a new peer gets in.
+        sim.run((RTO + 2 * RTO + 4 * RTO) + 10_000)
+        late = Peer(sim, sport=60000)
+        late.connect()
+        assert late.exchange(b"in", cycles=3000) == b"in"
+        assert len(answered) <= half_open
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_malformed_segments_are_dropped_and_counted(width):
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        good = p.segment("PA", data=b"good")
+
+        def raw_with(tcp_bytes):
+            frame = bytes(Ether(src=PEER_MAC, dst=DESIGN_MAC)
+                          / IP(src=PEER_IP, dst=DESIGN_IP, proto=6) / tcp_bytes)
+            return frame
+
+        valid = bytes(good[TCP])
+        bad_sum = bytearray(valid)
+        bad_sum[16] ^= 0xFF
+        long_offset = bytearray(bytes(p.segment("PA", data=b"abc")[TCP]))
+        long_offset[12] = 0xF0             # 60-byte header in a 23-byte segment
+        del_offset = p.segment("PA", data=b"abc")
+        del_offset[TCP].dataofs = 4
+        syn_fin = p.segment("SF")
+        for frame in (raw_with(bytes(bad_sum)), fix_checksum(valid[:12], at=10),
+                      fix_checksum(long_offset), bytes(syn_fin)):
+            sim.send(frame)
+        sim.send(del_offset)
+        p.run(3000)
+        c = counters(sim)
+        assert c["tcp_rx_bad_checksum"] == 1
+        assert c["tcp_rx_truncated"] == 2
+        assert c["tcp_rx_bad_header"] == 2
+        # The next good segment goes through.
+        assert p.exchange(b"good", cycles=3000) == b"good"
+
+
+def fix_checksum(tcp_bytes, at=16):
+    """A frame carrying these TCP bytes, the 16-bit word at byte ``at`` (the checksum field, or
+    any word of a segment too short to have one) set so that the checksum is right."""
+    src = bytes(int(x) for x in PEER_IP.split("."))
+    dst = bytes(int(x) for x in DESIGN_IP.split("."))
+    raw = bytearray(tcp_bytes)
+    raw[at:at + 2] = b"\0\0"
+    pseudo = src + dst + struct.pack("!BBH", 0, 6, len(raw))
+    raw[at:at + 2] = struct.pack("!H", internet_checksum(pseudo + bytes(raw)))
+    return bytes(Ether(src=PEER_MAC, dst=DESIGN_MAC) / IP(src=PEER_IP, dst=DESIGN_IP, proto=6)
+                 / bytes(raw))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_slots_are_reused_after_close(width):
+    with echo_sim(width) as sim:
+        for i in range(2 * TEST["flows"] + 1):
+            p = Peer(sim, sport=20000 + i, isn=i * 7919)
+            p.connect()
+            assert p.exchange(bytes([i]) * 10, cycles=3000) == bytes([i]) * 10
+            p.send("FA")
+            p.snd_nxt = seq_add(p.snd_nxt, 1)
+            for _ in range(5):
+                p.run(3000)
+                if p.fin:
+                    break
+            assert p.fin
+            p.run(2000)
+        c = counters(sim)
+        assert c["tcp_rx_opened"] == c["tcp_rx_closed"] == 2 * TEST["flows"] + 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
+    length = 10_000
+    d = tcp_connect.design(width=width, start=500, length=length, **TEST)
+    with open_sim(d, "verilator") as sim:
+        sim.run(2000)
+        arp = [Ether(f.data) for f in sim.received(clear=True)]
+        assert [a[ARP].pdst for a in arp] == [PEER_IP] and arp[0].dst == "ff:ff:ff:ff:ff:ff"
+        sim.send(Ether(src=PEER_MAC, dst=DESIGN_MAC) / ARP(op=2, hwsrc=PEER_MAC, psrc=PEER_IP,
+                                                            hwdst=DESIGN_MAC, pdst=DESIGN_IP))
+        sim.run(2000)
+        syn = Ether(sim.received(clear=True)[0].data)[TCP]
+        assert str(syn.flags) == "S" and dict(syn.options)["MSS"] == 1460
+        p = Peer(sim, sport=5001, dport=syn.sport, isn=9000)
+        p.rcv_nxt = seq_add(syn.seq, 1)
+        p.send("SA", ack=p.rcv_nxt, options=[("MSS", 1000), ("NOP", None), ("WScale", 2)])
+        p.snd_nxt = 9001
+        for _ in range(30):
+            p.run(3000)
+            if p.fin:
+                break
+        assert bytes(p.stream) == bytes(k % 251 for k in range(length)) and p.fin
+        assert all(len(s.data) <= 1000 for s in p.seen)       # the peer's MSS
+        # We close too: the design closed first, so it lingers in TIME-WAIT, then frees.
+        p.send("FA")
+        p.snd_nxt = seq_add(p.snd_nxt, 1)
+        p.run(3000)
+        assert "tcp_rx_closed" not in counters(sim)
+        p.run(2 * TEST["linger"])
+        assert counters(sim)["tcp_rx_closed"] == 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_active_open_refused_then_retried(width):
+    d = tcp_connect.design(width=width, start=500, length=100, retry=5000, **TEST)
+    with open_sim(d, "verilator") as sim:
+        sim.run(2000)
+        sim.received(clear=True)
+        sim.send(Ether(src=PEER_MAC, dst=DESIGN_MAC) / ARP(op=2, hwsrc=PEER_MAC, psrc=PEER_IP,
+                                                            hwdst=DESIGN_MAC, pdst=DESIGN_IP))
+        sim.run(2000)
+        syn = Ether(sim.received(clear=True)[0].data)[TCP]
+        p = Peer(sim, sport=5001, dport=syn.sport)
+        p.send("RA", seq=0, ack=seq_add(syn.seq, 1))
+        sim.run(10_000)
+        again = [Ether(f.data) for f in sim.received(clear=True)]
+        assert any(TCP in a and str(a[TCP].flags) == "S" for a in again)
+        c = counters(sim)
+        assert c["sender_failed"] == 1 and c["sender_opens"] == 2
+
+
+def test_pysim_handshake_and_echo():
+    """The same engine on Amaranth's simulator (slow: a short exchange)."""
+    with open_sim(tcp_echo.design(width=64, **TEST), "pysim") as sim:
+        p = Peer(sim)
+        p.connect(cycles=300)
+        assert p.exchange(b"pysim", cycles=400, rounds=3) == b"pysim"
