@@ -16,17 +16,18 @@ in (``dst_fbits``)          from                  what the tile does
 ``TCP_RX_MSG_RESP``         RX tile               OK or EOF: bytes to echo (kept per flow,
 (LOCAL0)                                          the flow queued for a job); RESET, TIMEOUT,
                                                   CLOSED: the connection is over, forgotten
-``TCP_TX_MSG_RESP``         TX tile               room in the send ring for the job's bytes
+``TCP_TX_MSG_RESP``         TX tile               room in the send ring for a job's bytes
 (LOCAL0)
-``LOAD_MEM_ACK`` (LOCAL1)   receive ring's memory the job's bytes
-``STORE_MEM_ACK`` (LOCAL1)  send ring's memory    the job's bytes are written
+``LOAD_MEM_ACK`` (LOCAL1)   receive ring's memory a job's bytes
+``STORE_MEM_ACK`` (LOCAL1)  send ring's memory    a job's bytes are written
 ==========================  ====================  =========================================
 
 Out: engine requests (``src_fbits`` LOCAL0) to route ``"tcp_rx"`` (the RX tile's LOCAL2) or
 ``"tcp_tx"`` (the TX tile's LOCAL0), memory requests (``src_fbits`` LOCAL1) to the memory
 tile the flow's notification named (LOCAL0).
 
-Per connection, with ``n = min(length, chunk)`` for a response reporting ``length`` bytes::
+Per connection, with ``n = min(length, chunk)`` for a response reporting ``length`` bytes, one
+job per response::
 
     NEW_FLOW_NOTIF(RECEIVE) ─▶ RX_MSG_REQ(flow, 1)
     RX_MSG_RESP(OK or EOF, ptr p, addr a, size_log2 k, length > 0)
@@ -39,10 +40,10 @@ Per connection, with ``n = min(length, chunk)`` for a response reporting ``lengt
 so a response of more than ``chunk`` bytes is served a chunk at a time (the engine answers the
 next request at once). A non-OK ``TCP_TX_MSG_RESP``, or a ``TCP_RX_MSG_RESP`` with RESET,
 TIMEOUT or CLOSED, ends the flow (counted once in ``ended``, also after the tile's own close):
-the job in progress for it stops (after the memory ack it waits for, if any: no memory request
-is ever abandoned; bytes loaded for it are discarded), nothing more is sent for it, and what
+its job in progress stops (after the memory ack it waits for, if any: no memory request is
+ever abandoned; bytes loaded for it are discarded), nothing more is sent for it, and what
 comes for it afterwards is dropped. A memory ack with ``error`` set gives the flow up
-(``mem_errors``).
+(``mem_errors``). Other flows' jobs go on meanwhile.
 
 Structure: the input is never held (``streaming = False``); each message is handled the cycle
 it is offered, with room guaranteed for whatever it leaves behind:
@@ -50,23 +51,42 @@ it is offered, with room guaranteed for whatever it leaves behind:
 * per flow (indexed by the handle's slot): the generation of the connection it holds, whether
   it is live, its receive and send rings' memory tiles, and the latest ``TCP_RX_MSG_RESP``;
 * a FIFO of flows whose notification arrived (their first ``TCP_RX_MSG_REQ`` goes out from it,
-  whatever the job does) and a FIFO of flows with a response to serve: each flow is in each at
+  whatever the jobs do) and a FIFO of flows with a response to serve: each flow is in each at
   most once (a bit per flow says so), so ``flows`` entries always suffice;
-* one job at a time, so at most one ``TCP_TX_MSG_RESP``, one ``LOAD_MEM_ACK`` (whose data a
-  :class:`~apiary.stream.packet_buffer.PacketBuffer` of ``chunk`` bytes always has room for)
-  and one ``STORE_MEM_ACK`` are outstanding. Acks are matched to the job's request (type,
-  ``addr``, ``size``, ``wrap``), responses to its handle; anything else is dropped and counted.
+* up to ``jobs`` jobs at once, each on a different flow slot (the flow at the head of the
+  FIFO waits while a job of its slot's previous connection, ended, still awaits a memory ack).
+  A job is a record (flow, ``n``, both rings) and a step, with at most one request or answer
+  outstanding: a flow waiting for room in its send ring holds only its own job (only when all
+  ``jobs`` wait for room does everything wait). Engine requests leave on one sender, the
+  jobs' in turn (round-robin); memory requests on another, the oldest loaded chunk's store
+  before loads. A request once offered stays on offer until taken; a dead job's request not
+  yet offered is withdrawn;
+* answers are matched to the job awaiting them: ``TCP_TX_MSG_RESP`` by its flow handle,
+  ``LOAD_MEM_ACK`` and ``STORE_MEM_ACK`` by the ``addr``, ``size`` and ``wrap`` of the job's
+  request (each job is on its own flow slot, and each slot's ring has its own address). No
+  order is assumed: acks may come back in any order, from any number of memory tiles, with
+  any number of loads outstanding to each. Anything else is dropped and counted;
+* loaded bytes go into a :class:`~apiary.stream.packet_buffer.PacketBuffer` of ``jobs``
+  chunks: a job has at most one chunk loaded or on its way, so its room is reserved before
+  its ``LOAD_MEM`` leaves. Chunks are stored in the order their acks came; the chunk of a job
+  that died meanwhile is discarded.
 
-Throughput: one chunk per job; a job is its messages' round trips (engine, receive memory,
-send memory) plus the chunk's words twice, so it is latency-bound: with an engine and memories
-that answer at once, 24 cycles per 100-byte chunk at 512 bits (44 per 730 bytes), 88 at 64
-bits (246). While a job waits for room in one flow's send ring (a peer that does not read), the
-other flows wait too.
+Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 7
+cycles of the tile's own: 3 from a ``TCP_RX_MSG_RESP`` to its ``TCP_TX_MSG_REQ`` (queue,
+response read, check), 1 from a ``TCP_TX_MSG_RESP`` or a ``STORE_MEM_ACK`` to the request it
+allows, 2 from a ``LOAD_MEM_ACK``'s last word to the ``STORE_MEM`` (the packet buffer); the
+three requests after a store leave back to back. One job is latency-bound; ``jobs`` busy
+flows overlap their round trips, a job ending every (round trips) / ``jobs`` cycles, until
+the output port is the limit (a 64-byte job is 7 flits out at 512 bits, 34 at 64). Measured
+with the tests' model (``tests/apps/tcp_model.py``) answering at once, four flows always
+busy, 64-byte chunks, in cycles per job: at 512 bits 17.0 with ``jobs=1`` (21 before there
+were jobs), 8.9 with 2, 7.0 with 4; with memory acks 20 cycles late 55, 27.6 and 14.3; at 64
+bits 68, 45 and 39.5.
 """
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, enum
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import connect
 
@@ -89,8 +109,73 @@ _CTX = data.StructLayout({"gen": GEN_BITS, "status": 4, "length": 32, "ptr": 32,
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
 
 
+class _Step(enum.Enum, shape=4):
+    """Where a job is: a request to send (``TX_REQ``, ``LOAD``, ``ADJ_TX``, ``ADJ_RX``,
+    ``RX_REQ``, ``CLOSE``), an answer to await (``WAIT_*``), its chunk waiting in the buffer
+    (``LOADED``)."""
+    FREE = 0
+    CHECK = 1           # its flow's response is being read
+    TX_REQ = 2
+    WAIT_TX = 3
+    LOAD = 4
+    WAIT_LOAD = 5
+    LOADED = 6
+    WAIT_STORE = 7
+    ADJ_TX = 8
+    ADJ_RX = 9
+    RX_REQ = 10
+    CLOSE = 11
+
+
+#: The step after an engine request is taken.
+_AFTER = {_Step.TX_REQ: _Step.WAIT_TX, _Step.ADJ_TX: _Step.ADJ_RX, _Step.ADJ_RX: _Step.RX_REQ,
+          _Step.RX_REQ: _Step.FREE, _Step.CLOSE: _Step.FREE}
+
+
+def _bits(n):
+    """Bits of an index below ``n`` (at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+def _first(m, wants, after=None):
+    """``(any, index)``: whether one of ``wants`` is set, and the first that is (round-robin:
+    the first after index ``after``, if given)."""
+    n = len(wants)
+    found, index = Signal(), Signal(_bits(n))
+    m.d.comb += found.eq(Cat(*wants).any())
+
+    def chain(order):
+        for k in reversed(order):
+            with m.If(wants[k]):
+                m.d.comb += index.eq(k)
+    if after is None:
+        chain(range(n))
+    else:
+        with m.Switch(after):
+            for last in range(n):
+                with m.Case(last):
+                    chain([(last + 1 + k) % n for k in range(n)])
+    return found, index
+
+
+def _select(m, shape, values, index):
+    """``values[index]``, as a signal of ``shape``."""
+    out = Signal(shape)
+    with m.Switch(index):
+        for k, value in enumerate(values):
+            with m.Case(k):
+                m.d.comb += out.eq(value)
+    return out
+
+
+def _one_of(step, steps):
+    """Whether ``step`` is one of ``steps``."""
+    return Cat(step == s for s in steps).any()
+
+
 class TcpEchoTile(TcpAppTile):
-    """Echo every connection's bytes back on it, then close (see the module docstring).
+    """Echo every connection's bytes back on it, then close; serve up to ``jobs`` connections
+    at once (see the module docstring).
 
     Parameters
     ----------
@@ -101,13 +186,20 @@ class TcpEchoTile(TcpAppTile):
         The engine's (``flows`` sizes the per-flow state).
     chunk : int or None
         Largest number of bytes echoed per job (default ``min(mss, tx_ring // 2)``).
+    jobs : int
+        Jobs under way at once, each on a different flow: 1 to 64 (default 4; with 1 the
+        tile serves one response at a time).
 
     Cost: per flow 3 bits of registers, and in memories its generation (4 bits), its rings'
     memory tiles (32 bits) and its latest response (126 bits); two FIFOs of ``flows`` slots;
-    a ``chunk``-byte packet buffer.
+    per job about 240 bits of registers; a packet buffer of ``jobs`` chunks and a FIFO of
+    ``jobs`` job numbers.
     """
 
-    def __init__(self, env=None, *, config=None, chunk=None):
+    def __init__(self, env=None, *, config=None, chunk=None, jobs=4):
+        if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 64:
+            raise ValueError(f"jobs must be an integer from 1 to 64, not {jobs!r}")
+        self.jobs = jobs
         super().__init__(env, config=config, chunk=chunk, counters={
             "flows": "connections announced (receive-buffer notifications)",
             "bytes": (48, "bytes echoed (written to a send ring and handed to the engine)"),
@@ -120,7 +212,7 @@ class TcpEchoTile(TcpAppTile):
 
     def elaborate(self, platform):
         m = Module()
-        flows, sb = self.config.flows, self.slot_bits
+        flows, sb, nj = self.config.flows, self.slot_bits, self.jobs
         c = self.counters
         io = self.ports(m, app_senders=2)
         job_tx, fresh_tx = io.app_tx
@@ -133,10 +225,13 @@ class TcpEchoTile(TcpAppTile):
         queued = Signal(flows)      # the slot is in ready_q
         m.submodules.gens = gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
         gen_w = gens.write_port()
-        gen_in, gen_new, gen_job = (gens.read_port(domain="comb") for _ in range(3))
+        gen_in, gen_new, gen_chk = (gens.read_port(domain="comb") for _ in range(3))
         m.submodules.ctx = ctx = Memory(shape=_CTX, depth=flows, init=[])
         ctx_w = ctx.write_port()
-        ctx_r = ctx.read_port(transparent_for=(ctx_w,))
+        # Not transparent: a response written as its slot is dispatched is a newer
+        # connection's (the slot is queued again for it); the job reads the one it was queued
+        # for, now stale, and ends at once.
+        ctx_r = ctx.read_port()
         m.submodules.rx_locs = rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
         m.submodules.tx_locs = tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
         rx_loc_w, tx_loc_w = rx_locs.write_port(), tx_locs.write_port()
@@ -144,171 +239,175 @@ class TcpEchoTile(TcpAppTile):
         m.submodules.new_q = new_q = Queue(unsigned(sb), flows)
         m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
 
-        # -- the job -----------------------------------------------------------------------------
-        job_slot = Signal(sb)
-        job_gen = Signal(GEN_BITS)
-        job_active = Signal()
-        job_dead = Signal()         # its connection ended: stop once no memory ack is awaited
-        job_handle = self.handle(job_slot, job_gen)
-        n = Signal(range(self.chunk + 1))
-        rx = Signal(_RING)
-        tx = Signal(_RING)
-        tx_status = Signal(4)
-        await_tx, tx_got = Signal(), Signal()
-        await_load, load_err = Signal(), Signal()
-        await_store, store_got, store_err = Signal(), Signal(), Signal()
-        m.submodules.buf = buf = PacketBuffer(self.env.width, max_bytes=self.chunk,
-                                              buffer_bytes=self.chunk, max_queued=1,
-                                              verdict=False)
-        draining = Signal()         # discarding a dead job's loaded bytes
+        # -- the jobs: a record, a step and a `dead` bit each ----------------------------------
+        record = data.StructLayout({"slot": sb, "gen": GEN_BITS, "n": range(self.chunk + 1),
+                                    "rx": _RING, "tx": _RING})
+        job = [Signal(record, name=f"job{k}") for k in range(nj)]
+        step = [Signal(_Step, name=f"step{k}") for k in range(nj)]
+        dead = [Signal(name=f"dead{k}") for k in range(nj)]  # its connection ended under it
+        active = [s != _Step.FREE for s in step]
+        jbits = _bits(nj)
 
-        ended_job = Signal()
-        ended_in = Signal()
-        drop_app = Signal()
-        drop_mem = Signal()
+        def events(name):
+            return [Signal(name=f"{name}{k}") for k in range(nj)]
+        sent, tx_ok, tx_fail = events("sent"), events("tx_ok"), events("tx_fail")
+        load_sent, loaded, store_sent, drained, stored = (
+            events("load_sent"), events("loaded"), events("store_sent"), events("drained"),
+            events("stored"))
+
+        # Loaded chunks, in the order their acks came, and which job each is for.
+        words = -(-self.chunk // (self.env.width // 8))
+        m.submodules.buf = buf = PacketBuffer(
+            self.env.width, max_bytes=self.chunk, buffer_bytes=nj * words * self.env.width // 8,
+            max_queued=nj, verdict=False)
+        m.submodules.loaded_q = loaded_q = Queue(unsigned(jbits), nj)
+
+        ended_in, ended_tx = Signal(), Signal()
+        drop_app, drop_mem = Signal(), Signal()
         self.count_dropped(m, io, drop_app, drop_mem)
-        same = ended_job & ended_in & (a.slot == job_slot)     # one flow, told twice at once
-        m.d.sync += c.ended.eq(c.ended + ended_job + (ended_in & ~same))
+        m.d.sync += c.ended.eq(c.ended + (ended_in | ended_tx))
 
-        slot_r = Signal(sb)
+        # -- dispatch: a queued flow to a free job, then its response read (CHECK) -------------
+        head = ready_q.o.payload
+        free, free_k = _first(m, [~x for x in active])
+        head_busy = Cat(act & (j.slot == head) for act, j in zip(active, job)).any()
+        pop = Signal()
+        chk_valid, chk_job, chk_slot = Signal(), Signal(jbits), Signal(sb)
         m.d.comb += [
-            slot_r.eq(job_slot), gen_job.addr.eq(job_slot),
-            ctx_r.addr.eq(slot_r), rx_loc_r.addr.eq(slot_r), tx_loc_r.addr.eq(slot_r),
+            pop.eq(ready_q.o.valid & free & ~head_busy),
+            ready_q.o.ready.eq(pop),
+            ctx_r.addr.eq(head), rx_loc_r.addr.eq(head), tx_loc_r.addr.eq(head),
+            gen_chk.addr.eq(chk_slot),
         ]
-        job_live = live.bit_select(job_slot, 1) & (gen_job.data == job_gen)
-
-        def forget(count_ended):
-            with m.If(job_live):
-                m.d.sync += live.bit_select(job_slot, 1).eq(0)
-                if count_ended:
-                    m.d.comb += ended_job.eq(1)
-
-        # A request, once offered, stays on offer until taken (at 64 bits it is several
-        # flits): whether to send it is decided before its state is entered.
-        with m.FSM(name="job"):
-            with m.State("IDLE"):
-                m.d.comb += ready_q.o.ready.eq(1)
-                with m.If(ready_q.o.valid):
-                    m.d.comb += slot_r.eq(ready_q.o.payload)
-                    m.d.sync += [
-                        job_slot.eq(ready_q.o.payload), job_active.eq(1), job_dead.eq(0),
-                        queued.bit_select(ready_q.o.payload, 1).eq(0),
-                        tx_got.eq(0), load_err.eq(0), store_got.eq(0),
-                    ]
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                cx = ctx_r.data
-                ok = ((cx.status == Status.OK) | (cx.status == Status.EOF)) & ~job_dead
-                m.d.sync += [
-                    job_gen.eq(cx.gen), n.eq(self.step(cx.length)),
-                    rx.ptr.eq(cx.ptr), rx.addr.eq(cx.addr), rx.wrap.eq(cx.size_log2),
-                    rx.loc.eq(rx_loc_r.data), tx.loc.eq(tx_loc_r.data),
-                ]
-                with m.If(~ok | ~live.bit_select(job_slot, 1) | (gen_job.data != cx.gen)):
-                    m.next = "FINISH"       # stale: the flow ended since
-                with m.Elif(cx.length != 0):
-                    m.next = "TX_REQ"
-                with m.Elif(cx.status == Status.EOF):
-                    m.next = "CLOSE"
-                with m.Else():
-                    m.next = "RX_REQ"
-            with m.State("TX_REQ"):
-                with m.If(self.app_request(m, job_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                           flow=job_handle, length=n)):
-                    m.d.sync += await_tx.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                with m.If(tx_got):
-                    with m.If(job_dead):
-                        m.next = "FINISH"
-                    with m.Elif(tx_status == Status.OK):
-                        m.next = "LOAD"
-                    with m.Else():
-                        forget(count_ended=True)
-                        m.next = "FINISH"
-                with m.Elif(job_dead):         # the engine will not answer: stop waiting
-                    m.d.sync += await_tx.eq(0)
-                    m.next = "FINISH"
-            with m.State("LOAD"):
-                with m.If(self.mem_request(m, io.mem_tx, store=False, loc=rx.loc, addr=rx.addr,
-                                           size=n, wrap=rx.wrap)):
-                    m.d.sync += await_load.eq(1)
-                    m.next = "WAIT_LOAD"
-            with m.State("WAIT_LOAD"):
-                with m.If(load_err):
-                    m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                    forget(count_ended=False)
-                    m.next = "FINISH"
-                with m.Elif(buf.o_desc.valid):
-                    m.d.comb += buf.o_desc.ready.eq(1)
-                    with m.If(job_dead):
-                        m.d.sync += draining.eq(1)
-                        m.next = "DRAIN"
-                    with m.Else():
-                        m.next = "STORE"
-            with m.State("DRAIN"):
-                with m.If(~draining):
-                    m.next = "FINISH"
-            with m.State("STORE"):
-                with m.If(self.mem_request(m, io.mem_tx, store=True, loc=tx.loc, addr=tx.addr,
-                                           size=n, wrap=tx.wrap)):
-                    m.d.sync += await_store.eq(1)
-                    m.next = "WAIT_STORE"
-            with m.State("WAIT_STORE"):
-                with m.If(store_got):
-                    with m.If(store_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        forget(count_ended=False)
-                        m.next = "FINISH"
-                    with m.Elif(job_dead):
-                        m.next = "FINISH"
-                    with m.Else():
-                        m.next = "ADJ_TX"
-            with m.State("ADJ_TX"):
-                with m.If(self.app_request(m, job_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                           flow=job_handle, ptr=tx.ptr + n)):
-                    m.d.sync += c.bytes.eq(c.bytes + n)
-                    with m.If(job_dead):
-                        m.next = "FINISH"
-                    with m.Else():
-                        m.next = "ADJ_RX"
-            with m.State("ADJ_RX"):
-                with m.If(self.app_request(m, job_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
-                                           flow=job_handle, ptr=rx.ptr + n)):
-                    with m.If(job_dead):
-                        m.next = "FINISH"
-                    with m.Else():
-                        m.next = "RX_REQ"
-            with m.State("RX_REQ"):
-                with m.If(self.app_request(m, job_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                           flow=job_handle, length=1)):
-                    m.next = "FINISH"
-            with m.State("CLOSE"):
-                with m.If(self.app_request(m, job_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
-                                           flow=job_handle)):
-                    m.d.sync += c.closed.eq(c.closed + 1)
-                    m.next = "FINISH"
-            with m.State("FINISH"):
-                m.d.sync += job_active.eq(0)
-                m.next = "IDLE"
-
-        # The loaded bytes: to the store, or discarded for a dead job.
-        with m.If(draining):
-            m.d.comb += buf.o.ready.eq(1)
-            with m.If(buf.o.valid & buf.o.payload.last):
-                m.d.sync += draining.eq(0)
+        m.d.sync += [chk_valid.eq(pop), chk_job.eq(free_k), chk_slot.eq(head)]
+        with m.If(pop):
+            m.d.sync += queued.bit_select(head, 1).eq(0)
+        cx = ctx_r.data
+        chk_next = Signal(_Step)
+        with m.If(((cx.status != Status.OK) & (cx.status != Status.EOF))
+                  | ~live.bit_select(chk_slot, 1) | (gen_chk.data != cx.gen)):
+            m.d.comb += chk_next.eq(_Step.FREE)         # stale: the flow ended since
+        with m.Elif(cx.length != 0):
+            m.d.comb += chk_next.eq(_Step.TX_REQ)
+        with m.Elif(cx.status == Status.EOF):
+            m.d.comb += chk_next.eq(_Step.CLOSE)
         with m.Else():
-            connect(m, buffer=buf.o, sender=io.mem_tx.i_data)
+            m.d.comb += chk_next.eq(_Step.RX_REQ)
+        for k, j in enumerate(job):
+            with m.If(pop & (free_k == k)):
+                m.d.sync += [j.slot.eq(head), dead[k].eq(0)]
+            with m.If(chk_valid & (chk_job == k)):
+                m.d.sync += [
+                    j.gen.eq(cx.gen), j.n.eq(self.step(cx.length)),
+                    j.rx.ptr.eq(cx.ptr), j.rx.addr.eq(cx.addr), j.rx.wrap.eq(cx.size_log2),
+                    j.rx.loc.eq(rx_loc_r.data), j.tx.loc.eq(tx_loc_r.data),
+                ]
 
-        # -- memory acks (always taken) ----------------------------------------------------------
-        to_buf = Signal()           # the payload coming is the job's loaded bytes
-        load_ack = self.mem_ack(mem, LOAD_MEM_ACK, await_load, rx.addr, n, rx.wrap)
-        store_ack = self.mem_ack(mem, STORE_MEM_ACK, await_store, tx.addr, n, tx.wrap)
-        with m.If(load_ack):
-            m.d.sync += [await_load.eq(0), load_err.eq(mem.meta.error),
-                         to_buf.eq(~mem.meta.error)]
-        with m.Elif(store_ack):
-            m.d.sync += [await_store.eq(0), store_got.eq(1), store_err.eq(mem.meta.error)]
+        # -- engine requests: one sender, the jobs in turn --------------------------------------
+        # A request, once offered, stays on offer until taken (at 64 bits it is several
+        # flits): a dead job's request is withdrawn only if it was not offered yet.
+        requests = (_Step.TX_REQ, _Step.ADJ_TX, _Step.ADJ_RX, _Step.RX_REQ, _Step.CLOSE)
+        eng_hold, eng_held, eng_last = Signal(), Signal(jbits), Signal(jbits)
+        wants, want_k = _first(m, [_one_of(s, requests) & ~d for s, d in zip(step, dead)],
+                               after=eng_last)
+        eng_k = Mux(eng_hold, eng_held, want_k)
+        eng_offer = eng_hold | wants
+        ej = _select(m, record, job, eng_k)
+        e_step = _select(m, _Step, step, eng_k)
+        handle = self.handle(ej.slot, ej.gen)
+        taken = Signal()
+        m.d.comb += taken.eq(eng_offer & job_tx.i_hdr.ready)
+        with m.If(eng_offer):
+            with m.Switch(e_step):
+                with m.Case(_Step.TX_REQ):
+                    self.app_request(m, job_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
+                                     flow=handle, length=ej.n)
+                with m.Case(_Step.ADJ_TX):
+                    self.app_request(m, job_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
+                                     flow=handle, ptr=ej.tx.ptr + ej.n)
+                    m.d.sync += c.bytes.eq(c.bytes + Mux(taken, ej.n, 0))
+                with m.Case(_Step.ADJ_RX):
+                    self.app_request(m, job_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
+                                     flow=handle, ptr=ej.rx.ptr + ej.n)
+                with m.Case(_Step.RX_REQ):
+                    self.app_request(m, job_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
+                                     flow=handle, length=1)
+                with m.Case(_Step.CLOSE):
+                    self.app_request(m, job_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx, flow=handle)
+                    m.d.sync += c.closed.eq(c.closed + taken)
+        with m.If(taken):
+            m.d.sync += [eng_hold.eq(0), eng_last.eq(eng_k)]
+        with m.Elif(eng_offer):
+            m.d.sync += [eng_hold.eq(1), eng_held.eq(eng_k)]
+        for k in range(nj):
+            m.d.comb += sent[k].eq(taken & (eng_k == k))
+
+        # -- memory requests: the oldest loaded chunk's store first, then loads ----------------
+        out_store, out_drain = Signal(), Signal()   # a chunk's words go to the store / away
+        mem_hold, mem_held_store, mem_held = Signal(), Signal(), Signal(jbits)
+        first = loaded_q.o.payload
+        first_dead = _select(m, 1, dead, first)
+        chunk_ready = loaded_q.o.valid & buf.o_desc.valid & ~out_store & ~out_drain
+        store_wanted = mem_hold & mem_held_store
+        loads, load_k = _first(m, [(s == _Step.LOAD) & ~d for s, d in zip(step, dead)])
+        to_store = Mux(mem_hold, mem_held_store, chunk_ready & ~first_dead)
+        load_kk = Mux(mem_hold, mem_held, load_k)
+        mem_offer = mem_hold | (chunk_ready & ~first_dead) | loads
+        sj = _select(m, record, job, first)
+        lj = _select(m, record, job, load_kk)
+        with m.If(to_store):
+            self.mem_request(m, io.mem_tx, store=True, loc=sj.tx.loc, addr=sj.tx.addr,
+                             size=sj.n, wrap=sj.tx.wrap)
+        with m.Elif(mem_offer):
+            self.mem_request(m, io.mem_tx, store=False, loc=lj.rx.loc, addr=lj.rx.addr,
+                             size=lj.n, wrap=lj.rx.wrap)
+        mem_taken = Signal()
+        m.d.comb += mem_taken.eq(mem_offer & io.mem_tx.i_hdr.ready)
+        with m.If(mem_taken):
+            m.d.sync += mem_hold.eq(0)
+        with m.Elif(mem_offer):
+            m.d.sync += [mem_hold.eq(1), mem_held_store.eq(to_store), mem_held.eq(load_kk)]
+        drain = chunk_ready & first_dead & ~store_wanted
+        with m.If((mem_taken & to_store) | drain):
+            m.d.comb += [buf.o_desc.ready.eq(1), loaded_q.o.ready.eq(1)]
+            m.d.sync += [out_store.eq(~drain), out_drain.eq(drain)]
+        for k in range(nj):
+            m.d.comb += [
+                load_sent[k].eq(mem_taken & ~to_store & (load_kk == k)),
+                store_sent[k].eq(mem_taken & to_store & (first == k)),
+                drained[k].eq(drain & (first == k)),
+            ]
+        # The chunk's words: to the store, or discarded for a dead job.
+        with m.If(out_store):
+            connect(m, buffer=buf.o, sender=io.mem_tx.i_data)
+        with m.Elif(out_drain):
+            m.d.comb += buf.o.ready.eq(1)
+        with m.If(buf.o.valid & buf.o.ready & buf.o.payload.last):
+            m.d.sync += [out_store.eq(0), out_drain.eq(0)]
+
+        # -- memory acks (always taken), found by the request they answer ----------------------
+        is_load, load_hit = _first(m, [
+            self.mem_ack(mem, LOAD_MEM_ACK, s == _Step.WAIT_LOAD, j.rx.addr, j.n, j.rx.wrap)
+            for s, j in zip(step, job)])
+        is_store, store_hit = _first(m, [
+            self.mem_ack(mem, STORE_MEM_ACK, s == _Step.WAIT_STORE, j.tx.addr, j.n, j.tx.wrap)
+            for s, j in zip(step, job)])
+        ack_k = Mux(is_load, load_hit, store_hit)
+        ack_dead = _select(m, 1, dead, ack_k)
+        ack_slot = _select(m, unsigned(sb), [j.slot for j in job], ack_k)
+        to_buf = Signal()           # the payload coming is a job's loaded bytes
+        for k in range(nj):
+            m.d.comb += [loaded[k].eq(is_load & (load_hit == k)),
+                         stored[k].eq(is_store & (store_hit == k))]
+        with m.If(is_load | is_store):
+            with m.If(mem.meta.error):
+                # The flow is given up (a job whose connection has not ended holds it).
+                m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                with m.If(~ack_dead):
+                    m.d.sync += live.bit_select(ack_slot, 1).eq(0)
+            with m.Elif(is_load):
+                m.d.comb += [loaded_q.i.valid.eq(1), loaded_q.i.payload.eq(load_hit)]
+                m.d.sync += to_buf.eq(1)
         with m.Elif(mem.valid):
             m.d.comb += drop_mem.eq(1)
             m.d.sync += to_buf.eq(0)
@@ -319,18 +418,67 @@ class TcpEchoTile(TcpAppTile):
         with m.Else():
             m.d.comb += mem.data.ready.eq(1)
 
-        # -- engine messages (always taken; after the job, so that a new connection's `live`
-        # wins over the job forgetting the slot's previous one) --------------------------------
+        # -- each job's steps ------------------------------------------------------------------
+        for k, s in enumerate(step):
+            eng_mine = eng_hold & (eng_held == k)
+            mem_mine = mem_hold & ~mem_held_store & (mem_held == k)
+            with m.Switch(s):
+                with m.Case(_Step.FREE):
+                    with m.If(pop & (free_k == k)):
+                        m.d.sync += s.eq(_Step.CHECK)
+                with m.Case(_Step.CHECK):
+                    m.d.sync += s.eq(chk_next)
+                with m.Case(*requests):
+                    with m.If(sent[k]):
+                        with m.Switch(s):
+                            for now, after in _AFTER.items():
+                                with m.Case(now):
+                                    m.d.sync += s.eq(after)
+                    with m.Elif(dead[k] & ~eng_mine):
+                        m.d.sync += s.eq(_Step.FREE)
+                with m.Case(_Step.WAIT_TX):
+                    with m.If(dead[k] | tx_fail[k]):    # the engine will not answer / said no
+                        m.d.sync += s.eq(_Step.FREE)
+                    with m.Elif(tx_ok[k]):
+                        m.d.sync += s.eq(_Step.LOAD)
+                with m.Case(_Step.LOAD):
+                    with m.If(load_sent[k]):
+                        m.d.sync += s.eq(_Step.WAIT_LOAD)
+                    with m.Elif(dead[k] & ~mem_mine):
+                        m.d.sync += s.eq(_Step.FREE)
+                with m.Case(_Step.WAIT_LOAD):
+                    with m.If(loaded[k] & mem.meta.error):
+                        m.d.sync += s.eq(_Step.FREE)
+                    with m.Elif(loaded[k]):
+                        m.d.sync += s.eq(_Step.LOADED)
+                with m.Case(_Step.LOADED):
+                    with m.If(store_sent[k]):
+                        m.d.sync += s.eq(_Step.WAIT_STORE)
+                    with m.Elif(drained[k]):
+                        m.d.sync += s.eq(_Step.FREE)
+                with m.Case(_Step.WAIT_STORE):
+                    with m.If(stored[k] & (mem.meta.error | dead[k])):
+                        m.d.sync += s.eq(_Step.FREE)
+                    with m.Elif(stored[k]):
+                        m.d.sync += s.eq(_Step.ADJ_TX)
+
+        # -- engine messages (always taken; after the jobs, so that a new connection's `live`
+        # wins over a job forgetting the slot's previous one) ------------------------------------
         m.d.comb += gen_in.addr.eq(a.slot)
         current = live.bit_select(a.slot, 1) & (gen_in.data == a.gen)
-        on_job = job_active & (job_slot == a.slot)
+        kill = Signal()             # the connection in a.slot is over: its job, if any, is dead
+        for k, j in enumerate(job):
+            with m.If(kill & active[k] & (j.slot == a.slot)):
+                m.d.sync += dead[k].eq(1)
+        tx_wait = [(s == _Step.WAIT_TX) & ~d & (meta.flow == self.handle(j.slot, j.gen))
+                   for s, d, j in zip(step, dead, job)]
         announced = Signal()        # a new connection's receive buffer, this cycle
         with m.If(a.valid):
             with m.Switch(a.type):
                 with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
                     with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
                         m.d.comb += [
-                            announced.eq(1),
+                            announced.eq(1), kill.eq(1),
                             gen_w.en.eq(1), gen_w.addr.eq(a.slot), gen_w.data.eq(a.gen),
                             rx_loc_w.en.eq(1), rx_loc_w.addr.eq(a.slot),
                             rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
@@ -340,8 +488,6 @@ class TcpEchoTile(TcpAppTile):
                         with m.If(~fresh.bit_select(a.slot, 1)):
                             m.d.comb += [new_q.i.valid.eq(1), new_q.i.payload.eq(a.slot)]
                             m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
-                        with m.If(on_job):
-                            m.d.sync += job_dead.eq(1)
                     with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
                                 & current):
                         m.d.comb += [
@@ -366,19 +512,21 @@ class TcpEchoTile(TcpAppTile):
                             m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
                             m.d.sync += queued.bit_select(a.slot, 1).eq(1)
                     with m.Else():
-                        m.d.comb += ended_in.eq(1)
+                        m.d.comb += [ended_in.eq(1), kill.eq(1)]
                         m.d.sync += live.bit_select(a.slot, 1).eq(0)
-                        with m.If(on_job):
-                            m.d.sync += job_dead.eq(1)
                 with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    with m.If(await_tx & ~job_dead & (meta.flow == job_handle)):
-                        m.d.sync += [
-                            await_tx.eq(0), tx_got.eq(1), tx_status.eq(meta.status),
-                            tx.ptr.eq(meta.ptr), tx.addr.eq(meta.addr),
-                            tx.wrap.eq(meta.size_log2),
-                        ]
-                    with m.Else():
+                    ok = meta.status == Status.OK
+                    for k, j in enumerate(job):
+                        m.d.comb += [tx_ok[k].eq(tx_wait[k] & ok),
+                                     tx_fail[k].eq(tx_wait[k] & ~ok)]
+                        with m.If(tx_wait[k]):
+                            m.d.sync += [j.tx.ptr.eq(meta.ptr), j.tx.addr.eq(meta.addr),
+                                         j.tx.wrap.eq(meta.size_log2)]
+                    with m.If(~Cat(tx_wait).any()):
                         m.d.comb += drop_app.eq(1)
+                    with m.Elif(~ok):           # the connection is over: forget it
+                        m.d.comb += ended_tx.eq(1)
+                        m.d.sync += live.bit_select(a.slot, 1).eq(0)
                 with m.Default():
                     m.d.comb += drop_app.eq(1)
 

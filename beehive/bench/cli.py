@@ -34,6 +34,9 @@ def bench_options(parser, defaults=True):
                              "(default 64,128,256,512,1024,1472)")
     parser.add_argument("--packets", type=int, default=default(None), metavar="N",
                         help="requests per payload size for the throughput (default 200)")
+    parser.add_argument("--tcp", action="store_true", default=default(False),
+                        help="run the TCP echo benchmark (port 7: set-up, latency, request rate "
+                             "over many connections, bulk goodput) instead of the UDP one")
     parser.add_argument("--clock-mhz", type=float, default=default(250.0), metavar="MHZ",
                         help="clock that cycles convert to time and bit rates at (default 250)")
     output = parser.add_mutually_exclusive_group()
@@ -68,8 +71,8 @@ def _help_parser():
 
 def run(args):
     if args.design == "noc":
-        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown) != (
-                None, None, None, 250.0, False, False):
+        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
+                args.tcp) != (None, None, None, 250.0, False, False, False):
             return error("apiary bench noc: its options go after `noc` "
                          "(see `apiary bench noc --help`)")
         from apiary.bench.noc import main as noc_main
@@ -84,6 +87,10 @@ def run(args):
     bench_options(rest, defaults=False)
     rest.parse_args(args.args, namespace=args)
     design = load(args)
+    if args.tcp:
+        from .tcp import run as run_tcp
+        run_tcp(args, design)
+        return 0
     from .echo import run as run_echo
     run_echo(args, design)
     return 0

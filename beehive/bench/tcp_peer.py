@@ -69,6 +69,7 @@ class Peer:
     seen: list = field(default_factory=list)               # every segment of this connection
     fin: bool = False                                      # the design's FIN arrived
     others: list = field(default_factory=list)             # segments to other ports
+    snd_una: int | None = None                             # the design's latest ACK
     mac: str = PEER_MAC
     ip: str = PEER_IP
     design_mac: str = DESIGN_MAC
@@ -116,6 +117,9 @@ class Peer:
         """Take in a segment the design sent on this connection."""
         self.seen.append(seen)
         if lose is None or not lose(seen):
+            if "A" in seen.flags and (self.snd_una is None
+                                      or seq_diff(seen.tcp.ack, self.snd_una) > 0):
+                self.snd_una = seen.tcp.ack
             self._take(seen)
 
     def _take(self, seen):

@@ -79,7 +79,7 @@ def buffered_packets(m, buf):
 
 
 def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
-                     always_ready=False):
+                     always_ready=False, buffer_bytes=None, max_queued=16):
     """Store each packet whole while an Internet checksum is summed over it, and pass it on with
     its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
     :func:`packet_layout` and payload words.
@@ -88,11 +88,14 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     bytes not summed; ``verify(m, v)`` returns ``(ok, {meta field: value})`` from ``v.sum``,
     ``v.first`` (the packet's first word), ``v.length`` and ``v.meta``. ``counters`` gets
     ``bad_checksum`` (counted) and ``overflow`` (packets over ``max_packet`` bytes, or, with
-    ``always_ready``, that found no room: the input then never waits).
+    ``always_ready``, that found no room: the input then never waits). ``buffer_bytes`` and
+    ``max_queued`` size the buffer (:class:`~apiary.stream.packet_buffer.PacketBuffer`).
     """
     info = data.Layout.cast(packet_layout()).size
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
-                                                    always_ready=always_ready)
+                                                    always_ready=always_ready,
+                                                    buffer_bytes=buffer_bytes,
+                                                    max_queued=max_queued)
     m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset)
     # Packets whose checksum is being computed, oldest first.
     m.submodules.verify_pending = pend = Queue(packet_layout(), 4)

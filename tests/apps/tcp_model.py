@@ -9,10 +9,15 @@ one message's flits), answers them as the engine and the memory tiles do
 delivered into the receive rings as room allows, the send rings drained (or not) as a peer reads.
 A test moves it on a cycle at a time (:meth:`TcpEngineModel.tick`) and takes its messages for
 the tile from :meth:`TcpEngineModel.next_message` (one of its sources, picked at random: the RX
-tile, the TX tile, the memory tiles; each in order).
+tile, the TX tile, the memory tiles; each in order, or the memory acks in any order with
+``mem_any_order``, as from several memory tiles). Memory acks may be held back ``mem_latency``
+cycles. It records how many flows at most had a job under way at once (:attr:`max_busy`: a
+``TCP_TX_MSG_REQ`` or a ``LOAD_MEM`` whose answer has not reached the tile yet).
 
 It fails (:class:`ModelError`) on anything the interface forbids: a message to the wrong tile,
-sub-port or from the wrong sub-port; two requests of a kind outstanding for a flow; a read
+sub-port or from the wrong sub-port; two requests of a kind outstanding for a flow (memory
+requests included), or a request for a connection while a memory request of an earlier one in
+its slot is unanswered (the tiles promise one job per flow slot at a time); a read
 outside what a response reported; a store outside the room granted; a pointer that moves
 back, beyond what was granted, or over bytes not yet read (receive: no ``LOAD_MEM_ACK``
 delivered for them) or written (send: no ``STORE_MEM_ACK`` delivered); anything after a close;
@@ -79,13 +84,16 @@ class Flow:
     rx_req: int | None = None
     reported: int = 0               # end of what a response said may be read
     loads: list = field(default_factory=list)       # ranges whose LOAD_MEM_ACK was delivered
+    loads_out: int = 0              # LOAD_MEMs whose ack has not reached the tile
     # Send side.
     tail: int = 0                   # the application's write pointer
     una: int = 0                    # what the peer has read
     granted: int = 0                # end of the room a response granted
     tx_req: int | None = None
     tx_req_since: int = 0
+    tx_out: bool = False            # a TCP_TX_MSG_REQ whose answer has not reached the tile
     stores: list = field(default_factory=list)      # ranges whose STORE_MEM_ACK was delivered
+    stores_out: int = 0             # STORE_MEMs whose ack has not reached the tile
     sent: bytearray = field(default_factory=bytearray)   # what the peer read
     drain: bool = True              # the peer reads
     closed_at: int | None = None    # tail when TCP_CLOSE_REQ came
@@ -95,6 +103,7 @@ class Flow:
     tx_seen: int = 0
     load_seen: int = 0
     store_seen: int = 0
+    rx_seen: list = field(default_factory=list)     # when each OK or EOF RX_MSG_RESP did
 
     @property
     def slot(self):
@@ -114,13 +123,22 @@ class TcpEngineModel:
     rng : random.Random
         For the peers: when bytes arrive and how many (up to ``burst`` at a time, with
         probability ``arrive`` a cycle), when the send rings are read (``read`` a cycle).
+    mem_latency : int
+        Cycles a memory ack waits before it may go to the tile.
+    mem_any_order : bool
+        Memory acks go to the tile in any order (a random one of those waiting).
     """
 
     def __init__(self, config: TcpConfig, width: int, *, app=(1, 1), rx=(2, 1), tx=(3, 1),
-                 rx_mem=(0, 2), tx_mem=(3, 2), rng, burst=64, arrive=0.1, read=0.2):
+                 rx_mem=(0, 2), tx_mem=(3, 2), rng, burst=64, arrive=0.1, read=0.2,
+                 mem_latency=0, mem_any_order=False):
         self.config, self.width, self.rng = config, width, rng
         self.app, self.rx, self.tx, self.rx_mem, self.tx_mem = app, rx, tx, rx_mem, tx_mem
         self.burst, self.arrive, self.read = burst, arrive, read
+        self.mem_latency, self.mem_any_order = mem_latency, mem_any_order
+        self.mem_pending: deque = deque()           # (due cycle, flits, delivered)
+        self.every: list[Flow] = []                 # every connection announced
+        self.max_busy = 0
         self.rx_memory = bytearray(config.rx_memory_bytes())
         self.tx_memory = bytearray(config.tx_memory_bytes())
         self.flows: dict[int, Flow] = {}            # slot → its latest connection
@@ -146,6 +164,7 @@ class TcpEngineModel:
                f"slot {slot} reused while its connection is open")
         flow = Flow(flow_handle(slot, gen), peer)
         self.flows[slot] = flow
+        self.every.append(flow)
         peer_ip, peer_port, local_port = peer
         for kind in (BufferKind.RECEIVE, BufferKind.SEND):
             send = kind == BufferKind.SEND
@@ -169,6 +188,7 @@ class TcpEngineModel:
         TX tile never answers its ``TCP_TX_MSG_REQ``) and the RX tile tells it once."""
         flow.state = "reset"
         flow.rx_req = flow.tx_req = None
+        flow.tx_out = False
 
         def seen():
             flow.end_seen = self._seen()
@@ -185,6 +205,8 @@ class TcpEngineModel:
         """One cycle: bytes arrive, send rings are read, waiting requests are answered."""
         self.cycle += 1
         cfg = self.config
+        while self.mem_pending and self.mem_pending[0][0] <= self.cycle:
+            self.queues["mem"].append(self.mem_pending.popleft()[1:])
         for flow in list(self.flows.values()):
             if flow.state != "open":
                 continue
@@ -206,6 +228,7 @@ class TcpEngineModel:
                 flow.rx_req = None
                 flow.reported = flow.head + avail
                 self._to_app("rx", MsgType.TCP_RX_MSG_RESP, Fbits.LOCAL0, flow=flow.handle,
+                             delivered=lambda flow=flow: flow.rx_seen.append(self._seen()),
                              status=Status.EOF if flow.fin else Status.OK, ptr=flow.head,
                              addr=cfg.rx_base + flow.slot * cfg.rx_ring
                              + flow.head % cfg.rx_ring,
@@ -215,7 +238,7 @@ class TcpEngineModel:
                 flow.tx_req = None
                 flow.granted = flow.tail + free
                 self._to_app("tx", MsgType.TCP_TX_MSG_RESP, Fbits.LOCAL0, flow=flow.handle,
-                             delivered=self._when(flow, "tx_seen"),
+                             delivered=self._tx_answered(flow),
                              status=Status.OK, ptr=flow.tail,
                              addr=cfg.tx_base + flow.slot * cfg.tx_ring
                              + flow.tail % cfg.tx_ring,
@@ -225,7 +248,12 @@ class TcpEngineModel:
         """``(flits, delivered)`` for the tile from one of the sources, or ``None``; call
         ``delivered()`` (if not ``None``) once its last flit is taken."""
         ready = [q for q in self.queues.values() if q]
-        return self.rng.choice(ready).popleft() if ready else None
+        if not ready:
+            return None
+        queue = self.rng.choice(ready)
+        if queue is self.queues["mem"] and self.mem_any_order:
+            queue.rotate(-self.rng.randrange(len(queue)))
+        return queue.popleft()
 
     # -- the application's messages ----------------------------------------------------------------
 
@@ -282,7 +310,10 @@ class TcpEngineModel:
             flow.head = ptr
         elif t == MsgType.TCP_TX_MSG_REQ.value:
             _check(flow.tx_req is None, f"two TX_MSG_REQ outstanding for {flow.handle:#x}")
+            self._slot_free(flow, "TX_MSG_REQ")
             flow.tx_req, flow.tx_req_since = max(1, length), self.cycle
+            flow.tx_out = True
+            self._note_busy()
         elif t == MsgType.TCP_TX_ADJUST_PTR.value:
             _check(flow.tail <= ptr <= flow.granted,
                    f"TX_ADJUST_PTR to {ptr}: outside [{flow.tail}, {flow.granted}]")
@@ -328,10 +359,15 @@ class TcpEngineModel:
                f"LOAD_MEM of [{pos}, {end}) beyond what was reported ({flow.reported})")
         data = self._ring_read(self.rx_memory, cfg.rx_base, cfg.rx_ring, flow.slot, pos,
                                meta["size"])
+        _check(not flow.loads_out, f"two LOAD_MEM outstanding for {flow.handle:#x}")
+        self._slot_free(flow, "LOAD_MEM")
+        flow.loads_out += 1
+        self._note_busy()
         def loaded():
             flow.loads.append((pos, end))
             flow.load_seen = self._seen()
-        self.queues["mem"].append((mem_message_flits(
+            flow.loads_out -= 1
+        self._to_mem((mem_message_flits(
             self.width, LOAD_MEM_ACK, meta["addr"], meta["size"], data, dst=self.app,
             src=self.rx_mem, dst_fbits=header.src_fbits, wrap=meta["wrap"]), loaded))
 
@@ -347,18 +383,44 @@ class TcpEngineModel:
         _check(end <= flow.granted,
                f"STORE_MEM of [{pos}, {end}) beyond the room granted ({flow.granted})")
         self._ring_write(self.tx_memory, cfg.tx_base, cfg.tx_ring, flow.slot, pos, payload)
+        _check(not flow.stores_out, f"two STORE_MEM outstanding for {flow.handle:#x}")
+        self._slot_free(flow, "STORE_MEM")
+        flow.stores_out += 1
         def stored():
             flow.stores.append((pos, end))
             flow.store_seen = self._seen()
-        self.queues["mem"].append((mem_message_flits(
+            flow.stores_out -= 1
+        self._to_mem((mem_message_flits(
             self.width, STORE_MEM_ACK, meta["addr"], meta["size"], dst=self.app,
             src=self.tx_mem, dst_fbits=header.src_fbits, wrap=meta["wrap"]), stored))
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _when(self, flow, name):
-        """A ``delivered`` callback noting when an answer about ``flow`` reached the tile."""
-        return lambda: setattr(flow, name, self._seen())
+    def _tx_answered(self, flow):
+        """The ``delivered`` callback of a ``TCP_TX_MSG_RESP``: when it reached the tile."""
+        def delivered():
+            flow.tx_seen = self._seen()
+            flow.tx_out = False
+        return delivered
+
+    def _slot_free(self, flow, what):
+        """``what`` for ``flow``: no earlier connection in its slot awaits a memory ack."""
+        for old in self.every:
+            _check(old is flow or old.slot != flow.slot or not (old.loads_out or old.stores_out),
+                   f"{what} for flow {flow.handle:#x} while a memory request of {old.handle:#x} "
+                   f"(its slot's earlier connection) is unanswered")
+
+    def _note_busy(self):
+        """A flow's job got under way: update :attr:`max_busy`."""
+        busy = sum(f.tx_out or f.loads_out > 0 for f in self.every)
+        self.max_busy = max(self.max_busy, busy)
+
+    def _to_mem(self, item):
+        """A memory ack, to the tile now or ``mem_latency`` cycles later."""
+        if self.mem_latency:
+            self.mem_pending.append((self.cycle + self.mem_latency, *item))
+        else:
+            self.queues["mem"].append(item)
 
     @staticmethod
     def _after_end(flow, trigger, what):
@@ -393,4 +455,4 @@ class TcpEngineModel:
 
     def idle(self):
         """Nothing waits to go to the tile."""
-        return not any(self.queues.values())
+        return not any(self.queues.values()) and not self.mem_pending

@@ -2,8 +2,10 @@
 Amaranth's simulator, at 64 and 512 bits, against tests/apps/tcp_model.py playing the TCP
 engine (RX and TX tiles) and the memory tiles of its rings: the model answers requests as the
 engine does and checks every message (destination, sub-ports, fields, pointers, reads and
-writes against what was reported and granted); the input has seeded random gaps, the output
-random stalls, and every input flit must be taken at once (the tiles never hold their input)."""
+writes against what was reported and granted, one job per flow at a time); the input has
+seeded random gaps, the output random stalls, and every input flit must be taken at once (the
+tiles never hold their input). The echo runs with one job at a time (``jobs=1``) and with
+several."""
 
 import random
 from types import SimpleNamespace
@@ -40,9 +42,18 @@ def app_env(width, **routes):
     return TileEnv(name="app", x=APP[0], y=APP[1], width=width, routes={"data": table})
 
 
-def model_for(width, seed):
+def model_for(width, seed, **options):
     return TcpEngineModel(CONFIG, width, app=APP, rx=RX, tx=TX, rx_mem=RX_MEM, tx_mem=TX_MEM,
-                          rng=random.Random(1000 + seed))
+                          rng=random.Random(1000 + seed), **options)
+
+
+def echo_tile(width, jobs, chunk=CHUNK):
+    return TcpEchoTile(app_env(width), config=CONFIG, chunk=chunk, jobs=jobs)
+
+
+def closed(flow):
+    """The tile closed ``flow`` and its peer read everything."""
+    return flow.closed_at is not None and flow.una == flow.tail
 
 
 def read_counters(ctx, tile):
@@ -149,23 +160,24 @@ def stray_messages(width, stale):
     ]
 
 
+@pytest.mark.parametrize("jobs", [1, 4])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_echo_echoes_closes_and_survives_a_reset(width):
+def test_echo_echoes_closes_and_survives_a_reset(width, jobs):
     """Three connections at once: A (700 bytes, more than a chunk at a time, wrapping the
     rings; then FIN), C (one byte with its FIN) and B, whose peer never reads: B's send ring
     fills, its job waits for room, and B is reset under it; the slot then holds a new
     connection B2 (150 bytes, FIN). Each connection gets its own bytes back, in order, and
-    A, C and B2 are closed after their last byte; B is forgotten without holding up the
-    others. Stray and stale messages are dropped and counted."""
-    stats = echo_scenario(width, seed=width)
+    A, C and B2 are closed after their last byte; B is forgotten. Stray and stale messages
+    are dropped and counted."""
+    stats = echo_scenario(width, seed=width, jobs=jobs)
     assert stats.reported > CHUNK
-    print(f"echo at {width} bits: {stats.cycles} cycles")
+    print(f"echo at {width} bits, {jobs} jobs: {stats.cycles} cycles")
 
 
-def echo_scenario(width, seed, chunk=CHUNK, **stalls):
+def echo_scenario(width, seed, jobs, chunk=CHUNK, **stalls):
     rng = random.Random(seed)
     model = model_for(width, seed)
-    tile = TcpEchoTile(app_env(width), config=CONFIG, chunk=chunk)
+    tile = echo_tile(width, jobs, chunk)
     data = {"A": rng.randbytes(700), "B": rng.randbytes(400), "C": b"!", "B2": rng.randbytes(150)}
     flows = {"A": model.announce(0, 1), "C": model.announce(2, 3), "B": model.announce(1, 5)}
     flows["B"].drain = False
@@ -189,7 +201,7 @@ def echo_scenario(width, seed, chunk=CHUNK, **stalls):
 
     def done(model):
         return s.strays and model.idle() and all(
-            f.closed_at is not None and f.una == f.tail for k, f in flows.items() if k != "B")
+            closed(f) for k, f in flows.items() if k != "B")
 
     counters, stats = run(tile, model, seed=seed, script=script, until=done, timeout=60_000,
                           **stalls)
@@ -213,24 +225,25 @@ def echo_scenario(width, seed, chunk=CHUNK, **stalls):
     return stats
 
 
+@pytest.mark.parametrize("jobs", [1, 4])
 @pytest.mark.parametrize("width, seed", [(64, 8), (64, 37), (64, 75), (512, 0), (512, 1),
                                          (512, 4)])
-def test_echo_under_random_resets(width, seed):
+def test_echo_under_random_resets(width, seed, jobs):
     """Ten connections through four slots, each with 0 to 300 bytes and FIN, about half of
     them reset at a random moment (in any phase of their jobs: waiting for room, loading,
     storing, between requests); a slot is reused once its connection is over. Those not reset
     get their bytes back and are closed; those reset had only their own bytes, in order,
     echoed. What reaches the tile about a flow after its end (answers that crossed the reset)
-    is dropped, and nothing else. (Seeds 8 and 37 at 64 bits end a flow while a request of
-    its is half sent.)"""
-    stats = churn_scenario(width, seed=seed)
-    print(f"churn at {width} bits: {stats.cycles} cycles, {stats.resets} resets")
+    is dropped, and nothing else. (At 64 bits, seeds 8 and 37 with one job, 8 and 75 with
+    four, end a flow while a request of its is half sent.)"""
+    stats = churn_scenario(width, seed=seed, jobs=jobs)
+    print(f"churn at {width} bits, {jobs} jobs: {stats.cycles} cycles, {stats.resets} resets")
 
 
-def churn_scenario(width, seed, conns=10, chunk=CHUNK, **stalls):
+def churn_scenario(width, seed, jobs, conns=10, chunk=CHUNK, **stalls):
     rng = random.Random(seed)
     model = model_for(width, seed)
-    tile = TcpEchoTile(app_env(width), config=CONFIG, chunk=chunk)
+    tile = echo_tile(width, jobs, chunk)
     within = 800 if width < 512 else 250     # a connection's lifetime, roughly
     plan = [(rng.randbytes(rng.randrange(301)), rng.randrange(20, within)
              if rng.random() < 0.5 else None) for _ in range(conns)]
@@ -248,7 +261,7 @@ def churn_scenario(width, seed, conns=10, chunk=CHUNK, **stalls):
                 model.reset(f)
                 written[f.handle] = model.written(f)
                 free_at[f.slot] = model.cycle + 300     # its in-flight requests drain first
-            elif f.closed_at is not None and f.una == f.tail and free_at[f.slot] is None:
+            elif closed(f) and free_at[f.slot] is None:
                 free_at[f.slot] = model.cycle
         for slot, at in free_at.items():
             if at is not None and model.cycle >= at and len(live) < conns:
@@ -261,8 +274,7 @@ def churn_scenario(width, seed, conns=10, chunk=CHUNK, **stalls):
 
     def done(model):
         return len(live) == conns and model.idle() and all(
-            f.state == "reset" or (f.closed_at is not None and f.una == f.tail)
-            for f, _, _ in live)
+            f.state == "reset" or closed(f) for f, _, _ in live)
 
     counters, stats = run(tile, model, seed=seed, script=script, until=done, timeout=100_000,
                           **stalls)
@@ -341,13 +353,16 @@ async def take_until_quiet(ctx, tile, width, quiet_for=200):
     return out
 
 
+@pytest.mark.parametrize("jobs", [1, 4])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_echo_takes_every_message_while_its_output_is_blocked(width):
+def test_echo_takes_every_message_while_its_output_is_blocked(width, jobs):
     """With ``noc_out`` held, a burst of notifications, responses, resets and strays (an ack
     with data) is taken without waiting, while slots are reset and reused under the queued
-    work: once the output moves, each slot's first request goes out once, for its newest
-    connection, and the jobs serve only responses of connections still open."""
-    tile = TcpEchoTile(app_env(width), config=CONFIG, chunk=CHUNK)
+    work and the jobs already started: once the output moves, each slot's first request goes
+    out once, for its newest connection, and the jobs serve only responses of connections
+    still open (a job whose connection was reset before its request went out sends
+    nothing)."""
+    tile = echo_tile(width, jobs)
     h = {(slot, gen): flow_handle(slot, gen) for slot in range(4) for gen in range(1, 4)}
     burst = [
         *announce(width, h[3, 2]),          # its first request waits for the output
@@ -371,8 +386,8 @@ def test_echo_takes_every_message_while_its_output_is_blocked(width):
         for _ in range(50):
             await ctx.tick()
         out["released"] = await take_until_quiet(ctx, tile, width)
-        # The first job's answer: its connection is gone. The next queued response (slot 1's)
-        # belongs to a connection reset since: only slot 2's is served.
+        # The first job's answer: its connection is gone. With one job, the next queued
+        # response (slot 1's) belongs to a connection reset since: only slot 2's is served.
         await put_flits(ctx, tile.noc_in, app_message_flits(
             width, MsgType.TCP_TX_MSG_RESP.value, dst=APP, src=TX, flow=h[0, 2],
             status=Status.CLOSED))
@@ -381,12 +396,167 @@ def test_echo_takes_every_message_while_its_output_is_blocked(width):
 
     simulate(tile, tb, timeout=20_000)
     rx_req, tx_req = MsgType.TCP_RX_MSG_REQ.value, MsgType.TCP_TX_MSG_REQ.value
+    # Slot 1's job (with several jobs, started before its reset) is never served.
+    served, later = ([0], [2]) if jobs == 1 else ([0, 2, 3], [])
     assert sorted(out["released"]) == sorted(
         [(rx_req, h[slot, gen], 1) for slot, gen in ((3, 2), (0, 2), (1, 3), (2, 2))]
-        + [(tx_req, h[0, 2], 10)])
-    assert out["after"] == [(tx_req, h[2, 2], 12)]
+        + [(tx_req, h[slot, 2], 10 + slot) for slot in served])
+    assert out["after"] == [(tx_req, h[slot, 2], 10 + slot) for slot in later]
     assert counters == {"flows": 6, "bytes": 0, "closed": 0, "ended": 3, "send_notifs": 6,
                         "mem_errors": 0, "dropped": 2}
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 4])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_echo_overlaps_the_jobs_of_several_flows(width, jobs):
+    """Four connections busy at once (300 to 700 bytes each, then FIN), memory acks 8 cycles
+    late and in any order (as from several memory tiles): the tile has ``jobs`` flows' jobs
+    under way at once, never more (the model's count of flows with a ``TCP_TX_MSG_REQ`` or a
+    ``LOAD_MEM`` unanswered), and every connection gets its bytes back, in order, then its
+    close."""
+    seed = width + jobs
+    rng = random.Random(seed)
+    model = model_for(width, seed, mem_latency=8, mem_any_order=True)
+    tile = echo_tile(width, jobs)
+    data = [rng.randbytes(rng.randrange(300, 701)) for _ in range(CONFIG.flows)]
+    flows = [model.announce(slot, 2) for slot in range(CONFIG.flows)]
+    for f, d in zip(flows, data):
+        model.deliver(f, d, fin=True)
+    counters, stats = run(tile, model, seed=seed, script=lambda model: None,
+                          until=lambda model: model.idle() and all(map(closed, flows)),
+                          timeout=60_000)
+    for f, d in zip(flows, data):
+        assert bytes(f.sent) == d and f.closed_at == len(d) and f.late == 0
+    assert model.max_busy == jobs
+    assert counters == {"flows": 4, "bytes": sum(map(len, data)), "closed": 4, "ended": 0,
+                        "send_notifs": 4, "mem_errors": 0, "dropped": 0}
+    assert stats.max_wait <= MAX_WAIT
+    print(f"overlap at {width} bits, {jobs} jobs: {stats.cycles} cycles")
+
+
+@pytest.mark.parametrize("jobs", [2, 4])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_echo_serves_other_flows_while_one_waits_for_room(width, jobs):
+    """B's peer does not read: B's send ring fills and its job waits for room (its
+    ``TCP_TX_MSG_REQ`` unanswered). Only then do A, C and D get their bytes (and FIN): on the
+    jobs left they are all echoed and closed while B's request stays unanswered. B's peer
+    then reads, and B gets the rest of its bytes back and is closed."""
+    seed = 3 * width + jobs
+    rng = random.Random(seed)
+    model = model_for(width, seed)
+    tile = echo_tile(width, jobs)
+    data = {name: rng.randbytes(size) for name, size in
+            (("A", 500), ("B", 600), ("C", 300), ("D", 400))}
+    flows = {name: model.announce(slot, 1) for slot, name in enumerate(data)}
+    b, others = flows["B"], [flows[name] for name in "ACD"]
+    b.drain = False
+    model.deliver(b, data["B"], fin=True)
+    s = SimpleNamespace(stuck_since=None, released=None, still_waiting=False)
+
+    def script(model):
+        if s.stuck_since is None and b.tx_req is not None and model.cycle > b.tx_req_since + 50:
+            s.stuck_since = b.tx_req_since
+            for name in "ACD":
+                model.deliver(flows[name], data[name], fin=True)
+        if s.released is None and all(map(closed, others)):
+            s.released = model.cycle
+            s.still_waiting = b.tx_req is not None and b.tx_req_since == s.stuck_since
+            b.drain = True
+
+    counters, stats = run(tile, model, seed=seed, script=script,
+                          until=lambda model: s.released and closed(b) and model.idle(),
+                          timeout=60_000)
+    assert s.stuck_since is not None and s.still_waiting
+    for name, f in flows.items():
+        assert bytes(f.sent) == data[name] and f.closed_at == len(data[name]) and f.late == 0
+    assert counters == {"flows": 4, "bytes": sum(map(len, data.values())), "closed": 4,
+                        "ended": 0, "send_notifs": 4, "mem_errors": 0, "dropped": 0}
+    assert stats.max_wait <= MAX_WAIT
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_echo_resets_flows_with_jobs_in_flight(width):
+    """Memory acks come 120 cycles late, in any order. Three connections are reset with a job
+    in flight, each at another step: X once its ``LOAD_MEM`` is out, Y once its ``STORE_MEM``
+    is out, Z (whose peer does not read) while its ``TCP_TX_MSG_REQ`` waits for room; each
+    slot at once holds a new connection (X2, Y2, Z2) with bytes and FIN, while W echoes
+    throughout. The dead jobs' acks are taken (X's loaded bytes discarded, nothing more sent
+    for X, Y or Z: the model fails on any step after an end); the new connections' responses
+    come while their slots' dead jobs still wait for their acks, and their jobs start only
+    after them (the model fails on a request for a slot whose previous connection has a
+    memory request unanswered), though with eight jobs for four flows a job is free; every
+    byte of X2, Y2, Z2 and W comes back and they are closed."""
+    seed = width + 11
+    rng = random.Random(seed)
+    model = model_for(width, seed, mem_latency=120, mem_any_order=True)
+    tile = echo_tile(width, 8)
+    sizes = {"X": 300, "Y": 300, "Z": 600, "W": 700, "X2": 250, "Y2": 250, "Z2": 250}
+    data = {name: rng.randbytes(size) for name, size in sizes.items()}
+    flows = {name: model.announce(slot, 1) for slot, name in enumerate("XYZW")}
+    flows["Z"].drain = False
+    for name in "XYZW":
+        model.deliver(flows[name], data[name], fin=True)
+    written = {}
+    triggers = {"X": lambda f: f.loads_out > 0, "Y": lambda f: f.stores_out > 0,
+                "Z": lambda f: f.tx_req is not None and model.cycle > f.tx_req_since + 30}
+
+    def script(model):
+        for name, now in triggers.items():
+            f = flows[name]
+            if f.state == "open" and now(f):
+                model.reset(f)
+                written[name] = model.written(f)
+                flows[name + "2"] = model.announce(f.slot, 2)
+                model.deliver(flows[name + "2"], data[name + "2"], fin=True)
+
+    counters, stats = run(tile, model, seed=seed, script=script,
+                          until=lambda model: len(flows) == 7 and model.idle() and all(
+                              closed(flows[name]) for name in ("X2", "Y2", "Z2", "W")),
+                          timeout=60_000)
+    for name in ("X2", "Y2", "Z2", "W"):
+        f = flows[name]
+        assert bytes(f.sent) == data[name] and f.closed_at == len(data[name]) and f.late == 0
+    for name in "XYZ":
+        f = flows[name]
+        assert f.state == "reset" and written[name] == data[name][:f.tail]
+    x, y = flows["X"], flows["Y"]
+    assert x.tail == 0 and x.load_seen > x.end_seen and y.store_seen > y.end_seen
+    # The new connections' first responses reached the tile before the dead jobs' acks.
+    assert flows["X2"].rx_seen[0] < x.load_seen and flows["Y2"].rx_seen[0] < y.store_seen
+    resent = sum(len(data[name]) for name in ("X2", "Y2", "Z2", "W"))
+    assert counters == {"flows": 7, "bytes": resent + sum(flows[n].tail for n in "XYZ"),
+                        "closed": 4, "ended": 3, "send_notifs": 7, "mem_errors": 0,
+                        "dropped": after_the_end(stats.delivered)}
+    assert stats.max_wait <= MAX_WAIT
+
+
+def cycles_per_job(jobs, mem_latency, width=512, size=1024):
+    """Cycles per 64-byte job, the tile's steady pace, with four flows that always have bytes
+    to echo and room for them, no gaps or stalls, the model answering at once but for memory
+    acks ``mem_latency`` cycles late."""
+    rng = random.Random(jobs)
+    model = model_for(width, jobs, mem_latency=mem_latency, burst=256, arrive=1.0, read=1.0)
+    tile = echo_tile(width, jobs, chunk=64)
+    flows = [model.announce(slot, 1) for slot in range(CONFIG.flows)]
+    for f in flows:
+        model.deliver(f, rng.randbytes(size))
+    run(tile, model, seed=jobs, script=lambda model: None, gaps=0, stall=0, settle=0,
+        until=lambda model: all(f.una == size for f in flows), timeout=30_000)
+    done = [cycle for cycle, t, _ in model.received if t == MsgType.TCP_TX_ADJUST_PTR.value]
+    assert len(done) == len(flows) * size // 64
+    return (done[-1] - done[len(flows)]) / (len(done) - len(flows) - 1)
+
+
+def test_echo_throughput_grows_with_jobs():
+    """At 512 bits with 64-byte chunks: with the model answering at once, four jobs finish one
+    every 8 cycles at most (the output port's limit is 7: a store's two flits and five
+    one-flit requests); with memory acks 20 cycles late, four jobs take at most a third of
+    the cycles per job that one job takes."""
+    pace = {(jobs, latency): cycles_per_job(jobs, latency) for jobs in (1, 4)
+            for latency in (0, 20)}
+    print("cycles per job (jobs, memory latency):", pace)
+    assert pace[4, 0] <= 8
+    assert 3 * pace[4, 20] <= pace[1, 20]
 
 
 # -- the sender ----------------------------------------------------------------------------------
@@ -496,6 +666,10 @@ def test_parameters_and_routes_are_checked():
         with pytest.raises(TypeError, match="TcpConfig"):
             cls(app_env(64), config={"flows": 4})
     assert TcpEchoTile(app_env(64), config=CONFIG).chunk == 64     # min(mss, tx_ring // 2)
+    assert TcpEchoTile(app_env(64), config=CONFIG).jobs == 4
+    for jobs in (0, 65, True, 2.0):
+        with pytest.raises(ValueError, match="jobs"):
+            TcpEchoTile(app_env(64), config=CONFIG, jobs=jobs)
     for bad in (dict(peer_ip="10.0.0"), dict(peer_port=0), dict(attempts=0),
                 dict(length=1 << 32), dict(retry=-1)):
         with pytest.raises(ValueError, match=next(iter(bad))):

@@ -36,7 +36,9 @@ class TcpConfig:
         ``tx_ring`` bytes at ``tx_base + slot * tx_ring`` in the send buffer's. ``mss`` is the
         largest segment payload the engine sends or advertises. ``max_half_open`` caps the
         connections in SYN-RECEIVED (a SYN flood holds at most that many slots; default a
-        quarter of the flows).
+        quarter of the flows). ``segment_buffer`` bytes of arriving segments wait in the
+        receive tile while they are checked and stored (a burst beyond it is dropped, counted in
+        ``overflow``, and sent again by the peer).
     Timers (in clock cycles; the timer counts ticks of ``tick`` cycles, a power of two at
     least ``flows``, so every timer is checked once a tick)
         ``rto``: the retransmission timeout, doubled on each expiry up to ``rto_max``, back to
@@ -55,6 +57,7 @@ class TcpConfig:
     tx_base: int = 0
     mss: int = 1460
     max_half_open: int | None = None
+    segment_buffer: int = 8192
     rto: int = 1_000_000
     rto_max: int | None = None
     max_retries: int = 8
@@ -76,6 +79,7 @@ class TcpConfig:
         for name in ("rx_base", "tx_base"):
             _int(getattr(self, name), name, 0, (1 << 48) - 1)
         _int(self.half_open, "max_half_open", 1, self.flows)
+        _int(self.segment_buffer, "segment_buffer", 2 * 1480, 1 << 20)
         _int(self.rto, "rto", 1, 1 << 30)
         _int(self.rto_ceiling, "rto_max", self.rto, 1 << 34)
         _int(self.max_retries, "max_retries", 1, 15)

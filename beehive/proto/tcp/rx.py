@@ -139,8 +139,8 @@ class TcpRxTile(Tile):
 
     Cost: one state record of :data:`~beehive.proto.tcp.state.RX_STATE` per flow (about 700
     bits) in a memory with two read ports (the engine's and the transmit tile's), the flow
-    table (``flows`` entries of 65 bits), the segment buffer (2 × 1480 bytes) and the header
-    capture (60 bytes).
+    table (``flows`` entries of 65 bits), the segment buffer (``segment_buffer`` bytes) and the
+    header capture (60 bytes).
     """
 
     streaming = False
@@ -214,7 +214,8 @@ class TcpRxTile(Tile):
             m, width, hdr[0], hdr[1], max_packet=MAX_SEGMENT, offset=0,
             initial=lambda m, length, meta: pseudo_header_sum(
                 meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
-            verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True)
+            verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
+            buffer_bytes=cfg.segment_buffer, max_queued=32)
         cur = Signal(packet_layout())
         cur_valid = Signal()
         m.d.comb += seg_hdr.ready.eq(~cur_valid)

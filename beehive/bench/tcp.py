@@ -1,0 +1,381 @@
+"""TCP echo benchmark: ``apiary bench DESIGN --tcp`` on a design whose Ethernet port echoes TCP
+on port 7 (examples/tcp_echo.py).
+
+Everything is measured cycle-accurately on a Verilator model, through the design's Ethernet
+port, with a scripted peer per connection (:mod:`beehive.bench.tcp_peer`) that checks every
+segment's checksums and every echoed byte; a wrong or missing echo stops the benchmark with
+:class:`~beehive.bench.echo.BenchError`.
+
+* **Connection set-up**: a SYN into the idle design, first word in → last word of the SYN-ACK
+  out; and the whole handshake plus a 1-byte echo, SYN's first word in → the echo's last out.
+* **Latency**: a 1-byte request on an open, idle connection: its first word in → the last word
+  of the segment that echoes it (the design also sends a bare ACK first; it is not counted).
+* **Request rate** over many connections (Beehive's small-segment figure, Fig. 9): ``flows``
+  connections, each with one 64-byte request outstanding at a time (a closed loop: the next
+  request, carrying the ACK of the last reply, goes in when the reply is complete): cycles per
+  request = (last reply's last word − first request's first word) / requests.
+* **Bulk echo goodput** by segment size, one connection and several: each connection keeps up to
+  ``window`` bytes in flight (and the connections together at most 24 segments, about what the
+  receive tile's segment buffer holds), sent in segments of the size given, and acknowledges
+  what comes back; goodput counts the payload bytes echoed (each one crossed the engine twice,
+  in and out) over the second half of the run. A segment the design drops (its buffer full) is
+  sent again after a quiet spell, as TCP would, and counted.
+
+Bit rates are at ``clock_mhz`` (250 MHz, the Beehive paper's); the link is ``width`` bits per
+cycle each way.
+"""
+
+import json
+import random
+import sys
+import time
+
+from ..proto.addresses import design_addresses
+from .echo import BenchError, _cycles, _down, _up
+from .tcp_peer import Peer, run_peers, seq_add, seq_diff
+
+
+__all__ = ["BEEHIVE_TCP", "TCP_TARGETS", "run_tcp_bench", "render_tcp", "run"]
+
+#: The Beehive paper's TCP figures (512 bits, 250 MHz): small segments over many connections
+#: (Fig. 9: 2,666 kreq/s), and Table V's TCP layer and its receive part (Vivado).
+BEEHIVE_TCP = {
+    "kreq_per_s": 2666,
+    "cycles_per_request": 250_000 / 2666,
+    "tcp_layer_luts": 41677,
+    "tcp_rx_luts": 10304 + 8847,        # processing + router
+}
+#: The project brief's target (512 bits).
+TCP_TARGETS = {"cycles_per_request": 20}
+
+DEFAULT_FLOWS = (1, 16, 64)
+DEFAULT_SEGMENTS = (64, 256, 1024, 1460)
+PORT = 7
+
+
+def _peers(sim, design, count, base=20000):
+    mac, ipv4 = design_addresses(design)
+    return [Peer(sim, sport=base + i, isn=1000 + 7919 * i, design_mac=mac, design_ip=ipv4)
+            for i in range(count)]
+
+
+def _connect_all(sim, peers):
+    """Open every connection: SYNs all at once, sent again (as a real client would) to those a
+    bounded half-open table turned away."""
+    for p in peers:
+        p.snd_nxt = seq_add(p.isn, 1)
+    waiting = list(peers)
+    for _ in range(200):
+        for p in waiting:
+            p.send("S", seq=p.isn, options=p.syn_options(), ack=0)
+        run_peers(sim, waiting, 1000, ack=False)
+        still = []
+        for p in waiting:
+            synack = [s for s in p.seen if s.flags == "SA"]
+            if synack:
+                p.iss, p.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
+                p.peer_wscale = dict(synack[0].tcp.options).get("WScale", 0)
+                p.send("A")
+            else:
+                still.append(p)
+        waiting = still
+        if not waiting:
+            break
+    else:
+        raise BenchError(f"{len(waiting)} of {len(peers)} connections got no SYN-ACK")
+    run_peers(sim, peers, 200, ack=False)
+
+
+def _close_all(sim, peers):
+    """Close every connection (we close first; the echo closes after the end of the stream),
+    so that their slots are free for the next measurement."""
+    for p in peers:
+        p.send("FA")
+        p.snd_nxt = seq_add(p.snd_nxt, 1)
+    for _ in range(100):
+        run_peers(sim, peers, 500)
+        if all(p.fin for p in peers):
+            break
+    else:
+        raise BenchError(f"{sum(not p.fin for p in peers)} connections did not close")
+    run_peers(sim, peers, 500)
+
+
+def tcp_flows(design):
+    """The flow slots of the design's TCP engine (0 if it has none)."""
+    from ..proto.tcp import TcpRxTile
+    for decl in design.tiles.values():
+        if decl.cls is TcpRxTile:
+            config = decl.params.get("config")
+            return config.flows if config is not None else TcpRxTile().config.flows
+    return 0
+
+
+def _entered(sim):
+    """The first cycle of each frame the design took since the last call."""
+    return [f.cycle_first for f in sim.sent(clear=True)]
+
+
+def measure_setup(sim, design, step=4):
+    """SYN in → SYN-ACK out, and SYN in → the first byte's echo out with the peer answering at
+    once (within ``step`` cycles)."""
+    peer = _peers(sim, design, 1, base=10000)[0]
+    _entered(sim)
+    peer.send("S", options=peer.syn_options(), ack=0)
+    peer.snd_nxt = seq_add(peer.isn, 1)
+    synack = []
+    for _ in range(1000):
+        synack = [s for s in peer.run(step, ack=False) if s.flags == "SA"]
+        if synack:
+            break
+    else:
+        raise BenchError("no SYN-ACK")
+    syn_in = _entered(sim)[0]
+    peer.iss, peer.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
+    peer.send("A")
+    peer.send_data(b"!")
+    for _ in range(1000):
+        peer.run(step, ack=False)
+        if peer.stream:
+            break
+    if bytes(peer.stream) != b"!":
+        raise BenchError(f"the first echo came back as {bytes(peer.stream)!r}")
+    echo = [s for s in peer.seen if s.data][0]
+    _close_all(sim, [peer])
+    return {"syn_to_synack": synack[0].cycle - syn_in, "syn_to_first_echo": echo.cycle - syn_in}
+
+
+def measure_latency(sim, peer, requests=5):
+    rows = []
+    for i in range(requests):
+        sim.run(500)                 # idle
+        peer.run(0)
+        _entered(sim)
+        before = len(peer.stream)
+        peer.send_data(bytes([65 + i]))
+        for _ in range(50):
+            new = peer.run(50)
+            if len(peer.stream) > before:
+                break
+        request_in = _entered(sim)[0]
+        data = [s for s in new if s.data]
+        if not data or bytes(peer.stream[before:]) != bytes([65 + i]):
+            raise BenchError("a 1-byte request was not echoed")
+        rows.append(data[-1].cycle - request_in)
+    return {"requests": requests, "min": min(rows), "median": sorted(rows)[len(rows) // 2],
+            "max": max(rows)}
+
+
+def measure_rate(sim, design, flows, rounds, size=64, step=16):
+    peers = _peers(sim, design, flows, base=30000 + 100 * flows)
+    _connect_all(sim, peers)
+    rng = random.Random(flows)
+    want = {p.sport: b"" for p in peers}
+    done = {p.sport: 0 for p in peers}
+    _entered(sim)
+    first_in = None
+    last_out = 0
+    for p in peers:
+        payload = rng.randbytes(size)
+        want[p.sport] += payload
+        p.send_data(payload)
+    limit = sim.cycle + 400 * flows * rounds + 100_000
+    while any(d < rounds for d in done.values()):
+        if sim.cycle > limit:
+            raise BenchError(f"{sum(d < rounds for d in done.values())} connections stalled")
+        new = run_peers(sim, peers, step, ack=False)
+        entered = _entered(sim)
+        if entered and first_in is None:
+            first_in = entered[0]
+        for p in peers:
+            got = [s for s in new[p.sport] if s.data]
+            if got:
+                last_out = max(last_out, got[-1].cycle)
+            if len(p.stream) == len(want[p.sport]) and done[p.sport] < rounds:
+                if bytes(p.stream) != want[p.sport]:
+                    raise BenchError(f"connection {p.sport}: the echo differs")
+                done[p.sport] += 1
+                if done[p.sport] < rounds:
+                    payload = rng.randbytes(size)
+                    want[p.sport] += payload
+                    p.send_data(payload)
+                else:
+                    p.send("A")
+    _close_all(sim, peers)
+    requests = flows * rounds
+    cycles = last_out - first_in
+    return {"flows": flows, "rounds": rounds, "payload_bytes": size, "requests": requests,
+            "cycles": cycles, "cycles_per_request": cycles / requests}
+
+
+def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, step=64,
+                 patience=4000):
+    peers = _peers(sim, design, flows, base=40000 + 100 * flows + segment % 97)
+    _connect_all(sim, peers)
+    rng = random.Random(segment)
+    data = {p.sport: rng.randbytes(total) for p in peers}
+    base = {p.sport: p.snd_nxt for p in peers}
+    sent = {p.sport: 0 for p in peers}
+    quiet = {p.sport: 0 for p in peers}
+    resent = 0
+    # What a connection keeps in flight: up to `window` bytes, and `in_flight` segments over all
+    # connections (about what the design's segment buffer holds: a burst of more small segments
+    # than it can store is dropped, as a switch would, and the peer then has to send again).
+    room = min(window, max(2, in_flight // flows) * segment)
+    marks = []                          # (cycle, bytes echoed so far)
+    limit = sim.cycle + 200 * total * flows // 8 + 200_000
+    while any(len(p.stream) < total for p in peers):
+        if sim.cycle > limit:
+            raise BenchError("the bulk echo stalled")
+        for p in peers:
+            acked = seq_diff(p.snd_una, base[p.sport]) if p.snd_una is not None else 0
+            if quiet[p.sport] >= patience and acked < sent[p.sport]:
+                # Nothing acknowledged for a while: send again from the first unacknowledged
+                # byte (the design dropped a segment its buffer had no room for).
+                sent[p.sport] = acked
+                p.snd_nxt = seq_add(base[p.sport], acked)
+                quiet[p.sport] = 0
+                resent += 1
+            while (sent[p.sport] < total and sent[p.sport] - len(p.stream) + segment <= room):
+                n = min(segment, total - sent[p.sport])
+                p.send_data(data[p.sport][sent[p.sport]:sent[p.sport] + n])
+                sent[p.sport] += n
+        before = {p.sport: p.snd_una for p in peers}
+        new = run_peers(sim, peers, step)
+        for p in peers:
+            quiet[p.sport] = 0 if p.snd_una != before[p.sport] else quiet[p.sport] + step
+        out = [s.cycle for sp in new.values() for s in sp if s.data]
+        if out:
+            marks.append((max(out), sum(len(p.stream) for p in peers)))
+    for p in peers:
+        if bytes(p.stream) != data[p.sport]:
+            raise BenchError(f"connection {p.sport}: the bulk echo differs")
+    _close_all(sim, peers)
+    half = flows * total // 2
+    start = next((c, b) for c, b in marks if b >= half)
+    end = marks[-1]
+    cycles = end[0] - start[0]
+    return {"flows": flows, "segment_bytes": segment, "bytes": flows * total,
+            "cycles": cycles, "bytes_per_cycle": (end[1] - start[1]) / cycles,
+            "resent": resent}
+
+
+def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
+                  segments=DEFAULT_SEGMENTS, bulk_bytes=64 * 1024, bulk_flows=(1, 8),
+                  log=None, script=None):
+    """Every measurement above on ``design``; returns a dict (see :func:`render_tcp`)."""
+    from apiary.sim import open_sim
+    from apiary.sim.verilator import verilator_version
+
+    def note(text):
+        if log is not None:
+            print(text, file=log, flush=True)
+
+    slots = tcp_flows(design)
+    if not slots:
+        raise BenchError(f"design {design.name!r} has no TCP engine (TcpRxTile)")
+    flows = sorted({min(n, slots) for n in flows})
+    t = time.time()
+    with open_sim(design, "verilator", quiet=log is None) as sim:
+        note(f"model ready ({time.time() - t:.0f} s)")
+        setup = measure_setup(sim, design)
+        peer = _peers(sim, design, 1, base=11000)[0]
+        _connect_all(sim, [peer])
+        latency = measure_latency(sim, peer)
+        _close_all(sim, [peer])
+        note(f"set-up {setup['syn_to_synack']} cycles, 1-byte echo {latency['median']} cycles")
+        rates = []
+        for n in flows:
+            rates.append(measure_rate(sim, design, n, rounds))
+            note(f"{n} connections: {rates[-1]['cycles_per_request']:.1f} cycles/request")
+        bulk = []
+        for n in bulk_flows:
+            for size in segments:
+                bulk.append(measure_bulk(sim, design, n, size, bulk_bytes))
+                note(f"bulk, {n} connection(s), {size}-byte segments: "
+                     f"{bulk[-1]['bytes_per_cycle']:.2f} bytes/cycle")
+        counters = {k: v for k, v in sim.counters().items() if v}
+        cycles = sim.cycle
+    return {"design": design.name, "script": script, "width": design.width,
+            "clock_mhz": clock_mhz, "simulator": f"Verilator {verilator_version()}",
+            "setup": setup, "latency": latency, "rates": rates, "bulk": bulk,
+            "cycles_simulated": cycles, "counters": counters, "beehive": BEEHIVE_TCP,
+            "targets": TCP_TARGETS}
+
+
+def _gbps(bytes_per_cycle, mhz):
+    return bytes_per_cycle * 8 * mhz / 1000
+
+
+def _tables(res):
+    mhz = res["clock_mhz"]
+    s, lat = res["setup"], res["latency"]
+    latency = ("Latency and connection set-up (one at a time, into the idle design)",
+               ["measure", "cycles", f"ns at {mhz:g} MHz"],
+               [["SYN first word in → SYN-ACK last word out", str(s["syn_to_synack"]),
+                 _up(s["syn_to_synack"] * 1000 / mhz, 1)],
+                ["SYN in → echo of the first byte out (handshake + request)",
+                 str(s["syn_to_first_echo"]), _up(s["syn_to_first_echo"] * 1000 / mhz, 1)],
+                [f"1-byte request → its echo (min / median / max of {lat['requests']})",
+                 f"{lat['min']} / {lat['median']} / {lat['max']}",
+                 _up(lat["median"] * 1000 / mhz, 1)]])
+    rate_rows = []
+    for r in res["rates"]:
+        cpr = r["cycles_per_request"]
+        beehive = target = ""
+        if r is res["rates"][-1]:
+            beehive = (f"{_down(BEEHIVE_TCP['cycles_per_request'], 1)} "
+                       f"({BEEHIVE_TCP['kreq_per_s']:,} kreq/s)")
+            ok = cpr <= TCP_TARGETS["cycles_per_request"]
+            target = f"≤ {TCP_TARGETS['cycles_per_request']}: {'met' if ok else '**missed**'}"
+        rate_rows.append([str(r["flows"]), str(r["requests"]), _cycles(cpr),
+                          _down(mhz * 1000 / cpr, 0), beehive, target])
+    rates = (f"Request rate: 64-byte requests, one outstanding per connection (closed loop), "
+             f"{res['rates'][0]['rounds']} per connection",
+             ["connections", "requests", "cycles/request", f"kreq/s at {mhz:g} MHz",
+              "Beehive (paper, many connections)", "target (512-bit)"], rate_rows)
+    bulk_rows = [[str(b["flows"]), str(b["segment_bytes"]), _down(b["bytes_per_cycle"]),
+                  _down(_gbps(b["bytes_per_cycle"], mhz)), str(b["resent"])]
+                 for b in res["bulk"]]
+    bulk = ("Bulk echo goodput: payload bytes echoed per cycle (each byte in and out), second "
+            "half of the run",
+            ["connections", "segment (B)", "bytes/cycle", f"Gbps at {mhz:g} MHz",
+             "times the peer resent (a segment dropped)"], bulk_rows)
+    return [latency, rates, bulk]
+
+
+def render_tcp(res, fmt="text", command=None):
+    if fmt == "json":
+        return json.dumps(res, indent=2) + "\n"
+    head = (f"TCP echo benchmark of {res['design']!r}: {res['width']}-bit data plane at "
+            f"{res['clock_mhz']:g} MHz, {res['simulator']} (cycle-accurate), every echoed byte "
+            f"checked")
+    out = [f"Measured by `{command}`. {head}.\n" if fmt == "markdown" and command
+           else head + "\n"]
+    for title, header, rows in _tables(res):
+        if fmt == "markdown":
+            out += [f"{title}:\n", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            out += ["| " + " | ".join(r) + " |" for r in rows]
+        else:
+            out.append(title + ":")
+            cols = [max(len(c[i]) for c in [header] + rows) for i in range(len(header))]
+            out += ["  ".join(c.ljust(w) for c, w in zip(r, cols)).rstrip()
+                    for r in [header] + rows]
+        out.append("")
+    return "\n".join(out)
+
+
+def run(args, design, out=None, log=None):
+    """``apiary bench DESIGN --tcp``: measure, print, return the results."""
+    out = sys.stdout if out is None else out
+    log = sys.stderr if log is None else log
+    res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design)
+    fmt = "json" if args.json else "markdown" if args.markdown else "text"
+    parts = ["apiary bench", args.design, "--tcp"]
+    if args.width is not None:
+        parts.append(f"--width {args.width}")
+    if args.markdown:
+        parts.append("--markdown")
+    print(render_tcp(res, fmt, " ".join(parts)), end="", file=out)
+    return res
+
