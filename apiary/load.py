@@ -23,7 +23,7 @@ import traceback
 from .design import Design, DesignError, _show_path
 
 
-__all__ = ["load_design"]
+__all__ = ["load_design", "load_script", "sibling"]
 
 _counter = itertools.count()
 
@@ -113,6 +113,21 @@ def _load_file(path):
         del sys.modules[name]
         return None, _raised(e, path, "the design script")
     return module, None
+
+
+def load_script(path):
+    """A Python file (a design script, say) as a module; a missing or broken file raises
+    :class:`~apiary.design.DesignError` with one readable message."""
+    module, error = _load_file(os.fspath(path))
+    if error is not None:
+        raise error
+    return module
+
+
+def sibling(file, name):
+    """The script ``name`` in the folder of ``file`` (a script's own ``__file__``), as a module:
+    how one example builds on another (the examples are scripts, not a package)."""
+    return load_script(os.path.join(os.path.dirname(os.path.abspath(file)), name))
 
 
 def _import_module(modname):

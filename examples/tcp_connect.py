@@ -19,24 +19,13 @@ million cycles (20 times at most), so the namespace's address can be set up afte
 starts. ``design(width=512, peer_ip="10.0.0.1", peer_port=5001, length=256 * 1024, ...)``.
 """
 
-import importlib.util
-import pathlib
-
 from apiary.design import Design
+from apiary.load import sibling
 from beehive.apps import TcpEchoTile, TcpSenderTile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
 
-def _tcp_echo():
-    """``examples/tcp_echo.py`` as a module (the examples are scripts, not a package)."""
-    path = pathlib.Path(__file__).resolve().with_name("tcp_echo.py")
-    spec = importlib.util.spec_from_file_location("_apiary_example_tcp_echo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tcp_echo = _tcp_echo()
+tcp_echo = sibling(__file__, "tcp_echo.py")
 
 SERVER_IP, SERVER_PORT = "10.0.0.1", 5001
 LOCAL_PORT = 40000
@@ -46,7 +35,8 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, peer_ip=SERVER_IP,
            peer_port=SERVER_PORT, length=256 * 1024, start=1_000_000, retry=1_000_000,
            attempts=20, flows=None, ring=16384, rto=None, **tcp):
     d = Design("tcp_connect", cols=4, rows=4, width=width)
-    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=tcp_echo.IDLE_HZ)
+    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=tcp_echo.IDLE_HZ,
+                      memory_latency=tcp_echo.BRAM_LATENCY)
     tcp_echo.udp_echo.build_stack(d)
     config = tcp_echo.tcp_config(width, flows, ring, rto, **tcp)
     tcp_echo.add_tcp(d, config)

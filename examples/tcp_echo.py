@@ -18,18 +18,18 @@ its send ring in ``tx_mem``, and the echo application moves bytes from one to th
     apiary check examples/tcp_echo.py
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
 
-``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None, **tcp)``:
-``flows`` defaults to 256 at 512 bits and 32 below; ``ring`` is each connection's receive and
-send ring; ``rto`` the retransmission timeout in cycles (default 200,000: 0.8 ms at 250 MHz, and
-a fraction of a second of a TAP bridge's idle time, which it runs at ``idle_hz``); ``tcp``
-overrides any other :class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port
-7 too (UDP and TCP ports are separate).
+``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None,
+memory_latency=2, **tcp)``: ``flows`` defaults to 256 at 512 bits and 32 below; ``ring`` is each
+connection's receive and send ring (in ``rx_mem`` and ``tx_mem``, whose read latency in
+simulation is ``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout in
+cycles (default 200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle
+time, which it runs at ``idle_hz``); ``tcp`` overrides any other
+:class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP and TCP
+ports are separate).
 """
 
-import importlib.util
-import pathlib
-
 from apiary.design import Design
+from apiary.load import sibling
 from apiary.noc.header import Fbits
 from apiary.os.memory_tile import MemoryTile
 from beehive.apps import TcpEchoTile
@@ -39,18 +39,12 @@ from beehive.proto.ipv4 import IpProtocol
 from beehive.proto.tcp import TcpConfig, TcpRxTile, TcpTxTile
 
 
-def _udp_echo():
-    """``examples/udp_echo.py`` as a module (the examples are scripts, not a package)."""
-    path = pathlib.Path(__file__).resolve().with_name("udp_echo.py")
-    spec = importlib.util.spec_from_file_location("_apiary_example_udp_echo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-udp_echo = _udp_echo()
+udp_echo = sibling(__file__, "udp_echo.py")
 
 ECHO_PORT = 7
+#: Read latency (cycles) of the buffer memories in simulation: block RAM, as Beehive's buffer
+#: tiles (a DRAM behind LiteDRAM is more like 20; ``memory_latency=20``).
+BRAM_LATENCY = 2
 #: Simulated cycles per wall-clock second while a TAP-bridged simulation is idle, so that the
 #: retransmission timer runs while Linux thinks.
 IDLE_HZ = 1_000_000
@@ -67,9 +61,9 @@ def tcp_config(width=512, flows=None, ring=16384, rto=None, **more):
 
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=None,
-           ring=16384, rto=None, **tcp):
+           ring=16384, rto=None, memory_latency=BRAM_LATENCY, **tcp):
     d = Design("tcp_echo", cols=4, rows=4, width=width)
-    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ)
+    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency)
     udp_echo.build_stack(d, port)
     config = tcp_config(width, flows, ring, rto, **tcp)
     add_tcp(d, config)

@@ -44,25 +44,14 @@ tile's port ``memory_mem`` is LiteDRAM's native user port.
 ``design(width=512, mac=..., ipv4=..., port=7, mem_port=7777, mem_bytes=1 << 20)``.
 """
 
-import importlib.util
-import pathlib
-
 from apiary.design import Design
+from apiary.load import sibling
 from apiary.os.memory_tile import MemoryTile
 from beehive.apps.mem_server import MEMORY_KEY, REPLY_KEY, UdpMemoryTile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
 
-def _udp_echo():
-    """``examples/udp_echo.py`` as a module (the examples are scripts, not a package)."""
-    path = pathlib.Path(__file__).resolve().with_name("udp_echo.py")
-    spec = importlib.util.spec_from_file_location("_apiary_example_udp_echo", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-udp_echo = _udp_echo()
+udp_echo = sibling(__file__, "udp_echo.py")
 
 MEM_PORT = 7777
 

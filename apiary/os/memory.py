@@ -155,14 +155,20 @@ class MemoryModel(wiring.Component):
         self._init = init
         super().__init__({"port": In(sig), "reads": Out(32), "writes": Out(32)})
 
+    def storage(self, m):
+        """The words: ``(write port, read port)`` of a memory in ``m`` (byte-lane write enables;
+        reads are synchronous, seeing the contents before a write in the same cycle). A
+        subclass may store them otherwise (the Verilator back end does)."""
+        m.submodules.storage = storage = Memory(shape=unsigned(self.data_width),
+                                                depth=self.depth_words, init=self._init)
+        return storage.write_port(granularity=8), storage.read_port()
+
     def elaborate(self, platform):
         m = Module()
         dw, depth, lat = self.data_width, self.depth_words, self.latency
         cmd, wdata, rdata = self.port.cmd, self.port.wdata, self.port.rdata
 
-        m.submodules.storage = storage = Memory(shape=unsigned(dw), depth=depth, init=self._init)
-        wp = storage.write_port(granularity=8)
-        rp = storage.read_port()
+        wp, rp = self.storage(m)
         full = depth == 1 << self.addr_width
 
         def in_range(addr):

@@ -51,28 +51,36 @@ def memory_latency_of(design, memory_latency=None):
     return memory_latency
 
 
-def memory_models(latency):
-    """The :class:`~apiary.top.Attachment` that gives every memory port of a design a
-    :class:`~apiary.os.memory.MemoryModel` of read latency ``latency`` (and of the port's
-    depth), inside the top level."""
+def memory_models(latency, model=None):
+    """The :class:`~apiary.top.Attachment` that gives every memory port of a design a memory
+    model (``model``, default :class:`~apiary.os.memory.MemoryModel`) of read latency
+    ``latency`` (and of the port's depth), inside the top level."""
     from ..os.memory import MemoryModel, MemoryPortSignature
+    model = MemoryModel if model is None else model
 
     def build(sig):
-        model = MemoryModel(sig.data_width, sig.addr_width, depth_words=sig.depth_words,
-                            latency=latency)
-        return model, model.port
-    return Attachment("model", MemoryPortSignature, build, f"MemoryModel(latency={latency})")
+        instance = model(sig.data_width, sig.addr_width, depth_words=sig.depth_words,
+                         latency=latency)
+        return instance, instance.port
+    return Attachment("model", MemoryPortSignature, build,
+                      f"{model.__name__}(latency={latency})")
 
 
-def elaborate(design, memory_latency=None):
-    """Check the design and build its top level: ``(top, ports, counter_names)``.
+def elaborate(design, memory_latency=None, backend="pysim"):
+    """Check the design and build its top level for ``backend``: ``(top, ports,
+    counter_names)``.
 
     Every memory port of a tile (a :class:`~apiary.os.memory.MemoryPortSignature` member, such
-    as :class:`~apiary.os.memory_tile.MemoryTile`'s ``mem``) gets a
-    :class:`~apiary.os.memory.MemoryModel` inside the top, with the read latency of
+    as :class:`~apiary.os.memory_tile.MemoryTile`'s ``mem``) gets a memory model inside the top
+    (:class:`~apiary.os.memory.MemoryModel`; for Verilator, the same with its words in a plain
+    RAM, :class:`~apiary.sim.verilator.RamMemoryModel`), with the read latency of
     :func:`memory_latency_of`; the counters are the top's counter bank.
     """
-    top = DesignTop(design, attach=[memory_models(memory_latency_of(design, memory_latency))])
+    model = None
+    if backend == "verilator":
+        from .verilator import RamMemoryModel as model
+    top = DesignTop(design, attach=[memory_models(memory_latency_of(design, memory_latency),
+                                                  model)])
     return top, find_ports(top), top.bank.names
 
 
@@ -135,7 +143,7 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         if vcd is None:
             raise SimError("vcd_window needs vcd= (the file to write)")
     vcd = None if vcd is None else os.fspath(vcd)
-    top, ports, counters = elaborate(design, memory_latency)
+    top, ports, counters = elaborate(design, memory_latency, backend)
     common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles,
                   impair=impair)
     if backend == "pysim":

@@ -27,8 +27,13 @@ import tempfile
 import time
 from importlib import resources
 
+from types import SimpleNamespace
+
+from amaranth import ClockSignal, Instance, Signal
+
 from .base import Sim
 from .core import Frame, BuildError, SimError
+from ..os.memory import MemoryModel
 from ..top import design_verilog, top_name
 
 
@@ -70,6 +75,35 @@ def cache_root(cache_dir=None):
     base = cache_dir or os.environ.get("APIARY_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "apiary")
     return os.path.join(os.fspath(base), "verilator")
+
+
+#: The Verilog module a :class:`RamMemoryModel` instantiates (``harness/ram.v``).
+RAM_MODULE = "apiary_sim_ram"
+
+
+class RamMemoryModel(MemoryModel):
+    """A :class:`~apiary.os.memory.MemoryModel` whose words are a plain Verilog RAM
+    (``harness/ram.v``, added to the model's sources) instead of an Amaranth ``Memory``: the
+    same ports, latency and behaviour, all words starting at zero, but without the initial
+    contents Amaranth writes out word by word, which for a 4 MiB model at 512 bits kept Yosys
+    busy for over half an hour. Verilator only (Amaranth's simulator cannot run it)."""
+
+    def storage(self, m):
+        if self._init:
+            raise ValueError("a RamMemoryModel starts at zero: it takes no init")
+        dw, depth = self.data_width, self.depth_words
+        abits = max(1, (depth - 1).bit_length())
+        wp = SimpleNamespace(addr=Signal(abits), data=Signal(dw), en=Signal(dw // 8))
+        rp = SimpleNamespace(addr=Signal(abits), en=Signal(), data=Signal(dw))
+        m.submodules.storage = Instance(
+            RAM_MODULE, p_WIDTH=dw, p_DEPTH=depth, p_ABITS=abits, i_clk=ClockSignal(),
+            i_waddr=wp.addr, i_wdata=wp.data, i_wen=wp.en, i_raddr=rp.addr, i_ren=rp.en,
+            o_rdata=rp.data)
+        return wp, rp
+
+
+def _ram_source():
+    return (resources.files("apiary.sim") / "harness" / "ram.v").read_text()
 
 
 def _harness_sources():
@@ -328,6 +362,8 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
     """
     root = cache_root(cache_dir)
     verilog = design_verilog(top, cache_dir=root)
+    if RAM_MODULE in verilog:
+        verilog += "\n" + _ram_source()
     vroot, perl, cxx = _toolchain()
     key = model_key(verilog, trace, cxx)
     final = os.path.join(root, key)

@@ -2,10 +2,11 @@
 tiles, RX and TX side by side.
 
 * :mod:`~beehive.proto.ethernet`: Ethernet II with 802.1Q (RX and TX, at the MAC);
-* :mod:`~beehive.proto.arp`: ARP replies;
+* :mod:`~beehive.proto.arp`: ARP replies, and address resolution for other tiles;
 * :mod:`~beehive.proto.ipv4`: IPv4 RX and TX;
 * :mod:`~beehive.proto.icmp`: ICMP echo;
-* :mod:`~beehive.proto.udp`: UDP RX and TX.
+* :mod:`~beehive.proto.udp`: UDP RX and TX;
+* :mod:`~beehive.proto.tcp`: TCP, a package: two tiles sharing flow state.
 
 Below them: :mod:`~beehive.proto.layer` (the receive and transmit frameworks every tile is
 written in), :mod:`~beehive.proto.messages` (message types and the metadata every message

@@ -46,8 +46,8 @@ from apiary.tile import Tile
 from .messages import META_BITS, PACKET_META
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "buffered_packets", "verified_packets",
-           "LENGTH_BITS"]
+__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "received_packets", "buffered_packets",
+           "verified_packets", "LENGTH_BITS"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -63,6 +63,20 @@ def message_overhead(width):
 def packet_layout():
     """What travels with each packet between a layer's stages: its length and metadata."""
     return data.StructLayout({"length": unsigned(LENGTH_BITS), "meta": PACKET_META.layout()})
+
+
+def received_packets(m, rx):
+    """``(hdr, data)`` for :meth:`RxLayerTile.source` from a :class:`MessageReceiver` ``rx`` of
+    messages carrying :data:`PACKET_META`: its headers become :func:`packet_layout` headers
+    (length and metadata), its payload stream the data."""
+    hdr = stream.Signature(packet_layout()).create()
+    m.d.comb += [
+        hdr.valid.eq(rx.o_hdr.valid),
+        hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
+        hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+        rx.o_hdr.ready.eq(hdr.ready),
+    ]
+    return hdr, rx.o_data
 
 
 def buffered_packets(m, buf):
@@ -247,14 +261,7 @@ class RxLayerTile(Tile):
         m.submodules.receiver = rx = MessageReceiver(self.env.width, meta_bits=META_BITS,
                                                      empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        hdr = stream.Signature(packet_layout()).create()
-        m.d.comb += [
-            hdr.valid.eq(rx.o_hdr.valid),
-            hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
-            hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-            rx.o_hdr.ready.eq(hdr.ready),
-        ]
-        return hdr, rx.o_data
+        return received_packets(m, rx)
 
     def verify(self, m, v):
         """With ``verify_offset``: from ``v.sum`` (one's-complement sum of the packet from

@@ -1,7 +1,6 @@
 """The same scapy traffic through examples/frame_loopback.py on both back ends: the same frames
 on the same cycles, drops counted the same way, and the Verilator model cache."""
 
-import importlib.util
 import os
 import pathlib
 import random
@@ -11,6 +10,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from apiary.load import load_script
 from apiary.sim import open_sim, BuildError, SimError
 from apiary.sim import verilator as vl
 from apiary.sim.core import Xorshift32, seed_state
@@ -19,10 +19,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load_example(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "examples" / f"{name}.py")
 
 
 loopback = load_example("frame_loopback")

@@ -2,7 +2,6 @@
 on its own, in the simulation harness (the UDP echo stack on Amaranth's simulator) and in the
 TAP bridge (a fake TAP device, no root), with simulated time that runs while the bridge waits."""
 
-import importlib.util
 import math
 import pathlib
 import random
@@ -13,7 +12,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from apiary.load import load_design
+from apiary.load import load_design, load_script
 from apiary.sim import Impairment, SimError, open_sim
 from apiary.sim.tap import TapBridge
 from beehive.model import echo_reply
@@ -22,10 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load_example(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "examples" / f"{name}.py")
 
 
 loopback = load_example("frame_loopback")

@@ -6,7 +6,6 @@ segments, an active open, slots reused. ``test_pysim_*`` runs a short exchange o
 simulator too. Every segment the design sends has its checksums checked (``Peer.run``).
 """
 
-import importlib.util
 import pathlib
 import random
 import struct
@@ -16,20 +15,20 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import ARP, Ether
 
 from apiary.design import Design
+from apiary.load import load_script
 from apiary.sim import open_sim
 from apiary.stream.checksum import internet_checksum
 from apiary.tiles.forward import ForwardTile
 from beehive.bench.tcp_peer import (DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, seq_add,
                                     seq_diff)
 
+pytestmark = pytest.mark.slow        # Verilator models of whole designs (minutes to build)
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def example(name):
-    spec = importlib.util.spec_from_file_location(f"_test_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLES / f"{name}.py")
 
 
 tcp_echo = example("tcp_echo")
@@ -101,9 +100,10 @@ def test_bulk_echo_respects_the_peers_scaled_window(width):
         assert all(len(s.data) <= 1460 for s in p.seen)
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_out_of_order_and_duplicate_segments(width):
-    with echo_sim(width) as sim:
+@pytest.mark.parametrize("width,backend", [(64, "verilator"), (512, "verilator"),
+                                           (64, "pysim")])
+def test_out_of_order_and_duplicate_segments(width, backend):
+    with open_sim(tcp_echo.design(width=width, **TEST), backend) as sim:
         p = Peer(sim)
         p.connect()
         base = p.snd_nxt
@@ -156,6 +156,30 @@ def test_a_lost_segment_comes_back_by_fast_retransmit(width):
         assert bytes(p.stream) == data
         c = counters(sim)
         assert c["tcp_tx_fast_retransmits"] >= 1 and "tcp_tx_timeouts" not in c
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_lost_segment_comes_back_by_timeout(width):
+    """The only data segment is lost and nothing follows it (no duplicate ACKs): the timer
+    sends it again after one RTO."""
+    with echo_sim(width) as sim:
+        p = Peer(sim)
+        p.connect()
+        p.send_data(b"lost once")
+        lost = []
+
+        def lose_once(seen):
+            if seen.data and not lost:
+                lost.append(seen)
+                return True
+            return False
+        for _ in range(5):
+            p.run(RTO // 2, lose=lose_once)
+        assert bytes(p.stream) == b"lost once" and lost
+        again = [s for s in p.seen if s.data][1]
+        assert RTO - 1024 <= again.cycle - lost[0].cycle <= RTO + 2048
+        c = counters(sim)
+        assert c["tcp_tx_timeouts"] == 1 and c["tcp_tx_retransmits"] == 1
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -260,6 +284,32 @@ def test_resets_closed_ports_and_unknown_flows(width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+def test_reset_in_syn_received_and_data_with_fin(width):
+    with echo_sim(width) as sim:
+        # A half-open connection reset by its peer frees its slot without telling anyone.
+        half = Peer(sim, sport=41000)
+        half.send("S", options=half.syn_options(), ack=0)
+        synack = half.run(3000, ack=False)[0]
+        half.send("R", seq=seq_add(half.isn, 1), ack=0)
+        assert half.run(3000) == []
+        c = counters(sim)
+        assert c["tcp_rx_reset"] == 1 and "tcp_echo_flows" not in c
+        assert synack.flags == "SA"
+        # Data and FIN in one segment: both echoed, then the echo's FIN.
+        p = Peer(sim)
+        p.connect()
+        p.send("FPA", data=b"last words")
+        p.snd_nxt = seq_add(p.snd_nxt, len(b"last words") + 1)
+        for _ in range(10):
+            p.run(3000)
+            if p.fin:
+                break
+        assert bytes(p.stream) == b"last words" and p.fin
+        p.run(3000)
+        assert counters(sim)["tcp_rx_closed"] == 1
+
+
+@pytest.mark.parametrize("width", WIDTHS)
 def test_a_syn_flood_holds_only_max_half_open_slots(width):
     half_open = TEST["flows"] // 4
     with echo_sim(width) as sim:
@@ -282,9 +332,10 @@ def test_a_syn_flood_holds_only_max_half_open_slots(width):
         assert len(answered) <= half_open
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_malformed_segments_are_dropped_and_counted(width):
-    with echo_sim(width) as sim:
+@pytest.mark.parametrize("width,backend", [(64, "verilator"), (512, "verilator"),
+                                           (64, "pysim")])
+def test_malformed_segments_are_dropped_and_counted(width, backend):
+    with open_sim(tcp_echo.design(width=width, **TEST), backend) as sim:
         p = Peer(sim)
         p.connect()
         good = p.segment("PA", data=b"good")
@@ -302,15 +353,26 @@ def test_malformed_segments_are_dropped_and_counted(width):
         del_offset = p.segment("PA", data=b"abc")
         del_offset[TCP].dataofs = 4
         syn_fin = p.segment("SF")
+        # An IPv4 total length longer than what arrived (IPv4 RX drops it), and one shorter
+        # (the segment is cut short, so its checksum fails).
+        too_long = Ether(bytes(good))
+        too_long[IP].len += 40
+        del too_long[IP].chksum
+        too_short = Ether(bytes(good))
+        too_short[IP].len -= 2
+        del too_short[IP].chksum
         for frame in (raw_with(bytes(bad_sum)), fix_checksum(valid[:12], at=10),
-                      fix_checksum(long_offset), bytes(syn_fin)):
+                      fix_checksum(long_offset), bytes(syn_fin), bytes(too_long),
+                      bytes(too_short)):
             sim.send(frame)
         sim.send(del_offset)
         p.run(3000)
         c = counters(sim)
-        assert c["tcp_rx_bad_checksum"] == 1
+        assert c["tcp_rx_bad_checksum"] == 2
         assert c["tcp_rx_truncated"] == 2
         assert c["tcp_rx_bad_header"] == 2
+        assert c["ip_rx_bad_length"] == 1
+        assert "tcp_rx_stored" not in c
         # The next good segment goes through.
         assert p.exchange(b"good", cycles=3000) == b"good"
 

@@ -66,7 +66,7 @@ from types import SimpleNamespace
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data, stream
+from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out, connect, flipped
 
@@ -84,7 +84,7 @@ from apiary.tile import Tile, TileEnv
 
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
-from ..layer import packet_layout, verified_packets
+from ..layer import packet_layout, received_packets, verified_packets
 from ..messages import META_BITS, PACKET_META, MsgType
 from .app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
 from .config import TcpConfig
@@ -170,6 +170,7 @@ class TcpRxTile(Tile):
             "closed": "connections closed by FIN both ways",
             "reset": "connections reset by the peer, refused, or timed out",
             "app_bad": "application messages for no open connection, or with bad pointers",
+            "replies_dropped": "error replies to applications lost: the reply queue was full",
             "store_errors": "receive-buffer stores the memory refused (a configuration error)",
             "malformed": "messages the receivers dropped or reframed",
         }
@@ -209,7 +210,7 @@ class TcpRxTile(Tile):
                                           + arp_rx.errors + split.dropped)
 
         # Segments: checksummed and stored whole, their header captured.
-        hdr = self._segments(m, seg_rx)
+        hdr = received_packets(m, seg_rx)
         seg_hdr, seg_data = verified_packets(
             m, width, hdr[0], hdr[1], max_packet=MAX_SEGMENT, offset=0,
             initial=lambda m, length, meta: pseudo_header_sum(
@@ -353,13 +354,26 @@ class TcpRxTile(Tile):
             commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
             keep=Signal(),
             tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
+            reply_room=Signal(), arp_room=Signal(),
         )
         kind, slot = e.kind, e.slot
         m.d.comb += [e.new.eq(s), e.ev.slot.eq(slot), e.ev.gen.eq(e.new.gen)]
         seg_ready = cur_valid & peek.head_valid & opts.done
         commit_ready = commit_q.o.valid & (~commit_q.o.payload.store | (acks != 0))
-        room = (ev_q.i.ready & app_out.i.ready & store_q.i.ready & cut_q.i.ready
-                & commit_q.i.ready & arp_out.i.ready)
+        # What each event may queue must have room before it is taken, except an application
+        # request: the tile's input must never wait for its output, and application requests
+        # share that input with the memory's acknowledgements. So a request needs no room: its
+        # rare error replies are dropped (counted) if the reply queue is full.
+        go = {
+            _COMMIT_EV: commit_ready & ev_q.i.ready,
+            _TXEV: wires.tx_event.valid & ev_q.i.ready,
+            _SEG: (seg_ready & ev_q.i.ready & store_q.i.ready & cut_q.i.ready
+                   & commit_q.i.ready),
+            _APP: app_q.o.valid,
+            _ARP: arp_q.o.valid & ev_q.i.ready & app_out.i.ready,
+            _NOTIFY: notify_q.o.valid & app_out.i.ready,
+        }
+        m.d.comb += [e.reply_room.eq(app_out.i.ready), e.arp_room.eq(arp_out.i.ready)]
         key = Signal(FLOW_KEY)
         m.d.comb += [
             key.peer_ip.eq(cur.meta.peer_ip), key.peer_port.eq(tcp.src_port),
@@ -369,41 +383,40 @@ class TcpRxTile(Tile):
 
         with m.FSM(name="engine"):
             with m.State("IDLE"):
-                with m.If(room):
-                    with m.If(commit_ready):
-                        m.d.comb += [rd.addr.eq(commit_q.o.payload.slot), commit_q.o.ready.eq(1),
-                                     ack_take.eq(commit_q.o.payload.store)]
-                        m.d.sync += [kind.eq(_COMMIT_EV), e.commit_ev.eq(commit_q.o.payload),
-                                     slot.eq(commit_q.o.payload.slot),
-                                     e.gen.eq(commit_q.o.payload.gen)]
-                        m.next = "EXEC"
-                    with m.Elif(wires.tx_event.valid):
-                        m.d.comb += [rd.addr.eq(wires.tx_event.payload.slot),
-                                     wires.tx_event.ready.eq(1)]
-                        m.d.sync += [kind.eq(_TXEV), e.txev.eq(wires.tx_event.payload),
-                                     slot.eq(wires.tx_event.payload.slot),
-                                     e.gen.eq(wires.tx_event.payload.gen)]
-                        m.next = "EXEC"
-                    with m.Elif(seg_ready):
-                        m.d.comb += table.lookup.eq(1)
-                        m.d.sync += kind.eq(_SEG)
-                        m.next = "MATCH"
-                    with m.Elif(app_q.o.valid):
-                        handle = app_q.o.payload.meta.flow
-                        m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
-                        m.d.sync += [kind.eq(_APP), e.app_ev.eq(app_q.o.payload),
-                                     slot.eq(handle[:sb]),
-                                     e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
-                        m.next = "EXEC"
-                    with m.Elif(arp_q.o.valid):
-                        m.d.comb += [table.lookup.eq(1), arp_q.o.ready.eq(1)]
-                        m.d.sync += [kind.eq(_ARP), e.arp_ev.eq(arp_q.o.payload)]
-                        m.next = "MATCH"
-                    with m.Elif(notify_q.o.valid):
-                        m.d.comb += [rd.addr.eq(notify_q.o.payload), notify_q.o.ready.eq(1)]
-                        m.d.sync += [kind.eq(_NOTIFY), slot.eq(notify_q.o.payload),
-                                     queued.bit_select(notify_q.o.payload, 1).eq(0)]
-                        m.next = "EXEC"
+                with m.If(go[_COMMIT_EV]):
+                    m.d.comb += [rd.addr.eq(commit_q.o.payload.slot), commit_q.o.ready.eq(1),
+                                 ack_take.eq(commit_q.o.payload.store)]
+                    m.d.sync += [kind.eq(_COMMIT_EV), e.commit_ev.eq(commit_q.o.payload),
+                                 slot.eq(commit_q.o.payload.slot),
+                                 e.gen.eq(commit_q.o.payload.gen)]
+                    m.next = "EXEC"
+                with m.Elif(go[_TXEV]):
+                    m.d.comb += [rd.addr.eq(wires.tx_event.payload.slot),
+                                 wires.tx_event.ready.eq(1)]
+                    m.d.sync += [kind.eq(_TXEV), e.txev.eq(wires.tx_event.payload),
+                                 slot.eq(wires.tx_event.payload.slot),
+                                 e.gen.eq(wires.tx_event.payload.gen)]
+                    m.next = "EXEC"
+                with m.Elif(go[_SEG]):
+                    m.d.comb += table.lookup.eq(1)
+                    m.d.sync += kind.eq(_SEG)
+                    m.next = "MATCH"
+                with m.Elif(go[_APP]):
+                    handle = app_q.o.payload.meta.flow
+                    m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_APP), e.app_ev.eq(app_q.o.payload),
+                                 slot.eq(handle[:sb]),
+                                 e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
+                    m.next = "EXEC"
+                with m.Elif(go[_ARP]):
+                    m.d.comb += [table.lookup.eq(1), arp_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_ARP), e.arp_ev.eq(arp_q.o.payload)]
+                    m.next = "MATCH"
+                with m.Elif(go[_NOTIFY]):
+                    m.d.comb += [rd.addr.eq(notify_q.o.payload), notify_q.o.ready.eq(1)]
+                    m.d.sync += [kind.eq(_NOTIFY), slot.eq(notify_q.o.payload),
+                                 queued.bit_select(notify_q.o.payload, 1).eq(0)]
+                    m.next = "EXEC"
             with m.State("MATCH"):
                 chosen = Mux(table.hit, table.slot, table.free_slot)
                 m.d.comb += rd.addr.eq(chosen)
@@ -446,6 +459,8 @@ class TcpRxTile(Tile):
             table.write_key.local_port.eq(e.new.local_port),
             ports.key.eq(tcp.dst_port),
         ]
+        with m.If(e.app_push & ~app_out.i.ready):
+            m.d.sync += counters.replies_dropped.eq(counters.replies_dropped + 1)
         with m.If(e.verdict):
             m.d.sync += cur_valid.eq(0)
         m.d.sync += half_open.eq(half_open + e.half_delta)
@@ -761,7 +776,7 @@ class TcpRxTile(Tile):
                 with m.Else():
                     self._count(m, e, "app_bad")
             with m.Case(MsgType.TCP_OPEN_REQ):
-                with m.If(e.open_busy):
+                with m.If(e.open_busy | ~e.arp_room):
                     self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, a.x, a.y, a.fbits,
                                   status=Status.BUSY, peer_ip=meta.peer_ip,
                                   peer_port=meta.peer_port, local_port=meta.local_port)
@@ -840,17 +855,6 @@ class TcpRxTile(Tile):
                 m.d.comb += [new.rx_req.eq(0), e.write.eq(1)]
 
     # -- segment input helpers -------------------------------------------------------------------
-
-    def _segments(self, m, rx):
-        """``(hdr, data)`` of the segments arriving (a :func:`packet_layout` stream)."""
-        hdr = stream.Signature(packet_layout()).create()
-        m.d.comb += [
-            hdr.valid.eq(rx.o_hdr.valid),
-            hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
-            hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-            rx.o_hdr.ready.eq(hdr.ready),
-        ]
-        return hdr, rx.o_data
 
     def _options(self, m, peek, tcp):
         """Walk a SYN's options, one per cycle, for MSS and window scale; other segments are

@@ -148,6 +148,7 @@ class TcpTxTile(Tile):
             "resets": "RST segments sent",
             "aborts": "connections dropped after too many retransmissions",
             "app_bad": "application messages for no open connection, or with bad pointers",
+            "replies_dropped": "CLOSED answers to applications lost: the answer queue was full",
             "malformed": "messages the receivers dropped or reframed",
         })
         routes = self.env.next_hops("data")
@@ -292,28 +293,32 @@ class TcpTxTile(Tile):
         kind, slot = e.kind, e.slot
         m.d.comb += [e.new.eq(t), e.tnew.eq(e.timer), e.txev.slot.eq(slot),
                      e.txev.gen.eq(t.gen)]
-        room = seg_q.i.ready & load_q.i.ready & app_out.i.ready & txev_q.i.ready
-        work_room = room & (loads != self.load_depth)
+        # As in the receive tile, an application request needs no room (its error answers are
+        # dropped, counted, if the answer queue is full): the input must never wait.
+        go_rxev = wires.rx_event.valid & seg_q.i.ready
+        go_expire = expiry_q.o.valid & txev_q.i.ready
+        go_work = (work_q.o.valid & seg_q.i.ready & load_q.i.ready & app_out.i.ready
+                   & txev_q.i.ready & (loads != self.load_depth))
         with m.FSM(name="engine"):
             with m.State("IDLE"):
-                with m.If(room & wires.rx_event.valid):
+                with m.If(go_rxev):
                     ev = wires.rx_event.payload
                     m.d.comb += [rd.addr.eq(ev.slot), wires.rx_event.ready.eq(1)]
                     m.d.sync += [kind.eq(_RXEV), slot.eq(ev.slot), e.rxev.eq(ev)]
                     m.next = "EXEC"
-                with m.Elif(room & app_q.o.valid):
+                with m.Elif(app_q.o.valid):
                     handle = app_q.o.payload.meta.flow
                     m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
                     m.d.sync += [kind.eq(_APP), slot.eq(handle[:sb]), e.app_ev.eq(app_q.o.payload),
                                  e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
                     m.next = "EXEC"
-                with m.Elif(room & expiry_q.o.valid):
+                with m.Elif(go_expire):
                     which = expiry_q.o.payload.slot
                     m.d.comb += [rd.addr.eq(which), expiry_q.o.ready.eq(1)]
                     m.d.sync += [kind.eq(_EXPIRE), slot.eq(which),
                                  expiring.bit_select(which, 1).eq(0)]
                     m.next = "EXEC"
-                with m.Elif(work_room & work_q.o.valid):
+                with m.Elif(go_work):
                     m.d.comb += [rd.addr.eq(work_q.o.payload), work_q.o.ready.eq(1)]
                     m.d.sync += [kind.eq(_WORK), slot.eq(work_q.o.payload),
                                  queued.bit_select(work_q.o.payload, 1).eq(0)]
@@ -342,6 +347,8 @@ class TcpTxTile(Tile):
             txev_q.i.valid.eq(txev_any), txev_q.i.payload.eq(e.txev),
         ]
         m.d.sync += loads.eq(loads + e.load_push - load_done)
+        with m.If(e.app_push & ~app_out.i.ready):
+            m.d.sync += counters.replies_dropped.eq(counters.replies_dropped + 1)
         with m.If(e.requeue & ~queued.bit_select(slot, 1)):
             m.d.comb += [work_q.i.valid.eq(1), work_q.i.payload.eq(slot)]
             m.d.sync += queued.bit_select(slot, 1).eq(1)
