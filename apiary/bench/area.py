@@ -35,12 +35,18 @@ def _rams(cells):
                if k.startswith(("RAMB36", "RAMB18", "DP16KD")))
 
 
-def tile_areas(design, target="xilinx", progress=None):
+def tile_areas(design, target="xilinx", progress=None, only=None):
     """``[(name, class name, {"luts", "lutram", "ffs", "brams"})]`` for every tile of
-    ``design``, then ``("router", "Router", ...)`` for one router."""
+    ``design`` (or those named in ``only``), then ``("router", "Router", ...)`` for one
+    router."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # tiles built here are elaborated one by one
         tiles = design.build_tiles()
+    if only is not None:
+        unknown = sorted(set(only) - set(tiles))
+        if unknown:
+            raise SystemExit(f"design {design.name!r} has no tile {', '.join(unknown)}")
+        tiles = {name: tile for name, tile in tiles.items() if name in only}
     rows = []
     for name, tile in [*tiles.items(), ("router", Router(design.width, 1, 1))]:
         start = time.monotonic()
@@ -64,10 +70,11 @@ def markdown(design, rows, target, command=None):
                      f"{a['brams']:g} |")
     tiles = [a for name, _, a in rows if name != "router"]
     router = rows[-1][2]
-    total = {k: sum(a[k] for a in tiles) + positions * router[k]
-             for k in ("luts", "lutram", "ffs", "brams")}
-    lines.append(f"| **total**: tiles + {positions} routers | | **{total['luts']:,}** | "
-                 f"{total['lutram']:,} | {total['ffs']:,} | {total['brams']:g} |")
+    if len(tiles) == len(design.tiles):
+        total = {k: sum(a[k] for a in tiles) + positions * router[k]
+                 for k in ("luts", "lutram", "ffs", "brams")}
+        lines.append(f"| **total**: tiles + {positions} routers | | **{total['luts']:,}** | "
+                     f"{total['lutram']:,} | {total['ffs']:,} | {total['brams']:g} |")
     return "\n".join(lines)
 
 
@@ -77,14 +84,22 @@ def main(argv=None):
     parser.add_argument("design", help="a design script or module:function")
     parser.add_argument("--width", type=int, default=None, help="data-plane width")
     parser.add_argument("--target", choices=["xilinx", "ecp5"], default="xilinx")
+    parser.add_argument("--tiles", metavar="NAME,...", default=None,
+                        help="only these tiles (and one router); no design total")
     args = parser.parse_args(argv)
+    # Tiles are built here to be synthesised one by one, never elaborated as a design.
+    from amaranth.hdl import UnusedElaboratable
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
     overrides = {"width": args.width} if args.width else {}
     design = load_design(args.design, **overrides)
     design.check()
-    rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr))
+    only = args.tiles.split(",") if args.tiles else None
+    rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr),
+                      only=only)
     command = " ".join(["python -m apiary.bench.area", args.design,
                         *([f"--width {args.width}"] if args.width else []),
-                        f"--target {args.target}"])
+                        f"--target {args.target}",
+                        *([f"--tiles {args.tiles}"] if args.tiles else [])])
     print(markdown(design, rows, args.target, command))
     return 0
 

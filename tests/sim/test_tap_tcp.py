@@ -114,6 +114,7 @@ def echo_clients(stack, size, conns, seed=1, timeout=900):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tap_tcp")
 @pytest.mark.parametrize("impair", [(), ("--loss", "0.05", "--reorder", "0.02", "--seed", "7")],
                          ids=["clean", "lossy"])
 def test_linux_sends_a_mebibyte_through_tcp_echo(bridge, impair):
@@ -133,6 +134,7 @@ def test_linux_sends_a_mebibyte_through_tcp_echo(bridge, impair):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("tap_tcp")
 def test_sixteen_linux_connections_at_once(bridge):
     tap = f"tcp{os.getpid() % 100000}m"
     stack = start_echo(bridge, tap)

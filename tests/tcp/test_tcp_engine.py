@@ -37,7 +37,11 @@ tcp_connect = example("tcp_connect")
 #: Small and quick: 8 flows, 4 KiB rings, a 20,000-cycle RTO, few retries, a short linger.
 TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
 RTO = TEST["rto"]
-WIDTHS = [64, 512]
+# Tests that share a Verilator model run on one xdist worker (--dist loadgroup), which builds it
+# once; the long scenarios (timers, floods, many connections) run at 64 bits only.
+W64 = pytest.param(64, marks=pytest.mark.xdist_group("tcp64"), id="64")
+W512 = pytest.param(512, marks=pytest.mark.xdist_group("tcp512"), id="512")
+WIDTHS = [W64, W512]
 
 
 def echo_sim(width, **kw):
@@ -100,8 +104,10 @@ def test_bulk_echo_respects_the_peers_scaled_window(width):
         assert all(len(s.data) <= 1460 for s in p.seen)
 
 
-@pytest.mark.parametrize("width,backend", [(64, "verilator"), (512, "verilator"),
-                                           (64, "pysim")])
+@pytest.mark.parametrize("width,backend", [
+    pytest.param(64, "verilator", marks=pytest.mark.xdist_group("tcp64")),
+    pytest.param(512, "verilator", marks=pytest.mark.xdist_group("tcp512")),
+    (64, "pysim")])
 def test_out_of_order_and_duplicate_segments(width, backend):
     with open_sim(tcp_echo.design(width=width, **TEST), backend) as sim:
         p = Peer(sim)
@@ -158,7 +164,7 @@ def test_a_lost_segment_comes_back_by_fast_retransmit(width):
         assert c["tcp_tx_fast_retransmits"] >= 1 and "tcp_tx_timeouts" not in c
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_a_lost_segment_comes_back_by_timeout(width):
     """The only data segment is lost and nothing follows it (no duplicate ACKs): the timer
     sends it again after one RTO."""
@@ -182,7 +188,7 @@ def test_a_lost_segment_comes_back_by_timeout(width):
         assert c["tcp_tx_timeouts"] == 1 and c["tcp_tx_retransmits"] == 1
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_the_retransmission_timer_backs_off_then_gives_up(width):
     with echo_sim(width) as sim:
         p = Peer(sim)
@@ -208,7 +214,7 @@ def test_the_retransmission_timer_backs_off_then_gives_up(width):
         assert [s.flags for s in p.run(3000)] == ["R"]
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_zero_window_holds_data_and_probes_until_it_opens(width):
     with echo_sim(width) as sim:
         p = Peer(sim, window=0)
@@ -232,6 +238,7 @@ class SinkTile(ForwardTile):
 
 
 @pytest.mark.parametrize("width", [64])
+@pytest.mark.xdist_group("tcp_sink")
 def test_a_full_receive_ring_closes_the_window(width):
     """An application that never reads: the advertised window falls to zero, data past it is
     dropped and counted, and every ACK says so."""
@@ -255,7 +262,7 @@ def test_a_full_receive_ring_closes_the_window(width):
         assert counters(sim)["tcp_rx_out_of_window"] == 1
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_resets_closed_ports_and_unknown_flows(width):
     with echo_sim(width) as sim:
         p = Peer(sim)
@@ -283,7 +290,7 @@ def test_resets_closed_ports_and_unknown_flows(width):
         assert counters(sim)["tcp_rx_no_listener"] == 1
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_reset_in_syn_received_and_data_with_fin(width):
     with echo_sim(width) as sim:
         # A half-open connection reset by its peer frees its slot without telling anyone.
@@ -309,7 +316,7 @@ def test_reset_in_syn_received_and_data_with_fin(width):
         assert counters(sim)["tcp_rx_closed"] == 1
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_a_syn_flood_holds_only_max_half_open_slots(width):
     half_open = TEST["flows"] // 4
     with echo_sim(width) as sim:
@@ -332,8 +339,10 @@ def test_a_syn_flood_holds_only_max_half_open_slots(width):
         assert len(answered) <= half_open
 
 
-@pytest.mark.parametrize("width,backend", [(64, "verilator"), (512, "verilator"),
-                                           (64, "pysim")])
+@pytest.mark.parametrize("width,backend", [
+    pytest.param(64, "verilator", marks=pytest.mark.xdist_group("tcp64")),
+    pytest.param(512, "verilator", marks=pytest.mark.xdist_group("tcp512")),
+    (64, "pysim")])
 def test_malformed_segments_are_dropped_and_counted(width, backend):
     with open_sim(tcp_echo.design(width=width, **TEST), backend) as sim:
         p = Peer(sim)
@@ -390,7 +399,7 @@ def fix_checksum(tcp_bytes, at=16):
                  / bytes(raw))
 
 
-@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("width", [W64])
 def test_slots_are_reused_after_close(width):
     with echo_sim(width) as sim:
         for i in range(2 * TEST["flows"] + 1):
