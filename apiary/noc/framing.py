@@ -25,7 +25,7 @@ from .header import Message, NocHeader, noc_header, header_flits
 
 
 __all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "meta_message_flits",
-           "decode_meta_message",
+           "decode_meta_message", "offer_message",
            "DESCRIPTOR_FIELDS"]
 
 
@@ -96,6 +96,24 @@ def decode_meta_message(flits: list[Any], width: int,
     else:
         meta = sum(int(w) << (width * k) for k, w in enumerate(msg.meta))
     return msg.header, meta & (1 << meta_bits) - 1, msg.payload
+
+
+def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[Any, Any, Any],
+                  src: tuple[Any, Any, Any], msg_type: Any, payload_bytes: Any = 0,
+                  meta: Any = None) -> Any:
+    """Offer a descriptor to ``sender`` (a :class:`MessageSender`) while ``valid``: ``dst`` and
+    ``src`` are ``(x, y, fbits)``, each an int or an Amaranth value, ``meta`` the metadata (if
+    the sender carries any). Returns ``sender.i_hdr.ready``: the source's ``ready``."""
+    d = sender.i_hdr.payload
+    m.d.comb += [
+        sender.i_hdr.valid.eq(valid),
+        d.dst_x.eq(dst[0]), d.dst_y.eq(dst[1]), d.dst_fbits.eq(dst[2]),
+        d.src_x.eq(src[0]), d.src_y.eq(src[1]), d.src_fbits.eq(src[2]),
+        d.msg_type.eq(msg_type), d.payload_bytes.eq(payload_bytes),
+    ]
+    if meta is not None:
+        m.d.comb += d.meta.eq(meta)
+    return sender.i_hdr.ready
 
 
 class PayloadFramer(wiring.Component):

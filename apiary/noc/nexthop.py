@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from .header import Fbits, routing_header
 
 
-__all__ = ["Endpoint", "NextHopTable"]
+__all__ = ["Endpoint", "NextHopTable", "address_of"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,12 @@ class Endpoint:
     x: int
     y: int
     fbits: int = Fbits.LOCAL0
+
+
+def address_of(hop: Endpoint | None, fbits: int = Fbits.LOCAL0) -> tuple[int, int, int]:
+    """``(x, y, fbits)`` of ``hop``; ``(0, 0, fbits)`` when there is none (a tile built on its
+    own, without routes, as in a test)."""
+    return (hop.x, hop.y, hop.fbits) if hop is not None else (0, 0, fbits)
 
 
 class NextHopTable(wiring.Component):

@@ -67,16 +67,19 @@ buffer, carrying the flow, the handle and the buffer kind.
 
 import enum
 
-from apiary.noc.framing import decode_meta_message, meta_message_flits
+from amaranth.lib import data
+
+from apiary.noc.framing import MessageReceiver, decode_meta_message, meta_message_flits
 from apiary.noc.header import Fbits, NocHeader
 from apiary.stream.header import Header
+from apiary.stream.queue import Queue
 
 from ..messages import MsgType
 
 
 __all__ = ["APP_META", "Status", "BufferKind", "SLOT_BITS", "GEN_BITS", "flow_handle",
            "handle_slot", "handle_gen", "app_message_flits", "decode_app_message",
-           "APP_MESSAGES"]
+           "APP_MESSAGES", "APP_REQUEST", "app_requests"]
 
 
 #: Bits of a flow handle that name the engine's flow slot (so at most 4096 flows).
@@ -143,3 +146,25 @@ def decode_app_message(flits: list, width: int) -> tuple[NocHeader, dict[str, in
     """``(header, fields)`` of an application message's flits."""
     header, meta, _ = decode_meta_message(flits, width, APP_META.size)
     return header, APP_META.unpack(meta)
+
+
+#: An application's request as an engine tile queues it: its type, who sent it, its fields.
+APP_REQUEST = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
+                                 "meta": APP_META.layout()})
+
+
+def app_requests(m, width, name="app", depth=4):
+    """A receiver of application messages and the queue of :data:`APP_REQUEST` it fills (in
+    ``m``, as submodules ``<name>_rx`` and ``<name>_q``): ``(receiver, queue)``. Connect the
+    receiver's ``i``; take requests from ``queue.o``."""
+    rx = m.submodules[f"{name}_rx"] = MessageReceiver(width, meta_bits=APP_META.size,
+                                                      empty_packets=True)
+    q = m.submodules[f"{name}_q"] = Queue(APP_REQUEST, depth)
+    hdr = rx.o_hdr.payload
+    m.d.comb += [
+        q.i.valid.eq(rx.o_hdr.valid), rx.o_hdr.ready.eq(q.i.ready), rx.o_data.ready.eq(1),
+        q.i.payload.msg_type.eq(hdr.msg_type), q.i.payload.x.eq(hdr.src_x),
+        q.i.payload.y.eq(hdr.src_y), q.i.payload.fbits.eq(hdr.src_fbits),
+        q.i.payload.meta.eq(hdr.meta),
+    ]
+    return rx, q

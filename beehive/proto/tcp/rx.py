@@ -70,10 +70,10 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out, connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.nexthop import NextHopTable
+from apiary.noc.nexthop import NextHopTable, address_of
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import MEM_META, STORE_MEM
 from apiary.stream.header import header_signal
@@ -86,7 +86,7 @@ from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..layer import packet_layout, received_packets, verified_packets
 from ..messages import META_BITS, PACKET_META, MsgType
-from .app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
+from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_requests
 from .config import TcpConfig
 from .flow_table import FLOW_KEY, FlowTable
 from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
@@ -111,8 +111,6 @@ _COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 3
 _STORE = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
 _APP_OUT = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
                               "meta": APP_META.layout()})
-_APP_IN = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
-                             "meta": APP_META.layout()})
 _ARP_IN = data.StructLayout({"peer_ip": 32, "peer_mac": 48, "vlan": 1, "vlan_tci": 16})
 _OPEN = data.StructLayout({"key": FLOW_KEY, "x": 8, "y": 8, "fbits": 4})
 
@@ -200,8 +198,7 @@ class TcpRxTile(Tile):
                                                        empty_packets=True)
         m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                        empty_packets=True)
-        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size,
-                                                       empty_packets=True)
+        app_rx, app_q = app_requests(m, width)
         m.submodules.arp_rx = arp_rx = MessageReceiver(width, meta_bits=META_BITS,
                                                        empty_packets=True)
         for k, rx in enumerate((seg_rx, ack_rx, app_rx, arp_rx)):
@@ -237,18 +234,7 @@ class TcpRxTile(Tile):
             m.d.sync += counters.store_errors.eq(counters.store_errors + 1)
         m.d.sync += acks.eq(acks + ack_in - ack_take)
 
-        # Application requests and ARP answers: queued as they come.
-        m.submodules.app_q = app_q = Queue(_APP_IN, 4)
-        m.d.comb += [
-            app_q.i.valid.eq(app_rx.o_hdr.valid),
-            app_q.i.payload.msg_type.eq(app_rx.o_hdr.payload.msg_type),
-            app_q.i.payload.x.eq(app_rx.o_hdr.payload.src_x),
-            app_q.i.payload.y.eq(app_rx.o_hdr.payload.src_y),
-            app_q.i.payload.fbits.eq(app_rx.o_hdr.payload.src_fbits),
-            app_q.i.payload.meta.eq(app_rx.o_hdr.payload.meta),
-            app_rx.o_hdr.ready.eq(app_q.i.ready),
-            app_rx.o_data.ready.eq(1),
-        ]
+        # ARP answers (application requests are queued by app_requests): as they come.
         m.submodules.arp_q = arp_q = Queue(_ARP_IN, 2)
         arp_meta = data.View(PACKET_META.layout(), arp_rx.o_hdr.payload.meta[:PACKET_META.size])
         m.d.comb += [
@@ -274,46 +260,34 @@ class TcpRxTile(Tile):
                                                          empty_packets=True)
         connect(m, strip=strip.o, sender=store_tx.i_data)
         mem = self.rx_mem
-        sd = store_tx.i_hdr.payload
-        sm = data.View(MEM_META, sd.meta)
+        here = (self.env.x, self.env.y)
+        store_meta = Signal(MEM_META)
         m.d.comb += [
-            store_tx.i_hdr.valid.eq(store_q.o.valid),
-            store_q.o.ready.eq(store_tx.i_hdr.ready),
-            sd.dst_x.eq(mem.x if mem else 0), sd.dst_y.eq(mem.y if mem else 0),
-            sd.dst_fbits.eq(mem.fbits if mem else Fbits.LOCAL0),
-            sd.src_x.eq(self.env.x), sd.src_y.eq(self.env.y), sd.src_fbits.eq(Fbits.LOCAL1),
-            sd.msg_type.eq(STORE_MEM), sd.payload_bytes.eq(store_q.o.payload.size),
-            sm.addr.eq(store_q.o.payload.addr), sm.size.eq(store_q.o.payload.size),
-            sm.wrap.eq(store_q.o.payload.wrap),
+            store_meta.addr.eq(store_q.o.payload.addr), store_meta.size.eq(store_q.o.payload.size),
+            store_meta.wrap.eq(store_q.o.payload.wrap),
+            store_q.o.ready.eq(offer_message(
+                m, store_tx, store_q.o.valid, dst=address_of(mem, Fbits.LOCAL0),
+                src=(*here, Fbits.LOCAL1), msg_type=STORE_MEM,
+                payload_bytes=store_q.o.payload.size, meta=store_meta)),
         ]
         connect(m, sender=store_tx.o, merge=merge.i[0])
         # Application messages.
         m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
         m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
-        ad = app_tx.i_hdr.payload
-        m.d.comb += [
-            app_tx.i_hdr.valid.eq(app_out.o.valid),
-            app_out.o.ready.eq(app_tx.i_hdr.ready),
-            ad.dst_x.eq(app_out.o.payload.x), ad.dst_y.eq(app_out.o.payload.y),
-            ad.dst_fbits.eq(app_out.o.payload.fbits),
-            ad.src_x.eq(self.env.x), ad.src_y.eq(self.env.y), ad.src_fbits.eq(Fbits.LOCAL2),
-            ad.msg_type.eq(app_out.o.payload.msg_type), ad.payload_bytes.eq(0),
-            ad.meta.eq(app_out.o.payload.meta),
-        ]
+        out = app_out.o.payload
+        m.d.comb += app_out.o.ready.eq(offer_message(
+            m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits), src=(*here, Fbits.LOCAL2),
+            msg_type=out.msg_type, meta=out.meta))
         connect(m, sender=app_tx.o, merge=merge.i[1])
         # ARP requests.
         m.submodules.arp_out = arp_out = Queue(unsigned(32), 2)
         m.submodules.arp_tx = arp_tx = MessageSender(width, meta_bits=META_BITS)
-        rd_ = arp_tx.i_hdr.payload
-        arp = self.arp
+        resolve = Signal(PACKET_META.layout())
         m.d.comb += [
-            arp_tx.i_hdr.valid.eq(arp_out.o.valid),
-            arp_out.o.ready.eq(arp_tx.i_hdr.ready),
-            rd_.dst_x.eq(arp.x if arp else 0), rd_.dst_y.eq(arp.y if arp else 0),
-            rd_.dst_fbits.eq(arp.fbits if arp else Fbits.LOCAL1),
-            rd_.src_x.eq(self.env.x), rd_.src_y.eq(self.env.y), rd_.src_fbits.eq(Fbits.LOCAL3),
-            rd_.msg_type.eq(ARP_RESOLVE), rd_.payload_bytes.eq(0),
-            data.View(PACKET_META.layout(), rd_.meta).peer_ip.eq(arp_out.o.payload),
+            resolve.peer_ip.eq(arp_out.o.payload),
+            arp_out.o.ready.eq(offer_message(
+                m, arp_tx, arp_out.o.valid, dst=address_of(self.arp, Fbits.LOCAL1),
+                src=(*here, Fbits.LOCAL3), msg_type=ARP_RESOLVE, meta=resolve)),
         ]
         connect(m, sender=arp_tx.o, merge=merge.i[2])
         # Events to the transmit tile; commits waiting for their store acks; notifications.
@@ -346,7 +320,7 @@ class TcpRxTile(Tile):
             opts=opts, peek=peek, ports=ports, wires=wires, counters=counters, clock=clock,
             half_open=half_open, pending_open=pending_open, open_busy=open_busy,
             kind=Signal(range(6)), slot=Signal(sb), gen=Signal(GEN_BITS),
-            app_ev=Signal(_APP_IN), arp_ev=Signal(_ARP_IN), commit_ev=Signal(_COMMIT),
+            app_ev=Signal(APP_REQUEST), arp_ev=Signal(_ARP_IN), commit_ev=Signal(_COMMIT),
             txev=Signal.like(wires.tx_event.payload), found=Signal(), can_alloc=Signal(),
             new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
             app_msg=Signal(_APP_OUT), app_push=Signal(), store=Signal(_STORE),
@@ -673,7 +647,7 @@ class TcpRxTile(Tile):
         joins = ~s.ooo_valid | (seq_le(seq, s.ooo_end) & seq_le(s.ooo_start, acc_end))
         live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.SYN_RCVD)
 
-        def store_at(start, end, cut):
+        def storeaddress_of(start, end, cut):
             m.d.comb += [
                 e.keep.eq(1), e.store_push.eq(1),
                 e.store.addr.eq(e.cfg.rx_base + Cat(start[:e.ring_log2], e.slot)),
@@ -692,7 +666,7 @@ class TcpRxTile(Tile):
             m.d.comb += stored.eq(acc_end)
             with m.If(s.ooo_valid & seq_le(s.ooo_start, acc_end) & ~fin_here):
                 m.d.comb += [stored.eq(seq_max(acc_end, s.ooo_end)), new.ooo_valid.eq(0)]
-            store_at(rs, acc_end, header_len + (rs - seq))
+            storeaddress_of(rs, acc_end, header_len + (rs - seq))
             m.d.comb += [new.rcv_stored.eq(stored + fin_here), e.commit.advance.eq(1),
                          e.commit.end.eq(stored), e.commit.fin.eq(fin_here)]
         with m.Elif(fin_here):
@@ -700,7 +674,7 @@ class TcpRxTile(Tile):
                          e.commit.slot.eq(e.slot), e.commit.gen.eq(s.gen),
                          e.commit.advance.eq(1), e.commit.end.eq(seq_end), e.commit.fin.eq(1)]
         with m.Elif(ooo & joins):
-            store_at(seq, acc_end, header_len)
+            storeaddress_of(seq, acc_end, header_len)
             m.d.comb += [
                 new.ooo_valid.eq(1),
                 new.ooo_start.eq(Mux(s.ooo_valid, seq_min(seq, s.ooo_start), seq)),

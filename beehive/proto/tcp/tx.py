@@ -52,9 +52,10 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender
+from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
+from apiary.noc.nexthop import address_of
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import LOAD_MEM, MEM_META
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
@@ -67,7 +68,7 @@ from apiary.tile import Tile, TileEnv
 from ..addresses import local_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..messages import META_BITS, PACKET_META, MsgType
-from .app import APP_META, GEN_BITS, SLOT_BITS, Status
+from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_requests
 from .config import TcpConfig
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
@@ -87,8 +88,6 @@ _SEG = data.StructLayout({
 })
 _LOAD = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
 _APP_OUT = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
-_APP_IN = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
-                             "meta": APP_META.layout()})
 _EXPIRY = data.StructLayout({"slot": 12})
 
 _RXEV, _APP, _EXPIRE, _WORK = range(4)
@@ -172,24 +171,12 @@ class TcpTxTile(Tile):
         # -- inputs ------------------------------------------------------------------------------
         m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1])
         connect(m, tile=flipped(self.noc_in), split=split.i)
-        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size,
-                                                       empty_packets=True)
+        app_rx, app_q = app_requests(m, width)
         m.submodules.load_rx = load_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                          empty_packets=True)
         connect(m, split=split.o[0], receiver=app_rx.i)
         connect(m, split=split.o[1], receiver=load_rx.i)
         m.d.comb += counters.malformed.eq(app_rx.errors + load_rx.errors + split.dropped)
-        m.submodules.app_q = app_q = Queue(_APP_IN, 4)
-        m.d.comb += [
-            app_q.i.valid.eq(app_rx.o_hdr.valid),
-            app_q.i.payload.msg_type.eq(app_rx.o_hdr.payload.msg_type),
-            app_q.i.payload.x.eq(app_rx.o_hdr.payload.src_x),
-            app_q.i.payload.y.eq(app_rx.o_hdr.payload.src_y),
-            app_q.i.payload.fbits.eq(app_rx.o_hdr.payload.src_fbits),
-            app_q.i.payload.meta.eq(app_rx.o_hdr.payload.meta),
-            app_rx.o_hdr.ready.eq(app_q.i.ready),
-            app_rx.o_data.ready.eq(1),
-        ]
         # Loaded data: stored whole while summed; loads are only issued with room for them.
         m.submodules.seg_buffer = buf = PacketBuffer(
             width, max_bytes=max_seg, buffer_bytes=self.load_depth * max_seg,
@@ -213,30 +200,22 @@ class TcpTxTile(Tile):
         self._emitter(m, seg_q, buf, merge.i[0])
         m.submodules.load_q = load_q = Queue(_LOAD, 4)
         m.submodules.load_tx = load_tx = MessageSender(width, meta_bits=MEM_META.size)
-        mem = self.tx_mem
-        ld = load_tx.i_hdr.payload
-        lm = data.View(MEM_META, ld.meta)
+        here = (self.env.x, self.env.y)
+        load_meta = Signal(MEM_META)
         m.d.comb += [
-            load_tx.i_hdr.valid.eq(load_q.o.valid), load_q.o.ready.eq(load_tx.i_hdr.ready),
-            ld.dst_x.eq(mem.x if mem else 0), ld.dst_y.eq(mem.y if mem else 0),
-            ld.dst_fbits.eq(mem.fbits if mem else Fbits.LOCAL0),
-            ld.src_x.eq(self.env.x), ld.src_y.eq(self.env.y), ld.src_fbits.eq(Fbits.LOCAL1),
-            ld.msg_type.eq(LOAD_MEM), ld.payload_bytes.eq(0),
-            lm.addr.eq(load_q.o.payload.addr), lm.size.eq(load_q.o.payload.size),
-            lm.wrap.eq(load_q.o.payload.wrap),
+            load_meta.addr.eq(load_q.o.payload.addr), load_meta.size.eq(load_q.o.payload.size),
+            load_meta.wrap.eq(load_q.o.payload.wrap),
+            load_q.o.ready.eq(offer_message(
+                m, load_tx, load_q.o.valid, dst=address_of(self.tx_mem, Fbits.LOCAL0),
+                src=(*here, Fbits.LOCAL1), msg_type=LOAD_MEM, meta=load_meta)),
         ]
         connect(m, sender=load_tx.o, merge=merge.i[1])
         m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
         m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
-        ad = app_tx.i_hdr.payload
-        m.d.comb += [
-            app_tx.i_hdr.valid.eq(app_out.o.valid), app_out.o.ready.eq(app_tx.i_hdr.ready),
-            ad.dst_x.eq(app_out.o.payload.x), ad.dst_y.eq(app_out.o.payload.y),
-            ad.dst_fbits.eq(app_out.o.payload.fbits),
-            ad.src_x.eq(self.env.x), ad.src_y.eq(self.env.y), ad.src_fbits.eq(Fbits.LOCAL0),
-            ad.msg_type.eq(MsgType.TCP_TX_MSG_RESP), ad.payload_bytes.eq(0),
-            ad.meta.eq(app_out.o.payload.meta),
-        ]
+        out = app_out.o.payload
+        m.d.comb += app_out.o.ready.eq(offer_message(
+            m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits), src=(*here, Fbits.LOCAL0),
+            msg_type=MsgType.TCP_TX_MSG_RESP, meta=out.meta))
         connect(m, sender=app_tx.o, merge=merge.i[2])
         m.submodules.txev_q = txev_q = Queue(TX_EVENT, 4)
         connect(m, events=txev_q.o, wires=flipped(wires.tx_event))
@@ -284,7 +263,7 @@ class TcpTxTile(Tile):
             cfg=cfg, sb=sb, m=m, t=t, r=wires.rx_read_data, timer=trd.data, now=now,
             counters=counters, wires=wires, loads=loads,
             kind=Signal(range(4)), slot=Signal(sb), rxev=Signal.like(wires.rx_event.payload),
-            app_ev=Signal(_APP_IN), gen=Signal(GEN_BITS),
+            app_ev=Signal(APP_REQUEST), gen=Signal(GEN_BITS),
             new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
             seg=Signal(_SEG), seg_push=Signal(), load=Signal(_LOAD), load_push=Signal(),
             app_msg=Signal(_APP_OUT), app_push=Signal(), txev=Signal(TX_EVENT),
@@ -386,17 +365,10 @@ class TcpTxTile(Tile):
         header = Signal(8 * SYN_HEADER_BYTES)
         m.d.comb += header.eq(d.header)
         m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
-        hop = self.ip
-        sd = seg_tx.i_hdr.payload
-        meta = data.View(PACKET_META.layout(), sd.meta)
+        meta = Signal(PACKET_META.layout())
         desc_done = Signal()
         head_done = Signal()
         m.d.comb += [
-            seg_tx.i_hdr.valid.eq(ready & ~desc_done),
-            sd.dst_x.eq(hop.x if hop else 0), sd.dst_y.eq(hop.y if hop else 0),
-            sd.dst_fbits.eq(hop.fbits if hop else Fbits.LOCAL0),
-            sd.src_x.eq(self.env.x), sd.src_y.eq(self.env.y), sd.src_fbits.eq(Fbits.LOCAL0),
-            sd.msg_type.eq(MsgType.IP_TX_DATAGRAM), sd.payload_bytes.eq(tcp_len),
             meta.peer_mac.eq(d.peer_mac), meta.vlan.eq(d.vlan), meta.vlan_tci.eq(d.vlan_tci),
             meta.peer_ip.eq(d.peer_ip), meta.local_ip.eq(self.local_ip),
             meta.protocol.eq(IpProtocol.TCP.value),
@@ -404,6 +376,9 @@ class TcpTxTile(Tile):
             ins.hdr.payload.data.eq(header),
             ins.hdr.payload.nbytes.eq(d.header_len),
         ]
+        offer_message(m, seg_tx, ready & ~desc_done, dst=address_of(self.ip, Fbits.LOCAL0),
+                      src=(self.env.x, self.env.y, Fbits.LOCAL0),
+                      msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len, meta=meta)
         desc_taken = seg_tx.i_hdr.valid & seg_tx.i_hdr.ready
         head_taken = ins.hdr.valid & ins.hdr.ready
         with m.If(desc_taken):
