@@ -17,8 +17,10 @@ message           type  metadata                    payload                     
                         ``wrap``; ``error``                                      ``src_x/y/fbits``
 ================  ====  ==========================  ===========================  ================
 
-``MEM_META`` is 85 bits: ``addr`` (bits 0-47) is a byte address, ``size`` (48-77) a byte count
-(0 allowed), ``error`` (78), ``wrap`` (79-84); neither ``addr`` nor ``size`` need be word aligned.
+``MEM_META`` is 93 bits: ``addr`` (bits 0-47) is a byte address, ``size`` (48-77) a byte count
+(0 allowed), ``error`` (78), ``wrap`` (79-84), ``tag`` (85-92: copied from request to ack
+untouched, for the requester's own use; an Apiary monitor keeps the capability handle there);
+neither ``addr`` nor ``size`` need be word aligned.
 A request's ``error`` bit is ignored.
 
 ``wrap = 0`` (as in every Beehive message and earlier user) is a plain access to
@@ -71,36 +73,38 @@ STORE_MEM_ACK = MemMsgType.STORE_MEM_ACK.value
 
 #: The metadata of every memory message, ``addr`` in the least significant bits.
 MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1),
-                              "wrap": unsigned(6)})
+                              "wrap": unsigned(6), "tag": unsigned(8)})
 
 _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 
 
 # -- Python model of the messages (tests, traces) --------------------------------------------------
 
-def mem_meta(addr, size, error=0, wrap=0):
-    """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``, then
-    ``wrap``)."""
-    fields = ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error"), (wrap, 6, "wrap"))
+def mem_meta(addr, size, error=0, wrap=0, tag=0):
+    """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``,
+    ``wrap`` and ``tag``)."""
+    fields = ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error"), (wrap, 6, "wrap"),
+              (tag, 8, "tag"))
     for value, bits, what in fields:
         if not 0 <= value < 1 << bits:
             raise ValueError(f"{what}={value} does not fit in {bits} bits")
-    return addr | size << 48 | error << 78 | wrap << 79
+    return addr | size << 48 | error << 78 | wrap << 79 | tag << 85
 
 
 def unpack_mem_meta(value):
-    """``{"addr", "size", "error", "wrap"}`` from the metadata int."""
+    """``{"addr", "size", "error", "wrap", "tag"}`` from the metadata int."""
     return {"addr": value & (1 << 48) - 1, "size": value >> 48 & (1 << 30) - 1,
-            "error": value >> 78 & 1, "wrap": value >> 79 & (1 << 6) - 1}
+            "error": value >> 78 & 1, "wrap": value >> 79 & (1 << 6) - 1,
+            "tag": value >> 85 & 0xFF}
 
 
 def mem_message_flits(width, msg_type, addr, size, payload=b"", *, dst=(0, 0),
                       src=(0, 0), dst_fbits=Fbits.LOCAL0, src_fbits=Fbits.LOCAL0, error=0,
-                      wrap=0):
+                      wrap=0, tag=0):
     """The flits (``(data, last)`` pairs) of a memory message at ``width`` bits."""
     hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, msg_type=int(msg_type),
                     src_x=src[0], src_y=src[1], src_fbits=src_fbits)
-    return meta_message_flits(width, hdr, mem_meta(addr, size, error, wrap), MEM_META.size,
+    return meta_message_flits(width, hdr, mem_meta(addr, size, error, wrap, tag), MEM_META.size,
                               payload)
 
 
@@ -302,6 +306,7 @@ class MemoryTile(Tile):
         r_size = Signal(30)
         r_error = Signal()
         r_wrap = Signal(6)
+        r_tag = Signal(8)
         r_wmask = Signal(aw)
         r_off = Signal.like(req_off)
         r_tail = Signal.like(req_tail)
@@ -320,7 +325,7 @@ class MemoryTile(Tile):
             desc.msg_type.eq(r_type),
             desc.payload_bytes.eq(Mux(with_data, r_size[:_PAYLOAD_BITS], 0)),
             reply.addr.eq(r_addr), reply.size.eq(r_size), reply.error.eq(r_error),
-            reply.wrap.eq(r_wrap),
+            reply.wrap.eq(r_wrap), reply.tag.eq(r_tag),
         ]
         desc_taken = tx.i_hdr.valid & tx.i_hdr.ready
 
@@ -419,7 +424,7 @@ class MemoryTile(Tile):
                     error = bad_wrap | oor | bad_len
                     m.d.sync += [
                         r_addr.eq(req_addr), r_size.eq(req_size), r_error.eq(error),
-                        r_wrap.eq(req.wrap), r_wmask.eq(req_wmask),
+                        r_wrap.eq(req.wrap), r_tag.eq(req.tag), r_wmask.eq(req_wmask),
                         r_off.eq(req_off), r_tail.eq(req_tail),
                         r_dst.x.eq(hdr.src_x), r_dst.y.eq(hdr.src_y),
                         r_dst.fbits.eq(hdr.src_fbits),

@@ -44,7 +44,7 @@ message            type  from → to        metadata        payload             
 
 Segments and acks arrive on the same NoC input, told apart by ``msg_type`` on their first flit
 (acks: 24, 25; anything else is taken as a segment). Their metadata layouts differ: PACKET_META
-(202 bits) and MEM_META (85 bits) are both inline at 512 bits, but at 64 bits they take 4 and 2
+(202 bits) and MEM_META (93 bits) are both inline at 512 bits, but at 64 bits they take 4 and 2
 metadata flits, so each kind has its own :class:`~apiary.noc.framing.MessageReceiver`.
 
 Structure::

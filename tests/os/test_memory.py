@@ -136,9 +136,14 @@ def tile_and_model(width, latency, size_bytes, init=b""):
     return m, tile, model
 
 
+def request_tag(addr, size):
+    """The tag each test request carries (the tile must copy it into the ack)."""
+    return (addr * 7 + size) & 0xFF
+
+
 def request(width, msg_type, addr, size, payload=b"", wrap=0):
     return mem_message_flits(width, msg_type, addr, size, payload, dst=TILE_XY, src=HOST_XY,
-                             wrap=wrap)
+                             wrap=wrap, tag=request_tag(addr, size))
 
 
 def run_tile(width, requests, *, latency=20, size_bytes=4096, init=b"", stall=0.0, gaps=0.0,
@@ -201,7 +206,8 @@ class Reference:
         error = self.error(msg_type, addr, size, payload, wrap)
         if error:
             self.errors[error] += 1
-        meta = {"addr": addr, "size": size, "error": int(error is not None), "wrap": wrap}
+        meta = {"addr": addr, "size": size, "error": int(error is not None), "wrap": wrap,
+                "tag": request_tag(addr, size)}
         ack = LOAD_MEM_ACK if msg_type == LOAD_MEM else STORE_MEM_ACK
         if error:
             return ack, meta, b""
@@ -353,24 +359,24 @@ def test_other_widths(width):
 
 # -- circular buffers (wrap) ----------------------------------------------------------------------
 
-def test_mem_meta_appends_wrap_after_error():
-    """``MEM_META`` is addr (bits 0-47), size (48-77), error (78), wrap (79-84): 85 bits, inline
-    in the header flit at 512 bits, two metadata flits at 64; the Python packing agrees with the
+def test_mem_meta_appends_wrap_after_error_then_tag():
+    """``MEM_META`` is addr (bits 0-47), size (48-77), error (78), wrap (79-84), tag (85-92):
+    93 bits, inline in the header flit at 512 bits, two metadata flits at 64; the Python packing agrees with the
     layout, rejects a wrap beyond 6 bits and round-trips through a message's flits."""
     assert [(name, f.offset, f.width) for name, f in MEM_META] == [
-        ("addr", 0, 48), ("size", 48, 30), ("error", 78, 1), ("wrap", 79, 6)]
-    assert meta_plan(512, meta_bits=MEM_META.size) == (0, 85, 85)
+        ("addr", 0, 48), ("size", 48, 30), ("error", 78, 1), ("wrap", 79, 6), ("tag", 85, 8)]
+    assert meta_plan(512, meta_bits=MEM_META.size) == (0, 93, 93)
     assert meta_plan(64, meta_bits=MEM_META.size)[0] == 2
     assert mem_meta(3, 5, 1, 63) == 3 | 5 << 48 | 1 << 78 | 63 << 79
     assert mem_meta(3, 5) == 3 | 5 << 48                   # Beehive's messages: wrap 0
-    fields = {"addr": (1 << 48) - 1, "size": 7, "error": 0, "wrap": 42}
+    fields = {"addr": (1 << 48) - 1, "size": 7, "error": 0, "wrap": 42, "tag": 0xA5}
     assert unpack_mem_meta(mem_meta(**fields)) == fields
     with pytest.raises(ValueError, match="wrap"):
         mem_meta(0, 0, wrap=64)
     for width in (64, 128, 512):
-        flits = mem_message_flits(width, STORE_MEM, 9, 3, b"abc", wrap=12)
+        flits = mem_message_flits(width, STORE_MEM, 9, 3, b"abc", wrap=12, tag=200)
         assert decode_mem_message(flits, width)[1:] == (
-            {"addr": 9, "size": 3, "error": 0, "wrap": 12}, b"abc")
+            {"addr": 9, "size": 3, "error": 0, "wrap": 12, "tag": 200}, b"abc")
 
 
 def wrap_cases(ring, nb, rng):

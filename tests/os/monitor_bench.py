@@ -1,0 +1,113 @@
+"""A test bench for one Monitor: the tile at (1, 1), messages in from both sides, everything that
+comes out recorded with its cycle."""
+
+from amaranth.lib.wiring import Component
+
+from apiary.noc.header import Fbits, Message, NocHeader
+from apiary.noc.testbench import recv_flits, send_flits
+from apiary.os.memory_tile import decode_mem_message, mem_message_flits
+from apiary.os.monitor import Monitor, MonitorConfig
+from apiary.os.uapi import KernelMeta, KernelMsgType as K, decode_kernel_message, \
+    kernel_message_flits
+from apiary.stream.testbench import WithCycleCounter, simulate, transfers
+from apiary.tile import TileEnv
+
+
+TILE = (1, 1)
+PEER = (2, 1)           # the tile may send here (any port)
+SOURCE = (0, 1)         # and hear from here on LOCAL0
+MANAGER = (3, 0)
+ERRORS = (3, 1)
+MEMORY = (0, 3)
+KERNEL_TYPES = {t.value for t in K}
+
+
+def ipc_message(width, dst, payload=b"x", *, src=TILE, msg_type=12, dst_fbits=Fbits.LOCAL0):
+    hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, src_x=src[0], src_y=src[1],
+                    msg_type=msg_type)
+    return Message(hdr, [], payload).flits(width)
+
+
+def kernel(width, msg_type, *, src=MANAGER, dst=TILE, **fields):
+    return kernel_message_flits(width, msg_type, KernelMeta(**fields), src=src, dst=dst)
+
+
+def mem(width, msg_type, addr, size, payload=b"", *, src=TILE, dst=(9, 9), tag=0, error=0):
+    return mem_message_flits(width, msg_type, addr, size, payload, src=src, dst=dst, tag=tag,
+                             error=error)
+
+
+def decode(flits, width):
+    """A readable tuple of a message that came out: ``("kernel", type, header, meta)``,
+    ``("mem", type, header, meta dict, payload)`` or ``("msg", type, Message)``."""
+    msg = Message.from_flits(flits, width)
+    t = msg.header.msg_type
+    if t in KERNEL_TYPES:
+        header, meta = decode_kernel_message(flits, width)
+        return ("kernel", K(t), header, meta)
+    if t in (19, 20, 24, 25):
+        header, meta, payload = decode_mem_message(flits, width)
+        return ("mem", t, header, meta, payload)
+    return ("msg", t, msg)
+
+
+class MonitorBench:
+    """Run ``script(bench, ctx)`` against a fresh monitor; ``noc`` and ``tile`` collect
+    ``(cycle, flits)`` of every message out of each side, ``counters`` the counters at the end.
+    """
+
+    def __init__(self, width, config=MonitorConfig(), *, ipc_out=((*PEER, None),),
+                 ipc_in=((*SOURCE, Fbits.LOCAL0),)):
+        self.width = width
+        self.monitor = Monitor(TileEnv(width=width, x=TILE[0], y=TILE[1]), config,
+                               ipc_out=ipc_out, ipc_in=ipc_in, kernel=[MANAGER, ERRORS, MEMORY],
+                               manager=MANAGER, errors=ERRORS)
+        self.dut = WithCycleCounter(self.monitor)
+        self.noc, self.tile = [], []
+        self.counters = {}
+        self.log = {"tile_out": [], "noc_out": [], "noc_in": [], "tile_in": []}
+        self.resets = []
+
+    async def from_tile(self, ctx, flits, **stall):
+        await send_flits(ctx, self.monitor.tile_out, flits, **stall)
+
+    async def from_noc(self, ctx, flits, **stall):
+        await send_flits(ctx, self.monitor.noc_in, flits, **stall)
+
+    def noc_messages(self):
+        return [decode(f, self.width) for _, f in self.noc]
+
+    def tile_messages(self):
+        return [decode(f, self.width) for _, f in self.tile]
+
+    def run(self, script, *, settle=60, timeout=20_000):
+        mon = self.monitor
+
+        def collector(port, out):
+            async def tb(ctx):
+                ctx.set(port.ready, 1)
+                while True:
+                    flits = await recv_flits(ctx, port)
+                    out.append((ctx.get(self.dut.cycle), flits))
+            return tb
+
+        async def resets(ctx):
+            async for _, _, value in ctx.tick().sample(mon.tile_reset):
+                if value:
+                    self.resets.append(1)
+
+        async def main(ctx):
+            await script(self, ctx)
+            await ctx.tick().repeat(settle)
+            for name in mon.counters.signature.members:
+                self.counters[name] = ctx.get(getattr(mon.counters, name))
+
+        background = [collector(mon.noc_out, self.noc), collector(mon.tile_in, self.tile),
+                      resets]
+        background += [transfers(getattr(mon, port), log) for port, log in self.log.items()]
+        simulate(self.dut, main, background=background, timeout=timeout)
+        return self
+
+
+__all__ = ["MonitorBench", "TILE", "PEER", "SOURCE", "MANAGER", "ERRORS", "MEMORY",
+           "ipc_message", "kernel", "mem", "decode", "Component"]
