@@ -56,10 +56,11 @@ class MonitorBench:
     ``(cycle, flits)`` of every message out of each side, ``counters`` the counters at the end.
     """
 
-    def __init__(self, width, config=MonitorConfig(), *, ipc_out=((*PEER, None),),
+    def __init__(self, width, config=None, *, ipc_out=((*PEER, None),),
                  ipc_in=((*SOURCE, Fbits.LOCAL0),)):
         self.width = width
-        self.monitor = Monitor(TileEnv(width=width, x=TILE[0], y=TILE[1]), config,
+        env = TileEnv(width=width, x=TILE[0], y=TILE[1])
+        self.monitor = Monitor(env, config or MonitorConfig(),
                                ipc_out=ipc_out, ipc_in=ipc_in, kernel=[MANAGER, ERRORS, MEMORY],
                                manager=MANAGER, errors=ERRORS)
         self.dut = WithCycleCounter(self.monitor)
