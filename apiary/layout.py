@@ -59,6 +59,7 @@ class TileDecl:
     x: int
     y: int
     where: str = "<unknown>"
+    trusted: bool = True
 
     @property
     def at(self) -> tuple[int, int]:
@@ -122,6 +123,24 @@ class Wire:
 
     def describe(self) -> str:
         return f"{self.a}.{self.member} ⇄ {self.b}.{self.member}"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """An IPC capability: untrusted tile ``src`` may send to tile ``dst`` (on port ``port``, a
+    ``Fbits`` value, or any port when ``None``). Checked by ``src``'s Apiary monitor."""
+    src: str
+    dst: str
+    port: int | None = None
+    where: str = "<unknown>"
+
+    def describe(self) -> str:
+        port = "" if self.port is None else f" (port {self.port:#06b})"
+        return f"{self.src} → {self.dst}{port}"
+
+    def covers(self, route: "Route") -> bool:
+        return (route.src, route.dst) == (self.src, self.dst) and \
+            self.port in (None, route.fbits)
 
 
 def _show_key(key: object) -> str:
@@ -364,6 +383,7 @@ class LayoutGraph:
         self._valid_routes = self._validate_routes()
         self._valid_depends = self._validate_depends()
         self._validate_wires()
+        self._validate_trust()
         self._layout()
         if not self.structural_problems:
             self._build_dependencies()
@@ -485,6 +505,37 @@ class LayoutGraph:
             if not bad:
                 valid.append(dep)
         return valid
+
+    def _validate_trust(self) -> None:
+        """Untrusted tiles need a kernel to guard them, sit on the data plane only, and hold an
+        IPC capability (a grant) for every route that leaves them."""
+        d, out = self.design, self.structural_problems
+        untrusted = [decl for decl in d.tiles.values() if not decl.trusted]
+        guard = getattr(d, "guard", None)
+        if untrusted and guard is None:
+            names = ", ".join(decl.describe() for decl in untrusted)
+            out.append(f"untrusted tiles need an Apiary kernel to guard them, and the design has "
+                       f"none: {names}; add one with apiary.os.Kernel(d, ...).")
+        for decl in untrusted:
+            if isinstance(decl.cls, type) and "ctl" in getattr(decl.cls, "planes", ()):
+                out.append(f"tile {decl.describe()} is untrusted but attaches to the control "
+                           f"plane, which no monitor guards; untrusted tiles use the data plane "
+                           f"only.")
+        for g in getattr(d, "grants", []):
+            for end in dict.fromkeys((g.src, g.dst)):
+                if end not in d.tiles:
+                    out.append(f"grant {g.describe()} ({g.where}) names "
+                               f"{self._unknown_tile(end)}.")
+        grants = getattr(d, "grants", [])
+        for r in self._valid_routes:
+            src = d.tiles[r.src]
+            if src.trusted or r.plane != "data":
+                continue
+            if not any(g.covers(r) for g in grants):
+                out.append(f"route {r.describe()} ({r.where}) leaves untrusted tile "
+                           f"{r.src!r}, which holds no IPC capability for {r.dst!r}: grant one "
+                           f"with d.allow({r.src!r}, {r.dst!r}) (or allow=True on the route or "
+                           f"chain).")
 
     def _validate_wires(self) -> None:
         d, out = self.design, self.structural_problems

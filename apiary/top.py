@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from amaranth import Module
+from amaranth import Module, ResetInserter
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
@@ -127,6 +127,9 @@ class DesignTop(wiring.Component):
     bank : CounterBank
     mac_ports : list of MacPortInfo
     attached : list of (tile, member, Attachment)
+    monitors : dict of str to Component
+        The Apiary monitor of every untrusted tile (built by the design's ``guard``), between
+        the tile and its data-plane router; its counters are ``<tile>_monitor_<counter>``.
 
     Raises
     ------
@@ -144,6 +147,7 @@ class DesignTop(wiring.Component):
         self.graph = design.check()
         self.tiles = design.build_tiles()
         self._check_wires()
+        self.monitors = self._build_monitors()
         self.planes = [p for p in NOC_PORTS if any(p in t.planes for t in self.tiles.values())]
         self.mac_ports = pair_mac_ports(self.tiles)
         edged = {end for port in self.mac_ports for end in (port.rx, port.tx)}
@@ -168,6 +172,10 @@ class DesignTop(wiring.Component):
                     self._outside[outer] = (name, member)
             if "counters" in tile.signature.members:
                 self.bank.add(name, tile.signature.members["counters"].signature)
+            if name in self.monitors:
+                self.bank.add(f"{name} monitor",
+                              self.monitors[name].signature.members["counters"].signature,
+                              prefix=f"{name}_monitor")
         for plane in self.planes:
             self.bank.add(f"{plane} mesh", CounterSignature({
                 "edge_dropped": "messages sunk at the edge of the mesh (addressed outside it)",
@@ -175,6 +183,19 @@ class DesignTop(wiring.Component):
             }), prefix=plane)
         members["counters"] = Out(self.bank.signature())
         super().__init__(members)
+
+    def _build_monitors(self) -> dict[str, Any]:
+        """The monitor of every untrusted tile, from the design's guard."""
+        d, monitors, problems = self.design, {}, []
+        for name in d.untrusted():
+            try:
+                monitors[name] = d.guard.monitor(d, name, d.env(name))
+            except (ValueError, TypeError) as e:
+                problems.append(f"the monitor of tile {d.tiles[name].describe()} could not be "
+                                f"built: {e}")
+        if problems:
+            raise DesignError(problems, design=d)
+        return monitors
 
     def _check_wires(self) -> None:
         """Every :class:`~apiary.tile.WiresSignature` member is joined by exactly one
@@ -224,7 +245,15 @@ class DesignTop(wiring.Component):
         m = Module()
         d = self.design
         for name, tile in self.tiles.items():
-            m.submodules[name] = tile
+            monitor = self.monitors.get(name)
+            if monitor is None:
+                m.submodules[name] = tile
+            else:   # RELEASE resets the tile through its monitor
+                m.submodules[name] = ResetInserter(monitor.tile_reset)(tile)
+                m.submodules[f"{name}_monitor"] = monitor
+                for counter in monitor.signature.members["counters"].signature.members:
+                    m.d.comb += getattr(self.counters, f"{name}_monitor_{counter}").eq(
+                        getattr(monitor.counters, counter))
             if "counters" in tile.signature.members:
                 for counter in tile.signature.members["counters"].signature.members:
                     m.d.comb += getattr(self.counters, f"{name}_{counter}").eq(
@@ -252,7 +281,7 @@ class DesignTop(wiring.Component):
         for w in d.wires:
             connect(m, getattr(self.tiles[w.a], w.member), getattr(self.tiles[w.b], w.member))
 
-        by_position = {(d.tiles[n].x, d.tiles[n].y): t for n, t in self.tiles.items()}
+        by_position = {(d.tiles[n].x, d.tiles[n].y): n for n in self.tiles}
         for plane in self.planes:
             width = d.width if plane == "data" else d.ctl_width
             mesh = m.submodules[f"{plane}_mesh"] = Mesh(width, d.cols, d.rows)
@@ -262,8 +291,16 @@ class DesignTop(wiring.Component):
             sunk = []
             for x in range(d.cols):
                 for y in range(d.rows):
-                    here = by_position.get((x, y))
-                    if here is not None and plane in here.planes:
+                    at = by_position.get((x, y))
+                    here = self.tiles[at] if at is not None else None
+                    monitor = self.monitors.get(at) if at is not None and plane == "data" \
+                        else None
+                    if here is not None and plane in here.planes and monitor is not None:
+                        connect(m, tile=getattr(here, from_tile), monitor=monitor.tile_out)
+                        connect(m, monitor=monitor.tile_in, tile=getattr(here, to_tile))
+                        connect(m, monitor=monitor.noc_out, router=mesh.inject[x][y])
+                        connect(m, router=mesh.eject[x][y], monitor=monitor.noc_in)
+                    elif here is not None and plane in here.planes:
                         connect(m, tile=getattr(here, from_tile), router=mesh.inject[x][y])
                         connect(m, router=mesh.eject[x][y], tile=getattr(here, to_tile))
                     else:

@@ -63,7 +63,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from amaranth import Module, Signal, Cat, Const, Mux, Array
+from amaranth import Module, Signal, Cat, Const, Mux, Array, ResetInserter
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
@@ -335,11 +335,18 @@ class Monitor(Component):
         tile_port = (self.env.x, self.env.y, Fbits.LOCAL0)
 
         # -- the two gates and the mergers ---------------------------------------------------------
-        m.submodules.out_gate = og = MessageGate(w, max_head)
+        og = MessageGate(w, max_head)
+        # The tile is held in reset during RELEASE: take nothing from it (its outputs mean
+        # nothing), and start the gate afresh (it may be sinking a message the reset cut).
+        m.submodules.out_gate = ResetInserter(releasing)(og)
         m.submodules.in_gate = ig = MessageGate(w, max_head)
         m.submodules.to_noc = to_noc = MessageMerger(w, 3)
         m.submodules.to_tile = to_tile = MessageMerger(w, 3)
-        connect(m, tile=flipped(self.tile_out), gate=og.i)
+        m.d.comb += [
+            og.i.valid.eq(self.tile_out.valid & ~releasing),
+            og.i.payload.eq(self.tile_out.payload),
+            self.tile_out.ready.eq(og.i.ready & ~releasing),
+        ]
         connect(m, gate=og.o, merger=to_noc.i[0])
         connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
         connect(m, a=senders["i2n"].o, merger=to_noc.i[2])

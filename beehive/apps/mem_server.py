@@ -86,6 +86,7 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits, field_location
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, Perm, Status
 from apiary.stream.checksum import InternetChecksum, ones_sum
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.realign import StreamInsert, StreamStrip
@@ -191,6 +192,12 @@ class UdpMemoryTile(Tile):
         ``None``). Standalone (no routes at all) both default to tile (0, 0).
     max_read : int
         Longest read served (bytes); longer ones are bad requests. Also the ack buffer's size.
+    segment : int or None
+        Run as an untrusted Apiary tile: out of reset, ask the monitor for a segment of this
+        many bytes (``CAP_ALLOC``) and wait for its handle; every request's ``addr`` is then an
+        offset into that segment (the tile sends ``handle << 40 | addr``, the monitor checks and
+        translates it), and no route to a memory tile is needed. A request beyond the segment
+        is a violation: the monitor quarantines the tile and nothing more is answered.
 
     Counters: ``reads`` and ``writes`` (requests sent to memory, answered with status 0 or 1),
     ``bad_request`` (answered with status 2), ``memory_errors`` (answered with status 1),
@@ -201,12 +208,17 @@ class UdpMemoryTile(Tile):
     #: The input never waits for the output (see the module docstring).
     streaming = False
 
-    def __init__(self, env=None, *, max_read=MAX_READ):
+    def __init__(self, env=None, *, max_read=MAX_READ, segment=None):
         if not isinstance(max_read, int) or isinstance(max_read, bool) or not 1 <= max_read \
                 <= 0xFFFF:
             raise ValueError(f"max_read must be a number of bytes from 1 to 65535, "
                              f"not {max_read!r}")
+        if segment is not None and (not isinstance(segment, int) or isinstance(segment, bool)
+                                    or not 1 <= segment < 1 << OFFSET_BITS):
+            raise ValueError(f"segment must be a size in bytes from 1 to 2**{OFFSET_BITS} - 1, "
+                             f"not {segment!r}")
         self.max_read = max_read
+        self.segment = segment
         super().__init__(env, counters={
             "reads": "read requests sent to memory",
             "writes": "write requests sent to memory",
@@ -217,7 +229,8 @@ class UdpMemoryTile(Tile):
         routes = self.env.next_hops("data")
         self.memory_hop = _hop(routes, MEMORY_KEY)
         self.reply_hop = _hop(routes, REPLY_KEY, None)
-        if routes and (self.memory_hop is None or self.reply_hop is None):
+        if routes and ((self.memory_hop is None and segment is None)
+                       or self.reply_hop is None):
             raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to the "
                              f"memory tile with key {MEMORY_KEY!r} and one to UDP TX with key "
                              f"{REPLY_KEY!r} (or no key); it has keys {sorted(map(str, routes))}")
@@ -234,22 +247,31 @@ class UdpMemoryTile(Tile):
                                                        empty_packets=True)
         m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                        empty_packets=True)
+        m.submodules.cap_rx = cap_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
         flit_i, type_lsb = field_location(width, "msg_type")
         assert flit_i == 0
         i = self.noc_in
         in_msg = Signal()           # past the first flit of a message
-        to_ack = Signal()           # the message goes to the ack receiver
+        to = Signal(2)              # the receiver the message goes to: 0 request, 1 ack, 2 kernel
         first_type = i.payload.data[type_lsb:type_lsb + 8]
-        is_ack_now = (first_type == LOAD_MEM_ACK) | (first_type == STORE_MEM_ACK)
-        sel = Signal()
-        m.d.comb += sel.eq(Mux(in_msg, to_ack, is_ack_now))
-        m.d.comb += [
-            seg_rx.i.payload.eq(i.payload), ack_rx.i.payload.eq(i.payload),
-            seg_rx.i.valid.eq(i.valid & ~sel), ack_rx.i.valid.eq(i.valid & sel),
-            i.ready.eq(Mux(sel, ack_rx.i.ready, seg_rx.i.ready)),
-        ]
+        now = Mux((first_type == LOAD_MEM_ACK) | (first_type == STORE_MEM_ACK), 1,
+                  Mux(first_type == KernelMsgType.CAP_RESULT.value, 2, 0))
+        sel = Signal(2)
+        m.d.comb += sel.eq(Mux(in_msg, to, now))
+        for k, rx in enumerate((seg_rx, ack_rx, cap_rx)):
+            m.d.comb += [rx.i.payload.eq(i.payload), rx.i.valid.eq(i.valid & (sel == k))]
+            with m.If(sel == k):
+                m.d.comb += i.ready.eq(rx.i.ready)
         with m.If(i.valid & i.ready):
-            m.d.sync += [in_msg.eq(~i.payload.last), to_ack.eq(sel)]
+            m.d.sync += [in_msg.eq(~i.payload.last), to.eq(sel)]
+
+        # -- under Apiary: the segment's handle, from the monitor's CAP_RESULT --------------------
+        handle = Signal(8)
+        allocated = Signal()
+        cap = data.View(KERNEL_META, cap_rx.o_hdr.payload.meta)
+        m.d.comb += cap_rx.o_hdr.ready.eq(1)
+        with m.If(cap_rx.o_hdr.valid & (cap.op == KernelMsgType.CAP_ALLOC.value)):
+            m.d.sync += [handle.eq(cap.handle), allocated.eq(cap.status == Status.OK)]
 
         # -- requests: stored whole with their metadata -------------------------------------------
         meta_w = PACKET_META.size
@@ -292,12 +314,25 @@ class UdpMemoryTile(Tile):
         m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size,
                                                      empty_packets=True)
         m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
+        m.submodules.cap_tx = cap_tx = MessageSender(width, meta_bits=KERNEL_META.size)
         replying = Signal()         # noc_out carries the reply sender
+        asking = Signal()           # ... the CAP_ALLOC sender
         o = self.noc_out
         with m.If(replying):
             connect(m, sender=rep_tx.o, tile=flipped(o))
+        with m.Elif(asking):
+            connect(m, sender=cap_tx.o, tile=flipped(o))
         with m.Else():
             connect(m, sender=mem_tx.o, tile=flipped(o))
+        cd = cap_tx.i_hdr.payload
+        ask = data.View(KERNEL_META, cd.meta)
+        m.d.comb += [
+            cd.dst_x.eq(x), cd.dst_y.eq(y), cd.dst_fbits.eq(Fbits.LOCAL0),
+            cd.src_x.eq(x), cd.src_y.eq(y), cd.src_fbits.eq(Fbits.LOCAL0),
+            cd.msg_type.eq(KernelMsgType.CAP_ALLOC.value),
+            ask.size.eq(self.segment or 0), ask.perm.eq(Perm.RW),
+            cap_tx.i_data.valid.eq(0),
+        ]
         out_last = o.valid & o.ready & o.payload.last
 
         # -- the request being served --------------------------------------------------------------
@@ -338,7 +373,9 @@ class UdpMemoryTile(Tile):
             md.src_x.eq(x), md.src_y.eq(y), md.src_fbits.eq(Fbits.LOCAL0),
             md.msg_type.eq(Mux(r_write, STORE_MEM, LOAD_MEM)),
             md.payload_bytes.eq(Mux(r_write, r_len, 0)),
-            mm.addr.eq(r_addr), mm.size.eq(r_len), mm.error.eq(0),
+            mm.addr.eq(r_addr if self.segment is None
+                       else Cat(r_addr, Const(0, OFFSET_BITS - 32), handle)),
+            mm.size.eq(r_len), mm.error.eq(0),
         ]
 
         # The reply: header inserted in front of the ack's data (or of an empty packet).
@@ -370,7 +407,14 @@ class UdpMemoryTile(Tile):
         desc_done = Signal()
         head_done = Signal()
 
-        with m.FSM(name="mem_server"):
+        with m.FSM(name="mem_server", init="ALLOC" if self.segment else "IDLE"):
+            with m.State("ALLOC"):              # under Apiary: ask for the segment, once
+                m.d.comb += [asking.eq(1), cap_tx.i_hdr.valid.eq(1)]
+                with m.If(cap_tx.i_hdr.ready):
+                    m.next = "ALLOCATING"
+            with m.State("ALLOCATING"):
+                with m.If(cap_rx.o_hdr.valid & (cap.op == KernelMsgType.CAP_ALLOC.value)):
+                    m.next = "IDLE"
             with m.State("IDLE"):
                 m.d.comb += req_buf.o_desc.ready.eq(~req_busy)
                 with m.If(req_buf.o_desc.valid & ~req_busy):

@@ -361,8 +361,9 @@ def test_other_widths(width):
 
 def test_mem_meta_appends_wrap_after_error_then_tag():
     """``MEM_META`` is addr (bits 0-47), size (48-77), error (78), wrap (79-84), tag (85-92):
-    93 bits, inline in the header flit at 512 bits, two metadata flits at 64; the Python packing agrees with the
-    layout, rejects a wrap beyond 6 bits and round-trips through a message's flits."""
+    93 bits, inline in the header flit at 512 bits, two metadata flits at 64; the Python packing
+    agrees with the layout, rejects a wrap beyond 6 bits and round-trips through a message's
+    flits."""
     assert [(name, f.offset, f.width) for name, f in MEM_META] == [
         ("addr", 0, 48), ("size", 48, 30), ("error", 78, 1), ("wrap", 79, 6), ("tag", 85, 8)]
     assert meta_plan(512, meta_bits=MEM_META.size) == (0, 93, 93)

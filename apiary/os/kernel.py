@@ -1,0 +1,125 @@
+"""The Apiary kernel of a design: its service tiles, and a monitor for every untrusted tile.
+
+::
+
+    d = Design("apiary_demo", cols=4, rows=3, width=64)
+    kernel = Kernel(d, manager=(3, 0), errors=(3, 1), memories={"mem0": ((3, 2), 1 << 16)})
+    d.add("app", MyAccelerator, at=(1, 1), trusted=False)
+    d.allow("app", "udp_tx")
+    kernel.limit("app", RateLimit(burst=64, refill=1, period=2))
+
+:class:`Kernel` adds the memory manager (``mm``), the error manager (``errors``) and the memory
+tiles to the design, all trusted, and becomes the design's ``guard``: at elaboration every
+untrusted tile gets a :class:`~apiary.os.monitor.Monitor` holding the IPC capabilities the design
+grants it (``Design.allow``) and lets in what the design routes to it.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..design import Design, DesignError, where_declared
+from ..tile import TileEnv
+from .error_manager import ErrorManagerTile
+from .memory_manager import MemoryManagerTile
+from .memory_tile import MemoryTile
+from .monitor import Monitor, MonitorConfig, RateLimit
+
+
+__all__ = ["Kernel"]
+
+
+class Kernel:
+    """The Apiary kernel of ``design`` (see the module docstring).
+
+    Parameters
+    ----------
+    design : Design
+    manager, errors : (x, y)
+        Where the memory manager and the error manager sit.
+    memories : mapping of str to ((x, y), size_bytes)
+        The memory tiles, by name; the manager owns all of their memory.
+    monitor : MonitorConfig
+        Table sizes (and rate limit) of every monitor, unless :meth:`limit` or
+        :meth:`configure` says otherwise for a tile.
+    block_bytes : int
+        The smallest allocation.
+    log_depth : int
+        Faults the error manager keeps.
+    names : mapping
+        Tile names of the manager and error manager (``{"manager": "mm", "errors":
+        "errors"}``).
+    """
+
+    def __init__(self, design: Design, *, manager: tuple[int, int], errors: tuple[int, int],
+                 memories: Mapping[str, tuple[tuple[int, int], int]],
+                 monitor: MonitorConfig | None = None, block_bytes: int = 256,
+                 log_depth: int = 64, names: Mapping[str, str] | None = None) -> None:
+        where = where_declared(2)
+        if not isinstance(design, Design):
+            raise DesignError(f"Kernel ({where}) needs a Design, not {design!r}.")
+        if design.guard is not None:
+            raise DesignError(f"design {design.name!r} already has a kernel ({where}).")
+        self.monitor_config = monitor if monitor is not None else MonitorConfig()
+        if not isinstance(self.monitor_config, MonitorConfig):
+            raise DesignError(f"Kernel ({where}): monitor= must be a MonitorConfig, not "
+                              f"{monitor!r}.")
+        names = {"manager": "mm", "errors": "errors", **(names or {})}
+        self.design = design
+        self.manager_name = names["manager"]
+        self.errors_name = names["errors"]
+        self.memory_names = list(memories)
+        self._configs: dict[str, MonitorConfig] = {}
+        self._trusted_sources: list[str] = []
+        places = []
+        for name, spec in memories.items():
+            try:
+                (x, y), size = spec
+            except (TypeError, ValueError):
+                raise DesignError(f"Kernel ({where}): memory {name!r} must be given as "
+                                  f"((x, y), size_bytes), not {spec!r}.") from None
+            design.add(name, MemoryTile, at=(x, y), size_bytes=size)
+            places.append((x, y, size))
+        design.add(self.manager_name, MemoryManagerTile, at=manager, memories=places,
+                   block_bytes=block_bytes)
+        design.add(self.errors_name, ErrorManagerTile, at=errors, log_depth=log_depth)
+        design.guard = self
+
+    def __repr__(self) -> str:
+        configs = sorted((k, repr(v)) for k, v in self._configs.items())
+        return (f"Kernel({self.manager_name!r}, {self.errors_name!r}, {self.memory_names!r}, "
+                f"{self.monitor_config!r}, {configs!r}, {self._trusted_sources!r})")
+
+    def configure(self, tile: str, config: MonitorConfig) -> None:
+        """Give the monitor of ``tile`` its own table sizes and rate limit."""
+        if not isinstance(config, MonitorConfig):
+            raise DesignError(f"configure({tile!r}): a MonitorConfig, not {config!r}.")
+        self._configs[tile] = config
+
+    def limit(self, tile: str, rate: RateLimit) -> None:
+        """Rate-limit the sends of ``tile`` (a token bucket in its monitor)."""
+        if not isinstance(rate, RateLimit):
+            raise DesignError(f"limit({tile!r}): a RateLimit, not {rate!r}.")
+        base = self._configs.get(tile, self.monitor_config)
+        self._configs[tile] = MonitorConfig(base.entries, base.ipc_entries, base.in_entries,
+                                            rate)
+
+    def config_of(self, tile: str) -> MonitorConfig:
+        return self._configs.get(tile, self.monitor_config)
+
+    def trust(self, *tiles: str) -> None:
+        """Let monitors take kernel messages (``IPC_GRANT``, ``RELEASE``) from these trusted
+        tiles too, besides the manager, the error manager and the memory tiles: a control
+        service such as :class:`beehive.apps.kernel_ctl.KernelCtlTile`."""
+        self._trusted_sources.extend(tiles)
+
+    def kernel_tiles(self) -> list[str]:
+        return [self.manager_name, self.errors_name, *self.memory_names, *self._trusted_sources]
+
+    def monitor(self, design: Design, name: str, env: TileEnv) -> Any:
+        """The monitor of untrusted tile ``name`` (called by the design's elaboration)."""
+        tiles = design.tiles
+        ipc_out, ipc_in = design.ipc_caps(name)
+        kernel = [tiles[n].at for n in self.kernel_tiles() if n in tiles]
+        return Monitor(env, self.config_of(name), ipc_out=ipc_out, ipc_in=ipc_in,
+                       kernel=kernel, manager=tiles[self.manager_name].at,
+                       errors=tiles[self.errors_name].at)

@@ -1,0 +1,532 @@
+"""The kernel's control service over UDP: a Linux program reads the fault log and releases
+quarantined tiles, and grants or revokes IPC capabilities.
+
+A UDP application (placed after UDP RX, replying through UDP TX, like
+:class:`~beehive.apps.mem_server.UdpMemoryTile`) that turns request datagrams into kernel
+messages (:mod:`apiary.os.uapi`) and answers each with one reply datagram, sent back to the
+client with the request's :data:`~beehive.proto.messages.PACKET_META`.
+
+Requests (UDP payloads, network byte order; bytes past those listed are ignored):
+
+====  ======================  ======  =========================================================
+op    request                 bytes   fields
+====  ======================  ======  =========================================================
+1     read a fault entry      3       1-2: ``index`` (u16) into the error manager's log
+2     release a tile          4       1: ``x``, 2: ``y``, 3: ``fbits`` (its monitor's sub-port,
+                                      0-15; usually ``Fbits.LOCAL0`` = 8)
+3     grant IPC               7       1: ``x``, 2: ``y`` (the tile), 3: ``dir`` (1 out, 2 in:
+4     revoke IPC                      :class:`~apiary.os.uapi.IpcDir`), 4: ``peer x``,
+                                      5: ``peer y``, 6: ``peer fbits`` (0-15)
+====  ======================  ======  =========================================================
+
+A request shorter than its op needs, of another op (an empty one included), or with an
+``fbits`` above 15 or a ``dir`` other than 1 or 2 is a *bad request*: answered at once with
+status :data:`STATUS_BAD_REQUEST`, no kernel message sent.
+
+Replies. Every reply starts with ``op`` (the request's byte 0, 0 for an empty request) and
+``status``. A read (op 1, well formed) gets the 36-byte *fault reply*; every other request the
+8-byte *status reply*:
+
+=======  =====  ====================================================================
+bytes    size   fault reply (op 1)
+=======  =====  ====================================================================
+0        1      ``op`` = 1
+1        1      ``status``: 0 OK, 4 NO_ENTRY (index past the end of the log),
+                0xFE timeout (the error manager did not answer)
+2-3      2      ``total``: faults logged so far (``FAULT_ENTRY.root``, saturating)
+4-5      2      ``index``, as asked
+6, 7     1 + 1  ``x``, ``y``: the faulting tile (``mem_x/y``)
+8        1      ``kind``: a :class:`~apiary.os.uapi.FaultKind` (``op``)
+9        1      ``handle``
+10       1      ``perm``
+11-13    3      ``peer x``, ``peer y``, ``peer fbits``: the offending message's
+                destination (or, for an inbound fault, its source)
+14-15    2      reserved, 0
+16-23    8      ``addr`` (48 bits used)
+24-31    8      ``size`` (40 bits used)
+32-35    4      ``user``: ``msg_type | inbound << 8`` of the offending message
+=======  =====  ====================================================================
+
+The status reply: byte 0 ``op``, 1 ``status`` (0 OK: the kernel message was sent; 0xFF bad
+request), 2-7 the request's bytes 1-6 (zero where the request is shorter). In a fault reply
+whose status is not OK every field but ``op``, ``status``, ``total`` and ``index`` is zero
+(and ``total`` too after a timeout).
+
+NoC messages of the tile (kernel messages carry :data:`~apiary.os.uapi.KERNEL_META`, no payload):
+
+==================  ====  ===================  ===============================  ==============
+message             type  from → to            fields                           route
+==================  ====  ===================  ===============================  ==============
+``UDP_RX_SEGMENT``  26    UDP RX → tile        PACKET_META, the request         (in)
+``FAULT_READ``      46    tile → error mgr     ``handle`` = index (low 8 bits)  key
+                                                                                ``"kernel"``
+``FAULT_ENTRY``     47    error mgr → tile     the entry, ``root``, ``status``  (in)
+``RELEASE``         45    tile → error mgr     ``peer_x/y/fbits`` = the tile    key
+                                                                                ``"kernel"``
+``IPC_GRANT``       44    tile → the tile's    ``status`` 1 grant / 0 revoke,   none: to (x, y,
+                          monitor              ``perm`` = dir, ``peer_x/y/      ``LOCAL0``) of
+                                               fbits``                          the request
+``UDP_TX_SEGMENT``  13    tile → UDP TX        PACKET_META, ``l4_sum`` set;     key ``"reply"``
+                                               the reply                        (or None)
+==================  ====  ===================  ===============================  ==============
+
+A design declares ``d.route(ctl, errors, key=KERNEL_KEY)`` and ``d.route(ctl, udp_tx,
+key=REPLY_KEY)``. The log holds at most 256 entries (``FAULT_READ`` names one by its 8-bit
+``handle``), so an index above 255 is answered NO_ENTRY (the error manager is still asked, for
+``total``).
+
+Structure::
+
+    noc_in ─▶ split by msg_type ─┬▶ Receiver(PACKET_META) ─▶ first 7 bytes + meta ─▶ request queue
+                                 └▶ Receiver(KERNEL_META) ─▶ FAULT_ENTRY register
+    request queue ─▶ engine ─▶ Sender(KERNEL_META) ─┐
+                           └─▶ Sender(PACKET_META) ─┴▶ noc_out
+
+The input never waits for the output: a request is kept as its first 7 bytes and metadata in a
+queue of ``queue`` entries (a request that finds the queue full is dropped unanswered, counted
+in ``overflow``; UDP clients retry), and the one ``FAULT_ENTRY`` awaited is taken into a
+register. Hence ``streaming = False``. Requests are served one at a time, in order: a read
+waits for its ``FAULT_ENTRY`` (a round trip to the error manager) or for ``reply_timeout``
+cycles. ``FAULT_ENTRY`` answers are not matched to requests: one that comes while no read
+waits (a late answer after a timeout) is dropped and counted, but a late one could be taken
+for the next read's.
+
+Python helpers: :func:`fault_request`, :func:`release_request`, :func:`ipc_request` build
+requests; :func:`parse_reply` and :func:`parse_fault_reply` read replies;
+:func:`fault_reply` and :func:`status_reply` build the replies the tile sends (tests).
+"""
+
+import struct
+from typing import Any
+
+from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth.lib import data, fifo
+from amaranth.lib.wiring import connect, flipped
+
+from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.header import Fbits, field_location
+from apiary.noc.nexthop import Endpoint, address_of
+from apiary.os.uapi import KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
+from apiary.stream.checksum import word_sum
+from apiary.tile import Tile, TileEnv
+
+from ..proto.messages import PACKET_META, MsgType
+
+
+__all__ = ["KernelCtlTile", "OP_FAULT_READ", "OP_RELEASE", "OP_IPC_GRANT", "OP_IPC_REVOKE",
+           "STATUS_OK", "STATUS_NO_ENTRY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
+           "KERNEL_KEY", "REPLY_KEY", "FAULT_REPLY_BYTES", "STATUS_REPLY_BYTES",
+           "fault_request", "release_request", "ipc_request", "request_ok", "fault_reply",
+           "status_reply", "parse_reply", "parse_fault_reply"]
+
+
+OP_FAULT_READ, OP_RELEASE, OP_IPC_GRANT, OP_IPC_REVOKE = 1, 2, 3, 4
+STATUS_OK = int(Status.OK)
+STATUS_NO_ENTRY = int(Status.NO_ENTRY)
+STATUS_TIMEOUT = 0xFE
+STATUS_BAD_REQUEST = 0xFF
+#: Route keys: ``d.route(ctl, error_manager, key=KERNEL_KEY)``, ``d.route(ctl, udp_tx,
+#: key=REPLY_KEY)`` (a route without a key also serves for the replies).
+KERNEL_KEY, REPLY_KEY = "kernel", "reply"
+#: Bytes a request of each op needs.
+REQUEST_BYTES = {OP_FAULT_READ: 3, OP_RELEASE: 4, OP_IPC_GRANT: 7, OP_IPC_REVOKE: 7}
+#: The fault reply: op, status, total, index, x, y, kind, handle, perm, peer x/y/fbits, 2 bytes
+#: reserved, addr, size, user.
+FAULT_REPLY = struct.Struct("!BBHHBBBBBBBB2xQQI")
+FAULT_REPLY_BYTES = FAULT_REPLY.size
+STATUS_REPLY_BYTES = 8
+#: Request bytes the tile keeps (the longest request).
+_KEPT = max(REQUEST_BYTES.values())
+_FIELDS = ("total", "index", "x", "y", "kind", "handle", "perm", "peer_x", "peer_y",
+           "peer_fbits", "addr", "size", "user")
+
+
+# -- Python helpers --------------------------------------------------------------------------------
+
+def fault_request(index: int) -> bytes:
+    """Read entry ``index`` (0 the oldest) of the fault log."""
+    return struct.pack("!BH", OP_FAULT_READ, index)
+
+
+def release_request(x: int, y: int, fbits: int = Fbits.LOCAL0) -> bytes:
+    """Release tile (``x``, ``y``): its monitor (on sub-port ``fbits``) resets it and lifts its
+    quarantine."""
+    return struct.pack("!BBBB", OP_RELEASE, x, y, fbits)
+
+
+def ipc_request(x: int, y: int, direction: int, peer_x: int, peer_y: int,
+                peer_fbits: int = Fbits.LOCAL0, *, grant: bool = True) -> bytes:
+    """Grant (or with ``grant=False`` revoke) tile (``x``, ``y``) the IPC capability to send to
+    (``direction`` = :data:`IpcDir.OUT`) or receive from (:data:`IpcDir.IN`) tile
+    (``peer_x``, ``peer_y``) on sub-port ``peer_fbits``."""
+    return struct.pack("!7B", OP_IPC_GRANT if grant else OP_IPC_REVOKE, x, y, int(direction),
+                       peer_x, peer_y, peer_fbits)
+
+
+def request_ok(payload: bytes) -> bool:
+    """Whether the tile takes ``payload`` as a well-formed request (else: bad request)."""
+    payload = bytes(payload)
+    op = payload[0] if payload else 0
+    if op not in REQUEST_BYTES or len(payload) < REQUEST_BYTES[op]:
+        return False
+    if op == OP_RELEASE:
+        return payload[3] < 16
+    if op in (OP_IPC_GRANT, OP_IPC_REVOKE):
+        return payload[3] in (IpcDir.OUT, IpcDir.IN) and payload[6] < 16
+    return True
+
+
+def fault_reply(index: int, status: int, total: int, entry: KernelMeta | None = None) -> bytes:
+    """The fault reply to a read of ``index``: ``entry`` (a ``FAULT_ENTRY``'s meta: ``mem_x/y``
+    the tile, ``op`` the kind...) gives the fields, zero without it."""
+    e = entry if entry is not None else KernelMeta()
+    return FAULT_REPLY.pack(OP_FAULT_READ, status, total, index, e.mem_x, e.mem_y, e.op,
+                            e.handle, e.perm, e.peer_x, e.peer_y, e.peer_fbits, e.addr, e.size,
+                            e.user)
+
+
+def status_reply(request: bytes, status: int) -> bytes:
+    """The 8-byte reply to ``request`` (anything but a well-formed read)."""
+    request = bytes(request)
+    op = request[0] if request else 0
+    return bytes([op, status]) + (request[1:_KEPT] + bytes(_KEPT)).ljust(6, b"\0")[:6]
+
+
+def parse_fault_reply(payload: bytes) -> dict[str, int]:
+    """``{"op", "status", "total", "index", "x", "y", "kind", "handle", "perm", "peer_x",
+    "peer_y", "peer_fbits", "addr", "size", "user", "msg_type", "inbound"}`` from a fault reply
+    (``msg_type`` and ``inbound`` taken apart from ``user``). ``ValueError`` if it is not one."""
+    payload = bytes(payload)
+    if len(payload) < FAULT_REPLY_BYTES or payload[0] != OP_FAULT_READ:
+        raise ValueError(f"a fault reply is {FAULT_REPLY_BYTES} bytes starting with op "
+                         f"{OP_FAULT_READ}, not {payload[:8].hex()}... ({len(payload)} bytes)")
+    values = FAULT_REPLY.unpack_from(payload)
+    out = {"op": values[0], "status": values[1], **dict(zip(_FIELDS, values[2:]))}
+    out["msg_type"] = out["user"] & 0xFF
+    out["inbound"] = out["user"] >> 8 & 1
+    return out
+
+
+def parse_reply(payload: bytes) -> dict[str, Any]:
+    """Any reply: a fault reply as :func:`parse_fault_reply` reads it, a status reply as
+    ``{"op", "status", "args"}`` (``args`` the request's bytes 1-6 echoed)."""
+    payload = bytes(payload)
+    if len(payload) == FAULT_REPLY_BYTES:
+        return parse_fault_reply(payload)
+    if len(payload) != STATUS_REPLY_BYTES:
+        raise ValueError(f"a reply is {STATUS_REPLY_BYTES} or {FAULT_REPLY_BYTES} bytes, "
+                         f"not {len(payload)}")
+    return {"op": payload[0], "status": payload[1], "args": payload[2:]}
+
+
+# -- the tile --------------------------------------------------------------------------------------
+
+def _hop(routes: dict, *keys: Any) -> Endpoint | None:
+    for key in keys:
+        eps = routes.get(key, [])
+        if eps:
+            return eps[0]
+    return None
+
+
+def _be(value: Any, nbytes: int) -> list[Any]:
+    """The bytes of ``value`` (``nbytes`` wide), most significant first (network order)."""
+    value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
+    return [value[8 * k:8 * k + 8] for k in reversed(range(nbytes))]
+
+
+class KernelCtlTile(Tile):
+    """Serve fault-log reads, releases and IPC grants requested in UDP datagrams (see the
+    module docstring for the formats).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Its next hops: the error manager under key ``"kernel"``, UDP TX under ``"reply"`` (or
+        ``None``). Standalone (no routes at all) both default to tile (0, 0).
+    queue : int
+        Requests that may wait while one is served (at least 1).
+    reply_timeout : int
+        Cycles a read waits for the error manager's ``FAULT_ENTRY`` before it is answered
+        with status :data:`STATUS_TIMEOUT` (at least 1).
+
+    Counters: ``reads``, ``releases``, ``grants`` (well-formed requests of op 1, 2, 3 or 4:
+    their kernel message sent), ``bad_request`` (answered with status 0xFF), ``timeouts``
+    (reads answered with status 0xFE), ``overflow`` (requests dropped unanswered: the queue
+    was full), ``dropped`` (messages dropped: of another type, a ``FAULT_ENTRY`` no read waits
+    for, or malformed).
+
+    Latency (when the tile is idle): a request's kernel message, or a bad request's reply, has
+    its first flit on ``noc_out`` 4 cycles after the request's last flit came in (the queue
+    takes 2, decoding 2). A status reply's first flit follows in the cycle after the kernel
+    message's last, a fault reply's in the cycle after the ``FAULT_ENTRY``'s last flit came
+    in. Throughput: one request at a time, so about 4 cycles plus the kernel message and
+    reply flits per request (7 + 7 at 64 bits, 1 + 2 at 512), a read also the round trip to
+    the error manager.
+
+    Raises
+    ------
+    ValueError
+        If the routes lack one of the two hops, or a parameter is out of range.
+    """
+
+    #: The input never waits for the output (see the module docstring).
+    streaming = False
+
+    def __init__(self, env: TileEnv | None = None, *, queue: int = 4,
+                 reply_timeout: int = 1 << 16) -> None:
+        for value, name in ((queue, "queue"), (reply_timeout, "reply_timeout")):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        self.queue = queue
+        self.reply_timeout = reply_timeout
+        super().__init__(env, counters={
+            "reads": "fault-log reads (op 1): FAULT_READ sent",
+            "releases": "releases (op 2): RELEASE sent to the error manager",
+            "grants": "IPC grants and revokes (op 3, 4): IPC_GRANT sent",
+            "bad_request": "requests answered with status 0xFF (bad request)",
+            "timeouts": "reads answered with status 0xFE: no FAULT_ENTRY in time",
+            "overflow": "requests dropped unanswered: the request queue was full",
+            "dropped": "messages dropped: of another type, a FAULT_ENTRY no read waits for, "
+                       "or malformed",
+        })
+        routes = self.env.next_hops("data")
+        self.kernel_hop = _hop(routes, KERNEL_KEY)
+        self.reply_hop = _hop(routes, REPLY_KEY, None)
+        if routes and (self.kernel_hop is None or self.reply_hop is None):
+            raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to the "
+                             f"error manager with key {KERNEL_KEY!r} and one to UDP TX with key "
+                             f"{REPLY_KEY!r} (or no key); it has keys {sorted(map(str, routes))}")
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width = self.env.width
+        nb = width // 8
+        me = (self.env.x, self.env.y, Fbits.LOCAL0)
+        counters = self.counters
+
+        # -- input: kernel messages (types 32-47) to one receiver, the rest to the other -----------
+        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
+                                                       empty_packets=True)
+        m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
+        flit_i, type_lsb = field_location(width, "msg_type")
+        assert flit_i == 0
+        i = self.noc_in
+        in_msg = Signal()           # past the first flit of a message
+        to_k = Signal()             # the message goes to the kernel receiver
+        first_type = i.payload.data[type_lsb:type_lsb + 8]
+        kernel_types = [t.value for t in KernelMsgType]
+        is_k_now = (first_type >= min(kernel_types)) & (first_type <= max(kernel_types))
+        sel = Signal()
+        m.d.comb += sel.eq(Mux(in_msg, to_k, is_k_now))
+        m.d.comb += [
+            seg_rx.i.payload.eq(i.payload), k_rx.i.payload.eq(i.payload),
+            seg_rx.i.valid.eq(i.valid & ~sel), k_rx.i.valid.eq(i.valid & sel),
+            i.ready.eq(Mux(sel, k_rx.i.ready, seg_rx.i.ready)),
+        ]
+        with m.If(i.valid & i.ready):
+            m.d.sync += [in_msg.eq(~i.payload.last), to_k.eq(sel)]
+        seg_stray = Signal(32)      # messages of another type
+        k_stray = Signal(32)        # kernel messages of another type, unawaited FAULT_ENTRYs
+        m.d.comb += counters.dropped.eq(seg_rx.errors + k_rx.errors + seg_stray + k_stray)
+
+        # -- requests: the first bytes and the metadata, queued ------------------------------------
+        entry = data.StructLayout({"meta": PACKET_META.size, "bytes": 8 * _KEPT,
+                                   "length": range(_KEPT + 1)})
+        m.submodules.requests = req_q = fifo.SyncFIFOBuffered(width=entry.size, depth=self.queue)
+        s_meta = Signal(PACKET_META.size)
+        s_keep = Signal()           # the message is a UDP segment
+        s_length = Signal(range(_KEPT + 1))
+        s_bytes = Signal(8 * _KEPT)
+        s_first = Signal(init=1)    # the next payload word is the message's first
+        seg_hdr = seg_rx.o_hdr.payload
+        m.d.comb += [seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
+        with m.If(seg_rx.o_hdr.valid):
+            m.d.sync += [
+                s_meta.eq(seg_hdr.meta[:PACKET_META.size]),
+                s_keep.eq(seg_hdr.msg_type == MsgType.UDP_RX_SEGMENT.value),
+                s_length.eq(Mux(seg_hdr.payload_bytes > _KEPT, _KEPT, seg_hdr.payload_bytes)),
+            ]
+        word = seg_rx.o_data
+        first_bytes = Signal(8 * _KEPT)
+        m.d.comb += first_bytes.eq(Mux(s_first, word.payload.data[:8 * _KEPT], s_bytes))
+        pushed = Signal(entry)
+        m.d.comb += [pushed.meta.eq(s_meta), pushed.bytes.eq(first_bytes),
+                     pushed.length.eq(s_length), req_q.w_data.eq(pushed)]
+        with m.If(word.valid):
+            m.d.sync += s_first.eq(word.payload.last)
+            with m.If(s_first):
+                m.d.sync += s_bytes.eq(word.payload.data[:8 * _KEPT])
+            with m.If(word.payload.last):
+                with m.If(~s_keep):
+                    m.d.sync += seg_stray.eq(seg_stray + 1)
+                with m.Elif(req_q.w_rdy):
+                    m.d.comb += req_q.w_en.eq(1)
+                with m.Else():
+                    m.d.sync += counters.overflow.eq(counters.overflow + 1)
+
+        # -- the request being served --------------------------------------------------------------
+        r_meta = Signal(PACKET_META.layout())
+        r_bytes = Signal(8 * _KEPT)
+        r_length = Signal(range(_KEPT + 1))
+        b = [r_bytes[8 * k:8 * k + 8] for k in range(_KEPT)]
+        r_op = b[0]
+        index = Cat(b[2], b[1])
+        need = Signal(range(_KEPT + 1))
+        with m.Switch(r_op):
+            for op, n in REQUEST_BYTES.items():
+                with m.Case(op):
+                    m.d.comb += need.eq(n)
+        is_read = r_op == OP_FAULT_READ
+        is_release = r_op == OP_RELEASE
+        is_ipc = (r_op == OP_IPC_GRANT) | (r_op == OP_IPC_REVOKE)
+        bad = Signal()
+        m.d.comb += bad.eq((need == 0) | (r_length < need)
+                           | (is_release & (b[3] > 15))
+                           | (is_ipc & (((b[3] != IpcDir.OUT) & (b[3] != IpcDir.IN))
+                                        | (b[6] > 15))))
+
+        # -- kernel messages -----------------------------------------------------------------------
+        m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
+        k_meta = Signal(KERNEL_META)
+        with m.If(is_read):
+            m.d.comb += k_meta.handle.eq(b[2])
+        with m.Elif(is_release):
+            m.d.comb += [k_meta.peer_x.eq(b[1]), k_meta.peer_y.eq(b[2]),
+                         k_meta.peer_fbits.eq(b[3])]
+        with m.Else():
+            m.d.comb += [k_meta.status.eq(r_op == OP_IPC_GRANT), k_meta.perm.eq(b[3]),
+                         k_meta.peer_x.eq(b[4]), k_meta.peer_y.eq(b[5]),
+                         k_meta.peer_fbits.eq(b[6])]
+        kx, ky, kf = address_of(self.kernel_hop, Fbits.LOCAL0)
+        k_type = Mux(is_read, KernelMsgType.FAULT_READ.value,
+                     Mux(is_release, KernelMsgType.RELEASE.value, KernelMsgType.IPC_GRANT.value))
+        k_offer = Signal()
+        k_ready = offer_message(m, k_tx, k_offer,
+                                dst=(Mux(is_ipc, b[1], kx), Mux(is_ipc, b[2], ky),
+                                     Mux(is_ipc, Fbits.LOCAL0, kf)),
+                                src=me, msg_type=k_type, meta=k_meta)
+
+        # -- FAULT_ENTRY answers -------------------------------------------------------------------
+        r_entry = Signal(KERNEL_META)
+        r_status = Signal(8)
+        k_hdr = k_rx.o_hdr.payload
+        k_in = data.View(KERNEL_META, k_hdr.meta)
+        m.d.comb += [k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1)]
+        waiting = Signal()
+        answer = k_rx.o_hdr.valid & (k_hdr.msg_type == KernelMsgType.FAULT_ENTRY.value)
+        with m.If(k_rx.o_hdr.valid & ~(answer & waiting)):
+            m.d.sync += k_stray.eq(k_stray + 1)
+
+        # -- the reply -----------------------------------------------------------------------------
+        r_long = Signal()           # the fault reply (else the status reply)
+        e = r_entry
+        long_reply = Cat(r_op, r_status, *_be(e.root, 2), *_be(index, 2), e.mem_x, e.mem_y,
+                         e.op, Const(0, 2), e.handle, e.perm, Const(0, 6), e.peer_x, e.peer_y,
+                         e.peer_fbits, Const(0, 4), Const(0, 16), *_be(e.addr, 8),
+                         *_be(e.size, 8), *_be(e.user, 4))
+        assert len(long_reply) == 8 * FAULT_REPLY_BYTES
+        short_reply = Cat(r_op, r_status, *b[1:_KEPT])
+        reply = Signal(8 * FAULT_REPLY_BYTES)
+        m.d.comb += reply.eq(Mux(r_long, long_reply, short_reply))
+        long_words = -(-FAULT_REPLY_BYTES // nb)
+        short_words = -(-STATUS_REPLY_BYTES // nb)
+        padded = Cat(reply, Const(0, long_words * width - len(reply)))
+
+        m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
+        rep_meta = Signal(PACKET_META.layout())
+        m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(word_sum(reply, len(reply) // 16)),
+                     rep_meta.l4_sum_valid.eq(1)]
+        rep_offer = Signal()
+        rep_ready = offer_message(
+            m, rep_tx, rep_offer, dst=address_of(self.reply_hop, Fbits.LOCAL0), src=me,
+            msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta,
+            payload_bytes=Mux(r_long, FAULT_REPLY_BYTES, STATUS_REPLY_BYTES))
+        word_index = Signal(range(long_words))
+        final = Signal()
+        m.d.comb += final.eq(word_index == Mux(r_long, long_words - 1, short_words - 1))
+        sending_data = Signal()
+        with m.Switch(word_index):
+            for k in range(long_words):
+                with m.Case(k):
+                    m.d.comb += rep_tx.i_data.payload.data.eq(padded[k * width:(k + 1) * width])
+        m.d.comb += [
+            rep_tx.i_data.valid.eq(sending_data),
+            rep_tx.i_data.payload.last.eq(final),
+            rep_tx.i_data.payload.nbytes.eq(nb),    # the sender frames by payload_bytes
+        ]
+        with m.If(rep_tx.i_data.valid & rep_tx.i_data.ready):
+            m.d.sync += word_index.eq(word_index + 1)
+            with m.If(final):
+                m.d.sync += sending_data.eq(0)
+
+        # -- the output: one sender at a time ------------------------------------------------------
+        replying = Signal()
+        o = self.noc_out
+        with m.If(replying):
+            connect(m, sender=rep_tx.o, tile=flipped(o))
+        with m.Else():
+            connect(m, sender=k_tx.o, tile=flipped(o))
+        out_last = o.valid & o.ready & o.payload.last
+
+        # -- the engine ----------------------------------------------------------------------------
+        timer = Signal(range(self.reply_timeout + 1))
+        desc_done = Signal()
+
+        def start_reply(long: bool, status: Any) -> list:
+            return [r_long.eq(long), r_status.eq(status), replying.eq(1), desc_done.eq(0),
+                    sending_data.eq(1), word_index.eq(0)]
+
+        with m.FSM(name="kernel_ctl"):
+            with m.State("IDLE"):
+                m.d.comb += req_q.r_en.eq(1)
+                with m.If(req_q.r_rdy):
+                    got = data.View(entry, req_q.r_data)
+                    m.d.sync += [r_meta.eq(got.meta), r_bytes.eq(got.bytes),
+                                 r_length.eq(got.length)]
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                with m.If(bad):
+                    m.d.sync += [counters.bad_request.eq(counters.bad_request + 1),
+                                 *start_reply(False, STATUS_BAD_REQUEST)]
+                    m.next = "REPLY"
+                with m.Else():
+                    with m.If(is_read):
+                        m.d.sync += counters.reads.eq(counters.reads + 1)
+                    with m.Elif(is_release):
+                        m.d.sync += counters.releases.eq(counters.releases + 1)
+                    with m.Else():
+                        m.d.sync += counters.grants.eq(counters.grants + 1)
+                    m.next = "KERNEL"
+            with m.State("KERNEL"):
+                m.d.comb += k_offer.eq(1)
+                with m.If(k_ready):         # taken with the message's last flit
+                    with m.If(is_read):
+                        m.d.sync += timer.eq(self.reply_timeout)
+                        m.next = "WAIT"
+                    with m.Else():
+                        m.d.sync += start_reply(False, STATUS_OK)
+                        m.next = "REPLY"
+            with m.State("WAIT"):
+                m.d.comb += waiting.eq(1)
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(answer):
+                    high = b[1] != 0        # an index the 8-bit handle cannot name
+                    found = ~high & (k_in.status == Status.OK)
+                    m.d.sync += [
+                        r_entry.eq(Mux(found, k_in, 0)), r_entry.root.eq(k_in.root),
+                        *start_reply(True, Mux(high, STATUS_NO_ENTRY, k_in.status)),
+                    ]
+                    m.next = "REPLY"
+                with m.Elif(timer == 0):
+                    m.d.sync += [counters.timeouts.eq(counters.timeouts + 1), r_entry.eq(0),
+                                 *start_reply(True, STATUS_TIMEOUT)]
+                    m.next = "REPLY"
+            with m.State("REPLY"):
+                m.d.comb += rep_offer.eq(~desc_done)
+                with m.If(rep_ready):
+                    m.d.sync += desc_done.eq(1)
+                with m.If(out_last):
+                    m.d.sync += replying.eq(0)
+                    m.next = "IDLE"
+        return m
