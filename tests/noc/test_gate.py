@@ -152,7 +152,8 @@ def test_n_flit_head_costs_n_cycles(width, need):
     one_i = list(range(need)) + [2 * need + k for k in range(length - need)]
     t2 = one_i[-1] + 1
     assert log_i == one_i + [t2 + t for t in one_i]
-    assert log_o == [t + need for t in log_i]
+    # Flit k of a message leaves `need` cycles after it would without the gate (at k).
+    assert log_o == [need + k for k in range(length)] + [t2 + need + k for k in range(length)]
     assert [a[0] for a in accepts] == [need - 1, t2 + need - 1]
     assert [a[3][:need] for a in accepts] == [[d for d, _ in m[:need]] for m in msgs]
 
