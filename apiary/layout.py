@@ -384,6 +384,7 @@ class LayoutGraph:
         self._valid_depends = self._validate_depends()
         self._validate_wires()
         self._validate_trust()
+        self.kernel_routes = self._kernel_routes()
         self._layout()
         if not self.structural_problems:
             self._build_dependencies()
@@ -555,9 +556,21 @@ class LayoutGraph:
 
     # -- phase 2: layout ---------------------------------------------------------------------------
 
+    def _kernel_routes(self) -> list[Route]:
+        """The routes the design's guard adds for the kernel's own traffic (untrusted tiles ⇄
+        memory tiles, memory manager, error manager): laid out and in the deadlock check, but in
+        no tile's next-hop table."""
+        d = self.design
+        guard = getattr(d, "guard", None)
+        extra = getattr(guard, "routes", None)
+        if extra is None:
+            return []
+        return [r for r in extra(d) if r.src in d.tiles and r.dst in d.tiles
+                and r.plane in self._planes]
+
     def _layout(self) -> None:
         tiles = self.design.tiles
-        for r in self._valid_routes:
+        for r in self._valid_routes + self.kernel_routes:
             src, dst = tiles[r.src], tiles[r.dst]
             self.paths[r] = [Link(r.plane, x, y, d) for x, y, d in xy_path(src.at, dst.at)]
 
@@ -577,7 +590,7 @@ class LayoutGraph:
     def _build_dependencies(self) -> None:
         d = self.design
         senders, receivers = set(), set()
-        for r in self._valid_routes:
+        for r in self._valid_routes + self.kernel_routes:
             chain = [Port(r.plane, r.src, "out"), *self.paths[r], Port(r.plane, r.dst, "in")]
             for a, b in zip(chain, chain[1:]):
                 self._edge(a, b, r)
@@ -699,6 +712,12 @@ class LayoutGraph:
         lines.append(f"  {len(d.tiles)} tiles, {empty} router-only position"
                      f"{'' if empty == 1 else 's'}, {len(d.routes)} route"
                      f"{'' if len(d.routes) == 1 else 's'}")
+        untrusted = [n for n, decl in d.tiles.items() if not decl.trusted]
+        if untrusted:
+            lines.append(f"  Apiary: {len(untrusted)} untrusted tile"
+                         f"{'' if len(untrusted) == 1 else 's'} behind monitors "
+                         f"({', '.join(untrusted)}), {len(getattr(d, 'grants', []))} IPC grants, "
+                         f"{len(self.kernel_routes)} kernel routes in the deadlock check")
         for plane in d.planes_used():
             graph = self.dependency_graph(plane)
             n_routes = sum(r.plane == plane for r in d.routes)

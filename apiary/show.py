@@ -15,7 +15,7 @@ from xml.sax.saxutils import escape, quoteattr
 from .layout import DIRECTIONS
 
 
-__all__ = ["render_svg", "PLANE_STYLES", "CYCLE_COLOUR"]
+__all__ = ["render_svg", "PLANE_STYLES", "CYCLE_COLOUR", "MONITOR_COLOUR"]
 
 #: Stroke colour and dash pattern per plane.
 PLANE_STYLES = {
@@ -23,6 +23,8 @@ PLANE_STYLES = {
     "ctl": {"colour": "#1f9d55", "dash": "7 4", "label": "control plane"},
 }
 CYCLE_COLOUR = "#e03131"
+#: Fill of an Apiary monitor (an untrusted tile's guard).
+MONITOR_COLOUR = "#e8590c"
 
 _FONT = "Helvetica, Arial, sans-serif"
 _MONO = "Menlo, Consolas, 'DejaVu Sans Mono', monospace"
@@ -197,6 +199,19 @@ def render_svg(design, graph=None):
                 ksize = min(12.0, 125 / max(1, 0.58 * len(kind)))
                 c.add(_el("text", kind, x=bx + 12, y=by + 46, font_family=_FONT,
                           font_size=ksize, fill="#5c5647"))
+                if any(not decl.trusted for decl in decls):
+                    # The monitor: between the untrusted tile and its router.
+                    mx, my = c.router(x, y)
+                    c.add('<g class="monitor">')
+                    c.add(_el("title", "untrusted: an Apiary monitor guards this tile"))
+                    c.add(_el("rect", x=mx - _ROUTER / 2 - 64, y=my - 11, width=56, height=22,
+                              rx=4, fill=MONITOR_COLOUR, stroke="#9c4f00", stroke_width=1.2))
+                    c.add(_el("text", "monitor", x=mx - _ROUTER / 2 - 36, y=my + 4,
+                              font_family=_FONT, font_size=11, text_anchor="middle",
+                              fill="#fff", font_weight="bold"))
+                    c.add("</g>")
+                    c.add(_el("text", "untrusted", x=bx + 12, y=by + 64, font_family=_FONT,
+                              font_size=11, font_style="italic", fill="#9c4f00"))
                 c.add("</g>")
             else:
                 c.add('<g class="empty">')
@@ -301,6 +316,8 @@ def render_svg(design, graph=None):
     for p in planes:
         legend.append(("plane", p))
     legend.append(("router", None))
+    if any(not decl.trusted for decl in d.tiles.values()):
+        legend.append(("monitor", None))
     if graph.empty_positions:
         legend.append(("empty", None))
     if graph.cycles:
@@ -311,6 +328,7 @@ def render_svg(design, graph=None):
         label = {"plane": f"{PLANE_STYLES[p]['label'] if p else ''} "
                           f"({d.width if p == 'data' else d.ctl_width} bits)",
                  "router": "router", "empty": "router-only position",
+                 "monitor": "Apiary monitor (untrusted tile); ⚿ route with an IPC capability",
                  "cycle": "deadlock cycle"}[kind]
         if x > left and x + 50 + 7 * len(label) > c.width - _MARGIN:
             x = left
@@ -325,6 +343,10 @@ def render_svg(design, graph=None):
             c.add(_el("rect", x=x + 10, y=y - 8, width=16, height=16, rx=3, fill="#e9ecef",
                       stroke="#6c757d", stroke_width=1.2))
             label = "router"
+        elif kind == "monitor":
+            c.add(_el("rect", x=x + 4, y=y - 9, width=28, height=18, rx=4, fill=MONITOR_COLOUR,
+                      stroke="#9c4f00"))
+            label = "Apiary monitor (untrusted tile); ⚿ route with an IPC capability"
         elif kind == "empty":
             c.add(_el("rect", x=x + 4, y=y - 9, width=28, height=18, rx=4, fill="#f6f7f9",
                       stroke="#aab2bd", stroke_dasharray="4 3"))
@@ -346,6 +368,8 @@ def render_svg(design, graph=None):
             n = numbers[r]
             colour = PLANE_STYLES.get(r.plane, PLANE_STYLES["data"])["colour"]
             text = r.describe(plane=len(planes) > 1)
+            if any(g.covers(r) for g in getattr(d, "grants", [])):
+                text += " ⚿"
             c.add(_el("circle", cx=left + 8, cy=y - 4, r=7.5, fill="#fff", stroke=colour,
                       stroke_width=1.2))
             c.add(_el("text", str(n), x=left + 8, y=y - 0.7, font_family=_FONT, font_size=9.5,

@@ -100,3 +100,18 @@ def test_text_is_escaped():
     assert "a<b>&c" in texts(root)
     titles = [el.text for el in root.iter(f"{NS}title")]
     assert any("x → y [key '<&>'" in t for t in titles)
+
+
+def test_untrusted_tiles_get_a_monitor_and_granted_routes_a_key():
+    """examples/apiary_fault.py: a monitor drawn at each of the two untrusted applications and
+    nowhere else, "untrusted" under their names, the monitor in the legend, and the key mark on
+    exactly the routes an IPC capability covers (the two applications' replies)."""
+    root = parse(render_svg(load_design(str(EXAMPLES / "apiary_fault.py"))))
+    monitors = [g for g in root.iter(f"{NS}g") if "monitor" in classes(g)]
+    assert len(monitors) == 2
+    assert sorted(t for t in texts(root) if t == "untrusted") == ["untrusted"] * 2
+    keyed = [t for t in texts(root) if t.endswith("⚿")]
+    assert sorted(keyed) == ["app_a → udp_tx [key 'reply'] ⚿", "app_b → udp_tx [key 'reply'] ⚿"]
+    assert any("Apiary monitor" in t for t in texts(root))
+    plain = parse(render_svg(load_design(str(EXAMPLES / "udp_echo.py"))))
+    assert not [g for g in plain.iter(f"{NS}g") if "monitor" in classes(g)]

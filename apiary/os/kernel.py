@@ -17,7 +17,8 @@ grants it (``Design.allow``) and lets in what the design routes to it.
 from collections.abc import Mapping
 from typing import Any
 
-from ..design import Design, DesignError, where_declared
+from ..design import Design, DesignError, Route, where_declared
+from ..noc.header import Fbits
 from ..tile import TileEnv
 from .error_manager import ErrorManagerTile
 from .memory_manager import MemoryManagerTile
@@ -114,6 +115,17 @@ class Kernel:
 
     def kernel_tiles(self) -> list[str]:
         return [self.manager_name, self.errors_name, *self.memory_names, *self._trusted_sources]
+
+    def routes(self, design: Design) -> list[Route]:
+        """The kernel's own traffic, for the layout's deadlock check: every untrusted tile's
+        monitor to and from the memory tiles, the memory manager and the error manager."""
+        out = []
+        services = [self.manager_name, self.errors_name, *self.memory_names]
+        for name in design.untrusted():
+            for service in services:
+                out += [Route(name, service, ("kernel", service), "data", Fbits.LOCAL0, "kernel"),
+                        Route(service, name, ("kernel", name), "data", Fbits.LOCAL0, "kernel")]
+        return out
 
     def monitor(self, design: Design, name: str, env: TileEnv) -> Any:
         """The monitor of untrusted tile ``name`` (called by the design's elaboration)."""

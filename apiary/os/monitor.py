@@ -389,6 +389,9 @@ class Monitor(Component):
         new_hdr = data.View(noc_header(w).layout(), new[:noc_header(w).size])
         new_mm = self._meta(new, MEM_META)
         m.d.comb += [new.eq(value), og.rewritten.eq(self._flits_of(new, max_head))]
+        # A passed message carries the tile's own position as its source, whatever the tile
+        # wrote there: receivers (their monitors' IPC capabilities in) trust it.
+        m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
         msg_type = hdr.msg_type
         is_mem = is_type(msg_type, (LOAD_MEM, STORE_MEM))
         if rate is not None:
@@ -451,6 +454,11 @@ class Monitor(Component):
                 new_mm.addr.eq(entry.base + offset), new_mm.tag.eq(handle),
             ]
 
+        # What a FAULT reports beyond kind, destination and type: the details of a (whole) load,
+        # store or CAP_SEND; zero for anything else (its head may hold no such fields).
+        f_mem = is_mem & ~og.short
+        f_send = (msg_type == K.CAP_SEND.value) & ~og.short
+
         out_accept = og.decide & og.accept
         with m.If(og.decide):
             with m.If(quarantined):
@@ -464,14 +472,13 @@ class Monitor(Component):
                         quarantined.eq(1),
                         c.faults.eq(c.faults + 1), c.sunk_out.eq(c.sunk_out + 1),
                         *send(o2n, o2n_valid, K.FAULT, errors, op=fault,
-                              handle=Mux(is_mem, handle, km.handle),
-                              addr=Mux(is_mem, mm.addr, km.addr),
-                              size=Mux(is_mem, mm.size, km.size),
-                              perm=Mux(is_mem, want, km.perm),
-                              peer_x=Mux(msg_type == K.CAP_SEND.value, km.peer_x, hdr.dst_x),
-                              peer_y=Mux(msg_type == K.CAP_SEND.value, km.peer_y, hdr.dst_y),
-                              peer_fbits=Mux(msg_type == K.CAP_SEND.value, km.peer_fbits,
-                                             hdr.dst_fbits),
+                              handle=Mux(f_mem, handle, Mux(f_send, km.handle, 0)),
+                              addr=Mux(f_mem, mm.addr, Mux(f_send, km.addr, 0)),
+                              size=Mux(f_mem, mm.size, Mux(f_send, km.size, 0)),
+                              perm=Mux(f_mem, want, Mux(f_send, km.perm, 0)),
+                              peer_x=Mux(f_send, km.peer_x, hdr.dst_x),
+                              peer_y=Mux(f_send, km.peer_y, hdr.dst_y),
+                              peer_fbits=Mux(f_send, km.peer_fbits, hdr.dst_fbits),
                               user=msg_type),
                     ]
             with m.Elif(is_type(msg_type, _TILE_OPS)):
@@ -550,7 +557,7 @@ class Monitor(Component):
                             with m.Case(K.CAP_INSTALL.value):
                                 self._install(m, ikm, seg, free_slot, has_free, handle_of,
                                               (i2n, i2n_valid), (i2t, i2t_valid), send, manager,
-                                              tile_port)
+                                              tile_port, c.installs_dropped)
                             with m.Case(K.CAP_REVOKE.value):
                                 for e in seg:
                                     with m.If(e.valid & ~e.owner & (e.root == ikm.root)):
@@ -575,7 +582,7 @@ class Monitor(Component):
                 with m.If(in_accept):
                     m.d.sync += [c.sunk_in.eq(c.sunk_in + 1),
                                  c.inbound_denied.eq(c.inbound_denied + 1)]
-                    with m.If(~i2n_valid):
+                    with m.If(~i2n_valid & ~releasing):
                         m.d.sync += [
                             c.faults.eq(c.faults + 1),
                             *send(i2n, i2n_valid, K.FAULT, errors, op=FaultKind.INBOUND,
@@ -602,11 +609,14 @@ class Monitor(Component):
     @staticmethod
     def _install(m: Module, km: Any, seg: list, free_slot: Any, has_free: Any, handle_of: Any,
                  to_noc: tuple, to_tile: tuple, send: Any, manager: tuple,
-                 tile_port: tuple) -> None:
+                 tile_port: tuple, dropped: Any) -> None:
         """``CAP_INSTALL``: into the first free row; answer the tile (``CAP_RESULT`` for an
-        allocation, ``CAP_NOTIFY`` for a capability sent to it)."""
+        allocation, ``CAP_NOTIFY`` for a capability sent to it). With no free row, count it in
+        ``dropped``."""
         is_alloc = km.op == K.CAP_ALLOC.value
         ok = km.status == Status.OK
+        with m.If(ok & ~has_free):
+            m.d.sync += dropped.eq(dropped + 1)
         with m.If(ok & has_free):
             with m.Switch(free_slot):
                 for i, e in enumerate(seg):

@@ -1,10 +1,12 @@
 """A test bench for one Monitor: the tile at (1, 1), messages in from both sides, everything that
 comes out recorded with its cycle."""
 
+import random
+
 from amaranth.lib.wiring import Component
 
 from apiary.noc.header import Fbits, Message, NocHeader
-from apiary.noc.testbench import recv_flits, send_flits
+from apiary.noc.testbench import send_flits
 from apiary.os.memory_tile import decode_mem_message, mem_message_flits
 from apiary.os.monitor import Monitor, MonitorConfig
 from apiary.os.uapi import KernelMeta, KernelMsgType as K, decode_kernel_message, \
@@ -51,13 +53,35 @@ def decode(flits, width):
     return ("msg", t, msg)
 
 
+def collector(port, out, rng=None, stall=0.0):
+    """A background testbench that appends ``(cycle, flits)`` to ``out`` for every message taken
+    from ``port`` (``cycle``: its last flit's transfer, counted as :func:`transfers` counts), with
+    ``ready`` low at random with probability ``stall``."""
+    async def tb(ctx):
+        ctx.set(port.ready, 1)
+        cycle, current = 0, []
+        async for _, _, valid, ready, payload in ctx.tick().sample(port.valid, port.ready,
+                                                                  port.payload):
+            if valid and ready:
+                current.append((int(payload.data), int(payload.last)))
+                if payload.last:
+                    out.append((cycle, current))
+                    current = []
+            if stall:
+                ctx.set(port.ready, int(rng.random() >= stall))
+            cycle += 1
+    return tb
+
+
 class MonitorBench:
-    """Run ``script(bench, ctx)`` against a fresh monitor; ``noc`` and ``tile`` collect
-    ``(cycle, flits)`` of every message out of each side, ``counters`` the counters at the end.
-    """
+    """Run ``script(bench, ctx)`` (and any further scripts, alongside) against a fresh monitor;
+    ``noc`` and ``tile`` collect ``(cycle, flits)`` of every message out of each side, ``log``
+    the cycle of every transfer on each port, ``resets`` the cycles ``tile_reset`` was high,
+    ``counters`` the counters at the end. With ``stall``, ``noc_out`` and ``tile_in`` are
+    back-pressured at random (seeded by ``seed``)."""
 
     def __init__(self, width, config=None, *, ipc_out=((*PEER, None),),
-                 ipc_in=((*SOURCE, Fbits.LOCAL0),)):
+                 ipc_in=((*SOURCE, Fbits.LOCAL0),), stall=0.0, seed=0):
         self.width = width
         env = TileEnv(width=width, x=TILE[0], y=TILE[1])
         self.monitor = Monitor(env, config or MonitorConfig(),
@@ -68,6 +92,7 @@ class MonitorBench:
         self.counters = {}
         self.log = {"tile_out": [], "noc_out": [], "noc_in": [], "tile_in": []}
         self.resets = []
+        self.stall, self.seed = stall, seed
 
     async def from_tile(self, ctx, flits, **stall):
         await send_flits(ctx, self.monitor.tile_out, flits, **stall)
@@ -75,40 +100,58 @@ class MonitorBench:
     async def from_noc(self, ctx, flits, **stall):
         await send_flits(ctx, self.monitor.noc_in, flits, **stall)
 
+    async def wait_out(self, ctx, noc=0, tile=0, *, limit=500):
+        """Tick until at least ``noc`` messages have come out to the NoC and ``tile`` to the tile
+        (in all), at most ``limit`` cycles."""
+        for _ in range(limit):
+            if len(self.noc) >= noc and len(self.tile) >= tile:
+                return
+            await ctx.tick()
+        raise AssertionError(f"waited {limit} cycles for {noc}/{tile} messages out, have "
+                             f"{len(self.noc)}/{len(self.tile)}")
+
+    def counter(self, ctx, name):
+        return ctx.get(getattr(self.monitor.counters, name))
+
     def noc_messages(self):
         return [decode(f, self.width) for _, f in self.noc]
 
     def tile_messages(self):
         return [decode(f, self.width) for _, f in self.tile]
 
-    def run(self, script, *, settle=60, timeout=20_000):
+    def run(self, script, *others, settle=60, timeout=20_000):
         mon = self.monitor
+        pending = [1 + len(others)]
 
-        def collector(port, out):
-            async def tb(ctx):
-                ctx.set(port.ready, 1)
-                while True:
-                    flits = await recv_flits(ctx, port)
-                    out.append((ctx.get(self.dut.cycle), flits))
-            return tb
+        def done(tb):
+            async def wrapped(ctx):
+                await tb(self, ctx)
+                pending[0] -= 1
+            return wrapped
 
         async def resets(ctx):
+            cycle = 0
             async for _, _, value in ctx.tick().sample(mon.tile_reset):
                 if value:
-                    self.resets.append(1)
+                    self.resets.append(cycle)
+                cycle += 1
 
         async def main(ctx):
-            await script(self, ctx)
+            await done(script)(ctx)
+            while pending[0]:
+                await ctx.tick()
             await ctx.tick().repeat(settle)
             for name in mon.counters.signature.members:
                 self.counters[name] = ctx.get(getattr(mon.counters, name))
 
-        background = [collector(mon.noc_out, self.noc), collector(mon.tile_in, self.tile),
-                      resets]
+        rng = random.Random(self.seed)
+        background = [collector(mon.noc_out, self.noc, rng, self.stall),
+                      collector(mon.tile_in, self.tile, rng, self.stall), resets]
         background += [transfers(getattr(mon, port), log) for port, log in self.log.items()]
-        simulate(self.dut, main, background=background, timeout=timeout)
+        simulate(self.dut, main, *(done(tb) for tb in others), background=background,
+                 timeout=timeout)
         return self
 
 
 __all__ = ["MonitorBench", "TILE", "PEER", "SOURCE", "MANAGER", "ERRORS", "MEMORY",
-           "ipc_message", "kernel", "mem", "decode", "Component"]
+           "ipc_message", "kernel", "mem", "decode", "collector", "Component"]
