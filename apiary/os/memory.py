@@ -23,17 +23,104 @@ not wait for ``rdata.ready`` (:class:`MemoryModel` does, but the tiles here neve
 
 :class:`MemoryModel` is the slave side, a synchronous Amaranth memory behind that port, for the
 simulators (:mod:`apiary.sim` attaches one to every memory port of a design, through an
-:class:`apiary.top.Attachment`) and for tests.
+:class:`apiary.top.Attachment`) and for tests. Its read latency is a fixed number of cycles or,
+as in the Apiary thesis's portability experiment (a random 10-20 cycle delay per memory
+operation, services unchanged), drawn per read from a seeded generator
+(:func:`random_latencies` is the same draw in Python).
 """
 
-from amaranth import Module, Signal, Mux, Const
+from collections.abc import Iterable, Sequence
+
+from amaranth import Cat, Module, Signal, Mux, Const
 from amaranth.hdl import unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["MemoryPortSignature", "memory_port_signature", "MemoryModel"]
+__all__ = ["MemoryPortSignature", "memory_port_signature", "MemoryModel", "Latency",
+           "check_latency", "random_latencies", "read_answer_cycles"]
+
+
+#: A read latency: a fixed number of cycles, or ``(lo, hi)``, drawn per read from ``[lo, hi]``.
+Latency = int | tuple[int, int]
+
+_MASK32 = (1 << 32) - 1
+
+
+def check_latency(latency: object) -> Latency:
+    """``latency`` as a :data:`Latency`: a positive int, or a pair ``(lo, hi)`` of ints with
+    ``1 <= lo <= hi`` (a list is taken as a pair; ``(n, n)`` is ``n``).
+
+    Raises
+    ------
+    ValueError
+        Anything else."""
+    def positive(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if positive(latency):
+        return latency
+    if isinstance(latency, (tuple, list)) and len(latency) == 2 and all(map(positive, latency)):
+        lo, hi = latency
+        if lo <= hi:
+            return lo if lo == hi else (lo, hi)
+    raise ValueError(f"a memory read latency must be a positive number of cycles or a range "
+                     f"(lo, hi) with 1 <= lo <= hi, not {latency!r}")
+
+
+def _check_seed(seed: object) -> int:
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 32:
+        raise ValueError(f"a memory model's seed must be an integer from 0 to 2**32-1, "
+                         f"not {seed!r}")
+    return seed
+
+
+def _seed_state(seed: int) -> int:
+    """The generator's first state for ``seed``: a 32-bit mix (so that nearby seeds start far
+    apart), never zero."""
+    z = (seed + 0x9E3779B9) & _MASK32
+    z = ((z ^ (z >> 16)) * 0x85EBCA6B) & _MASK32
+    z = ((z ^ (z >> 13)) * 0xC2B2AE35) & _MASK32
+    z ^= z >> 16
+    return z or 1
+
+
+def _xorshift32(x: int) -> int:
+    x ^= (x << 13) & _MASK32
+    x ^= x >> 17
+    x ^= (x << 5) & _MASK32
+    return x
+
+
+def random_latencies(lo: int, hi: int, seed: int, count: int) -> list[int]:
+    """The first ``count`` latencies ``MemoryModel(latency=(lo, hi), seed=seed)`` draws, one
+    per read command it takes, in order.
+
+    The generator is xorshift32 (Marsaglia's 13, 17, 5), started from a mix of ``seed``; read
+    *k* draws ``lo + (x_k * (hi - lo + 1) >> 32)`` from its state ``x_k``, uniform on
+    ``[lo, hi]`` (to within ``(hi - lo + 1) / 2**32``). The hardware does exactly this, so
+    Amaranth's simulator, Verilator and this function agree bit for bit."""
+    check_latency((lo, hi))
+    _check_seed(seed)
+    n = hi - lo + 1
+    x = _seed_state(seed)
+    out = []
+    for _ in range(count):
+        out.append(lo + ((x * n) >> 32))
+        x = _xorshift32(x)
+    return out
+
+
+def read_answer_cycles(taken: Iterable[int], latencies: Iterable[int]) -> list[int]:
+    """The cycles a :class:`MemoryModel` with per-read ``latencies`` answers reads taken on the
+    cycles ``taken`` (increasing), when the master keeps ``rdata.ready`` high: each at
+    ``max(taken + latency, previous answer + 1)``. Each answer is then ``lo`` to ``hi`` cycles
+    after its command (the previous one's is at most ``hi`` after its own, one cycle earlier
+    or more)."""
+    out: list[int] = []
+    for t, d in zip(taken, latencies):
+        out.append(max(t + d, out[-1] + 1) if out else t + d)
+    return out
 
 
 class MemoryPortSignature(wiring.Signature):
@@ -112,6 +199,16 @@ class MemoryModel(wiring.Component):
       are a pipeline: one command per cycle, up to ``latency`` in flight. If the master holds
       ``rdata.ready`` low, read data waits in a buffer of ``latency + 1`` words and ``cmd`` stops
       taking reads when that many are outstanding; nothing is lost.
+    * **Random latency**, ``latency=(lo, hi)``: each read command taken draws its own latency
+      *d*, uniform on ``[lo, hi]``, from a 32-bit xorshift generator seeded by ``seed``
+      (:func:`random_latencies` gives the same sequence). Reads stay in order: the read taken on
+      cycle *t* is answered on ``max(t + d, previous answer + 1)`` (:func:`read_answer_cycles`),
+      which is always ``lo`` to ``hi`` cycles after *t*, as long as the master keeps
+      ``rdata.ready`` high; up to ``hi`` reads are in flight, and back-pressure is handled as
+      above with ``hi`` for ``latency``. The same ``seed`` gives the same draws in every
+      simulation and on both back ends (the generator is part of the model's logic). Writes are
+      not delayed. A 32-bit cycle count orders the answers: a word held back by the master for
+      2**31 cycles would be the first thing to go wrong.
     * **Writes**: a write command is taken whenever fewer than 4 writes wait for their data
       (one per cycle); ``wdata.ready`` is high from the cycle after a write command was taken
       until its data arrives. The word is written with its byte enables (lanes with ``we``
@@ -129,8 +226,11 @@ class MemoryModel(wiring.Component):
         The port's word and word-address widths.
     depth_words : int
         Words of storage (at most ``2 ** addr_width``).
-    latency : int
-        Cycles from a read command's acceptance to its data, at least 1.
+    latency : int or (int, int)
+        Cycles from a read command's acceptance to its data, at least 1; or ``(lo, hi)``, a
+        range ``1 <= lo <= hi`` to draw each read's latency from (``(n, n)`` is ``n``).
+    seed : int
+        Seeds the random latencies (0 to 2**32-1; unused for a fixed latency).
     init : list of int or None
         Initial contents, word 0 first.
 
@@ -142,11 +242,12 @@ class MemoryModel(wiring.Component):
         Read commands and write data words taken.
     """
 
-    def __init__(self, data_width, addr_width, *, depth_words, latency=20, init=None):
+    def __init__(self, data_width: int, addr_width: int, *, depth_words: int,
+                 latency: Latency = 20, seed: int = 1,
+                 init: Sequence[int] | None = None) -> None:
         sig = memory_port_signature(data_width, addr_width, depth_words=depth_words)
-        if not isinstance(latency, int) or isinstance(latency, bool) or latency < 1:
-            raise ValueError(f"a memory model's read latency must be a positive number of cycles, "
-                             f"not {latency!r}")
+        latency = check_latency(latency)
+        self.seed = _check_seed(seed)
         init = list(init or [])
         if len(init) > depth_words:
             raise ValueError(f"init has {len(init)} words but the memory holds {depth_words}")
@@ -162,6 +263,12 @@ class MemoryModel(wiring.Component):
         m.submodules.storage = storage = Memory(shape=unsigned(self.data_width),
                                                 depth=self.depth_words, init=self._init)
         return storage.write_port(granularity=8), storage.read_port()
+
+    @property
+    def latency_range(self) -> tuple[int, int]:
+        """``(lo, hi)``: the shortest and longest read latency (equal when fixed)."""
+        lat = self.latency
+        return lat if isinstance(lat, tuple) else (lat, lat)
 
     def elaborate(self, platform):
         m = Module()
@@ -189,6 +296,10 @@ class MemoryModel(wiring.Component):
             m.d.comb += wp.en.eq(wdata.payload.we)
         with m.If(wtake):
             m.d.sync += self.writes.eq(self.writes + 1)
+
+        if isinstance(lat, tuple):
+            self._random_reads(m, rp, wq, in_range)
+            return m
 
         # -- reads: a pipeline of `lat` stages, then a bypassable buffer -------------------------
         outstanding = Signal(range(lat + 2))        # reads taken, data not yet delivered
@@ -220,3 +331,70 @@ class MemoryModel(wiring.Component):
         with m.If(accept):
             m.d.sync += self.reads.eq(self.reads + 1)
         return m
+
+    def _random_reads(self, m, rp, wq, in_range):
+        """Reads with a latency drawn per read (``latency=(lo, hi)``): each read taken is
+        stamped with the cycle its word is due, and its word waits for that cycle in a buffer
+        (bypassed when it is due as it is read)."""
+        dw = self.data_width
+        lo, hi = self.latency
+        n = hi - lo + 1
+        cmd, rdata = self.port.cmd, self.port.rdata
+
+        now = Signal(32)                            # the cycle count (wraps)
+        m.d.sync += now.eq(now + 1)
+
+        # The generator: xorshift32, one step per read taken (see random_latencies).
+        state = Signal(32, init=_seed_state(self.seed))
+        s1, s2, s3 = Signal(32), Signal(32), Signal(32)
+        m.d.comb += [
+            s1.eq(state ^ (state << 13)[:32]),
+            s2.eq(s1 ^ (s1 >> 17)),
+            s3.eq(s2 ^ (s2 << 5)[:32]),
+        ]
+        draw = Signal(range(hi + 1))
+        m.d.comb += draw.eq(lo + (state * n)[32:])
+
+        # ahead: cycles from now to the answer of the last read taken (0 if due or past), so a
+        # read taken now is due max(draw, ahead + 1) cycles from now: in order, one a cycle.
+        outstanding = Signal(range(hi + 2))         # reads taken, data not yet delivered
+        read_ok = ~wq.r_rdy & (outstanding < hi + 1)
+        m.d.comb += cmd.ready.eq(Mux(cmd.payload.we, wq.w_rdy, read_ok))
+        accept = cmd.valid & cmd.ready & ~cmd.payload.we
+        m.d.comb += [rp.addr.eq(cmd.payload.addr), rp.en.eq(accept)]
+
+        ahead = Signal(range(hi + 1))
+        due_in = Signal(range(hi + 1))
+        m.d.comb += due_in.eq(Mux(draw > ahead, draw, ahead + 1))
+        with m.If(accept):
+            m.d.sync += [ahead.eq(due_in - 1), state.eq(s3)]
+        with m.Elif(ahead != 0):
+            m.d.sync += ahead.eq(ahead - 1)
+
+        # The read port's word, a cycle after the command, with its due cycle.
+        s_valid, s_ok, s_due = Signal(), Signal(), Signal(32)
+        m.d.sync += [s_valid.eq(accept), s_ok.eq(in_range(cmd.payload.addr)),
+                     s_due.eq(now + due_in)]
+        word = Signal(dw)
+        m.d.comb += word.eq(Mux(s_ok, rp.data, 0))
+
+        m.submodules.read_buffer = rb = fifo.SyncFIFO(width=dw + 32, depth=hi + 1)
+        head_data, head_due = Signal(dw), Signal(32)
+        m.d.comb += [
+            head_data.eq(Mux(rb.r_rdy, rb.r_data[:dw], word)),
+            head_due.eq(Mux(rb.r_rdy, rb.r_data[dw:], s_due)),
+        ]
+        late = Signal(32)
+        due = Signal()
+        m.d.comb += [late.eq(now - head_due), due.eq(~late[31])]
+        m.d.comb += [
+            rdata.valid.eq((rb.r_rdy | s_valid) & due),
+            rdata.payload.data.eq(head_data),
+            rb.r_en.eq(rdata.ready & due),
+            rb.w_data.eq(Cat(word, s_due)),
+            rb.w_en.eq(s_valid & (rb.r_rdy | ~(due & rdata.ready))),
+        ]
+        delivered = rdata.valid & rdata.ready
+        m.d.sync += outstanding.eq(outstanding + accept - delivered)
+        with m.If(accept):
+            m.d.sync += self.reads.eq(self.reads + 1)

@@ -49,7 +49,7 @@ from ..noc.header import Fbits, NocHeader, noc_header
 from ..noc.msgtype import register_msg_types
 from ..stream.realign import StreamInsert, StreamStrip
 from ..tile import Tile, TileEnv
-from .memory import memory_port_signature
+from .memory import MemoryModel, memory_port_signature
 
 
 __all__ = ["MemoryTile", "MemMsgType", "MEM_META", "LOAD_MEM", "STORE_MEM", "LOAD_MEM_ACK",
@@ -125,6 +125,12 @@ class MemoryTile(Tile):
     :func:`~apiary.os.memory.memory_port_signature`, shaped like LiteDRAM's native user port),
     which becomes the design's top-level port ``<tile>_mem``; the simulators attach a
     :class:`~apiary.os.memory.MemoryModel` to it instead (an :class:`apiary.top.Attachment`).
+    With ``bram=True`` the memory is inside the tile instead: an on-chip Amaranth ``Memory``
+    (block RAM on an FPGA) behind the same port logic, a
+    :class:`~apiary.os.memory.MemoryModel` of read latency 1, all words zero at start; the tile
+    then has no ``mem`` port, the design no top-level memory port, and the simulators attach
+    nothing (``memory_latency=`` does not apply to it). For small boards without DRAM and for
+    tests; the memory's size is what the FPGA's block RAM allows.
 
     Requests are served one at a time, in arrival order::
 
@@ -182,11 +188,13 @@ class MemoryTile(Tile):
         The memory port's word width; must be the NoC width (the default).
     read_buffer : int
         Words of read data the tile can hold, and hence reads in flight at once.
+    bram : bool
+        The memory is on-chip, inside the tile (read latency 1), instead of behind ``mem``.
 
     Members
     -------
     mem : Out(memory_port_signature(data_width, addr_width, depth_words=...))
-        The memory (external).
+        The memory (external); absent with ``bram=True``.
 
     Counters: ``loads`` and ``stores`` (requests answered, with or without ``error``),
     ``bad_wrap`` (a ``wrap`` whose ring is smaller than a word or than ``size``: ``error``),
@@ -206,7 +214,9 @@ class MemoryTile(Tile):
     #: The tile holds a request's input while its reply leaves.
     streaming = True
 
-    def __init__(self, env=None, *, size_bytes=1 << 20, data_width=None, read_buffer=64):
+    def __init__(self, env: TileEnv | None = None, *, size_bytes: int = 1 << 20,
+                 data_width: int | None = None, read_buffer: int = 64,
+                 bram: bool = False) -> None:
         env = env if env is not None else TileEnv()
         width = env.width
         data_width = width if data_width is None else data_width
@@ -225,10 +235,14 @@ class MemoryTile(Tile):
         self.depth_words = size_bytes // nb
         self.addr_width = max(1, (self.depth_words - 1).bit_length())
         self.read_buffer = read_buffer
-        super().__init__(env, {
+        if not isinstance(bram, bool):
+            raise ValueError(f"bram must be True or False, not {bram!r}")
+        self.bram = bram
+        members = {} if bram else {
             "mem": Out(memory_port_signature(data_width, self.addr_width,
                                              depth_words=self.depth_words)),
-        }, counters={
+        }
+        super().__init__(env, members, counters={
             "loads": "LOAD_MEM requests answered (with or without error)",
             "stores": "STORE_MEM requests answered (with or without error)",
             "out_of_range": "requests whose range, or ring, falls outside the memory (answered "
@@ -247,7 +261,13 @@ class MemoryTile(Tile):
         nb = width // 8
         log_nb = nb.bit_length() - 1
         aw = self.addr_width
-        mem = self.mem
+        if self.bram:
+            # On-chip: the memory model (an Amaranth Memory) as the memory, latency 1.
+            m.submodules.bram = bram = MemoryModel(width, aw, depth_words=self.depth_words,
+                                                   latency=1)
+            mem = bram.port
+        else:
+            mem = self.mem
 
         m.submodules.receiver = rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                      empty_packets=True)

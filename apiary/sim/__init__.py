@@ -38,35 +38,65 @@ DEFAULT_MEMORY_LATENCY = 20
 
 
 def memory_latency_of(design, memory_latency=None):
-    """The read latency (cycles) of the memory models a simulation of ``design`` attaches:
+    """The read latency of the memory models a simulation of ``design`` attaches:
     ``memory_latency`` if given, else ``design.settings["memory_latency"]``, else
-    :data:`DEFAULT_MEMORY_LATENCY`."""
+    :data:`DEFAULT_MEMORY_LATENCY`.
+
+    A latency is a positive number of cycles (every read answered exactly that many cycles after
+    its command), or a range ``(lo, hi)``, ``1 <= lo <= hi``: each read's latency drawn from
+    ``[lo, hi]``, seeded, reads kept in order (see :class:`~apiary.os.memory.MemoryModel`).
+    Returns an int, or a ``(lo, hi)`` tuple (a list is taken as one; ``(n, n)`` is ``n``).
+
+    Raises
+    ------
+    SimError
+        Anything else."""
+    from ..os.memory import check_latency
     if memory_latency is None:
         memory_latency = getattr(design, "settings", {}).get("memory_latency",
                                                               DEFAULT_MEMORY_LATENCY)
-    if (not isinstance(memory_latency, int) or isinstance(memory_latency, bool)
-            or memory_latency < 1):
-        raise SimError(f"memory_latency must be a positive number of cycles, "
-                       f"not {memory_latency!r}")
-    return memory_latency
+    try:
+        return check_latency(memory_latency)
+    except ValueError:
+        raise SimError(f"memory_latency must be a positive number of cycles or a range "
+                       f"(lo, hi) of them with 1 <= lo <= hi, not {memory_latency!r}") from None
 
 
-def memory_models(latency, model=None):
+def memory_models(latency, model=None, *, seed=None):
     """The :class:`~apiary.top.Attachment` that gives every memory port of a design a memory
     model (``model``, default :class:`~apiary.os.memory.MemoryModel`) of read latency
-    ``latency`` (and of the port's depth), inside the top level."""
-    from ..os.memory import MemoryModel, MemoryPortSignature
+    ``latency`` (and of the port's depth), inside the top level.
+
+    ``latency`` is an int or a range ``(lo, hi)`` (:func:`memory_latency_of`); a range's
+    latencies are drawn from a generator seeded by ``seed`` (``None``: 1, as ``open_sim``'s
+    ``seed``). Every model in the design starts from the same seed; each draws once per read it
+    takes. A fixed latency ignores ``seed`` (and its Verilog, hence its Verilator model, is the
+    same whatever the seed; a range's is one per seed).
+    """
+    from ..os.memory import MemoryModel, MemoryPortSignature, check_latency
     model = MemoryModel if model is None else model
+    try:
+        latency = check_latency(latency)
+    except ValueError as e:
+        raise SimError(str(e)) from None
+    seed = 1 if seed is None else seed
+    if isinstance(latency, tuple):
+        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 32:
+            raise SimError(f"seed must be an integer from 0 to 2**32-1, not {seed!r}")
+        extra = {"seed": seed}
+        key = f"{model.__name__}(latency={latency}, seed={seed})"
+    else:
+        extra = {}
+        key = f"{model.__name__}(latency={latency})"
 
     def build(sig):
         instance = model(sig.data_width, sig.addr_width, depth_words=sig.depth_words,
-                         latency=latency)
+                         latency=latency, **extra)
         return instance, instance.port
-    return Attachment("model", MemoryPortSignature, build,
-                      f"{model.__name__}(latency={latency})")
+    return Attachment("model", MemoryPortSignature, build, key)
 
 
-def elaborate(design, memory_latency=None, backend="pysim"):
+def elaborate(design, memory_latency=None, backend="pysim", *, seed=None):
     """Check the design and build its top level for ``backend``: ``(top, ports,
     counter_names)``.
 
@@ -74,13 +104,14 @@ def elaborate(design, memory_latency=None, backend="pysim"):
     as :class:`~apiary.os.memory_tile.MemoryTile`'s ``mem``) gets a memory model inside the top
     (:class:`~apiary.os.memory.MemoryModel`; for Verilator, the same with its words in a plain
     RAM, :class:`~apiary.sim.verilator.RamMemoryModel`), with the read latency of
-    :func:`memory_latency_of`; the counters are the top's counter bank.
+    :func:`memory_latency_of` (a range's draws seeded by ``seed``, see :func:`memory_models`);
+    the counters are the top's counter bank.
     """
     model = None
     if backend == "verilator":
         from .verilator import RamMemoryModel as model
     top = DesignTop(design, attach=[memory_models(memory_latency_of(design, memory_latency),
-                                                  model)])
+                                                  model, seed=seed)])
     return top, find_ports(top), top.bank.names
 
 
@@ -96,7 +127,8 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         Amaranth's simulator (no build, ~10³ cycles/s) or a Verilator model (built once and
         cached under ``~/.cache/apiary/verilator``, ~10⁵–10⁶ cycles/s).
     seed : int or None
-        Seeds the stall and gap generators (``None``: 1). Same seed, same pattern, either back end.
+        Seeds the stall and gap generators, and the memory models' latencies when
+        ``memory_latency`` is a range (``None``: 1). Same seed, same pattern, either back end.
     stall : float
         Probability that ``mac_tx.ready`` is low on a cycle (back-pressure from the wire).
     gaps : float or None
@@ -112,9 +144,16 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
     cache_dir : path or None
         Verilator model cache (default ``$APIARY_CACHE`` or ``~/.cache/apiary``, then
         ``verilator/``).
-    memory_latency : int or None
+    memory_latency : int, (int, int) or None
         Read latency in cycles of the memory models attached to the design's memory ports
-        (default: the design's ``settings["memory_latency"]``, else 20).
+        (default: the design's ``settings["memory_latency"]``, else 20); or a range
+        ``(lo, hi)``: every read answered ``lo`` to ``hi`` cycles after its command, its
+        latency drawn uniformly from the range by a generator in the model seeded by ``seed``,
+        reads kept in order (each answered on ``max(command + draw, previous answer + 1)``),
+        writes unchanged. The same seed gives the same draws on both back ends;
+        ``apiary.os.memory.random_latencies`` lists them. ``(10, 20)`` is the Apiary thesis's
+        portability experiment. With a range, the seed is part of the design's Verilog: each
+        seed is its own Verilator model (built once, cached).
     impair : Impairment or None
         A lossy link between the testbench and the design (:mod:`apiary.sim.impair`): frames
         sent pass its ``to_design`` direction, frames received its ``from_design`` one;
@@ -143,7 +182,7 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         if vcd is None:
             raise SimError("vcd_window needs vcd= (the file to write)")
     vcd = None if vcd is None else os.fspath(vcd)
-    top, ports, counters = elaborate(design, memory_latency, backend)
+    top, ports, counters = elaborate(design, memory_latency, backend, seed=seed)
     common = dict(seed=seed, stall=stall, gaps=gaps, clock_hz=clock_hz, idle_cycles=idle_cycles,
                   impair=impair)
     if backend == "pysim":

@@ -59,7 +59,8 @@ _DESCRIPTION = (
     "back, with every reply checked against beehive.model.echo_reply. Beehive's published "
     "figures and the project's targets are printed beside them. `apiary bench noc [...]` runs "
     "the NoC router benchmark instead; everything after `noc` is passed to it "
-    "(`apiary bench noc --help`).")
+    "(`apiary bench noc --help`); `apiary bench kernel [...]` the Apiary kernel's (monitor "
+    "latency, allocation latency, area with --area).")
 
 
 def _help_parser():
@@ -77,6 +78,13 @@ def run(args):
                          "(see `apiary bench noc --help`)")
         from apiary.bench.noc import main as noc_main
         return int(noc_main(args.args) or 0)
+    if args.design == "kernel":
+        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
+                args.tcp) != (None, None, None, 250.0, False, False, False):
+            return error("apiary bench kernel: its options go after `kernel` "
+                         "(see `apiary bench kernel --help`)")
+        from apiary.bench.kernel import main as kernel_main
+        return int(kernel_main(args.args) or 0)
     # argparse leaves what follows DESIGN in args.args: read the options there too.
     if "-h" in args.args or "--help" in args.args:
         _help_parser().print_help()

@@ -38,7 +38,8 @@ class Head:
         self.lasts = [last for _, last in flits]
         self.need = need
         self.short = len(flits) < need
-        words = self.words[:need] + [0] * max(0, need - len(flits))
+        size = max(need, self.nh)
+        words = self.words[:size] + [0] * max(0, size - len(flits))
         value = 0
         for w in words[:self.nh]:
             value = value << width | w
@@ -141,6 +142,7 @@ class MonitorModel:
             self.counters[n] += 1
 
     def kmsg(self, msg_type, dst, fbits=Fbits.LOCAL0, **meta) -> list:
+        meta = {k: getattr(v, "value", v) for k, v in meta.items()}
         return kernel_message_flits(self.width, msg_type, KernelMeta(**meta), dst=dst[:2],
                                     src=self.tile, dst_fbits=fbits)
 
