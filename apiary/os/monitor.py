@@ -31,6 +31,9 @@ anything else               Needs an IPC capability for its ``dst_x, dst_y, dst_
                             passed unchanged.
 =========================  =====================================================================
 
+Every message passed out leaves with the tile's own ``src_x, src_y``, whatever the tile wrote
+there: a tile cannot have a memory tile's ack (or any reply) sent to another tile.
+
 With a :class:`RateLimit`, every passed message costs ``msg_len + 1`` tokens (its flits) from a
 token bucket; without enough the message waits (``on_excess="stall"``) or is a violation
 (``"fault"``).
@@ -389,6 +392,9 @@ class Monitor(Component):
         new_hdr = data.View(noc_header(w).layout(), new[:noc_header(w).size])
         new_mm = self._meta(new, MEM_META)
         m.d.comb += [new.eq(value), og.rewritten.eq(self._flits_of(new, max_head))]
+        # The source is the tile's own place, whatever it wrote: replies and memory acks come
+        # back to it, never to a tile it names.
+        m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
         # A passed message carries the tile's own position as its source, whatever the tile
         # wrote there: receivers (their monitors' IPC capabilities in) trust it.
         m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
