@@ -44,6 +44,9 @@ class Kernel:
         :meth:`configure` says otherwise for a tile.
     block_bytes : int
         The smallest allocation.
+    bram : bool
+        The memory tiles keep their memory on chip (``MemoryTile(bram=True)``) instead of
+        behind a memory port (DRAM on a board, a model in simulation).
     log_depth : int
         Faults the error manager keeps.
     names : mapping
@@ -54,7 +57,8 @@ class Kernel:
     def __init__(self, design: Design, *, manager: tuple[int, int], errors: tuple[int, int],
                  memories: Mapping[str, tuple[tuple[int, int], int]],
                  monitor: MonitorConfig | None = None, block_bytes: int = 256,
-                 log_depth: int = 64, names: Mapping[str, str] | None = None) -> None:
+                 log_depth: int = 64, names: Mapping[str, str] | None = None,
+                 bram: bool = False) -> None:
         where = where_declared(2)
         if not isinstance(design, Design):
             raise DesignError(f"Kernel ({where}) needs a Design, not {design!r}.")
@@ -78,7 +82,8 @@ class Kernel:
             except (TypeError, ValueError):
                 raise DesignError(f"Kernel ({where}): memory {name!r} must be given as "
                                   f"((x, y), size_bytes), not {spec!r}.") from None
-            design.add(name, MemoryTile, at=(x, y), size_bytes=size)
+            design.add(name, MemoryTile, at=(x, y), size_bytes=size,
+                       **({"bram": True} if bram else {}))
             places.append((x, y, size))
         design.add(self.manager_name, MemoryManagerTile, at=manager, memories=places,
                    block_bytes=block_bytes)

@@ -58,10 +58,10 @@ def check_latency(latency: object) -> Latency:
         Anything else."""
     def positive(v):
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-    if positive(latency):
+    if isinstance(latency, int) and positive(latency):
         return latency
     if isinstance(latency, (tuple, list)) and len(latency) == 2 and all(map(positive, latency)):
-        lo, hi = latency
+        lo, hi = int(latency[0]), int(latency[1])
         if lo <= hi:
             return lo if lo == hi else (lo, hi)
     raise ValueError(f"a memory read latency must be a positive number of cycles or a range "
@@ -337,7 +337,7 @@ class MemoryModel(wiring.Component):
         stamped with the cycle its word is due, and its word waits for that cycle in a buffer
         (bypassed when it is due as it is read)."""
         dw = self.data_width
-        lo, hi = self.latency
+        lo, hi = self.latency_range
         n = hi - lo + 1
         cmd, rdata = self.port.cmd, self.port.rdata
 

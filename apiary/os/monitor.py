@@ -437,20 +437,22 @@ class Monitor(Component):
         with m.Elif(~ipc_match(ipc_out, km.peer_x, km.peer_y, km.peer_fbits)):
             m.d.comb += send_fault.eq(FaultKind.NO_IPC_CAP)
 
-        fault = Signal(4)
+        checked = Signal(4)             # the violation the checks find, before the rate limit
         with m.If(og.short):
-            m.d.comb += fault.eq(FaultKind.MALFORMED)
+            m.d.comb += checked.eq(FaultKind.MALFORMED)
         with m.Elif(is_type(msg_type, KERNEL_ONLY)):
-            m.d.comb += fault.eq(FaultKind.FORGED)
+            m.d.comb += checked.eq(FaultKind.FORGED)
         with m.Elif(msg_type == K.CAP_SEND.value):
-            m.d.comb += fault.eq(send_fault)
+            m.d.comb += checked.eq(send_fault)
         with m.Elif(is_mem):
-            m.d.comb += fault.eq(mem_fault)
+            m.d.comb += checked.eq(mem_fault)
         with m.Elif(~is_type(msg_type, _TILE_OPS)
                     & ~ipc_match(ipc_out, hdr.dst_x, hdr.dst_y, hdr.dst_fbits)):
-            m.d.comb += fault.eq(FaultKind.NO_IPC_CAP)
+            m.d.comb += checked.eq(FaultKind.NO_IPC_CAP)
+        fault = Signal(4)
+        m.d.comb += fault.eq(checked)
         if rate is not None and rate.on_excess == "fault":
-            with m.If((fault == 0) & ~is_type(msg_type, _TILE_OPS) & ~tokens_ok):
+            with m.If((checked == 0) & ~is_type(msg_type, _TILE_OPS) & ~tokens_ok):
                 m.d.comb += fault.eq(FaultKind.RATE)
 
         with m.If(is_mem):

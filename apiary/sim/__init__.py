@@ -18,6 +18,7 @@ See ``docs/simulation.md``.
 """
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from ..top import Attachment, DesignTop
 from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_IDLE_CYCLES
@@ -31,13 +32,16 @@ __all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "B
 
 BACKENDS = ("pysim", "verilator")
 
+if TYPE_CHECKING:
+    from ..os.memory import Latency
+
 
 #: Read latency of the memory models the simulators attach, unless a design's
 #: ``settings["memory_latency"]`` or ``memory_latency=`` says otherwise.
 DEFAULT_MEMORY_LATENCY = 20
 
 
-def memory_latency_of(design, memory_latency=None):
+def memory_latency_of(design: Any, memory_latency: object = None) -> "Latency":
     """The read latency of the memory models a simulation of ``design`` attaches:
     ``memory_latency`` if given, else ``design.settings["memory_latency"]``, else
     :data:`DEFAULT_MEMORY_LATENCY`.
@@ -62,7 +66,8 @@ def memory_latency_of(design, memory_latency=None):
                        f"(lo, hi) of them with 1 <= lo <= hi, not {memory_latency!r}") from None
 
 
-def memory_models(latency, model=None, *, seed=None):
+def memory_models(latency: "Latency", model: type | None = None, *,
+                  seed: int | None = None) -> Attachment:
     """The :class:`~apiary.top.Attachment` that gives every memory port of a design a memory
     model (``model``, default :class:`~apiary.os.memory.MemoryModel`) of read latency
     ``latency`` (and of the port's depth), inside the top level.
@@ -96,7 +101,8 @@ def memory_models(latency, model=None, *, seed=None):
     return Attachment("model", MemoryPortSignature, build, key)
 
 
-def elaborate(design, memory_latency=None, backend="pysim", *, seed=None):
+def elaborate(design: Any, memory_latency: object = None, backend: str = "pysim", *,
+              seed: int | None = None) -> tuple[DesignTop, list, list[str]]:
     """Check the design and build its top level for ``backend``: ``(top, ports,
     counter_names)``.
 
@@ -107,9 +113,10 @@ def elaborate(design, memory_latency=None, backend="pysim", *, seed=None):
     :func:`memory_latency_of` (a range's draws seeded by ``seed``, see :func:`memory_models`);
     the counters are the top's counter bank.
     """
-    model = None
+    model: type | None = None
     if backend == "verilator":
-        from .verilator import RamMemoryModel as model
+        from .verilator import RamMemoryModel
+        model = RamMemoryModel
     top = DesignTop(design, attach=[memory_models(memory_latency_of(design, memory_latency),
                                                   model, seed=seed)])
     return top, find_ports(top), top.bank.names

@@ -3,7 +3,8 @@
 Feed it each whole message as it enters the monitor (``from_tile`` or ``from_noc``) with the
 monitor otherwise idle; it returns the messages the monitor sends in answer (``(noc, tile)``: flit
 lists, exactly as they leave ``noc_out`` and ``tile_in``) and keeps the capability tables, the
-quarantine and the counters as the monitor's docstring says. No rate limit.
+quarantine and the counters as the monitor's docstring says. The rate limit is not modelled:
+the caller says when a message is over it.
 """
 
 from dataclasses import dataclass, field
@@ -176,7 +177,9 @@ class MonitorModel:
 
     # -- outgoing ----------------------------------------------------------------------------------
 
-    def from_tile(self, flits: list) -> tuple[list, list]:
+    def from_tile(self, flits: list, over_rate: bool = False) -> tuple[list, list]:
+        """``over_rate``: the rate limit (not modelled) has too few tokens for this message, and
+        faults."""
         noc, tile = [], []
         first = Head(self.width, flits[:1], 1)
         t = first.get("msg_type")
@@ -216,6 +219,8 @@ class MonitorModel:
         elif t not in TILE_OPS and not self.ipc_match(
                 self.ipc_out, h.get("dst_x"), h.get("dst_y"), h.get("dst_fbits")):
             fault = FaultKind.NO_IPC_CAP
+        if not fault and t not in TILE_OPS and over_rate:
+            fault = FaultKind.RATE
 
         if fault:
             self.quarantined = True

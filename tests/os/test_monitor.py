@@ -39,6 +39,11 @@ def model_of(bench, config=None, *, ipc_out=((*PEER, None),), ipc_in=((*SOURCE, 
                         in_entries=config.in_entries)
 
 
+def faults_of(messages, width):
+    """The metas of the FAULTs among ``(cycle, flits)`` messages."""
+    return [km(f, width)[2] for _, f in messages if decode(f, width)[1] == K.FAULT]
+
+
 def km(flits, width):
     """``(type, header, meta)`` of a kernel message that came out."""
     header, meta = decode_kernel_message(flits, width)
@@ -63,8 +68,8 @@ class Checked:
         await ctx.tick().repeat(quiet)
         self.compare()
 
-    async def from_tile(self, ctx, flits, quiet=2):
-        noc, tile = self.m.from_tile(flits)
+    async def from_tile(self, ctx, flits, quiet=2, **model):
+        noc, tile = self.m.from_tile(flits, **model)
         await self.b.from_tile(ctx, flits)
         await self._after(ctx, noc, tile, quiet)
         return noc, tile
@@ -274,8 +279,12 @@ def violation(width, kind):
         meta = KernelMeta(handle=0, addr=0x800, size=0x801, perm=Perm.READ, peer_x=PEER[0],
                           peer_y=PEER[1], peer_fbits=LOCAL0, user=K.CAP_SEND.value)
     elif kind == FaultKind.RATE:
-        config = MonitorConfig(rate=RateLimit(burst=4, refill=1, period=1000, on_excess="fault"))
-        setup = [("tile", ipc_message(width, PEER, bytes(1)))]      # 2 or 3 flits: passes
+        # The first message takes all but one token (3 flits at 64 bits, 2 at 512), the second
+        # (as long) has too few.
+        first = ipc_message(width, PEER, bytes(1))
+        config = MonitorConfig(rate=RateLimit(burst=len(first) + 1, refill=1, period=1000,
+                                              on_excess="fault"))
+        setup = [("tile", first)]
         msg = ipc_message(width, PEER, bytes(2), dst_fbits=LOCAL1)
         meta = KernelMeta(peer_x=PEER[0], peer_y=PEER[1], peer_fbits=LOCAL1, user=12)
     elif kind == FaultKind.FORGED:
@@ -313,7 +322,8 @@ def test_violation_sinks_reports_and_quarantines(width, kind):
             await (chk.from_tile if side == "tile" else chk.from_noc)(ctx, flits)
         before = (len(b.noc), len(b.log["noc_out"]))
         fault_at.append(before)
-        noc, tile = await chk.from_tile(ctx, msg, quiet=10)
+        noc, tile = await chk.from_tile(ctx, msg, quiet=10,
+                                        over_rate=kind == FaultKind.RATE)
         assert len(noc) == 1 and not tile
         # Quarantined: both ways sunk.
         await chk.from_tile(ctx, ipc_message(width, PEER, b"after"))
@@ -362,8 +372,8 @@ def test_inbound_denial_is_reported_without_quarantine(width):
 
     b.run(script)
     chk.check_counters()
-    faults = [km(f, width) for _, f in b.noc if km(f, width)[0] == K.FAULT]
-    assert [(m.op, m.peer_x, m.peer_y, m.peer_fbits, m.user) for _, _, m in faults] == [
+    faults = faults_of(b.noc, width)
+    assert [(m.op, m.peer_x, m.peer_y, m.peer_fbits, m.user) for m in faults] == [
         (FaultKind.INBOUND, *PEER, LOCAL0, 12 | 256),
         (FaultKind.INBOUND, *SOURCE, LOCAL1, 12 | 256),
         (FaultKind.INBOUND, *OTHER, LOCAL0, LOAD_MEM_ACK | 256)]
@@ -538,7 +548,7 @@ def test_cap_send_to_a_tile_without_ipc_capability_or_through_a_stale_handle_fau
 
     b.run(script)
     chk.check_counters()
-    faults = [km(f, width)[2] for _, f in b.noc if km(f, width)[0] == K.FAULT]
+    faults = faults_of(b.noc, width)
     assert [(f.op, f.peer_x, f.peer_y, f.user) for f in faults] == [
         (FaultKind.NO_IPC_CAP, *OTHER, 34), (FaultKind.STALE_HANDLE, *PEER, 34)]
 
@@ -643,7 +653,7 @@ def test_ipc_grants_at_run_time(width):
     c = b.counters
     assert (c["passed_out"], c["passed_in"], c["inbound_denied"], c["faults"]) == (2, 1, 1, 2)
     assert c["quarantined"] == 1
-    faults = [km(f, width)[2] for _, f in b.noc if km(f, width)[0] == K.FAULT]
+    faults = faults_of(b.noc, width)
     assert [f.op for f in faults] == [FaultKind.INBOUND, FaultKind.NO_IPC_CAP]
 
 
