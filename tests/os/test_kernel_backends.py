@@ -5,8 +5,11 @@ the tile allocates); then every violation kind in turn is sunk, logged by the er
 the right fields (read back by a trusted tile), quarantines exactly that tile, and is lifted by
 a release, after which the tile works again.
 
-    (0,0) app*      (1,0) peer      (2,0) mm
+    (0,0) app*      (1,0) peer      (2,0) mm          (3,0) other
     (0,1) spy       (1,1) mem0      (2,1) errors          * untrusted
+
+Last, IPC capabilities change at run time: the spy (a trusted control tile the kernel listens
+to) grants the app a capability out to itself and one in from ``other``, then takes them back.
 """
 
 import pytest
@@ -17,25 +20,28 @@ from apiary.os.kernel import Kernel
 from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, STORE_MEM, STORE_MEM_ACK,
                                    decode_mem_message, mem_message_flits)
 from apiary.os.monitor import RateLimit
-from apiary.os.uapi import (FaultKind, KernelMeta, KernelMsgType as K, Perm, Status,
+from apiary.os.uapi import (FaultKind, IpcDir, KernelMeta, KernelMsgType as K, Perm, Status,
                             decode_kernel_message, kernel_message_flits, virtual_address)
 from apiary.sim import open_sim
 from apiary.tiles import RawPortTile
 from apiary.tiles.raw_port import frame_message, message_frame
 
 APP, PEER, SPY, MEM, MANAGER, ERRORS = (0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)
+OTHER = (3, 0)
 RATE = RateLimit(burst=48, refill=1, period=4, on_excess="fault")
 
 
 def kernel_design(width):
-    d = Design("kernel_backends", cols=3, rows=2, width=width)
+    d = Design("kernel_backends", cols=4, rows=2, width=width)
     kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 14)})
     d.add("app", RawPortTile, at=APP, trusted=False)
     d.add("peer", RawPortTile, at=PEER)
     d.add("spy", RawPortTile, at=SPY)
+    d.add("other", RawPortTile, at=OTHER)
     d.route("app", "peer", allow=True)
     d.route("peer", "app")
     kernel.limit("app", RATE)
+    kernel.trust("spy")
     return d
 
 
@@ -192,6 +198,40 @@ def check_kernel(sim, width):
     assert counters["errors_faults"] == 7
     assert counters["app_monitor_faults"] == 7 and counters["app_monitor_quarantined"] == 0
     assert counters["mm_frees"] >= 4                    # released segments went back
+    run_time_grants(drv)
+
+
+def run_time_grants(drv):
+    def grant(direction, peer, add):
+        drv.send("spy", kernel_message_flits(drv.width, K.IPC_GRANT, KernelMeta(
+            status=int(add), perm=direction, peer_x=peer[0], peer_y=peer[1],
+            peer_fbits=Fbits.LOCAL0), src=SPY, dst=APP))
+
+    # In: `other` is not routed to the app: sunk and reported, the app not quarantined.
+    hello = drv.ipc(OTHER, APP, b"hello")
+    drv.send("other", hello)
+    assert drv.got("app") == []
+    entry = drv.fault_log(7)
+    assert (entry.op, entry.peer_x, entry.peer_y, entry.user) == (
+        FaultKind.INBOUND, *OTHER, 12 | 1 << 8)
+    assert drv.sim.counters()["app_monitor_quarantined"] == 0
+    grant(IpcDir.IN, OTHER, True)
+    drv.send("other", hello)
+    assert drv.got("app") == [hello]
+    grant(IpcDir.IN, OTHER, False)
+    drv.send("other", hello)
+    assert drv.got("app") == []
+
+    # Out: to the spy, granted then taken back (a violation again).
+    note = drv.ipc(APP, SPY, b"note")
+    grant(IpcDir.OUT, SPY, True)
+    drv.send("app", note)
+    assert drv.got("spy") == [note]
+    grant(IpcDir.OUT, SPY, False)
+    drv.send("app", note)
+    assert drv.got("spy") == []
+    assert drv.fault_log(9).op == FaultKind.NO_IPC_CAP
+    assert drv.sim.counters()["app_monitor_quarantined"] == 1
 
 
 @pytest.mark.slow
