@@ -42,13 +42,18 @@ Incoming: load and store acks from a memory tile get their virtual address back 
 in ``tag``); ``CAP_INSTALL``, ``CAP_REVOKE``, ``IPC_GRANT`` and ``RELEASE`` from kernel tiles are
 consumed; other messages need an IPC capability in. A message from a source the tile may not hear
 is sunk and reported (``INBOUND``) but does not quarantine the tile: it is not the tile's fault.
+(One report at a time: a denial while the monitor is still sending an earlier message to the NoC
+from this side, or is walking its table for ``RELEASE``, is sunk and counted, not reported.)
 
 **A violation** sinks the whole message (nothing of it is forwarded), sends ``FAULT`` to the error
-manager (kind, handle, address, size, permission asked, the destination, the type) and
-quarantines the tile: from then on every message from it and to it is sunk and counted, kernel
-messages to the monitor excepted. ``RELEASE`` (through the error manager) holds the tile in reset
-while the monitor gives back the memory it owns (``MM_FREE`` per owned segment) and drops its
-segment capabilities, then lifts the quarantine. The rest of the NoC never notices.
+manager (the kind; for a load, store or ``CAP_SEND`` its handle, address, size and permissions
+asked, otherwise zeros; the destination, for ``CAP_SEND`` the peer; the type) and quarantines
+the tile: from then on every message from it and to it is sunk and counted, kernel messages to
+the monitor excepted, and whatever was already on its way to the tile is drained, not delivered
+(so a tile that stops reading holds up nothing behind it). ``RELEASE`` (through the error
+manager) holds the tile in reset while the monitor gives back the memory it owns (``MM_FREE`` per
+owned segment) and drops its segment capabilities, then lifts the quarantine. The rest of the NoC
+never notices.
 
 **Revocation.** ``CAP_FREE`` of a handle drops the entry (its generation moves on, so the handle
 is stale from then on) and, when the tile owns the segment, asks the manager to free it; the
@@ -358,7 +363,14 @@ class Monitor(Component):
         connect(m, gate=ig.o, merger=to_tile.i[0])
         connect(m, a=senders["o2t"].o, merger=to_tile.i[1])
         connect(m, a=senders["i2t"].o, merger=to_tile.i[2])
-        connect(m, merger=to_tile.o, tile=flipped(self.tile_in))
+        # A quarantined tile hears nothing: what is on its way to it (a message it was taking, the
+        # monitor's own answers) is drained here, so a tile that stops reading cannot hold up its
+        # router port, nor the kernel's messages to the monitor behind it.
+        m.d.comb += [
+            self.tile_in.payload.eq(to_tile.o.payload),
+            self.tile_in.valid.eq(to_tile.o.valid & ~quarantined),
+            to_tile.o.ready.eq(self.tile_in.ready | quarantined),
+        ]
         for tx in senders.values():
             m.d.comb += tx.i_data.valid.eq(0)
 
@@ -394,9 +406,6 @@ class Monitor(Component):
         m.d.comb += [new.eq(value), og.rewritten.eq(self._flits_of(new, max_head))]
         # The source is the tile's own place, whatever it wrote: replies and memory acks come
         # back to it, never to a tile it names.
-        m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
-        # A passed message carries the tile's own position as its source, whatever the tile
-        # wrote there: receivers (their monitors' IPC capabilities in) trust it.
         m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
         msg_type = hdr.msg_type
         is_mem = is_type(msg_type, (LOAD_MEM, STORE_MEM))

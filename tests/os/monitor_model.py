@@ -309,6 +309,8 @@ class MonitorModel:
             km = KernelMeta.unpack(h.meta(KERNEL_META))
             if t == K.CAP_INSTALL.value:
                 self.install(km, noc, tile)
+                if self.quarantined:
+                    tile.clear()            # a quarantined tile hears nothing
             elif t == K.CAP_REVOKE.value:
                 for i, e in enumerate(self.seg):
                     if e.valid and not e.owner and e.root == km.root:
