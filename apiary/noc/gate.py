@@ -28,13 +28,15 @@ class MessageGate(wiring.Component):
     cycle the head's last flit is on ``i`` (``head`` holds flits ``0 .. need - 1``, flit *j* in bits
     ``j * width ..``, the last straight from ``i``), or the message's ``last`` flit if it ends
     sooner (``short``). ``accept`` is high in the cycle the verdict takes effect (the owner's
-    side effects go there): for ``PASS`` of a one-flit head, when ``o`` takes it; otherwise when
-    the head's last flit is taken from ``i``. ``PASS`` sends ``rewritten`` instead of ``head``.
+    side effects go there): when the head's last flit is taken from ``i``. ``PASS`` sends
+    ``rewritten`` instead of ``head``.
 
-    Latency: a one-flit head passes combinationally (0 cycles); a head of *n* > 1 flits is
-    stored, then sent from the gate: its first flit leaves 1 cycle after the head's last arrived
-    (*n* cycles after the message's first), and ``i`` waits during those *n* cycles. After the
-    head, flits pass combinationally, one per cycle.
+    Latency: a one-flit head passes combinationally (0 cycles) when ``o`` is ready; a head of
+    *n* > 1 flits (or a one-flit head that ``o`` does not take at once) is stored, then sent from
+    the gate: its first flit leaves 1 cycle after the head's last arrived (*n* cycles after the
+    message's first), and ``i`` waits during those *n* cycles. After the head, flits pass
+    combinationally, one per cycle. Once offered on ``o``, a flit stays until taken (the
+    verdict and the rewrite are fixed when the head is taken from ``i``).
 
     Parameters
     ----------
@@ -92,17 +94,26 @@ class MessageGate(wiring.Component):
                 with m.If(self.decide):
                     with m.Switch(self.verdict):
                         with m.Case(Verdict.PASS):
-                            with m.If(count == 0):          # one-flit head: straight through
+                            # A one-flit head goes straight through when `o` takes it; if
+                            # `o` waits, the head is stored and sent from the gate, so what is
+                            # offered on `o` never changes before it is taken.
+                            with m.If((count == 0) & o.ready):
                                 m.d.comb += [
                                     o.valid.eq(1),
                                     o.payload.data.eq(self.rewritten[:w]),
                                     o.payload.last.eq(i.payload.last),
-                                    i.ready.eq(o.ready),
-                                    self.accept.eq(o.ready),
+                                    i.ready.eq(1),
+                                    self.accept.eq(1),
                                 ]
-                                with m.If(o.ready & ~i.payload.last):
+                                with m.If(~i.payload.last):
                                     m.next = "BODY"
                             with m.Else():
+                                with m.If(count == 0):
+                                    m.d.comb += [
+                                        o.valid.eq(1),
+                                        o.payload.data.eq(self.rewritten[:w]),
+                                        o.payload.last.eq(i.payload.last),
+                                    ]
                                 m.d.comb += [i.ready.eq(1), self.accept.eq(1)]
                                 m.d.sync += [
                                     size.eq(count + 1), ended.eq(i.payload.last), replay.eq(0),

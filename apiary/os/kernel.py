@@ -14,6 +14,7 @@ untrusted tile gets a :class:`~apiary.os.monitor.Monitor` holding the IPC capabi
 grants it (``Design.allow``) and lets in what the design routes to it.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -106,8 +107,7 @@ class Kernel:
         if not isinstance(rate, RateLimit):
             raise DesignError(f"limit({tile!r}): a RateLimit, not {rate!r}.")
         base = self._configs.get(tile, self.monitor_config)
-        self._configs[tile] = MonitorConfig(base.entries, base.ipc_entries, base.in_entries,
-                                            rate)
+        self._configs[tile] = dataclasses.replace(base, rate=rate)
 
     def config_of(self, tile: str) -> MonitorConfig:
         return self._configs.get(tile, self.monitor_config)

@@ -36,14 +36,19 @@ there: a tile cannot have a memory tile's ack (or any reply) sent to another til
 
 With a :class:`RateLimit`, every passed message costs ``msg_len + 1`` tokens (its flits) from a
 token bucket; without enough the message waits (``on_excess="stall"``) or is a violation
-(``"fault"``).
+(``"fault"``). A message of more flits than ``burst`` costs ``burst``: it waits for a full bucket.
 
 Incoming: load and store acks from a memory tile get their virtual address back (from the handle
 in ``tag``); ``CAP_INSTALL``, ``CAP_REVOKE``, ``IPC_GRANT`` and ``RELEASE`` from kernel tiles are
 consumed; other messages need an IPC capability in. A message from a source the tile may not hear
 is sunk and reported (``INBOUND``) but does not quarantine the tile: it is not the tile's fault.
-(One report at a time: a denial while the monitor is still sending an earlier message to the NoC
-from this side, or is walking its table for ``RELEASE``, is sunk and counted, not reported.)
+(A denial while the monitor's queue of requests to the NoC is full, or while it walks its table
+for ``RELEASE``, is sunk and counted, not reported.)
+
+The incoming side never waits for the NoC while it holds a kernel message: what it sends
+(``CAP_REVOKED``, ``MM_FREE``, ``FAULT``) goes through a queue of ``kernel_queue`` requests (16, as
+many revocations as the memory manager can have outstanding by default), so a monitor adds no
+in → out dependency to the deadlock check.
 
 **A violation** sinks the whole message (nothing of it is forwarded), sends ``FAULT`` to the error
 manager (the kind; for a load, store or ``CAP_SEND`` its handle, address, size and permissions
@@ -52,8 +57,9 @@ the tile: from then on every message from it and to it is sunk and counted, kern
 the monitor excepted, and whatever was already on its way to the tile is drained, not delivered
 (so a tile that stops reading holds up nothing behind it). ``RELEASE`` (through the error
 manager) holds the tile in reset while the monitor gives back the memory it owns (``MM_FREE`` per
-owned segment) and drops its segment capabilities, then lifts the quarantine. The rest of the NoC
-never notices.
+owned segment) and drops its segment capabilities, then lifts the quarantine (a ``RELEASE`` of a
+tile that is not quarantined is ignored: resetting a tile in the middle of a message would cut
+it). The rest of the NoC never notices.
 
 **Revocation.** ``CAP_FREE`` of a handle drops the entry (its generation moves on, so the handle
 is stale from then on) and, when the tile owns the segment, asks the manager to free it; the
@@ -81,6 +87,7 @@ from ..noc.gate import MessageGate, Verdict
 from ..noc.header import Fbits, field_location, header_flits, noc_header
 from ..noc.merger import MessageMerger
 from ..stream.counters import CounterSignature
+from ..stream.queue import Queue
 from ..tile import TileEnv
 from .memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
 from .uapi import (KERNEL_META, KERNEL_ONLY, OFFSET_BITS, HANDLE_BITS, FaultKind, IpcDir,
@@ -116,8 +123,12 @@ class MonitorConfig:
     ipc_entries: int = 8        # IPC capabilities out
     in_entries: int = 8         # IPC capabilities in
     rate: RateLimit | None = None
+    kernel_queue: int = 16      # the in side's requests to the NoC (>= the manager's holders)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.kernel_queue, int) or not 1 <= self.kernel_queue <= 256:
+            raise ValueError(f"MonitorConfig kernel_queue must be 1 to 256, not "
+                             f"{self.kernel_queue!r}")
         if self.entries not in (2, 4, 8, 16, 32, 64):
             raise ValueError(f"MonitorConfig entries must be a power of two from 2 to 64, "
                              f"not {self.entries!r}")
@@ -332,6 +343,21 @@ class Monitor(Component):
             with m.If(tx.i_hdr.valid & tx.i_hdr.ready):
                 m.d.sync += valid.eq(0)
 
+        # The in side never waits for the NoC while it holds a kernel message: its requests
+        # (CAP_REVOKED, MM_FREE, FAULT) go through a queue as deep as the revocations the
+        # memory manager can have outstanding to one monitor, into i2n.
+        m.submodules.kernel_queue = kq = Queue(_REQUEST, cfg.kernel_queue)
+        with m.If(~i2n_valid):
+            m.d.comb += kq.o.ready.eq(1)
+            with m.If(kq.o.valid):
+                m.d.sync += [i2n.eq(kq.o.payload), i2n_valid.eq(1)]
+
+        def push(msg_type: Any, dst: tuple, **meta: Any) -> list:
+            p = kq.i.payload
+            stmts = [kq.i.valid.eq(1), p.msg_type.eq(msg_type), p.dst_x.eq(dst[0]),
+                     p.dst_y.eq(dst[1]), p.dst_fbits.eq(dst[2])]
+            return stmts + [getattr(p.meta, k).eq(v) for k, v in meta.items()]
+
         def send(req: Any, valid: Any, msg_type: Any, dst: tuple, **meta: Any) -> list:
             stmts = [valid.eq(1), req.msg_type.eq(msg_type), req.dst_x.eq(dst[0]),
                      req.dst_y.eq(dst[1]), req.dst_fbits.eq(dst[2]), req.meta.eq(0)]
@@ -409,8 +435,12 @@ class Monitor(Component):
         m.d.comb += [new_hdr.src_x.eq(self.env.x), new_hdr.src_y.eq(self.env.y)]
         msg_type = hdr.msg_type
         is_mem = is_type(msg_type, (LOAD_MEM, STORE_MEM))
+        cost = Signal(23)           # flits; a message larger than the bucket takes a full one
+        m.d.comb += cost.eq(hdr.msg_len + 1)
         if rate is not None:
-            m.d.comb += tokens_ok.eq(tokens >= hdr.msg_len + 1)
+            with m.If(hdr.msg_len + 1 > rate.burst):
+                m.d.comb += cost.eq(rate.burst)
+            m.d.comb += tokens_ok.eq(tokens >= cost)
 
         # memory checks
         handle = mm.addr[OFFSET_BITS:OFFSET_BITS + HANDLE_BITS]
@@ -545,7 +575,7 @@ class Monitor(Component):
                 m.d.comb += og.verdict.eq(Verdict.PASS)
                 with m.If(out_accept):
                     m.d.sync += c.passed_out.eq(c.passed_out + 1)
-                    m.d.comb += spend.eq(hdr.msg_len + 1)
+                    m.d.comb += spend.eq(cost)
 
         # -- incoming ------------------------------------------------------------------------------
         ivalue, ihdr, imm, ikm = self._views(ig.head)
@@ -567,25 +597,26 @@ class Monitor(Component):
                     with m.If(ig.accept):
                         m.d.sync += c.kernel_denied.eq(c.kernel_denied + 1)
                 with m.Else():
-                    busy = i2n_valid | i2t_valid | releasing
+                    busy = ~kq.i.ready | i2t_valid | releasing
                     m.d.comb += ig.verdict.eq(Mux(busy, Verdict.WAIT, Verdict.DROP))
                     with m.If(in_accept):
                         with m.Switch(itype):
                             with m.Case(K.CAP_INSTALL.value):
                                 self._install(m, ikm, seg, free_slot, has_free, handle_of,
-                                              (i2n, i2n_valid), (i2t, i2t_valid), send, manager,
+                                              push, (i2t, i2t_valid), send, manager,
                                               tile_port, c.installs_dropped)
                             with m.Case(K.CAP_REVOKE.value):
                                 for e in seg:
                                     with m.If(e.valid & ~e.owner & (e.root == ikm.root)):
                                         m.d.sync += [e.valid.eq(0), e.gen.eq(e.gen + 1)]
-                                m.d.sync += send(i2n, i2n_valid, K.CAP_REVOKED,
+                                m.d.comb += push(K.CAP_REVOKED,
                                                  (ihdr.src_x, ihdr.src_y, ihdr.src_fbits),
                                                  root=ikm.root)
                             with m.Case(K.IPC_GRANT.value):
                                 self._grant(m, ikm, ipc_out, ipc_in)
-                            with m.Case(K.RELEASE.value):
-                                m.d.sync += [releasing.eq(1), walk.eq(0)]
+                            with m.Case(K.RELEASE.value):     # of a quarantined tile only
+                                with m.If(quarantined):
+                                    m.d.sync += [releasing.eq(1), walk.eq(0)]
             with m.Elif(quarantined | ig.short):
                 m.d.comb += ig.verdict.eq(Verdict.DROP)
                 with m.If(ig.accept):
@@ -599,23 +630,21 @@ class Monitor(Component):
                 with m.If(in_accept):
                     m.d.sync += [c.sunk_in.eq(c.sunk_in + 1),
                                  c.inbound_denied.eq(c.inbound_denied + 1)]
-                    with m.If(~i2n_valid & ~releasing):
-                        m.d.sync += [
-                            c.faults.eq(c.faults + 1),
-                            *send(i2n, i2n_valid, K.FAULT, errors, op=FaultKind.INBOUND,
-                                  peer_x=ihdr.src_x, peer_y=ihdr.src_y,
-                                  peer_fbits=ihdr.dst_fbits, user=itype | 1 << 8),
-                        ]
+                    with m.If(kq.i.ready & ~releasing):
+                        m.d.sync += c.faults.eq(c.faults + 1)
+                        m.d.comb += push(K.FAULT, errors, op=FaultKind.INBOUND,
+                                         peer_x=ihdr.src_x, peer_y=ihdr.src_y,
+                                         peer_fbits=ihdr.dst_fbits, user=itype | 1 << 8)
 
         # -- release: give back owned memory, drop every segment, then lift the quarantine ---------
         with m.If(releasing):
             walked = data.View(SEGMENT, seg_raw[walk[:slot_bits]])
             with m.If(walk == cfg.entries):
                 m.d.sync += [releasing.eq(0), quarantined.eq(0)]
-            with m.Elif(~i2n_valid):
+            with m.Elif(kq.i.ready):
                 m.d.sync += walk.eq(walk + 1)
                 with m.If(walked.valid & walked.owner):
-                    m.d.sync += send(i2n, i2n_valid, K.MM_FREE, manager, root=walked.root)
+                    m.d.comb += push(K.MM_FREE, manager, root=walked.root)
                 with m.Switch(walk):
                     for i, e in enumerate(seg):
                         with m.Case(i):
@@ -625,7 +654,7 @@ class Monitor(Component):
 
     @staticmethod
     def _install(m: Module, km: Any, seg: list, free_slot: Any, has_free: Any, handle_of: Any,
-                 to_noc: tuple, to_tile: tuple, send: Any, manager: tuple,
+                 push: Any, to_tile: tuple, send: Any, manager: tuple,
                  tile_port: tuple, dropped: Any) -> None:
         """``CAP_INSTALL``: into the first free row; answer the tile (``CAP_RESULT`` for an
         allocation, ``CAP_NOTIFY`` for a capability sent to it). With no free row, count it in
@@ -656,7 +685,7 @@ class Monitor(Component):
             m.d.sync += send(*to_tile, K.CAP_RESULT, tile_port, op=K.CAP_ALLOC, status=status,
                              user=km.user)
             with m.If(ok):                      # allocated, but nowhere to keep it: give it back
-                m.d.sync += send(*to_noc, K.MM_FREE, manager, root=km.root)
+                m.d.comb += push(K.MM_FREE, manager, root=km.root)
 
     @staticmethod
     def _grant(m: Module, km: Any, ipc_out: list, ipc_in: list) -> None:

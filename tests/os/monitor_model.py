@@ -379,6 +379,8 @@ class MonitorModel:
                         r.valid = False
 
     def release(self) -> list:
+        if not self.quarantined:        # only a quarantined tile is released
+            return []
         out = []
         for i, e in enumerate(self.seg):
             if e.valid and e.owner:
