@@ -97,23 +97,17 @@ class MessageGate(wiring.Component):
                             # A one-flit head goes straight through when `o` takes it; if
                             # `o` waits, the head is stored and sent from the gate, so what is
                             # offered on `o` never changes before it is taken.
-                            with m.If((count == 0) & o.ready):
+                            with m.If(count == 0):      # (valid never depends on ready)
                                 m.d.comb += [
                                     o.valid.eq(1),
                                     o.payload.data.eq(self.rewritten[:w]),
                                     o.payload.last.eq(i.payload.last),
-                                    i.ready.eq(1),
-                                    self.accept.eq(1),
                                 ]
+                            with m.If((count == 0) & o.ready):
+                                m.d.comb += [i.ready.eq(1), self.accept.eq(1)]
                                 with m.If(~i.payload.last):
                                     m.next = "BODY"
                             with m.Else():
-                                with m.If(count == 0):
-                                    m.d.comb += [
-                                        o.valid.eq(1),
-                                        o.payload.data.eq(self.rewritten[:w]),
-                                        o.payload.last.eq(i.payload.last),
-                                    ]
                                 m.d.comb += [i.ready.eq(1), self.accept.eq(1)]
                                 m.d.sync += [
                                     size.eq(count + 1), ended.eq(i.payload.last), replay.eq(0),

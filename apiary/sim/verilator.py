@@ -352,6 +352,19 @@ def _runtime(vroot, cxx, trace, root):
     return objs, log
 
 
+#: Yosys writes a combinational assignment of a constant to part of a signal (say a header field
+#: a tile sets to its own position) as an ``always @*`` block that reads nothing. Verilator never
+#: runs such a block (its ALWNEVER warning): those bits would keep their initial zero.
+_CONSTANT_PROCESS = re.compile(
+    r"^  always @\*\n\s+([^\n=]+?)\s*=\s*(\d+'[bhdo][0-9a-fA-F_xXzZ]+);\n", re.M)
+
+
+def constant_processes(verilog):
+    """``verilog`` with every ``always @*`` block that assigns a constant and reads nothing made
+    an ``initial`` block: what it means, and what Verilator runs."""
+    return _CONSTANT_PROCESS.sub(lambda m: f"  initial {m.group(1)} = {m.group(2)};\n", verilog)
+
+
 def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True):
     """Return ``(path_to_model_so, built_now, seconds)``, building the model unless cached.
 
@@ -361,7 +374,7 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
     (``verilated.cpp`` and the harness, compiled once per toolchain) into ``model.so``.
     """
     root = cache_root(cache_dir)
-    verilog = design_verilog(top, cache_dir=root)
+    verilog = constant_processes(design_verilog(top, cache_dir=root))
     if RAM_MODULE in verilog:
         verilog += "\n" + _ram_source()
     vroot, perl, cxx = _toolchain()
