@@ -12,8 +12,9 @@ Cycle counts come from Amaranth's simulator, exact:
   memory split down to one block).
 
 With ``--area``, Yosys ``synth_xilinx`` of one monitor (8 segment entries, 8 + 8 IPC entries,
-the default :class:`~apiary.os.monitor.MonitorConfig`), of the memory manager (one 4096-block
-memory) and of the error manager, at each width (about a minute each at 512 bits).
+the default :class:`~apiary.os.monitor.MonitorConfig`), of the memory manager (one 256-block
+memory: its allocator's bitmaps and searches grow with the blocks, and Yosys takes over half an
+hour at 4096) and of the error manager, at each width.
 """
 
 import argparse
@@ -81,8 +82,8 @@ def monitor_latency(width: int, count: int = 32) -> dict[str, Any]:
 
 def alloc_latency(width: int) -> dict[str, int]:
     """``{"free_block", "one_split", "worst", "free"}``: cycles from the request's last flit in
-    to the answer's first flit out (a free: to the ``CAP_INSTALL`` of the allocation after it,
-    less that allocation's own latency)."""
+    to the answer's first flit out (a free, which has no answer: how much longer an allocation
+    sent right behind it waits than one sent alone)."""
     mm = MemoryManagerTile(TileEnv(width=width, x=_MANAGER[0], y=_MANAGER[1]),
                            memories=[(*_MEMORY, 4096 * 256)], block_bytes=256)
     dut = WithCycleCounter(mm)
@@ -105,6 +106,18 @@ def alloc_latency(width: int) -> dict[str, int]:
         out["worst"] = await timed(alloc(256))          # splits 4096 blocks down to one
         out["free_block"] = await timed(alloc(256))     # its buddy is free
         out["one_split"] = await timed(alloc(256))      # splits a 2-block buddy
+        # Free the first block (no copies to revoke), then ask for a block again at once: the
+        # free's own cost is what the allocation after it waits beyond its 4 cycles.
+        free = kernel_message_flits(width, K.MM_FREE, KernelMeta(root=0), src=_TILE,
+                                    dst=_MANAGER)
+        await send_flits(ctx, mm.noc_in, free)
+        start = ctx.get(dut.cycle) - 1
+        await send_flits(ctx, mm.noc_in, alloc(256))
+        while not ctx.get(mm.noc_out.valid):
+            await ctx.tick()
+        out["free"] = ctx.get(dut.cycle) - start - out["free_block"] - \
+            (len(alloc(256)))            # less the allocation's flits and latency
+        await recv_flits(ctx, mm.noc_out)
     simulate(dut, main, timeout=20_000)
     return out
 
@@ -115,8 +128,8 @@ def areas(width: int) -> dict[str, dict]:
     env = TileEnv(width=width, x=_MANAGER[0], y=_MANAGER[1])
     return {
         "monitor": design_area(_monitor(width)),
-        "memory manager (4096 blocks)": design_area(
-            MemoryManagerTile(env, memories=[(*_MEMORY, 4096 * 256)], block_bytes=256)),
+        "memory manager (256 blocks)": design_area(
+            MemoryManagerTile(env, memories=[(*_MEMORY, 256 * 256)], block_bytes=256)),
         "error manager (64 faults)": design_area(ErrorManagerTile(env)),
     }
 
@@ -142,6 +155,8 @@ def markdown(widths: list[int], lat: dict, alloc: dict, area: dict | None) -> st
     row("allocate, one split", [alloc[w]["one_split"] for w in widths], "")
     row("allocate, worst case (4096 blocks split to one)", [alloc[w]["worst"] for w in widths],
         "")
+    row("free (no copies to revoke): extra cycles an allocation sent right behind it waits",
+        [alloc[w]["free"] for w in widths], "")
     if area:
         for name in next(iter(area.values())):
             row(f"{name}: LUTs / LUTRAM / FFs (Yosys `synth_xilinx`)",

@@ -24,7 +24,10 @@ def test_monitor_adds_nothing_at_512_and_its_head_below(width):
 
 @pytest.mark.parametrize("width", [64, 512])
 def test_allocation_takes_at_most_16_cycles(width):
-    assert alloc_latency(width) == {"worst": 16, "free_block": 4, "one_split": 5}
+    # A free delays an allocation right behind it (next cycle at 512 bits, 5 flits later at
+    # 64) by the coalescing still under way.
+    assert alloc_latency(width) == {"worst": 16, "free_block": 4, "one_split": 5,
+                                    "free": 1 if width == 64 else 5}
 
 
 def test_table_and_command():
