@@ -70,7 +70,8 @@ Cost: a message whose head is one flit (everything at 512 bits: header and metad
 flit) passes combinationally, **0 cycles** added. Below 512 bits a message waits while its head is
 checked: header flits plus, for memory and capability messages, their metadata flits (at 64 bits
 2, 4 and 5 flits): latency grows by one cycle per head flit and the link is idle that long, once
-per message. Area: see ``docs/performance.md`` (``apiary bench --area``).
+per message. Area (Yosys ``synth_xilinx``, default :class:`MonitorConfig`, ``apiary bench kernel
+--area``): 4,614 LUTs, 48 LUTRAM, 2,855 FFs at 64 bits; 5,862 LUTs, 48 LUTRAM, 3,215 FFs at 512.
 """
 
 from collections.abc import Iterable, Sequence
