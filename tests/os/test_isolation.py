@@ -15,7 +15,7 @@ from apiary.sim import elaborate
 from apiary.stream.testbench import simulate
 from apiary.tiles import PortTile
 
-class TestPort(PortTile):
+class ProbePort(PortTile):
     """A port the testbench drives: it always takes what arrives, whatever it is sending, so it
     never holds its input while it waits for its output (the kernel's routes to and from the
     memory tile would otherwise close a loop in the deadlock check, rightly so for a tile that
@@ -32,7 +32,7 @@ def isolation_design(width):
     d = Design("isolation", cols=4, rows=2, width=width)
     Kernel(d, manager=(2, 0), errors=(3, 0), memories={"mem0": ((2, 1), 4096)})
     for row, name in enumerate("ab"):
-        d.add(f"{name}_src", TestPort, at=(0, row), trusted=False)
+        d.add(f"{name}_src", ProbePort, at=(0, row), trusted=False)
         d.add(f"{name}_dst", PortTile, at=(1, row))
         d.route(f"{name}_src", f"{name}_dst", allow=True)
     d.add("spy", PortTile, at=(3, 1))
