@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from .header import Fbits, routing_header
 
 
-__all__ = ["Endpoint", "NextHopTable", "address_of"]
+__all__ = ["Endpoint", "NextHopTable", "first_hop", "address_of"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,16 @@ class Endpoint:
     x: int
     y: int
     fbits: int = Fbits.LOCAL0
+
+
+def first_hop(routes: Mapping[Any, list[Endpoint]], *keys: Any) -> Endpoint | None:
+    """The first endpoint under the first of ``keys`` that ``routes`` (a tile's next-hop table
+    for one plane) has, or ``None``."""
+    for key in keys:
+        hops = routes.get(key) or []
+        if hops:
+            return hops[0]
+    return None
 
 
 def address_of(hop: Endpoint | None, fbits: int = Fbits.LOCAL0) -> tuple[int, int, int]:

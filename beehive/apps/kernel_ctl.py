@@ -105,7 +105,7 @@ from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits, field_location
-from apiary.noc.nexthop import Endpoint, address_of
+from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.uapi import KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
 from apiary.stream.checksum import word_sum
 from apiary.tile import Tile, TileEnv
@@ -221,14 +221,6 @@ def parse_reply(payload: bytes) -> dict[str, Any]:
 
 # -- the tile --------------------------------------------------------------------------------------
 
-def _hop(routes: dict, *keys: Any) -> Endpoint | None:
-    for key in keys:
-        eps = routes.get(key, [])
-        if eps:
-            return eps[0]
-    return None
-
-
 def _be(value: Any, nbytes: int) -> list[Any]:
     """The bytes of ``value`` (``nbytes`` wide), most significant first (network order)."""
     value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
@@ -291,8 +283,8 @@ class KernelCtlTile(Tile):
                        "or malformed",
         })
         routes = self.env.next_hops("data")
-        self.kernel_hop = _hop(routes, KERNEL_KEY)
-        self.reply_hop = _hop(routes, REPLY_KEY, None)
+        self.kernel_hop = first_hop(routes, KERNEL_KEY)
+        self.reply_hop = first_hop(routes, REPLY_KEY, None)
         if routes and (self.kernel_hop is None or self.reply_hop is None):
             raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to the "
                              f"error manager with key {KERNEL_KEY!r} and one to UDP TX with key "

@@ -85,6 +85,7 @@ from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits, field_location
+from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
 from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, Perm, Status
 from apiary.stream.checksum import InternetChecksum, ones_sum
@@ -174,14 +175,6 @@ class MemServerModel:
 
 # -- the tile --------------------------------------------------------------------------------------
 
-def _hop(routes, *keys):
-    for key in keys:
-        eps = routes.get(key, [])
-        if eps:
-            return eps[0]
-    return None
-
-
 class UdpMemoryTile(Tile):
     """Serve memory reads and writes requested in UDP datagrams (see the module docstring).
 
@@ -227,8 +220,8 @@ class UdpMemoryTile(Tile):
             "overflow": "requests dropped unanswered: no room, or longer than 1472 bytes",
         })
         routes = self.env.next_hops("data")
-        self.memory_hop = _hop(routes, MEMORY_KEY)
-        self.reply_hop = _hop(routes, REPLY_KEY, None)
+        self.memory_hop = first_hop(routes, MEMORY_KEY)
+        self.reply_hop = first_hop(routes, REPLY_KEY, None)
         if routes and ((self.memory_hop is None and segment is None)
                        or self.reply_hop is None):
             raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to the "
@@ -239,8 +232,8 @@ class UdpMemoryTile(Tile):
         m = Module()
         width = self.env.width
         x, y = self.env.x, self.env.y
-        mem_hop = self.memory_hop or _Default
-        rep_hop = self.reply_hop or _Default
+        mem_x, mem_y, mem_fbits = address_of(self.memory_hop)
+        rep_x, rep_y, rep_fbits = address_of(self.reply_hop)
 
         # -- input: split by msg_type into the two receivers --------------------------------------
         m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
@@ -369,7 +362,7 @@ class UdpMemoryTile(Tile):
         md = mem_tx.i_hdr.payload
         mm = data.View(MEM_META, md.meta)
         m.d.comb += [
-            md.dst_x.eq(mem_hop.x), md.dst_y.eq(mem_hop.y), md.dst_fbits.eq(mem_hop.fbits),
+            md.dst_x.eq(mem_x), md.dst_y.eq(mem_y), md.dst_fbits.eq(mem_fbits),
             md.src_x.eq(x), md.src_y.eq(y), md.src_fbits.eq(Fbits.LOCAL0),
             md.msg_type.eq(Mux(r_write, STORE_MEM, LOAD_MEM)),
             md.payload_bytes.eq(Mux(r_write, r_len, 0)),
@@ -394,7 +387,7 @@ class UdpMemoryTile(Tile):
         rd = rep_tx.i_hdr.payload
         rm = data.View(PACKET_META.layout(), rd.meta)
         m.d.comb += [
-            rd.dst_x.eq(rep_hop.x), rd.dst_y.eq(rep_hop.y), rd.dst_fbits.eq(rep_hop.fbits),
+            rd.dst_x.eq(rep_x), rd.dst_y.eq(rep_y), rd.dst_fbits.eq(rep_fbits),
             rd.src_x.eq(x), rd.src_y.eq(y), rd.src_fbits.eq(Fbits.LOCAL0),
             rd.msg_type.eq(MsgType.UDP_TX_SEGMENT.value),
             rd.payload_bytes.eq(8 + data_bytes),
@@ -465,10 +458,3 @@ class UdpMemoryTile(Tile):
                     m.d.sync += [replying.eq(0), from_ack.eq(0)]
                     m.next = "IDLE"
         return m
-
-
-class _Default:
-    """The next hop of a standalone tile (no routes): tile (0, 0)."""
-    x = 0
-    y = 0
-    fbits = Fbits.LOCAL0

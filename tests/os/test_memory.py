@@ -30,23 +30,17 @@ OTHER_TYPE = 12         # any message type but the memory ones
 
 # -- the memory model ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("latency", [1, 2, 20])
-def test_model_answers_every_read_exactly_latency_cycles_after_it_was_taken(latency):
-    """Reads with random gaps: each answered exactly ``latency`` cycles after its command was
-    taken, several in flight at once, one command per cycle, with the word at its address."""
-    rng = random.Random(latency)
-    init = [rng.getrandbits(64) for _ in range(50)]
-    dut = MemoryModel(64, 6, depth_words=50, latency=latency, init=init)
+def timed_reads(dut, addrs, rng, *, burst, stall, timeout):
+    """Read ``addrs`` from a memory model's port, the first ``burst`` commands back to back and
+    the rest with random gaps (``stall``), ``rdata`` always ready: ``(took, answered, data)``,
+    the cycles the commands were taken and answered and the words read."""
     port = dut.port
-    addrs = [rng.randrange(50) for _ in range(60)]
     took, answered, data = [], [], []
 
     async def master(ctx):
-        ctx.set(port.rdata.ready, 1)
         for i, a in enumerate(addrs):
-            # The first 30 back to back, then with random gaps.
             await stream_put(ctx, port.cmd, {"we": 0, "addr": a},
-                             **({} if i < 30 else dict(rng=rng, stall=0.4)))
+                             **({} if i < burst else dict(rng=rng, stall=stall)))
 
     async def reader(ctx):
         ctx.set(port.rdata.ready, 1)
@@ -54,7 +48,20 @@ def test_model_answers_every_read_exactly_latency_cycles_after_it_was_taken(late
             data.append(int((await stream_get(ctx, port.rdata)).data))
 
     simulate(dut, reader, background=[master, transfers(port.cmd, took),
-                                      transfers(port.rdata, answered)], timeout=2000)
+                                      transfers(port.rdata, answered)], timeout=timeout)
+    return took, answered, data
+
+
+@pytest.mark.parametrize("latency", [1, 2, 20])
+def test_model_answers_every_read_exactly_latency_cycles_after_it_was_taken(latency):
+    """Reads with random gaps: each answered exactly ``latency`` cycles after its command was
+    taken, several in flight at once, one command per cycle, with the word at its address."""
+    rng = random.Random(latency)
+    init = [rng.getrandbits(64) for _ in range(50)]
+    dut = MemoryModel(64, 6, depth_words=50, latency=latency, init=init)
+    addrs = [rng.randrange(50) for _ in range(60)]
+    # The first 30 back to back, then with random gaps.
+    took, answered, data = timed_reads(dut, addrs, rng, burst=30, stall=0.4, timeout=2000)
     assert data == [init[a] for a in addrs]
     assert answered == [t + latency for t in took]
     assert took[:30] == list(range(30))                 # one command per cycle

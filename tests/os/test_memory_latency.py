@@ -16,11 +16,11 @@ from apiary.os.memory import (MemoryModel, check_latency, random_latencies,
                               read_answer_cycles)
 from apiary.os.memory_tile import LOAD_MEM, STORE_MEM, decode_mem_message
 from apiary.sim import SimError, memory_latency_of, memory_models, open_sim
-from apiary.stream.testbench import simulate, stream_get, stream_put, transfers
+from apiary.stream.testbench import simulate, stream_get, stream_put
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from test_memory import (Reference, check_replies, flits_of, frame_of,  # noqa: E402
-                         memory_design, request)
+                         memory_design, request, timed_reads)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -99,22 +99,8 @@ def test_model_answers_each_read_on_its_draw_in_order(lo, hi, seed):
     rng = random.Random(seed)
     init = [rng.getrandbits(64) for _ in range(50)]
     dut = MemoryModel(64, 6, depth_words=50, latency=(lo, hi), seed=seed, init=init)
-    port = dut.port
     addrs = [rng.randrange(50) for _ in range(120)]
-    took, answered, data = [], [], []
-
-    async def master(ctx):
-        for i, a in enumerate(addrs):
-            await stream_put(ctx, port.cmd, {"we": 0, "addr": a},
-                             **({} if i < 60 else dict(rng=rng, stall=0.6)))
-
-    async def reader(ctx):
-        ctx.set(port.rdata.ready, 1)
-        for _ in addrs:
-            data.append(int((await stream_get(ctx, port.rdata)).data))
-
-    simulate(dut, reader, background=[master, transfers(port.cmd, took),
-                                      transfers(port.rdata, answered)], timeout=5000)
+    took, answered, data = timed_reads(dut, addrs, rng, burst=60, stall=0.6, timeout=5000)
     assert data == [init[a] for a in addrs]
     assert took[:60] == list(range(60))                 # one command per cycle
     assert answered == read_answer_cycles(took, random_latencies(lo, hi, seed, len(took)))

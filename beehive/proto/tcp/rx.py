@@ -73,7 +73,7 @@ from amaranth.lib.wiring import Out, connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.nexthop import NextHopTable, address_of
+from apiary.noc.nexthop import NextHopTable, address_of, first_hop
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import MEM_META, STORE_MEM
 from apiary.stream.header import header_signal
@@ -175,8 +175,8 @@ class TcpRxTile(Tile):
         super().__init__(env, {"wires": Out(TcpWires(config.flows))}, counters)
         routes = self.env.next_hops("data")
         self.ports = {k: v for k, v in routes.items() if isinstance(k, int)}
-        self.rx_mem = (routes.get(RX_KEY_MEMORY) or [None])[0]
-        self.arp = (routes.get(RX_KEY_ARP) or [None])[0]
+        self.rx_mem = first_hop(routes, RX_KEY_MEMORY)
+        self.arp = first_hop(routes, RX_KEY_ARP)
         if routes and self.rx_mem is None:
             raise ValueError(f"TcpRxTile {self.env.name!r} needs a route to its receive buffer "
                              f"(a memory tile) with key {RX_KEY_MEMORY!r}")

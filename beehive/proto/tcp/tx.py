@@ -55,7 +55,7 @@ from amaranth.lib.wiring import In, connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.nexthop import address_of
+from apiary.noc.nexthop import address_of, first_hop
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import LOAD_MEM, MEM_META
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
@@ -91,14 +91,6 @@ _APP_OUT = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layou
 _EXPIRY = data.StructLayout({"slot": 12})
 
 _RXEV, _APP, _EXPIRE, _WORK = range(4)
-
-
-def _hop(routes, *keys):
-    for key in keys:
-        hops = routes.get(key) or []
-        if hops:
-            return hops[0]
-    return None
 
 
 class TcpTxTile(Tile):
@@ -151,8 +143,8 @@ class TcpTxTile(Tile):
             "malformed": "messages the receivers dropped or reframed",
         })
         routes = self.env.next_hops("data")
-        self.ip = _hop(routes, None, TX_KEY_IP)
-        self.tx_mem = _hop(routes, TX_KEY_MEMORY)
+        self.ip = first_hop(routes, None, TX_KEY_IP)
+        self.tx_mem = first_hop(routes, TX_KEY_MEMORY)
         if routes and (self.ip is None or self.tx_mem is None):
             raise ValueError(f"TcpTxTile {self.env.name!r} needs a route to IPv4 TX (no key, or "
                              f"{TX_KEY_IP!r}) and one to its send buffer with key "
