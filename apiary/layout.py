@@ -38,6 +38,7 @@ from collections.abc import Container, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .control.messages import AGENT_FBITS
 from .noc.header import Fbits
 from .tile import NOC_PORTS, Tile
 
@@ -385,6 +386,7 @@ class LayoutGraph:
         self._validate_wires()
         self._validate_trust()
         self.kernel_routes = self._kernel_routes()
+        self.controllers, self.control_routes = self._control_routes()
         self._layout()
         if not self.structural_problems:
             self._build_dependencies()
@@ -568,9 +570,28 @@ class LayoutGraph:
         return [r for r in extra(d) if r.src in d.tiles and r.dst in d.tiles
                 and r.plane in self._planes]
 
+    def _control_routes(self) -> tuple[list[str], list[Route]]:
+        """``(controllers, routes)``: the design's controllers (tiles on the control plane
+        whose class says ``controls = True``), and the control plane's own traffic: each
+        controller to every other tile's control agent and back (laid out and in the deadlock
+        check, in no next-hop table)."""
+        d = self.design
+        if "ctl" not in self._planes:
+            return [], []
+        controllers = [n for n, decl in d.tiles.items()
+                       if self._attaches(decl, "ctl") and getattr(decl.cls, "controls", False)]
+        routes = []
+        for c in controllers:
+            where = d.tiles[c].where
+            for t in d.tiles:
+                if t != c:
+                    routes.append(Route(c, t, None, "ctl", AGENT_FBITS, where))
+                    routes.append(Route(t, c, None, "ctl", Fbits.LOCAL0, where))
+        return controllers, routes
+
     def _layout(self) -> None:
         tiles = self.design.tiles
-        for r in self._valid_routes + self.kernel_routes:
+        for r in self._valid_routes + self.kernel_routes + self.control_routes:
             src, dst = tiles[r.src], tiles[r.dst]
             self.paths[r] = [Link(r.plane, x, y, d) for x, y, d in xy_path(src.at, dst.at)]
 
@@ -590,7 +611,7 @@ class LayoutGraph:
     def _build_dependencies(self) -> None:
         d = self.design
         senders, receivers = set(), set()
-        for r in self._valid_routes + self.kernel_routes:
+        for r in self._valid_routes + self.kernel_routes + self.control_routes:
             chain = [Port(r.plane, r.src, "out"), *self.paths[r], Port(r.plane, r.dst, "in")]
             for a, b in zip(chain, chain[1:]):
                 self._edge(a, b, r)
@@ -603,6 +624,13 @@ class LayoutGraph:
                 if (name, plane) in senders and (name, plane) in receivers:
                     self._edge(Port(plane, name, "in"), Port(plane, name, "out"),
                                _Streaming(name, plane))
+        if self.controllers:
+            # A control agent holds its request while its answer waits for the control plane;
+            # the controllers themselves never hold an answer (one request at a time).
+            for name in d.tiles:
+                if name not in self.controllers:
+                    self._edge(Port("ctl", name, "in"), Port("ctl", name, "out"),
+                               _Streaming(name, "ctl"))
         for dep in self._valid_depends:
             self._edge(Port(dep.plane, dep.tile, "in"), Port(dep.on_plane, dep.on, "out"), dep)
 
@@ -703,6 +731,11 @@ class LayoutGraph:
 
     # -- summary -----------------------------------------------------------------------------------
 
+    def planes_in_use(self) -> list[str]:
+        """Planes that a declared route, a kernel route or a control route uses."""
+        used = {r.plane for r in self._valid_routes + self.kernel_routes + self.control_routes}
+        return [p for p in self._planes if p in used]
+
     def summary(self) -> str:
         """A few lines for ``apiary check``."""
         d = self.design
@@ -718,9 +751,13 @@ class LayoutGraph:
                          f"{'' if len(untrusted) == 1 else 's'} behind monitors "
                          f"({', '.join(untrusted)}), {len(getattr(d, 'grants', []))} IPC grants, "
                          f"{len(self.kernel_routes)} kernel routes in the deadlock check")
-        for plane in d.planes_used():
+        if self.controllers:
+            lines.append(f"  control plane: controller{'' if len(self.controllers) == 1 else 's'}"
+                         f" {', '.join(self.controllers)}, {len(self.control_routes)} control "
+                         f"routes in the deadlock check")
+        for plane in self.planes_in_use():
             graph = self.dependency_graph(plane)
-            n_routes = sum(r.plane == plane for r in d.routes)
+            n_routes = sum(r.plane == plane for r in d.routes + self.control_routes)
             n_edges = sum(len(s) for s in graph.values())
             lines.append(f"  plane {plane!r}: {n_routes} route{'' if n_routes == 1 else 's'}, "
                          f"{len(graph)} resources, {n_edges} dependencies")

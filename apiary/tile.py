@@ -11,6 +11,7 @@ from .noc.flit import flit_signature
 from .noc.nexthop import Endpoint
 from .stream.counters import CounterSignature
 from .stream.layout import check_width
+from .stream.registers import RegisterSignature
 
 
 __all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS"]
@@ -64,9 +65,16 @@ class Tile(wiring.Component):
     :class:`~apiary.stream.counters.CounterSignature` (``self.counters.<name>`` in its logic),
     which the design collects into its counter bank (:mod:`apiary.counters`) under
     ``<tile>_<name>``. Other members become ports of the design's top level, named
-    ``<tile>_<member>``, but for MAC-facing streams (:class:`~apiary.stream.mac.FrameStream`),
-    which get a MAC edge, and dedicated wires to another tile (:class:`WiresSignature`), which
-    the design joins (:meth:`~apiary.design.Design.wire`).
+    ``<tile>_<member>``, but for its control registers and tables, ``registers=``
+    (``{name: Register | Table}``, :mod:`apiary.stream.registers`: the member ``regs``, which
+    the control plane drives, or their reset values without one), MAC-facing streams
+    (:class:`~apiary.stream.mac.FrameStream`), which get a MAC edge, and dedicated wires to
+    another tile (:class:`WiresSignature`), which the design joins
+    (:meth:`~apiary.design.Design.wire`).
+
+    ``controls`` marks a controller: a tile on the ``ctl`` plane that sends register requests
+    there. A design with one gets a control agent (:mod:`apiary.control.agent`) at every tile
+    with counters or registers.
 
     ``streaming`` says whether the tile may hold its input while it waits for its output (true
     for cut-through tiles); the deadlock check adds an in→out dependency for such tiles.
@@ -74,9 +82,11 @@ class Tile(wiring.Component):
 
     planes = ("data",)
     streaming = True
+    controls = False
 
     def __init__(self, env: TileEnv | None = None, members: Mapping[str, Any] | None = None,
-                 counters: Mapping[str, Any] | None = None) -> None:
+                 counters: Mapping[str, Any] | None = None,
+                 registers: Mapping[str, Any] | None = None) -> None:
         self.env = env if env is not None else TileEnv()
         check_width(self.env.width, "data plane width")
         check_width(self.env.ctl_width, "control plane width")
@@ -98,6 +108,11 @@ class Tile(wiring.Component):
                 raise ValueError(f"{type(self).__name__}: a member named 'counters' clashes with "
                                  f"the tile's counters")
             sig["counters"] = Out(CounterSignature(counters))
+        if registers:
+            if "regs" in sig:
+                raise ValueError(f"{type(self).__name__}: a member named 'regs' clashes with "
+                                 f"the tile's registers")
+            sig["regs"] = In(RegisterSignature(registers))
         super().__init__(sig)
 
     @property
@@ -106,16 +121,22 @@ class Tile(wiring.Component):
 
     @classmethod
     def external_members(cls, signature: wiring.Signature) -> list[str]:
-        """Names of the members of ``signature`` that are neither NoC ports, counters nor
-        wires to another tile."""
+        """Names of the members of ``signature`` that are neither NoC ports, counters,
+        registers nor wires to another tile."""
         noc = {p for pair in NOC_PORTS.values() for p in pair}
         return [name for name, member in signature.members.items()
-                if name not in noc and not cls.is_counters(member) and not cls.is_wires(member)]
+                if name not in noc and not cls.is_counters(member) and not cls.is_wires(member)
+                and not cls.is_registers(member)]
 
     @staticmethod
     def is_wires(member: Any) -> bool:
         """Whether a signature member is dedicated wires to another tile."""
         return member.is_signature and isinstance(member.signature, WiresSignature)
+
+    @staticmethod
+    def is_registers(member: Any) -> bool:
+        """Whether a signature member is a tile's control registers."""
+        return member.is_signature and isinstance(member.signature, RegisterSignature)
 
     @staticmethod
     def is_counters(member: Any) -> bool:

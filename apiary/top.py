@@ -28,17 +28,23 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
 
+from .control.addrmap import DesignMap, TileMap
+from .control.agent import ControlAgent
+from .control.messages import AGENT_FBITS
 from .counters import CounterBank
 from .design import Design, DesignError
 from .fingerprint import design_fingerprint
+from .noc.header import Fbits
+from .noc.merger import MessageMerger
 from .noc.mesh import Mesh
+from .noc.splitter import FbitsSplitter
 from .stream.counters import CounterSignature
 from .stream.mac import FrameStream, MacEdge, MacOptions, MacPort
 from .tile import NOC_PORTS, Tile
 
 
 __all__ = ["DesignTop", "Attachment", "MacPortInfo", "top_name", "design_verilog",
-           "generate_verilog"]
+           "generate_verilog", "control_map"]
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,41 @@ class DesignTop(wiring.Component):
                 "empty_dropped": "messages delivered to a position without a tile on this plane",
             }), prefix=plane)
         members["counters"] = Out(self.bank.signature())
+        self.control_map, self._agent_sources = self._control_plane()
         super().__init__(members)
+
+    def _control_plane(self) -> tuple[DesignMap, dict[str, list]]:
+        """The address map of every control agent, and the counter signatures each serves,
+        ``{tile: [(prefix, CounterSignature, (owner component getter))]}``. A design has a
+        control plane when it has a controller (a tile on the ``ctl`` plane whose class says
+        ``controls = True``); then every tile with counters or registers gets an agent."""
+        d = self.design
+        dmap = DesignMap()
+        controllers = [n for n, t in self.tiles.items()
+                       if "ctl" in t.planes and getattr(t, "controls", False)]
+        if not controllers:
+            return dmap, {}
+        dmap.controller = d.tiles[controllers[0]].at
+        sources = {}
+        for name, tile in self.tiles.items():
+            members = tile.signature.members
+            counters = []
+            if "counters" in members:
+                counters.append(("", members["counters"].signature, tile))
+            if name in self.monitors:
+                counters.append(("monitor_", self.monitors[name].signature.members[
+                    "counters"].signature, self.monitors[name]))
+            registers = members["regs"].signature if "regs" in members else None
+            if not counters and registers is None:
+                continue
+            decl = d.tiles[name]
+            try:
+                dmap.tiles[name] = TileMap.build(name, decl.x, decl.y,
+                                                 [(p, sig) for p, sig, _ in counters], registers)
+            except ValueError as e:
+                raise DesignError(f"tile {decl.describe()}: {e}", design=d) from None
+            sources[name] = counters
+        return dmap, sources
 
     def _build_monitors(self) -> dict[str, Any]:
         """The monitor of every untrusted tile, from the design's guard."""
@@ -281,6 +321,22 @@ class DesignTop(wiring.Component):
         for w in d.wires:
             connect(m, getattr(self.tiles[w.a], w.member), getattr(self.tiles[w.b], w.member))
 
+        agents = {}
+        for name, sources in self._agent_sources.items():
+            tile = self.tiles[name]
+            # The tile's member is In(...): its .signature is the flipped one.
+            registers = (tile.signature.members["regs"].signature.flip()
+                         if "regs" in tile.signature.members else None)
+            agent = agents[name] = m.submodules[f"{name}_agent"] = ControlAgent(
+                d.ctl_width, self.control_map.tiles[name],
+                [(prefix, sig) for prefix, sig, _ in sources], registers)
+            for k, (_, sig, owner) in enumerate(sources):
+                port = getattr(agent, f"counters_{k}")
+                for counter in sig.members:
+                    m.d.comb += getattr(port, counter).eq(getattr(owner.counters, counter))
+            if registers is not None:
+                connect(m, agent=agent.regs, tile=tile.regs)
+
         by_position = {(d.tiles[n].x, d.tiles[n].y): n for n in self.tiles}
         for plane in self.planes:
             width = d.width if plane == "data" else d.ctl_width
@@ -295,7 +351,24 @@ class DesignTop(wiring.Component):
                     here = self.tiles[at] if at is not None else None
                     monitor = self.monitors.get(at) if at is not None and plane == "data" \
                         else None
-                    if here is not None and plane in here.planes and monitor is not None:
+                    agent = agents.get(at) if plane == "ctl" else None
+                    if agent is not None and here is not None and plane in here.planes:
+                        # A tile on the control plane itself (the controller): its agent on
+                        # AGENT_FBITS, the tile on LOCAL0. A controller issues one request at a
+                        # time, so its own agent's answer never waits behind another request.
+                        split = m.submodules[f"{at}_ctl_split"] = FbitsSplitter(
+                            width, [AGENT_FBITS, Fbits.LOCAL0])
+                        merge = m.submodules[f"{at}_ctl_merge"] = MessageMerger(width, 2)
+                        connect(m, router=mesh.eject[x][y], split=split.i)
+                        connect(m, split=split.o[0], agent=agent.ctl_in)
+                        connect(m, split=split.o[1], tile=getattr(here, to_tile))
+                        connect(m, agent=agent.ctl_out, merge=merge.i[0])
+                        connect(m, tile=getattr(here, from_tile), merge=merge.i[1])
+                        connect(m, merge=merge.o, router=mesh.inject[x][y])
+                    elif agent is not None:
+                        connect(m, agent=agent.ctl_out, router=mesh.inject[x][y])
+                        connect(m, router=mesh.eject[x][y], agent=agent.ctl_in)
+                    elif here is not None and plane in here.planes and monitor is not None:
                         connect(m, tile=getattr(here, from_tile), monitor=monitor.tile_out)
                         connect(m, monitor=monitor.tile_in, tile=getattr(here, to_tile))
                         connect(m, monitor=monitor.noc_out, router=mesh.inject[x][y])
@@ -310,6 +383,12 @@ class DesignTop(wiring.Component):
             if sunk:
                 m.d.sync += empty_dropped.eq(empty_dropped + sum(sunk))
         return m
+
+
+def control_map(design: Design) -> DesignMap:
+    """The control plane's address maps of ``design`` (empty without a controller): what
+    ``apiary ctl`` and :class:`beehive.control_client.ControlClient` name things by."""
+    return DesignTop(design).control_map
 
 
 def top_name(design: Design) -> str:

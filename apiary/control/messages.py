@@ -1,0 +1,102 @@
+"""The control plane's messages: read and write one 32-bit word of a tile's address map.
+
+The control NoC (the ``ctl`` plane, 64 bits wide unless the design says otherwise) carries
+register accesses from a controller to the *control agent* at each tile's position
+(:class:`~apiary.control.agent.ControlAgent`, sub-port :data:`AGENT_FBITS`) and the agent's
+answer back to the request's source. Every message is a header and one metadata word,
+:data:`CTL_META`, and no payload (three flits at 64 bits):
+
+===============  ====  ====================  ==========================================
+message          type  from → to             fields of :data:`CTL_META`
+===============  ====  ====================  ==========================================
+``CTL_READ``     48    controller → agent    ``tag``, ``addr``
+``CTL_WRITE``    49    controller → agent    ``tag``, ``addr``, ``data``
+``CTL_ACK``      50    agent → controller    ``tag``, ``addr``, ``status``, ``data``
+                                             (the word read; the word written, for a write)
+===============  ====  ====================  ==========================================
+
+An agent answers every request with exactly one ``CTL_ACK``, to the request's ``src_x``,
+``src_y`` and ``src_fbits``, with the request's ``tag`` and ``addr``. The address map of a tile
+(which word is which counter, register or table) is :mod:`apiary.control.addrmap`.
+"""
+
+from dataclasses import dataclass, fields as dc_fields
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, enum
+
+from ..noc.framing import decode_meta_message, meta_message_flits
+from ..noc.header import Fbits, NocHeader
+from ..noc.msgtype import register_msg_types
+
+
+__all__ = ["CtlMsgType", "CtlStatus", "CTL_META", "CtlMeta", "AGENT_FBITS",
+           "ctl_message_flits", "decode_ctl_message"]
+
+
+@register_msg_types
+class CtlMsgType(enum.Enum, shape=8):
+    """The control plane's message types."""
+    CTL_READ  = 48
+    CTL_WRITE = 49
+    CTL_ACK   = 50
+
+
+class CtlStatus(enum.IntEnum):
+    """``status`` of a ``CTL_ACK``."""
+    OK = 0
+    BAD_ADDR = 1        # no word at this address
+    READ_ONLY = 2       # a write to a counter or a read-only table's word
+
+
+#: The one metadata word of every control message (``data`` in the least significant bits).
+CTL_META = data.StructLayout({
+    "data": unsigned(32),
+    "addr": unsigned(16),
+    "tag": unsigned(8),
+    "status": unsigned(4),
+})
+
+#: The sub-port (``dst_fbits``) of the control agent at every tile's position; a tile that
+#: attaches to the control plane itself (a controller) is reached on the others.
+AGENT_FBITS = Fbits.LOCAL3
+
+
+@dataclass
+class CtlMeta:
+    """Python view of :data:`CTL_META`."""
+    data: int = 0
+    addr: int = 0
+    tag: int = 0
+    status: int = 0
+
+    def pack(self) -> int:
+        value = 0
+        for f in dc_fields(self):
+            spec = CTL_META[f.name]
+            v = int(getattr(self, f.name))
+            if not 0 <= v < 1 << spec.width:
+                raise ValueError(f"{f.name}={v} does not fit in {spec.width} bits")
+            value |= v << spec.offset
+        return value
+
+    @classmethod
+    def unpack(cls, value: int) -> "CtlMeta":
+        return cls(**{f.name: value >> CTL_META[f.name].offset
+                      & (1 << CTL_META[f.name].width) - 1 for f in dc_fields(cls)})
+
+
+def ctl_message_flits(width: int, msg_type: int, meta: CtlMeta, *, dst: tuple = (0, 0),
+                      src: tuple = (0, 0), dst_fbits: int = AGENT_FBITS,
+                      src_fbits: int = Fbits.LOCAL0) -> list[tuple[int, int]]:
+    """The flits (``(data, last)`` pairs) of a control message at ``width`` bits."""
+    msg_type = int(getattr(msg_type, "value", msg_type))
+    hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, msg_type=msg_type,
+                    src_x=src[0], src_y=src[1], src_fbits=src_fbits)
+    return meta_message_flits(width, hdr, meta.pack(), CTL_META.size)
+
+
+def decode_ctl_message(flits: list, width: int) -> tuple[NocHeader, CtlMeta]:
+    """``(header, meta)`` of a control message's flits."""
+    header, meta, _ = decode_meta_message(flits, width, CTL_META.size)
+    return header, CtlMeta.unpack(meta)

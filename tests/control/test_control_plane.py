@@ -1,0 +1,190 @@
+"""The control plane on a whole design, on both back ends: a controller (here a test tile that
+turns frames into control messages) reads every counter of every tile through the control
+agents the top builds, and the values equal the counter bank's; registers written over the
+control NoC reach the tile; table entries commit and load back; unknown addresses and
+read-only words are refused. A design without a controller gets no control plane at all.
+
+    (0,0) ctl ⇢ control NoC ⇢ every agent
+    (1,0) src ─▶ (2,0) fwd ─▶ (2,1) dst          (1,1) regs
+"""
+
+import pytest
+from amaranth import Array, Module, Signal
+from amaranth.lib.wiring import In, Out
+
+from apiary.control.addrmap import COUNTER_BASE
+from apiary.control.messages import (CtlMeta, CtlMsgType, CtlStatus, ctl_message_flits,
+                                     decode_ctl_message)
+from apiary.design import Design
+from apiary.noc.header import Message, NocHeader
+from apiary.sim import open_sim
+from apiary.stream.mac import FrameStream
+from apiary.stream.registers import Register, Table
+from apiary.tile import Tile
+from apiary.tiles import ForwardTile, RawPortTile
+from apiary.tiles.raw_port import frame_message, message_frame
+from apiary.top import DesignTop, control_map
+
+
+class FrameController(Tile):
+    """A controller for tests: each frame on ``mac_rx`` is one control message sent on the
+    control plane as it is; each control message delivered leaves on ``mac_tx``. The data
+    plane is unused (anything delivered there is taken and counted)."""
+
+    planes = ("data", "ctl")
+    streaming = False
+    controls = True
+
+    def __init__(self, env=None):
+        width = env.width
+        super().__init__(env, {"mac_rx": In(FrameStream(width)), "mac_tx": Out(FrameStream(width))},
+                         counters={"data_in": "data-plane messages taken"})
+
+    def elaborate(self, platform):
+        m = Module()
+        rx, tx = self.mac_rx, self.mac_tx
+        m.d.comb += [
+            self.ctl_out.valid.eq(rx.valid),
+            self.ctl_out.payload.data.eq(rx.payload.data),
+            self.ctl_out.payload.last.eq(rx.payload.last),
+            rx.ready.eq(self.ctl_out.ready),
+            tx.valid.eq(self.ctl_in.valid),
+            tx.payload.data.eq(self.ctl_in.payload.data),
+            tx.payload.nbytes.eq(self.env.width // 8),
+            tx.payload.last.eq(self.ctl_in.payload.last),
+            self.ctl_in.ready.eq(tx.ready),
+            self.noc_in.ready.eq(1),
+        ]
+        with m.If(self.noc_in.valid & self.noc_in.payload.last):
+            m.d.sync += self.counters.data_in.eq(self.counters.data_in + 1)
+        return m
+
+
+class RegTile(Tile):
+    """A tile with a register and a table, both visible as counters (``key_low``) so the test
+    can see what the tile sees."""
+
+    def __init__(self, env=None):
+        super().__init__(env, counters={"key_seen": "the key register as the tile sees it",
+                                        "rule2_seen": "entry 2 of the table, low 32 bits"},
+                         registers={"key": Register(32, "a key", reset=5),
+                                    "rules": Table(4, 40, "rules")})
+
+    def elaborate(self, platform):
+        m = Module()
+        rules = Array(Signal(40, name=f"rule{i}") for i in range(4))
+        t = self.regs.rules
+        with m.If(t.w_valid):
+            m.d.sync += rules[t.w_index].eq(t.w_data)
+        m.d.comb += [t.r_data.eq(rules[t.r_index]), self.counters.key_seen.eq(self.regs.key),
+                     self.counters.rule2_seen.eq(rules[2][:32]), self.noc_in.ready.eq(1)]
+        return m
+
+
+def design(width=64, controller=True):
+    d = Design("ctl_plane", cols=3, rows=2, width=width)
+    if controller:
+        d.add("ctl", FrameController, at=(0, 0))
+    d.add("src", RawPortTile, at=(1, 0))
+    d.add("fwd", ForwardTile, at=(2, 0))
+    d.add("dst", RawPortTile, at=(2, 1))
+    d.add("regs", RegTile, at=(1, 1))
+    d.route("src", "fwd")
+    d.route("fwd", "dst")
+    return d
+
+
+class Controller:
+    """Requests through the test controller's frame port, one at a time."""
+
+    def __init__(self, sim, d):
+        self.sim, self.d = sim, d
+        self.dmap = control_map(d)
+        self.tag = 0
+
+    def request(self, tile, addr, data=None):
+        tmap = self.dmap.tile(tile)
+        self.tag = (self.tag + 1) & 0xFF
+        kind = CtlMsgType.CTL_READ if data is None else CtlMsgType.CTL_WRITE
+        flits = ctl_message_flits(self.d.ctl_width, kind,
+                                  CtlMeta(data=data or 0, addr=addr, tag=self.tag),
+                                  dst=(tmap.x, tmap.y), src=(0, 0))
+        self.sim.send(message_frame(flits, self.d.ctl_width), port="ctl")
+        self.sim.run(until_idle=True)
+        frames = self.sim.received("ctl", clear=True)
+        assert len(frames) == 1
+        hdr, meta = decode_ctl_message(frame_message(frames[0].data, self.d.ctl_width),
+                                       self.d.ctl_width)
+        assert (hdr.src_x, hdr.src_y, meta.tag, meta.addr) == (tmap.x, tmap.y, self.tag, addr)
+        assert hdr.msg_type == CtlMsgType.CTL_ACK.value
+        return meta.status, meta.data
+
+    def read(self, name):
+        tmap, entry = self.dmap.lookup(name)
+        value = 0
+        for w in range(entry.words):
+            status, word = self.request(tmap.name, entry.addr + w)
+            assert status == CtlStatus.OK
+            value |= word << 32 * w
+        return value
+
+
+def data_message(width, payload):
+    hdr = NocHeader(dst_x=2, dst_y=0, src_x=1, src_y=0, msg_type=12)
+    return message_frame(Message(hdr, [], payload).flits(width), width)
+
+
+@pytest.mark.parametrize("backend", ["pysim", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_counters_registers_and_tables_over_the_control_plane(backend):
+    d = design()
+    with open_sim(d, backend, seed=3) as sim:
+        ctl = Controller(sim, d)
+        for k in range(3):
+            sim.send(data_message(d.width, bytes([k]) * 20), port="src")
+        sim.run(until_idle=True)
+        assert len(sim.received("dst")) == 3
+        bank = sim.counters()
+        # Every counter of every tile, over the control plane, equals the bank.
+        names = [f"{t.name}.{e.name}" for t in ctl.dmap for e in t.of_kind("counter")]
+        assert "fwd.dropped" in names and "src.rx_messages" in names
+        for name in names:
+            tile, what = name.split(".")
+            assert ctl.read(name) == bank[f"{tile}_{what}"], name
+        assert ctl.read("src.rx_messages") == 3 and ctl.read("dst.tx_messages") == 3
+        # A register: reset value, written, seen by the tile.
+        assert ctl.read("regs.key") == 5 == ctl.read("regs.key_seen")
+        key = ctl.dmap.tile("regs")["key"]
+        assert ctl.request("regs", key.addr, 0xC0FFEE) == (CtlStatus.OK, 0xC0FFEE)
+        assert ctl.read("regs.key") == 0xC0FFEE == ctl.read("regs.key_seen")
+        # A table entry: staging words, COMMIT, then LOAD and read back.
+        rules = ctl.dmap.tile("regs")["rules"]
+        value = 0xAB_1234_5678
+        assert ctl.request("regs", rules.addr, value & 0xFFFF_FFFF)[0] == CtlStatus.OK
+        assert ctl.request("regs", rules.addr + 1, value >> 32)[0] == CtlStatus.OK
+        assert ctl.request("regs", rules.commit, 2)[0] == CtlStatus.OK
+        assert ctl.read("regs.rule2_seen") == value & 0xFFFF_FFFF
+        assert ctl.request("regs", rules.addr, 0)[0] == CtlStatus.OK
+        assert ctl.request("regs", rules.addr + 1, 0)[0] == CtlStatus.OK
+        assert ctl.request("regs", rules.load, 2)[0] == CtlStatus.OK
+        assert ctl.request("regs", rules.addr) == (CtlStatus.OK, value & 0xFFFF_FFFF)
+        assert ctl.request("regs", rules.addr + 1) == (CtlStatus.OK, value >> 32)
+        # Refusals.
+        assert ctl.request("fwd", COUNTER_BASE, 1)[0] == CtlStatus.READ_ONLY
+        assert ctl.request("fwd", 0x0777)[0] == CtlStatus.BAD_ADDR
+        # The controller's own counters are served by its own agent.
+        assert ctl.read("ctl.data_in") == 0
+
+
+def test_no_controller_no_control_plane():
+    d = design(controller=False)
+    top = DesignTop(d)
+    assert not top.control_map.tiles and top.planes == ["data"]
+    assert "control plane:" not in d.check().summary()
+
+
+def test_control_routes_are_in_the_deadlock_check():
+    g = design().check()
+    assert g.controllers == ["ctl"]
+    assert len(g.control_routes) == 2 * 4
+    assert "control plane: controller ctl" in g.summary()
+    assert set(control_map(design()).tiles) == {"ctl", "src", "fwd", "dst", "regs"}
