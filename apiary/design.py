@@ -301,6 +301,137 @@ class Design:
                               f"'wires', not {member!r}.")
         self.wires.append(Wire(a, b, member, where))
 
+    def replicate(self, names: str | Sequence[str], n: int, *,
+                  at: Sequence[tuple[int, int]] | dict[str, Sequence[tuple[int, int]]]
+                  | None = None,
+                  step: tuple[int, int] | None = None) -> list[str] | list[dict[str, str]]:
+        """Replace tile ``names`` (one name, or a group of tiles wired to each other) by ``n``
+        copies, ``<name>_0`` to ``<name>_<n-1>``, and every route, grant, dependency and wire
+        that names them by one per copy.
+
+        * A route from outside into the group becomes ``n`` routes with the same key, one to
+          each copy: the sender's next-hop table lists the copies under one key, as replicas
+          to balance across (a :class:`~beehive.nf.balancer.LoadBalancerTile` in front, or a
+          receive layer's round robin).
+        * A route out of the group to a tile outside it: one from each copy.
+        * A route between two tiles of the group: from copy ``k`` to copy ``k`` (so each copy of
+          a group is a whole chain, a stack's copy).
+
+        Call it after the routes that name the tiles: the original names are gone afterwards
+        (a route declared later that names one is reported, with the copies as the hint).
+        Placement: ``at`` gives the ``n`` positions, a list for one tile or ``{name: [...]}``
+        for a group; or ``step=(dx, dy)`` puts copy ``k`` of every tile at its original
+        position plus ``k * (dx, dy)`` (copy 0 stays where the tile was). The checks
+        (:meth:`check`) then see the copies as any other tiles: overlaps, the mesh's bounds,
+        the deadlock check.
+
+        Returns the copies' names, ``[name_0, ...]`` for one tile or ``[{name: copy}, ...]``
+        per copy for a group.
+
+        Raises
+        ------
+        DesignError
+            Naming this call's line, if a name is not a declared tile (or repeats), ``n`` is
+            not a positive integer, a copy's name is taken, the placement is missing, given
+            twice or of the wrong shape, or a tile of the group has wires to a tile outside it.
+        """
+        where = where_declared(2)
+        group = [names] if isinstance(names, str) else list(names) \
+            if isinstance(names, (list, tuple)) else None
+        what = f"replicate {names!r} ({where})"
+        if not group or not all(isinstance(g, str) for g in group):
+            raise DesignError(f"{what}: name one tile (a string) or a group (a list of names).")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise DesignError(f"{what}: n must be a positive integer (the number of copies), "
+                              f"not {n!r}.")
+        for g in group:
+            if g not in self.tiles:
+                close = [t for t in self.tiles if t.startswith(g + "_")]
+                hint = f" (already replicated: {', '.join(close)})" if close else ""
+                raise DesignError(f"{what}: there is no tile {g!r} to replicate{hint}; declare "
+                                  f"it with d.add() first.")
+        if len(set(group)) != len(group):
+            raise DesignError(f"{what}: the group names a tile twice.")
+        copy = {g: [f"{g}_{k}" for k in range(n)] for g in group}
+        for g, copies in copy.items():
+            for c in copies:
+                if c in self.tiles:
+                    raise DesignError(f"{what}: a copy of {g!r} would be named {c!r}, and tile "
+                                      f"{self.tiles[c].describe()} already has that name.")
+        places = self._replica_places(group, n, at, step, what)
+        for w in self.wires:
+            inside = (w.a in copy, w.b in copy)
+            if inside[0] != inside[1]:
+                raise DesignError(f"{what}: tile {w.a if inside[0] else w.b!r} has wires "
+                                  f"({w.describe()}, {w.where}) to a tile outside the group; "
+                                  f"replicate both ends together.")
+
+        def ends(src: str, dst: str) -> list[tuple[str, str]]:
+            if src in copy and dst in copy:
+                return [(copy[src][k], copy[dst][k]) for k in range(n)]
+            if src in copy:
+                return [(c, dst) for c in copy[src]]
+            if dst in copy:
+                return [(src, c) for c in copy[dst]]
+            return [(src, dst)]
+
+        tiles: dict[str, TileDecl] = {}
+        for name, decl in self.tiles.items():
+            if name not in copy:
+                tiles[name] = decl
+                continue
+            for k, c in enumerate(copy[name]):
+                x, y = places[name][k]
+                tiles[c] = TileDecl(c, decl.cls, dict(decl.params), x, y,
+                                    f"{decl.where}, copy {k} at {where}", decl.trusted)
+        self.tiles = tiles
+        self.routes = [Route(s, t, r.key, r.plane, r.fbits, r.where)
+                       for r in self.routes for s, t in ends(r.src, r.dst)]
+        self.grants = [Grant(s, t, g.port, g.where)
+                       for g in self.grants for s, t in ends(g.src, g.dst)]
+        self.dependencies = [Depends(s, dep.plane, t, dep.on_plane, dep.where)
+                             for dep in self.dependencies for s, t in ends(dep.tile, dep.on)]
+        self.wires = [Wire(s, t, w.member, w.where)
+                      for w in self.wires for s, t in ends(w.a, w.b)]
+        if isinstance(names, str):
+            return copy[names]
+        return [{g: copy[g][k] for g in group} for k in range(n)]
+
+    def _replica_places(self, group: list[str], n: int, at: Any, step: Any,
+                        what: str) -> dict[str, list[tuple[int, int]]]:
+        """``{name: [(x, y) of each copy]}`` from :meth:`replicate`'s ``at`` or ``step``."""
+        def pair(value: Any) -> bool:
+            return (isinstance(value, (tuple, list)) and len(value) == 2
+                    and all(isinstance(c, int) and not isinstance(c, bool) for c in value))
+
+        if (at is None) == (step is None):
+            raise DesignError(f"{what}: place the copies with at= (their positions) or "
+                              f"step=(dx, dy) (copy k at the original position + k·(dx, dy)), "
+                              f"one of the two.")
+        if step is not None:
+            if not pair(step):
+                raise DesignError(f"{what}: step= must be a (dx, dy) pair of integers, not "
+                                  f"{step!r}.")
+            return {g: [(self.tiles[g].x + k * step[0], self.tiles[g].y + k * step[1])
+                        for k in range(n)] for g in group}
+        if not isinstance(at, dict):
+            if len(group) != 1:
+                raise DesignError(f"{what}: a group's positions are at={{name: [(x, y), ...]}}, "
+                                  f"one list per tile (or use step=).")
+            at = {group[0]: at}
+        if set(at) != set(group):
+            raise DesignError(f"{what}: at= must give positions for exactly the tiles "
+                              f"{', '.join(group)}, not {', '.join(map(str, at))}.")
+        places = {}
+        for g in group:
+            spots = at[g]
+            if (not isinstance(spots, (list, tuple)) or len(spots) != n
+                    or not all(pair(s) for s in spots)):
+                raise DesignError(f"{what}: at= for {g!r} must be a list of {n} (x, y) pairs "
+                                  f"of integers, one per copy, not {spots!r}.")
+            places[g] = [(s[0], s[1]) for s in spots]
+        return places
+
     # -- derive ----------------------------------------------------------------------------------
 
     def graph(self) -> LayoutGraph:

@@ -124,7 +124,8 @@ class DesignTop(wiring.Component):
         The counter bank (:attr:`bank`): ``<tile>_<counter>`` for every counter a tile declares,
         ``<plane>_edge_dropped`` (messages sunk at the edge of that plane's mesh: addressed
         outside it) and ``<plane>_empty_dropped`` (messages delivered to a router-only position
-        of that plane, or to a tile that does not attach to it).
+        of that plane, or to a tile that does not attach to it), and with a control plane
+        ``ctl_agents_dropped`` (what the control agents discarded).
     <tile>_<member>
         Every other member of every tile that is not a NoC port and has no attachment.
 
@@ -136,6 +137,11 @@ class DesignTop(wiring.Component):
     monitors : dict of str to Component
         The Apiary monitor of every untrusted tile (built by the design's ``guard``), between
         the tile and its data-plane router; its counters are ``<tile>_monitor_<counter>``.
+    control_map : DesignMap
+        With a controller in the design (a tile whose class says ``controls = True``), the
+        address map of the control agent the top puts at every tile with counters or
+        registers (:mod:`apiary.control`): the tile's counters, its monitor's, its registers
+        and tables. Empty without a controller, and then no agent is built.
 
     Raises
     ------
@@ -187,8 +193,12 @@ class DesignTop(wiring.Component):
                 "edge_dropped": "messages sunk at the edge of the mesh (addressed outside it)",
                 "empty_dropped": "messages delivered to a position without a tile on this plane",
             }), prefix=plane)
-        members["counters"] = Out(self.bank.signature())
         self.control_map, self._agent_sources = self._control_plane()
+        if self._agent_sources:
+            self.bank.add("ctl agents", CounterSignature({
+                "agents_dropped": "control-plane messages the agents discarded: not a read or "
+                                  "a write, or malformed"}), prefix="ctl")
+        members["counters"] = Out(self.bank.signature())
         super().__init__(members)
 
     def _control_plane(self) -> tuple[DesignMap, dict[str, list]]:
@@ -336,6 +346,9 @@ class DesignTop(wiring.Component):
                     m.d.comb += getattr(port, counter).eq(getattr(owner.counters, counter))
             if registers is not None:
                 connect(m, agent=agent.regs, tile=tile.regs)
+        if agents:
+            m.d.comb += self.counters.ctl_agents_dropped.eq(
+                sum(agent.dropped for agent in agents.values()))
 
         by_position = {(d.tiles[n].x, d.tiles[n].y): n for n in self.tiles}
         for plane in self.planes:

@@ -13,7 +13,7 @@ from amaranth import Array, Module, Signal
 from amaranth.lib.wiring import In, Out
 
 from apiary.control.addrmap import COUNTER_BASE
-from apiary.control.messages import (CtlMeta, CtlMsgType, CtlStatus, ctl_message_flits,
+from apiary.control.messages import (AGENT_FBITS, CtlMeta, CtlMsgType, CtlStatus, ctl_message_flits,
                                      decode_ctl_message)
 from apiary.design import Design
 from apiary.noc.header import Message, NocHeader
@@ -173,6 +173,13 @@ def test_counters_registers_and_tables_over_the_control_plane(backend):
         assert ctl.request("fwd", 0x0777)[0] == CtlStatus.BAD_ADDR
         # The controller's own counters are served by its own agent.
         assert ctl.read("ctl.data_in") == 0
+        assert sim.counters()["ctl_agents_dropped"] == 0
+        # Anything but a read or a write is discarded by the agent, unanswered, and counted.
+        stray = Message(NocHeader(dst_x=2, dst_y=0, dst_fbits=AGENT_FBITS, msg_type=77), [0])
+        sim.send(message_frame(stray.flits(d.ctl_width), d.ctl_width), port="ctl")
+        sim.run(until_idle=True)
+        assert sim.received("ctl") == [] and sim.counters()["ctl_agents_dropped"] == 1
+        assert ctl.read("fwd.dropped") == 0
 
 
 def test_no_controller_no_control_plane():
