@@ -60,7 +60,8 @@ _DESCRIPTION = (
     "figures and the project's targets are printed beside them. `apiary bench noc [...]` runs "
     "the NoC router benchmark instead; everything after `noc` is passed to it "
     "(`apiary bench noc --help`); `apiary bench kernel [...]` the Apiary kernel's (monitor "
-    "latency, allocation latency, area with --area).")
+    "latency, allocation latency, area with --area); `apiary bench control [...]` the control "
+    "plane's (register round trips, area with --area).")
 
 
 def _help_parser():
@@ -70,21 +71,24 @@ def _help_parser():
     return parser
 
 
+#: Benchmarks with options of their own, ``apiary bench NAME [...]``: the module whose
+#: ``main(argv)`` runs each.
+SUB_BENCHES = {
+    "noc": "apiary.bench.noc",
+    "kernel": "apiary.bench.kernel",
+    "control": "apiary.bench.control",
+}
+
+
 def run(args):
-    if args.design == "noc":
+    if args.design in SUB_BENCHES:
+        name = args.design
         if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
                 args.tcp) != (None, None, None, 250.0, False, False, False):
-            return error("apiary bench noc: its options go after `noc` "
-                         "(see `apiary bench noc --help`)")
-        from apiary.bench.noc import main as noc_main
-        return int(noc_main(args.args) or 0)
-    if args.design == "kernel":
-        if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
-                args.tcp) != (None, None, None, 250.0, False, False, False):
-            return error("apiary bench kernel: its options go after `kernel` "
-                         "(see `apiary bench kernel --help`)")
-        from apiary.bench.kernel import main as kernel_main
-        return int(kernel_main(args.args) or 0)
+            return error(f"apiary bench {name}: its options go after `{name}` "
+                         f"(see `apiary bench {name} --help`)")
+        import importlib
+        return int(importlib.import_module(SUB_BENCHES[name]).main(args.args) or 0)
     # argparse leaves what follows DESIGN in args.args: read the options there too.
     if "-h" in args.args or "--help" in args.args:
         _help_parser().print_help()

@@ -3,14 +3,14 @@ turns frames into control messages) reads every counter of every tile through th
 agents the top builds, and the values equal the counter bank's; registers written over the
 control NoC reach the tile; table entries commit and load back; unknown addresses and
 read-only words are refused. A design without a controller gets no control plane at all.
+The controller here is ControlPortTile: control messages as frames.
 
-    (0,0) ctl ⇢ control NoC ⇢ every agent
+    (0,0) ctl (ControlPortTile) ⇢ control NoC ⇢ every agent
     (1,0) src ─▶ (2,0) fwd ─▶ (2,1) dst          (1,1) regs
 """
 
 import pytest
 from amaranth import Array, Module, Signal
-from amaranth.lib.wiring import In, Out
 
 from apiary.control.addrmap import COUNTER_BASE
 from apiary.control.messages import (AGENT_FBITS, CtlMeta, CtlMsgType, CtlStatus, ctl_message_flits,
@@ -18,46 +18,11 @@ from apiary.control.messages import (AGENT_FBITS, CtlMeta, CtlMsgType, CtlStatus
 from apiary.design import Design
 from apiary.noc.header import Message, NocHeader
 from apiary.sim import open_sim
-from apiary.stream.mac import FrameStream
 from apiary.stream.registers import Register, Table
 from apiary.tile import Tile
-from apiary.tiles import ForwardTile, RawPortTile
+from apiary.tiles import ControlPortTile, ForwardTile, RawPortTile
 from apiary.tiles.raw_port import frame_message, message_frame
 from apiary.top import DesignTop, control_map
-
-
-class FrameController(Tile):
-    """A controller for tests: each frame on ``mac_rx`` is one control message sent on the
-    control plane as it is; each control message delivered leaves on ``mac_tx``. The data
-    plane is unused (anything delivered there is taken and counted)."""
-
-    planes = ("data", "ctl")
-    streaming = False
-    controls = True
-
-    def __init__(self, env=None):
-        width = env.width
-        super().__init__(env, {"mac_rx": In(FrameStream(width)), "mac_tx": Out(FrameStream(width))},
-                         counters={"data_in": "data-plane messages taken"})
-
-    def elaborate(self, platform):
-        m = Module()
-        rx, tx = self.mac_rx, self.mac_tx
-        m.d.comb += [
-            self.ctl_out.valid.eq(rx.valid),
-            self.ctl_out.payload.data.eq(rx.payload.data),
-            self.ctl_out.payload.last.eq(rx.payload.last),
-            rx.ready.eq(self.ctl_out.ready),
-            tx.valid.eq(self.ctl_in.valid),
-            tx.payload.data.eq(self.ctl_in.payload.data),
-            tx.payload.nbytes.eq(self.env.width // 8),
-            tx.payload.last.eq(self.ctl_in.payload.last),
-            self.ctl_in.ready.eq(tx.ready),
-            self.noc_in.ready.eq(1),
-        ]
-        with m.If(self.noc_in.valid & self.noc_in.payload.last):
-            m.d.sync += self.counters.data_in.eq(self.counters.data_in + 1)
-        return m
 
 
 class RegTile(Tile):
@@ -84,7 +49,7 @@ class RegTile(Tile):
 def design(width=64, controller=True):
     d = Design("ctl_plane", cols=3, rows=2, width=width)
     if controller:
-        d.add("ctl", FrameController, at=(0, 0))
+        d.add("ctl", ControlPortTile, at=(0, 0))
     d.add("src", RawPortTile, at=(1, 0))
     d.add("fwd", ForwardTile, at=(2, 0))
     d.add("dst", RawPortTile, at=(2, 1))
