@@ -17,7 +17,9 @@ first flit left. This module turns such a log into
 
 Replay is cycle-exact when each logged message left the log tile without a gap between its
 flits (its entry's ``span`` is ``flits - 1``; the stack's tiles send a message's flits back to
-back): the replay tile sends every message's flits back to back.
+back): the replay tile sends every message's flits back to back. The trace is part of the
+replay design (a ROM in the replay tile), so on Verilator each trace is its own model (built
+once, cached like any other).
 """
 
 import copy
@@ -147,7 +149,7 @@ def trace_from_pcap(path: Any, width: int, clock_hz: float = DEFAULT_CLOCK_HZ) -
 # -- replay -------------------------------------------------------------------------------------
 
 def _check_trace(trace: Any) -> tuple[tuple[int, tuple[int, ...]], ...]:
-    out = []
+    out: list[tuple[int, tuple[int, ...]]] = []
     for i, item in enumerate(trace):
         cycle, flits = (item.cycle, item.flits) if isinstance(item, Logged) else item
         if not isinstance(cycle, int) or cycle < 0 or not flits:
@@ -196,7 +198,7 @@ class ReplayTile(Tile):
                 raise ValueError(f"the trace's message at cycle {c} has a flit wider than "
                                  f"{self.env.width} bits")
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self.env.width
         counters = self.counters

@@ -50,6 +50,7 @@ are: :data:`LINKTYPE_NOC` (147, user-defined: whole NoC messages, header first) 
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib.memory import Memory
@@ -166,7 +167,7 @@ class LogTile(Tile):
         })
         self._fields = next_hop_fields(self.env)
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
         width, nb = self.env.width, self.env.width // 8
         counters = self.counters
