@@ -55,7 +55,8 @@ class MapEntry:
     ``kind`` is ``"counter"``, ``"register"`` or ``"table"``; ``addr`` its first word (for a
     table, its first staging word); ``words`` how many words it (an entry) takes; ``entries``
     the number of entries of a table (1 otherwise); ``writable`` whether the control plane may
-    change it; ``reset`` a register's value at reset.
+    change it; ``reset`` a register's value at reset; ``layout`` the
+    :class:`~apiary.stream.header.Header` naming a table entry's fields, if it has one.
     """
     name: str
     kind: str
@@ -66,6 +67,7 @@ class MapEntry:
     entries: int = 1
     writable: bool = False
     reset: int = 0
+    layout: Any = field(default=None, compare=False)
 
     @property
     def commit(self) -> int:
@@ -121,7 +123,8 @@ class TileMap:
                     assert isinstance(spec, Table)
                     tmap._add(MapEntry(reg, "table", TABLE_BASE + TABLE_STRIDE * table,
                                        spec.width, words_of(spec.width), spec.description,
-                                       entries=spec.entries, writable=spec.writable))
+                                       entries=spec.entries, writable=spec.writable,
+                                       layout=spec.layout))
                     table += 1
             if addr > TABLE_BASE:
                 raise ValueError(f"tile {name!r} has more register words than the map holds")

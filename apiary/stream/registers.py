@@ -20,7 +20,8 @@ an entry is written in one cycle.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from amaranth.hdl import unsigned
 from amaranth.lib import wiring
@@ -51,11 +52,15 @@ class Register:
 
 @dataclass(frozen=True)
 class Table:
-    """A table the component keeps: ``entries`` entries of ``width`` bits each."""
+    """A table the component keeps: ``entries`` entries of ``width`` bits each.
+
+    ``layout``, a :class:`~apiary.stream.header.Header` of ``width`` bits, names an entry's
+    fields, so that tools can show and write entries field by field (``apiary ctl table``)."""
     entries: int
     width: int
     description: str
     writable: bool = True
+    layout: Any = field(default=None, compare=False, hash=False)
 
 
 class TableSignature(wiring.Signature):
@@ -115,6 +120,10 @@ class RegisterSignature(wiring.Signature):
                         or not 1 <= spec.entries <= 1 << 16:
                     raise ValueError(f"table {name!r} must have 1 to 65536 entries, not "
                                      f"{spec.entries!r}")
+                size = getattr(spec.layout, "size", spec.width)
+                if size != spec.width:
+                    raise ValueError(f"table {name!r}: its layout is {size} bits, its entries "
+                                     f"{spec.width}")
                 members[name] = Out(TableSignature(spec))
             else:
                 raise ValueError(f"register {name!r} must be a Register or a Table, not "
