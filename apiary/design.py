@@ -312,7 +312,8 @@ class Design:
         * A route from outside into the group becomes ``n`` routes with the same key, one to
           each copy: the sender's next-hop table lists the copies under one key, as replicas
           to balance across (a :class:`~beehive.nf.balancer.LoadBalancerTile` in front, or a
-          receive layer's round robin).
+          receive layer's round robin; a transmit layer or a forwarding tile needs a single
+          next hop and drops, counted, what it cannot send, so put a balancer behind it).
         * A route out of the group to a tile outside it: one from each copy.
         * A route between two tiles of the group: from copy ``k`` to copy ``k`` (so each copy of
           a group is a whole chain, a stack's copy).

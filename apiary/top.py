@@ -401,7 +401,14 @@ class DesignTop(wiring.Component):
 def control_map(design: Design) -> DesignMap:
     """The control plane's address maps of ``design`` (empty without a controller): what
     ``apiary ctl`` and :class:`beehive.control_client.ControlClient` name things by."""
-    return DesignTop(design).control_map
+    import gc
+    import warnings
+    from amaranth.hdl import UnusedElaboratable
+    with warnings.catch_warnings():      # built for its address map only, never elaborated
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        dmap = DesignTop(design).control_map
+        gc.collect()
+    return dmap
 
 
 def top_name(design: Design) -> str:

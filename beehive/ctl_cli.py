@@ -1,10 +1,14 @@
 """``apiary faults``: read the fault log of a running design, and release a quarantined tile,
 over UDP through the kernel's control service (:mod:`beehive.apps.kernel_ctl`).
+``apiary ctl``: read and write any tile's counters, registers and tables by name, over UDP
+through the design's controller (:mod:`beehive.apps.controller`, :mod:`beehive.control_client`).
 
-Registered with the ``apiary`` command line through the entry point ``apiary.commands: faults``
-(``pyproject.toml``). The log is read entry by entry (index 0, 1, ... until the service answers
-NO_ENTRY); a request whose answer does not come within ``--timeout`` is sent again, up to
-``--retries`` times, since UDP may drop either datagram.
+Registered with the ``apiary`` command line through the entry points ``apiary.commands:
+faults`` and ``apiary.commands: ctl`` (``pyproject.toml``). The log is read entry by entry
+(index 0, 1, ... until the service answers NO_ENTRY); a request whose answer does not come
+within ``--timeout`` is sent again, up to ``--retries`` times, since UDP may drop either
+datagram. ``apiary ctl`` takes the names from the design script (its address map,
+:func:`apiary.top.control_map`), so it loads the design as the other design commands do.
 """
 
 import argparse
@@ -18,7 +22,8 @@ from typing import Any
 from apiary.cli import Command, error
 
 
-__all__ = ["COMMAND", "DEFAULT_PORT", "CtlError", "read_log", "release", "format_table"]
+__all__ = ["COMMAND", "CTL_COMMAND", "DEFAULT_PORT", "CtlError", "read_log", "release",
+           "format_table", "format_map"]
 
 #: The control service's UDP port in ``examples/apiary_fault.py``.
 DEFAULT_PORT = 7100
@@ -215,3 +220,274 @@ COMMAND = Command(
                 "service does not answer.",
     arguments=_arguments, takes_design=False)
 """The ``faults`` command (entry point ``apiary.commands: faults``)."""
+
+
+# -- apiary ctl ------------------------------------------------------------------------------------
+
+#: ``apiary ctl`` actions and the operands each takes (usage text).
+_ACTIONS = {
+    "list": "",
+    "read": "NAME...",
+    "write": "NAME VALUE",
+    "counters": "[--all]",
+    "table": "NAME INDEX [VALUE | FIELD=VALUE...]",
+}
+
+
+class _Usage(Exception):
+    """A usage error of ``apiary ctl`` (exit status 2)."""
+
+
+def _number(text: str, what: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise _Usage(f"{what} must be a number (decimal, 0x hex or 0b binary), not "
+                     f"{text!r}") from None
+    if value < 0:
+        raise _Usage(f"{what} must not be negative, not {text!r}")
+    return value
+
+
+def _parse_action(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """``(action, operands)`` from ``HOST ACTION ARGS...`` (or ``list`` alone, in HOST's
+    place)."""
+    if args.action is None:
+        if args.host == "list":
+            return "list", []
+        raise _Usage(f"give an action after HOST: {' | '.join(_ACTIONS)}" if args.host not in
+                     _ACTIONS else f"{args.host!r} needs the design's HOST before it: "
+                     f"apiary ctl DESIGN HOST {args.host} {_ACTIONS[args.host]}".rstrip())
+    action, operands = args.action, list(args.operands)
+    if action not in _ACTIONS and args.host in _ACTIONS and args.host != "list":
+        raise _Usage(f"{args.host!r} needs the design's HOST before it: apiary ctl DESIGN "
+                     f"HOST {args.host} {_ACTIONS[args.host]}".rstrip())
+    if action not in _ACTIONS:
+        raise _Usage(f"unknown action {action!r}: one of {', '.join(_ACTIONS)}")
+    counts = {"list": (0, 0), "read": (1, None), "write": (2, 2), "counters": (0, 0),
+              "table": (2, None)}
+    low, high = counts[action]
+    if len(operands) < low or (high is not None and len(operands) > high):
+        raise _Usage(f"usage: apiary ctl DESIGN HOST {action} {_ACTIONS[action]}".rstrip())
+    if args.all and action != "counters":
+        raise _Usage("--all goes with counters")
+    return action, operands
+
+
+def _map_rows(dmap: Any) -> list[dict[str, Any]]:
+    rows = []
+    for tmap in dmap:
+        for e in tmap:
+            rows.append({"tile": tmap.name, "x": tmap.x, "y": tmap.y, "name": e.name,
+                         "kind": e.kind, "addr": e.addr, "width": e.width,
+                         "entries": e.entries, "writable": e.writable,
+                         "description": e.description})
+    return rows
+
+
+def format_map(dmap: Any) -> str:
+    """A design's address map as a table: one line per counter, register and table (a table's
+    width is ``<entries>x<bits>``, its kind ``table-ro`` if the control plane cannot write
+    it)."""
+    head = ("tile", "at", "name", "kind", "address", "width", "description")
+    lines = [head]
+    for r in _map_rows(dmap):
+        table = r["kind"] == "table"
+        kind = r["kind"] + ("" if r["writable"] or not table else "-ro")
+        width = f"{r['entries']}x{r['width']}" if table else str(r["width"])
+        lines.append((r["tile"], f"({r['x']},{r['y']})", r["name"], kind, f"{r['addr']:#06x}",
+                      width, r["description"]))
+    widths = [max(len(line[k]) for line in lines) for k in range(len(head) - 1)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(line, widths)), line[-1]]).rstrip()
+                     for line in lines)
+
+
+def _field_value(text: str, field: str, width: int) -> int:
+    """A table field's value from the command line: a number, an IPv4 address (a.b.c.d) or a
+    MAC address (aa:bb:cc:dd:ee:ff)."""
+    import ipaddress
+    try:
+        if width == 32 and text.count(".") == 3:
+            value = int(ipaddress.IPv4Address(text))
+        elif width == 48 and text.count(":") == 5:
+            value = int(text.replace(":", ""), 16)
+        else:
+            value = _number(text, field)
+    except ValueError as e:
+        raise _Usage(f"{field}: {e}") from None
+    if value >> width:
+        raise _Usage(f"{field} is {width} bits wide: {text} does not fit")
+    return value
+
+
+def _show(kind: str, value: int, name: str = "") -> str:
+    if kind == "counter":
+        return str(value)
+    field = name.rpartition(".")[2] if "]." in name else ""
+    if field and "ip" in field and value < 1 << 32:
+        return ".".join(str(value >> s & 0xFF) for s in (24, 16, 8, 0))
+    if field and "mac" in field and value < 1 << 48:
+        return ":".join(f"{value >> s & 0xFF:02x}" for s in range(40, -8, -8))
+    return f"{value:#x}"
+
+
+def _intermixed(parser: argparse.ArgumentParser) -> None:
+    """Let options come anywhere among ``parser``'s positionals (``HOST --json counters``):
+    the ``apiary`` parser hands a subcommand's arguments to its ``parse_known_args``, and
+    optional positionals (``ACTION``, ``ARG...``) would otherwise be taken, empty, before the
+    first option."""
+    plain = parser.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        parser.parse_known_args = plain             # type: ignore[method-assign]
+        try:
+            return parser.parse_known_intermixed_args(args, namespace)
+        finally:
+            parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+    parser.parse_known_args = parse_known_args      # type: ignore[method-assign]
+
+
+def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
+    from beehive.apps.controller import CONTROL_PORT
+    _intermixed(parser)
+    parser.add_argument("host", metavar="HOST",
+                        help="the design's IP address (or host name); `list` needs none")
+    parser.add_argument("action", metavar="ACTION", nargs="?",
+                        help="list | read NAME... | write NAME VALUE | counters [--all] | "
+                             "table NAME INDEX [VALUE | FIELD=VALUE...]")
+    parser.add_argument("operands", metavar="ARG", nargs="*",
+                        help="names are <tile>.<name> as `list` shows them; values are numbers "
+                             "(decimal, 0x hex)")
+    parser.add_argument("--port", type=int, default=CONTROL_PORT,
+                        help=f"the controller's UDP port (default {CONTROL_PORT})")
+    parser.add_argument("--timeout", type=float, default=0.5, metavar="S",
+                        help="seconds to wait for each reply before asking again (default 0.5)")
+    parser.add_argument("--retries", type=int, default=3, metavar="N",
+                        help="times a request is sent again when its reply does not come "
+                             "(default 3)")
+    parser.add_argument("--all", action="store_true",
+                        help="counters: every counter, not only those that moved")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
+    """Do ``args``' action through the controller; return what to print, as JSON would."""
+    from beehive.control_client import ControlClient, udp_transport
+    action, operands = _parse_action(args)
+    with udp_transport(args.host, args.port, args.timeout, args.retries) as transport:
+        client = ControlClient(dmap, transport)
+        if action == "read":
+            return {name: client.read(name) for name in operands}
+        if action == "write":
+            name, text = operands
+            client.lookup(name)
+            client.write(name, _number(text, "VALUE"))
+            return {name: client.read(name)}
+        if action == "counters":
+            return client.counters(moved_only=not args.all)
+        name, index_text, *values = operands
+        index = _number(index_text, "INDEX")
+        layout = client.lookup(name)[1].layout
+        if any("=" in v for v in values):
+            if layout is None:
+                raise _Usage(f"table {name} does not name its fields; give its entry as one "
+                             f"number")
+            fields = layout.unpack(client.read_entry(name, index))
+            for item in values:
+                field, _, text = item.partition("=")
+                if field not in layout.names:
+                    raise _Usage(f"table {name} has no field {field!r}; its fields are "
+                                 f"{', '.join(layout.names)}")
+                fields[field] = _field_value(text, field, layout.width(field))
+            client.write_entry(name, index, layout.pack(fields))
+        elif len(values) == 1:
+            client.write_entry(name, index, _number(values[0], "VALUE"))
+        elif values:
+            raise _Usage("table NAME INDEX takes one VALUE, or FIELD=VALUE pairs")
+        value = client.read_entry(name, index)
+        out: dict[str, Any] = {f"{name}[{index}]": value}
+        if layout is not None:
+            out.update({f"{name}[{index}].{f}": v for f, v in layout.unpack(value).items()})
+        return out
+
+
+def _address_map(design: Any) -> Any:
+    """The design's address map. Building it builds the design's tiles, never elaborated: they
+    are collected here, with Amaranth's warning about unused elaboratables silenced."""
+    import gc
+    import warnings
+    from amaranth.hdl import UnusedElaboratable
+    from apiary.top import control_map
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        dmap = control_map(design)
+        gc.collect()
+    return dmap
+
+
+def _run_ctl(args: argparse.Namespace) -> int:
+    from apiary.cli import load
+    from beehive.control_client import ControlError
+    try:
+        action, _ = _parse_action(args)
+    except _Usage as e:
+        print(f"apiary ctl: {e}", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0:
+        print("apiary ctl: --port is 1 to 65535, --timeout above 0, --retries 0 or more",
+              file=sys.stderr)
+        return 2
+    design = load(args)
+    dmap = _address_map(design)
+    if action == "list":
+        if args.json:
+            print(json.dumps({"design": design.name, "controller": dmap.controller,
+                              "map": _map_rows(dmap)}))
+        else:
+            print(format_map(dmap) if dmap.tiles else
+                  f"design {design.name!r} has no control plane (no controller tile)")
+        return 0
+    if not dmap.tiles:
+        return error(f"apiary ctl: design {design.name!r} has no controller (a tile such as "
+                     f"beehive.apps.controller.ControllerTile): nothing to read or write")
+    where = f"{args.host}:{args.port}"
+    try:
+        out = _ctl(args, dmap)
+    except _Usage as e:
+        print(f"apiary ctl: {e}", file=sys.stderr)
+        return 2
+    except ControlError as e:
+        text = str(e)
+        return error(f"apiary ctl: {text if text.startswith(where) else f'{where}: {text}'}")
+    if args.json:
+        print(json.dumps(out))
+    elif action == "counters" and not out:
+        print("no counter moved (--all shows them all)")
+    else:
+        kinds = {}
+        for name in out:
+            base = name.split("[")[0]
+            kinds[name] = dmap.lookup(base)[1].kind
+        wide = max(len(name) for name in out)
+        for name, value in out.items():
+            print(f"{name.ljust(wide)}  {_show(kinds[name], value, name)}")
+    return 0
+
+
+CTL_COMMAND = Command(
+    "ctl", "read and write a running design's counters, registers and tables by name", _run_ctl,
+    description="Talk to a running design's controller (beehive.apps.controller, UDP port "
+                "7200) and, through the control plane, to the control agent of any tile: "
+                "`read NAME...` prints counters and registers (NAME is <tile>.<name>), "
+                "`write NAME VALUE` sets a register and prints it read back, `counters` prints "
+                "every counter that is not zero (--all: every one), `table NAME INDEX [VALUE | "
+                "FIELD=VALUE...]` prints a table's entry, field by field where the table names "
+                "its fields (after writing it: whole with VALUE, or the fields given, "
+                "addresses as a.b.c.d or aa:bb:cc:dd:ee:ff, the rest kept). `list` prints the "
+                "design's address map (tile, position, name, kind, address, width, "
+                "description) without talking to the design, and needs no HOST. Names come "
+                "from DESIGN. Exits 1 when a request fails (no answer, an unknown name, a "
+                "refused word), 2 on usage errors.",
+    arguments=_ctl_arguments)
+"""The ``ctl`` command (entry point ``apiary.commands: ctl``)."""

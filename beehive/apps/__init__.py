@@ -1,7 +1,8 @@
 """Application tiles that sit on top of the Beehive protocol tiles."""
 
+from .controller import ControllerTile
 from .echo import UdpEchoTile
 from .tcp_echo import TcpEchoTile
 from .tcp_sender import TcpSenderTile
 
-__all__ = ["UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]
+__all__ = ["ControllerTile", "UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]

@@ -61,7 +61,9 @@ _DESCRIPTION = (
     "the NoC router benchmark instead; everything after `noc` is passed to it "
     "(`apiary bench noc --help`); `apiary bench kernel [...]` the Apiary kernel's (monitor "
     "latency, allocation latency, area with --area); `apiary bench control [...]` the control "
-    "plane's (register round trips, area with --area).")
+    "plane's (register round trips, area with --area); `apiary bench replicate [...]` 1, 2 and "
+    "4 copies of the stack behind a load balancer (the paper's Fig. 12); `apiary bench nf "
+    "[...]` the network-function tiles' cycles and area.")
 
 
 def _help_parser():
@@ -77,6 +79,8 @@ SUB_BENCHES = {
     "noc": "apiary.bench.noc",
     "kernel": "apiary.bench.kernel",
     "control": "apiary.bench.control",
+    "replicate": "beehive.bench.replicate",
+    "nf": "beehive.bench.nf",
 }
 
 

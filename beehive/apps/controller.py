@@ -1,0 +1,564 @@
+"""The internal controller: reads and writes any tile's counters, registers and tables on the
+control plane for a client on the network (``apiary ctl``, :mod:`beehive.control_client`).
+
+A UDP application (placed after UDP RX on :data:`CONTROL_PORT`, replying through UDP TX, like
+:class:`~beehive.apps.kernel_ctl.KernelCtlTile`) that also attaches to the control plane: each
+request datagram becomes a burst of ``CTL_READ`` or ``CTL_WRITE`` messages
+(:mod:`apiary.control.messages`) to the control agent of one tile position, and the agent's
+``CTL_ACK`` answers become one reply datagram, sent back to the client with the request's
+:data:`~beehive.proto.messages.PACKET_META`.
+
+Requests and replies (UDP payloads, network byte order). Both start with the same 8 bytes:
+
+=====  =====  ==============================================================================
+bytes  size   field
+=====  =====  ==============================================================================
+0      1      ``op``: 1 READ, 2 WRITE
+1      1      ``tag``: anything; echoed, so a client can match replies to requests
+2, 3   1 + 1  ``x``, ``y``: the tile position whose agent is asked
+4-5    2      ``addr``: the first 32-bit word (the tile's address map,
+                :mod:`apiary.control.addrmap`)
+6      1      ``count``: words, 1 to :data:`MAX_WORDS` (64), at ``addr``, ``addr + 1``, ...
+7      1      request: reserved (0, ignored); reply: ``status``
+8-     4 n    request, WRITE: the ``count`` words to write, in order (u32 each);
+              reply, READ: the ``count`` words read (zero from the first failing word on)
+=====  =====  ==============================================================================
+
+Reply ``status``: 0 OK; 1 BAD_ADDR, 2 READ_ONLY (the first failing word's
+:class:`~apiary.control.messages.CtlStatus`: the words before it were read or written, none
+after it was asked); :data:`STATUS_TIMEOUT` (0xFE): the agent did not answer a word within
+``reply_timeout`` cycles (again, none after it was asked); :data:`STATUS_BAD_REQUEST` (0xFF):
+the request is malformed (an ``op`` other than 1 or 2, ``count`` 0 or above 64, ``addr + count``
+past 0xFFFF, shorter than 8 bytes or, for a WRITE, than ``8 + 4 count``), answered at once with
+the 8-byte reply (its bytes 0-6 are the request's, zero where it is shorter) and no control
+message sent. A READ's reply is ``8 + 4 count`` bytes whatever its status (but 0xFF); a
+WRITE's is 8 bytes. Bytes past those a request needs are ignored.
+
+NoC messages of the tile:
+
+==================  ====  ======  ===================  =============================  ========
+message             type  plane   from → to            fields                         route
+==================  ====  ======  ===================  =============================  ========
+``UDP_RX_SEGMENT``  26    data    UDP RX → tile        PACKET_META, the request       (in)
+``UDP_TX_SEGMENT``  13    data    tile → UDP TX        PACKET_META, ``l4_sum`` set;   key
+                                                       the reply                      ``reply``
+                                                                                      (or None)
+``CTL_READ``        48    ctl     tile → agent         ``CTL_META``: ``tag``,         none: to
+``CTL_WRITE``       49                                 ``addr``, ``data``             (x, y,
+                                                                                      LOCAL3)
+``CTL_ACK``         50    ctl     agent → tile         ``tag``, ``addr``, ``status``, (in, at
+                                                       ``data``                       LOCAL0)
+==================  ====  ======  ===================  =============================  ========
+
+Control messages go from the tile's own ``(x, y, LOCAL0)`` to ``(x, y,``
+:data:`~apiary.control.messages.AGENT_FBITS` ``)`` of the request. Their ``tag`` is the tile's
+own sequence number (one per message, not the request's ``tag``), so an answer that comes after
+its word timed out is not taken for a later word's: an ack is taken only if it is a
+``CTL_ACK`` from the asked position with the awaited ``tag`` and ``addr``, while one is
+awaited; any other message on ``ctl_in`` is dropped and counted in ``stray_acks``. (The
+controller's own counters are served by the agent at its own position, on ``LOCAL3``, like any
+tile's.)
+
+Structure::
+
+    noc_in ─▶ Receiver(PACKET_META) ─▶ request slots (memory, queue + 1 requests)
+    ctl_in ─▶ Receiver(CTL_META) ─▶ the awaited ack (compared, taken or counted)
+    slots ─▶ engine ─▶ Sender(CTL_META) ─▶ ctl_out
+                   └─▶ the words read, into the request's slot ─▶ Sender(PACKET_META) ─▶ noc_out
+
+Neither input ever waits: a request is written into a free slot of a memory as its words come
+(a request that finds every slot taken is dropped whole, unanswered, counted in ``overflow``;
+UDP clients retry), and an ack is compared and taken, or dropped, in the cycle it comes. So
+the tile never holds ``noc_in`` while it waits for ``noc_out`` or the control plane, nor
+``ctl_in`` while it waits for ``ctl_out`` or the data plane: ``streaming = False``, and the
+two planes' dependency graphs stay apart. Requests are served one at a time, in order, a
+word at a time: each word is a round trip to the agent.
+
+Python helpers: :func:`read_request`, :func:`write_request` build requests; :func:`request_ok`
+says whether the tile takes one; :func:`parse_reply` reads a reply; :func:`expected_reply`
+builds the reply the tile sends (tests).
+"""
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from amaranth import Module, Signal, Cat, Const, Mux, Array
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+
+from apiary.control.messages import AGENT_FBITS, CTL_META, CtlMsgType, CtlStatus
+from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.header import Fbits
+from apiary.noc.nexthop import address_of, first_hop
+from apiary.stream.checksum import fold16
+from apiary.tile import Tile, TileEnv
+
+from ..proto.messages import PACKET_META, MsgType
+
+
+__all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE", "STATUS_OK",
+           "STATUS_BAD_ADDR", "STATUS_READ_ONLY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
+           "STATUS_NAMES", "REPLY_KEY", "HEADER_BYTES", "ControlReply", "read_request",
+           "write_request", "request_ok", "expected_reply", "parse_reply"]
+
+
+#: The controller's UDP port (route key of UDP RX to it).
+CONTROL_PORT = 7200
+#: Words one request reads or writes at most.
+MAX_WORDS = 64
+OP_READ, OP_WRITE = 1, 2
+STATUS_OK = int(CtlStatus.OK)
+STATUS_BAD_ADDR = int(CtlStatus.BAD_ADDR)
+STATUS_READ_ONLY = int(CtlStatus.READ_ONLY)
+STATUS_TIMEOUT = 0xFE
+STATUS_BAD_REQUEST = 0xFF
+STATUS_NAMES = {STATUS_OK: "OK", STATUS_BAD_ADDR: "BAD_ADDR", STATUS_READ_ONLY: "READ_ONLY",
+                STATUS_TIMEOUT: "TIMEOUT", STATUS_BAD_REQUEST: "BAD_REQUEST"}
+#: Route key of the replies: ``d.route(ctl, udp_tx, key=REPLY_KEY)`` (a route without a key
+#: serves too).
+REPLY_KEY = "reply"
+#: op, tag, x, y, addr, count, reserved / status.
+_HEADER = struct.Struct("!BBBBHBB")
+HEADER_BYTES = _HEADER.size
+#: The longest request: a WRITE of MAX_WORDS words.
+_MAX_REQUEST = HEADER_BYTES + 4 * MAX_WORDS
+
+
+# -- Python helpers --------------------------------------------------------------------------------
+
+def _check_word(value: int, what: str) -> int:
+    if not isinstance(value, int) or not 0 <= value < 1 << 32:
+        raise ValueError(f"{what} must be a 32-bit unsigned word, not {value!r}")
+    return value
+
+
+def _check_target(x: int, y: int, addr: int, count: int, tag: int) -> None:
+    for value, name, limit in ((x, "x", 256), (y, "y", 256), (tag, "tag", 256),
+                               (addr, "addr", 1 << 16)):
+        if not isinstance(value, int) or not 0 <= value < limit:
+            raise ValueError(f"{name} must be 0 to {limit - 1}, not {value!r}")
+    if not 1 <= count <= MAX_WORDS:
+        raise ValueError(f"a request reads or writes 1 to {MAX_WORDS} words, not {count}")
+    if addr + count > 1 << 16:
+        raise ValueError(f"words {addr:#06x} to {addr + count - 1:#x} run past the 16-bit "
+                         f"address map")
+
+
+def read_request(x: int, y: int, addr: int, count: int = 1, *, tag: int = 0) -> bytes:
+    """Read ``count`` words at ``addr``, ``addr + 1``, ... of the agent at (``x``, ``y``)."""
+    _check_target(x, y, addr, count, tag)
+    return _HEADER.pack(OP_READ, tag, x, y, addr, count, 0)
+
+
+def write_request(x: int, y: int, addr: int, words: list[int], *, tag: int = 0) -> bytes:
+    """Write ``words`` to ``addr``, ``addr + 1``, ... of the agent at (``x``, ``y``), in
+    order."""
+    words = list(words)
+    _check_target(x, y, addr, len(words), tag)
+    body = b"".join(struct.pack("!I", _check_word(w, "a word")) for w in words)
+    return _HEADER.pack(OP_WRITE, tag, x, y, addr, len(words), 0) + body
+
+
+def request_ok(payload: bytes) -> bool:
+    """Whether the tile takes ``payload`` as a well-formed request (else: bad request)."""
+    payload = bytes(payload)
+    if len(payload) < HEADER_BYTES:
+        return False
+    op, _, _, _, addr, count, _ = _HEADER.unpack_from(payload)
+    if op not in (OP_READ, OP_WRITE) or not 1 <= count <= MAX_WORDS or addr + count > 1 << 16:
+        return False
+    return op == OP_READ or len(payload) >= HEADER_BYTES + 4 * count
+
+
+def expected_reply(request: bytes, status: int, words: list[int] | None = None) -> bytes:
+    """The reply the tile sends to ``request`` with ``status``; for a READ, ``words`` are the
+    words read before the failing one (all ``count`` of them when OK), the rest are zero. A
+    bad request (see :func:`request_ok`) gets the 8-byte reply with status 0xFF whatever
+    ``status`` says."""
+    request = bytes(request)
+    if not request_ok(request):
+        return (request[:HEADER_BYTES - 1]).ljust(HEADER_BYTES - 1, b"\0") + \
+            bytes([STATUS_BAD_REQUEST])
+    head = request[:HEADER_BYTES - 1] + bytes([status])
+    if request[0] != OP_READ:
+        return head
+    count = request[6]
+    words = list(words or [])[:count]
+    words += [0] * (count - len(words))
+    return head + b"".join(struct.pack("!I", w) for w in words)
+
+
+@dataclass
+class ControlReply:
+    """A reply taken apart (:func:`parse_reply`)."""
+    op: int
+    tag: int
+    x: int
+    y: int
+    addr: int
+    count: int
+    status: int
+    words: list[int] = field(default_factory=list)
+
+    @property
+    def status_name(self) -> str:
+        return STATUS_NAMES.get(self.status, f"{self.status:#04x}")
+
+
+def parse_reply(payload: bytes) -> ControlReply:
+    """A reply as a :class:`ControlReply` (``words``: a READ's words, empty otherwise).
+    ``ValueError`` if it is not one: shorter than 8 bytes, or a READ reply (status not 0xFF)
+    without its ``count`` words."""
+    payload = bytes(payload)
+    if len(payload) < HEADER_BYTES:
+        raise ValueError(f"a controller reply is at least {HEADER_BYTES} bytes, not "
+                         f"{len(payload)}")
+    op, tag, x, y, addr, count, status = _HEADER.unpack_from(payload)
+    words: list[int] = []
+    if op == OP_READ and status != STATUS_BAD_REQUEST:
+        if len(payload) < HEADER_BYTES + 4 * count:
+            raise ValueError(f"a READ reply of {count} words is {HEADER_BYTES + 4 * count} "
+                             f"bytes, not {len(payload)}")
+        words = list(struct.unpack_from(f"!{count}I", payload, HEADER_BYTES))
+    return ControlReply(op, tag, x, y, addr, count, status, words)
+
+
+# -- the tile --------------------------------------------------------------------------------------
+
+def _bswap32(value: Any) -> Any:
+    """A u32 lane (payload byte order: first byte in the low bits) ⇄ its value (network order)."""
+    return Cat(value[24:32], value[16:24], value[8:16], value[0:8])
+
+
+class ControllerTile(Tile):
+    """Serve register reads and writes requested in UDP datagrams over the control plane (see
+    the module docstring for the formats).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Its next hop on the data plane: UDP TX under key ``"reply"`` (or ``None``). Standalone
+        (no routes) the replies go to tile (0, 0). ``env.width`` (data) and ``env.ctl_width``
+        (control plane) may be any supported flit width.
+    queue : int
+        Requests that may wait while one is served (at least 1); the tile keeps ``queue + 1``
+        requests of up to 264 bytes each in one memory.
+    reply_timeout : int
+        Cycles each word waits for its agent's ``CTL_ACK`` before the request is answered with
+        status :data:`STATUS_TIMEOUT` (at least 1).
+
+    Counters: ``requests`` (answered), ``reads``, ``writes`` (well-formed READs and WRITEs),
+    ``bad_request`` (answered with status 0xFF), ``timeouts`` (answered with status 0xFE),
+    ``overflow`` (requests dropped unanswered: no free slot), ``stray_acks`` (control-plane
+    messages dropped: not the awaited ``CTL_ACK``, late, or malformed), ``dropped`` (data-plane
+    messages dropped: of another type, or malformed).
+
+    Latency (idle tile): a READ's first control message has its first flit on ``ctl_out`` 4
+    cycles after the request's last flit came in (one to commit its slot, two to read and
+    decode its first 8 bytes), a WRITE's 5 (its first word read from the slot), a bad
+    request's reply on ``noc_out`` 4; each further word's message follows 1 cycle (READ) or
+    2 (WRITE) after the previous word's ack came in, and the reply 1 cycle after the last
+    ack, its payload streaming from the memory at one word per cycle. Throughput: one request
+    at a time, a word at a time, so a request of ``n`` words takes ``n`` round trips to its
+    agent plus the reply's flits. Drops: a request finding no free slot (``overflow``); any
+    data-plane message other than ``UDP_RX_SEGMENT`` (``dropped``); any control-plane message
+    other than the awaited ack (``stray_acks``).
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range.
+    """
+
+    planes = ("data", "ctl")
+    #: The inputs never wait for an output (see the module docstring).
+    streaming = False
+    #: The design's controller: the top builds a control agent at every position with counters
+    #: or registers, and the layout check lays out its routes to them and back.
+    controls = True
+
+    def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
+                 reply_timeout: int = 1 << 10) -> None:
+        for value, name in ((queue, "queue"), (reply_timeout, "reply_timeout")):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        self.queue = queue
+        self.reply_timeout = reply_timeout
+        super().__init__(env, counters={
+            "requests": "requests answered (all of them, bad ones included)",
+            "reads": "well-formed READ requests",
+            "writes": "well-formed WRITE requests",
+            "bad_request": "requests answered with status 0xFF (bad request)",
+            "timeouts": "requests answered with status 0xFE: an agent did not answer in time",
+            "overflow": "requests dropped unanswered: every request slot was taken",
+            "stray_acks": "control-plane messages dropped: not the awaited CTL_ACK (late, of "
+                          "another tag, address or source, of another type) or malformed",
+            "dropped": "data-plane messages dropped: of another type than UDP_RX_SEGMENT, or "
+                       "malformed",
+        })
+        routes = self.env.next_hops("data")
+        self.reply_hop = first_hop(routes, REPLY_KEY, None)
+        if routes and self.reply_hop is None:
+            raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to UDP TX "
+                             f"with key {REPLY_KEY!r} (or no key); it has keys "
+                             f"{sorted(map(str, routes))}")
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width, cwidth = self.env.width, self.env.ctl_width
+        nb = width // 8
+        lanes = width // 32                         # u32 words per memory row
+        lane_bits = (lanes - 1).bit_length()
+        rows = -(-_MAX_REQUEST // nb)
+        row_bits = max(1, (rows - 1).bit_length())  # a slot is 2**row_bits rows
+        slots = self.queue + 1
+        me = (self.env.x, self.env.y, Fbits.LOCAL0)
+        counters = self.counters
+
+        # -- the request slots ---------------------------------------------------------------------
+        m.submodules.mem = mem = Memory(shape=unsigned(width), depth=slots << row_bits, init=[])
+        w_req = mem.write_port()                    # requests coming in, a row at a time
+        w_rep = mem.write_port(granularity=32)      # the words read, a lane at a time
+        rd = mem.read_port()
+        slot_meta = Array(Signal(PACKET_META.size, name=f"slot_meta{k}") for k in range(slots))
+        slot_len = Array(Signal(range(_MAX_REQUEST + 1), name=f"slot_len{k}")
+                         for k in range(slots))
+        head = Signal(range(slots))                 # the oldest request's slot
+        used = Signal(range(slots + 1))             # slots holding a request (served one too)
+        commit = Signal()
+        release = Signal()
+        m.d.sync += used.eq(used + commit - release)
+
+        def next_slot(slot: Any, plus: Any) -> Any:
+            total = slot + plus
+            return Mux(total >= slots, total - slots, total)
+
+        # -- input: requests -----------------------------------------------------------------------
+        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
+                                                       empty_packets=True)
+        m.d.comb += [seg_rx.i.valid.eq(self.noc_in.valid),
+                     seg_rx.i.payload.eq(self.noc_in.payload),
+                     self.noc_in.ready.eq(seg_rx.i.ready),
+                     seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
+        seg_stray = Signal(32)
+        m.d.comb += counters.dropped.eq(seg_rx.errors + seg_stray)
+        in_slot = Signal(range(slots))
+        in_keep = Signal()                          # the message is a request with a slot
+        in_row = Signal(range(rows + 1))
+        hdr = seg_rx.o_hdr.payload
+        with m.If(seg_rx.o_hdr.valid):
+            is_req = hdr.msg_type == MsgType.UDP_RX_SEGMENT.value
+            free = used < slots
+            slot = next_slot(head, used)
+            m.d.sync += [in_keep.eq(is_req & free), in_slot.eq(slot), in_row.eq(0)]
+            with m.If(is_req & free):
+                m.d.sync += [
+                    slot_meta[slot].eq(hdr.meta[:PACKET_META.size]),
+                    slot_len[slot].eq(Mux(hdr.payload_bytes > _MAX_REQUEST, _MAX_REQUEST,
+                                          hdr.payload_bytes)),
+                ]
+            with m.If(~is_req):
+                m.d.sync += seg_stray.eq(seg_stray + 1)
+            with m.Elif(~free):
+                m.d.sync += counters.overflow.eq(counters.overflow + 1)
+        word = seg_rx.o_data
+        m.d.comb += [w_req.addr.eq(Cat(in_row[:row_bits], in_slot)),
+                     w_req.data.eq(word.payload.data)]
+        with m.If(word.valid & in_keep):
+            m.d.comb += w_req.en.eq(in_row < rows)
+            with m.If(in_row < rows):
+                m.d.sync += in_row.eq(in_row + 1)
+            with m.If(word.payload.last):
+                m.d.comb += commit.eq(1)
+
+        # -- the request being served --------------------------------------------------------------
+        r_bytes = Signal(8 * HEADER_BYTES)
+        b = [r_bytes[8 * k:8 * k + 8] for k in range(HEADER_BYTES)]
+        r_op, r_x, r_y, r_count = b[0], b[2], b[3], b[6]
+        r_addr = Cat(b[5], b[4])
+        r_meta = Signal(PACKET_META.layout())
+        r_len = Signal(range(_MAX_REQUEST + 1))
+        is_read = r_op == OP_READ
+        bad = Signal()
+        m.d.comb += bad.eq(((r_op != OP_READ) & (r_op != OP_WRITE))
+                           | (r_count == 0) | (r_count > MAX_WORDS)
+                           | (r_addr + r_count > (1 << 16))
+                           | (r_len < HEADER_BYTES)
+                           | (~is_read & (r_len < HEADER_BYTES + 4 * r_count)))
+        j = Signal(range(MAX_WORDS + 1))            # the word being asked
+        seq = Signal(8)                             # tag of the control message
+        status = Signal(8)
+        n_words = Signal(range(MAX_WORDS + 1))      # words in the reply
+        total = Signal(24)                          # one's-complement sum of the words read
+        position = j + 2                            # the word's u32 index in the slot
+        word_row = Cat(position[lane_bits:], Const(0, 1))[:row_bits]
+        word_lane = position[:lane_bits]
+
+        # -- control messages out ------------------------------------------------------------------
+        m.submodules.ctl_tx = ctl_tx = MessageSender(cwidth, meta_bits=CTL_META.size)
+        m.d.comb += [self.ctl_out.valid.eq(ctl_tx.o.valid),
+                     self.ctl_out.payload.eq(ctl_tx.o.payload),
+                     ctl_tx.o.ready.eq(self.ctl_out.ready)]
+        c_meta = Signal(CTL_META)
+        w_word = Signal(32)                         # the word to write (from the slot)
+        lane_sel = Array(rd.data[32 * k:32 * k + 32] for k in range(lanes))
+        m.d.comb += [w_word.eq(_bswap32(lane_sel[word_lane])),
+                     c_meta.tag.eq(seq), c_meta.addr.eq(r_addr + j),
+                     c_meta.data.eq(Mux(is_read, 0, w_word))]
+        c_offer = Signal()
+        c_ready = offer_message(
+            m, ctl_tx, c_offer, dst=(r_x, r_y, AGENT_FBITS), src=me,
+            msg_type=Mux(is_read, CtlMsgType.CTL_READ.value, CtlMsgType.CTL_WRITE.value),
+            meta=c_meta)
+
+        # -- acks in -------------------------------------------------------------------------------
+        m.submodules.ctl_rx = ctl_rx = MessageReceiver(cwidth, meta_bits=CTL_META.size)
+        m.d.comb += [ctl_rx.i.valid.eq(self.ctl_in.valid),
+                     ctl_rx.i.payload.eq(self.ctl_in.payload),
+                     self.ctl_in.ready.eq(ctl_rx.i.ready),
+                     ctl_rx.o_hdr.ready.eq(1), ctl_rx.o_data.ready.eq(1)]
+        a_hdr = ctl_rx.o_hdr.payload
+        a_meta = data.View(CTL_META, a_hdr.meta)
+        waiting = Signal()
+        ack = Signal()
+        m.d.comb += ack.eq(ctl_rx.o_hdr.valid & waiting
+                           & (a_hdr.msg_type == CtlMsgType.CTL_ACK.value)
+                           & (a_hdr.src_x == r_x) & (a_hdr.src_y == r_y)
+                           & (a_meta.tag == seq) & (a_meta.addr == (r_addr + j)[:16]))
+        ack_stray = Signal(32)
+        with m.If(ctl_rx.o_hdr.valid & ~ack):
+            m.d.sync += ack_stray.eq(ack_stray + 1)
+        m.d.comb += counters.stray_acks.eq(ctl_rx.errors + ack_stray)
+
+        # the word read goes into its lane of the slot (the reply is built in place)
+        rep_word = Signal(32)
+        rep_write = Signal()
+        m.d.comb += [w_rep.addr.eq(Cat(word_row, head)),
+                     w_rep.data.eq(_bswap32(rep_word).replicate(lanes)),
+                     w_rep.en.eq(Mux(rep_write, (Const(1, lanes) << word_lane)[:lanes], 0))]
+
+        # -- the reply -----------------------------------------------------------------------------
+        reply_head = Cat(*b[:HEADER_BYTES - 1], status)
+        head_sum = Cat(b[1], b[0]) + Cat(b[3], b[2]) + Cat(b[5], b[4]) + Cat(status, b[6])
+        rep_meta = Signal(PACKET_META.layout())
+        m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(fold16(total + head_sum)),
+                     rep_meta.l4_sum_valid.eq(1)]
+        reply_bytes = HEADER_BYTES + 4 * n_words
+        reply_rows = (reply_bytes + nb - 1) >> (nb.bit_length() - 1)
+        m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
+        m.d.comb += [self.noc_out.valid.eq(rep_tx.o.valid),
+                     self.noc_out.payload.eq(rep_tx.o.payload),
+                     rep_tx.o.ready.eq(self.noc_out.ready)]
+        rep_offer = Signal()
+        rep_ready = offer_message(
+            m, rep_tx, rep_offer, dst=address_of(self.reply_hop, Fbits.LOCAL0), src=me,
+            msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta, payload_bytes=reply_bytes)
+        fetch_row = Signal(range(rows + 1))         # the next row to read for the reply
+        cur_row = Signal(range(rows + 1))           # the row on rd.data
+        have = Signal()                             # rd.data holds a reply row to send
+        sending = Signal()
+        desc_done = Signal()
+        out_row = Signal(width)
+        m.d.comb += out_row.eq(rd.data)
+        with m.If(cur_row == 0):
+            m.d.comb += out_row[:8 * HEADER_BYTES].eq(reply_head)
+        m.d.comb += [rep_tx.i_data.valid.eq(have), rep_tx.i_data.payload.data.eq(out_row),
+                     rep_tx.i_data.payload.nbytes.eq(nb),  # the sender frames by payload_bytes
+                     rep_tx.i_data.payload.last.eq(cur_row + 1 == reply_rows)]
+        taken = rep_tx.i_data.valid & rep_tx.i_data.ready
+        fetch = Signal()
+        m.d.comb += fetch.eq(sending & (~have | taken) & (fetch_row < reply_rows))
+        with m.If(sending):
+            m.d.sync += have.eq(fetch | (have & ~taken))
+            with m.If(fetch):
+                m.d.sync += [fetch_row.eq(fetch_row + 1), cur_row.eq(fetch_row)]
+
+        # -- the engine ----------------------------------------------------------------------------
+        timer = Signal(range(self.reply_timeout + 1))
+        m.d.comb += rd.en.eq(0)                     # (a read port's enable is 1 by default)
+
+        def start_reply(code: Any, words: Any) -> list:
+            return [status.eq(code), n_words.eq(words), sending.eq(1), desc_done.eq(0),
+                    fetch_row.eq(0), have.eq(0)]
+
+        with m.FSM(name="controller"):
+            with m.State("IDLE"):
+                m.d.comb += [rd.addr.eq(Cat(Const(0, row_bits), head)), rd.en.eq(used != 0)]
+                with m.If(used != 0):
+                    m.next = "LOAD"
+            with m.State("LOAD"):               # the slot's first row is on rd.data
+                m.d.sync += [r_bytes.eq(rd.data[:8 * HEADER_BYTES]), r_meta.eq(slot_meta[head]),
+                             r_len.eq(slot_len[head]), j.eq(0), total.eq(0)]
+                m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.sync += counters.requests.eq(counters.requests + 1)
+                with m.If(bad):
+                    m.d.sync += [counters.bad_request.eq(counters.bad_request + 1),
+                                 *start_reply(STATUS_BAD_REQUEST, 0)]
+                    m.next = "REPLY"
+                with m.Elif(is_read):
+                    m.d.sync += counters.reads.eq(counters.reads + 1)
+                    m.next = "ISSUE"
+                with m.Else():
+                    m.d.sync += counters.writes.eq(counters.writes + 1)
+                    m.next = "FETCH"
+            with m.State("FETCH"):              # a WRITE's word j: its row onto rd.data
+                m.d.comb += [rd.addr.eq(Cat(word_row, head)), rd.en.eq(1)]
+                m.next = "ISSUE"
+            with m.State("ISSUE"):
+                m.d.comb += c_offer.eq(1)
+                with m.If(c_ready):             # taken with the message's last flit
+                    m.d.sync += timer.eq(self.reply_timeout)
+                    m.next = "WAIT"
+            with m.State("WAIT"):
+                m.d.comb += waiting.eq(1)
+                m.d.sync += timer.eq(timer - 1)
+                last_word = j + 1 == r_count
+                with m.If(ack):
+                    m.d.sync += seq.eq(seq + 1)
+                    with m.If(a_meta.status != STATUS_OK):
+                        with m.If(is_read):
+                            m.d.sync += status.eq(a_meta.status)
+                            m.next = "ZERO"
+                        with m.Else():
+                            m.d.sync += start_reply(a_meta.status, 0)
+                            m.next = "REPLY"
+                    with m.Else():
+                        with m.If(is_read):
+                            m.d.comb += [rep_word.eq(a_meta.data), rep_write.eq(1)]
+                            m.d.sync += total.eq(total + a_meta.data[:16] + a_meta.data[16:])
+                        with m.If(last_word):
+                            m.d.sync += start_reply(STATUS_OK, Mux(is_read, r_count, 0))
+                            m.next = "REPLY"
+                        with m.Elif(is_read):
+                            m.d.sync += j.eq(j + 1)
+                            m.next = "ISSUE"
+                        with m.Else():
+                            m.d.sync += j.eq(j + 1)
+                            m.next = "FETCH"
+                with m.Elif(timer == 0):
+                    m.d.sync += [seq.eq(seq + 1), status.eq(STATUS_TIMEOUT),
+                                 counters.timeouts.eq(counters.timeouts + 1)]
+                    with m.If(is_read):
+                        m.next = "ZERO"
+                    with m.Else():
+                        m.d.sync += start_reply(STATUS_TIMEOUT, 0)
+                        m.next = "REPLY"
+            with m.State("ZERO"):               # a failed READ: words j.. are zero
+                m.d.comb += [rep_word.eq(0), rep_write.eq(1)]
+                m.d.sync += j.eq(j + 1)
+                with m.If(j + 1 == r_count):
+                    m.d.sync += start_reply(status, r_count)
+                    m.next = "REPLY"
+            with m.State("REPLY"):
+                m.d.comb += [rep_offer.eq(~desc_done), rd.en.eq(fetch),
+                             rd.addr.eq(Cat(fetch_row[:row_bits], head))]
+                with m.If(rep_ready):
+                    m.d.sync += desc_done.eq(1)
+                with m.If(taken & rep_tx.i_data.payload.last):
+                    m.d.sync += [sending.eq(0), have.eq(0), head.eq(next_slot(head, 1))]
+                    m.d.comb += release.eq(1)
+                    m.next = "IDLE"
+        return m

@@ -1,0 +1,48 @@
+"""The replication benchmark (beehive.bench.replicate), small: 1 and 2 copies at 64 bits on
+Verilator, 40 requests each (few enough that none is dropped). Every reply comes back, the
+copies share the load as the hash says, two copies echo more packets per cycle than one, and
+neither beats the bound of the shared tiles."""
+
+import pytest
+from scapy.layers.inet import IP
+
+from beehive.bench import replicate
+from beehive.bench.echo import request
+from beehive.nf.balancer import flow_tuple, hash_replica
+from beehive.proto.addresses import ipv4_to_int
+
+PACKETS = 40
+
+
+def test_bounds():
+    """A 64-byte payload: a 106-byte frame (14 words at 64 bits, 2 at 512); Ethernet RX's
+    message is the 92-byte IPv4 packet behind a header and metadata: 2 + 4 + 12 flits at 64
+    bits, 1 + 0 + 2 at 512 (the metadata rides in the header flit)."""
+    assert replicate.bounds(64) == {"mac": 14, "shared": 18}
+    assert replicate.bounds(512) == {"mac": 2, "shared": 3}
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return replicate.replicate_table((64,), (1, 2), packets=PACKETS)
+
+
+@pytest.mark.slow
+def test_two_copies_echo_more_packets_per_cycle_than_one(rows):
+    one, two = rows
+    assert (one["copies"], two["copies"]) == (1, 2)
+    for r in rows:
+        assert r["echoed"] == PACKETS and r["dropped"] == {}      # every reply, checked
+        assert r["cycles_per_packet"] >= r["bound_shared"]         # no copy count beats it
+    assert one["cycles_per_packet"] == 20                          # one stack: W + 6
+    assert two["packets_per_cycle"] > one["packets_per_cycle"]
+    assert two["speedup"] == one["cycles_per_packet"] / two["cycles_per_packet"] > 1
+    # The load balancer sent each request to the copy its 4-tuple hashes to.
+    want = [0, 0]
+    for seq in range(PACKETS):
+        ip = IP(request(64, seq, "02:00:00:00:00:02", "10.0.0.2")[14:])
+        flow = flow_tuple(ipv4_to_int(ip.src), ipv4_to_int(ip.dst), ip.sport, ip.dport)
+        want[hash_replica(flow, 2)] += 1
+    assert two["per_copy"] == want and one["per_copy"] == [PACKETS]
+    table = replicate.render_markdown(rows)
+    assert table.count("\n| 64-bit |") == 2

@@ -1,0 +1,101 @@
+"""Linux reads and writes the simulated design's counters and registers by name with
+`apiary ctl`, over UDP through its controller (examples/udp_echo_ctl.py run by `apiary sim
+--tap`): every counter that moved, a drop counter that Linux's own datagrams to a closed port
+move, a register written (the audit log's rearm) whose effect shows in a counter and in the log
+table, all while the design still echoes.
+
+Everything happens inside a network namespace this test creates and deletes; the only process
+it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in conftest.py).
+Needs root: without it the test fails, it does not skip.
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TAP = f"ctl{os.getpid() % 100000}"  # unique to this run
+WIDTH = "64"                         # the quicker cold build
+HOST, DESIGN_IP = "10.0.0.1", "10.0.0.2"
+DESIGN = str(ROOT / "examples" / "udp_echo_ctl.py")
+
+# Runs inside the namespace: send `count` datagrams to `port`, and when `echo` wait for each
+# to come back; print (as JSON) how many came back equal.
+CLIENT = r"""
+import json, socket, sys
+host, port, count, echo = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect((host, port))
+s.settimeout(3)
+back = 0
+for i in range(count):
+    payload = f"datagram {i}".encode()
+    s.send(payload)
+    if echo:
+        try:
+            back += s.recv(2048) == payload
+        except socket.timeout:
+            pass
+print(json.dumps(back))
+"""
+
+
+def datagrams(stack, port, count, echo):
+    result = stack.netns_run(sys.executable, "-c", CLIENT, DESIGN_IP, str(port), str(count),
+                             "1" if echo else "0", timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr + stack.text
+    return json.loads(result.stdout)
+
+
+def ctl(stack, *args):
+    result = stack.netns_run(sys.executable, "-m", "apiary.cli", "ctl", DESIGN, "--width", WIDTH,
+                             DESIGN_IP, *args, timeout=300, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr + stack.text
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def values(text):
+    """``{name: text}`` of `apiary ctl` lines ``NAME  VALUE``."""
+    return dict(line.split() for line in text.splitlines())
+
+
+@pytest.mark.slow
+def test_linux_reads_counters_and_writes_a_register_by_name(bridge):
+    stack = bridge("examples/udp_echo_ctl.py", TAP, "--width", WIDTH)
+    stack.wait_ready(900)               # a cold Verilog conversion and Verilator build first
+    stack.netns_run("ip", "link", "set", TAP, "up")
+    stack.netns_run("ip", "addr", "add", f"{HOST}/24", "dev", TAP)
+    stack.netns_run("ip", "link", "set", "lo", "up")
+
+    # Every counter that moved: the control requests themselves went through the stack (after
+    # the kernel's ARP request, which the ARP tile answered).
+    moved = json.loads(ctl(stack, "counters", "--json"))
+    assert moved["ctl.reads"] >= 10 and moved["udp_rx.forwarded"] >= 2, moved
+    assert moved["arp.forwarded"] >= 1, moved
+    assert not any(k.startswith("ctl.") and k not in ("ctl.requests", "ctl.reads")
+                   for k in moved), moved
+    every = json.loads(ctl(stack, "counters", "--all", "--json"))
+    assert every.keys() > moved.keys() and every["udp_rx.bad_checksum"] == 0
+
+    # Linux's datagrams to a closed port are dropped by UDP RX, and counted; echo still works.
+    before = int(values(ctl(stack, "read", "udp_rx.no_route"))["udp_rx.no_route"])
+    assert datagrams(stack, 9, 3, echo=False) == 0
+    assert datagrams(stack, 7, 5, echo=True) == 5
+    after = values(ctl(stack, "read", "udp_rx.no_route", "echo.dropped"))
+    assert after == {"udp_rx.no_route": str(before + 3), "echo.dropped": "0"}, after
+
+    # A register: rearm empties the audit log of control requests; `write` prints it read back
+    # (that read is logged), and the next read of the count is the second entry.
+    assert int(values(ctl(stack, "read", "audit.written"))["audit.written"]) > 10
+    assert values(ctl(stack, "write", "audit.rearm", "7")) == {"audit.rearm": "0x7"}
+    assert values(ctl(stack, "read", "audit.written")) == {"audit.written": "2"}
+    entry = int(values(ctl(stack, "table", "audit.log", "0"))["audit.log[0]"], 16)
+    assert entry >> 112 & 0xFF == 26            # a UDP_RX_SEGMENT: the request reading rearm
+    assert entry >> 64 & 0xFFFF == 8            # of 8 bytes
+
+    assert stack.stop() == 0, stack.text
+    stack.stopped()
