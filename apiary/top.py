@@ -331,7 +331,7 @@ class DesignTop(wiring.Component):
         for w in d.wires:
             connect(m, getattr(self.tiles[w.a], w.member), getattr(self.tiles[w.b], w.member))
 
-        agents = {}
+        agents: dict[str, ControlAgent] = {}
         for name, sources in self._agent_sources.items():
             tile = self.tiles[name]
             # The tile's member is In(...): its .signature is the flipped one.
@@ -357,15 +357,15 @@ class DesignTop(wiring.Component):
             m.d.comb += getattr(self.counters, f"{plane}_edge_dropped").eq(mesh.dropped)
             empty_dropped = getattr(self.counters, f"{plane}_empty_dropped")
             to_tile, from_tile = NOC_PORTS[plane]
-            sunk = []
+            sunk: list[Any] = []
             for x in range(d.cols):
                 for y in range(d.rows):
                     at = by_position.get((x, y))
                     here = self.tiles[at] if at is not None else None
                     monitor = self.monitors.get(at) if at is not None and plane == "data" \
                         else None
-                    agent = agents.get(at) if plane == "ctl" else None
-                    if agent is not None and here is not None and plane in here.planes:
+                    ctl_agent = agents.get(at) if at is not None and plane == "ctl" else None
+                    if ctl_agent is not None and here is not None and plane in here.planes:
                         # A tile on the control plane itself (the controller): its agent on
                         # AGENT_FBITS, the tile on LOCAL0. A controller issues one request at a
                         # time, so its own agent's answer never waits behind another request.
@@ -373,14 +373,14 @@ class DesignTop(wiring.Component):
                             width, [AGENT_FBITS, Fbits.LOCAL0])
                         merge = m.submodules[f"{at}_ctl_merge"] = MessageMerger(width, 2)
                         connect(m, router=mesh.eject[x][y], split=split.i)
-                        connect(m, split=split.o[0], agent=agent.ctl_in)
+                        connect(m, split=split.o[0], ctl_agent=ctl_agent.ctl_in)
                         connect(m, split=split.o[1], tile=getattr(here, to_tile))
-                        connect(m, agent=agent.ctl_out, merge=merge.i[0])
+                        connect(m, ctl_agent=ctl_agent.ctl_out, merge=merge.i[0])
                         connect(m, tile=getattr(here, from_tile), merge=merge.i[1])
                         connect(m, merge=merge.o, router=mesh.inject[x][y])
-                    elif agent is not None:
-                        connect(m, agent=agent.ctl_out, router=mesh.inject[x][y])
-                        connect(m, router=mesh.eject[x][y], agent=agent.ctl_in)
+                    elif ctl_agent is not None:
+                        connect(m, ctl_agent=ctl_agent.ctl_out, router=mesh.inject[x][y])
+                        connect(m, router=mesh.eject[x][y], ctl_agent=ctl_agent.ctl_in)
                     elif here is not None and plane in here.planes and monitor is not None:
                         connect(m, tile=getattr(here, from_tile), monitor=monitor.tile_out)
                         connect(m, monitor=monitor.tile_in, tile=getattr(here, to_tile))

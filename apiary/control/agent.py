@@ -31,7 +31,7 @@ from ..noc.framing import MessageReceiver, MessageSender, offer_message
 from ..stream.counters import CounterSignature
 from ..stream.registers import Register, RegisterSignature
 from .addrmap import WORD_BITS, MapEntry, TileMap
-from .messages import AGENT_FBITS, CTL_META, CtlMsgType, CtlStatus
+from .messages import AGENT_FBITS, CTL_ACK, CTL_META, CTL_READ, CTL_WRITE, CtlStatus
 
 
 __all__ = ["ControlAgent"]
@@ -149,10 +149,10 @@ class ControlAgent(wiring.Component):
                     m.d.sync += [
                         src_x.eq(hdr.src_x), src_y.eq(hdr.src_y), src_fbits.eq(hdr.src_fbits),
                         tag.eq(req.tag), addr.eq(req.addr), wdata.eq(req.data),
-                        is_write.eq(hdr.msg_type == CtlMsgType.CTL_WRITE.value),
+                        is_write.eq(hdr.msg_type == CTL_WRITE),
                     ]
-                    with m.If((hdr.msg_type == CtlMsgType.CTL_READ.value)
-                              | (hdr.msg_type == CtlMsgType.CTL_WRITE.value)):
+                    with m.If((hdr.msg_type == CTL_READ)
+                              | (hdr.msg_type == CTL_WRITE)):
                         m.next = "EXECUTE"
                     with m.Else():
                         m.d.sync += wrong_type.eq(wrong_type + 1)
@@ -206,7 +206,7 @@ class ControlAgent(wiring.Component):
                     m.d.comb += meta.data.eq(rdata)
                 ready = offer_message(m, tx, 1, dst=(src_x, src_y, src_fbits),
                                       src=(tmap.x, tmap.y, AGENT_FBITS),
-                                      msg_type=CtlMsgType.CTL_ACK.value, meta=meta.as_value())
+                                      msg_type=CTL_ACK, meta=meta.as_value())
                 with m.If(ready):
                     m.next = "IDLE"
         return m

@@ -30,16 +30,20 @@ from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
 
 
-__all__ = ["CtlMsgType", "CtlStatus", "CTL_META", "CtlMeta", "AGENT_FBITS",
-           "ctl_message_flits", "decode_ctl_message"]
+__all__ = ["CtlMsgType", "CTL_READ", "CTL_WRITE", "CTL_ACK", "CtlStatus", "CTL_META", "CtlMeta",
+           "AGENT_FBITS", "ctl_message_flits", "decode_ctl_message"]
 
 
 @register_msg_types
-class CtlMsgType(enum.Enum, shape=8):
+class CtlMsgType(enum.Enum, shape=8):   # type: ignore[call-arg]
     """The control plane's message types."""
     CTL_READ  = 48
     CTL_WRITE = 49
     CTL_ACK   = 50
+
+
+#: The same values as plain integers.
+CTL_READ, CTL_WRITE, CTL_ACK = 48, 49, 50
 
 
 class CtlStatus(enum.IntEnum):
