@@ -1,8 +1,9 @@
 """Application tiles that sit on top of the Beehive protocol tiles."""
 
 from .controller import ControllerTile
+from .busy_echo import UdpBusyEchoTile
 from .echo import UdpEchoTile
 from .tcp_echo import TcpEchoTile
 from .tcp_sender import TcpSenderTile
 
-__all__ = ["ControllerTile", "UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]
+__all__ = ["ControllerTile", "UdpBusyEchoTile", "UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]

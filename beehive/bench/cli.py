@@ -62,7 +62,8 @@ _DESCRIPTION = (
     "(`apiary bench noc --help`); `apiary bench kernel [...]` the Apiary kernel's (monitor "
     "latency, allocation latency, area with --area); `apiary bench control [...]` the control "
     "plane's (register round trips, area with --area); `apiary bench replicate [...]` 1, 2 and "
-    "4 copies of the stack behind a load balancer (the paper's Fig. 12); `apiary bench nf "
+    "4 copies of the stack behind a load balancer (the paper's Fig. 12; with `--app-cycles N` "
+    "a slow application replicated instead); `apiary bench nf "
     "[...]` the network-function tiles' cycles and area.")
 
 

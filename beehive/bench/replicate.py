@@ -17,6 +17,13 @@ must move, header and metadata included; a link moves one flit per cycle, so no 
 copies gets below that. The paper's figures are beside ours: one stack 18.4 Mpps (13.6 cycles
 per 64-byte packet at 250 MHz), two stacks "roughly double" that, and the load balancer's cap
 of 32 Gbps at 64 B (4 cycles per packet: 3 for the NoC message and 1 recovery cycle).
+
+With ``app_cycles`` (``--app-cycles N``) the design is ``examples/replicated_app.py`` instead:
+one stack, Ethernet RX → IPv4 RX → UDP RX → load balancer (round robin by default) →
+``copies`` × :class:`~beehive.apps.busy_echo.UdpBusyEchoTile` (an echo that takes ``N`` cycles
+per message) → UDP TX → IPv4 TX → Ethernet TX, measured by the same code. The application then
+bounds the rate at ``N / copies`` cycles per packet, until the shared path's flits do: the
+paper's point that copies scale a slow component up to the balancer's cap.
 """
 
 import argparse
@@ -35,12 +42,15 @@ from .echo import (BenchError, measure_latency, request, _addresses, _drops, _ex
                    _not_an_echo, _per_packet, _run_until_idle)
 
 
-__all__ = ["PAPER", "DEFAULT_COPIES", "SIZE", "DESIGN", "bounds", "replicate_row",
-           "replicate_table", "render_markdown", "main"]
+__all__ = ["PAPER", "DEFAULT_COPIES", "SIZE", "DESIGN", "APP_DESIGN", "bounds",
+           "replicate_row", "replicate_table", "render_markdown", "main"]
 
 
 #: The script that builds the replicated design: ``design(width=, copies=, policy=)``.
 DESIGN = pathlib.Path(__file__).resolve().parents[2] / "examples" / "replicated_echo.py"
+#: The script with one stack and a slow application replicated:
+#: ``design(width=, copies=, policy=, cycles=)``.
+APP_DESIGN = DESIGN.with_name("replicated_app.py")
 DEFAULT_COPIES = (1, 2, 4)
 SIZE = 64                     # UDP payload bytes, as in the paper's figure
 IPV4_UDP = 28                 # bytes of IPv4 and UDP headers
@@ -109,19 +119,26 @@ def _throughput(sim, packets, mac, ipv4, clock_mhz):
 
 
 def replicate_row(width, copies, *, packets=200, policy="hash", clock_mhz=250.0,
-                  design=None, log=None):
+                  design=None, log=None, app_cycles=None):
     """Measure one design: ``copies`` copies at ``width`` bits. ``design`` is a callable
-    ``(width, copies, policy) -> Design`` (default: :data:`DESIGN`). Returns a dict (the keys
-    of :func:`beehive.bench.echo.measure_throughput` and ``reordered``, plus ``width``,
+    ``(width, copies, policy) -> Design`` (default: :data:`DESIGN`, or :data:`APP_DESIGN` with
+    ``cycles=app_cycles`` when ``app_cycles`` is given). Returns a dict (the keys of
+    :func:`beehive.bench.echo.measure_throughput` and ``reordered``, plus ``width``,
     ``copies``, ``policy``, ``packets_per_cycle``, ``latency`` (1-byte, first word in → last
-    word out, median), ``per_copy`` (replies each copy's IPv4 TX sent), ``bound_mac`` and
-    ``bound_shared`` (:func:`bounds`))."""
+    word out, median), ``per_copy`` (replies each copy sent: its IPv4 TX's ``forwarded``, or
+    with ``app_cycles`` the application's), ``bound_mac`` and ``bound_shared``
+    (:func:`bounds`), ``app_cycles`` and ``bound_app`` (``app_cycles / copies``, or ``None``),
+    and ``bound``, the largest of the three: the fewest cycles per packet possible)."""
     from apiary.sim import open_sim
 
-    if design is None:
+    if design is not None:
+        d = design(width, copies, policy)
+    elif app_cycles is None:
         d = load_design(str(DESIGN), width=width, copies=copies, policy=policy)
     else:
-        d = design(width, copies, policy)
+        d = load_design(str(APP_DESIGN), width=width, copies=copies, policy=policy,
+                        cycles=app_cycles)
+    copy_tile = "ip_tx" if app_cycles is None else "app"
     mac, ipv4 = _addresses(d)
     t0 = time.time()
     with open_sim(d, "verilator", clock_hz=clock_mhz * 1e6) as sim:
@@ -130,13 +147,16 @@ def replicate_row(width, copies, *, packets=200, policy="hash", clock_mhz=250.0,
         before = sim.counters()
         row = _throughput(sim, packets, mac, ipv4, clock_mhz)
         after = sim.counters()
-    per_copy = [after.get(f"ip_tx_{k}_forwarded", 0) - before.get(f"ip_tx_{k}_forwarded", 0)
-                for k in range(copies)]
+    names = [f"{copy_tile}_{k}_forwarded" for k in range(copies)]
+    per_copy = [after.get(c, 0) - before.get(c, 0) for c in names]
     b = bounds(width)
+    bound_app = None if app_cycles is None else app_cycles / copies
     row.update(width=width, copies=copies, policy=policy, clock_mhz=clock_mhz,
                packets_per_cycle=1 / row["cycles_per_packet"],
                latency=latency["first_in_last_out"]["median"], per_copy=per_copy,
-               bound_mac=b["mac"], bound_shared=b["shared"], build_seconds=built)
+               bound_mac=b["mac"], bound_shared=b["shared"], app_cycles=app_cycles,
+               bound_app=bound_app, bound=max(b["mac"], b["shared"], bound_app or 0),
+               build_seconds=built)
     if log is not None:
         print(f"{width}-bit, {copies} cop{'y' if copies == 1 else 'ies'}: "
               f"{row['cycles_per_packet']:.2f} cycles/packet, {row['echoed']}/{packets} echoed "
@@ -145,7 +165,7 @@ def replicate_row(width, copies, *, packets=200, policy="hash", clock_mhz=250.0,
 
 
 def replicate_table(widths=(512,), copies=DEFAULT_COPIES, *, packets=200,
-                    policy="hash", clock_mhz=250.0, design=None, log=None):
+                    policy="hash", clock_mhz=250.0, design=None, log=None, app_cycles=None):
     """:func:`replicate_row` for every width and copy count; adds ``speedup`` (over the row
     of the fewest copies at the same width). Returns the rows."""
     rows = []
@@ -153,7 +173,7 @@ def replicate_table(widths=(512,), copies=DEFAULT_COPIES, *, packets=200,
         base = None
         for n in copies:
             row = replicate_row(width, n, packets=packets, policy=policy, clock_mhz=clock_mhz,
-                                design=design, log=log)
+                                design=design, log=log, app_cycles=app_cycles)
             base = base or row
             row["speedup"] = base["cycles_per_packet"] / row["cycles_per_packet"]
             rows.append(row)
@@ -165,7 +185,10 @@ def _num(x, digits=2):
 
 
 def render_markdown(rows):
-    """The rows as a Markdown table, with the paper's figures."""
+    """The rows as a Markdown table, with the paper's figures (rows measured with
+    ``app_cycles``: the replicated application's table)."""
+    if rows and rows[0].get("app_cycles") is not None:
+        return _render_app(rows)
     head = ["data plane", "copies", "echoed", "dropped (counters)", "cycles/packet",
             "packets/cycle", "speedup", "replies overtaken", "Mpps", "Gbps (64 B payloads)",
             "replies per copy",
@@ -197,6 +220,41 @@ def render_markdown(rows):
     return "\n".join(out) + "\n"
 
 
+def _caps(r):
+    """What bounds a row's rate: the application (``app_cycles / copies``) or the shared path."""
+    shared = max(r["bound_mac"], r["bound_shared"])
+    if r["bound_app"] > shared:
+        return f"application ({r['app_cycles']} / {r['copies']})"
+    if r["bound_app"] == shared:
+        return "application = shared path"
+    return "shared path"
+
+
+def _render_app(rows):
+    head = ["data plane", "copies", "app cycles/message", "echoed", "dropped (counters)",
+            "cycles/packet", "packets/cycle", "speedup", "replies overtaken", "Mpps",
+            "Gbps (64 B payloads)", "replies per copy",
+            "bound: app cycles / copies, shared-tile flits", "bounded by",
+            "1-byte latency (cycles)"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        drops = ", ".join(f"{k} {v}" for k, v in r["dropped"].items()) or "0"
+        out.append("| " + " | ".join([
+            f"{r['width']}-bit", str(r["copies"]), str(r["app_cycles"]),
+            f"{r['echoed']} / {r['packets']}", drops, _num(r["cycles_per_packet"]),
+            f"{r['packets_per_cycle']:.3f}", f"{r['speedup']:.2f}×", str(r["reordered"]),
+            _num(r["mpps"]), _num(r["gbps_payload"]), " / ".join(map(str, r["per_copy"])),
+            f"{_num(r['bound_app'])} / {r['bound_shared']}", _caps(r),
+            _num(r["latency"])]) + " |")
+    clock = rows[0]["clock_mhz"]
+    out.append("")
+    out.append(f"Rates at {clock:g} MHz; {rows[0]['policy']} policy. Paper (Fig. 12): one stack "
+               f"{_num(PAPER['one_stack_cycles'])} cycles per packet, two roughly double it, "
+               f"up to the load balancer's cap of {PAPER['lb_cap_cycles']} cycles "
+               f"({PAPER['lb_cap_gbps']:g} Gbps).")
+    return "\n".join(out) + "\n"
+
+
 def _ints(text):
     try:
         return tuple(int(v) for v in text.split(",") if v.strip())
@@ -207,7 +265,9 @@ def _ints(text):
 
 def main(argv=None):
     """``apiary bench replicate [--widths 64,512] [--copies 1,2,4] [--packets N]
-    [--policy P] [--clock-mhz MHZ] [--json]``: the table in Markdown (or the rows as JSON)."""
+    [--policy P] [--clock-mhz MHZ] [--app-cycles N] [--json]``: the table in Markdown (or the
+    rows as JSON). ``--app-cycles N`` measures :data:`APP_DESIGN` (the application, taking ``N``
+    cycles per message, replicated; policy ``round_robin`` unless given) instead."""
     parser = argparse.ArgumentParser(
         prog="apiary bench replicate",
         description="UDP echo throughput of 1, 2, 4 copies of the stack behind a load balancer "
@@ -215,12 +275,21 @@ def main(argv=None):
     parser.add_argument("--widths", type=_ints, default=(512,), metavar="W,W")
     parser.add_argument("--copies", type=_ints, default=DEFAULT_COPIES, metavar="N,N")
     parser.add_argument("--packets", type=int, default=200, metavar="N")
-    parser.add_argument("--policy", default="hash", choices=("round_robin", "hash", "port"))
+    parser.add_argument("--policy", default=None, choices=("round_robin", "hash", "port"),
+                        help="the load balancer's policy (default: hash; round_robin with "
+                             "--app-cycles)")
     parser.add_argument("--clock-mhz", type=float, default=250.0, metavar="MHZ")
+    parser.add_argument("--app-cycles", type=int, default=None, metavar="N",
+                        help="measure examples/replicated_app.py: one stack, the application "
+                             "(N cycles per message) replicated")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = replicate_table(args.widths, args.copies, packets=args.packets, policy=args.policy,
-                           clock_mhz=args.clock_mhz, log=sys.stderr)
+    if args.app_cycles is not None and args.app_cycles < 1:
+        parser.error(f"--app-cycles must be at least 1, not {args.app_cycles}")
+    policy = args.policy or ("hash" if args.app_cycles is None else "round_robin")
+    rows = replicate_table(args.widths, args.copies, packets=args.packets, policy=policy,
+                           clock_mhz=args.clock_mhz, log=sys.stderr,
+                           app_cycles=args.app_cycles)
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -46,3 +46,35 @@ def test_two_copies_echo_more_packets_per_cycle_than_one(rows):
     assert two["per_copy"] == want and one["per_copy"] == [PACKETS]
     table = replicate.render_markdown(rows)
     assert table.count("\n| 64-bit |") == 2
+
+
+APP_PACKETS = 24
+APP_CYCLES = 16
+
+
+@pytest.mark.parametrize("copies", [1, 2, 4])
+def test_the_replicated_app_is_deadlock_free(copies):
+    """``examples/replicated_app.py`` passes every check (``apiary check``) with 1, 2, 4 copies."""
+    from apiary.load import load_design
+    d = load_design(str(replicate.APP_DESIGN), width=512, copies=copies, cycles=APP_CYCLES)
+    d.check()
+    assert [n for n in d.tiles if n.startswith("app_")] == [f"app_{k}" for k in range(copies)]
+
+
+@pytest.mark.slow
+def test_two_copies_of_a_slow_app_echo_twice_the_packets_per_cycle():
+    """The application (16 cycles per message) is the bottleneck: one copy echoes a packet
+    every 16 cycles, two copies (round robin) at least 1.8 times as many packets per cycle;
+    every request gets its reply, checked byte for byte, each copy half of them. 512 bits on
+    Verilator (each model takes 2 to 3 minutes to build the first time, then is cached)."""
+    rows = replicate.replicate_table((512,), (1, 2), packets=APP_PACKETS,
+                                     policy="round_robin", app_cycles=APP_CYCLES)
+    one, two = rows
+    for r in rows:
+        assert r["echoed"] == APP_PACKETS and r["dropped"] == {}
+        assert r["cycles_per_packet"] >= r["bound_shared"]
+    assert one["cycles_per_packet"] == APP_CYCLES == one["bound"]
+    assert one["per_copy"] == [APP_PACKETS] and two["per_copy"] == [APP_PACKETS // 2] * 2
+    assert two["packets_per_cycle"] >= 1.8 * one["packets_per_cycle"]
+    table = replicate.render_markdown(rows)
+    assert table.count("\n| 512-bit |") == 2 and "application (16 / 2)" in table
