@@ -23,7 +23,7 @@ from apiary.cli import Command, error
 
 
 __all__ = ["COMMAND", "CTL_COMMAND", "DEFAULT_PORT", "CtlError", "read_log", "release",
-           "format_table", "format_map"]
+           "format_table", "format_map", "transport_arguments", "transport_error"]
 
 #: The control service's UDP port in ``examples/apiary_fault.py``.
 DEFAULT_PORT = 7100
@@ -158,15 +158,31 @@ def _tile(text: str) -> tuple[int, int]:
     return x, y
 
 
+def transport_arguments(parser: argparse.ArgumentParser, *, port: int, service: str,
+                        timeout: float, answer: str = "answer") -> None:
+    """Add ``--port`` (``service``'s UDP port, default ``port``), ``--timeout`` (seconds to
+    wait for each ``answer``, default ``timeout``) and ``--retries`` (default 3) to the
+    ``parser`` of a command that asks a design over UDP; :func:`transport_error` checks them."""
+    parser.add_argument("--port", type=int, default=port,
+                        help=f"{service}'s UDP port (default {port})")
+    parser.add_argument("--timeout", type=float, default=timeout, metavar="S",
+                        help=f"seconds to wait for each {answer} before asking again "
+                             f"(default {timeout})")
+    parser.add_argument("--retries", type=int, default=3, metavar="N",
+                        help=f"times a request is sent again when its {answer} does not come "
+                             f"(default 3)")
+
+
+def transport_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the :func:`transport_arguments` in ``args``, if anything."""
+    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0:
+        return "--port is 1 to 65535, --timeout above 0, --retries 0 or more"
+    return None
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("host", metavar="HOST", help="the design's IP address (or host name)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"the control service's UDP port (default {DEFAULT_PORT})")
-    parser.add_argument("--timeout", type=float, default=1.0, metavar="S",
-                        help="seconds to wait for each answer before asking again (default 1.0)")
-    parser.add_argument("--retries", type=int, default=3, metavar="N",
-                        help="times a request is sent again when its answer does not come "
-                             "(default 3)")
+    transport_arguments(parser, port=DEFAULT_PORT, service="the control service", timeout=1.0)
     parser.add_argument("--release", metavar="X,Y",
                         help="after printing the log, release tile (X,Y): its monitor resets "
                              "it, gives back its memory and lifts its quarantine")
@@ -180,9 +196,9 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"apiary faults: {e}", file=sys.stderr)
         return 2
-    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0:
-        print("apiary faults: --port is 1 to 65535, --timeout above 0, --retries 0 or more",
-              file=sys.stderr)
+    problem = transport_error(args)
+    if problem:
+        print(f"apiary faults: {problem}", file=sys.stderr)
         return 2
     where = f"{args.host}:{args.port}"
     out: dict[str, Any] = {"host": args.host, "port": args.port}
@@ -328,7 +344,7 @@ def _show(kind: str, value: int, name: str = "") -> str:
         return ".".join(str(value >> s & 0xFF) for s in (24, 16, 8, 0))
     if field and "mac" in field and value < 1 << 48:
         return ":".join(f"{value >> s & 0xFF:02x}" for s in range(40, -8, -8))
-    return f"{value:#x}"
+    return str(value) if field else f"{value:#x}"
 
 
 def _intermixed(parser: argparse.ArgumentParser) -> None:
@@ -359,13 +375,8 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("operands", metavar="ARG", nargs="*",
                         help="names are <tile>.<name> as `list` shows them; values are numbers "
                              "(decimal, 0x hex)")
-    parser.add_argument("--port", type=int, default=CONTROL_PORT,
-                        help=f"the controller's UDP port (default {CONTROL_PORT})")
-    parser.add_argument("--timeout", type=float, default=0.5, metavar="S",
-                        help="seconds to wait for each reply before asking again (default 0.5)")
-    parser.add_argument("--retries", type=int, default=3, metavar="N",
-                        help="times a request is sent again when its reply does not come "
-                             "(default 3)")
+    transport_arguments(parser, port=CONTROL_PORT, service="the controller", timeout=0.5,
+                        answer="reply")
     parser.add_argument("--all", action="store_true",
                         help="counters: every counter, not only those that moved")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -434,9 +445,9 @@ def _run_ctl(args: argparse.Namespace) -> int:
     except _Usage as e:
         print(f"apiary ctl: {e}", file=sys.stderr)
         return 2
-    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0:
-        print("apiary ctl: --port is 1 to 65535, --timeout above 0, --retries 0 or more",
-              file=sys.stderr)
+    problem = transport_error(args)
+    if problem:
+        print(f"apiary ctl: {problem}", file=sys.stderr)
         return 2
     design = load(args)
     dmap = _address_map(design)

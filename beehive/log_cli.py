@@ -35,6 +35,7 @@ from typing import Any
 from apiary.cli import Command, error, load
 from apiary.sim.base import DEFAULT_CLOCK_HZ
 from apiary.tiles.log import LINKTYPE_ETHERNET, LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
+from beehive.ctl_cli import transport_arguments
 
 
 __all__ = ["COMMAND", "LogError", "LogSpec", "read_log", "log_tile", "packet_key", "match_latency",
@@ -174,13 +175,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                              "(no pcap)")
     parser.add_argument("--clock", type=float, default=DEFAULT_CLOCK_HZ, metavar="HZ",
                         help="the design's clock, cycles to time (default 250e6)")
-    parser.add_argument("--port", type=int, default=CONTROL_PORT,
-                        help=f"the controller's UDP port (default {CONTROL_PORT})")
-    parser.add_argument("--timeout", type=float, default=0.5, metavar="S",
-                        help="seconds to wait for each answer before asking again (default 0.5)")
-    parser.add_argument("--retries", type=int, default=3, metavar="N",
-                        help="times a request is sent again when its answer does not come "
-                             "(default 3)")
+    transport_arguments(parser, port=CONTROL_PORT, service="the controller", timeout=0.5)
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON object")
 

@@ -197,7 +197,7 @@ def test_a_design_without_a_controller(capsys):
     (("read", "udp_rx.no_route"), "'read' needs the design's HOST"),
     (("127.0.0.1", "read"), "usage: apiary ctl DESIGN HOST read NAME..."),
     (("127.0.0.1", "write", "audit.rearm"), "write NAME VALUE"),
-    (("127.0.0.1", "table", "audit.log"), "table NAME INDEX [VALUE]"),
+    (("127.0.0.1", "table", "audit.log"), "table NAME INDEX [VALUE | FIELD=VALUE...]"),
     (("127.0.0.1", "counters", "x"), "counters [--all]"),
     (("127.0.0.1", "read", "udp_rx.no_route", "--all"), "--all goes with counters"),
     (("127.0.0.1", "write", "audit.rearm", "five"), "VALUE must be a number"),

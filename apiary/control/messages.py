@@ -20,7 +20,7 @@ An agent answers every request with exactly one ``CTL_ACK``, to the request's ``
 (which word is which counter, register or table) is :mod:`apiary.control.addrmap`.
 """
 
-from dataclasses import dataclass, fields as dc_fields
+from dataclasses import dataclass
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
@@ -28,6 +28,7 @@ from amaranth.lib import data, enum
 from ..noc.framing import decode_meta_message, meta_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..stream.struct_values import StructValues
 
 
 __all__ = ["CtlMsgType", "CTL_READ", "CTL_WRITE", "CTL_ACK", "CtlStatus", "CTL_META", "CtlMeta",
@@ -67,27 +68,13 @@ AGENT_FBITS = Fbits.LOCAL3
 
 
 @dataclass
-class CtlMeta:
-    """Python view of :data:`CTL_META`."""
+class CtlMeta(StructValues, layout=CTL_META):
+    """Python view of :data:`CTL_META` (``pack``, ``unpack``: see
+    :class:`~apiary.stream.struct_values.StructValues`)."""
     data: int = 0
     addr: int = 0
     tag: int = 0
     status: int = 0
-
-    def pack(self) -> int:
-        value = 0
-        for f in dc_fields(self):
-            spec = CTL_META[f.name]
-            v = int(getattr(self, f.name))
-            if not 0 <= v < 1 << spec.width:
-                raise ValueError(f"{f.name}={v} does not fit in {spec.width} bits")
-            value |= v << spec.offset
-        return value
-
-    @classmethod
-    def unpack(cls, value: int) -> "CtlMeta":
-        return cls(**{f.name: value >> CTL_META[f.name].offset
-                      & (1 << CTL_META[f.name].width) - 1 for f in dc_fields(cls)})
 
 
 def ctl_message_flits(width: int, msg_type: int, meta: CtlMeta, *, dst: tuple = (0, 0),

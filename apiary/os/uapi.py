@@ -55,7 +55,7 @@ comes back with the tile's own virtual address (the monitor keeps the handle in 
 on the way).
 """
 
-from dataclasses import dataclass, fields as dc_fields
+from dataclasses import dataclass
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
@@ -63,6 +63,7 @@ from amaranth.lib import data, enum
 from ..noc.framing import decode_meta_message, meta_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..stream.struct_values import StructValues
 
 
 __all__ = ["KernelMsgType", "KERNEL_META", "Perm", "IpcDir", "Status", "FaultKind",
@@ -164,8 +165,9 @@ def split_address(addr: int) -> tuple[int, int]:
 
 
 @dataclass
-class KernelMeta:
-    """Python view of :data:`KERNEL_META` (tests, traces, the error log reader)."""
+class KernelMeta(StructValues, layout=KERNEL_META):
+    """Python view of :data:`KERNEL_META` (tests, traces, the error log reader; ``pack``,
+    ``unpack``: see :class:`~apiary.stream.struct_values.StructValues`)."""
     handle: int = 0
     addr: int = 0
     size: int = 0
@@ -179,21 +181,6 @@ class KernelMeta:
     op: int = 0
     status: int = 0
     user: int = 0
-
-    def pack(self) -> int:
-        value = 0
-        for f in dc_fields(self):
-            layout_field = KERNEL_META[f.name]
-            v = int(getattr(self, f.name))
-            if not 0 <= v < 1 << layout_field.width:
-                raise ValueError(f"{f.name}={v} does not fit in {layout_field.width} bits")
-            value |= v << layout_field.offset
-        return value
-
-    @classmethod
-    def unpack(cls, value: int) -> "KernelMeta":
-        return cls(**{f.name: value >> KERNEL_META[f.name].offset
-                      & (1 << KERNEL_META[f.name].width) - 1 for f in dc_fields(cls)})
 
 
 def kernel_message_flits(width: int, msg_type: int, meta: KernelMeta, *, dst: tuple = (0, 0),

@@ -11,6 +11,8 @@ Nothing here knows about the NoC or any protocol. Imports: Amaranth only.
 * :mod:`~apiary.stream.peek`: look at a packet's first bytes, then forward or drop it.
 * :mod:`~apiary.stream.checksum`: the Internet checksum, in Python and in hardware.
 * :mod:`~apiary.stream.counters`: counters declared as a signature.
+* :mod:`~apiary.stream.registers`: run-time registers and tables declared as a signature.
+* :mod:`~apiary.stream.struct_values`: a dataclass view of a struct layout (pack, unpack).
 * :mod:`~apiary.stream.mac`: the MAC edge (byte enables, padding, FCS errors, clock crossing).
 * :mod:`~apiary.stream.testbench`: async testbench helpers.
 """

@@ -96,6 +96,7 @@ from apiary.stream.checksum import fold16
 from apiary.tile import Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
+from .kernel_ctl import positive_ints
 
 
 __all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE", "STATUS_OK",
@@ -281,11 +282,7 @@ class ControllerTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
                  reply_timeout: int = 1 << 10) -> None:
-        for value, name in ((queue, "queue"), (reply_timeout, "reply_timeout")):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        self.queue = queue
-        self.reply_timeout = reply_timeout
+        self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
         super().__init__(env, counters={
             "requests": "requests answered (all of them, bad ones included)",
             "reads": "well-formed READ requests",

@@ -117,7 +117,7 @@ __all__ = ["KernelCtlTile", "OP_FAULT_READ", "OP_RELEASE", "OP_IPC_GRANT", "OP_I
            "STATUS_OK", "STATUS_NO_ENTRY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
            "KERNEL_KEY", "REPLY_KEY", "FAULT_REPLY_BYTES", "STATUS_REPLY_BYTES",
            "fault_request", "release_request", "ipc_request", "request_ok", "fault_reply",
-           "status_reply", "parse_reply", "parse_fault_reply"]
+           "status_reply", "parse_reply", "parse_fault_reply", "positive_ints"]
 
 
 OP_FAULT_READ, OP_RELEASE, OP_IPC_GRANT, OP_IPC_REVOKE = 1, 2, 3, 4
@@ -221,6 +221,21 @@ def parse_reply(payload: bytes) -> dict[str, Any]:
 
 # -- the tile --------------------------------------------------------------------------------------
 
+def positive_ints(**values: int) -> tuple[int, ...]:
+    """``values``' values, in order, once each is checked to be a positive integer (a UDP
+    service tile's ``queue`` and ``reply_timeout``, say).
+
+    Raises
+    ------
+    ValueError
+        Naming the first that is not.
+    """
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return tuple(values.values())
+
+
 def _be(value: Any, nbytes: int) -> list[Any]:
     """The bytes of ``value`` (``nbytes`` wide), most significant first (network order)."""
     value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
@@ -267,11 +282,7 @@ class KernelCtlTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, queue: int = 4,
                  reply_timeout: int = 1 << 16) -> None:
-        for value, name in ((queue, "queue"), (reply_timeout, "reply_timeout")):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value!r}")
-        self.queue = queue
-        self.reply_timeout = reply_timeout
+        self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
         super().__init__(env, counters={
             "reads": "fault-log reads (op 1): FAULT_READ sent",
             "releases": "releases (op 2): RELEASE sent to the error manager",

@@ -3,8 +3,10 @@
 A network function (:mod:`.nat`, :mod:`.ipip`, :mod:`.vxlan`) takes a message (an IPv4 datagram,
 a UDP payload...), looks its header up in a table the control plane may change while traffic
 flows, and sends it on rewritten, with bytes stripped from its front (decapsulation) or put in
-front of it (encapsulation), or drops it and counts why. :class:`NfTile` is that pipeline, once;
-a subclass writes :meth:`NfTile.parse` and names its drop reasons and counters::
+front of it (encapsulation), or drops it and counts why. :class:`NfTile` is that pipeline, once,
+made of a receive layer's pieces (:mod:`beehive.proto.layer`: its parse object, verdict, patch
+and framing) plus a rule table and an insert; a subclass writes :meth:`NfTile.parse` and names
+its drop reasons and counters::
 
     noc_in ─▶ receiver ─▶ PayloadPeek ─▶ [StreamStrip] ─▶ [patch] ─▶ [StreamInsert] ─▶ sender
               (hdr) ─▶ parse(head, rules) ─▶ descriptor / strip / patch / insert queues ──┘
@@ -24,27 +26,25 @@ reason that holds), ``no_route`` (no next hop), ``forwarded``, then the subclass
 (``kept_counters``, counted among the packets forwarded: rewritten, encapsulated, passed...).
 """
 
+import ipaddress
 from collections.abc import Iterable, Mapping
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.hdl import unsigned
-from amaranth.lib import data, stream
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib import data
+from amaranth.lib.wiring import connect
 
-from apiary.noc.framing import MessageReceiver, MessageSender
-from apiary.noc.nexthop import NextHopTable
 from apiary.stream.checksum import ones_sum
-from apiary.stream.header import Header, header_signal
+from apiary.stream.header import Header
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.stream.registers import Table
 from apiary.tile import Tile
-from beehive.proto.layer import LENGTH_BITS, message_overhead
-from beehive.proto.messages import META_BITS, PACKET_META
+from beehive.proto.layer import (LENGTH_BITS, Parse, bytes_queue, decide, hold_packet,
+                                 message_overhead, patch_stream, receive, received_packets, send)
 
 
 __all__ = ["NfTile", "RuleTable", "UNMATCHED", "rule_values", "checksum_update",
-           "py_checksum_update"]
+           "py_checksum_update", "ip_value", "check_ttl"]
 
 #: What a tile does with a packet that matches no rule: send it on unchanged (counted in
 #: ``passed``), or drop it (counted in ``no_rule``).
@@ -74,6 +74,18 @@ def rule_values(entry: Header, rules: Iterable, entries: int, what: str) -> list
             raise ValueError(f"{what}: rule {k} must be a mapping of the fields {entry.names} or "
                              f"an integer of {entry.size} bits, not {rule!r}")
     return values + [0] * (entries - len(values))
+
+
+def ip_value(value) -> int:
+    """An IPv4 address given as text (``"10.0.0.1"``) or an integer, as an integer."""
+    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else int(value)
+
+
+def check_ttl(ttl: int, what: str) -> int:
+    """``ttl``, once checked to be an IPv4 TTL an encapsulating tile may send (1 to 255)."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= 255:
+        raise ValueError(f"{what}: ttl must be an integer from 1 to 255, not {ttl!r}")
+    return ttl
 
 
 def checksum_update(checksum, old: list, new: list):
@@ -139,55 +151,43 @@ class RuleTable:
         return hit, chosen
 
 
-def nf_packet_layout() -> data.StructLayout:
-    """What travels with each packet between the stages: length, type and metadata."""
-    return data.StructLayout({"length": unsigned(LENGTH_BITS), "msg_type": unsigned(8),
-                              "meta": PACKET_META.layout()})
-
-
-class _NfParse:
+class _NfParse(Parse):
     """What :meth:`NfTile.parse` reads (``head``, ``head_len``, ``length``, ``msg_type``,
     ``meta``, ``rules``: the table's entries) and sets (``drop``, ``key``, ``strip``,
-    ``patch``, ``insert``, ``out_length``, ``set_meta``, ``count``)."""
+    ``patch``, ``insert``, ``out_length``, ``set_meta``, ``count``, ``match``): a receive
+    layer's :class:`~beehive.proto.layer.Parse` with rules, inserts and counts."""
 
     def __init__(self, tile, m, head, head_len, cur, rules):
-        self.m, self.head, self.head_len = m, head, head_len
-        self.length, self.msg_type, self.meta = cur.length, cur.msg_type, cur.meta
+        super().__init__(tile, m, head, head_len, cur.length, cur.meta)
+        self.msg_type = cur.msg_type
         self.rules = rules
-        self.key = Const(0, tile.key_width)
-        self.strip = 0
-        self.out_length = None
-        self.meta_out = {}
-        self.patch_value, self.patch_len = None, 0
         self.insert_value, self.insert_len = None, 0
-        self.drops, self.counts = [], []
-        self._tile = tile
-
-    def field(self, header: Header, offset: int = 0) -> data.View:
-        """The head's bytes from ``offset`` on, viewed as the MSB-first ``header``."""
-        return header_signal(self.m, header, self.head, offset)
-
-    def drop(self, reason: str, condition) -> None:
-        """Drop the packet under ``reason`` if ``condition`` (and no earlier reason) holds."""
-        if reason not in self._tile.counter_names:
-            raise ValueError(f"{type(self._tile).__name__}: drop reason {reason!r} is not one "
-                             f"of its counters")
-        self.drops.append((reason, condition))
+        self.counts = []
+        self._unmatched = tile.unmatched
 
     def count(self, name: str, condition) -> None:
         """Count a forwarded packet under ``name`` if ``condition`` holds."""
         self.counts.append((name, condition))
 
-    def set_meta(self, **fields) -> None:
-        self.meta_out.update(fields)
-
-    def patch(self, value, nbytes) -> None:
-        """Overwrite the first ``nbytes`` bytes (after any strip) with ``value`` (lane order)."""
-        self.patch_value, self.patch_len = value, nbytes
-
     def insert(self, value, nbytes) -> None:
         """Put the ``nbytes`` bytes of ``value`` (lane order) in front of the packet."""
         self.insert_value, self.insert_len = value, nbytes
+
+    def match(self, name: str, condition, matched: str):
+        """``(hit, rule)``: whether some rule satisfies ``condition(entry)``, and the first that
+        does (:meth:`RuleTable.first_match`; each condition a signal ``<name>_hit<k>``). A packet
+        no rule matches is dropped under ``no_rule`` with ``unmatched="drop"``; a forwarded one
+        is counted under ``matched`` or ``passed``."""
+        hits = []
+        for k, e in enumerate(self.rules):
+            hit = Signal(name=f"{name}_hit{k}")
+            self.m.d.comb += hit.eq(condition(e))
+            hits.append(hit)
+        hit, rule = RuleTable.first_match(self.m, self.rules, hits, name)
+        self.drop("no_rule", Const(self._unmatched == "drop") & ~hit)
+        self.count(matched, hit)
+        self.count("passed", ~hit)
+        return hit, rule
 
 
 class NfTile(Tile):
@@ -250,34 +250,16 @@ class NfTile(Tile):
         width = self.env.width
 
         # -- the packets in: header (length, type, metadata) and payload -------------------
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS,
-                                                     empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        cur = Signal(nf_packet_layout())
-        cur_valid = Signal()
-        m.d.comb += rx.o_hdr.ready.eq(~cur_valid)
-        with m.If(rx.o_hdr.valid & ~cur_valid):
-            m.d.sync += [
-                cur.length.eq(rx.o_hdr.payload.payload_bytes),
-                cur.msg_type.eq(rx.o_hdr.payload.msg_type),
-                cur.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-                cur_valid.eq(1),
-            ]
+        hdr, data_ = received_packets(m, receive(m, self), msg_type=True)
+        cur, cur_valid = hold_packet(m, hdr)
         m.submodules.peek = peek = PayloadPeek(width, self.head_bytes,
                                                slack=message_overhead(width))
-        connect(m, receiver=rx.o_data, peek=peek.i)
+        connect(m, receiver=data_, peek=peek.i)
 
         # -- the decision -------------------------------------------------------------------
         rules = self.table.build(m, getattr(self.regs, self.table_name))
         p = _NfParse(self, m, peek.head, peek.head_len, cur, rules)
         self.parse(m, p)
-
-        m.submodules.table = table = NextHopTable(self.routes, self.key_width)
-        m.d.comb += table.key.eq(p.key)
-        meta = Signal(PACKET_META.layout())
-        m.d.comb += meta.eq(cur.meta)
-        for name, value in p.meta_out.items():
-            m.d.comb += getattr(meta, name).eq(value)
 
         # Per packet kept, one entry in each queue, all in the cycle of its verdict.
         max_strip = max(self.strip_counts or (0,))
@@ -288,67 +270,20 @@ class NfTile(Tile):
         out_length = Signal(LENGTH_BITS)
         m.d.comb += out_length.eq(p.out_length if p.out_length is not None
                                   else cur.length - strip_n + insert_n)
-        m.submodules.descriptors = descs = Queue(
-            MessageSender.descriptor_layout(width, meta_bits=META_BITS))
-        entries = [(descs.i, {
-            "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
-            "src_x": self.env.x, "src_y": self.env.y,
-            "msg_type": cur.msg_type if self.msg_type is None else self.msg_type.value,
-            "payload_bytes": out_length, "meta": meta.as_value(),
-        })]
+        queues, byte_queues = [], {}
         if max_strip:
             m.submodules.cuts = cuts = Queue(range(max_strip + 1))
-            entries.append((cuts.i, strip_n))
-        if self.patch_bytes:
-            m.submodules.patches = patches = Queue({"data": unsigned(8 * self.patch_bytes),
-                                                    "nbytes": range(self.patch_bytes + 1)})
-            entries.append((patches.i, {"data": p.patch_value if p.patch_value is not None
-                                        else 0, "nbytes": p.patch_len}))
-        if max_insert:
-            m.submodules.inserts = inserts = Queue({"data": unsigned(8 * max_insert),
-                                                    "nbytes": range(max_insert + 1)})
-            entries.append((inserts.i, {"data": p.insert_value if p.insert_value is not None
-                                        else 0, "nbytes": insert_n}))
-
-        decide = Signal()
-        room = Cat(*(w.ready for w, _ in entries)).all()
-        m.d.comb += [
-            decide.eq(peek.head_valid & cur_valid & room),
-            peek.verdict.valid.eq(decide),
-        ]
-        dropped = Const(0)
-        for reason, condition in p.drops:
-            counter = getattr(self.counters, reason)
-            this = Signal(name=f"drop_{reason}")
-            m.d.comb += this.eq(condition)
-            with m.If(decide & ~dropped & this):
-                m.d.sync += counter.eq(counter + 1)
-            so_far = Signal(name=f"dropped_{reason}")
-            m.d.comb += so_far.eq(dropped | this)
-            dropped = so_far
-        keep = Signal()
-        m.d.comb += keep.eq(~dropped & table.hit)
-        with m.If(decide & ~dropped & ~table.hit):
-            m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
-        with m.If(decide & keep):
-            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
-            for name, condition in p.counts:
-                counter = getattr(self.counters, name)
-                with m.If(condition):
-                    m.d.sync += counter.eq(counter + 1)
-        with m.If(decide):
-            m.d.sync += cur_valid.eq(0)
-        m.d.comb += [
-            peek.verdict.payload.keep.eq(keep),
-            table.lookup.eq(decide & keep),
-        ]
-        for w, fields in entries:
-            m.d.comb += w.valid.eq(decide & keep)
-            if isinstance(fields, dict):
-                for name, value in fields.items():
-                    m.d.comb += getattr(w.payload, name).eq(value)
-            else:
-                m.d.comb += w.payload.eq(fields)
+            queues.append((cuts.i, strip_n))
+        for name, max_bytes, value, nbytes in (
+                ("patches", self.patch_bytes, p.patch_value, p.patch_len),
+                ("inserts", max_insert, p.insert_value, insert_n)):
+            if max_bytes:
+                byte_queues[name] = queue = bytes_queue(m, name, max_bytes)
+                queues.append((queue.i, {"data": 0 if value is None else value,
+                                         "nbytes": nbytes}))
+        descs = decide(m, self, p, peek=peek, cur_valid=cur_valid, out_length=out_length,
+                       msg_type=cur.msg_type if self.msg_type is None else self.msg_type.value,
+                       queues=queues, counts=p.counts)
 
         # -- the packets out: strip, patch, insert, frame ------------------------------------
         words = peek.o
@@ -359,46 +294,12 @@ class NfTile(Tile):
             connect(m, cuts=cuts.o, strip=strip.n)
             words = strip.o
         if self.patch_bytes:
-            words = self._patch(m, words, patches.o)
+            words = patch_stream(m, width, self.patch_bytes, words, byte_queues["patches"].o)
         if max_insert:
             counts = tuple(sorted(set(self.insert_counts) | {0}))
             m.submodules.insert = insert = StreamInsert(width, max_insert, counts=counts)
             connect(m, words=words, insert=insert.i)
-            connect(m, inserts=inserts.o, insert=insert.hdr)
+            connect(m, inserts=byte_queues["inserts"].o, insert=insert.hdr)
             words = insert.o
-        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
-                                                    empty_packets=True)
-        connect(m, sender=sender.o, tile=flipped(self.noc_out))
-        connect(m, descriptors=descs.o, sender=sender.i_hdr)
-        connect(m, words=words, sender=sender.i_data)
+        send(m, self, descs, words)
         return m
-
-    def _patch(self, m, source, patch_r):
-        """The packets of ``source`` with their first ``nbytes`` bytes overwritten by the patch
-        at the head of ``patch_r`` (one per packet, taken with the packet's last word)."""
-        nb = self.env.width // 8
-        words = -(-self.patch_bytes // nb)
-        patch = patch_r.payload.data
-        patch_len = patch_r.payload.nbytes
-        index = Signal(range(words + 1))        # word of the packet, saturating
-        word = source.payload
-        sink = stream.Signature(source.payload.shape()).create()
-        lanes = []
-        for lane in range(nb):
-            byte = word.data[8 * lane:8 * lane + 8]
-            for w in range(words):
-                pos = w * nb + lane
-                if pos < self.patch_bytes:
-                    byte = Mux((index == w) & (pos < patch_len), patch[8 * pos:8 * pos + 8], byte)
-            lanes.append(byte)
-        m.d.comb += [
-            sink.valid.eq(source.valid & patch_r.valid),
-            sink.payload.data.eq(Cat(*lanes)),
-            sink.payload.nbytes.eq(word.nbytes),
-            sink.payload.last.eq(word.last),
-            source.ready.eq(sink.ready & patch_r.valid),
-            patch_r.ready.eq(source.valid & source.ready & word.last),
-        ]
-        with m.If(source.valid & source.ready):
-            m.d.sync += index.eq(Mux(word.last, 0, Mux(index == words, index, index + 1)))
-        return sink

@@ -44,9 +44,8 @@ length inner + 20, identification 0, DF copied from the inner header, TTL ``ttl`
 source the design's address (``local_ip``), destination ``physical_ip``, checksum computed.
 """
 
-import ipaddress
 
-from amaranth import Const, Mux, Signal
+from amaranth import Mux, Signal
 
 from apiary.stream.checksum import word_sum
 from apiary.stream.header import Header, header_view
@@ -54,7 +53,7 @@ from beehive.proto.addresses import local_addresses
 from beehive.proto.ipv4 import IPV4, IPV4_FLAG_DF, IPV4_MIN_IHL, IPV4_VERSION
 from beehive.proto.messages import MsgType
 
-from .base import NfTile, RuleTable
+from .base import NfTile, check_ttl, ip_value
 
 
 __all__ = ["IPIP_ROUTE", "IPPROTO_IPIP", "IpipEncapTile", "IpipDecapTile", "ipip_route"]
@@ -67,13 +66,9 @@ IPIP_ROUTE = Header("ipip_route", [("valid", 1), ("virtual_ip", 32), ("physical_
 _DESCRIPTION = "virtual -> physical: valid 1 | virtual_ip 32 | physical_ip 32"
 
 
-def _ip(value) -> int:
-    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else int(value)
-
-
 def ipip_route(virtual_ip, physical_ip) -> dict[str, int]:
     """A valid :data:`IPIP_ROUTE` as a dict (addresses as text or integers)."""
-    return {"valid": 1, "virtual_ip": _ip(virtual_ip), "physical_ip": _ip(physical_ip)}
+    return {"valid": 1, "virtual_ip": ip_value(virtual_ip), "physical_ip": ip_value(physical_ip)}
 
 
 class IpipEncapTile(NfTile):
@@ -116,25 +111,16 @@ class IpipEncapTile(NfTile):
 
     def __init__(self, env=None, *, ttl: int = 64, local_ip: str | None = None,
                  entries: int = 16, rules=(), unmatched: str = "pass") -> None:
-        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= 255:
-            raise ValueError(f"IpipEncapTile: ttl must be an integer from 1 to 255, not {ttl!r}")
+        self.ttl = check_ttl(ttl, "IpipEncapTile")
         super().__init__(env, entries=entries, rules=rules, unmatched=unmatched)
-        self.ttl = ttl
-        self.local_ip = _ip(local_ip) if local_ip is not None else local_addresses(self.env)[1]
+        self.local_ip = ip_value(local_ip) if local_ip is not None else local_addresses(self.env)[1]
 
     def parse(self, m, p):
         inner = p.field(IPV4)
         p.drop("truncated", p.head_len < 20)
         p.drop("bad_version", inner.version != IPV4_VERSION)
-        hits = []
-        for k, e in enumerate(p.rules):
-            hit = Signal(name=f"ipip_hit{k}")
-            m.d.comb += hit.eq(e.valid & (e.virtual_ip == inner.dst))
-            hits.append(hit)
-        hit, rule = RuleTable.first_match(m, p.rules, hits, "ipip")
-        p.drop("no_rule", Const(self.unmatched == "drop") & ~hit)
-        p.count("encapsulated", hit)
-        p.count("passed", ~hit)
+        hit, rule = p.match("ipip", lambda e: e.valid & (e.virtual_ip == inner.dst),
+                            "encapsulated")
 
         plain = Signal(8 * 20)
         ip = header_view(IPV4, plain)
@@ -186,13 +172,5 @@ class IpipDecapTile(NfTile):
         inner = p.field(IPV4)
         p.drop("truncated", p.head_len < 20)
         p.drop("bad_version", inner.version != IPV4_VERSION)
-        hits = []
-        for k, e in enumerate(p.rules):
-            hit = Signal(name=f"ipip_hit{k}")
-            m.d.comb += hit.eq(e.valid & (e.virtual_ip == inner.src)
-                               & (e.physical_ip == p.meta.peer_ip))
-            hits.append(hit)
-        hit, _ = RuleTable.first_match(m, p.rules, hits, "ipip")
-        p.drop("no_rule", Const(self.unmatched == "drop") & ~hit)
-        p.count("decapsulated", hit)
-        p.count("passed", ~hit)
+        p.match("ipip", lambda e: e.valid & (e.virtual_ip == inner.src)
+                & (e.physical_ip == p.meta.peer_ip), "decapsulated")

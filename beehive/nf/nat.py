@@ -50,9 +50,8 @@ result equals a full recomputation. A UDP checksum of 0 ("none") stays 0, and a 
 is sent as ``0xFFFF``. Metadata passes unchanged.
 """
 
-import ipaddress
 
-from amaranth import Const, Mux, Signal
+from amaranth import Mux, Signal
 
 from apiary.stream.checksum import word_sum
 from apiary.stream.header import Header, header_view
@@ -60,7 +59,7 @@ from beehive.proto.ipv4 import IPV4, IPV4_FLAG_MF, IPV4_MIN_IHL, IPV4_VERSION, I
 from beehive.proto.tcp.header import TCP
 from beehive.proto.udp import UDP
 
-from .base import NfTile, RuleTable, checksum_update
+from .base import NfTile, checksum_update, ip_value
 
 
 __all__ = ["NAT_RULE", "NatTile", "nat_rule", "DIRECTIONS"]
@@ -74,17 +73,13 @@ NAT_RULE = Header("nat_rule", [
 DIRECTIONS = ("in", "out")
 
 
-def _ip(value) -> int:
-    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else int(value)
-
-
 def nat_rule(public_ip, private_ip, *, public_port: int = 0, private_port: int = 0,
              peer_ip=0, peer_port: int = 0, protocol: int = 0) -> dict[str, int]:
     """A valid :data:`NAT_RULE` as a dict (addresses as text or integers), for ``rules=``,
     :meth:`~apiary.stream.header.Header.pack`, or a table write through the control plane."""
-    return {"valid": 1, "protocol": int(protocol), "peer_ip": _ip(peer_ip),
-            "peer_port": int(peer_port), "public_ip": _ip(public_ip),
-            "public_port": int(public_port), "private_ip": _ip(private_ip),
+    return {"valid": 1, "protocol": int(protocol), "peer_ip": ip_value(peer_ip),
+            "peer_port": int(peer_port), "public_ip": ip_value(public_ip),
+            "public_port": int(public_port), "private_ip": ip_value(private_ip),
             "private_port": int(private_port)}
 
 
@@ -162,8 +157,8 @@ class NatTile(NfTile):
 
         sport, dport = udp.src_port, udp.dst_port
         inbound = self.direction == "in"
-        hits = []
-        for e in p.rules:
+
+        def matches(e):
             port_rule = e.public_port != 0
             uses_ports = port_rule | (e.peer_port != 0)
             if inbound:
@@ -174,14 +169,9 @@ class NatTile(NfTile):
                 our_port, peer_port, want = sport, dport, e.private_port
             ports_ok = ~uses_ports | (l4 & (~port_rule | (our_port == want))
                                       & ((e.peer_port == 0) | (peer_port == e.peer_port)))
-            hit = Signal(name=f"nat_hit{len(hits)}")
-            m.d.comb += hit.eq(e.valid & ((e.protocol == 0) | (e.protocol == ip.protocol))
-                               & ours & ((e.peer_ip == 0) | (peer == e.peer_ip)) & ports_ok)
-            hits.append(hit)
-        hit, rule = RuleTable.first_match(m, p.rules, hits, "nat")
-        p.drop("no_rule", Const(self.unmatched == "drop") & ~hit)
-        p.count("rewritten", hit)
-        p.count("passed", ~hit)
+            return (e.valid & ((e.protocol == 0) | (e.protocol == ip.protocol))
+                    & ours & ((e.peer_ip == 0) | (peer == e.peer_ip)) & ports_ok)
+        hit, rule = p.match("nat", matches, "rewritten")
 
         # The words that change: the address (two words) and, for a port rule, the port.
         old_addr = Signal(32)

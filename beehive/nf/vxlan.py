@@ -47,9 +47,8 @@ The outer UDP source port is :func:`vxlan_source_port` of the inner flow (RFC 73
 of the inner headers, in 49152-65535). Inner frames are sent untagged.
 """
 
-import ipaddress
 
-from amaranth import Cat, Const, Mux, Signal
+from amaranth import Cat, Mux, Signal
 
 from apiary.stream.checksum import word_sum
 from apiary.stream.header import Header, header_view
@@ -59,7 +58,7 @@ from beehive.proto.ipv4 import IPV4, IPV4_FLAG_DF, IPV4_MIN_IHL, IPV4_VERSION, I
 from beehive.proto.messages import MsgType
 from beehive.proto.udp import UDP
 
-from .base import NfTile, RuleTable
+from .base import NfTile, check_ttl, ip_value
 
 
 __all__ = ["VXLAN", "VXLAN_PORT", "VXLAN_FLAG_I", "VXLAN_PEER", "VXLAN_OVERHEAD",
@@ -79,17 +78,13 @@ VXLAN_PEER = Header("vxlan_peer", [("valid", 1), ("vni", 24), ("peer_mac", 48),
 _DESCRIPTION = "VXLAN peers: valid 1 | vni 24 | peer_mac 48 | vtep_ip 32 | vtep_mac 48"
 
 
-def _ip(value) -> int:
-    return int(ipaddress.IPv4Address(value)) if isinstance(value, str) else int(value)
-
-
 def _mac(value) -> int:
     return mac_to_int(value) if isinstance(value, str) else int(value)
 
 
 def vxlan_peer(vni: int, peer_mac, vtep_ip, vtep_mac) -> dict[str, int]:
     """A valid :data:`VXLAN_PEER` as a dict (addresses as text or integers)."""
-    return {"valid": 1, "vni": int(vni), "peer_mac": _mac(peer_mac), "vtep_ip": _ip(vtep_ip),
+    return {"valid": 1, "vni": int(vni), "peer_mac": _mac(peer_mac), "vtep_ip": ip_value(vtep_ip),
             "vtep_mac": _mac(vtep_mac)}
 
 
@@ -146,17 +141,9 @@ class VxlanDecapTile(NfTile):
         m.d.comb += tagged.eq(eth.ethertype == EtherType.VLAN.value)
         p.drop("truncated", p.head_len < Mux(tagged, 26, 22))
         p.drop("bad_flags", ~(vx.flags & VXLAN_FLAG_I).any())
-        hits = []
-        for k, e in enumerate(p.rules):
-            hit = Signal(name=f"vxlan_hit{k}")
-            m.d.comb += hit.eq(e.valid & (e.vni == vx.vni)
-                               & ((e.vtep_ip == 0) | (e.vtep_ip == p.meta.peer_ip)))
-            hits.append(hit)
-        hit, _ = RuleTable.first_match(m, p.rules, hits, "vxlan")
-        p.drop("no_rule", Const(self.unmatched == "drop") & ~hit)
+        p.match("vxlan", lambda e: e.valid & (e.vni == vx.vni)
+                & ((e.vtep_ip == 0) | (e.vtep_ip == p.meta.peer_ip)), "decapsulated")
         p.drop("not_for_us", (eth.dst != self.mac) & (eth.dst != BROADCAST))
-        p.count("decapsulated", hit)
-        p.count("passed", ~hit)
         p.key = Mux(tagged, tag.ethertype, eth.ethertype)
         p.strip = Mux(tagged, 26, 22)
         p.set_meta(peer_mac=eth.src, ethertype=p.key, vlan=tagged,
@@ -202,26 +189,16 @@ class VxlanEncapTile(NfTile):
     def __init__(self, env=None, *, ttl: int = 64, local_ip: str | None = None,
                  mac: str | None = None, entries: int = 16, rules=(),
                  unmatched: str = "pass") -> None:
-        if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= 255:
-            raise ValueError(f"VxlanEncapTile: ttl must be an integer from 1 to 255, not "
-                             f"{ttl!r}")
+        self.ttl = check_ttl(ttl, "VxlanEncapTile")
         super().__init__(env, entries=entries, rules=rules, unmatched=unmatched)
         mac_, ip_ = local_addresses(self.env)
-        self.ttl = ttl
-        self.local_ip = _ip(local_ip) if local_ip is not None else ip_
+        self.local_ip = ip_value(local_ip) if local_ip is not None else ip_
         self.mac = _mac(mac) if mac is not None else mac_
 
     def parse(self, m, p):
         meta = p.meta
-        hits = []
-        for k, e in enumerate(p.rules):
-            hit = Signal(name=f"vxlan_hit{k}")
-            m.d.comb += hit.eq(e.valid & (e.peer_mac == meta.peer_mac))
-            hits.append(hit)
-        hit, rule = RuleTable.first_match(m, p.rules, hits, "vxlan")
-        p.drop("no_rule", Const(self.unmatched == "drop") & ~hit)
-        p.count("encapsulated", hit)
-        p.count("passed", ~hit)
+        hit, rule = p.match("vxlan", lambda e: e.valid & (e.peer_mac == meta.peer_mac),
+                            "encapsulated")
 
         plain = Signal(8 * VXLAN_OVERHEAD)     # the headers with a zero IPv4 checksum
         ip = header_view(IPV4, plain)

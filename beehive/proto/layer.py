@@ -46,8 +46,9 @@ from apiary.tile import Tile
 from .messages import META_BITS, PACKET_META
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "packet_layout", "received_packets", "buffered_packets",
-           "verified_packets", "LENGTH_BITS"]
+__all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "receive", "received_packets",
+           "hold_packet", "buffered_packets", "verified_packets", "bytes_queue", "decide", "send",
+           "patch_stream", "LENGTH_BITS"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -60,23 +61,49 @@ def message_overhead(width):
     return header_flits(width) + flits
 
 
-def packet_layout():
-    """What travels with each packet between a layer's stages: its length and metadata."""
-    return data.StructLayout({"length": unsigned(LENGTH_BITS), "meta": PACKET_META.layout()})
+def packet_layout(msg_type=False):
+    """What travels with each packet between a layer's stages: its length and metadata (and,
+    with ``msg_type``, the type of the message it came in)."""
+    return data.StructLayout({"length": unsigned(LENGTH_BITS),
+                              **({"msg_type": unsigned(8)} if msg_type else {}),
+                              "meta": PACKET_META.layout()})
 
 
-def received_packets(m, rx):
+def receive(m, tile):
+    """A :class:`MessageReceiver` (submodule ``receiver``) of the messages carrying
+    :data:`PACKET_META` that come in on ``tile.noc_in``."""
+    m.submodules.receiver = rx = MessageReceiver(tile.env.width, meta_bits=META_BITS,
+                                                 empty_packets=True)
+    connect(m, tile=flipped(tile.noc_in), receiver=rx.i)
+    return rx
+
+
+def received_packets(m, rx, msg_type=False):
     """``(hdr, data)`` for :meth:`RxLayerTile.source` from a :class:`MessageReceiver` ``rx`` of
     messages carrying :data:`PACKET_META`: its headers become :func:`packet_layout` headers
-    (length and metadata), its payload stream the data."""
-    hdr = stream.Signature(packet_layout()).create()
+    (length and metadata, and with ``msg_type`` the message type), its payload stream the
+    data."""
+    hdr = stream.Signature(packet_layout(msg_type)).create()
     m.d.comb += [
         hdr.valid.eq(rx.o_hdr.valid),
         hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
         hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
         rx.o_hdr.ready.eq(hdr.ready),
     ]
+    if msg_type:
+        m.d.comb += hdr.payload.msg_type.eq(rx.o_hdr.payload.msg_type)
     return hdr, rx.o_data
+
+
+def hold_packet(m, hdr):
+    """``(cur, cur_valid)``: the header of the packet being decided, taken from the stream
+    ``hdr`` when none is held and held until its verdict clears ``cur_valid``."""
+    cur = Signal(hdr.payload.shape())
+    cur_valid = Signal()
+    m.d.comb += hdr.ready.eq(~cur_valid)
+    with m.If(hdr.valid & hdr.ready):
+        m.d.sync += [cur.eq(hdr.payload), cur_valid.eq(1)]
+    return cur, cur_valid
 
 
 def buffered_packets(m, buf):
@@ -172,9 +199,10 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     return out_hdr, buf.o
 
 
-class _Parse:
-    """What :meth:`RxLayerTile.parse` reads (``head``, ``head_len``, ``length``, ``meta``) and
-    sets (``drop``, ``key``, ``strip``, ``out_length``, ``set_meta``, ``patch``)."""
+class Parse:
+    """What a receive layer's ``parse`` reads (``head``, ``head_len``, ``length``, ``meta``)
+    and sets (``drop``, ``key``, ``strip``, ``out_length``, ``set_meta``, ``patch``); shared
+    by :class:`RxLayerTile` and :class:`~beehive.nf.base.NfTile`, which adds to it."""
 
     def __init__(self, tile, m, head, head_len, length, meta):
         self.m = m
@@ -183,21 +211,22 @@ class _Parse:
         self.strip = 0
         self.out_length = None
         self.meta_out = {}
-        self.patch_data = None
-        self.patch_len = 0
+        self.patch_value, self.patch_len = None, 0
         self.drops = []
         self._names = tile.drop_reasons
+        self._owner = type(tile).__name__
 
     def field(self, header, offset=0):
-        """The bytes of ``head`` from byte ``offset`` on, as the :class:`Header` ``header``."""
+        """The bytes of ``head`` from byte ``offset`` on, as the MSB-first :class:`Header`
+        ``header``."""
         return header_signal(self.m, header, self.head, offset)
 
     def drop(self, reason, condition):
         """Drop the packet, counting it under ``reason``, if ``condition`` (and no earlier
         reason) holds."""
         if reason not in self._names:
-            raise ValueError(f"drop reason {reason!r} is not among the tile's drop_reasons "
-                             f"{self._names}")
+            raise ValueError(f"{self._owner}: drop reason {reason!r} is not among the tile's "
+                             f"drop_reasons {list(self._names)}")
         self.drops.append((reason, condition))
 
     def set_meta(self, **fields):
@@ -206,7 +235,130 @@ class _Parse:
     def patch(self, value, nbytes):
         """Replace the first ``nbytes`` bytes of the forwarded payload (after stripping) with
         ``value`` (lane order)."""
-        self.patch_data, self.patch_len = value, nbytes
+        self.patch_value, self.patch_len = value, nbytes
+
+    def out_meta(self):
+        """The metadata sent on: ``meta`` with the fields :meth:`set_meta` set."""
+        meta = Signal(PACKET_META.layout())
+        self.m.d.comb += meta.eq(self.meta)
+        for name, value in self.meta_out.items():
+            self.m.d.comb += getattr(meta, name).eq(value)
+        return meta
+
+
+def bytes_queue(m, name, max_bytes):
+    """A :class:`Queue` of up to ``max_bytes`` bytes per entry (``data`` in lane order,
+    ``nbytes``), added to ``m`` as submodule ``name``."""
+    queue = Queue({"data": unsigned(8 * max_bytes), "nbytes": range(max_bytes + 1)})
+    m.submodules[name] = queue
+    return queue
+
+
+def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=()):
+    """The verdict on each packet of a receive layer (or network function) ``tile``, taken in
+    one cycle from ``p`` (a :class:`Parse`): the first drop reason that holds, else no route
+    (``tile.routes`` by ``p.key``), else forward. Counts it (``tile.counters``: the reason,
+    ``no_route`` or ``forwarded``, and among the forwarded each of ``counts``, ``(name,
+    condition)``), tells ``peek`` and, for a packet kept, puts one entry in each of the
+    descriptor queue (returned, for a :func:`send`) and ``queues`` (``(writer, value or
+    {field: value})``, in packet order). The packet is taken (``cur_valid`` cleared) when the
+    verdict is."""
+    counters = tile.counters
+    m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
+    m.d.comb += table.key.eq(p.key)
+    m.submodules.descriptors = descs = Queue(
+        MessageSender.descriptor_layout(tile.env.width, meta_bits=META_BITS))
+    entries = [(descs.i, {
+        "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
+        "src_x": tile.env.x, "src_y": tile.env.y, "msg_type": msg_type,
+        "payload_bytes": out_length, "meta": p.out_meta().as_value(),
+    }), *queues]
+
+    decision = Signal(name="decide")
+    room = Cat(*(w.ready for w, _ in entries)).all()
+    m.d.comb += [
+        decision.eq(peek.head_valid & cur_valid & room),
+        peek.verdict.valid.eq(decision),
+    ]
+    # Each condition and running "dropped" is a signal of its own: an expression used twice
+    # is elaborated twice, and these are used by every later reason.
+    dropped = Const(0)
+    for reason, condition in p.drops:
+        counter = getattr(counters, reason)
+        this = Signal(name=f"drop_{reason}")
+        m.d.comb += this.eq(condition)
+        with m.If(decision & ~dropped & this):
+            m.d.sync += counter.eq(counter + 1)
+        so_far = Signal(name=f"dropped_{reason}")
+        m.d.comb += so_far.eq(dropped | this)
+        dropped = so_far
+    keep = Signal()
+    m.d.comb += keep.eq(~dropped & table.hit)
+    with m.If(decision & ~dropped & ~table.hit):
+        m.d.sync += counters.no_route.eq(counters.no_route + 1)
+    with m.If(decision & keep):
+        m.d.sync += counters.forwarded.eq(counters.forwarded + 1)
+        for name, condition in counts:
+            counter = getattr(counters, name)
+            with m.If(condition):
+                m.d.sync += counter.eq(counter + 1)
+    with m.If(decision):
+        m.d.sync += cur_valid.eq(0)
+
+    m.d.comb += [
+        peek.verdict.payload.keep.eq(keep),
+        table.lookup.eq(decision & keep),
+    ]
+    for w, fields in entries:
+        m.d.comb += w.valid.eq(decision & keep)
+        if isinstance(fields, dict):
+            for name, value in fields.items():
+                m.d.comb += getattr(w.payload, name).eq(value)
+        else:
+            m.d.comb += w.payload.eq(fields)
+    return descs
+
+
+def send(m, tile, descs, words):
+    """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
+    at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``."""
+    m.submodules.sender = sender = MessageSender(tile.env.width, meta_bits=META_BITS,
+                                                empty_packets=True)
+    connect(m, sender=sender.o, tile=flipped(tile.noc_out))
+    connect(m, descriptors=descs.o, sender=sender.i_hdr)
+    connect(m, words=words, sender=sender.i_data)
+
+
+def patch_stream(m, width, max_bytes, source, patch_r):
+    """The packets of the payload stream ``source`` with their first ``nbytes`` bytes (at most
+    ``max_bytes``) overwritten by the patch at the head of ``patch_r`` (a :func:`bytes_queue`'s
+    output, one patch per packet, taken with the packet's last word). Combinational."""
+    nb = width // 8
+    words = -(-max_bytes // nb)
+    patch = patch_r.payload.data
+    patch_len = patch_r.payload.nbytes
+    index = Signal(range(words + 1))        # word of the packet, saturating
+    word = source.payload
+    sink = stream.Signature(source.payload.shape()).create()
+    lanes = []
+    for lane in range(nb):
+        byte = word.data[8 * lane:8 * lane + 8]
+        for w in range(words):
+            pos = w * nb + lane
+            if pos < max_bytes:
+                byte = Mux((index == w) & (pos < patch_len), patch[8 * pos:8 * pos + 8], byte)
+        lanes.append(byte)
+    m.d.comb += [
+        sink.valid.eq(source.valid & patch_r.valid),
+        sink.payload.data.eq(Cat(*lanes)),
+        sink.payload.nbytes.eq(word.nbytes),
+        sink.payload.last.eq(word.last),
+        source.ready.eq(sink.ready & patch_r.valid),
+        patch_r.ready.eq(source.valid & source.ready & word.last),
+    ]
+    with m.If(source.valid & source.ready):
+        m.d.sync += index.eq(Mux(word.last, 0, Mux(index == words, index, index + 1)))
+    return sink
 
 
 class RxLayerTile(Tile):
@@ -216,7 +368,7 @@ class RxLayerTile(Tile):
     (most bytes it strips), ``strip_counts`` (the only counts a variable strip takes, if few:
     a cheaper realignment), ``key_width`` (bits of its routing key), ``msg_type`` (of the
     messages it sends), ``drop_reasons`` (``{name: what it drops}``, in priority order),
-    ``patch_bytes`` (most bytes :meth:`_Parse.patch` replaces, 0 if never), and for a tile that
+    ``patch_bytes`` (most bytes :meth:`Parse.patch` replaces, 0 if never), and for a tile that
     verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
     :meth:`verify`.
 
@@ -258,10 +410,7 @@ class RxLayerTile(Tile):
         """The packets this layer receives: ``(hdr, data)``, a stream of :func:`packet_layout`
         and a payload stream with one packet per ``hdr`` (taken before its words appear).
         Default: NoC messages through a :class:`MessageReceiver`."""
-        m.submodules.receiver = rx = MessageReceiver(self.env.width, meta_bits=META_BITS,
-                                                     empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        return received_packets(m, rx)
+        return received_packets(m, receive(m, self))
 
     def verify(self, m, v):
         """With ``verify_offset``: from ``v.sum`` (one's-complement sum of the packet from
@@ -274,7 +423,7 @@ class RxLayerTile(Tile):
         return Const(0, 16)
 
     def parse(self, m, p):
-        """Decide, from ``p.head`` etc., what happens to a packet; see :class:`_Parse`."""
+        """Decide, from ``p.head`` etc., what happens to a packet; see :class:`Parse`."""
         raise NotImplementedError
 
     # -- structure -------------------------------------------------------------------------------
@@ -292,18 +441,14 @@ class RxLayerTile(Tile):
             hdr, data_ = self._verify_stage(m, hdr, data_)
 
         # The packet being decided: its length and metadata, held until its verdict.
-        cur = Signal(packet_layout())
-        cur_valid = Signal()
-        m.d.comb += hdr.ready.eq(~cur_valid)
-        with m.If(hdr.valid & hdr.ready):
-            m.d.sync += [cur.eq(hdr.payload), cur_valid.eq(1)]
+        cur, cur_valid = hold_packet(m, hdr)
 
         # Slack for the words that arrive while the sender's header and metadata flits leave.
         m.submodules.peek = peek = PayloadPeek(width, self.head_bytes,
                                                slack=message_overhead(width))
         connect(m, source=data_, peek=peek.i)
 
-        p = _Parse(self, m, peek.head, peek.head_len, cur.length, cur.meta)
+        p = Parse(self, m, peek.head, peek.head_len, cur.length, cur.meta)
         self.parse(m, p)
         strip_n = Signal(range(max(1, self.max_strip) + 1))
         out_length = Signal(LENGTH_BITS)
@@ -312,74 +457,21 @@ class RxLayerTile(Tile):
             out_length.eq(p.out_length if p.out_length is not None else cur.length - strip_n),
         ]
 
-        m.submodules.table = table = NextHopTable(self.routes, self.key_width)
-        m.d.comb += table.key.eq(p.key)
-
-        meta = Signal(PACKET_META.layout())
-        m.d.comb += meta.eq(cur.meta)
-        for name, value in p.meta_out.items():
-            m.d.comb += getattr(meta, name).eq(value)
-
         # Each packet kept puts one entry in each of these queues, in packet order: its
         # descriptor for the sender, its strip count (only if that varies: a count that is a
         # Python int is the same for every packet, so the strip is fixed, or absent for 0), and
         # its patch.
-        m.submodules.descriptors = descs = Queue(
-            MessageSender.descriptor_layout(width, meta_bits=META_BITS))
-        entries = [(descs.i, {
-            "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
-            "src_x": self.env.x, "src_y": self.env.y, "msg_type": self.msg_type.value,
-            "payload_bytes": out_length, "meta": meta.as_value(),
-        })]
+        queues = []
         fixed_strip = isinstance(p.strip, int)
         if not fixed_strip:
             m.submodules.cuts = cuts = Queue(range(max(1, self.max_strip) + 1))
-            entries.append((cuts.i, strip_n))
+            queues.append((cuts.i, strip_n))
         if self.patch_bytes:
-            m.submodules.patches = patches = Queue({"data": unsigned(8 * self.patch_bytes),
-                                                    "nbytes": range(self.patch_bytes + 1)})
-            entries.append((patches.i, {"data": 0 if p.patch_data is None else p.patch_data,
-                                        "nbytes": p.patch_len}))
-
-        # The verdict: the first drop reason that holds, else no route, else forward.
-        decide = Signal()
-        room = Cat(*(w.ready for w, _ in entries)).all()
-        m.d.comb += [
-            decide.eq(peek.head_valid & cur_valid & room),
-            peek.verdict.valid.eq(decide),
-        ]
-        # Each condition and running "dropped" is a signal of its own: an expression used twice
-        # is elaborated twice, and these are used by every later reason.
-        dropped = Const(0)
-        for reason, condition in p.drops:
-            counter = getattr(self.counters, reason)
-            this = Signal(name=f"drop_{reason}")
-            m.d.comb += this.eq(condition)
-            with m.If(decide & ~dropped & this):
-                m.d.sync += counter.eq(counter + 1)
-            so_far = Signal(name=f"dropped_{reason}")
-            m.d.comb += so_far.eq(dropped | this)
-            dropped = so_far
-        keep = Signal()
-        m.d.comb += keep.eq(~dropped & table.hit)
-        with m.If(decide & ~dropped & ~table.hit):
-            m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
-        with m.If(decide & keep):
-            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
-        with m.If(decide):
-            m.d.sync += cur_valid.eq(0)
-
-        m.d.comb += [
-            peek.verdict.payload.keep.eq(keep),
-            table.lookup.eq(decide & keep),
-        ]
-        for w, fields in entries:
-            m.d.comb += w.valid.eq(decide & keep)
-            if isinstance(fields, dict):
-                for name, value in fields.items():
-                    m.d.comb += getattr(w.payload, name).eq(value)
-            else:
-                m.d.comb += w.payload.eq(fields)
+            patches = bytes_queue(m, "patches", self.patch_bytes)
+            queues.append((patches.i, {"data": 0 if p.patch_value is None else p.patch_value,
+                                       "nbytes": p.patch_len}))
+        descs = decide(m, self, p, peek=peek, cur_valid=cur_valid,
+                       msg_type=self.msg_type.value, out_length=out_length, queues=queues)
 
         # Forwarding: strip, patch, frame.
         if fixed_strip and p.strip == 0:
@@ -394,45 +486,10 @@ class RxLayerTile(Tile):
             connect(m, peek=peek.o, strip=strip.i)
             connect(m, cuts=cuts.o, strip=strip.n)
             stripped = strip.o
-        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
-                                                    empty_packets=True)
-        connect(m, sender=sender.o, tile=flipped(self.noc_out))
-        connect(m, descriptors=descs.o, sender=sender.i_hdr)
         if self.patch_bytes:
-            self._patch(m, stripped, patches.o, sender.i_data)
-        else:
-            connect(m, strip=stripped, sender=sender.i_data)
+            stripped = patch_stream(m, width, self.patch_bytes, stripped, patches.o)
+        send(m, self, descs, stripped)
         return m
-
-    def _patch(self, m, source, patch_r, sink):
-        """Overwrite the first ``nbytes`` bytes of each packet from ``source`` with the patch at
-        the head of ``patch_r`` (one per packet, taken with the packet's last word)."""
-        nb = self.env.width // 8
-        words = -(-self.patch_bytes // nb)
-        patch = patch_r.payload.data
-        patch_len = patch_r.payload.nbytes
-        index = Signal(range(words + 1))        # output word of the packet, saturating
-        word = source.payload
-        out = Signal(8 * nb)
-        lanes = []
-        for lane in range(nb):
-            byte = word.data[8 * lane:8 * lane + 8]
-            for w in range(words):
-                pos = w * nb + lane
-                if pos < self.patch_bytes:
-                    byte = Mux((index == w) & (pos < patch_len), patch[8 * pos:8 * pos + 8], byte)
-            lanes.append(byte)
-        m.d.comb += [
-            out.eq(Cat(*lanes)),
-            sink.valid.eq(source.valid & patch_r.valid),
-            sink.payload.data.eq(out),
-            sink.payload.nbytes.eq(word.nbytes),
-            sink.payload.last.eq(word.last),
-            source.ready.eq(sink.ready & patch_r.valid),
-            patch_r.ready.eq(source.valid & source.ready & word.last),
-        ]
-        with m.If(source.valid & source.ready):
-            m.d.sync += index.eq(Mux(word.last, 0, Mux(index == words, index, index + 1)))
 
 
 class TxLayerTile(Tile):
@@ -497,22 +554,15 @@ class TxLayerTile(Tile):
     def elaborate(self, platform):
         m = Module()
         width = self.env.width
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS,
-                                                     empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        hdr, data_ = received_packets(m, receive(m, self))
 
         # Messages are queued (length and metadata, and a few payload words) so that the next
         # message's header and metadata flits are taken while this one's payload still leaves:
         # the input never waits for the output's header flits.
         m.submodules.headers = headers = Queue(packet_layout(), 2)
-        m.d.comb += [
-            headers.i.valid.eq(rx.o_hdr.valid),
-            headers.i.payload.length.eq(rx.o_hdr.payload.payload_bytes),
-            headers.i.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
-            rx.o_hdr.ready.eq(headers.i.ready),
-        ]
+        connect(m, received=hdr, headers=headers.i)
         m.submodules.words = words = Queue(payload_layout(width), 4)
-        connect(m, receiver=rx.o_data, words=words.i)
+        connect(m, receiver=data_, words=words.i)
 
         # The message being sent: the head of the queue, until both its descriptor and its
         # header are taken.
