@@ -203,13 +203,12 @@ class DesignTop(wiring.Component):
 
     def _control_plane(self) -> tuple[DesignMap, dict[str, list]]:
         """The address map of every control agent, and the counter signatures each serves,
-        ``{tile: [(prefix, CounterSignature, (owner component getter))]}``. A design has a
+        ``{tile: [(prefix, CounterSignature, the component that drives them)]}``. A design has a
         control plane when it has a controller (a tile on the ``ctl`` plane whose class says
         ``controls = True``); then every tile with counters or registers gets an agent."""
         d = self.design
         dmap = DesignMap()
-        controllers = [n for n, t in self.tiles.items()
-                       if "ctl" in t.planes and getattr(t, "controls", False)]
+        controllers = self.graph.controllers     # the layout check found them
         if not controllers:
             return dmap, {}
         dmap.controller = d.tiles[controllers[0]].at

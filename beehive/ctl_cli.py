@@ -423,20 +423,6 @@ def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
         return out
 
 
-def _address_map(design: Any) -> Any:
-    """The design's address map. Building it builds the design's tiles, never elaborated: they
-    are collected here, with Amaranth's warning about unused elaboratables silenced."""
-    import gc
-    import warnings
-    from amaranth.hdl import UnusedElaboratable
-    from apiary.top import control_map
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        dmap = control_map(design)
-        gc.collect()
-    return dmap
-
-
 def _run_ctl(args: argparse.Namespace) -> int:
     from apiary.cli import load
     from beehive.control_client import ControlError
@@ -450,7 +436,8 @@ def _run_ctl(args: argparse.Namespace) -> int:
         print(f"apiary ctl: {problem}", file=sys.stderr)
         return 2
     design = load(args)
-    dmap = _address_map(design)
+    from apiary.top import control_map
+    dmap = control_map(design)
     if action == "list":
         if args.json:
             print(json.dumps({"design": design.name, "controller": dmap.controller,

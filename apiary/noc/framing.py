@@ -12,7 +12,7 @@ and its extra words discarded, and each such message is counted once. One helper
 :class:`PayloadFramer`, does this for both.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.hdl import unsigned
@@ -20,13 +20,17 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..stream.layout import check_width, payload_signature, payload_words
+from ..stream.struct_values import StructValues
 from .flit import flit_signature
-from .header import Message, NocHeader, noc_header, header_flits
+from .header import Fbits, Message, NocHeader, noc_header, header_flits
+
+
+S = TypeVar("S", bound=StructValues)
 
 
 __all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "meta_message_flits",
            "decode_meta_message", "offer_message",
-           "DESCRIPTOR_FIELDS"]
+           "DESCRIPTOR_FIELDS", "struct_message_flits", "decode_struct_message"]
 
 
 #: Header fields a tile sets in a :class:`MessageSender` descriptor; the sender fills in
@@ -96,6 +100,26 @@ def decode_meta_message(flits: list[Any], width: int,
     else:
         meta = sum(int(w) << (width * k) for k, w in enumerate(msg.meta))
     return msg.header, meta & (1 << meta_bits) - 1, msg.payload
+
+
+def struct_message_flits(width: int, msg_type: Any, meta: StructValues, *,
+                         dst: tuple = (0, 0), src: tuple = (0, 0), dst_fbits: int = Fbits.LOCAL0,
+                         src_fbits: int = Fbits.LOCAL0) -> list[tuple[int, int]]:
+    """The flits (``(data, last)`` pairs) of a message with no payload whose metadata is
+    ``meta``, a :class:`~apiary.stream.struct_values.StructValues` (the kernel's messages, the
+    control plane's), from ``src`` to ``dst`` (``(x, y)``)."""
+    hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits,
+                    msg_type=int(getattr(msg_type, "value", msg_type)),
+                    src_x=src[0], src_y=src[1], src_fbits=src_fbits)
+    return meta_message_flits(width, hdr, meta.pack(), meta.layout.size)
+
+
+def decode_struct_message(flits: list[Any], width: int,
+                          cls: type[S]) -> tuple[NocHeader, S]:
+    """``(header, meta)`` of a message framed as :func:`struct_message_flits` frames it, its
+    metadata as a ``cls`` (a :class:`~apiary.stream.struct_values.StructValues`)."""
+    header, meta, _ = decode_meta_message(flits, width, cls.layout.size)
+    return header, cls.unpack(meta)
 
 
 def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[Any, Any, Any],

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
 
-from ..noc.framing import decode_meta_message, meta_message_flits
+from ..noc.framing import decode_struct_message, struct_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
 from ..stream.struct_values import StructValues
@@ -187,13 +187,10 @@ def kernel_message_flits(width: int, msg_type: int, meta: KernelMeta, *, dst: tu
                          src: tuple = (0, 0), dst_fbits: int = Fbits.LOCAL0,
                          src_fbits: int = Fbits.LOCAL0) -> list[tuple[int, int]]:
     """The flits (``(data, last)`` pairs) of a kernel message at ``width`` bits."""
-    msg_type = int(getattr(msg_type, "value", msg_type))
-    hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, msg_type=msg_type,
-                    src_x=src[0], src_y=src[1], src_fbits=src_fbits)
-    return meta_message_flits(width, hdr, meta.pack(), KERNEL_META.size)
+    return struct_message_flits(width, msg_type, meta, dst=dst, src=src, dst_fbits=dst_fbits,
+                                src_fbits=src_fbits)
 
 
 def decode_kernel_message(flits: list, width: int) -> tuple[NocHeader, KernelMeta]:
     """``(header, meta)`` of a kernel message's flits."""
-    header, meta, _ = decode_meta_message(flits, width, KERNEL_META.size)
-    return header, KernelMeta.unpack(meta)
+    return decode_struct_message(flits, width, KernelMeta)
