@@ -1,5 +1,5 @@
 """Read and write a running design's counters, registers and tables by name, through its
-controller tile (:mod:`beehive.apps.controller`), over UDP or in a simulation.
+controller tile (:mod:`beehive.apps.controller`), over UDP, over TCP or in a simulation.
 
 ::
 
@@ -14,13 +14,17 @@ controller tile (:mod:`beehive.apps.controller`), over UDP or in a simulation.
     client.counters(moved_only=True)            # {"udp_rx.bad_checksum": 2, ...}
 
 A *transport* is a callable that sends one request datagram's payload and returns the reply's
-(or raises :class:`ControlError`): :func:`udp_transport` over a socket, :class:`SimTransport`
-into an :mod:`apiary.sim` simulation. Every request gets its own ``tag`` (byte 1), and a
+(or raises :class:`ControlError`): :func:`udp_transport` over a UDP socket,
+:func:`tcp_transport` over one TCP connection (to a design whose controller has a
+:class:`~beehive.apps.tcp_datagram.TcpDatagramTile` in front, as examples/tcp_ctl.py: each
+request and reply is a record, a 2-byte length then its bytes), :class:`SimTransport` into an
+:mod:`apiary.sim` simulation. Every request gets its own ``tag`` (byte 1), and a
 transport takes only a reply whose first 7 bytes are the request's, so a late reply to an
 earlier request is never taken for a later one. UDP may lose either datagram:
 :func:`udp_transport` sends a request again when its reply does not come in time. Every
 request is idempotent (a write writes the same words again; a table entry's burst writes the
-same staging words and commits the same index), so a request served twice does no harm.
+same staging words and commits the same index), so a request served twice does no harm. TCP
+loses nothing, so :func:`tcp_transport` sends each request once and waits for its reply.
 """
 
 import itertools
@@ -30,13 +34,15 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from apiary.control.addrmap import DesignMap, MapEntry, TileMap, WORD_BITS
+from beehive.apps.tcp_datagram import record, split_records
 from beehive.apps.controller import (CONTROL_PORT, HEADER_BYTES, MAX_WORDS, STATUS_BAD_REQUEST,
                                      STATUS_BAD_ADDR, STATUS_NAMES, STATUS_OK,
                                      STATUS_READ_ONLY, STATUS_TIMEOUT, ControlReply,
                                      parse_reply, read_request, write_request)
 
 
-__all__ = ["ControlClient", "ControlError", "Transport", "udp_transport", "SimTransport"]
+__all__ = ["ControlClient", "ControlError", "Transport", "udp_transport", "tcp_transport",
+           "SimTransport"]
 
 #: Sends a request payload, returns the reply payload (raising :class:`ControlError`).
 Transport = Callable[[bytes], bytes]
@@ -275,6 +281,67 @@ def udp_transport(host: str, port: int = CONTROL_PORT, timeout: float = 0.5,
     :class:`ControlError`. Replies to other requests (late ones) are skipped. Close it with
     ``.close()`` (or use it in a ``with`` block)."""
     return _UdpTransport(host, port, timeout, retries)
+
+
+class _TcpTransport:
+    """See :func:`tcp_transport`."""
+
+    def __init__(self, host: str, port: int, timeout: float) -> None:
+        if not 0 < port < 65536 or timeout <= 0:
+            raise ControlError("the port is 1 to 65535 and the timeout above 0")
+        self.where = f"{host}:{port} (TCP)"
+        self.timeout = timeout
+        self.pending = b""                  # bytes of the stream not yet taken as replies
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except socket.gaierror as e:
+            raise ControlError(f"unknown host {host!r}: {e.strerror}") from None
+        except OSError as e:
+            raise ControlError(f"{self.where}: {e.strerror or e}") from None
+
+    def __call__(self, request: bytes) -> bytes:
+        try:
+            self.sock.sendall(record(request))
+            deadline = time.monotonic() + self.timeout
+            while True:
+                replies, rest = split_records(self.pending)
+                if replies:
+                    self.pending = self.pending[len(record(replies[0])):]
+                    if _matches(request, replies[0]):
+                        return replies[0]
+                    continue                # (a reply to an earlier request: not ours)
+                if (left := deadline - time.monotonic()) <= 0:
+                    break
+                self.sock.settimeout(left)
+                try:
+                    data = self.sock.recv(4096)
+                except TimeoutError:
+                    break
+                if not data:
+                    raise ControlError(f"{self.where}: the design closed the connection (a "
+                                       f"request it could not take, or no reply in time)")
+                self.pending += data
+        except OSError as e:
+            raise ControlError(f"{self.where}: {e.strerror or e}") from None
+        raise ControlError(f"{self.where}: no reply from the controller in "
+                           f"{self.timeout:g} s")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "_TcpTransport":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def tcp_transport(host: str, port: int = CONTROL_PORT, timeout: float = 5.0) -> _TcpTransport:
+    """A transport over one TCP connection to the controller at ``host``:``port`` (opened
+    now): each request goes once, as a record, and its reply is awaited ``timeout`` seconds at
+    most, then :class:`ControlError`. Close it with ``.close()`` (or use it in a ``with``
+    block): the design then closes its side."""
+    return _TcpTransport(host, port, timeout)
 
 
 class SimTransport:

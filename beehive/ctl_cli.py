@@ -377,6 +377,11 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
                              "(decimal, 0x hex)")
     transport_arguments(parser, port=CONTROL_PORT, service="the controller", timeout=0.5,
                         answer="reply")
+    parser.add_argument("--tcp", action="store_true",
+                        help="ask over one TCP connection to --port (the design needs a "
+                             "TcpDatagramTile in front of its controller, as "
+                             "examples/tcp_ctl.py) instead of UDP datagrams; --retries does "
+                             "not apply")
     parser.add_argument("--all", action="store_true",
                         help="counters: every counter, not only those that moved")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -384,9 +389,12 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
     """Do ``args``' action through the controller; return what to print, as JSON would."""
-    from beehive.control_client import ControlClient, udp_transport
+    from beehive.control_client import ControlClient, tcp_transport, udp_transport
     action, operands = _parse_action(args)
-    with udp_transport(args.host, args.port, args.timeout, args.retries) as transport:
+    transport: Any = (tcp_transport(args.host, args.port, args.timeout * (args.retries + 1))
+                      if args.tcp else
+                      udp_transport(args.host, args.port, args.timeout, args.retries))
+    with transport:
         client = ControlClient(dmap, transport)
         if action == "read":
             return {name: client.read(name) for name in operands}

@@ -19,7 +19,7 @@ its send ring in ``tx_mem``, and the echo application moves bytes from one to th
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
 
 ``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None,
-memory_latency=2, **tcp)``: ``flows`` defaults to 256 at 512 bits and 32 below; ``ring`` is each
+memory_latency=2, name="tcp_echo", ctl_width=64, **tcp)``: ``flows`` defaults to 256 at 512 bits and 32 below; ``ring`` is each
 connection's receive and send ring (in ``rx_mem`` and ``tx_mem``, whose read latency in
 simulation is ``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout in
 cycles (default 200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle
@@ -61,8 +61,9 @@ def tcp_config(width=512, flows=None, ring=16384, rto=None, **more):
 
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=None,
-           ring=16384, rto=None, memory_latency=BRAM_LATENCY, **tcp):
-    d = Design("tcp_echo", cols=4, rows=4, width=width)
+           ring=16384, rto=None, memory_latency=BRAM_LATENCY, *, name="tcp_echo", ctl_width=64,
+           **tcp):
+    d = Design(name, cols=4, rows=4, width=width, ctl_width=ctl_width)
     d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency)
     udp_echo.build_stack(d, port)
     config = tcp_config(width, flows, ring, rto, **tcp)

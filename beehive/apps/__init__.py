@@ -3,7 +3,9 @@
 from .controller import ControllerTile
 from .busy_echo import UdpBusyEchoTile
 from .echo import UdpEchoTile
+from .tcp_datagram import TcpDatagramTile
 from .tcp_echo import TcpEchoTile
 from .tcp_sender import TcpSenderTile
 
-__all__ = ["ControllerTile", "UdpBusyEchoTile", "UdpEchoTile", "TcpEchoTile", "TcpSenderTile"]
+__all__ = ["ControllerTile", "UdpBusyEchoTile", "UdpEchoTile", "TcpDatagramTile", "TcpEchoTile",
+           "TcpSenderTile"]

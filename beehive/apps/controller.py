@@ -6,7 +6,10 @@ A UDP application (placed after UDP RX on :data:`CONTROL_PORT`, replying through
 request datagram becomes a burst of ``CTL_READ`` or ``CTL_WRITE`` messages
 (:mod:`apiary.control.messages`) to the control agent of one tile position, and the agent's
 ``CTL_ACK`` answers become one reply datagram, sent back to the client with the request's
-:data:`~beehive.proto.messages.PACKET_META`.
+:data:`~beehive.proto.messages.PACKET_META`. Requests may also come over TCP, through a
+:class:`~beehive.apps.tcp_datagram.TcpDatagramTile` (each request and reply a length-prefixed
+record on the connection): their ``protocol`` is 6, and their replies go to the route
+:data:`TCP_REPLY_KEY` instead of UDP TX.
 
 Requests and replies (UDP payloads, network byte order). Both start with the same 8 bytes:
 
@@ -43,6 +46,9 @@ message             type  plane   from → to            fields                 
 ``UDP_TX_SEGMENT``  13    data    tile → UDP TX        PACKET_META, ``l4_sum`` set;   key
                                                        the reply                      ``reply``
                                                                                       (or None)
+                              tile → TCP front end    the same, for a request        key
+                                                       whose ``protocol`` is 6 (TCP)  ``tcp_reply``
+                                                                                      (if any)
 ``CTL_READ``        48    ctl     tile → agent         ``CTL_META``: ``tag``,         none: to
 ``CTL_WRITE``       49                                 ``addr``, ``data``             (x, y,
                                                                                       LOCAL3)
@@ -95,14 +101,15 @@ from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.checksum import fold16
 from apiary.tile import Tile, TileEnv
 
+from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
 from .kernel_ctl import positive_ints
 
 
 __all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE", "STATUS_OK",
            "STATUS_BAD_ADDR", "STATUS_READ_ONLY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
-           "STATUS_NAMES", "REPLY_KEY", "HEADER_BYTES", "ControlReply", "read_request",
-           "write_request", "request_ok", "expected_reply", "parse_reply"]
+           "STATUS_NAMES", "REPLY_KEY", "TCP_REPLY_KEY", "HEADER_BYTES", "ControlReply",
+           "read_request", "write_request", "request_ok", "expected_reply", "parse_reply"]
 
 
 #: The controller's UDP port (route key of UDP RX to it).
@@ -120,6 +127,10 @@ STATUS_NAMES = {STATUS_OK: "OK", STATUS_BAD_ADDR: "BAD_ADDR", STATUS_READ_ONLY: 
 #: Route key of the replies: ``d.route(ctl, udp_tx, key=REPLY_KEY)`` (a route without a key
 #: serves too).
 REPLY_KEY = "reply"
+#: Route key of the replies to requests that came over TCP (``protocol`` 6 in their
+#: ``PACKET_META``), through a :class:`~beehive.apps.tcp_datagram.TcpDatagramTile`:
+#: ``d.route(ctl, bridge, key=TCP_REPLY_KEY, fbits=DATAGRAM_FBITS)``.
+TCP_REPLY_KEY = "tcp_reply"
 #: op, tag, x, y, addr, count, reserved / status.
 _HEADER = struct.Struct("!BBBBHBB")
 HEADER_BYTES = _HEADER.size
@@ -297,6 +308,7 @@ class ControllerTile(Tile):
         })
         routes = self.env.next_hops("data")
         self.reply_hop = first_hop(routes, REPLY_KEY, None)
+        self.tcp_reply_hop = routes.get(TCP_REPLY_KEY, [None])[0]
         if routes and self.reply_hop is None:
             raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to UDP TX "
                              f"with key {REPLY_KEY!r} (or no key); it has keys "
@@ -449,8 +461,13 @@ class ControllerTile(Tile):
                      self.noc_out.payload.eq(rep_tx.o.payload),
                      rep_tx.o.ready.eq(self.noc_out.ready)]
         rep_offer = Signal()
+        rep_dst: tuple = address_of(self.reply_hop, Fbits.LOCAL0)
+        if self.tcp_reply_hop is not None:     # requests that came over TCP go back there
+            over_tcp = r_meta.protocol == IpProtocol.TCP.value
+            rep_dst = tuple(Mux(over_tcp, t, u)
+                            for t, u in zip(address_of(self.tcp_reply_hop), rep_dst))
         rep_ready = offer_message(
-            m, rep_tx, rep_offer, dst=address_of(self.reply_hop, Fbits.LOCAL0), src=me,
+            m, rep_tx, rep_offer, dst=rep_dst, src=me,
             msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta, payload_bytes=reply_bytes)
         fetch_row = Signal(range(rows + 1))         # the next row to read for the reply
         cur_row = Signal(range(rows + 1))           # the row on rd.data

@@ -80,13 +80,16 @@ class TcpAppTile(Tile):
         1 to ``min(tx_ring, 65536)``; default :func:`default_chunk`.
     counters : dict
         The tile's counters.
+    registers : dict or None
+        The tile's control registers and tables (:class:`~apiary.tile.Tile`).
     """
 
     #: The input never waits for the output: every message is taken within a cycle.
     streaming = False
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
-                 chunk: int | None = None, counters: dict | None = None) -> None:
+                 chunk: int | None = None, counters: dict | None = None,
+                 registers: dict | None = None) -> None:
         config = TcpConfig() if config is None else config
         if not isinstance(config, TcpConfig):
             raise TypeError(f"config must be a TcpConfig, not {config!r}")
@@ -97,7 +100,7 @@ class TcpAppTile(Tile):
             raise ValueError(f"chunk must be a number of bytes from 1 to {limit} (the send "
                              f"ring, at most 64 KiB), not {chunk!r}")
         self.chunk = chunk
-        super().__init__(env, counters=counters)
+        super().__init__(env, counters=counters, registers=registers)
         routes = self.env.next_hops("data")
         self.tcp_rx = self._engine(routes, KEY_TCP_RX, RX_APP_FBITS)
         self.tcp_tx = self._engine(routes, KEY_TCP_TX, TX_APP_FBITS)
@@ -126,7 +129,9 @@ class TcpAppTile(Tile):
 
     # -- framing -----------------------------------------------------------------------------------
 
-    def ports(self, m: Module, app_senders: int = 1) -> SimpleNamespace:
+    def ports(self, m: Module, app_senders: int = 1, *,
+              inputs: dict[int, int] | None = None,
+              senders: tuple[int, ...] = ()) -> SimpleNamespace:
         """Build the tile's framing and return it:
 
         * ``app``: engine messages in, one a cycle at most, always taken: ``app.valid``,
@@ -138,25 +143,42 @@ class TcpAppTile(Tile):
         * ``app_tx``: ``app_senders`` senders of engine requests (:meth:`app_request`);
           ``mem_tx``: the sender of memory requests (:meth:`mem_request`), whose ``i_data``
           the caller drives for stores;
+        * ``inputs``: a :class:`~apiary.noc.framing.MessageReceiver` for each further sub-port
+          of ``inputs`` (``{fbits: meta_bits}``), in order, whose ``o_hdr`` and ``o_data`` the
+          caller takes; ``senders``: a :class:`~apiary.noc.framing.MessageSender` for each
+          further kind of message the tile sends (their ``meta_bits``);
         * ``malformed``: messages the framing dropped or reframed (a count).
 
         Outputs are merged a whole message at a time (round-robin).
         """
+        inputs = dict(inputs or {})
         width = self.env.width
-        m.submodules.split = split = FbitsSplitter(width, [ENGINE_FBITS, MEMORY_FBITS])
+        m.submodules.split = split = FbitsSplitter(
+            width, [ENGINE_FBITS, MEMORY_FBITS, *inputs])
         connect(m, tile=flipped(self.noc_in), split=split.i)
         m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
         m.submodules.mem_rx = mem_rx = MessageReceiver(width, meta_bits=MEM_META.size)
-        connect(m, split=split.o[0], receiver=app_rx.i)
-        connect(m, split=split.o[1], receiver=mem_rx.i)
-        senders = []
+        receivers = [app_rx, mem_rx]
+        for k, meta_bits in enumerate(inputs.values()):
+            receiver = MessageReceiver(width, meta_bits=meta_bits)
+            m.submodules[f"rx{k}"] = receiver
+            receivers.append(receiver)
+        for k, receiver in enumerate(receivers):
+            connect(m, split=split.o[k], receiver=receiver.i)
+        app_tx = []
         for k in range(app_senders):
             sender = MessageSender(width, meta_bits=APP_META.size)
             m.submodules[f"app_tx{k}"] = sender
-            senders.append(sender)
+            app_tx.append(sender)
         m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size)
-        m.submodules.merge = merge = MessageMerger(width, app_senders + 1)
-        for k, sender in enumerate([*senders, mem_tx]):
+        more_tx = []
+        for k, meta_bits in enumerate(senders):
+            sender = MessageSender(width, meta_bits=meta_bits)
+            m.submodules[f"tx{k}"] = sender
+            more_tx.append(sender)
+        outputs = [*app_tx, mem_tx, *more_tx]
+        m.submodules.merge = merge = MessageMerger(width, len(outputs))
+        for k, sender in enumerate(outputs):
             connect(m, sender=sender.o, merge=merge.i[k])
         connect(m, merge=merge.o, tile=flipped(self.noc_out))
 
@@ -172,8 +194,9 @@ class TcpAppTile(Tile):
                               meta=data.View(MEM_META, mem_rx.o_hdr.payload.meta),
                               payload_bytes=mem_rx.o_hdr.payload.payload_bytes,
                               data=mem_rx.o_data)
-        return SimpleNamespace(app=app, mem=mem, app_tx=senders, mem_tx=mem_tx,
-                               malformed=app_rx.errors + mem_rx.errors + split.dropped)
+        return SimpleNamespace(app=app, mem=mem, app_tx=app_tx, mem_tx=mem_tx,
+                               inputs=receivers[2:], senders=more_tx,
+                               malformed=sum(r.errors for r in receivers) + split.dropped)
 
     # -- requests ----------------------------------------------------------------------------------
 

@@ -1,0 +1,630 @@
+"""Datagram applications over TCP: each length-prefixed record a connection carries goes to a
+UDP application tile as a datagram, and the application's answer goes back on the connection.
+
+A TCP application (:mod:`beehive.proto.tcp`, built on :class:`~beehive.apps.tcp_app.TcpAppTile`)
+in front of any tile that answers ``UDP_RX_SEGMENT`` requests with ``UDP_TX_SEGMENT`` replies
+carrying the request's ``PACKET_META`` (the internal controller,
+:class:`~beehive.apps.controller.ControllerTile`; the kernel's control service), so that the
+same request/response protocol is served over UDP and over TCP. On the byte stream each
+request and each reply is a *record*: a 2-byte length in network byte order, then that many
+bytes (the framing of DNS over TCP, RFC 1035 §4.2.2)::
+
+    client ─▶ [len][request][len][request] ...     ◀─ [len][reply][len][reply] ...
+
+Requests are answered in order, one reply per request. The tile serves one record at a time,
+for all its connections in the order their records came in: a request goes to the application
+once it is whole, and the next is read once its reply is written to the send ring.
+
+Messages of the tile:
+
+==========================  ====================  ==========================================
+in (``dst_fbits``)          from                  what the tile does
+==========================  ====================  ==========================================
+``TCP_NEW_FLOW_NOTIF``      RX tile               RECEIVE: a new connection (its peer and
+(LOCAL0)                                          receive ring kept), ask for 2 bytes
+                                                  (``TCP_RX_MSG_REQ``); SEND: its send ring
+``TCP_RX_MSG_RESP``         RX tile               OK or EOF: bytes to read (the flow queued);
+(LOCAL0)                                          RESET, TIMEOUT, CLOSED: the connection is
+                                                  over, forgotten
+``TCP_TX_MSG_RESP``         TX tile               room in the send ring for a reply
+(LOCAL0)
+``LOAD_MEM_ACK``,           the rings' memory     a record's length or body; a reply written
+``STORE_MEM_ACK`` (LOCAL1)  tiles
+``UDP_TX_SEGMENT``          the application       the reply: ``PACKET_META`` (its
+(:data:`DATAGRAM_FBITS`,                          ``peer_mac`` must be the request's), the
+LOCAL2)                                           reply's bytes
+==========================  ====================  ==========================================
+
+Out: engine and memory requests as every TCP application sends them, and to the application
+(route key :data:`KEY_APP`) ``UDP_RX_SEGMENT`` with the record's body and a ``PACKET_META``
+whose ``protocol`` is 6 (TCP), ``peer_ip``, ``peer_port`` and ``local_port`` are the
+connection's, and ``peer_mac`` (meaningless over TCP) is the request's tag: the flow handle in
+bits 0-15, a sequence number in bits 16-47. A reply is taken only if it carries the tag of the
+request awaited; any other is dropped (``dropped``).
+
+A record, from the receive ring to the send ring::
+
+    RX_MSG_RESP(OK or EOF, ptr p, addr a, length L >= 2)
+        ─▶ LOAD_MEM(a, 2) ◀─ the length n     (n > max_record: close; L < 2 + n: ask for 2 + n)
+        ─▶ LOAD_MEM(a + 2, n) ◀─ the body ─▶ RX_ADJUST_PTR(p + 2 + n)
+        ─▶ UDP_RX_SEGMENT(body) to the application ◀─ UDP_TX_SEGMENT(reply, r bytes)
+        ─▶ TX_MSG_REQ(2 + r) ◀─ TX_MSG_RESP(OK, ptr q, addr b)
+        ─▶ STORE_MEM(b, 2, r) ◀─ ack ─▶ STORE_MEM(b + 2, reply) ◀─ ack
+        ─▶ TX_ADJUST_PTR(q + 2 + r) ─▶ RX_MSG_REQ(2)
+    RX_MSG_RESP(EOF, length 0) ─▶ CLOSE_REQ          (the client closed; all answered)
+
+(``a + 2`` and ``b + 2`` wrap in their rings.) A connection is closed (``CLOSE_REQ``, then
+forgotten) when the peer has closed and every record was answered, and on an error, each
+counted: a record longer than ``max_record`` (``oversized``), a record cut short by the peer's
+FIN (``truncated``), a reply not in ``reply_timeout`` cycles (``timeouts``; a reply that comes
+later is dropped), a reply longer than ``max_record`` (``bad_replies``), a memory ack with
+``error`` (``mem_errors``). A connection the engine ends under a record (reset, timed out) is
+dropped once the memory and the application have answered what was asked of them.
+
+The inputs never wait (``streaming = False``): engine messages, memory acks and replies are
+each taken the cycle they come, and the record's bytes wait in one buffer of
+``max_record`` bytes, so the deadlock check treats the tile as a sink and a source. Latency
+(an idle tile, a record whose bytes are all in the ring): the length's ``LOAD_MEM`` 2 cycles
+after the ``TCP_RX_MSG_RESP``, the request to the application 1 cycle after the body's last
+word; the ``TCP_TX_MSG_REQ`` 1 cycle after the reply's last word. Throughput: one record at a
+time, with 6 round trips to the engine and the memories per record: a control protocol's rate,
+not a data path.
+"""
+
+from typing import Any
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+
+from apiary.noc.framing import offer_message
+from apiary.noc.header import Fbits
+from apiary.noc.nexthop import address_of, first_hop
+from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
+from apiary.stream.layout import payload_layout
+from apiary.stream.queue import Queue
+from apiary.stream.registers import Register
+from apiary.tile import TileEnv
+
+from ..proto.ipv4 import IpProtocol
+from ..proto.messages import PACKET_META, MsgType
+from ..proto.tcp.app import GEN_BITS, BufferKind, Status
+from ..proto.tcp.config import TcpConfig
+from .tcp_app import MEM_LOC, TcpAppTile
+
+
+__all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
+           "record",
+           "split_records"]
+
+
+#: Route key of the application the records go to.
+KEY_APP = "app"
+#: The tile's sub-port for the application's replies (LOCAL0 and LOCAL1 are the engine's and
+#: the memories').
+DATAGRAM_FBITS = Fbits.LOCAL2
+#: Bytes of a record's length prefix.
+LENGTH_BYTES = 2
+#: Longest record by default: room for the controller's longest request and reply (264 bytes).
+DEFAULT_MAX_RECORD = 512
+
+#: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per slot until the flow's turn.
+_CTX = data.StructLayout({"gen": GEN_BITS, "status": 4, "ptr": 32, "addr": 48, "wrap": 6,
+                          "length": 32})
+#: A connection's peer, as the requests to the application carry it.
+_PEER = data.StructLayout({"ip": 32, "port": 16, "local_port": 16})
+
+
+# -- Python helpers --------------------------------------------------------------------------------
+
+def record(payload: bytes) -> bytes:
+    """``payload`` as a record on the byte stream: its length (2 bytes, big-endian), then it."""
+    payload = bytes(payload)
+    if len(payload) >= 1 << 16:
+        raise ValueError(f"a record holds at most 65535 bytes, not {len(payload)}")
+    return len(payload).to_bytes(LENGTH_BYTES, "big") + payload
+
+
+def split_records(stream: bytes) -> tuple[list[bytes], bytes]:
+    """The whole records at the start of ``stream``, and the bytes after them (an incomplete
+    record, or nothing)."""
+    records, pos = [], 0
+    while len(stream) - pos >= LENGTH_BYTES:
+        n = int.from_bytes(stream[pos:pos + LENGTH_BYTES], "big")
+        if len(stream) - pos - LENGTH_BYTES < n:
+            break
+        records.append(bytes(stream[pos + LENGTH_BYTES:pos + LENGTH_BYTES + n]))
+        pos += LENGTH_BYTES + n
+    return records, bytes(stream[pos:])
+
+
+# -- the tile --------------------------------------------------------------------------------------
+
+def _ring_add(addr: Any, plus: int, wrap: Any) -> Any:
+    """``addr + plus`` in the ring of ``2**wrap`` bytes that ``addr`` is in (``wrap`` 0: no
+    ring)."""
+    mask = ((Const(1, 49) << wrap) - 1)[:48]
+    return Mux(wrap == 0, addr + plus, (addr & ~mask) | ((addr + plus) & mask))
+
+
+class TcpDatagramTile(TcpAppTile):
+    """Carry length-prefixed records of TCP connections to a datagram application and its
+    replies back (see the module docstring).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Routes ``"tcp_rx"`` (fbits LOCAL2), ``"tcp_tx"`` and :data:`KEY_APP` (the application,
+        at the sub-port where it takes ``UDP_RX_SEGMENT``); the application's replies come to
+        :data:`DATAGRAM_FBITS`. Standalone (no routes) all three are tile (0, 0).
+    config : TcpConfig
+        The engine's: ``flows`` sizes the per-flow state.
+    max_record : int or None
+        Longest request or reply, in bytes (1 to 65535, and 2 more must fit in each ring);
+        the tile buffers one. Default :data:`DEFAULT_MAX_RECORD`, or less if the rings are
+        smaller.
+    reply_timeout : int
+        Cycles a request waits for its reply before its connection is closed: the reset value
+        of the register ``reply_timeout``, which the control plane may change at run time
+        (each request takes the value it finds as it is sent).
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range, or a route is missing.
+    """
+
+    def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
+                 max_record: int | None = None, reply_timeout: int = 1 << 20) -> None:
+        config = TcpConfig() if config is None else config
+        if not isinstance(config, TcpConfig):
+            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        ring = min(config.rx_ring, config.tx_ring)
+        limit = min((1 << 16) - 1, ring - LENGTH_BYTES)
+        max_record = min(DEFAULT_MAX_RECORD, limit) if max_record is None else max_record
+        for value, name, low, high in ((max_record, "max_record", 1, limit),
+                                       (reply_timeout, "reply_timeout", 1, (1 << 32) - 1)):
+            if not isinstance(value, int) or isinstance(value, bool) \
+                    or not low <= value <= high:
+                raise ValueError(f"{name} must be an integer from {low} to {high}, not "
+                                 f"{value!r}")
+        self.max_record, self.reply_timeout = max_record, reply_timeout
+        super().__init__(env, config=config, counters={
+            "flows": "connections announced (receive-buffer notifications)",
+            "records": "requests answered (their replies written to the send ring)",
+            "closed": "connections the tile closed (the peer's FIN, or an error below)",
+            "ended": "connections the engine reported reset, timed out or closed under the tile",
+            "oversized": "records longer than max_record (the connection is closed)",
+            "truncated": "records cut short by the peer's FIN (the connection is closed)",
+            "timeouts": "requests the application did not answer in time (closed)",
+            "bad_replies": "replies longer than max_record (the connection is closed)",
+            "mem_errors": "memory acks with error set (the connection is closed)",
+            "dropped": "messages that match nothing (stray, stale, unknown, malformed)",
+        }, registers={
+            "reply_timeout": Register(32, "cycles a request waits for its reply before its "
+                                          "connection is closed", reset=reply_timeout),
+        })
+        routes = self.env.next_hops("data")
+        self.app_hop = first_hop(routes, KEY_APP)
+        if routes and self.app_hop is None:
+            raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to its "
+                             f"application with key {KEY_APP!r}; it has keys "
+                             f"{sorted(map(str, routes))}")
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width, flows = self.env.width, self.config.flows
+        nb = width // 8
+        c = self.counters
+        io = self.ports(m, inputs={DATAGRAM_FBITS: PACKET_META.size},
+                        senders=(PACKET_META.size,))
+        app_tx, = io.app_tx
+        rep_rx, = io.inputs
+        req_tx, = io.senders
+        a, mem = io.app, io.mem
+        meta = a.meta
+
+        # -- per-flow state ----------------------------------------------------------------------
+        live = Signal(flows)        # a connection the tile serves holds the slot
+        fresh = Signal(flows)       # the slot is in fresh_q (its first request is to be sent)
+        queued = Signal(flows)      # the slot is in ready_q (a response waits in ctx)
+        m.submodules.gens = gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
+        gen_w = gens.write_port()
+        gen_in, gen_cur = gens.read_port(domain="comb"), gens.read_port(domain="comb")
+        m.submodules.ctx = ctx = Memory(shape=_CTX, depth=flows, init=[])
+        ctx_w, ctx_r = ctx.write_port(), ctx.read_port()
+        m.submodules.peers = peers = Memory(shape=_PEER, depth=flows, init=[])
+        peer_w, peer_r = peers.write_port(), peers.read_port(domain="comb")
+        m.submodules.rx_locs = rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
+        m.submodules.tx_locs = tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
+        rx_loc_w, tx_loc_w = rx_locs.write_port(), tx_locs.write_port()
+        rx_loc_r, tx_loc_r = rx_locs.read_port(domain="comb"), tx_locs.read_port(domain="comb")
+        sb = self.slot_bits
+        m.submodules.fresh_q = fresh_q = Queue(unsigned(sb), flows)
+        m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
+
+        # -- the record being served -------------------------------------------------------------
+        slot = Signal(sb)
+        gen = Signal(GEN_BITS)
+        handle = self.handle(slot, gen)
+        dead = Signal()             # its connection ended under it
+        rx = Signal(_CTX)           # the response being served
+        n = Signal(16)              # the request's length
+        r = Signal(16)              # the reply's length
+        ask = Signal(range(self.max_record + LENGTH_BYTES + 1))    # bytes the next RX_MSG_REQ
+        tx = Signal(data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6}))
+        seq = Signal(32)
+        tag = Cat(handle, seq)
+        timer = Signal(32)
+        m.d.comb += [gen_cur.addr.eq(slot), peer_r.addr.eq(slot), rx_loc_r.addr.eq(slot),
+                     tx_loc_r.addr.eq(slot)]
+
+        # The record's bytes, then its reply's, wait here.
+        words = -(-self.max_record // nb)
+        m.submodules.buf = buf = Queue(payload_layout(width), words + 1)
+        to_app, to_store = Signal(), Signal()       # the buffer drains into a message
+        with m.If(to_app):
+            m.d.comb += [req_tx.i_data.valid.eq(buf.o.valid),
+                         req_tx.i_data.payload.eq(buf.o.payload),
+                         buf.o.ready.eq(req_tx.i_data.ready)]
+        drained = buf.o.valid & buf.o.ready & buf.o.payload.last
+        with m.If(drained):
+            m.d.sync += [to_app.eq(0), to_store.eq(0)]
+
+        # -- memory requests and acks (one outstanding) ------------------------------------------
+        mreq = Signal(data.StructLayout({"store": 1, "addr": 48, "size": 16, "wrap": 6}))
+        mreq_loc = Signal(MEM_LOC)
+        m.d.comb += mreq_loc.eq(Mux(mreq.store, tx_loc_r.data, rx_loc_r.data))
+        m_wait = Signal()           # its ack is awaited
+        m_got, m_err = Signal(), Signal()
+        m_dest = Signal(2)          # where the ack's bytes go: 0 nowhere, 1 the length, 2 buf
+        prefix = Signal()           # the 2-byte length of the reply is on mem_tx.i_data
+        with m.If(prefix):
+            m.d.comb += [io.mem_tx.i_data.valid.eq(1),
+                         io.mem_tx.i_data.payload.data.eq(Cat(r[8:16], r[0:8])),
+                         io.mem_tx.i_data.payload.nbytes.eq(LENGTH_BYTES),
+                         io.mem_tx.i_data.payload.last.eq(1)]
+            with m.If(io.mem_tx.i_data.ready):
+                m.d.sync += prefix.eq(0)
+        with m.Elif(to_store):
+            m.d.comb += [io.mem_tx.i_data.valid.eq(buf.o.valid),
+                         io.mem_tx.i_data.payload.eq(buf.o.payload),
+                         buf.o.ready.eq(io.mem_tx.i_data.ready)]
+        ack_type = Mux(mreq.store, STORE_MEM_ACK, LOAD_MEM_ACK)
+        expected = Signal()
+        m.d.comb += expected.eq(
+            self.mem_ack(mem, LOAD_MEM_ACK, m_wait & ~mreq.store, mreq.addr, mreq.size,
+                         mreq.wrap)
+            | self.mem_ack(mem, STORE_MEM_ACK, m_wait & mreq.store, mreq.addr, mreq.size,
+                           mreq.wrap))
+        drop_mem = Signal()
+        with m.If(mem.valid):
+            m.d.sync += m_dest.eq(0)
+            with m.If(expected):
+                m.d.sync += [m_wait.eq(0), m_got.eq(1), m_err.eq(mem.meta.error)]
+                with m.If(~mem.meta.error & (ack_type == LOAD_MEM_ACK)):
+                    m.d.sync += m_dest.eq(Mux(mreq.size == LENGTH_BYTES, 1, 2))
+            with m.Else():
+                m.d.comb += drop_mem.eq(1)
+        word = mem.data
+        m.d.comb += word.ready.eq(1)
+        with m.If(word.valid):
+            with m.If(m_dest == 1):
+                m.d.sync += n.eq(Cat(word.payload.data[8:16], word.payload.data[0:8]))
+            with m.If(m_dest == 2):
+                m.d.comb += [buf.i.valid.eq(1), buf.i.payload.eq(word.payload)]
+            with m.If(word.payload.last):
+                m.d.sync += m_dest.eq(0)
+        mem_go = Signal()           # offer mreq
+        with m.If(mem_go):
+            for store in (False, True):
+                with m.If(mreq.store == store):
+                    self.mem_request(m, io.mem_tx, store=store, loc=mreq_loc, addr=mreq.addr,
+                                     size=mreq.size, wrap=mreq.wrap)
+        mem_taken = mem_go & io.mem_tx.i_hdr.ready
+        with m.If(mem_taken):
+            m.d.sync += [m_wait.eq(1), m_got.eq(0)]
+
+        def memory(store: bool, addr: Any, size: Any, wrap: Any) -> list:
+            return [mreq.store.eq(store), mreq.addr.eq(addr), mreq.size.eq(size),
+                    mreq.wrap.eq(wrap)]
+
+        # -- the application's replies (always taken) --------------------------------------------
+        reply = rep_rx.o_hdr.payload
+        reply_meta = data.View(PACKET_META.layout(), reply.meta)
+        awaiting = Signal()
+        r_got, r_bad = Signal(), Signal()
+        r_dest = Signal()           # the reply's bytes go to buf
+        drop_reply = Signal()
+        m.d.comb += [rep_rx.o_hdr.ready.eq(1), rep_rx.o_data.ready.eq(1)]
+        with m.If(rep_rx.o_hdr.valid):
+            ours = awaiting & (reply.msg_type == MsgType.UDP_TX_SEGMENT.value) \
+                & (reply_meta.peer_mac == tag)
+            with m.If(ours):
+                fits = reply.payload_bytes <= self.max_record
+                m.d.sync += [awaiting.eq(0), r_bad.eq(~fits), r.eq(reply.payload_bytes),
+                             r_dest.eq(fits & (reply.payload_bytes != 0)),
+                             r_got.eq(~fits | (reply.payload_bytes == 0))]
+            with m.Else():
+                m.d.comb += drop_reply.eq(1)
+        with m.If(rep_rx.o_data.valid & r_dest):
+            m.d.comb += [buf.i.valid.eq(1), buf.i.payload.eq(rep_rx.o_data.payload)]
+            with m.If(rep_rx.o_data.payload.last):
+                m.d.sync += [r_dest.eq(0), r_got.eq(1)]
+
+        # -- requests to the application ---------------------------------------------------------
+        req_meta = Signal(PACKET_META.layout())
+        m.d.comb += [req_meta.peer_mac.eq(tag), req_meta.protocol.eq(IpProtocol.TCP.value),
+                     req_meta.peer_ip.eq(peer_r.data.ip), req_meta.peer_port.eq(peer_r.data.port),
+                     req_meta.local_port.eq(peer_r.data.local_port)]
+        req_go = Signal()
+        req_taken = offer_message(
+            m, req_tx, req_go, dst=address_of(self.app_hop), src=(self.env.x, self.env.y,
+                                                                   DATAGRAM_FBITS),
+            msg_type=MsgType.UDP_RX_SEGMENT.value, meta=req_meta, payload_bytes=n)
+
+        # -- engine messages (always taken) ------------------------------------------------------
+        tx_wait, tx_got = Signal(), Signal()
+        kill, ended_in, ended_tx = Signal(), Signal(), Signal()
+        drop_app = Signal()
+        self.count_dropped(m, io, drop_app, drop_mem, drop_reply)
+        m.d.sync += c.ended.eq(c.ended + (ended_in | ended_tx))
+        m.d.comb += gen_in.addr.eq(a.slot)
+        current = live.bit_select(a.slot, 1) & (gen_in.data == a.gen)
+        busy = Signal()             # the engine serves `slot`
+        with m.If(kill & busy & (a.slot == slot)):
+            m.d.sync += dead.eq(1)
+        forget = Signal()           # the engine is done with the record's connection
+        with m.If(forget):
+            m.d.sync += live.bit_select(slot, 1).eq(0)
+
+        # -- the engine ----------------------------------------------------------------------------
+        pop_fresh, pop_ready = Signal(), Signal()
+        m.d.comb += [fresh_q.o.ready.eq(pop_fresh), ready_q.o.ready.eq(pop_ready),
+                     ctx_r.addr.eq(ready_q.o.payload)]
+        with m.If(pop_fresh):
+            m.d.sync += fresh.bit_select(fresh_q.o.payload, 1).eq(0)
+        with m.If(pop_ready):
+            m.d.sync += queued.bit_select(ready_q.o.payload, 1).eq(0)
+        with m.FSM(name="records"):
+            with m.State("IDLE"):
+                with m.If(fresh_q.o.valid):
+                    m.d.comb += pop_fresh.eq(1)
+                    m.d.sync += [slot.eq(fresh_q.o.payload), dead.eq(0),
+                                 ask.eq(LENGTH_BYTES)]
+                    m.next = "FRESH"
+                with m.Elif(ready_q.o.valid):
+                    m.d.comb += pop_ready.eq(1)
+                    m.d.sync += [slot.eq(ready_q.o.payload), dead.eq(0)]
+                    m.next = "CHECK"
+            with m.State("FRESH"):          # a new connection: its first request, if still live
+                m.d.sync += gen.eq(gen_cur.data)
+                with m.If(live.bit_select(slot, 1)):
+                    m.next = "ASK"
+                with m.Else():
+                    m.next = "IDLE"
+            with m.State("CHECK"):          # its response is on ctx_r.data
+                m.d.comb += busy.eq(1)
+                cx = ctx_r.data
+                m.d.sync += [rx.eq(cx), gen.eq(cx.gen), ask.eq(LENGTH_BYTES)]
+                stale = ~live.bit_select(slot, 1) | (gen_cur.data != cx.gen) | \
+                    ((cx.status != Status.OK) & (cx.status != Status.EOF))
+                with m.If(stale | dead):
+                    m.next = "IDLE"
+                with m.Elif(cx.length >= LENGTH_BYTES):
+                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.wrap)
+                    m.next = "LOAD_LENGTH"
+                with m.Elif(cx.status == Status.EOF):     # closed by the peer
+                    with m.If(cx.length != 0):
+                        m.d.sync += c.truncated.eq(c.truncated + 1)
+                    m.next = "CLOSE"
+                with m.Else():
+                    m.next = "ASK"
+            with m.State("LOAD_LENGTH"):
+                m.d.comb += [busy.eq(1), mem_go.eq(1)]
+                with m.If(mem_taken):
+                    m.next = "WAIT_LENGTH"
+            with m.State("WAIT_LENGTH"):
+                m.d.comb += busy.eq(1)
+                with m.If(m_got & (m_dest == 0)):       # (the length is in n)
+                    m.d.sync += m_got.eq(0)
+                    body = rx.length - LENGTH_BYTES
+                    with m.If(m_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "IDLE"
+                    with m.Elif(n > self.max_record):
+                        m.d.sync += c.oversized.eq(c.oversized + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(body < n):
+                        with m.If(rx.status == Status.EOF):
+                            m.d.sync += c.truncated.eq(c.truncated + 1)
+                            m.next = "CLOSE"
+                        with m.Else():
+                            m.d.sync += ask.eq(n + LENGTH_BYTES)
+                            m.next = "ASK"
+                    with m.Elif(n == 0):
+                        m.next = "ADJUST_RX"
+                    with m.Else():
+                        m.d.sync += memory(False, _ring_add(rx.addr, LENGTH_BYTES, rx.wrap), n,
+                                           rx.wrap)
+                        m.next = "LOAD_BODY"
+            with m.State("LOAD_BODY"):
+                m.d.comb += [busy.eq(1), mem_go.eq(1)]
+                with m.If(mem_taken):
+                    m.next = "WAIT_BODY"
+            with m.State("WAIT_BODY"):      # until the body's last word is in buf
+                m.d.comb += busy.eq(1)
+                with m.If(m_got & (m_dest == 0)):
+                    m.d.sync += m_got.eq(0)
+                    with m.If(m_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "FLUSH"
+                    with m.Else():
+                        m.next = "ADJUST_RX"
+            with m.State("ADJUST_RX"):
+                m.d.comb += busy.eq(1)
+                with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
+                                           flow=handle, ptr=rx.ptr + LENGTH_BYTES + n)):
+                    m.d.sync += seq.eq(seq + 1)     # the request's tag
+                    m.next = "REQUEST"
+            with m.State("REQUEST"):
+                m.d.comb += [busy.eq(1), req_go.eq(1)]
+                with m.If(req_taken):
+                    m.d.sync += [to_app.eq(n != 0), awaiting.eq(1), r_got.eq(0),
+                                 timer.eq(self.regs.reply_timeout)]
+                    m.next = "WAIT_REPLY"
+            with m.State("WAIT_REPLY"):
+                m.d.comb += busy.eq(1)
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(r_got):
+                    m.d.sync += r_got.eq(0)
+                    with m.If(r_bad):
+                        m.d.sync += c.bad_replies.eq(c.bad_replies + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "FLUSH"
+                    with m.Else():
+                        m.next = "TX_REQ"
+                with m.Elif(awaiting & (timer == 0)):
+                    m.d.sync += [awaiting.eq(0), c.timeouts.eq(c.timeouts + 1)]
+                    m.next = "CLOSE"
+            # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
+            # is looked at before one is offered, not while)
+            with m.State("TX_REQ"):
+                m.d.comb += busy.eq(1)
+                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
+                                           flow=handle, length=r + LENGTH_BYTES)):
+                    m.d.sync += tx_wait.eq(1)
+                    m.next = "WAIT_TX"
+            with m.State("WAIT_TX"):
+                m.d.comb += busy.eq(1)
+                with m.If(dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
+                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
+                    m.next = "FLUSH"
+                with m.Elif(tx_got):
+                    m.d.sync += tx_got.eq(0)
+                    m.d.sync += memory(True, tx.addr, LENGTH_BYTES, tx.wrap)
+                    m.next = "STORE_LENGTH"
+            with m.State("STORE_LENGTH"):
+                m.d.comb += [busy.eq(1), mem_go.eq(1)]
+                with m.If(mem_taken):
+                    m.d.sync += prefix.eq(1)
+                    m.next = "WAIT_STORE_LENGTH"
+            with m.State("WAIT_STORE_LENGTH"):
+                m.d.comb += busy.eq(1)
+                with m.If(m_got):
+                    m.d.sync += m_got.eq(0)
+                    with m.If(m_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "FLUSH"
+                    with m.Elif(r == 0):
+                        m.next = "ADJUST_TX"
+                    with m.Else():
+                        m.d.sync += memory(True, _ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r,
+                                           tx.wrap)
+                        m.next = "STORE_REPLY"
+            with m.State("STORE_REPLY"):
+                m.d.comb += [busy.eq(1), mem_go.eq(1)]
+                with m.If(mem_taken):
+                    m.d.sync += to_store.eq(1)
+                    m.next = "WAIT_STORE_REPLY"
+            with m.State("WAIT_STORE_REPLY"):
+                m.d.comb += busy.eq(1)
+                with m.If(m_got):
+                    m.d.sync += m_got.eq(0)
+                    with m.If(m_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "ADJUST_TX"
+            with m.State("ADJUST_TX"):
+                m.d.comb += busy.eq(1)
+                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
+                                           flow=handle, ptr=tx.ptr + LENGTH_BYTES + r)):
+                    m.d.sync += [c.records.eq(c.records + 1), ask.eq(LENGTH_BYTES)]
+                    m.next = "ASK"
+            with m.State("ASK"):            # the next record (or the rest of this one)
+                m.d.comb += busy.eq(1)
+                with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
+                                           flow=handle, length=ask)):
+                    m.next = "IDLE"
+            with m.State("CLOSE"):
+                m.d.comb += busy.eq(1)
+                with m.If(self.app_request(m, app_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
+                                           flow=handle)):
+                    # (a slot that a new connection took meanwhile stays live)
+                    m.d.comb += forget.eq(~dead)
+                    m.d.sync += c.closed.eq(c.closed + ~dead)
+                    m.next = "FLUSH"
+            with m.State("FLUSH"):          # what the record left in buf is thrown away
+                with m.If(~to_app & ~to_store):
+                    m.d.comb += buf.o.ready.eq(1)
+                    with m.If(~buf.o.valid):
+                        m.next = "IDLE"
+
+        # -- engine messages, after the engine: a new connection's `live` wins over the old one
+        # being forgotten ----------------------------------------------------------------------
+        with m.If(a.valid):
+            with m.Switch(a.type):
+                with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
+                    with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
+                        m.d.comb += [
+                            kill.eq(1),
+                            gen_w.en.eq(1), gen_w.addr.eq(a.slot), gen_w.data.eq(a.gen),
+                            rx_loc_w.en.eq(1), rx_loc_w.addr.eq(a.slot),
+                            rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
+                            peer_w.en.eq(1), peer_w.addr.eq(a.slot),
+                            peer_w.data.ip.eq(meta.peer_ip), peer_w.data.port.eq(meta.peer_port),
+                            peer_w.data.local_port.eq(meta.local_port),
+                        ]
+                        m.d.sync += [live.bit_select(a.slot, 1).eq(1), c.flows.eq(c.flows + 1)]
+                        with m.If(~fresh.bit_select(a.slot, 1)):
+                            m.d.comb += [fresh_q.i.valid.eq(1), fresh_q.i.payload.eq(a.slot)]
+                            m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
+                    with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
+                                & current):
+                        m.d.comb += [
+                            tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
+                            tx_loc_w.data.x.eq(meta.mem_x), tx_loc_w.data.y.eq(meta.mem_y),
+                        ]
+                    with m.Else():
+                        m.d.comb += drop_app.eq(1)
+                with m.Case(MsgType.TCP_RX_MSG_RESP):
+                    with m.If(~current):
+                        m.d.comb += drop_app.eq(1)
+                    with m.Elif(a.ok):
+                        m.d.comb += [
+                            ctx_w.en.eq(1), ctx_w.addr.eq(a.slot),
+                            ctx_w.data.gen.eq(a.gen), ctx_w.data.status.eq(meta.status),
+                            ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
+                            ctx_w.data.addr.eq(meta.addr), ctx_w.data.wrap.eq(meta.size_log2),
+                        ]
+                        with m.If(~queued.bit_select(a.slot, 1)):
+                            m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
+                            m.d.sync += queued.bit_select(a.slot, 1).eq(1)
+                    with m.Else():
+                        m.d.comb += [ended_in.eq(1), kill.eq(1)]
+                        m.d.sync += live.bit_select(a.slot, 1).eq(0)
+                with m.Case(MsgType.TCP_TX_MSG_RESP):
+                    with m.If(tx_wait & (meta.flow == handle)):
+                        m.d.sync += tx_wait.eq(0)
+                        with m.If(meta.status == Status.OK):
+                            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr),
+                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2)]
+                        with m.Else():      # the connection is over: forget it
+                            m.d.comb += ended_tx.eq(1)
+                            m.d.sync += live.bit_select(a.slot, 1).eq(0)
+                    with m.Else():
+                        m.d.comb += drop_app.eq(1)
+                with m.Default():
+                    m.d.comb += drop_app.eq(1)
+        return m
