@@ -129,7 +129,9 @@ def commands():
 
 
 def _sim_arguments(sim):
-    sim.add_argument("--pcap-in", metavar="FILE", help="frames to feed the design")
+    sim.add_argument("--pcap-in", metavar="FILE",
+                     help="frames to feed the design: a classic pcap file of whole Ethernet "
+                          "frames (link type 1)")
     sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
     sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
     sim.add_argument("--backend", choices=["verilator", "pysim"],
@@ -219,7 +221,7 @@ def _parser(available):
         description="Check, draw and elaborate Apiary/Beehive designs: tiles on a 2D-mesh "
                     "network-on-chip.",
         epilog="Exit status: 0 on success, 1 when the design has problems or a command fails "
-               "(the report goes to stderr), 2 for usage errors.")
+               "(the report goes to stderr), 2 for usage errors, 130 when interrupted (Ctrl-C).")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parsers = {}
