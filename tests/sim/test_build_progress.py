@@ -4,6 +4,7 @@ line, exit status 130, no compiler left running and nothing half-built in the ca
 
 import os
 import pathlib
+import pty
 import shutil
 import signal
 import subprocess
@@ -32,15 +33,14 @@ def _fresh_cache(tmp_path):
     return cache, models
 
 
-def _sim(tmp_path, cache, **popen):
+def _sim(tmp_path, cache, stderr=subprocess.PIPE):
     wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 50)])
     env = dict(os.environ, APIARY_CACHE=str(cache),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen(
         [sys.executable, "-m", "apiary.cli", "sim", LOOPBACK, "--pcap-in",
          str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **popen)
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True)
 
 
 def _processes_under(path):
@@ -56,6 +56,21 @@ def _processes_under(path):
         if cwd.startswith(str(path)) or str(path) in cmdline:
             found.append((pid, cmdline))
     return found
+
+
+def _read_all(fd):
+    """Everything written to a pseudo-terminal until its last writer closes it."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:                 # EIO: no writer left
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
 
 
 def test_ctrl_c_during_a_build_then_a_build_then_the_cache(tmp_path):
@@ -74,24 +89,34 @@ def test_ctrl_c_during_a_build_then_a_build_then_the_cache(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert err.endswith("\ninterrupted\n") and "Traceback" not in err
+    # Off a terminal, each step that ran is one line when it is done: here the conversion.
+    assert err.splitlines()[1].startswith("converted 'frame_loopback' to Verilog in ")
+    assert "building" not in err and "\r" not in err
     time.sleep(0.2)
     assert _processes_under(cache) == []                 # no compiler left running
     assert list(models.glob("*.tmp-*")) == []            # no half-built model left behind
     assert list(models.glob("*/model.so")) == []
 
-    # Built: the settings line, then one line per long step, each saying where it is kept.
-    proc = _sim(tmp_path, cache)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    lines = err.splitlines()
-    assert lines[0].startswith("frame_loopback: width 64 bits")
-    assert lines[-1].startswith("built Verilator model of 'frame_loopback' in ")
+    # Built, on a terminal: a status line counting the seconds, updated in place, then the
+    # summary that says where the model is kept.
+    main, tty = pty.openpty()
+    proc = _sim(tmp_path, cache, stderr=tty)
+    os.close(tty)
+    err = _read_all(main).replace("\r\n", "\n")
+    out = proc.stdout.read()
+    assert proc.wait(timeout=600) == 0, err
+    status = "\r\x1b[Kbuilding Verilator model of 'frame_loopback' (64 bits, 2 tiles)... "
+    assert err.count(status) >= 1 and f"{status}0 s" in err
+    lines = err.rpartition("\r\x1b[K")[2].splitlines()
+    assert len(lines) == 1 and lines[0].startswith("built Verilator model of 'frame_loopback' in ")
     so, = models.glob("*/model.so")
-    assert lines[-1].endswith(f" s (cached at {so.parent})")
+    assert lines[0].endswith(f" s (cached at {so.parent})")
     assert "1 frames in, 1 frames out" in out
+    settings = err.splitlines()[0]
+    assert settings.startswith("frame_loopback: width 64 bits")
 
     # From the cache: nothing but the settings line.
     proc = _sim(tmp_path, cache)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0 and err.splitlines() == lines[:1]
+    assert proc.returncode == 0 and err.splitlines() == [settings]
     assert "1 frames in, 1 frames out" in out
