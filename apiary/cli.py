@@ -7,7 +7,9 @@ without this module knowing them: each names a :class:`Command` under the entry-
 :mod:`platforms.cli`), and :func:`commands` finds them all.
 
 Every user error (a broken design, a missing file, a deadlock) prints one readable report on
-stderr and exits with status 1; there are no tracebacks for them. Usage errors exit with 2.
+stderr and exits with status 1; there are no tracebacks for them. Usage errors (argparse's own,
+and a command's :class:`UsageError`) print the command's usage and exit with 2. Ctrl-C prints
+``interrupted`` and exits with 130.
 """
 
 import argparse
@@ -18,8 +20,8 @@ from dataclasses import dataclass, field
 from .design import DesignError
 
 
-__all__ = ["Command", "commands", "add_design_arguments", "load", "error", "main",
-           "ENTRY_POINT_GROUP"]
+__all__ = ["Command", "UsageError", "commands", "add_design_arguments", "add_clock_argument",
+           "load", "error", "main", "run_settings", "ENTRY_POINT_GROUP"]
 
 #: The entry-point group through which packages add commands.
 ENTRY_POINT_GROUP = "apiary.commands"
@@ -29,13 +31,19 @@ _DESIGN_HELP = ("a design: path/to/script.py (its design() function), path/to/sc
 _WIDTH_HELP = "data-plane flit width, passed to the design function as width=N (64, 128, 256, 512)"
 
 
+class UsageError(Exception):
+    """A command was given options that do not go together, or a bad value: reported with the
+    command's usage, exit status 2 (as argparse reports its own)."""
+
+
 @dataclass(frozen=True)
 class Command:
     """One ``apiary`` subcommand.
 
     ``arguments(parser)`` adds its arguments (after ``DESIGN`` and ``--width`` when
     ``takes_design``); ``run(args)`` does the work and returns the exit status. A
-    :class:`~apiary.design.DesignError` or an ``OSError`` it raises becomes a one-line report;
+    :class:`UsageError` it raises is reported with the command's usage (exit status 2); a
+    :class:`~apiary.design.DesignError` or an ``OSError`` becomes a one-line report;
     ``errors`` lists further exception types reported the same way, prefixed with the command.
     """
     name: str
@@ -82,10 +90,18 @@ def _builtin_commands():
                 _cmd_sim, description=(
                     "Simulate a design through its Ethernet port (a MAC port: a pair of "
                     "mac_rx/mac_tx frame streams). With --pcap-in/--pcap-out, feed the frames "
-                    "of a pcap file and write what comes out with simulated timestamps at "
-                    "--clock-mhz. With --tap NAME, attach the port to a Linux TAP device (needs "
-                    "root; use inside a network namespace: `ip netns exec NS apiary sim DESIGN "
-                    "--tap tap0`) until Ctrl-C."),
+                    "of a classic pcap file of Ethernet frames (link type 1; a pcapng file, "
+                    "another link type such as raw IP, a file cut short or packets captured "
+                    "only in part are refused, each with one message saying how to fix it) and "
+                    "write what comes out with simulated timestamps at --clock-mhz; then print "
+                    "every counter that moved, and say so plainly when no frame was answered "
+                    "(the exit status is still 0: dropping is a result, not an error). With "
+                    "--tap NAME, attach the port to a Linux TAP device (needs root; use inside "
+                    "a network namespace: `ip netns exec NS apiary sim DESIGN --tap tap0`) "
+                    "until Ctrl-C. The first line (on stderr) says the width, clock and back "
+                    "end chosen; the first run of a design converts it to Verilog and builds "
+                    "its Verilator model (tens of seconds, shown as it goes), later runs take "
+                    "it from the cache."),
                 arguments=_sim_arguments),
     ]
 
@@ -113,17 +129,17 @@ def commands():
 
 
 def _sim_arguments(sim):
-    sim.add_argument("--pcap-in", metavar="FILE", help="frames to feed the design")
+    sim.add_argument("--pcap-in", metavar="FILE",
+                     help="frames to feed the design: a classic pcap file of whole Ethernet "
+                          "frames (link type 1)")
     sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
     sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
-    sim.add_argument("--backend", choices=["verilator", "pysim"], default="verilator",
+    sim.add_argument("--backend", choices=["verilator", "pysim"],
                      help="Verilator (fast, built once and cached; default) or Amaranth's "
                           "simulator")
     sim.add_argument("--port", metavar="TILE",
                      help="which Ethernet port, if the design has several")
-    sim.add_argument("--clock-mhz", type=float, default=250.0, metavar="MHZ",
-                     help="clock that cycles convert to time at (default 250, as the Beehive "
-                          "paper)")
+    add_clock_argument(sim, "clock that cycles convert to time at")
     sim.add_argument("--max-cycles", type=int, default=10_000_000, metavar="N",
                      help="stop a pcap run after N cycles (default 10,000,000)")
     sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")
@@ -150,28 +166,72 @@ _IMPAIRMENTS = {
 
 def _impairment(args):
     """The :class:`~apiary.sim.Impairment` that ``--loss/--reorder/--duplicate/--seed`` ask
-    for; a bad probability is a SimError naming the option."""
+    for; a bad probability is a :class:`UsageError` naming the option."""
+    from .sim import SimError
     from .sim.impair import Impairment, probability
-    values = {name: probability(getattr(args, name), f"--{name}") for name in _IMPAIRMENTS}
+    try:
+        values = {name: probability(getattr(args, name), f"--{name}") for name in _IMPAIRMENTS}
+    except SimError as e:
+        raise UsageError(str(e)) from None
     return Impairment(**values, seed=1 if args.seed is None else args.seed)
 
 
+_CLOCK_DEFAULT = "125 at 64 bits (gigabit Ethernet's MAC clock), else 250 (the Beehive paper's)"
+
+
+def add_clock_argument(parser, what, default=None):
+    """``--clock-mhz``, whose default follows the width (:func:`apiary.sim.default_clock_mhz`):
+    left ``default`` (``None``) here, chosen by :func:`run_settings`."""
+    parser.add_argument("--clock-mhz", type=_positive_mhz, default=default, metavar="MHZ",
+                        help=f"{what} (default: {_CLOCK_DEFAULT})")
+
+
+def _positive_mhz(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a clock in MHz, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a clock must be above 0 MHz, not {text}")
+    return value
+
+
+def run_settings(args, design, backend, *, backend_given=True):
+    """Choose the clock (``args.clock_mhz``, else the default for the design's width: set on
+    ``args``) and say what was chosen in one line, e.g. ``udp_echo: width 64 bits (--width),
+    clock 125 MHz (default for 64 bits; --clock-mhz to change), back end verilator``. Returns
+    the line."""
+    from .sim import default_clock_mhz
+    width = design.width
+    width_how = "--width" if getattr(args, "width", None) is not None else "the design's default"
+    if args.clock_mhz is None:
+        args.clock_mhz = default_clock_mhz(width)
+        clock_how = f"default for {width} bits; --clock-mhz to change"
+    else:
+        clock_how = "--clock-mhz"
+    backend_how = "" if backend_given else " (default; --backend to change)"
+    return (f"{design.name}: width {width} bits ({width_how}), clock {args.clock_mhz:g} MHz "
+            f"({clock_how}), back end {backend}{backend_how}")
+
+
 def _parser(available):
+    """The ``apiary`` parser and, by command name, each command's own."""
     parser = argparse.ArgumentParser(
         prog="apiary",
         description="Check, draw and elaborate Apiary/Beehive designs: tiles on a 2D-mesh "
                     "network-on-chip.",
         epilog="Exit status: 0 on success, 1 when the design has problems or a command fails "
-               "(the report goes to stderr), 2 for usage errors.")
+               "(the report goes to stderr), 2 for usage errors, 130 when interrupted (Ctrl-C).")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parsers = {}
     for command in available.values():
-        p = sub.add_parser(command.name, help=command.help,
-                           description=command.description or None)
+        p = parsers[command.name] = sub.add_parser(command.name, help=command.help,
+                                                   description=command.description or None)
         if command.takes_design:
             add_design_arguments(p)
         command.arguments(p)
-    return parser
+    return parser, parsers
 
 
 def error(message):
@@ -237,32 +297,33 @@ def _cmd_verilog(args):
 
 def _cmd_sim(args):
     from .sim import SimError, open_sim
+    from .terminal import StatusLine
     if bool(args.pcap_in) != bool(args.pcap_out):
-        return error("apiary sim: --pcap-in and --pcap-out go together")
+        raise UsageError("--pcap-in and --pcap-out go together")
     if bool(args.pcap_in) == bool(args.tap):
-        return error("apiary sim: give either --pcap-in/--pcap-out or --tap")
+        raise UsageError("give either --pcap-in/--pcap-out or --tap")
     window = None
     if args.vcd_window:
         try:
             start, end = (int(v) for v in args.vcd_window.split(":"))
         except ValueError:
-            return error(f"apiary sim: --vcd-window takes START:END in cycles, "
-                          f"not {args.vcd_window!r}")
+            raise UsageError(f"--vcd-window takes START:END in cycles, "
+                             f"not {args.vcd_window!r}") from None
         window = (start, end)
-    try:
-        impair = _impairment(args)
-    except SimError as e:
-        return error(f"apiary sim: {e}")
+    impair = _impairment(args)
     design = load(args)
+    backend = args.backend or "verilator"
+    status = StatusLine()
+    status.note(run_settings(args, design, backend, backend_given=args.backend is not None))
     options = dict(clock_hz=args.clock_mhz * 1e6, vcd=args.vcd, vcd_window=window,
-                   seed=args.seed, stall=args.stall)
+                   seed=args.seed, stall=args.stall, progress=status)
     try:
         if args.pcap_in:
-            return _sim_pcap(design, args, impair, options)
+            return _sim_pcap(design, args, backend, impair, options)
         from .sim.tap import TapBridge, TapDevice
         tap = TapDevice(args.tap)
         try:
-            with open_sim(design, args.backend, quiet=False, **options) as sim:
+            with open_sim(design, backend, **options) as sim:
                 TapBridge(sim, tap, port=args.port, impair=impair,
                           log=lambda line: print(line, flush=True)).run()
         finally:
@@ -272,20 +333,29 @@ def _cmd_sim(args):
         return error(f"apiary sim: {e}")
 
 
-def _sim_pcap(design, args, impair, options):
+def _sim_pcap(design, args, backend, impair, options):
     """``apiary sim --pcap-in/--pcap-out``: the frames of the file in, back to back, through
-    the impaired link if any; what comes out to the output file."""
+    the impaired link if any; what comes out to the output file. Prints what happened: every
+    counter that moved, and plainly when no frame came back."""
     from .sim.pcap import run_pcap
-    summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=args.backend,
+    from .terminal import text_table
+    summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=backend,
                        max_cycles=args.max_cycles, port=args.port, impair=impair, **options)
-    print(f"{summary['frames_in']} frames in, {summary['frames_out']} frames out to "
+    frames_in, frames_out = summary["frames_in"], summary["frames_out"]
+    print(f"{frames_in} frames in, {frames_out} frames out to "
           f"{args.pcap_out} in {summary['cycles']} cycles "
-          f"({summary['seconds'] * 1e6:.3f} us at {args.clock_mhz:g} MHz, {args.backend})")
-    drops = {k: v for k, v in summary["counters"].items() if "drop" in k and v}
-    if drops:
-        print("dropped: " + ", ".join(f"{k}={v}" for k, v in drops.items()))
+          f"({summary['seconds'] * 1e6:.3f} us at {args.clock_mhz:g} MHz, {backend})")
+    moved = [[name, str(value)] for name, value in summary["counters"].items() if value]
+    if moved:
+        print("counters that moved:")
+        print(text_table(["counter", "value"], moved))
+    else:
+        print("counters that moved: none")
     if summary["impaired"]:
         print("impaired: " + summary["impaired"])
+    if frames_in and not frames_out:
+        print(f"no frame answered: the design sent nothing back for {frames_in} frames in; "
+              f"see the counters above")
     if not summary["idle"]:
         print(f"warning: stopped at --max-cycles {args.max_cycles} before the design "
               f"was idle", file=sys.stderr)
@@ -295,7 +365,7 @@ def _sim_pcap(design, args, impair, options):
 def main(argv=None):
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     available = commands()
-    parser = _parser(available)
+    parser, parsers = _parser(available)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:             # --help, or a usage error argparse already printed
@@ -313,6 +383,15 @@ def main(argv=None):
     command = available[args.command]
     try:
         return command.run(args)
+    except KeyboardInterrupt:           # Ctrl-C: builds clean up after themselves on the way
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except UsageError as e:
+        try:
+            parsers[args.command].error(str(e))
+        except SystemExit as exit:
+            return exit.code if isinstance(exit.code, int) else 2
+        return 2
     except DesignError as e:
         return error(str(e))
     except command.errors as e:

@@ -20,6 +20,7 @@ positions where no tile sits. Around the tiles, the top level has three kinds of
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,18 @@ from .tile import NOC_PORTS, Tile
 
 
 __all__ = ["DesignTop", "Attachment", "MacPortInfo", "top_name", "design_verilog",
-           "generate_verilog", "control_map"]
+           "generate_verilog", "control_map", "Progress", "no_progress"]
+
+#: How a long step is reported: ``progress(label, summary)`` is a context manager around the
+#: step, ``label`` says what runs ("building Verilator model (64 bits, 14 tiles)") and
+#: ``summary(seconds)`` the line that ends it. The command line passes
+#: :class:`apiary.terminal.StatusLine`; library calls default to :func:`no_progress`.
+Progress = Callable[[str, Callable[[float], str]], AbstractContextManager[object]]
+
+
+def no_progress(label: str, summary: Callable[[float], str]) -> AbstractContextManager[object]:
+    """The :data:`Progress` that reports nothing."""
+    return nullcontext()
 
 
 @dataclass(frozen=True)
@@ -416,7 +428,8 @@ def top_name(design: Design) -> str:
 
 
 def design_verilog(top: DesignTop, cache_dir: str | None = None,
-                   packages: Sequence[str] | None = None) -> str:
+                   packages: Sequence[str] | None = None,
+                   progress: Progress = no_progress) -> str:
     """Verilog text of an elaborated :class:`DesignTop`.
 
     With ``cache_dir``, the text is also kept in ``<cache_dir>/verilog/<key>.v`` and read back
@@ -424,7 +437,7 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
     key is :func:`~apiary.fingerprint.design_fingerprint` of the design, with ``packages`` (by
     default the packages of its tile classes) and the top's own options
     (:meth:`DesignTop.fingerprint_extra`); a design whose parameters have no stable text form is
-    never cached.
+    never cached. A conversion (not a cache hit) is reported to ``progress``.
     """
     key = None
     if cache_dir is not None:
@@ -433,7 +446,12 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
     if path and os.path.exists(path):
         with open(path) as f:
             return f.read()
-    text = verilog.convert(top, name=top_name(top.design), emit_src=False)
+    design = top.design
+    where = f" (cached at {path})" if path else ""
+    with progress(f"converting {design.name!r} to Verilog ({design.width} bits, "
+                  f"{len(design.tiles)} tiles)",
+                  lambda s: f"converted {design.name!r} to Verilog in {s:.1f} s{where}"):
+        text = verilog.convert(top, name=top_name(design), emit_src=False)
     if path:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

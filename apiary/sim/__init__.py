@@ -20,15 +20,16 @@ See ``docs/simulation.md``.
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..top import Attachment, DesignTop
-from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_IDLE_CYCLES
+from ..top import Attachment, DesignTop, no_progress
+from .base import Sim, DEFAULT_CLOCK_HZ, DEFAULT_IDLE_CYCLES, default_clock_mhz
 from .core import Frame, FramePort, SimError, BuildError, find_ports
 from .impair import Impairment, ImpairedLink, LinkDirection
 
 
 __all__ = ["open_sim", "Sim", "Frame", "FramePort", "SimError", "BuildError", "BACKENDS",
            "elaborate", "memory_models", "DEFAULT_CLOCK_HZ", "DEFAULT_MEMORY_LATENCY",
-           "memory_latency_of", "Impairment", "ImpairedLink", "LinkDirection"]
+           "memory_latency_of", "Impairment", "ImpairedLink", "LinkDirection",
+           "default_clock_mhz"]
 
 BACKENDS = ("pysim", "verilator")
 
@@ -124,7 +125,7 @@ def elaborate(design: Any, memory_latency: object = None, backend: str = "pysim"
 
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
              clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
-             vcd_window=None, cache_dir=None, quiet=True, memory_latency=None, impair=None):
+             vcd_window=None, cache_dir=None, progress=None, memory_latency=None, impair=None):
     """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
 
     Parameters
@@ -151,6 +152,9 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
     cache_dir : path or None
         Verilator model cache (default ``$APIARY_CACHE`` or ``~/.cache/apiary``, then
         ``verilator/``).
+    progress : Progress or None
+        Where the Verilog conversion and the Verilator build report, when they run (see
+        :data:`apiary.top.Progress`; the command line passes a status line). Default: silent.
     memory_latency : int, (int, int) or None
         Read latency in cycles of the memory models attached to the design's memory ports
         (default: the design's ``settings["memory_latency"]``, else 20); or a range
@@ -197,4 +201,5 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         return PysimSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window, **common)
     from .verilator import VerilatorSim
     return VerilatorSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window,
-                        cache_dir=cache_dir, quiet=quiet, **common)
+                        cache_dir=cache_dir, progress=progress or no_progress,
+                        **common)

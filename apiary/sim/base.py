@@ -6,11 +6,22 @@ from .core import SimError, threshold
 from .impair import Impairment
 
 
-__all__ = ["Sim", "DEFAULT_CLOCK_HZ", "DEFAULT_MAX_CYCLES", "DEFAULT_IDLE_CYCLES"]
+__all__ = ["Sim", "DEFAULT_CLOCK_HZ", "DEFAULT_MAX_CYCLES", "DEFAULT_IDLE_CYCLES",
+           "default_clock_mhz"]
 
 
 #: The reference clock for converting cycles to time (the Beehive paper's 250 MHz, Alveo U200).
 DEFAULT_CLOCK_HZ = 250_000_000
+#: The clock of a 64-bit data plane (gigabit Ethernet's MAC clock, the small boards').
+SMALL_CLOCK_HZ = 125_000_000
+
+
+def default_clock_mhz(width: int) -> float:
+    """The clock, in MHz, that the command line converts cycles to time at for a ``width``-bit
+    data plane when no ``--clock-mhz`` is given: 125 MHz at 64 bits (gigabit Ethernet's MAC
+    clock, the project's small boards), else 250 MHz (the Beehive paper's clock at 512 bits;
+    128 and 256 bits, which have no board of their own, share it)."""
+    return (SMALL_CLOCK_HZ if width <= 64 else DEFAULT_CLOCK_HZ) / 1e6
 DEFAULT_MAX_CYCLES = 1_000_000
 DEFAULT_IDLE_CYCLES = 1000
 

@@ -1,5 +1,11 @@
 """pcap in, pcap out: feed a capture's frames into a design and capture what comes out.
 
+Input is a classic pcap file (micro- or nanosecond, either byte order) of Ethernet frames, read
+here rather than by scapy so that a bad capture is one clear error instead of odd frames: a
+pcapng file, another link type (raw IP, Linux cooked, ...), a file cut short inside a record's
+header or data, and a packet captured only in part (a snap length) are each refused with a
+message naming the file, the record (numbered from 1, as Wireshark numbers them) and the fix.
+
 Output timestamps are simulated time: a frame's timestamp is the cycle its last word left the
 design divided by the clock (default 250 MHz, the Beehive paper's reference clock), written with
 nanosecond resolution (pcap magic ``0xa1b23c4d``) so that single cycles stay distinct. Wireshark
@@ -19,21 +25,40 @@ __all__ = ["read_pcap", "write_pcap", "run_pcap", "PcapRecord", "write_pcap_reco
            "read_pcap_records", "cycle_ns"]
 
 LINKTYPE_ETHERNET = 1
+#: Link types of captures that hold no Ethernet header, by the name a user knows them by.
+LINKTYPE_NAMES = {0: "BSD loopback", 12: "raw IP", 101: "raw IP", 113: "Linux cooked capture",
+                  228: "raw IPv4", 229: "raw IPv6", 276: "Linux cooked capture v2"}
 _NS_MAGIC = 0xA1B23C4D
 _US_MAGIC = 0xA1B2C3D4
+_PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"       # a pcapng section header block
+_HEADER = 24                            # bytes of the file header
+_RECORD_HEADER = 16                     # bytes of a record's header
 
 
-def read_pcap(path):
-    """The frames of a pcap or pcapng file, as a list of ``bytes`` (Ethernet captures only)."""
-    from scapy.utils import rdpcap
-    import scapy.layers.l2  # noqa: F401 -- registers Ethernet with rdpcap (else: a warning)
-    try:
-        packets = rdpcap(os.fspath(path))
-    except FileNotFoundError:
-        raise SimError(f"no such pcap file: {path}") from None
-    except Exception as e:  # noqa: BLE001 -- scapy raises several kinds for a bad file
-        raise SimError(f"cannot read {path} as a pcap file: {e}") from None
-    return [bytes(p) for p in packets]
+def read_pcap(path) -> list[bytes]:
+    """The frames of a classic pcap file of Ethernet frames (link type 1), as ``bytes``.
+
+    Raises
+    ------
+    SimError
+        One message naming the file and the problem: what :func:`read_pcap_records` refuses,
+        another link type (raw IP, Linux cooked, ...: the frames need an Ethernet header
+        first; the message says how), or a packet captured only in part (a snap length).
+    """
+    linktype, records = read_pcap_records(path)
+    if linktype != LINKTYPE_ETHERNET:
+        name = LINKTYPE_NAMES.get(linktype, "not Ethernet")
+        raise SimError(f"{path}: link type {linktype} ({name}); the design takes Ethernet frames "
+                       f"(link type {LINKTYPE_ETHERNET}). Give the packets an Ethernet header "
+                       f"addressed to the design first, e.g. `tcprewrite --dlt=enet "
+                       f"--enet-dmac=DESIGN_MAC --enet-smac=02:00:00:00:00:01 "
+                       f"--infile={path} --outfile=eth.pcap`")
+    for number, (_, data, orig_len) in enumerate(records, 1):
+        if len(data) < orig_len:
+            raise SimError(f"{path}: record {number} holds {len(data)} of the packet's "
+                           f"{orig_len} bytes (captured with a snap length); capture whole "
+                           f"frames (tcpdump -s 0)")
+    return [r.data for r in records]
 
 
 def write_pcap(path, frames, clock_hz=DEFAULT_CLOCK_HZ):
@@ -101,31 +126,45 @@ def read_pcap_records(path) -> tuple[int, list[PcapRecord]]:
     Raises
     ------
     SimError
-        The file is missing, not a classic pcap (pcapng is not read here), or truncated.
+        One message naming the file and the problem: it is missing, not a pcap file, a pcapng
+        file (not read here: the message says how to convert it), or cut short inside a
+        record's header or data (records are numbered from 1, as Wireshark numbers them).
     """
     try:
         with open(os.fspath(path), "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         raise SimError(f"no such pcap file: {path}") from None
-    if len(raw) < 24:
-        raise SimError(f"{path} is not a pcap file: too short for its header")
-    for order in "<>":
-        magic, = struct.unpack(order + "I", raw[:4])
-        if magic in (_NS_MAGIC, _US_MAGIC):
-            break
-    else:
-        raise SimError(f"{path} is not a classic pcap file (magic {raw[:4].hex()})")
+    except OSError as e:
+        raise SimError(f"cannot read {path}: {e.strerror or e}") from None
+    if not raw:
+        raise SimError(f"{path} is empty, not a pcap file")
+    if raw[:4] == _PCAPNG_MAGIC:
+        raise SimError(f"{path} is a pcapng file; apiary reads classic pcap files. Convert it "
+                       f"with `editcap -F pcap {path} out.pcap` (or in Wireshark: Save As, "
+                       f"pcap)")
+    order = next((o for o in "<>" if len(raw) >= 4
+                  and struct.unpack(o + "I", raw[:4])[0] in (_NS_MAGIC, _US_MAGIC)), None)
+    if order is None:
+        raise SimError(f"{path} is not a pcap file: it starts with {raw[:4].hex()}, not a pcap "
+                       f"magic number (a1b2c3d4 or a1b23c4d, either byte order)")
+    if len(raw) < _HEADER:
+        raise SimError(f"{path}: the pcap file header is cut short: {len(raw)} of {_HEADER} "
+                       f"bytes")
+    magic, = struct.unpack(order + "I", raw[:4])
     scale = 1 if magic == _NS_MAGIC else 1000
     linktype = struct.unpack(order + "I", raw[20:24])[0] & 0xFFFF
-    records, at = [], 24
+    records, at = [], _HEADER
     while at < len(raw):
-        if at + 16 > len(raw):
-            raise SimError(f"{path}: truncated record header at byte {at}")
-        sec, frac, incl, orig = struct.unpack(order + "IIII", raw[at:at + 16])
-        at += 16
+        number = len(records) + 1
+        if at + _RECORD_HEADER > len(raw):
+            raise SimError(f"{path}: record {number}'s header is cut short: {len(raw) - at} of "
+                           f"{_RECORD_HEADER} bytes")
+        sec, frac, incl, orig = struct.unpack(order + "IIII", raw[at:at + _RECORD_HEADER])
+        at += _RECORD_HEADER
         if at + incl > len(raw):
-            raise SimError(f"{path}: truncated record at byte {at}")
+            raise SimError(f"{path}: record {number} is cut short: {len(raw) - at} of {incl} "
+                           f"bytes")
         records.append(PcapRecord(sec * 1_000_000_000 + frac * scale, raw[at:at + incl], orig))
         at += incl
     return linktype, records
@@ -133,7 +172,7 @@ def read_pcap_records(path) -> tuple[int, list[PcapRecord]]:
 
 def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT_CLOCK_HZ,
              max_cycles=DEFAULT_MAX_CYCLES, vcd=None, vcd_window=None, seed=None, stall=0.0,
-             port=None, quiet=True, impair=None):
+             port=None, progress=None, impair=None):
     """Feed every frame of ``pcap_in`` into ``design``'s Ethernet port (back to back, in file
     order), simulate until idle or ``max_cycles``, and write what comes out to ``pcap_out``;
     with ``impair`` (an :class:`~apiary.sim.impair.Impairment`) both through the impaired link.
@@ -146,7 +185,7 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
     from . import open_sim
     frames = read_pcap(pcap_in)
     with open_sim(design, backend, seed=seed, stall=stall, clock_hz=clock_hz, vcd=vcd,
-                  vcd_window=vcd_window, quiet=quiet, impair=impair) as sim:
+                  vcd_window=vcd_window, progress=progress, impair=impair) as sim:
         name = sim.port(port).name
         sim.send_many(frames, port=name)
         sim.run(max_cycles=max_cycles)

@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -34,7 +35,7 @@ from amaranth import ClockSignal, Instance, Signal
 from .base import Sim
 from .core import Frame, BuildError, SimError
 from ..os.memory import MemoryModel
-from ..top import design_verilog, top_name
+from ..top import Progress, design_verilog, no_progress, top_name
 
 
 __all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "BUILD_FLAGS"]
@@ -128,18 +129,38 @@ def _need(tool, hint):
     return path
 
 
-def _run_tool(tool, cmd, cwd, env, log):
-    """Run one build step, appending its output to ``log``; raise BuildError if it fails."""
+def _start(tool, cmd, cwd, env, stdout):
+    """Start one build command in a process group of its own (so that :func:`_stop` ends the
+    processes it starts in turn: Verilator under perl, cc1plus under g++)."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
     except OSError as e:
         raise BuildError(tool, f"could not run {cmd[0]}: {e}") from None
-    log.append(f"$ {' '.join(cmd)}\n{proc.stdout}")
+
+
+def _stop(proc):
+    """End a build command that :func:`_start` started, with everything it started."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def _run_tool(tool, cmd, cwd, env, log):
+    """Run one build step, appending its output to ``log``; raise BuildError if it fails."""
+    proc = _start(tool, cmd, cwd, env, subprocess.PIPE)
+    try:
+        output, _ = proc.communicate()
+    finally:                        # interrupted (Ctrl-C): stop it and what it started
+        _stop(proc)
+    log.append(f"$ {' '.join(cmd)}\n{output}")
     if proc.returncode != 0:
         raise BuildError(tool, f"failed (exit status {proc.returncode}) building the simulation "
-                         f"model in {cwd}", proc.stdout)
-    return proc.stdout
+                         f"model in {cwd}", output)
+    return output
 
 
 def mangle(name):
@@ -273,27 +294,33 @@ def _compile_all(jobs, cwd, env, log):
     running = []
     pending = list(jobs)
     failed = None
-    while pending or running:
-        while pending and len(running) < BUILD_JOBS and failed is None:
-            tool, cmd = pending.pop(0)
-            out = tempfile.TemporaryFile(mode="w+")
-            try:
-                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out,
-                                        stderr=subprocess.STDOUT, text=True)
-            except OSError as e:
-                raise BuildError(tool, f"could not run {cmd[0]}: {e}") from None
-            running.append((tool, cmd, proc, out))
-        if failed is not None and not running:
-            break
-        tool, cmd, proc, out = running.pop(0)
-        proc.wait()
-        out.seek(0)
-        text = out.read()
-        out.close()
-        log.append(f"$ {' '.join(cmd)}\n{text}")
-        if proc.returncode != 0 and failed is None:
-            failed = (tool, proc.returncode, text)
-            pending.clear()
+    try:
+        while pending or running:
+            while pending and len(running) < BUILD_JOBS and failed is None:
+                tool, cmd = pending.pop(0)
+                out = tempfile.TemporaryFile(mode="w+")
+                try:
+                    proc = _start(tool, cmd, cwd, env, out)
+                except BuildError:
+                    out.close()
+                    raise
+                running.append((tool, cmd, proc, out))
+            if failed is not None and not running:
+                break
+            tool, cmd, proc, out = running[0]
+            proc.wait()
+            running.pop(0)
+            out.seek(0)
+            text = out.read()
+            out.close()
+            log.append(f"$ {' '.join(cmd)}\n{text}")
+            if proc.returncode != 0 and failed is None:
+                failed = (tool, proc.returncode, text)
+                pending.clear()
+    finally:                        # interrupted (Ctrl-C): stop the compilers this started
+        for _, _, proc, out in running:
+            _stop(proc)
+            out.close()
     if failed is not None:
         tool, code, text = failed
         raise BuildError(tool, f"failed (exit status {code}) building the simulation model in "
@@ -365,8 +392,10 @@ def constant_processes(verilog):
     return _CONSTANT_PROCESS.sub(lambda m: f"  initial {m.group(1)} = {m.group(2)};\n", verilog)
 
 
-def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True):
+def build_model(top, ports, counters, *, trace=False, cache_dir=None,
+                progress: Progress = no_progress):
     """Return ``(path_to_model_so, built_now, seconds)``, building the model unless cached.
+    The conversion to Verilog and the build, when they run, are reported to ``progress``.
 
     Steps (each failure is one :class:`BuildError`): Verilator turns the Verilog into C++;
     the model's fast-path files are compiled as one unit at ``-O1`` and its once-only files at
@@ -374,7 +403,7 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
     (``verilated.cpp`` and the harness, compiled once per toolchain) into ``model.so``.
     """
     root = cache_root(cache_dir)
-    verilog = constant_processes(design_verilog(top, cache_dir=root))
+    verilog = constant_processes(design_verilog(top, cache_dir=root, progress=progress))
     if RAM_MODULE in verilog:
         verilog += "\n" + _ram_source()
     vroot, perl, cxx = _toolchain()
@@ -384,6 +413,20 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
     if os.path.exists(so):
         return so, False, 0.0
 
+    design = top.design
+    with progress(f"building Verilator model of {design.name!r} ({design.width} bits, "
+                  f"{len(design.tiles)} tiles)",
+                  lambda s: f"built Verilator model of {design.name!r} in {s:.1f} s (cached at "
+                            f"{final})"):
+        seconds = _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final)
+    builds.append((key, seconds))
+    return so, True, seconds
+
+
+def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final):
+    """Build the model into a temporary directory and move it to ``final`` when complete (an
+    interrupted or failed build leaves nothing there); returns the seconds it took."""
+    key = os.path.basename(final)
     start = time.monotonic()
     runtime, log = _runtime(vroot, cxx, trace, root)
     work = tempfile.mkdtemp(prefix=f"{key[:16]}.tmp-", dir=root)
@@ -429,11 +472,7 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None, quiet=True
         raise BuildError("verilator", f"could not build in {work}: {e}", "\n".join(log)) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    seconds = time.monotonic() - start
-    builds.append((key, seconds))
-    if not quiet:
-        print(f"apiary: built Verilator model {key[:12]} in {seconds:.1f} s")
-    return so, True, seconds
+    return time.monotonic() - start
 
 
 _u8p = ctypes.POINTER(ctypes.c_uint8)
@@ -472,10 +511,11 @@ class VerilatorSim(Sim):
     backend = "verilator"
 
     def __init__(self, design, top, ports, counter_names, *, vcd=None, vcd_window=None,
-                 cache_dir=None, quiet=True, **kw):
+                 cache_dir=None, progress: Progress = no_progress, **kw):
         super().__init__(design, top, ports, counter_names, **kw)
         self.model_path, self.built, self.build_seconds = build_model(
-            top, ports, counter_names, trace=vcd is not None, cache_dir=cache_dir, quiet=quiet)
+            top, ports, counter_names, trace=vcd is not None, cache_dir=cache_dir,
+            progress=progress)
         self.cached = not self.built
         self._lib = _bind(ctypes.CDLL(self.model_path))
         lib = self._lib

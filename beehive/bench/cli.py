@@ -5,8 +5,12 @@ Registered with the ``apiary`` command line through the entry point ``apiary.com
 """
 
 import argparse
+import sys
 
-from apiary.cli import Command, add_design_arguments, error, load
+from apiary.cli import (Command, UsageError, add_clock_argument, add_design_arguments, error, load,
+                        run_settings)
+
+from . import MAX_PAYLOAD
 
 
 __all__ = ["COMMAND", "bench_options"]
@@ -20,30 +24,46 @@ def _sizes(text):
             f"expected comma-separated byte counts, not {text!r}") from None
     if not sizes:
         raise argparse.ArgumentTypeError("no sizes given")
+    if any(not 0 <= s <= MAX_PAYLOAD for s in sizes):
+        raise argparse.ArgumentTypeError(
+            f"payload sizes must be from 0 to {MAX_PAYLOAD} bytes, not {text}")
     return sizes
+
+
+def _packets(text):
+    try:
+        packets = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of requests, not {text!r}") from None
+    if packets < 2:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 2 (a rate needs two replies), not {packets}")
+    return packets
 
 
 def bench_options(parser, defaults=True):
     """The options of ``apiary bench DESIGN`` but ``--width`` (defaults:
-    :mod:`beehive.bench.echo`'s). With ``defaults=False`` an option not given stays out of the
-    namespace."""
+    :mod:`beehive.bench.echo`'s; the clock's follows the width). With ``defaults=False`` an
+    option not given stays out of the namespace."""
     def default(value):
         return value if defaults else argparse.SUPPRESS
     parser.add_argument("--sizes", type=_sizes, default=default(None), metavar="B,B,...",
-                        help="UDP payload sizes in bytes, 0 to 1472 "
-                             "(default 64,128,256,512,1024,1472)")
-    parser.add_argument("--packets", type=int, default=default(None), metavar="N",
-                        help="requests per payload size for the throughput (default 200)")
+                        help=f"UDP payload sizes in bytes, 0 to {MAX_PAYLOAD} "
+                             f"(default 64,128,256,512,1024,1472)")
+    parser.add_argument("--packets", type=_packets, default=default(None), metavar="N",
+                        help="requests per payload size for the throughput, at least 2 "
+                             "(default 200)")
     parser.add_argument("--tcp", action="store_true", default=default(False),
                         help="run the TCP echo benchmark (port 7: set-up, latency, request rate "
                              "over many connections, bulk goodput) instead of the UDP one")
-    parser.add_argument("--clock-mhz", type=float, default=default(250.0), metavar="MHZ",
-                        help="clock that cycles convert to time and bit rates at (default 250)")
+    add_clock_argument(parser, "clock that cycles convert to time and bit rates at",
+                       default=default(None))
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", default=default(False),
                         help="print the results as JSON")
     output.add_argument("--markdown", action="store_true", default=default(False),
-                        help="print Markdown tables (for docs/performance.md)")
+                        help="print Markdown tables (for docs/performance.md) instead of tables "
+                             "for a terminal")
 
 
 def _arguments(parser):
@@ -64,7 +84,11 @@ _DESCRIPTION = (
     "plane's (register round trips, area with --area); `apiary bench replicate [...]` 1, 2 and "
     "4 copies of the stack behind a load balancer (the paper's Fig. 12; with `--app-cycles N` "
     "a slow application replicated instead); `apiary bench nf "
-    "[...]` the network-function tiles' cycles and area.")
+    "[...]` the network-function tiles' cycles and area. The first line (on stderr) says the "
+    "width, clock and back end chosen: the clock follows the width unless --clock-mhz is given "
+    "(125 MHz at 64 bits, gigabit Ethernet's MAC clock; 250 MHz at 128 bits and up, the "
+    "paper's). The targets are the project's for 512 bits: at another width the table says "
+    "there is none. Tables are laid out for a terminal (100 columns) unless --markdown.")
 
 
 def _help_parser():
@@ -89,9 +113,9 @@ def run(args):
     if args.design in SUB_BENCHES:
         name = args.design
         if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
-                args.tcp) != (None, None, None, 250.0, False, False, False):
-            return error(f"apiary bench {name}: its options go after `{name}` "
-                         f"(see `apiary bench {name} --help`)")
+                args.tcp) != (None, None, None, None, False, False, False):
+            raise UsageError(f"the options of `apiary bench {name}` go after `{name}` "
+                             f"(see `apiary bench {name} --help`)")
         import importlib
         return int(importlib.import_module(SUB_BENCHES[name]).main(args.args) or 0)
     # argparse leaves what follows DESIGN in args.args: read the options there too.
@@ -104,6 +128,7 @@ def run(args):
     bench_options(rest, defaults=False)
     rest.parse_args(args.args, namespace=args)
     design = load(args)
+    print(run_settings(args, design, "verilator"), file=sys.stderr, flush=True)
     if args.tcp:
         from .tcp import run as run_tcp
         run_tcp(args, design)

@@ -39,13 +39,16 @@ import time
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from apiary.terminal import StatusLine, render_tables
+
 from ..model import echo_reply
 from ..proto.addresses import design_addresses
+from . import MAX_PAYLOAD
 
 
-__all__ = ["BenchError", "BEEHIVE", "TARGETS", "DEFAULT_SIZES", "request", "measure_latency",
-           "measure_throughput", "zero_drop_spacing", "trace_messages", "run_bench", "render",
-           "command_line", "run"]
+__all__ = ["BenchError", "BEEHIVE", "TARGETS", "TARGET_WIDTH", "DEFAULT_SIZES", "request",
+           "measure_latency", "measure_throughput", "zero_drop_spacing", "trace_messages",
+           "run_bench", "render", "verdict", "target_cell", "command_line", "run"]
 
 
 class BenchError(Exception):
@@ -60,6 +63,9 @@ BEEHIVE = {
     "line_rate_from_bytes": 1024,    # "line rate from about 1 KB"
 }
 
+#: The data-plane width the targets are for: at another width none is judged.
+TARGET_WIDTH = 512
+
 #: The project brief's targets (512 bits, 250 MHz).
 TARGETS = {
     "latency_cycles": 40,            # at most
@@ -72,7 +78,6 @@ DEFAULT_SIZES = (64, 128, 256, 512, 1024, 1472)
 DEFAULT_PACKETS = 200
 LATENCY_REQUESTS = 5
 MIN_FRAME = 60                       # Ethernet minimum without FCS
-MAX_PAYLOAD = 1472                   # 1500-byte MTU - 20 (IPv4) - 8 (UDP)
 PORT = 7
 
 
@@ -290,10 +295,13 @@ def zero_drop_spacing(sim, size, packets, mac, ipv4, *, start, lowest, frames=No
 
 
 def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz=250.0,
-              latency_requests=LATENCY_REQUESTS, zero_drop=True, log=None, script=None):
+              latency_requests=LATENCY_REQUESTS, zero_drop=True, log=None, script=None,
+              progress=None):
     """Open a Verilator simulation of ``design`` and measure everything; returns the results as a
-    JSON-ready dict (see :func:`render`). Raises :class:`BenchError`, or the simulator's
-    :class:`~apiary.sim.SimError` / :class:`~apiary.sim.BuildError`."""
+    JSON-ready dict (see :func:`render`). A line per payload size goes to ``log`` (a stream),
+    the model's conversion and build to ``progress`` (see :data:`apiary.top.Progress`). Raises
+    :class:`BenchError`, or the simulator's :class:`~apiary.sim.SimError` /
+    :class:`~apiary.sim.BuildError`."""
     from apiary.sim import open_sim
     from apiary.sim.verilator import verilator_version
 
@@ -310,11 +318,8 @@ def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz
             print(msg, file=log, flush=True)
 
     mac, ipv4 = _addresses(design)
-    t0 = time.time()
-    with open_sim(design, "verilator", clock_hz=clock_mhz * 1e6) as sim:
+    with open_sim(design, "verilator", clock_hz=clock_mhz * 1e6, progress=progress) as sim:
         width = sim.port().width
-        note(f"Verilator model of {design.name!r} ({width} bits) ready in "
-             f"{time.time() - t0:.1f} s")
         latency = measure_latency(sim, mac, ipv4, requests=latency_requests)
         rows = []
         for size in sizes:
@@ -343,7 +348,7 @@ def run_bench(design, *, sizes=DEFAULT_SIZES, packets=DEFAULT_PACKETS, clock_mhz
         "link_gbps": width * clock_mhz / 1000, "mac": mac, "ipv4": ipv4, "port": PORT,
         "packets": packets, "sizes": sizes, "simulator": f"Verilator {verilator_version()}",
         "cycles_simulated": cycles, "latency": latency, "throughput": rows,
-        "beehive": BEEHIVE, "targets": TARGETS,
+        "beehive": BEEHIVE, "targets": TARGETS, "target_width": TARGET_WIDTH,
     }
 
 
@@ -434,15 +439,28 @@ def _cycles(x):
     return str(int(x)) if float(x).is_integer() else _up(x)
 
 
-def _verdict(ok):
-    return "met" if ok else "**missed**"
+def verdict(ok, markdown=False):
+    """``met`` or ``missed`` (in bold, for Markdown)."""
+    return "met" if ok else "**missed**" if markdown else "missed"
 
 
-def _tables(res):
+def target_cell(width, target, ok, markdown=False):
+    """A target column's cell: ``target: met|missed`` when the benchmark ran at
+    :data:`TARGET_WIDTH`, else that there is none at this width."""
+    if width != TARGET_WIDTH:
+        return f"no target at {width} bits"
+    return f"{target}: {verdict(ok, markdown)}"
+
+
+def _tables(res, markdown=False):
     """``[(title, header, rows)]`` of strings."""
     mhz = res["clock_mhz"]
     lat = res["latency"]
     n = lat["requests"]
+    width = res["width"]
+
+    def target(text, ok):
+        return target_cell(width, text, ok, markdown)
 
     def mmm(key):
         s = lat[key]
@@ -455,7 +473,7 @@ def _tables(res):
     lat_rows = [
         ["first word in → last word out (Beehive's measure)", mmm("first_in_last_out"),
          ns("first_in_last_out"), str(BEEHIVE["latency_cycles"]),
-         f"≤ {TARGETS['latency_cycles']}: {_verdict(worst <= TARGETS['latency_cycles'])}"],
+         target(f"≤ {TARGETS['latency_cycles']}", worst <= TARGETS["latency_cycles"])],
         ["first word in → first word out", mmm("first_in_first_out"), ns("first_in_first_out"),
          "", ""],
         ["last word in → first word out", mmm("last_in_first_out"), ns("last_in_first_out"),
@@ -476,13 +494,14 @@ def _tables(res):
         if size == 64:
             beehive = (f"{_down(BEEHIVE['cycles_per_packet_64'])} cycles "
                        f"({BEEHIVE['mpps_64']:g} Mpps)")
-            target = (f"≤ {TARGETS['cycles_per_packet_64']} cycles: "
-                      f"{_verdict(r['cycles_per_packet'] <= TARGETS['cycles_per_packet_64'])}")
+            target = target_cell(width, f"≤ {TARGETS['cycles_per_packet_64']} cycles",
+                                 r["cycles_per_packet"] <= TARGETS["cycles_per_packet_64"],
+                                 markdown)
         elif size >= BEEHIVE["line_rate_from_bytes"]:
             beehive = "line rate"
         if size >= TARGETS["link_fraction_from_bytes"]:
-            target = (f"≥ {TARGETS['link_fraction']:.0%}: "
-                      f"{_verdict(r['link_fraction'] >= TARGETS['link_fraction'])}")
+            target = target_cell(width, f"≥ {TARGETS['link_fraction']:.0%}",
+                                 r["link_fraction"] >= TARGETS["link_fraction"], markdown)
         z = r["zero_drop_spacing"]
         t_rows.append([
             str(size), f"{r['request_bytes']} / {r['reply_bytes']}",
@@ -505,33 +524,15 @@ def _tables(res):
 
 
 def render(res, fmt="text", command=None):
-    """The results as ``"text"`` (aligned columns), ``"markdown"`` or ``"json"``."""
+    """The results as ``"text"`` (tables for a terminal, 100 columns), ``"markdown"`` or
+    ``"json"``."""
     if fmt == "json":
         return json.dumps(res, indent=2) + "\n"
-    out = []
     head = (f"UDP echo benchmark of {res['design']!r}: {res['width']}-bit data plane at "
             f"{res['clock_mhz']:g} MHz, {res['simulator']} (cycle-accurate), replies checked "
             f"against beehive.model.echo_reply")
-    if fmt == "markdown":
-        if command:
-            out.append(f"Measured by `{command}`. {head[0].upper()}{head[1:]}.\n")
-        else:
-            out.append(f"{head}.\n")
-    else:
-        out.append(head + "\n")
-    for title, header, rows in _tables(res):
-        if fmt == "markdown":
-            out.append(f"{title}:\n")
-            out.append("| " + " | ".join(header) + " |")
-            out.append("|" + "---|" * len(header))
-            out.extend("| " + " | ".join(r) + " |" for r in rows)
-        else:
-            out.append(title + ":")
-            cols = [max(len(c[i]) for c in [header] + rows) for i in range(len(header))]
-            for r in [header] + rows:
-                out.append("  ".join(c.ljust(w) for c, w in zip(r, cols)).rstrip())
-        out.append("")
-    return "\n".join(out)
+    markdown = fmt == "markdown"
+    return render_tables(head, _tables(res, markdown), markdown, command)
 
 
 # -- command line ------------------------------------------------------------------------------
@@ -561,7 +562,7 @@ def run(args, design, out=None, log=None):
     if args.packets is None:
         args.packets = DEFAULT_PACKETS
     res = run_bench(design, sizes=args.sizes, packets=args.packets, clock_mhz=args.clock_mhz,
-                    log=log, script=args.design)
+                    log=log, script=args.design, progress=StatusLine(log))
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     print(render(res, fmt, command_line(args)), end="", file=out)
     return res

@@ -31,10 +31,11 @@ cycle each way.
 import json
 import random
 import sys
-import time
+
+from apiary.terminal import StatusLine, render_tables
 
 from ..proto.addresses import design_addresses
-from .echo import BenchError, _cycles, _down, _up
+from .echo import BenchError, TARGET_WIDTH, _cycles, _down, _up, target_cell
 from .tcp_peer import Peer, run_peers, seq_add, seq_diff
 
 
@@ -280,8 +281,10 @@ def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, 
 
 def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
                   segments=DEFAULT_SEGMENTS, bulk_bytes=64 * 1024, bulk_flows=(1, 8),
-                  log=None, script=None):
-    """Every measurement above on ``design``; returns a dict (see :func:`render_tcp`)."""
+                  log=None, script=None, progress=None):
+    """Every measurement above on ``design``; returns a dict (see :func:`render_tcp`). A line
+    per measurement goes to ``log`` (a stream), the model's conversion and build to
+    ``progress`` (see :data:`apiary.top.Progress`)."""
     from apiary.sim import open_sim
     from apiary.sim.verilator import verilator_version
 
@@ -293,9 +296,7 @@ def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
     if not slots:
         raise BenchError(f"design {design.name!r} has no TCP engine (TcpRxTile)")
     flows = sorted({min(n, slots) for n in flows})
-    t = time.time()
-    with open_sim(design, "verilator", quiet=log is None) as sim:
-        note(f"model ready ({time.time() - t:.0f} s)")
+    with open_sim(design, "verilator", progress=progress) as sim:
         setup = measure_setup(sim, design)
         peer = _peers(sim, design, 1, base=11000)[0]
         _connect_all(sim, [peer])
@@ -318,14 +319,14 @@ def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
             "clock_mhz": clock_mhz, "simulator": f"Verilator {verilator_version()}",
             "setup": setup, "latency": latency, "rates": rates, "bulk": bulk,
             "cycles_simulated": cycles, "counters": counters, "beehive": BEEHIVE_TCP,
-            "targets": TCP_TARGETS}
+            "targets": TCP_TARGETS, "target_width": TARGET_WIDTH}
 
 
 def _gbps(bytes_per_cycle, mhz):
     return bytes_per_cycle * 8 * mhz / 1000
 
 
-def _tables(res):
+def _tables(res, markdown=False):
     mhz = res["clock_mhz"]
     s, lat = res["setup"], res["latency"]
     latency = ("Latency and connection set-up (one at a time, into the idle design)",
@@ -344,8 +345,8 @@ def _tables(res):
         if r is res["rates"][-1]:
             beehive = (f"{_down(BEEHIVE_TCP['cycles_per_request'], 1)} "
                        f"({BEEHIVE_TCP['kreq_per_s']:,} kreq/s)")
-            ok = cpr <= TCP_TARGETS["cycles_per_request"]
-            target = f"≤ {TCP_TARGETS['cycles_per_request']}: {'met' if ok else '**missed**'}"
+            target = target_cell(res["width"], f"≤ {TCP_TARGETS['cycles_per_request']}",
+                                 cpr <= TCP_TARGETS["cycles_per_request"], markdown)
         rate_rows.append([str(r["flows"]), str(r["requests"]), str(r["resent"]), _cycles(cpr),
                           _down(mhz * 1000 / cpr, 0), beehive, target])
     rates = (f"Request rate: 64-byte requests, one outstanding per connection (closed loop), "
@@ -364,35 +365,28 @@ def _tables(res):
 
 
 def render_tcp(res, fmt="text", command=None):
+    """The results as ``"text"`` (tables for a terminal, 100 columns), ``"markdown"`` or
+    ``"json"``."""
     if fmt == "json":
         return json.dumps(res, indent=2) + "\n"
     head = (f"TCP echo benchmark of {res['design']!r}: {res['width']}-bit data plane at "
             f"{res['clock_mhz']:g} MHz, {res['simulator']} (cycle-accurate), every echoed byte "
             f"checked")
-    out = [f"Measured by `{command}`. {head}.\n" if fmt == "markdown" and command
-           else head + "\n"]
-    for title, header, rows in _tables(res):
-        if fmt == "markdown":
-            out += [f"{title}:\n", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            out += ["| " + " | ".join(r) + " |" for r in rows]
-        else:
-            out.append(title + ":")
-            cols = [max(len(c[i]) for c in [header] + rows) for i in range(len(header))]
-            out += ["  ".join(c.ljust(w) for c, w in zip(r, cols)).rstrip()
-                    for r in [header] + rows]
-        out.append("")
-    return "\n".join(out)
+    markdown = fmt == "markdown"
+    return render_tables(head, _tables(res, markdown), markdown, command)
 
 
 def run(args, design, out=None, log=None):
     """``apiary bench DESIGN --tcp``: measure, print, return the results."""
     out = sys.stdout if out is None else out
     log = sys.stderr if log is None else log
-    res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design)
+    res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design,
+                        progress=StatusLine(log))
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     parts = ["apiary bench", args.design, "--tcp"]
     if args.width is not None:
         parts.append(f"--width {args.width}")
+    parts.append(f"--clock-mhz {args.clock_mhz:g}")
     if args.markdown:
         parts.append("--markdown")
     print(render_tcp(res, fmt, " ".join(parts)), end="", file=out)

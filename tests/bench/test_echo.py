@@ -112,10 +112,37 @@ def test_trace_accounts_for_the_latency(design, results):
 def test_render(results):
     text = echo.render(results)
     md = echo.render(results, "markdown", "apiary bench x.py")
-    assert "first word in → last word out" in text and "cycles/packet out" in text
+    assert "first word in → last word out" in text and "cycles/packet" in text
+    assert "cycles/packet out" in md
     assert md.startswith("Measured by `apiary bench x.py`.")
     assert "| UDP payload (B) |" in md and "| 64 | 106 / 106 |" in md
     assert json.loads(echo.render(results, "json"))["latency"] == results["latency"]
+
+
+def test_text_fits_a_terminal_and_markdown_keeps_its_tables(results):
+    text = echo.render(results)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "|" not in text and "**" not in text
+    md = echo.render(results, "markdown", "apiary bench x.py")
+    assert max(len(line) for line in md.splitlines()) > 100      # one row per line
+    assert [line.startswith("|---|") for line in md.splitlines()].count(True) == 2
+
+
+def test_targets_are_judged_only_at_512_bits(results):
+    """The targets are for 512 bits: at 64 bits none is judged; at 512 the verdict shows, in
+    bold only in Markdown."""
+    for fmt in ("text", "markdown"):
+        out = echo.render(results, fmt)
+        assert "no target at 64 bits" in out
+        assert ": met" not in out and "missed" not in out
+    at512 = json.loads(json.dumps(results))
+    at512["width"] = 512
+    text, md = echo.render(at512), echo.render(at512, "markdown")
+    assert "no target" not in text and "no target" not in md
+    worst = results["latency"]["first_in_last_out"]["max"]        # 64 bits' cycles, judged
+    assert f"≤ 40: {'met' if worst <= 40 else 'missed'}" in text
+    assert "≤ 4 cycles: missed" in text and "**" not in text
+    assert "≤ 4 cycles: **missed**" in md
 
 
 def test_a_wrong_reply_is_an_error():
@@ -134,24 +161,29 @@ def test_a_wrong_reply_is_an_error():
 
 def test_cli_prints_the_tables(capsys):
     assert main(["bench", ECHO, "--width", "64", "--sizes", "64", "--packets", "5"]) == 0
-    out = capsys.readouterr().out
-    assert "UDP echo benchmark of 'udp_echo': 64-bit data plane at 250 MHz" in out
-    assert "first word in → last word out (Beehive's measure)" in out
-    assert "cycles/packet out" in out and "13.58 cycles (18.4 Mpps)" in out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "UDP echo benchmark of 'udp_echo': 64-bit data plane at 125 MHz" in out
+    assert "first word in → last word out (Beehive's" in out
+    assert "cycles/packet" in out and "13.58 cycles (18.4 Mpps)" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert captured.err.splitlines()[0] == (
+        "udp_echo: width 64 bits (--width), clock 125 MHz (default for 64 bits; --clock-mhz to "
+        "change), back end verilator")
 
 
 def test_cli_json_and_markdown(capsys):
     assert main(["bench", "--width", "64", ECHO, "--sizes", "64", "--packets", "5",
-                 "--clock-mhz", "125", "--json"]) == 0
+                 "--clock-mhz", "250", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert res["width"] == 64 and res["clock_mhz"] == 125 and res["packets"] == 5
+    assert res["width"] == 64 and res["clock_mhz"] == 250 and res["packets"] == 5
     assert [r["payload_bytes"] for r in res["throughput"]] == [64]
     assert res["latency"]["first_in_last_out"]["min"] > 0
     assert main(["bench", ECHO, "--width", "64", "--sizes", "64", "--packets", "5",
                  "--markdown"]) == 0
     md = capsys.readouterr().out
     assert md.startswith(f"Measured by `apiary bench {ECHO} --width 64 --sizes 64 --packets 5 "
-                         f"--clock-mhz 250 --markdown`.")
+                         f"--clock-mhz 125 --markdown`.")
     assert "|---|" in md
 
 
@@ -159,18 +191,24 @@ def test_cli_rejects_a_design_that_does_not_echo(capsys):
     assert main(["bench", LOOPBACK, "--sizes", "64", "--packets", "4"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    progress, message = err.strip().splitlines()         # the model's build, then the error
-    assert progress.startswith("Verilator model of 'frame_loopback' (64 bits) ready in")
+    lines = err.strip().splitlines()         # what was chosen, any build, then the error
+    assert lines[0].startswith("frame_loopback: width 64 bits (the design's default), "
+                               "clock 125 MHz")
+    message = lines[-1]
     assert message.startswith("apiary bench: design 'frame_loopback' is not a UDP echo on port 7")
     assert "sent the request back unchanged" in message
 
 
 def test_cli_usage_errors(capsys):
-    assert main(["bench", ECHO, "--packets", "1"]) == 1
-    assert "--packets must be at least 2" in capsys.readouterr().err
-    assert main(["bench", ECHO, "--sizes", "2000"]) == 1
-    assert "payload sizes must be from 0 to 1472" in capsys.readouterr().err
-    assert main(["bench", ECHO, "--sizes", "x"]) == 2
-    assert main(["bench", ECHO, "--frobnicate"]) == 2
-    assert main(["bench", "--json", "noc"]) == 1
-    assert "its options go after `noc`" in capsys.readouterr().err
+    for argv, message in [
+            (["--packets", "1"], "argument --packets: must be at least 2"),
+            (["--sizes", "2000"], "argument --sizes: payload sizes must be from 0 to 1472"),
+            (["--sizes", "x"], "argument --sizes: expected comma-separated byte counts"),
+            (["--clock-mhz", "-5"], "argument --clock-mhz: a clock must be above 0 MHz"),
+            (["--frobnicate"], "unrecognized arguments: --frobnicate")]:
+        assert main(["bench", ECHO, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("usage: apiary bench") and message in err, err
+    assert main(["bench", "--json", "noc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: apiary bench") and "options of `apiary bench noc` go after" in err

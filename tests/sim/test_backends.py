@@ -152,7 +152,7 @@ def test_missing_compiler_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(bindir))
     monkeypatch.delenv("CXX", raising=False)
     # (Verilog is written before the compiler is looked for; keep Yosys out of this test.)
-    monkeypatch.setattr(vl, "design_verilog", lambda top, cache_dir=None: "module x; endmodule")
+    monkeypatch.setattr(vl, "design_verilog", lambda top, **_: "module x; endmodule")
     with pytest.raises(BuildError) as info:
         open_sim(loopback.design(64), "verilator", cache_dir=tmp_path / "cache")
     assert info.value.tool == "g++"

@@ -1,6 +1,9 @@
 """`apiary sim DESIGN --pcap-in/--pcap-out` and its errors."""
 
 import pathlib
+import re
+
+import pytest
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -24,27 +27,36 @@ def test_pcap_round_trip_through_the_cli(tmp_path, capsys):
     assert "3 frames in, 3 frames out" in capsys.readouterr().out
 
 
+def test_usage_errors_exit_2_with_the_usage(tmp_path, capsys):
+    for argv, message in [
+            ([], "give either --pcap-in/--pcap-out or --tap"),
+            (["--pcap-in", "x.pcap"], "--pcap-in and --pcap-out go together"),
+            (["--pcap-in", "a", "--pcap-out", "b", "--vcd-window", "7"],
+             "--vcd-window takes START:END in cycles, not '7'"),
+            (["--pcap-in", "a", "--pcap-out", "b", "--clock-mhz", "0"],
+             "a clock must be above 0 MHz, not 0")]:
+        assert main(["sim", LOOPBACK, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("usage: apiary sim ") and message in err, err
+        assert "Traceback" not in err
+
+
 def test_sim_errors_are_one_line(tmp_path, capsys):
-    assert main(["sim", LOOPBACK]) == 1
-    assert "give either --pcap-in/--pcap-out or --tap" in capsys.readouterr().err
-    assert main(["sim", LOOPBACK, "--pcap-in", "x.pcap"]) == 1
-    assert "--pcap-in and --pcap-out go together" in capsys.readouterr().err
     assert main(["sim", LOOPBACK, "--pcap-in", str(tmp_path / "missing.pcap"),
-                 "--pcap-out", str(tmp_path / "o.pcap")]) == 1
+                 "--pcap-out", str(tmp_path / "o.pcap"), "--backend", "pysim"]) == 1
     err = capsys.readouterr().err
-    assert "missing.pcap" in err and "Traceback" not in err
+    assert err.splitlines()[-1] == f"apiary sim: no such pcap file: {tmp_path / 'missing.pcap'}"
+    assert "Traceback" not in err
     assert main(["sim", LOOPBACK, "--tap", "x" * 20]) == 1
     assert "must be 1 to 15 characters" in capsys.readouterr().err
-    assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", "--vcd-window", "7"]) == 1
-    assert "--vcd-window takes START:END" in capsys.readouterr().err
 
 
 def test_impairment_options_are_checked(capsys):
     for option, value in (("--loss", "1.5"), ("--reorder", "-0.1"), ("--duplicate", "2")):
-        assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", option, value]) == 1
+        assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", option, value]) == 2
         err = capsys.readouterr().err
-        assert err == f"apiary sim: {option} must be a probability from 0 to 1, not " \
-                      f"{float(value)}\n"
+        assert err.endswith(f"apiary sim: error: {option} must be a probability from 0 to 1, "
+                            f"not {float(value)}\n")
     assert main(["sim", LOOPBACK, "--tap", "t0", "--loss", "lots"]) == 2     # argparse
     assert "argument --loss: invalid float value: 'lots'" in capsys.readouterr().err
 
@@ -71,3 +83,69 @@ def test_pcap_through_an_impaired_link(tmp_path, capsys):
     assert [bytes(p) for p in out] == [sent[i] for i in (1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2)]
     assert "to design: 3 frames, 0 lost, 1 reordered, 3 duplicated; " \
            "from design: 6 frames, 0 lost, 3 reordered, 6 duplicated" in text
+
+
+ECHO = str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "udp_echo.py")
+
+
+def test_unanswered_frames_are_explained(tmp_path, capsys):
+    """Requests the design drops: every counter that moved is printed, by name, and the
+    summary says plainly that nothing came back (still exit 0: dropping is a result)."""
+    frames = [Ether(dst="02:00:00:00:00:02") / IP(dst="10.0.0.2") / UDP(dport=9) / b"no one",
+              Ether(dst="02:00:00:00:00:02") / IP(dst="10.0.0.2") / UDP(dport=9) / b"here",
+              Ether(dst="02:00:00:00:00:77") / IP(dst="10.0.0.2") / UDP(dport=7) / b"not us"]
+    wrpcap(str(tmp_path / "in.pcap"), frames)
+    assert main(["sim", ECHO, "--width", "64", "--backend", "pysim", "--pcap-in",
+                 str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("3 frames in, 0 frames out to ")
+    assert out[1] == "counters that moved:"
+    table = {line.split()[0]: line.split()[1] for line in out[4:] if len(line.split()) == 2}
+    assert out[2].split() == ["counter", "value"] and set(out[3]) == {"-", " "}
+    assert table["udp_rx_no_route"] == "2" and table["eth_rx_not_for_us"] == "1"
+    assert "udp_tx_forwarded" not in table              # only counters that moved
+    assert out[-1] == ("no frame answered: the design sent nothing back for 3 frames in; "
+                       "see the counters above")
+
+
+def test_answered_frames_print_no_such_line(tmp_path, capsys):
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 50)])
+    assert main(["sim", LOOPBACK, "--width", "64", "--backend", "pysim", "--pcap-in",
+                 str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")]) == 0
+    out = capsys.readouterr().out
+    assert "1 frames in, 1 frames out" in out and "no frame answered" not in out
+    assert "counters that moved:" in out
+
+
+def test_first_line_says_width_clock_and_back_end(tmp_path, capsys):
+    """The clock follows the width unless --clock-mhz is given; both say where they came
+    from, and so does the back end. (A broken pcap stops each run right after that line.)"""
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a pcap file at all")
+    pcap = ["--pcap-in", str(bad), "--pcap-out", str(tmp_path / "o.pcap")]
+    cases = [
+        (["--width", "64", "--backend", "pysim"],
+         "frame_loopback: width 64 bits (--width), clock 125 MHz (default for 64 bits; "
+         "--clock-mhz to change), back end pysim"),
+        ([], "udp_echo: width 512 bits (the design's default), clock 250 MHz (default for "
+             "512 bits; --clock-mhz to change), back end verilator (default; --backend to "
+             "change)"),
+        (["--width", "256", "--clock-mhz", "156.25", "--backend", "verilator"],
+         "frame_loopback: width 256 bits (--width), clock 156.25 MHz (--clock-mhz), back end "
+         "verilator")]
+    for options, line in cases:
+        assert main(["sim", ECHO if line.startswith("udp_echo") else LOOPBACK, *options,
+                     *pcap]) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert err[0] == line and err[-1].startswith(f"apiary sim: {bad} is not a pcap file")
+
+
+def test_default_clock_times_the_output_at_125_mhz_for_64_bits(tmp_path, capsys):
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 50)])
+    assert main(["sim", LOOPBACK, "--width", "64", "--backend", "pysim", "--pcap-in",
+                 str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    cycles, us = re.search(r"in (\d+) cycles \(([\d.]+) us at 125 MHz, pysim\)", first).groups()
+    assert float(us) == pytest.approx(int(cycles) * 0.008)          # 8 ns a cycle
+    last = rdpcap(str(tmp_path / "out.pcap"))[0]
+    assert float(last.time) * 1e9 % 8 == pytest.approx(0, abs=1e-3)

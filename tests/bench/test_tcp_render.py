@@ -1,0 +1,31 @@
+"""The TCP echo benchmark's report (beehive.bench.tcp.render_tcp), from results made up here:
+tables for a terminal, Markdown for docs/performance.md, the target judged only at 512 bits."""
+
+from beehive.bench.tcp import render_tcp
+
+
+def results(width, cycles_per_request):
+    return {
+        "design": "tcp_echo", "width": width, "clock_mhz": 125.0, "simulator": "Verilator 5",
+        "setup": {"syn_to_synack": 95, "syn_to_first_echo": 299},
+        "latency": {"requests": 5, "min": 190, "median": 190, "max": 190},
+        "rates": [{"flows": n, "requests": 20 * n, "resent": 0, "rounds": 20,
+                   "cycles_per_request": cycles_per_request} for n in (1, 16, 32)],
+        "bulk": [{"flows": 8, "segment_bytes": 1460, "bytes_per_cycle": 2.63, "resent": 254}],
+    }
+
+
+def test_text_fits_a_terminal():
+    text = render_tcp(results(64, 56.06))
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "|" not in text and "**" not in text
+    assert "no target at 64 bits" in text and "missed" not in text
+
+
+def test_the_target_is_judged_at_512_bits_in_bold_only_in_markdown():
+    assert "≤ 20: missed" in render_tcp(results(512, 56.06))
+    assert "≤ 20: met" in render_tcp(results(512, 17.05))
+    md = render_tcp(results(512, 56.06), "markdown", "apiary bench x.py --tcp")
+    assert md.startswith("Measured by `apiary bench x.py --tcp`. TCP echo benchmark of "
+                         "'tcp_echo': 512-bit data plane at 125 MHz")
+    assert "| 32 | 640 | 0 | 56.06 | 2229 | 93.7 (2,666 kreq/s) | ≤ 20: **missed** |" in md
