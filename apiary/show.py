@@ -8,8 +8,12 @@ right of the link it uses, in lanes, so parallel and opposite routes stay apart;
 drawn in solid blue, the control plane in dashed green. Positions without a tile are drawn dashed
 as "router only". The links and ports of every deadlock cycle are underlaid in red, and the
 cycle is written out in red under the drawing. Hovering over a route shows its declaration.
+
+Declarations are shown as ``file:line``; a file outside the current directory appears by its
+name alone, so that the drawing holds no absolute path of the machine that drew it.
 """
 
+import os
 from xml.sax.saxutils import escape, quoteattr
 
 from .layout import DIRECTIONS
@@ -49,6 +53,24 @@ def _attrs(**kw):
             value = f"{value:.1f}".rstrip("0").rstrip(".")
         out.append(f"{key}={quoteattr(str(value))}")
     return " ".join(out)
+
+
+def _declared_in(d):
+    """The absolute paths of the files ``d``'s parts were declared in (``where`` is
+    ``file:line``, the file relative to the current directory when it lies under it)."""
+    parts = [d, *d.tiles.values(), *d.routes]
+    for name in ("grants", "dependencies", "wires"):
+        parts.extend(getattr(d, name, []))
+    files = {getattr(p, "where", "").rpartition(":")[0] for p in parts}
+    return {f for f in files if os.path.isabs(f)}
+
+
+def _without_absolute_paths(text, d):
+    """``text`` with every absolute path of :func:`_declared_in` cut to the file's name."""
+    for path in sorted(_declared_in(d), key=len, reverse=True):
+        for form in {path, escape(path)}:
+            text = text.replace(form + ":", os.path.basename(path) + ":")
+    return text
 
 
 def _el(tag, text=None, **kw):
@@ -438,4 +460,4 @@ def render_svg(design, graph=None):
         *c.body,
         "</svg>",
     ]
-    return "\n".join(out) + "\n"
+    return _without_absolute_paths("\n".join(out) + "\n", d)

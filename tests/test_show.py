@@ -1,6 +1,7 @@
 """The SVG drawing: well-formed, complete, and the deadlock cycle in red."""
 
 import pathlib
+import re
 import xml.etree.ElementTree as ET
 
 from apiary.design import Design
@@ -115,3 +116,20 @@ def test_untrusted_tiles_get_a_monitor_and_granted_routes_a_key():
     assert any("Apiary monitor" in t for t in texts(root))
     plain = parse(render_svg(load_design(str(EXAMPLES / "udp_echo.py"))))
     assert not [g for g in plain.iter(f"{NS}g") if "monitor" in classes(g)]
+
+
+def test_no_absolute_paths_from_a_design_outside_the_current_directory(tmp_path, monkeypatch):
+    # Loaded by absolute path from elsewhere, so every declaration's file:line is absolute; the
+    # drawing names the file alone (in the tiles' and routes' titles, the route list and the
+    # deadlock caption).
+    monkeypatch.chdir(tmp_path)
+    design = load_design(str(EXAMPLES / "deadlock_fig5a.py"))
+    assert str(EXAMPLES) in design.routes[0].where
+    text = render_svg(design)
+    assert str(EXAMPLES) not in text
+    assert not re.search(r"(?<![\w.])/(?:[\w.-]+/)+[\w.-]+\.py", text)
+    root = parse(text)
+    assert any(re.fullmatch(r"deadlock_fig5a\.py:\d+", t) for t in texts(root))
+    titles = [el.text or "" for el in root.iter(f"{NS}title")]
+    assert any("declared at deadlock_fig5a.py:" in t for t in titles)
+    assert "deadlock_fig5a.py:" in "".join(t for t in texts(root) if "(" in t)

@@ -29,6 +29,9 @@ that the DDR3 PHY sets). Around it:
   Which index is which counter is the bank's order; the build writes it to ``counters.csv``.
   Without it the counters are not brought out (a CPU-less SoC has no bus to read them on) and
   Yosys removes their logic.
+
+The core, its Ethernet and its counters go into the SoC through :func:`add_core`, which puts them
+into any LiteX SoC (docs/litex-soc.md).
 """
 
 from migen import (Module, Signal, Instance, If, Case, Cat, ClockSignal, ResetSignal, Constant,
@@ -43,7 +46,7 @@ from apiary.stream.mac import MacOptions
 from .dram_init import DFIInitSequencer
 
 
-__all__ = ["ApiarySoC", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "stream_ports",
+__all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "stream_ports",
            "payload_fields"]
 
 #: How the core's MAC edges are built for LiteEth: ``last_be`` byte enables, LiteEth pads
@@ -87,22 +90,93 @@ class CoreStreamPort:
 
 class CoreCounters(Module, AutoCSR):
     """The core's counter bank behind two CSRs: write a counter's index to ``sel``, read its
-    value from ``value`` (a few ``sys`` cycles later: it crosses from ``core`` through a
-    handshake, so a 32-bit value never arrives torn).
+    value from ``value`` (a few ``sys`` cycles later: it crosses from the core's clock domain
+    through a handshake, so a 32-bit value never arrives torn).
 
-    ``counters`` is ``[(index, signal)]``, the bank's entries as signals in the ``core``
-    domain."""
+    ``counters`` is ``[(index, signal)]``, the bank's entries as signals in clock domain
+    ``domain`` (the core's)."""
 
-    def __init__(self, counters):
+    def __init__(self, counters, domain="core"):
         bits = max(1, (len(counters) - 1).bit_length())
         self.sel = CSRStorage(bits, description="Index of the counter to read (counters.csv).")
         self.value = CSRStatus(32, description="Value of the selected counter.")
         sel = Signal(bits)
         value = Signal(32)
-        self.specials += MultiReg(self.sel.storage, sel, odomain="core")
-        self.sync.core += Case(sel, {index: value.eq(signal) for index, signal in counters})
-        self.submodules.cdc = cdc = BusSynchronizer(32, "core", "sys")
+        self.specials += MultiReg(self.sel.storage, sel, odomain=domain)
+        sync = getattr(self.sync, domain)
+        sync += Case(sel, {index: value.eq(signal) for index, signal in counters})
+        self.submodules.cdc = cdc = BusSynchronizer(32, domain, "sys")
         self.comb += [cdc.i.eq(value), self.value.status.eq(cdc.o)]
+
+
+def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, ports=None):
+    """Put the design's core into the LiteX SoC ``soc`` (any LiteX ``SoC``: :class:`ApiarySoC`
+    or one of your own). ``core`` is a :class:`~platforms.core.CoreInfo` built with
+    :data:`LITEX_MAC` (``core_info(design, out_dir, mac=LITEX_MAC)``).
+
+    * The core's Verilog becomes a source of ``soc.platform`` and a black-box ``Instance``
+      clocked by ``clock_domain`` (its ``clk`` and ``rst``: the domain's clock and reset, which
+      the SoC provides).
+    * Its Ethernet port, if it has one, is wired to ``soc.ethmac``, a LiteEth
+      ``LiteEthMACCore`` on the PHY ``ethphy`` (preamble, FCS, padding; the datapath at the
+      PHY's width in its clock domains, converted to the core's width and crossed into
+      ``sys``). The core's own MAC edge runs on ``sys`` (LITEX_MAC's ``mac`` domain) and crosses
+      into ``clock_domain``.
+    * With ``counters``, ``soc.core_counters`` (:class:`CoreCounters`): the counter bank behind
+      the CSRs ``core_counters_sel`` and ``core_counters_value``; the SoC must give them a bus
+      (a CPU, ``add_uartbone``, Etherbone).
+    * ``ports`` are further ``Instance`` arguments (:class:`ApiarySoC` passes its memory
+      ports' there).
+
+    Raises
+    ------
+    ValueError
+        If the core has more than one Ethernet port, was not built with :data:`LITEX_MAC`,
+        has one and ``ethphy`` is missing, or ``soc`` already has an ``ethmac`` or
+        ``core_counters``.
+    """
+    if len(core.mac_ports) > 1:
+        raise ValueError(f"add_core wires one Ethernet port; the design has "
+                         f"{len(core.mac_ports)}")
+    for taken in ("ethmac" if core.mac_ports else None, "core_counters" if counters else None):
+        if taken and hasattr(soc, taken):
+            raise ValueError(f"the SoC already has a {taken!r}")
+    soc.platform.add_source(core.verilog_path)
+    args = {"i_clk": ClockSignal(clock_domain), "i_rst": ResetSignal(clock_domain)}
+    for port in core.mac_ports:
+        if core.mac != LITEX_MAC:
+            raise ValueError(f"the core's MAC edges must be built with LITEX_MAC for LiteEth, "
+                             f"not {core.mac}")
+        if ethphy is None:
+            raise ValueError(f"the design has an Ethernet port ({port.member}): give add_core "
+                             f"the LiteEth PHY (ethphy=)")
+        from liteeth.mac.core import LiteEthMACCore
+        soc.ethmac = mac = LiteEthMACCore(ethphy, core.width, with_sys_datapath=False)
+        sig = core.signature.members[port.member].signature
+        rx = CoreStreamPort(f"{port.member}__rx", sig.members["rx"].signature)
+        tx = CoreStreamPort(f"{port.member}__tx", sig.members["tx"].signature)
+        args.update(rx.instance_args(into_core=True))
+        args.update(tx.instance_args(into_core=False))
+        args.update({f"i_{LITEX_MAC.domain}_clk": ClockSignal("sys"),
+                     f"i_{LITEX_MAC.domain}_rst": ResetSignal("sys")})
+        source, sink = mac.source, mac.sink
+        soc.comb += [
+            rx.valid.eq(source.valid), source.ready.eq(rx.ready),
+            rx.field("data").eq(source.data), rx.field("last_be").eq(source.last_be),
+            rx.field("last").eq(source.last), rx.field("error").eq(source.error != 0),
+            sink.valid.eq(tx.valid), tx.ready.eq(sink.ready),
+            sink.data.eq(tx.field("data")), sink.last_be.eq(tx.field("last_be")),
+            sink.last.eq(tx.field("last")), sink.error.eq(0),
+        ]
+    if counters:
+        signals = []
+        for counter in core.counters:
+            signal = Signal(counter.width, name=f"counter_{counter.name}")
+            args[f"o_counters__{counter.name}"] = signal
+            signals.append((counter.index, signal))
+        soc.core_counters = CoreCounters(signals, domain=clock_domain)
+    args.update(ports or {})
+    soc.specials += Instance(core.top_name, **args)
 
 
 class ApiarySoC(SoCMini):
@@ -121,43 +195,14 @@ class ApiarySoC(SoCMini):
         SoCMini.__init__(self, platform, sys_clk_freq, ident=f"Apiary {core.name} on {board.name}",
                          ident_version=False)
         self.core_info = core
-        platform.add_source(core.verilog_path)
-        args = {"i_clk": ClockSignal("core"), "i_rst": ResetSignal("core")}
-
-        # Ethernet ------------------------------------------------------------------------------
-        self.rx_toggle, self.tx_toggle = Signal(), Signal()
         if len(core.mac_ports) > 1:
             raise ValueError(f"{board.name} has one Ethernet port; the design has "
                              f"{len(core.mac_ports)}")
-        for port in core.mac_ports:
-            if core.mac != LITEX_MAC:
-                raise ValueError(f"the core's MAC edges must be built with LITEX_MAC for "
-                                 f"LiteEth, not {core.mac}")
-            from liteeth.mac.core import LiteEthMACCore
+        if core.mac_ports:
             self.ethphy = board.eth_phy(platform)
-            self.ethmac = mac = LiteEthMACCore(self.ethphy, core.width, with_sys_datapath=False)
-            sig = core.signature.members[port.member].signature
-            rx = CoreStreamPort(f"{port.member}__rx", sig.members["rx"].signature)
-            tx = CoreStreamPort(f"{port.member}__tx", sig.members["tx"].signature)
-            args.update(rx.instance_args(into_core=True))
-            args.update(tx.instance_args(into_core=False))
-            args.update({f"i_{LITEX_MAC.domain}_clk": ClockSignal("sys"),
-                         f"i_{LITEX_MAC.domain}_rst": ResetSignal("sys")})
-            source, sink = mac.source, mac.sink
-            self.comb += [
-                rx.valid.eq(source.valid), source.ready.eq(rx.ready),
-                rx.field("data").eq(source.data), rx.field("last_be").eq(source.last_be),
-                rx.field("last").eq(source.last), rx.field("error").eq(source.error != 0),
-                sink.valid.eq(tx.valid), tx.ready.eq(sink.ready),
-                sink.data.eq(tx.field("data")), sink.last_be.eq(tx.field("last_be")),
-                sink.last.eq(tx.field("last")), sink.error.eq(0),
-            ]
-            self.sync += [
-                If(source.valid & source.ready & source.last, self.rx_toggle.eq(~self.rx_toggle)),
-                If(sink.valid & sink.ready & sink.last, self.tx_toggle.eq(~self.tx_toggle)),
-            ]
 
         # DRAM ----------------------------------------------------------------------------------
+        args = {}
         self.dram_done = Signal()
         if core.memory_ports:
             if board.dram is None:
@@ -176,17 +221,17 @@ class ApiarySoC(SoCMini):
                 args.update(self._memory_port(name, core.signature.members[name].signature,
                                               data_width, addr_width))
 
-        # Counters ------------------------------------------------------------------------------
+        # The core, LiteEth and the counters -------------------------------------------------
+        add_core(self, core, ethphy=getattr(self, "ethphy", None), counters=counters, ports=args)
         if counters:
-            signals = []
-            for counter in core.counters:
-                signal = Signal(counter.width, name=f"counter_{counter.name}")
-                args[f"o_counters__{counter.name}"] = signal
-                signals.append((counter.index, signal))
-            self.core_counters = CoreCounters(signals)
             self.add_uartbone(uart_name="serial", baudrate=115200)
-
-        self.specials += Instance(core.top_name, **args)
+        self.rx_toggle, self.tx_toggle = Signal(), Signal()
+        if core.mac_ports:
+            source, sink = self.ethmac.source, self.ethmac.sink
+            self.sync += [
+                If(source.valid & source.ready & source.last, self.rx_toggle.eq(~self.rx_toggle)),
+                If(sink.valid & sink.ready & sink.last, self.tx_toggle.eq(~self.tx_toggle)),
+            ]
         self._leds(platform, sys_clk_freq)
 
     def _memory_port(self, name, signature, data_width, addr_width):

@@ -2,6 +2,7 @@
 black-box instance matches the core's Verilog, LiteEth wired straight to the core's MAC port (no
 place and route here; see test_build.py)."""
 
+import pathlib
 import re
 
 import pytest
@@ -19,7 +20,9 @@ from platforms.core import core_info                     # noqa: E402
 from platforms.litex_soc.boards import LITEX_BOARDS      # noqa: E402
 from platforms.litex_soc.build import SOC_NAME, generate_soc   # noqa: E402
 from platforms.litex_soc.dram_init import DFIInitSequencer, init_steps   # noqa: E402
-from platforms.litex_soc.soc import LITEX_MAC, CoreCounters                # noqa: E402
+from platforms.litex_soc.soc import LITEX_MAC, CoreCounters, add_core      # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def ddr3_settings():
@@ -178,3 +181,42 @@ def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
     assert hasattr(soc, "sdram") and "ddram_a" in lpf
     assert ".memory_mem__cmd__valid" in text and ".memory_mem__rdata__payload" in text
     assert soc.platform.device.startswith("LFE5UM5G-85F")
+
+
+def test_your_own_soc_takes_the_core_with_add_core(tmp_path):
+    """examples/litex_user_soc.py, the SoC docs/litex-soc.md shows: add_core puts the core in a
+    SoC of the user's own, clocked by the domain it names, its MAC port on LiteEth (whose side
+    runs on sys), its counters behind the two CSRs on the SoC's UART bridge."""
+    from apiary.load import load_script
+    example = load_script(ROOT / "examples" / "litex_user_soc.py")
+    soc, core = example.main(str(tmp_path))
+    with open(core.verilog_path) as f:
+        core_ports = _module_ports(f.read(), core.top_name)
+    text = (tmp_path / "gateware" / "my_soc.v").read_text()
+    inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
+    assert inst, "the SoC does not instantiate the core"
+    connected = {k: v.strip() for k, v in re.findall(r"\.(\w+)\s*\(([^)]*)\)", inst.group(1))}
+    assert set(connected) <= core_ports
+    assert (connected["clk"], connected["rst"]) == ("core_clk", "core_rst")
+    assert (connected["mac_clk"], connected["mac_rst"]) == ("sys_clk", "sys_rst")
+    assert {"eth_mac__rx__valid", "eth_mac__rx__payload", "eth_mac__rx__ready",
+            "eth_mac__tx__valid", "eth_mac__tx__payload", "eth_mac__tx__ready"} <= set(connected)
+    assert {f"counters__{c.name}" for c in core.counters} <= set(connected)
+    csr = (tmp_path / "csr.csv").read_text()
+    assert "core_counters_sel" in csr and "core_counters_value" in csr
+    assert hasattr(soc, "ethmac") and hasattr(soc, "uartbone")
+    with pytest.raises(ValueError, match="already has a 'ethmac'"):
+        add_core(soc, core, ethphy=soc.ethphy)
+    # docs/litex-soc.md shows this SoC class as it is.
+    source = (ROOT / "examples" / "litex_user_soc.py").read_text()
+    cls = re.search(r"^class MySoC.*?(?=\n\n\n)", source, re.S | re.M).group(0)
+    assert cls in (ROOT / "docs" / "litex-soc.md").read_text()
+
+
+def test_add_core_needs_a_phy_for_an_ethernet_port(tmp_path):
+    from types import SimpleNamespace
+    core = core_info(load_design(str(ROOT / "examples" / "udp_echo.py"), width=64),
+                     str(tmp_path), mac=LITEX_MAC)
+    soc = SimpleNamespace(platform=SimpleNamespace(add_source=lambda path: None))
+    with pytest.raises(ValueError, match=r"Ethernet port \(eth_mac\): give add_core the "):
+        add_core(soc, core)
