@@ -18,14 +18,14 @@ its send ring in ``tx_mem``, and the echo application moves bytes from one to th
     apiary check examples/tcp_echo.py
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
 
-``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None,
-memory_latency=2, name="tcp_echo", ctl_width=64, **tcp)``: ``flows`` defaults to 256 at 512
-bits and 32 below; ``ring`` is each connection's receive and send ring (in ``rx_mem`` and
-``tx_mem``, whose read latency in simulation is ``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout in
-cycles (default 200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle
+``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None, memory_latency=2,
+name="tcp_echo", ctl_width=64, **tcp)``: ``flows`` defaults to 256 at 512 bits and 32 below;
+``ring`` is each connection's receive and send ring (in ``rx_mem`` and ``tx_mem``, whose read
+latency in simulation is ``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout
+in cycles (default 200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle
 time, which it runs at ``idle_hz``); ``tcp`` overrides any other
-:class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP and TCP
-ports are separate).
+:class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP and TCP ports
+are separate).
 """
 
 from apiary.design import Design
