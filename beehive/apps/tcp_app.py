@@ -28,8 +28,12 @@ descriptors (:meth:`TcpAppTile.app_request`, :meth:`TcpAppTile.mem_request`).
 
 from types import SimpleNamespace
 
+from typing import Any
+
 from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import unsigned
 from amaranth.lib import data
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender
@@ -37,14 +41,16 @@ from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM
+from apiary.stream.queue import Queue
 from apiary.tile import Endpoint, Tile, TileEnv
 
-from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, Status
+from ..proto.messages import MsgType
+from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
 from ..proto.tcp.config import TcpConfig
 
 
-__all__ = ["TcpAppTile", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM", "KEY_TX_MEM",
-           "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
+__all__ = ["TcpAppTile", "FlowTable", "RX_CONTEXT", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM",
+           "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
            "default_chunk"]
 
 
@@ -57,6 +63,103 @@ ENGINE_FBITS, MEMORY_FBITS = Fbits.LOCAL0, Fbits.LOCAL1
 RX_APP_FBITS, TX_APP_FBITS = Fbits.LOCAL2, Fbits.LOCAL0
 #: Where a ring is: a memory tile's coordinates.
 MEM_LOC = data.StructLayout({"x": 8, "y": 8})
+
+
+#: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per flow slot until the application serves it.
+RX_CONTEXT = data.StructLayout({"gen": GEN_BITS, "status": 4, "length": 32, "ptr": 32,
+                                "addr": 48, "size_log2": 6})
+
+
+class FlowTable:
+    """What an application keeps of the engine's connections, one entry per flow slot, and its
+    handling of the messages that announce them and report their data
+    (:meth:`track`).
+
+    * ``live``, ``fresh``, ``queued`` (``flows`` bits): a connection the application serves
+      holds the slot; the slot is in ``new_q``; the slot is in ``ready_q``;
+    * memories ``gens`` (each slot's connection's generation), ``ctx`` (the latest
+      ``TCP_RX_MSG_RESP``, as :data:`RX_CONTEXT`), ``rx_locs`` and ``tx_locs`` (where its
+      rings are, :data:`MEM_LOC`), written here; the application adds the read ports it needs;
+    * queues of slots: ``new_q`` (new connections, each slot at most once: a slot reused
+      before it is taken is not queued again) and ``ready_q`` (slots with a response in
+      ``ctx``, each at most once: a newer response overwrites the entry). The application pops
+      them and clears the slot's ``fresh`` or ``queued`` bit as it does.
+
+    :meth:`track` drives, for the cycle's engine message (``io.app`` of
+    :meth:`TcpAppTile.ports`), the one-cycle signals ``announced`` (a new connection's receive
+    buffer, status OK), ``ended`` (its connection reset, timed out or closed: a
+    ``TCP_RX_MSG_RESP`` of another status than OK or EOF for the slot's current connection),
+    ``kill`` (either: the slot's previous connection is over), ``drop`` (a notification or
+    response that matches no current connection) and ``current`` (the message is about the
+    slot's current connection); ``handled`` says the message is one of those two kinds.
+    """
+
+    def __init__(self, m: Module, flows: int, slot_bits: int) -> None:
+        self.live, self.fresh, self.queued = Signal(flows), Signal(flows), Signal(flows)
+        m.submodules.gens = self.gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
+        m.submodules.ctx = self.ctx = Memory(shape=RX_CONTEXT, depth=flows, init=[])
+        m.submodules.rx_locs = self.rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
+        m.submodules.tx_locs = self.tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
+        m.submodules.new_q = self.new_q = Queue(unsigned(slot_bits), flows)
+        m.submodules.ready_q = self.ready_q = Queue(unsigned(slot_bits), flows)
+        self.announced, self.ended, self.kill = Signal(), Signal(), Signal()
+        self.drop, self.current, self.handled = Signal(), Signal(), Signal()
+
+    def track(self, m: Module, a: SimpleNamespace) -> None:
+        """Handle ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (see the class docstring). Call
+        it after any logic of the application's that clears ``live`` bits, so that a new
+        connection's wins in the cycle both happen."""
+        meta = a.meta
+        gen_in = self.gens.read_port(domain="comb")
+        gen_w, ctx_w = self.gens.write_port(), self.ctx.write_port()
+        rx_loc_w, tx_loc_w = self.rx_locs.write_port(), self.tx_locs.write_port()
+        live = self.live
+        m.d.comb += [gen_in.addr.eq(a.slot),
+                     self.current.eq(live.bit_select(a.slot, 1) & (gen_in.data == a.gen)),
+                     self.kill.eq(self.announced | self.ended),
+                     self.handled.eq((a.type == MsgType.TCP_NEW_FLOW_NOTIF)
+                                     | (a.type == MsgType.TCP_RX_MSG_RESP))]
+        with m.If(a.valid & (a.type == MsgType.TCP_NEW_FLOW_NOTIF)):
+            with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
+                m.d.comb += [
+                    self.announced.eq(1),
+                    gen_w.en.eq(1), gen_w.addr.eq(a.slot), gen_w.data.eq(a.gen),
+                    rx_loc_w.en.eq(1), rx_loc_w.addr.eq(a.slot),
+                    rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
+                ]
+                m.d.sync += live.bit_select(a.slot, 1).eq(1)
+                with m.If(~self.fresh.bit_select(a.slot, 1)):
+                    m.d.comb += [self.new_q.i.valid.eq(1), self.new_q.i.payload.eq(a.slot)]
+                    m.d.sync += self.fresh.bit_select(a.slot, 1).eq(1)
+            with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
+                        & self.current):
+                m.d.comb += [
+                    tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
+                    tx_loc_w.data.x.eq(meta.mem_x), tx_loc_w.data.y.eq(meta.mem_y),
+                ]
+            with m.Else():
+                m.d.comb += self.drop.eq(1)
+        with m.If(a.valid & (a.type == MsgType.TCP_RX_MSG_RESP)):
+            with m.If(~self.current):
+                m.d.comb += self.drop.eq(1)
+            with m.Elif(a.ok):
+                m.d.comb += [
+                    ctx_w.en.eq(1), ctx_w.addr.eq(a.slot),
+                    ctx_w.data.gen.eq(a.gen), ctx_w.data.status.eq(meta.status),
+                    ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
+                    ctx_w.data.addr.eq(meta.addr), ctx_w.data.size_log2.eq(meta.size_log2),
+                ]
+                with m.If(~self.queued.bit_select(a.slot, 1)):
+                    m.d.comb += [self.ready_q.i.valid.eq(1), self.ready_q.i.payload.eq(a.slot)]
+                    m.d.sync += self.queued.bit_select(a.slot, 1).eq(1)
+            with m.Else():
+                m.d.comb += self.ended.eq(1)
+                m.d.sync += live.bit_select(a.slot, 1).eq(0)
+
+    def send_ring_notif(self, a: SimpleNamespace) -> Any:
+        """Whether the cycle's message is a current connection's send-buffer notification."""
+        return a.valid & (a.type == MsgType.TCP_NEW_FLOW_NOTIF) & (a.meta.status == Status.OK) \
+            & (a.meta.kind == BufferKind.SEND) & self.current
 
 
 def default_chunk(config: TcpConfig) -> int:

@@ -71,10 +71,10 @@ time, with 6 round trips to the engine and the memories per record: a control pr
 not a data path.
 """
 
+from collections.abc import Callable
 from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -89,9 +89,9 @@ from apiary.tile import TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
-from ..proto.tcp.app import GEN_BITS, BufferKind, Status
+from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig
-from .tcp_app import MEM_LOC, TcpAppTile
+from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
@@ -109,9 +109,6 @@ LENGTH_BYTES = 2
 #: Longest record by default: room for the controller's longest request and reply (264 bytes).
 DEFAULT_MAX_RECORD = 512
 
-#: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per slot until the flow's turn.
-_CTX = data.StructLayout({"gen": GEN_BITS, "status": 4, "ptr": 32, "addr": 48, "wrap": 6,
-                          "length": 32})
 #: A connection's peer, as the requests to the application carry it.
 _PEER = data.StructLayout({"ip": 32, "port": 16, "local_port": 16})
 
@@ -226,30 +223,23 @@ class TcpDatagramTile(TcpAppTile):
         meta = a.meta
 
         # -- per-flow state ----------------------------------------------------------------------
-        live = Signal(flows)        # a connection the tile serves holds the slot
-        fresh = Signal(flows)       # the slot is in fresh_q (its first request is to be sent)
-        queued = Signal(flows)      # the slot is in ready_q (a response waits in ctx)
-        m.submodules.gens = gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
-        gen_w = gens.write_port()
-        gen_in, gen_cur = gens.read_port(domain="comb"), gens.read_port(domain="comb")
-        m.submodules.ctx = ctx = Memory(shape=_CTX, depth=flows, init=[])
-        ctx_w, ctx_r = ctx.write_port(), ctx.read_port()
+        sb = self.slot_bits
+        table = FlowTable(m, flows, sb)
+        live, fresh, queued = table.live, table.fresh, table.queued
+        fresh_q, ready_q = table.new_q, table.ready_q
+        gen_cur = table.gens.read_port(domain="comb")
+        ctx_r = table.ctx.read_port()
+        rx_loc_r = table.rx_locs.read_port(domain="comb")
+        tx_loc_r = table.tx_locs.read_port(domain="comb")
         m.submodules.peers = peers = Memory(shape=_PEER, depth=flows, init=[])
         peer_w, peer_r = peers.write_port(), peers.read_port(domain="comb")
-        m.submodules.rx_locs = rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        m.submodules.tx_locs = tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        rx_loc_w, tx_loc_w = rx_locs.write_port(), tx_locs.write_port()
-        rx_loc_r, tx_loc_r = rx_locs.read_port(domain="comb"), tx_locs.read_port(domain="comb")
-        sb = self.slot_bits
-        m.submodules.fresh_q = fresh_q = Queue(unsigned(sb), flows)
-        m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
 
         # -- the record being served -------------------------------------------------------------
         slot = Signal(sb)
         gen = Signal(GEN_BITS)
         handle = self.handle(slot, gen)
         dead = Signal()             # its connection ended under it
-        rx = Signal(_CTX)           # the response being served
+        rx = Signal(RX_CONTEXT)     # the response being served
         n = Signal(16)              # the request's length
         r = Signal(16)              # the reply's length
         ask = Signal(range(self.max_record + LENGTH_BYTES + 1))    # bytes the next RX_MSG_REQ
@@ -366,14 +356,13 @@ class TcpDatagramTile(TcpAppTile):
 
         # -- engine messages (always taken) ------------------------------------------------------
         tx_wait, tx_got = Signal(), Signal()
-        kill, ended_in, ended_tx = Signal(), Signal(), Signal()
+        ended_tx = Signal()
         drop_app = Signal()
-        self.count_dropped(m, io, drop_app, drop_mem, drop_reply)
-        m.d.sync += c.ended.eq(c.ended + (ended_in | ended_tx))
-        m.d.comb += gen_in.addr.eq(a.slot)
-        current = live.bit_select(a.slot, 1) & (gen_in.data == a.gen)
+        self.count_dropped(m, io, drop_app, drop_mem, drop_reply, table.drop)
+        m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
+                     c.flows.eq(c.flows + table.announced)]
         busy = Signal()             # the engine serves `slot`
-        with m.If(kill & busy & (a.slot == slot)):
+        with m.If(table.kill & busy & (a.slot == slot)):
             m.d.sync += dead.eq(1)
         forget = Signal()           # the engine is done with the record's connection
         with m.If(forget):
@@ -387,6 +376,57 @@ class TcpDatagramTile(TcpAppTile):
             m.d.sync += fresh.bit_select(fresh_q.o.payload, 1).eq(0)
         with m.If(pop_ready):
             m.d.sync += queued.bit_select(ready_q.o.payload, 1).eq(0)
+        def goto(state: str) -> Callable[[], None]:
+            def go() -> None:
+                m.next = state
+            return go
+
+        def memory_states(name: str, *, after: Callable[[], None], on_issue: tuple = ()) -> None:
+            """State ``name`` offers ``mreq``; ``WAIT_<name>`` takes its ack (and a load's
+            bytes): an error closes the connection, a connection that ended meanwhile is
+            dropped, and else ``after()`` picks the next state."""
+            with m.State(name):
+                m.d.comb += [busy.eq(1), mem_go.eq(1)]
+                with m.If(mem_taken):
+                    m.d.sync += list(on_issue)
+                    m.next = f"WAIT_{name}"
+            with m.State(f"WAIT_{name}"):
+                m.d.comb += busy.eq(1)
+                with m.If(m_got & (m_dest == 0)):
+                    m.d.sync += m_got.eq(0)
+                    with m.If(m_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "CLOSE"
+                    with m.Elif(dead):
+                        m.next = "FLUSH"
+                    with m.Else():
+                        after()
+
+        def decide_length() -> None:
+            with m.If(n > self.max_record):
+                m.d.sync += c.oversized.eq(c.oversized + 1)
+                m.next = "CLOSE"
+            with m.Elif(rx.length - LENGTH_BYTES < n):          # not all in yet
+                with m.If(rx.status == Status.EOF):
+                    m.d.sync += c.truncated.eq(c.truncated + 1)
+                    m.next = "CLOSE"
+                with m.Else():
+                    m.d.sync += ask.eq(n + LENGTH_BYTES)
+                    m.next = "ASK"
+            with m.Elif(n == 0):
+                m.next = "ADJUST_RX"
+            with m.Else():
+                m.d.sync += memory(False, _ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
+                                   rx.size_log2)
+                m.next = "LOAD_BODY"
+
+        def store_reply() -> None:
+            with m.If(r == 0):
+                m.next = "ADJUST_TX"
+            with m.Else():
+                m.d.sync += memory(True, _ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
+                m.next = "STORE_REPLY"
+
         with m.FSM(name="records"):
             with m.State("IDLE"):
                 with m.If(fresh_q.o.valid):
@@ -413,7 +453,7 @@ class TcpDatagramTile(TcpAppTile):
                 with m.If(stale | dead):
                     m.next = "IDLE"
                 with m.Elif(cx.length >= LENGTH_BYTES):
-                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.wrap)
+                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2)
                     m.next = "LOAD_LENGTH"
                 with m.Elif(cx.status == Status.EOF):     # closed by the peer
                     with m.If(cx.length != 0):
@@ -421,51 +461,8 @@ class TcpDatagramTile(TcpAppTile):
                     m.next = "CLOSE"
                 with m.Else():
                     m.next = "ASK"
-            with m.State("LOAD_LENGTH"):
-                m.d.comb += [busy.eq(1), mem_go.eq(1)]
-                with m.If(mem_taken):
-                    m.next = "WAIT_LENGTH"
-            with m.State("WAIT_LENGTH"):
-                m.d.comb += busy.eq(1)
-                with m.If(m_got & (m_dest == 0)):       # (the length is in n)
-                    m.d.sync += m_got.eq(0)
-                    body = rx.length - LENGTH_BYTES
-                    with m.If(m_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "IDLE"
-                    with m.Elif(n > self.max_record):
-                        m.d.sync += c.oversized.eq(c.oversized + 1)
-                        m.next = "CLOSE"
-                    with m.Elif(body < n):
-                        with m.If(rx.status == Status.EOF):
-                            m.d.sync += c.truncated.eq(c.truncated + 1)
-                            m.next = "CLOSE"
-                        with m.Else():
-                            m.d.sync += ask.eq(n + LENGTH_BYTES)
-                            m.next = "ASK"
-                    with m.Elif(n == 0):
-                        m.next = "ADJUST_RX"
-                    with m.Else():
-                        m.d.sync += memory(False, _ring_add(rx.addr, LENGTH_BYTES, rx.wrap), n,
-                                           rx.wrap)
-                        m.next = "LOAD_BODY"
-            with m.State("LOAD_BODY"):
-                m.d.comb += [busy.eq(1), mem_go.eq(1)]
-                with m.If(mem_taken):
-                    m.next = "WAIT_BODY"
-            with m.State("WAIT_BODY"):      # until the body's last word is in buf
-                m.d.comb += busy.eq(1)
-                with m.If(m_got & (m_dest == 0)):
-                    m.d.sync += m_got.eq(0)
-                    with m.If(m_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "FLUSH"
-                    with m.Else():
-                        m.next = "ADJUST_RX"
+            memory_states("LOAD_LENGTH", after=decide_length)       # (the length is in n)
+            memory_states("LOAD_BODY", after=goto("ADJUST_RX"))   # (the body is in buf)
             with m.State("ADJUST_RX"):
                 m.d.comb += busy.eq(1)
                 with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
@@ -510,42 +507,8 @@ class TcpDatagramTile(TcpAppTile):
                     m.d.sync += tx_got.eq(0)
                     m.d.sync += memory(True, tx.addr, LENGTH_BYTES, tx.wrap)
                     m.next = "STORE_LENGTH"
-            with m.State("STORE_LENGTH"):
-                m.d.comb += [busy.eq(1), mem_go.eq(1)]
-                with m.If(mem_taken):
-                    m.d.sync += prefix.eq(1)
-                    m.next = "WAIT_STORE_LENGTH"
-            with m.State("WAIT_STORE_LENGTH"):
-                m.d.comb += busy.eq(1)
-                with m.If(m_got):
-                    m.d.sync += m_got.eq(0)
-                    with m.If(m_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "FLUSH"
-                    with m.Elif(r == 0):
-                        m.next = "ADJUST_TX"
-                    with m.Else():
-                        m.d.sync += memory(True, _ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r,
-                                           tx.wrap)
-                        m.next = "STORE_REPLY"
-            with m.State("STORE_REPLY"):
-                m.d.comb += [busy.eq(1), mem_go.eq(1)]
-                with m.If(mem_taken):
-                    m.d.sync += to_store.eq(1)
-                    m.next = "WAIT_STORE_REPLY"
-            with m.State("WAIT_STORE_REPLY"):
-                m.d.comb += busy.eq(1)
-                with m.If(m_got):
-                    m.d.sync += m_got.eq(0)
-                    with m.If(m_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "ADJUST_TX"
+            memory_states("STORE_LENGTH", on_issue=(prefix.eq(1),), after=store_reply)
+            memory_states("STORE_REPLY", on_issue=(to_store.eq(1),), after=goto("ADJUST_TX"))
             with m.State("ADJUST_TX"):
                 m.d.comb += busy.eq(1)
                 with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
@@ -573,47 +536,13 @@ class TcpDatagramTile(TcpAppTile):
 
         # -- engine messages, after the engine: a new connection's `live` wins over the old one
         # being forgotten ----------------------------------------------------------------------
-        with m.If(a.valid):
+        table.track(m, a)
+        with m.If(table.announced):
+            m.d.comb += [peer_w.en.eq(1), peer_w.addr.eq(a.slot), peer_w.data.ip.eq(meta.peer_ip),
+                         peer_w.data.port.eq(meta.peer_port),
+                         peer_w.data.local_port.eq(meta.local_port)]
+        with m.If(a.valid & ~table.handled):
             with m.Switch(a.type):
-                with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
-                    with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
-                        m.d.comb += [
-                            kill.eq(1),
-                            gen_w.en.eq(1), gen_w.addr.eq(a.slot), gen_w.data.eq(a.gen),
-                            rx_loc_w.en.eq(1), rx_loc_w.addr.eq(a.slot),
-                            rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
-                            peer_w.en.eq(1), peer_w.addr.eq(a.slot),
-                            peer_w.data.ip.eq(meta.peer_ip), peer_w.data.port.eq(meta.peer_port),
-                            peer_w.data.local_port.eq(meta.local_port),
-                        ]
-                        m.d.sync += [live.bit_select(a.slot, 1).eq(1), c.flows.eq(c.flows + 1)]
-                        with m.If(~fresh.bit_select(a.slot, 1)):
-                            m.d.comb += [fresh_q.i.valid.eq(1), fresh_q.i.payload.eq(a.slot)]
-                            m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
-                    with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
-                                & current):
-                        m.d.comb += [
-                            tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
-                            tx_loc_w.data.x.eq(meta.mem_x), tx_loc_w.data.y.eq(meta.mem_y),
-                        ]
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Case(MsgType.TCP_RX_MSG_RESP):
-                    with m.If(~current):
-                        m.d.comb += drop_app.eq(1)
-                    with m.Elif(a.ok):
-                        m.d.comb += [
-                            ctx_w.en.eq(1), ctx_w.addr.eq(a.slot),
-                            ctx_w.data.gen.eq(a.gen), ctx_w.data.status.eq(meta.status),
-                            ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
-                            ctx_w.data.addr.eq(meta.addr), ctx_w.data.wrap.eq(meta.size_log2),
-                        ]
-                        with m.If(~queued.bit_select(a.slot, 1)):
-                            m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
-                            m.d.sync += queued.bit_select(a.slot, 1).eq(1)
-                    with m.Else():
-                        m.d.comb += [ended_in.eq(1), kill.eq(1)]
-                        m.d.sync += live.bit_select(a.slot, 1).eq(0)
                 with m.Case(MsgType.TCP_TX_MSG_RESP):
                     with m.If(tx_wait & (meta.flow == handle)):
                         m.d.sync += tx_wait.eq(0)

@@ -87,7 +87,6 @@ bits 68, 45 and 39.5.
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import connect
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
@@ -95,16 +94,13 @@ from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.queue import Queue
 
 from ..proto.messages import MsgType
-from ..proto.tcp.app import GEN_BITS, BufferKind, Status
-from .tcp_app import MEM_LOC, TcpAppTile
+from ..proto.tcp.app import GEN_BITS, Status
+from .tcp_app import MEM_LOC, FlowTable, TcpAppTile
 
 
 __all__ = ["TcpEchoTile"]
 
 
-#: What the tile keeps of a flow's latest ``TCP_RX_MSG_RESP``.
-_CTX = data.StructLayout({"gen": GEN_BITS, "status": 4, "length": 32, "ptr": 32, "addr": 48,
-                          "size_log2": 6})
 #: A job's view of one ring: the pointer and address of its first byte, and the ring.
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
 
@@ -220,24 +216,15 @@ class TcpEchoTile(TcpAppTile):
         meta = a.meta
 
         # -- per-flow state --------------------------------------------------------------------
-        live = Signal(flows)        # a connection the tile serves holds the slot
-        fresh = Signal(flows)       # the slot is in new_q
-        queued = Signal(flows)      # the slot is in ready_q
-        m.submodules.gens = gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
-        gen_w = gens.write_port()
-        gen_in, gen_new, gen_chk = (gens.read_port(domain="comb") for _ in range(3))
-        m.submodules.ctx = ctx = Memory(shape=_CTX, depth=flows, init=[])
-        ctx_w = ctx.write_port()
+        table = FlowTable(m, flows, sb)
+        live, fresh, queued = table.live, table.fresh, table.queued
+        new_q, ready_q = table.new_q, table.ready_q
+        gen_new, gen_chk = (table.gens.read_port(domain="comb") for _ in range(2))
         # Not transparent: a response written as its slot is dispatched is a newer
         # connection's (the slot is queued again for it); the job reads the one it was queued
         # for, now stale, and ends at once.
-        ctx_r = ctx.read_port()
-        m.submodules.rx_locs = rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        m.submodules.tx_locs = tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        rx_loc_w, tx_loc_w = rx_locs.write_port(), tx_locs.write_port()
-        rx_loc_r, tx_loc_r = rx_locs.read_port(), tx_locs.read_port()
-        m.submodules.new_q = new_q = Queue(unsigned(sb), flows)
-        m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
+        ctx_r = table.ctx.read_port()
+        rx_loc_r, tx_loc_r = table.rx_locs.read_port(), table.tx_locs.read_port()
 
         # -- the jobs: a record, a step and a `dead` bit each ----------------------------------
         record = data.StructLayout({"slot": sb, "gen": GEN_BITS, "n": range(self.chunk + 1),
@@ -264,7 +251,7 @@ class TcpEchoTile(TcpAppTile):
 
         ended_in, ended_tx = Signal(), Signal()
         drop_app, drop_mem = Signal(), Signal()
-        self.count_dropped(m, io, drop_app, drop_mem)
+        self.count_dropped(m, io, drop_app, drop_mem, table.drop)
         m.d.sync += c.ended.eq(c.ended + (ended_in | ended_tx))
 
         # -- dispatch: a queued flow to a free job, then its response read (CHECK) -------------
@@ -464,56 +451,18 @@ class TcpEchoTile(TcpAppTile):
 
         # -- engine messages (always taken; after the jobs, so that a new connection's `live`
         # wins over a job forgetting the slot's previous one) ------------------------------------
-        m.d.comb += gen_in.addr.eq(a.slot)
-        current = live.bit_select(a.slot, 1) & (gen_in.data == a.gen)
-        kill = Signal()             # the connection in a.slot is over: its job, if any, is dead
+        table.track(m, a)
+        kill, announced = table.kill, table.announced   # the connection in a.slot is over
+        m.d.comb += ended_in.eq(table.ended)
+        m.d.sync += [c.flows.eq(c.flows + announced),
+                     c.send_notifs.eq(c.send_notifs + table.send_ring_notif(a))]
         for k, j in enumerate(job):
             with m.If(kill & active[k] & (j.slot == a.slot)):
                 m.d.sync += dead[k].eq(1)
         tx_wait = [(s == _Step.WAIT_TX) & ~d & (meta.flow == self.handle(j.slot, j.gen))
                    for s, d, j in zip(step, dead, job)]
-        announced = Signal()        # a new connection's receive buffer, this cycle
-        with m.If(a.valid):
+        with m.If(a.valid & ~table.handled):
             with m.Switch(a.type):
-                with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
-                    with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
-                        m.d.comb += [
-                            announced.eq(1), kill.eq(1),
-                            gen_w.en.eq(1), gen_w.addr.eq(a.slot), gen_w.data.eq(a.gen),
-                            rx_loc_w.en.eq(1), rx_loc_w.addr.eq(a.slot),
-                            rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
-                        ]
-                        m.d.sync += [live.bit_select(a.slot, 1).eq(1),
-                                     c.flows.eq(c.flows + 1)]
-                        with m.If(~fresh.bit_select(a.slot, 1)):
-                            m.d.comb += [new_q.i.valid.eq(1), new_q.i.payload.eq(a.slot)]
-                            m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
-                    with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
-                                & current):
-                        m.d.comb += [
-                            tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
-                            tx_loc_w.data.x.eq(meta.mem_x), tx_loc_w.data.y.eq(meta.mem_y),
-                        ]
-                        m.d.sync += c.send_notifs.eq(c.send_notifs + 1)
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Case(MsgType.TCP_RX_MSG_RESP):
-                    with m.If(~current):
-                        m.d.comb += drop_app.eq(1)
-                    with m.Elif(a.ok):
-                        m.d.comb += [
-                            ctx_w.en.eq(1), ctx_w.addr.eq(a.slot),
-                            ctx_w.data.gen.eq(a.gen), ctx_w.data.status.eq(meta.status),
-                            ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
-                            ctx_w.data.addr.eq(meta.addr),
-                            ctx_w.data.size_log2.eq(meta.size_log2),
-                        ]
-                        with m.If(~queued.bit_select(a.slot, 1)):
-                            m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
-                            m.d.sync += queued.bit_select(a.slot, 1).eq(1)
-                    with m.Else():
-                        m.d.comb += [ended_in.eq(1), kill.eq(1)]
-                        m.d.sync += live.bit_select(a.slot, 1).eq(0)
                 with m.Case(MsgType.TCP_TX_MSG_RESP):
                     ok = meta.status == Status.OK
                     for k, j in enumerate(job):

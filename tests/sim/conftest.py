@@ -87,6 +87,21 @@ class Bridge:
         ``check=False``)."""
         return sh("ip", "netns", "exec", self.netns, *args, **kw)
 
+    def address(self, ip):
+        """Bring the TAP device (and loopback) up in the namespace, with address ``ip``/24."""
+        self.netns_run("ip", "link", "set", self.tap, "up")
+        self.netns_run("ip", "addr", "add", f"{ip}/24", "dev", self.tap)
+        self.netns_run("ip", "link", "set", "lo", "up")
+
+    def apiary(self, *args, timeout=300):
+        """Run ``apiary ARGS...`` inside the namespace; it must succeed without a traceback.
+        Returns its standard output."""
+        result = self.netns_run(sys.executable, "-m", "apiary.cli", *args, timeout=timeout,
+                                check=False, cwd=ROOT)
+        assert result.returncode == 0, result.stdout + result.stderr + self.text
+        assert "Traceback" not in result.stderr
+        return result.stdout
+
     def stop(self, timeout=30):
         """SIGINT the bridge; return its exit code."""
         self.process.send_signal(signal.SIGINT)

@@ -51,11 +51,7 @@ def datagrams(stack, port, count, echo):
 
 
 def ctl(stack, *args):
-    result = stack.netns_run(sys.executable, "-m", "apiary.cli", "ctl", DESIGN, "--width", WIDTH,
-                             DESIGN_IP, *args, timeout=300, check=False, cwd=ROOT)
-    assert result.returncode == 0, result.stdout + result.stderr + stack.text
-    assert "Traceback" not in result.stderr
-    return result.stdout
+    return stack.apiary("ctl", DESIGN, "--width", WIDTH, DESIGN_IP, *args)
 
 
 def values(text):
@@ -67,9 +63,7 @@ def values(text):
 def test_linux_reads_counters_and_writes_a_register_by_name(bridge):
     stack = bridge("examples/udp_echo_ctl.py", TAP, "--width", WIDTH)
     stack.wait_ready(900)               # a cold Verilog conversion and Verilator build first
-    stack.netns_run("ip", "link", "set", TAP, "up")
-    stack.netns_run("ip", "addr", "add", f"{HOST}/24", "dev", TAP)
-    stack.netns_run("ip", "link", "set", "lo", "up")
+    stack.address(HOST)
 
     # Every counter that moved: the control requests themselves went through the stack (after
     # the kernel's ARP request, which the ARP tile answered).
