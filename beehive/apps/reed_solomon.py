@@ -20,13 +20,15 @@ defaults: GF(2^8) with primitive polynomial ``0x11d``, generator 2, first consec
 symbol the highest power. Parity is linear in the data: ``parity_j[k] = XOR_i c[j][i] *
 shard_i[k]`` with the constants of :func:`parity_coefficients`.
 
-Timing of :class:`RsEncoder` (``n = S / (width // 8)`` words per shard, one word per cycle
-in and out): **latency** 2 cycles from the cycle a request's last word is taken to the cycle
-its answer's first word is valid; an isolated request's last parity word leaves ``10 * n``
-cycles after its first data word. **Throughput**: requests are taken back to back, ``8 * n``
-cycles each with no idle cycle between them while ``o`` keeps up (the answer of one request
-is sent while the next one's first 7 shards come in), i.e. ``width // 8`` input bytes per
-cycle: 64 B/cycle at 512 bits.
+Timing of :class:`RsEncoder` (``n = S / (width // 8)`` words per shard; one word per cycle in
+and out; cycles counted between the clock edges at which words are taken). **Latency**: a
+request's first parity word is valid on ``o`` 2 cycles after the cycle its last data word is
+taken; with ``o`` ready, an isolated request's last parity word is taken ``10 * n`` cycles after
+its first data word. **Throughput**: with ``o`` ready, requests are taken back to back with no
+idle cycle on ``i``, ``8 * n`` cycles per request (the answer to one request leaves while the
+next request's first 7 shards come in; a final shard waits only while the previous answer is
+still unsent): ``width // 8`` input bytes per cycle, 64 B/cycle at 512 bits. Storage: ``4 * n``
+words (accumulators and output buffer for 2 parity shards).
 
 * Python model: :func:`gf_mul`, :func:`generator_polynomial`, :func:`parity_coefficients`,
   :func:`encode_shards` (the reference the hardware is tested against).

@@ -113,9 +113,9 @@ def test_encoder_rejects_bad_parameters():
         RsEncoder(64, 8, parity=0)
 
 
-def request(rng, shard_bytes, data=8):
+def request(rng, shard_bytes, data=8, parity=2):
     shards = [rng.randbytes(shard_bytes) for _ in range(data)]
-    return b"".join(shards), b"".join(encode_shards(shards))
+    return b"".join(shards), b"".join(encode_shards(shards, parity))
 
 
 def bad_packets(shard_bytes, nb, rng):
@@ -144,11 +144,12 @@ def holds_until_taken(port):
     return tb
 
 
-def run_core(width, shard_words, script, *, in_stall=0.0, out_stall=0.0, seed=0, logs=None):
+def run_core(width, shard_words, script, *, in_stall=0.0, out_stall=0.0, seed=0, logs=None,
+             **code):
     """Send ``script`` (a list of ``(words, expected answer or None)``) to an RsEncoder; check
     every answer and the counters; return the DUT."""
     nb = width // 8
-    dut = RsEncoder(width, shard_words * nb)
+    dut = RsEncoder(width, shard_words * nb, **code)
     answers = [a for _, a in script if a is not None]
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
     got = []
@@ -172,7 +173,7 @@ def run_core(width, shard_words, script, *, in_stall=0.0, out_stall=0.0, seed=0,
     return dut
 
 
-CORE_CASES = [(64, 1), (64, 2), (64, 5), (128, 2), (512, 1), (512, 2), (512, 5)]
+CORE_CASES = [(64, 1), (64, 2), (64, 5), (128, 2), (256, 3), (512, 1), (512, 2), (512, 5)]
 
 
 @pytest.mark.parametrize("width, shard_words", CORE_CASES)
@@ -222,3 +223,25 @@ def test_encoder_cycle_counts(width, shard_words):
         assert o_log[r * 2 * n:(r + 1) * 2 * n] == [last_in + 2 + t for t in range(2 * n)]
     assert o_log[2 * n - 1] - i_log[0] == 10 * n                 # an isolated request
     assert len(o_log) == requests * 2 * n
+
+
+@pytest.mark.parametrize("data, parity, shard_words, cycles", [
+    (3, 2, 2, 7), (4, 3, 1, 5), (1, 2, 2, 7), (12, 4, 1, 12), (8, 2, 3, 24)])
+def test_encoder_other_codes(data, parity, shard_words, cycles):
+    """Other codes than RS(8,2) (reedsolo's RSCodec(parity) per column): answers, and back to
+    back requests max(data * n, (parity + 1) * n + 1) cycles apart, which exceeds data * n when
+    the next request's final shard must wait for the previous answer to leave."""
+    width, requests = 64, 4
+    rng = random.Random(data * 10 + parity)
+    script = []
+    for _ in range(requests):
+        words, answer = request(rng, shard_words * 8, data, parity)
+        script.append((packet_words(words, width), answer))
+    i_log, o_log = [], []
+    dut = run_core(width, shard_words, script, logs=(i_log, o_log), data=data, parity=parity)
+    assert dut.request_cycles == cycles
+    n = data * shard_words
+    lasts = [i_log[(r + 1) * n - 1] for r in range(requests)]
+    assert [b - a for a, b in zip(lasts, lasts[1:])] == [cycles] * (requests - 1)
+    assert o_log[0] == lasts[0] + 2
+    assert o_log[parity * shard_words - 1] - i_log[0] == (data + parity) * shard_words
