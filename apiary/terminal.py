@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from typing import TextIO
 
 
-__all__ = ["WIDTH", "Table", "text_table", "markdown_table", "render_tables", "StatusLine"]
+__all__ = ["WIDTH", "Table", "text_table", "markdown_table", "render_tables", "for_terminal",
+           "StatusLine"]
 
 #: The width, in characters, that plain-text output is wrapped to.
 WIDTH = 100
@@ -115,6 +116,50 @@ def render_tables(head: str, tables: Sequence[Table], markdown: bool = False,
         for title, header, rows in tables:
             out += [textwrap.fill(title + ":", width), text_table(header, rows, width), ""]
     return "\n".join(out)
+
+
+def _plain(text: str) -> str:
+    """Markdown inline markup (``**bold**``, ``*em*``, backticks) taken out."""
+    return text.replace("**", "").replace("`", "")
+
+
+def for_terminal(markdown: str, width: int = WIDTH) -> str:
+    """A Markdown report (paragraphs, headings, lists and pipe tables, as the benchmarks print
+    them) laid out for a terminal: tables as :func:`text_table`, paragraphs and list items
+    wrapped to ``width``, no Markdown markup."""
+    out: list[str] = []
+    lines = markdown.splitlines()
+    k = 0
+    while k < len(lines):
+        line = lines[k].rstrip()
+        if line.lstrip().startswith("|"):
+            block = []
+            while k < len(lines) and lines[k].lstrip().startswith("|"):
+                cells = [_plain(c.strip()) for c in lines[k].strip().strip("|").split("|")]
+                if not all(set(c) <= set("-: ") for c in cells):    # not the |---| rule
+                    block.append(cells)
+                k += 1
+            header, rows = block[0], [r + [""] * (len(block[0]) - len(r)) for r in block[1:]]
+            out.append(text_table(header, rows, width))
+            continue
+        if not line.strip():
+            out.append("")
+            k += 1
+            continue
+        paragraph, k = [line.strip()], k + 1
+        bullet = line.lstrip().startswith(("- ", "* "))
+        while k < len(lines) and lines[k].strip() and not paragraph[0].startswith("#"):
+            nxt = lines[k]
+            if bullet and not nxt[:1].isspace():
+                break                       # an item goes on only on indented lines
+            if nxt.lstrip().startswith(("|", "#", "- ", "* ")):
+                break
+            paragraph.append(nxt.strip())
+            k += 1
+        text = _plain(" ".join(paragraph)).lstrip("# ")
+        out.append(textwrap.fill(text, width, subsequent_indent="  " if bullet else "",
+                                 break_on_hyphens=False))
+    return "\n".join(out).strip("\n") + "\n"
 
 
 class StatusLine:

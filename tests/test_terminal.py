@@ -105,3 +105,14 @@ def test_a_failed_or_interrupted_step_prints_no_summary():
         with StatusLine(stream)("building", lambda s: "built"):
             raise RuntimeError("the compiler failed")
     assert stream.getvalue() == ""
+
+
+def test_a_markdown_report_for_a_terminal():
+    from apiary.terminal import for_terminal
+    report = ("Produced by `apiary bench x` (exact).\nIts second line.\n\n## Costs\n"
+              "| tile | **cycles** |\n|---|---|\n| nat | **missed** |\n| ipip | 3 |\n\n"
+              "- an item\n  that goes on\n- another\nA last paragraph.\n")
+    assert for_terminal(report).splitlines() == [
+        "Produced by apiary bench x (exact). Its second line.", "", "Costs",
+        "tile  cycles", "----  ------", "nat   missed", "ipip  3", "",
+        "- an item that goes on", "- another", "A last paragraph."]

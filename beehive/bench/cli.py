@@ -109,6 +109,28 @@ SUB_BENCHES = {
 }
 
 
+def _run_sub_bench(name, argv):
+    """``apiary bench NAME ARGV``: its report (Markdown) laid out for a terminal, unless
+    ``--markdown`` (or ``--json``, or ``--help``) is among ``argv``."""
+    import contextlib
+    import importlib
+    import io
+    from apiary.terminal import for_terminal
+    main = importlib.import_module(SUB_BENCHES[name]).main
+    markdown = "--markdown" in argv
+    if markdown and name != "kernel":           # (kernel takes --markdown itself)
+        argv = [a for a in argv if a != "--markdown"]
+    if markdown or {"--json", "-h", "--help"} & set(argv):
+        return int(main(argv) or 0)
+    report = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(report):
+            code = int(main(argv) or 0)
+    finally:
+        sys.stdout.write(for_terminal(report.getvalue()) if report.getvalue() else "")
+    return code
+
+
 def run(args):
     if args.design in SUB_BENCHES:
         name = args.design
@@ -116,8 +138,7 @@ def run(args):
                 args.tcp) != (None, None, None, None, False, False, False):
             raise UsageError(f"the options of `apiary bench {name}` go after `{name}` "
                              f"(see `apiary bench {name} --help`)")
-        import importlib
-        return int(importlib.import_module(SUB_BENCHES[name]).main(args.args) or 0)
+        return _run_sub_bench(name, list(args.args))
     # argparse leaves what follows DESIGN in args.args: read the options there too.
     if "-h" in args.args or "--help" in args.args:
         _help_parser().print_help()

@@ -36,6 +36,7 @@ import time
 from apiary.load import load_design
 from apiary.noc.framing import meta_plan
 from apiary.noc.header import header_flits
+from apiary.sim.base import default_clock_mhz
 
 from ..proto.messages import META_BITS
 from .echo import (BenchError, measure_latency, request, _addresses, _drops, _expected,
@@ -165,14 +166,16 @@ def replicate_row(width, copies, *, packets=200, policy="hash", clock_mhz=250.0,
 
 
 def replicate_table(widths=(512,), copies=DEFAULT_COPIES, *, packets=200,
-                    policy="hash", clock_mhz=250.0, design=None, log=None, app_cycles=None):
+                    policy="hash", clock_mhz=None, design=None, log=None, app_cycles=None):
     """:func:`replicate_row` for every width and copy count; adds ``speedup`` (over the row
-    of the fewest copies at the same width). Returns the rows."""
+    of the fewest copies at the same width). ``clock_mhz`` defaults to the width's
+    (:func:`apiary.sim.base.default_clock_mhz`). Returns the rows."""
     rows = []
     for width in widths:
         base = None
         for n in copies:
-            row = replicate_row(width, n, packets=packets, policy=policy, clock_mhz=clock_mhz,
+            row = replicate_row(width, n, packets=packets, policy=policy,
+                                clock_mhz=clock_mhz or default_clock_mhz(width),
                                 design=design, log=log, app_cycles=app_cycles)
             base = base or row
             row["speedup"] = base["cycles_per_packet"] / row["cycles_per_packet"]
@@ -209,15 +212,24 @@ def render_markdown(rows):
             _num(r["gbps_payload"]),
             " / ".join(map(str, r["per_copy"])), f"{r['bound_mac']} / {r['bound_shared']}",
             _num(r["latency"]), paper]) + " |")
-    clock = rows[0]["clock_mhz"] if rows else 250.0
+    clock = next((r["clock_mhz"] for r in rows if r["width"] == 512), 250.0)
     out.append("")
-    out.append(f"Rates at {clock:g} MHz. Paper: the load balancer caps at "
+    out.append(f"Rates at {_clocks(rows)}. Paper: the load balancer caps at "
                f"{PAPER['lb_cap_cycles']} cycles per 64-byte packet "
                f"({PAPER['lb_cap_gbps']:g} Gbps); ours moves a packet in as many cycles as the "
                f"shared tiles' message has flits (the bound column), "
                f"{math.floor(SIZE * 8 * clock / bounds(512)['shared']) / 1000:g} Gbps at "
                f"512 bits.")
     return "\n".join(out) + "\n"
+
+
+def _clocks(rows):
+    """The clocks the rows' rates are at, e.g. "250 MHz" or "125 MHz (64-bit), 250 MHz
+    (512-bit)"."""
+    by_width = {r["width"]: r["clock_mhz"] for r in rows}
+    if len(set(by_width.values())) <= 1:
+        return f"{next(iter(by_width.values()), 250.0):g} MHz"
+    return ", ".join(f"{c:g} MHz ({w}-bit)" for w, c in sorted(by_width.items()))
 
 
 def _caps(r):
@@ -246,9 +258,8 @@ def _render_app(rows):
             _num(r["mpps"]), _num(r["gbps_payload"]), " / ".join(map(str, r["per_copy"])),
             f"{_num(r['bound_app'])} / {r['bound_shared']}", _caps(r),
             _num(r["latency"])]) + " |")
-    clock = rows[0]["clock_mhz"]
     out.append("")
-    out.append(f"Rates at {clock:g} MHz; {rows[0]['policy']} policy. Paper (Fig. 12): one stack "
+    out.append(f"Rates at {_clocks(rows)}; {rows[0]['policy']} policy. Paper (Fig. 12): one stack "
                f"{_num(PAPER['one_stack_cycles'])} cycles per packet, two roughly double it, "
                f"up to the load balancer's cap of {PAPER['lb_cap_cycles']} cycles "
                f"({PAPER['lb_cap_gbps']:g} Gbps).")
@@ -278,7 +289,9 @@ def main(argv=None):
     parser.add_argument("--policy", default=None, choices=("round_robin", "hash", "port"),
                         help="the load balancer's policy (default: hash; round_robin with "
                              "--app-cycles)")
-    parser.add_argument("--clock-mhz", type=float, default=250.0, metavar="MHZ")
+    parser.add_argument("--clock-mhz", type=float, default=None, metavar="MHZ",
+                        help="the clock rates are given at (default: 125 MHz at 64 bits, 250 "
+                             "above)")
     parser.add_argument("--app-cycles", type=int, default=None, metavar="N",
                         help="measure examples/replicated_app.py: one stack, the application "
                              "(N cycles per message) replicated")

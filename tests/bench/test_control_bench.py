@@ -16,3 +16,15 @@ def test_command_prints_the_table(capsys):
     assert main(["--hops", "1"]) == 0
     out = capsys.readouterr().out
     assert "| read a word 1 hop away: request in → answer out |" in out
+
+
+def test_apiary_bench_lays_the_table_out_for_a_terminal_unless_markdown(capsys):
+    """Through `apiary bench control`: plain aligned text by default (no Markdown pipes,
+    emphasis or backticks, no line over 100 characters), the Markdown with --markdown."""
+    from apiary.cli import main as apiary
+    assert apiary(["bench", "control", "--hops", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "read a word 1 hop away" in text and "|" not in text and "`" not in text
+    assert "**" not in text and max(map(len, text.splitlines())) <= 100
+    assert apiary(["bench", "control", "--hops", "1", "--markdown"]) == 0
+    assert "| read a word 1 hop away: request in → answer out |" in capsys.readouterr().out

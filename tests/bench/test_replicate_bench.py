@@ -46,6 +46,7 @@ def test_two_copies_echo_more_packets_per_cycle_than_one(rows):
     assert two["per_copy"] == want and one["per_copy"] == [PACKETS]
     table = replicate.render_markdown(rows)
     assert table.count("\n| 64-bit |") == 2
+    assert one["clock_mhz"] == 125 and "Rates at 125 MHz." in table    # the 64-bit clock
 
 
 APP_PACKETS = 24
