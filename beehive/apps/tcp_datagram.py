@@ -263,7 +263,9 @@ class TcpDatagramTile(TcpAppTile):
             m.d.sync += [to_app.eq(0), to_store.eq(0)]
 
         # -- memory requests and acks (one outstanding) ------------------------------------------
-        mreq = Signal(data.StructLayout({"store": 1, "addr": 48, "size": 16, "wrap": 6}))
+        # (`length`: the load of a record's length prefix, whose bytes go to n, not to buf)
+        mreq = Signal(data.StructLayout({"store": 1, "length": 1, "addr": 48, "size": 16,
+                                         "wrap": 6}))
         mreq_loc = Signal(MEM_LOC)
         m.d.comb += mreq_loc.eq(Mux(mreq.store, tx_loc_r.data, rx_loc_r.data))
         m_wait = Signal()           # its ack is awaited
@@ -281,7 +283,6 @@ class TcpDatagramTile(TcpAppTile):
             m.d.comb += [io.mem_tx.i_data.valid.eq(buf.o.valid),
                          io.mem_tx.i_data.payload.eq(buf.o.payload),
                          buf.o.ready.eq(io.mem_tx.i_data.ready)]
-        ack_type = Mux(mreq.store, STORE_MEM_ACK, LOAD_MEM_ACK)
         expected = Signal()
         m.d.comb += expected.eq(
             self.mem_ack(mem, LOAD_MEM_ACK, m_wait & ~mreq.store, mreq.addr, mreq.size,
@@ -293,8 +294,8 @@ class TcpDatagramTile(TcpAppTile):
             m.d.sync += m_dest.eq(0)
             with m.If(expected):
                 m.d.sync += [m_wait.eq(0), m_got.eq(1), m_err.eq(mem.meta.error)]
-                with m.If(~mem.meta.error & (ack_type == LOAD_MEM_ACK)):
-                    m.d.sync += m_dest.eq(Mux(mreq.size == LENGTH_BYTES, 1, 2))
+                with m.If(~mem.meta.error & ~mreq.store):
+                    m.d.sync += m_dest.eq(Mux(mreq.length, 1, 2))
             with m.Else():
                 m.d.comb += drop_mem.eq(1)
         word = mem.data
@@ -316,9 +317,9 @@ class TcpDatagramTile(TcpAppTile):
         with m.If(mem_taken):
             m.d.sync += [m_wait.eq(1), m_got.eq(0)]
 
-        def memory(store: bool, addr: Any, size: Any, wrap: Any) -> list:
-            return [mreq.store.eq(store), mreq.addr.eq(addr), mreq.size.eq(size),
-                    mreq.wrap.eq(wrap)]
+        def memory(store: bool, addr: Any, size: Any, wrap: Any, length: bool = False) -> list:
+            return [mreq.store.eq(store), mreq.length.eq(length), mreq.addr.eq(addr),
+                    mreq.size.eq(size), mreq.wrap.eq(wrap)]
 
         # -- the application's replies (always taken) --------------------------------------------
         reply = rep_rx.o_hdr.payload
@@ -453,7 +454,7 @@ class TcpDatagramTile(TcpAppTile):
                 with m.If(stale | dead):
                     m.next = "IDLE"
                 with m.Elif(cx.length >= LENGTH_BYTES):
-                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2)
+                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
                     m.next = "LOAD_LENGTH"
                 with m.Elif(cx.status == Status.EOF):     # closed by the peer
                     with m.If(cx.length != 0):

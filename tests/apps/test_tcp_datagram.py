@@ -105,14 +105,14 @@ def test_tile_checks_its_parameters_and_routes():
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_records_are_answered_in_order_on_every_connection(width):
-    """Three connections at once, each with records of 0 to 200 bytes (the rings wrap, a
-    record arrives in pieces) and then FIN: each gets exactly the records of the application's
-    answers, in order, and is closed; the application sees each request whole, with its
-    connection's peer."""
+    """Three connections at once, each with records of 0 to 200 bytes (one of 2 bytes, as long
+    as the length prefix, on each; the rings wrap, a record arrives in pieces) and then FIN:
+    each gets exactly the records of the application's answers, in order, and is closed; the
+    application sees each request whole, with its connection's peer."""
     rng = random.Random(width)
     model = model_for(width, 1, burst=48)
     plans = {slot: [bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 1, 7, 90, 200])))
-                    for _ in range(6)] for slot in range(3)}
+                    for _ in range(6)] + [b"\xab\xcd"] for slot in range(3)}
     flows = {}
 
     def script(model):
@@ -128,7 +128,7 @@ def test_records_are_answered_in_order_on_every_connection(width):
     for slot, records in plans.items():
         assert model.written(flows[slot]) == b"".join(record(answer(r)) for r in records)
         assert [p for h, p in model.requests if h == flows[slot].handle] == records
-    assert counters["records"] == 18 and counters["closed"] == 3 and counters["flows"] == 3
+    assert counters["records"] == 21 and counters["closed"] == 3 and counters["flows"] == 3
     assert all(counters[k] == 0 for k in ("oversized", "truncated", "timeouts", "bad_replies",
                                           "mem_errors", "dropped", "ended"))
 
