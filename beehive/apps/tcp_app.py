@@ -51,7 +51,7 @@ from ..proto.tcp.config import TcpConfig
 
 __all__ = ["TcpAppTile", "FlowTable", "RX_CONTEXT", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM",
            "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
-           "default_chunk"]
+           "default_chunk", "int_in_range"]
 
 
 #: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
@@ -160,6 +160,14 @@ class FlowTable:
         """Whether the cycle's message is a current connection's send-buffer notification."""
         return a.valid & (a.type == MsgType.TCP_NEW_FLOW_NOTIF) & (a.meta.status == Status.OK) \
             & (a.meta.kind == BufferKind.SEND) & self.current
+
+
+def int_in_range(value: Any, what: str, low: int, high: int) -> int:
+    """``value``, once checked to be an integer from ``low`` to ``high`` (a ``ValueError``
+    naming ``what`` otherwise)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{what} must be an integer from {low} to {high}, not {value!r}")
+    return value
 
 
 def default_chunk(config: TcpConfig) -> int:

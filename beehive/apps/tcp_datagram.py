@@ -91,7 +91,7 @@ from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
 from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig
-from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
+from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, int_in_range
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
@@ -180,13 +180,8 @@ class TcpDatagramTile(TcpAppTile):
         ring = min(config.rx_ring, config.tx_ring)
         limit = min((1 << 16) - 1, ring - LENGTH_BYTES)
         max_record = min(DEFAULT_MAX_RECORD, limit) if max_record is None else max_record
-        for value, name, low, high in ((max_record, "max_record", 1, limit),
-                                       (reply_timeout, "reply_timeout", 1, (1 << 32) - 1)):
-            if not isinstance(value, int) or isinstance(value, bool) \
-                    or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer from {low} to {high}, not "
-                                 f"{value!r}")
-        self.max_record, self.reply_timeout = max_record, reply_timeout
+        self.max_record = int_in_range(max_record, "max_record", 1, limit)
+        self.reply_timeout = int_in_range(reply_timeout, "reply_timeout", 1, (1 << 32) - 1)
         super().__init__(env, config=config, counters={
             "flows": "connections announced (receive-buffer notifications)",
             "records": "requests answered (their replies written to the send ring)",

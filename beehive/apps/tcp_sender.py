@@ -57,7 +57,7 @@ from apiary.stream.layout import payload_words
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import BufferKind, Status
-from .tcp_app import MEM_LOC, TcpAppTile
+from .tcp_app import MEM_LOC, TcpAppTile, int_in_range
 
 
 __all__ = ["TcpSenderTile", "STREAM_MODULUS", "stream_bytes"]
@@ -70,12 +70,6 @@ STREAM_MODULUS = 251
 def stream_bytes(length: int, start: int = 0) -> bytes:
     """Bytes ``start`` to ``start + length`` of the stream the tile sends."""
     return bytes((start + k) % STREAM_MODULUS for k in range(length))
-
-
-def _int(value, what, low, high):
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{what} must be an integer from {low} to {high}, not {value!r}")
-    return value
 
 
 class TcpSenderTile(TcpAppTile):
@@ -115,12 +109,12 @@ class TcpSenderTile(TcpAppTile):
         except (ipaddress.AddressValueError, ValueError, TypeError):
             raise ValueError(f"peer_ip must be an IPv4 address such as '10.0.0.1', "
                              f"not {peer_ip!r}") from None
-        self.peer_port = _int(peer_port, "peer_port", 1, 0xFFFF)
-        self.local_port = _int(local_port, "local_port", 1, 0xFFFF)
-        self.length = _int(length, "length", 0, (1 << 32) - 1)
-        self.start = _int(start, "start", 0, (1 << 32) - 1)
-        self.retry = _int(retry, "retry", 0, (1 << 32) - 1)
-        self.attempts = _int(attempts, "attempts", 1, 255)
+        self.peer_port = int_in_range(peer_port, "peer_port", 1, 0xFFFF)
+        self.local_port = int_in_range(local_port, "local_port", 1, 0xFFFF)
+        self.length = int_in_range(length, "length", 0, (1 << 32) - 1)
+        self.start = int_in_range(start, "start", 0, (1 << 32) - 1)
+        self.retry = int_in_range(retry, "retry", 0, (1 << 32) - 1)
+        self.attempts = int_in_range(attempts, "attempts", 1, 255)
         super().__init__(env, config=config, chunk=chunk, counters={
             "opens": "open requests sent",
             "opened": "opens answered with both buffers (status OK)",
