@@ -87,7 +87,8 @@ class FlowTable:
 
     :meth:`track` drives, for the cycle's engine message (``io.app`` of
     :meth:`TcpAppTile.ports`), the one-cycle signals ``announced`` (a new connection's receive
-    buffer, status OK), ``ended`` (its connection reset, timed out or closed: a
+    buffer, status OK), ``send_ring`` (the current connection's send-buffer notification),
+    ``ended`` (its connection reset, timed out or closed: a
     ``TCP_RX_MSG_RESP`` of another status than OK or EOF for the slot's current connection),
     ``kill`` (either: the slot's previous connection is over), ``drop`` (a notification or
     response that matches no current connection) and ``current`` (the message is about the
@@ -102,7 +103,8 @@ class FlowTable:
         m.submodules.tx_locs = self.tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
         m.submodules.new_q = self.new_q = Queue(unsigned(slot_bits), flows)
         m.submodules.ready_q = self.ready_q = Queue(unsigned(slot_bits), flows)
-        self.announced, self.ended, self.kill = Signal(), Signal(), Signal()
+        self.announced, self.send_ring = Signal(), Signal()
+        self.ended, self.kill = Signal(), Signal()
         self.drop, self.current, self.handled = Signal(), Signal(), Signal()
 
     def track(self, m: Module, a: SimpleNamespace) -> None:
@@ -134,7 +136,7 @@ class FlowTable:
             with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
                         & self.current):
                 m.d.comb += [
-                    tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
+                    self.send_ring.eq(1), tx_loc_w.en.eq(1), tx_loc_w.addr.eq(a.slot),
                     tx_loc_w.data.x.eq(meta.mem_x), tx_loc_w.data.y.eq(meta.mem_y),
                 ]
             with m.Else():
@@ -155,11 +157,6 @@ class FlowTable:
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += live.bit_select(a.slot, 1).eq(0)
-
-    def send_ring_notif(self, a: SimpleNamespace) -> Any:
-        """Whether the cycle's message is a current connection's send-buffer notification."""
-        return a.valid & (a.type == MsgType.TCP_NEW_FLOW_NOTIF) & (a.meta.status == Status.OK) \
-            & (a.meta.kind == BufferKind.SEND) & self.current
 
 
 def int_in_range(value: Any, what: str, low: int, high: int) -> int:

@@ -455,7 +455,7 @@ class TcpEchoTile(TcpAppTile):
         kill, announced = table.kill, table.announced   # the connection in a.slot is over
         m.d.comb += ended_in.eq(table.ended)
         m.d.sync += [c.flows.eq(c.flows + announced),
-                     c.send_notifs.eq(c.send_notifs + table.send_ring_notif(a))]
+                     c.send_notifs.eq(c.send_notifs + table.send_ring)]
         for k, j in enumerate(job):
             with m.If(kill & active[k] & (j.slot == a.slot)):
                 m.d.sync += dead[k].eq(1)
