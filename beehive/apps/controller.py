@@ -308,7 +308,7 @@ class ControllerTile(Tile):
         })
         routes = self.env.next_hops("data")
         self.reply_hop = first_hop(routes, REPLY_KEY, None)
-        self.tcp_reply_hop = routes.get(TCP_REPLY_KEY, [None])[0]
+        self.tcp_reply_hop = first_hop(routes, TCP_REPLY_KEY)
         if routes and self.reply_hop is None:
             raise ValueError(f"{type(self).__name__} {self.env.name!r} needs a route to UDP TX "
                              f"with key {REPLY_KEY!r} (or no key); it has keys "
