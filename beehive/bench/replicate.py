@@ -33,6 +33,7 @@ import pathlib
 import sys
 import time
 
+from apiary.cli import add_clock_argument
 from apiary.load import load_design
 from apiary.noc.framing import meta_plan
 from apiary.noc.header import header_flits
@@ -289,9 +290,7 @@ def main(argv=None):
     parser.add_argument("--policy", default=None, choices=("round_robin", "hash", "port"),
                         help="the load balancer's policy (default: hash; round_robin with "
                              "--app-cycles)")
-    parser.add_argument("--clock-mhz", type=float, default=None, metavar="MHZ",
-                        help="the clock rates are given at (default: 125 MHz at 64 bits, 250 "
-                             "above)")
+    add_clock_argument(parser, "the clock rates are given at")
     parser.add_argument("--app-cycles", type=int, default=None, metavar="N",
                         help="measure examples/replicated_app.py: one stack, the application "
                              "(N cycles per message) replicated")
