@@ -465,7 +465,8 @@ class Design:
             raise DesignError(f"design {self.name!r} has no tile {name!r}.")
         decl = self.tiles[name]
         return TileEnv(name=name, x=decl.x, y=decl.y, width=self.width, ctl_width=self.ctl_width,
-                       routes=self.node_table(name), settings=dict(self.settings))
+                       routes=self.node_table(name), settings=dict(self.settings),
+                       trusted=decl.trusted)
 
     def build_tiles(self) -> dict[str, Tile]:
         """Construct every tile, ``cls(self.env(name), **params)``, in declaration order.

@@ -2,12 +2,16 @@
 
 Converting a 512-bit stack to Verilog takes tens of seconds, so the result is cached
 (:func:`apiary.top.design_verilog`) under a key that covers the design itself (its tiles,
-parameters, places, routes and settings), the source files of the packages its tiles come from,
-the Amaranth and Yosys versions, and whatever the caller adds (the options of its top level).
-Which packages are hashed is the caller's to say; by default they are those that define the
-design's tile classes or any of their base classes (:func:`packages_of`).
+parameters, places, routes and settings), source files, the Amaranth and Yosys versions, and
+whatever the caller adds (the options of its top level). Which sources are hashed is the
+caller's to say (whole packages); by default they are the modules the design's Verilog can
+depend on: those defining its tile classes (and their bases), its kernel and the elaborator
+(:mod:`apiary.top`), and every module of the same packages they import, at any depth
+(:func:`import_closure`). So editing a benchmark, a command or a simulator does not make a
+design convert again; editing any module its tiles import does.
 """
 
+import ast
 import hashlib
 import importlib.util
 import inspect
@@ -19,7 +23,7 @@ from importlib.metadata import version
 from .design import Design
 
 
-__all__ = ["packages_of", "package_sources", "design_fingerprint"]
+__all__ = ["packages_of", "package_sources", "import_closure", "design_fingerprint"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -52,13 +56,61 @@ def package_sources(packages: Iterable[str]) -> list[str]:
     return sorted({os.path.abspath(f) for f in files})
 
 
+def _imported(name: str, path: str, is_package: bool) -> list[str]:
+    """The names a module's import statements (anywhere in it) may refer to: modules, and
+    ``package.name`` for each name imported from a package (it may be a submodule)."""
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), path)
+    base = name if is_package else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = base.split(".")
+                parts = parts[:len(parts) - (node.level - 1)]
+                module = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.append(module)
+            found += [f"{module}.{alias.name}" for alias in node.names]
+    return found
+
+
+def import_closure(modules: Iterable[str], packages: Iterable[str]) -> list[str]:
+    """Absolute paths of the source files of ``modules``, of their parent packages, and of every
+    module of ``packages`` (top-level names) they import, transitively."""
+    tops = set(packages)
+    files: dict[str, str | None] = {}
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        if not name or name in files or name.split(".")[0] not in tops:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not (spec.origin or "").endswith(".py"):
+            files[name] = None
+            continue
+        assert spec.origin is not None
+        files[name] = os.path.abspath(spec.origin)
+        parts = name.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        todo += _imported(name, spec.origin, spec.submodule_search_locations is not None)
+    return sorted({f for f in files.values() if f})
+
+
 def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
                        extra: str = "") -> str | None:
     """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
     parameter (or ``extra``) has no stable text form (its ``repr`` names an object address).
 
-    ``packages`` are hashed file by file (default :func:`packages_of`); so is the source file
-    of every tile class, wherever it lives (a design script's own tiles).
+    ``packages`` are hashed file by file (by default, :func:`import_closure` of the modules of
+    the tile classes, the kernel and :mod:`apiary.top` within :func:`packages_of`); so is the
+    source file of every tile class, wherever it lives (a design script's own tiles).
     """
     description = repr((
         design.name, design.cols, design.rows, design.width, design.ctl_width,
@@ -75,7 +127,13 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
     ))
     if _ADDRESS.search(description):
         return None
-    files = set(package_sources(packages_of(design) if packages is None else packages))
+    if packages is None:
+        roots = {"apiary.top", type(getattr(design, "guard", None)).__module__}
+        roots |= {cls.__module__ for decl in design.tiles.values()
+                  for cls in getattr(decl.cls, "__mro__", ())}
+        files = set(import_closure(roots, packages_of(design)))
+    else:
+        files = set(package_sources(packages))
     for t in design.tiles.values():
         try:
             source = inspect.getsourcefile(t.cls)

@@ -17,6 +17,7 @@ import os
 from xml.sax.saxutils import escape, quoteattr
 
 from .layout import DIRECTIONS
+from .svg import element as _el
 
 
 __all__ = ["render_svg", "PLANE_STYLES", "CYCLE_COLOUR", "MONITOR_COLOUR"]
@@ -43,18 +44,6 @@ _MARGIN = 36
 _TOP = 96                        # title and subtitle above the grid
 
 
-def _attrs(**kw):
-    out = []
-    for key, value in kw.items():
-        if value is None:
-            continue
-        key = key.rstrip("_").replace("_", "-")
-        if isinstance(value, float):
-            value = f"{value:.1f}".rstrip("0").rstrip(".")
-        out.append(f"{key}={quoteattr(str(value))}")
-    return " ".join(out)
-
-
 def _declared_in(d):
     """The absolute paths of the files ``d``'s parts were declared in (``where`` is
     ``file:line``, the file relative to the current directory when it lies under it)."""
@@ -71,13 +60,6 @@ def _without_absolute_paths(text, d):
         for form in {path, escape(path)}:
             text = text.replace(form + ":", os.path.basename(path) + ":")
     return text
-
-
-def _el(tag, text=None, **kw):
-    attrs = _attrs(**kw)
-    if text is None:
-        return f"<{tag} {attrs}/>"
-    return f"<{tag} {attrs}>{escape(text)}</{tag}>"
 
 
 def _right(direction):

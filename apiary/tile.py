@@ -22,7 +22,8 @@ class TileEnv:
     """Everything a tile is told by the design: its name and place, the flit widths of the planes,
     and its next-hop table per plane, ``{key: [Endpoint, ...]}``. A key is whatever the tile
     routes on (an EtherType, an IP protocol, a UDP port, or ``None`` for "any"); several
-    endpoints under one key are replicas to balance across."""
+    endpoints under one key are replicas to balance across. ``trusted`` is false for a tile
+    behind an Apiary monitor (it addresses memory through segment capabilities)."""
     name: str = "tile"
     x: int = 0
     y: int = 0
@@ -30,6 +31,7 @@ class TileEnv:
     ctl_width: int = 64
     routes: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    trusted: bool = True
 
     def next_hops(self, plane: str = "data") -> dict:
         return self.routes.get(plane, {})

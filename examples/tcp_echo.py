@@ -73,35 +73,45 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=
     return d
 
 
-def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_at=(2, 3)):
+def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_at=(2, 3),
+            apiary=False):
     """Add the TCP engine (``tcp_rx``, ``tcp_tx``), its two buffer memories and their routes to
-    a design that has ``ip_rx``, ``ip_tx`` and ``arp``."""
-    d.add("tcp_rx", TcpRxTile, at=rx_at, config=config)
-    d.add("tcp_tx", TcpTxTile, at=tx_at, config=config)
-    d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes())
-    d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes())
+    a design that has ``ip_rx``, ``ip_tx`` and ``arp``. ``apiary``: the engine's tiles are
+    untrusted, behind monitors (the design has a :class:`~apiary.os.kernel.Kernel`), and each
+    connection's rings are segments of the kernel's memories, so no buffer memories are added
+    (``examples/tcp_apiary.py``)."""
+    d.add("tcp_rx", TcpRxTile, at=rx_at, config=config, trusted=not apiary)
+    d.add("tcp_tx", TcpTxTile, at=tx_at, config=config, trusted=not apiary)
     d.wire("tcp_rx", "tcp_tx")
     d.route("ip_rx", "tcp_rx", key=IpProtocol.TCP.value)
+    d.route("tcp_tx", "ip_tx", allow=apiary)
+    if apiary:
+        d.allow("tcp_rx", "tcp_tx")         # each connection's send ring goes to tcp_tx
+        return d
+    d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes())
+    d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes())
     d.route("tcp_rx", "rx_mem", key="rx_mem")
     d.route("rx_mem", "tcp_rx", fbits=Fbits.LOCAL1)
-    d.route("tcp_tx", "ip_tx")
     d.route("tcp_tx", "tx_mem", key="tx_mem")
     d.route("tx_mem", "tcp_tx", fbits=Fbits.LOCAL1)
     return d
 
 
-def connect_app(d, app, port=None, *, opens=False):
+def connect_app(d, app, port=None, *, opens=False, apiary=False):
     """Routes between the TCP engine and the application tile ``app``: new connections to
-    ``port`` go to it (if given); ``opens``: it also opens connections (through ARP)."""
-    d.route("tcp_rx", app, key="app" if port is None else port)
-    d.route("tcp_tx", app, key="app")
-    d.route(app, "tcp_rx", key="tcp_rx", fbits=Fbits.LOCAL2)
-    d.route(app, "tcp_tx", key="tcp_tx")
-    d.route(app, "rx_mem", key="rx_mem")
-    d.route("rx_mem", app, fbits=Fbits.LOCAL1)
-    d.route(app, "tx_mem", key="tx_mem")
-    d.route("tx_mem", app, fbits=Fbits.LOCAL1)
+    ``port`` go to it (if given); ``opens``: it also opens connections (through ARP).
+    ``apiary``: the engine (and the application) are untrusted; every route is also an IPC
+    capability, and the application reaches its rings through its monitor, not by routes."""
+    d.route("tcp_rx", app, key="app" if port is None else port, allow=apiary)
+    d.route("tcp_tx", app, key="app", allow=apiary)
+    d.route(app, "tcp_rx", key="tcp_rx", fbits=Fbits.LOCAL2, allow=apiary)
+    d.route(app, "tcp_tx", key="tcp_tx", allow=apiary)
+    if not apiary:
+        d.route(app, "rx_mem", key="rx_mem")
+        d.route("rx_mem", app, fbits=Fbits.LOCAL1)
+        d.route(app, "tx_mem", key="tx_mem")
+        d.route("tx_mem", app, fbits=Fbits.LOCAL1)
     if opens:
-        d.route("tcp_rx", "arp", key="arp")
+        d.route("tcp_rx", "arp", key="arp", allow=apiary)
         d.route("arp", "tcp_rx", key=RESOLVED_KEY, fbits=Fbits.LOCAL3)
     return d

@@ -1,7 +1,7 @@
 """The Verilog cache key: the packages it hashes are passed in (or found from the tiles)."""
 
 from apiary.design import Design
-from apiary.fingerprint import design_fingerprint, package_sources, packages_of
+from apiary.fingerprint import design_fingerprint, import_closure, package_sources, packages_of
 from apiary.load import load_design
 from apiary.tiles import ForwardTile, PortTile
 
@@ -36,3 +36,18 @@ def test_no_key_for_a_parameter_without_a_stable_text_form():
     d = plain()
     d.tiles["b"].params["msg_type"] = object()
     assert design_fingerprint(d, ["apiary"]) is None
+
+
+def test_by_default_the_key_covers_what_the_tiles_import_and_nothing_else():
+    d = load_design("examples/tcp_echo.py", width=64)
+    files = import_closure(["beehive.apps.tcp_echo", "apiary.top"], packages_of(d))
+    names = {f.split("/", f.count("/") - 2)[-1] for f in files}
+    # The tile's own module, what it imports at any depth (the TCP engine's interface, the
+    # kernel's memory messages, the NoC), the packages above them, and the elaborator.
+    for name in ("beehive/apps/tcp_echo.py", "apps/tcp_app.py", "proto/tcp/app.py",
+                 "apiary/os/memory_tile.py", "apiary/noc/framing.py", "beehive/__init__.py",
+                 "apiary/top.py"):
+        assert any(n.endswith(name) for n in names), name
+    # Not the benchmarks, the command line or the simulators: editing them converts nothing.
+    assert not any("/bench/" in f or f.endswith("cli.py") or "/sim/" in f for f in files)
+    assert design_fingerprint(d) == design_fingerprint(d) is not None

@@ -1,18 +1,19 @@
-"""Demultiplex a tile's incoming messages by their destination sub-port (``dst_fbits``)."""
+"""Demultiplex a tile's incoming messages by their destination sub-port (``dst_fbits``) or by
+their type (``msg_type``)."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..stream.layout import check_width
 from .flit import flit_signature
-from .header import ROUTING_BITS, routing_header
+from .header import ROUTING_BITS, field_location, routing_header
 
 
-__all__ = ["FbitsSplitter"]
+__all__ = ["FbitsSplitter", "TypeSplitter"]
 
 
 class FbitsSplitter(wiring.Component):
@@ -106,4 +107,67 @@ class FbitsSplitter(wiring.Component):
             m.d.sync += [first.eq(i.payload.last), held.eq(choice)]
             with m.If(first & (choice == n)):
                 m.d.sync += self.dropped.eq(self.dropped + 1)
+        return m
+
+
+class TypeSplitter(wiring.Component):
+    """Send each message to the output of the group its ``msg_type`` belongs to, and a message of
+    any other type to the last output: a tile sub-port that carries messages of different
+    metadata layouts (an untrusted tile's LOCAL0 gets its monitor's ``CAP_RESULT`` and
+    ``CAP_NOTIFY`` besides its own traffic) feeds one receiver per layout this way.
+
+    The type is read on a message's first flit and the choice kept until its ``last`` flit.
+    Latency 0 (combinational), one flit per cycle; a busy output stalls the input. Drops nothing.
+
+    Parameters
+    ----------
+    width : int
+        Flit width in bits.
+    groups : list of lists of int
+        The message types of each output but the last (no type in two groups).
+
+    Members
+    -------
+    i : In(flit_signature(width))
+    o : Out(flit_signature(width)).array(len(groups) + 1)
+        ``o[k]`` carries the messages whose type is in ``groups[k]``; ``o[-1]`` the others.
+    """
+
+    def __init__(self, width: int, groups: Sequence[Iterable[int]]) -> None:
+        self._width = check_width(width)
+        self._groups = [sorted({int(t) for t in group}) for group in groups]
+        seen = [t for group in self._groups for t in group]
+        if not self._groups or any(not g for g in self._groups):
+            raise ValueError("TypeSplitter needs at least one group, and no empty group.")
+        if len(set(seen)) != len(seen) or not all(0 <= t < 256 for t in seen):
+            raise ValueError(f"TypeSplitter: groups {self._groups} repeat a type or name one "
+                             f"outside 0..255.")
+        super().__init__({
+            "i": In(flit_signature(width)),
+            "o": Out(flit_signature(width)).array(len(self._groups) + 1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        n = len(self._groups)
+        i = self.i
+        flit, lsb = field_location(self._width, "msg_type")
+        assert flit == 0
+        msg_type = i.payload.data[lsb:lsb + 8]
+        first = Signal(init=1)
+        held = Signal(range(n + 1))
+        now = Signal(range(n + 1))
+        m.d.comb += now.eq(n)
+        for k in reversed(range(n)):
+            with m.If(Cat(*(msg_type == t for t in self._groups[k])).any()):
+                m.d.comb += now.eq(k)
+        choice = Mux(first, now, held)
+        for k, out in enumerate(self.o):
+            m.d.comb += [out.payload.eq(i.payload), out.valid.eq(i.valid & (choice == k))]
+        with m.Switch(choice):
+            for k, out in enumerate(self.o):
+                with m.Case(k):
+                    m.d.comb += i.ready.eq(out.ready)
+        with m.If(i.valid & i.ready):
+            m.d.sync += [first.eq(i.payload.last), held.eq(choice)]
         return m

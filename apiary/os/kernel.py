@@ -50,6 +50,9 @@ class Kernel:
         behind a memory port (DRAM on a board, a model in simulation).
     log_depth : int
         Faults the error manager keeps.
+    max_holders : int
+        Capabilities sent (``CAP_SEND``) the memory manager keeps track of, to revoke them when
+        their segment is freed.
     names : mapping
         Tile names of the manager and error manager (``{"manager": "mm", "errors":
         "errors"}``).
@@ -59,7 +62,7 @@ class Kernel:
                  memories: Mapping[str, tuple[tuple[int, int], int]],
                  monitor: MonitorConfig | None = None, block_bytes: int = 256,
                  log_depth: int = 64, names: Mapping[str, str] | None = None,
-                 bram: bool = False) -> None:
+                 bram: bool = False, max_holders: int = 16) -> None:
         where = where_declared(2)
         if not isinstance(design, Design):
             raise DesignError(f"Kernel ({where}) needs a Design, not {design!r}.")
@@ -87,7 +90,7 @@ class Kernel:
                        **({"bram": True} if bram else {}))
             places.append((x, y, size))
         design.add(self.manager_name, MemoryManagerTile, at=manager, memories=places,
-                   block_bytes=block_bytes)
+                   block_bytes=block_bytes, max_holders=max_holders)
         design.add(self.errors_name, ErrorManagerTile, at=errors, log_depth=log_depth)
         design.guard = self
 

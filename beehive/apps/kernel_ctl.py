@@ -104,7 +104,8 @@ from amaranth.lib import data, fifo
 from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
-from apiary.noc.header import Fbits, field_location
+from apiary.noc.header import Fbits
+from apiary.noc.splitter import TypeSplitter
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.uapi import KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
 from apiary.stream.checksum import word_sum
@@ -312,23 +313,10 @@ class KernelCtlTile(Tile):
         m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
                                                        empty_packets=True)
         m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        flit_i, type_lsb = field_location(width, "msg_type")
-        assert flit_i == 0
-        i = self.noc_in
-        in_msg = Signal()           # past the first flit of a message
-        to_k = Signal()             # the message goes to the kernel receiver
-        first_type = i.payload.data[type_lsb:type_lsb + 8]
-        kernel_types = [t.value for t in KernelMsgType]
-        is_k_now = (first_type >= min(kernel_types)) & (first_type <= max(kernel_types))
-        sel = Signal()
-        m.d.comb += sel.eq(Mux(in_msg, to_k, is_k_now))
-        m.d.comb += [
-            seg_rx.i.payload.eq(i.payload), k_rx.i.payload.eq(i.payload),
-            seg_rx.i.valid.eq(i.valid & ~sel), k_rx.i.valid.eq(i.valid & sel),
-            i.ready.eq(Mux(sel, k_rx.i.ready, seg_rx.i.ready)),
-        ]
-        with m.If(i.valid & i.ready):
-            m.d.sync += [in_msg.eq(~i.payload.last), to_k.eq(sel)]
+        m.submodules.by_type = by_type = TypeSplitter(width, [[t.value for t in KernelMsgType]])
+        connect(m, tile=flipped(self.noc_in), split=by_type.i)
+        connect(m, split=by_type.o[0], receiver=k_rx.i)
+        connect(m, split=by_type.o[1], receiver=seg_rx.i)
         seg_stray = Signal(32)      # messages of another type
         k_stray = Signal(32)        # kernel messages of another type, unawaited FAULT_ENTRYs
         m.d.comb += counters.dropped.eq(seg_rx.errors + k_rx.errors + seg_stray + k_stray)

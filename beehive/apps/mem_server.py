@@ -84,7 +84,8 @@ from amaranth.lib import data
 from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender
-from apiary.noc.header import Fbits, field_location
+from apiary.noc.header import Fbits
+from apiary.noc.splitter import TypeSplitter
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
 from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, Perm, Status
@@ -241,22 +242,11 @@ class UdpMemoryTile(Tile):
         m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                        empty_packets=True)
         m.submodules.cap_rx = cap_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        flit_i, type_lsb = field_location(width, "msg_type")
-        assert flit_i == 0
-        i = self.noc_in
-        in_msg = Signal()           # past the first flit of a message
-        to = Signal(2)              # the receiver the message goes to: 0 request, 1 ack, 2 kernel
-        first_type = i.payload.data[type_lsb:type_lsb + 8]
-        now = Mux((first_type == LOAD_MEM_ACK) | (first_type == STORE_MEM_ACK), 1,
-                  Mux(first_type == KernelMsgType.CAP_RESULT.value, 2, 0))
-        sel = Signal(2)
-        m.d.comb += sel.eq(Mux(in_msg, to, now))
-        for k, rx in enumerate((seg_rx, ack_rx, cap_rx)):
-            m.d.comb += [rx.i.payload.eq(i.payload), rx.i.valid.eq(i.valid & (sel == k))]
-            with m.If(sel == k):
-                m.d.comb += i.ready.eq(rx.i.ready)
-        with m.If(i.valid & i.ready):
-            m.d.sync += [in_msg.eq(~i.payload.last), to.eq(sel)]
+        m.submodules.by_type = by_type = TypeSplitter(
+            width, [[LOAD_MEM_ACK, STORE_MEM_ACK], [KernelMsgType.CAP_RESULT.value]])
+        connect(m, tile=flipped(self.noc_in), split=by_type.i)
+        for k, rx in enumerate((ack_rx, cap_rx, seg_rx)):
+            connect(m, split=by_type.o[k], receiver=rx.i)
 
         # -- under Apiary: the segment's handle, from the monitor's CAP_RESULT --------------------
         handle = Signal(8)

@@ -39,14 +39,16 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.splitter import FbitsSplitter
+from apiary.noc.splitter import FbitsSplitter, TypeSplitter
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
 from apiary.stream.queue import Queue
 from apiary.tile import Endpoint, Tile, TileEnv
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
-from ..proto.tcp.config import TcpConfig
+from ..proto.tcp.config import TcpConfig, config_or_default
+from ..proto.tcp.segments import GRANT_USER
 
 
 __all__ = ["TcpAppTile", "FlowTable", "RX_CONTEXT", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM",
@@ -190,6 +192,10 @@ class TcpAppTile(Tile):
         The tile's counters.
     registers : dict or None
         The tile's control registers and tables (:class:`~apiary.tile.Tile`).
+    fault_after : int or None
+        A fault to inject, for experiments on fault isolation (the Apiary thesis's Fig. 3.3):
+        the tile's store number ``fault_after`` (0 is the first) goes one ring size past the
+        address it should, out of the ring (under Apiary, out of its segment: a violation).
     """
 
     #: The input never waits for the output: every message is taken within a cycle.
@@ -197,10 +203,8 @@ class TcpAppTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  chunk: int | None = None, counters: dict | None = None,
-                 registers: dict | None = None) -> None:
-        config = TcpConfig() if config is None else config
-        if not isinstance(config, TcpConfig):
-            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+                 registers: dict | None = None, fault_after: int | None = None) -> None:
+        config = config_or_default(config)
         self.config = config
         chunk = default_chunk(config) if chunk is None else chunk
         limit = min(config.tx_ring, 1 << 16)
@@ -208,6 +212,9 @@ class TcpAppTile(Tile):
             raise ValueError(f"chunk must be a number of bytes from 1 to {limit} (the send "
                              f"ring, at most 64 KiB), not {chunk!r}")
         self.chunk = chunk
+        self.fault_after = (None if fault_after is None
+                            else int_in_range(fault_after, "fault_after", 0, (1 << 32) - 2))
+        self._poison = Signal()
         super().__init__(env, counters=counters, registers=registers)
         routes = self.env.next_hops("data")
         self.tcp_rx = self._engine(routes, KEY_TCP_RX, RX_APP_FBITS)
@@ -267,18 +274,29 @@ class TcpAppTile(Tile):
         m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
         m.submodules.mem_rx = mem_rx = MessageReceiver(width, meta_bits=MEM_META.size)
         receivers = [app_rx, mem_rx]
+        if not self.env.trusted:
+            m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
+            receivers.append(k_rx)
         for k, meta_bits in enumerate(inputs.values()):
             receiver = MessageReceiver(width, meta_bits=meta_bits)
             m.submodules[f"rx{k}"] = receiver
             receivers.append(receiver)
-        for k, receiver in enumerate(receivers):
-            connect(m, split=split.o[k], receiver=receiver.i)
+        engine_in = [app_rx, mem_rx, *receivers[2 + (not self.env.trusted):]]
+        for k, receiver in enumerate(engine_in):
+            if k or self.env.trusted:
+                connect(m, split=split.o[k], receiver=receiver.i)
         app_tx = []
         for k in range(app_senders):
             sender = MessageSender(width, meta_bits=APP_META.size)
             m.submodules[f"app_tx{k}"] = sender
             app_tx.append(sender)
         m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size)
+        if self.fault_after is not None:
+            stores = Signal(32)
+            hdr_in = mem_tx.i_hdr
+            with m.If(hdr_in.valid & hdr_in.ready & (hdr_in.payload.msg_type == STORE_MEM)):
+                m.d.sync += stores.eq(stores + 1)
+            m.d.comb += self._poison.eq(stores == self.fault_after)
         more_tx = []
         for k, meta_bits in enumerate(senders):
             sender = MessageSender(width, meta_bits=meta_bits)
@@ -295,7 +313,10 @@ class TcpAppTile(Tile):
         m.d.comb += [app_rx.o_hdr.ready.eq(1), app_rx.o_data.ready.eq(1),
                      mem_rx.o_hdr.ready.eq(1)]
         sb = self.slot_bits
-        app = SimpleNamespace(valid=app_rx.o_hdr.valid, type=hdr.msg_type, meta=meta,
+        valid, msg_type = app_rx.o_hdr.valid, hdr.msg_type
+        if not self.env.trusted:
+            valid, msg_type, meta = self._context(m, split.o[0], app_rx, receivers[2], meta)
+        app = SimpleNamespace(valid=valid, type=msg_type, meta=meta,
                               slot=meta.flow[:sb], gen=meta.flow[SLOT_BITS:SLOT_BITS + GEN_BITS],
                               ok=(meta.status == Status.OK) | (meta.status == Status.EOF))
         mem = SimpleNamespace(valid=mem_rx.o_hdr.valid, type=mem_rx.o_hdr.payload.msg_type,
@@ -303,8 +324,62 @@ class TcpAppTile(Tile):
                               payload_bytes=mem_rx.o_hdr.payload.payload_bytes,
                               data=mem_rx.o_data)
         return SimpleNamespace(app=app, mem=mem, app_tx=app_tx, mem_tx=mem_tx,
-                               inputs=receivers[2:], senders=more_tx,
+                               inputs=engine_in[2:], senders=more_tx,
                                malformed=sum(r.errors for r in receivers) + split.dropped)
+
+    def _context(self, m: Module, local0: Any, app_rx: MessageReceiver, k_rx: MessageReceiver,
+                 meta_in: Any) -> tuple[Any, Any, Any]:
+        """Under Apiary (the tile untrusted), the thesis's context module: the engine announces a
+        connection's rings with ``CAP_SEND`` (:mod:`beehive.proto.tcp.segments`), so the
+        monitor's ``CAP_NOTIFY`` arrive on LOCAL0 with the engine's messages. Each becomes the
+        ``TCP_NEW_FLOW_NOTIF`` it stands for (``addr`` the segment's virtual address, no peer
+        address or memory tile: the monitor steers loads and stores), the handle is kept per
+        flow slot, and the ring offsets of the engine's responses become virtual addresses in
+        it. Returns the engine messages' ``valid``, ``msg_type`` and metadata."""
+        width, sb, flows = self.env.width, self.slot_bits, self.config.flows
+        m.submodules.by_type = by_type = TypeSplitter(
+            width, [[KernelMsgType.CAP_NOTIFY.value, KernelMsgType.CAP_RESULT.value]])
+        connect(m, split=local0, by_type=by_type.i)
+        connect(m, by_type=by_type.o[0], receiver=k_rx.i)
+        connect(m, by_type=by_type.o[1], receiver=app_rx.i)
+        note = data.StructLayout({"handle": 8, "user": GRANT_USER})
+        m.submodules.notes = notes = Queue(note, 4)
+        k_hdr = k_rx.o_hdr.payload
+        k_meta = data.View(KERNEL_META, k_hdr.meta)
+        m.d.comb += [
+            k_rx.o_data.ready.eq(1),
+            k_rx.o_hdr.ready.eq(notes.i.ready | (k_hdr.msg_type != KernelMsgType.CAP_NOTIFY)),
+            notes.i.valid.eq(k_rx.o_hdr.valid & (k_hdr.msg_type == KernelMsgType.CAP_NOTIFY)),
+            notes.i.payload.handle.eq(k_meta.handle),
+            notes.i.payload.user.eq(k_meta.user[:GRANT_USER.size]),
+        ]
+        handles = {}
+        for kind in BufferKind:
+            mem = m.submodules[f"{kind.name.lower()}_handles"] = Memory(
+                shape=unsigned(8), depth=flows, init=[])
+            handles[kind] = (mem.read_port(domain="comb"), mem.write_port())
+        engine = app_rx.o_hdr.valid
+        n = notes.o.payload
+        meta = Signal(APP_META.layout())
+        m.d.comb += notes.o.ready.eq(~engine)
+        for kind, (rd, wr) in handles.items():
+            m.d.comb += [rd.addr.eq(meta_in.flow[:sb]), wr.addr.eq(n.user.flow[:sb]),
+                         wr.data.eq(n.handle),
+                         wr.en.eq(~engine & notes.o.valid & (n.user.kind == kind))]
+        resp = {MsgType.TCP_RX_MSG_RESP: BufferKind.RECEIVE,
+                MsgType.TCP_TX_MSG_RESP: BufferKind.SEND}
+        with m.If(engine):
+            m.d.comb += meta.eq(meta_in)
+            for msg_type, kind in resp.items():
+                with m.If(app_rx.o_hdr.payload.msg_type == msg_type):
+                    m.d.comb += meta.addr.eq(Cat(meta_in.addr[:OFFSET_BITS],
+                                                 handles[kind][0].data))
+        with m.Else():
+            m.d.comb += [meta.flow.eq(n.user.flow), meta.kind.eq(n.user.kind),
+                         meta.status.eq(Status.OK), meta.size_log2.eq(n.user.size_log2),
+                         meta.addr.eq(Cat(Const(0, OFFSET_BITS), n.handle))]
+        return (engine | notes.o.valid,
+                Mux(engine, app_rx.o_hdr.payload.msg_type, MsgType.TCP_NEW_FLOW_NOTIF), meta)
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -340,6 +415,8 @@ class TcpAppTile(Tile):
             d.payload_bytes.eq(size if store else 0),
             meta.addr.eq(addr), meta.size.eq(size), meta.wrap.eq(wrap),
         ]
+        if store and self.fault_after is not None:
+            m.d.comb += meta.addr.eq(addr + Mux(self._poison, Const(1, 48) << wrap, 0))
         return sender.i_hdr.ready
 
     @staticmethod

@@ -90,7 +90,7 @@ from apiary.tile import TileEnv
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
 from ..proto.tcp.app import GEN_BITS, Status
-from ..proto.tcp.config import TcpConfig
+from ..proto.tcp.config import TcpConfig, config_or_default
 from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, int_in_range
 
 
@@ -174,9 +174,7 @@ class TcpDatagramTile(TcpAppTile):
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  max_record: int | None = None, reply_timeout: int = 1 << 20) -> None:
-        config = TcpConfig() if config is None else config
-        if not isinstance(config, TcpConfig):
-            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        config = config_or_default(config)
         ring = min(config.rx_ring, config.tx_ring)
         limit = min((1 << 16) - 1, ring - LENGTH_BYTES)
         max_record = min(DEFAULT_MAX_RECORD, limit) if max_record is None else max_record

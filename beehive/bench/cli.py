@@ -106,6 +106,7 @@ SUB_BENCHES = {
     "control": "apiary.bench.control",
     "replicate": "beehive.bench.replicate",
     "nf": "beehive.bench.nf",
+    "rs": "beehive.bench.rs",
 }
 
 

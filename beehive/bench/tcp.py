@@ -57,10 +57,10 @@ DEFAULT_SEGMENTS = (64, 256, 1024, 1460)
 PORT = 7
 
 
-def _peers(sim, design, count, base=20000):
+def _peers(sim, design, count, base=20000, port=PORT):
     mac, ipv4 = design_addresses(design)
-    return [Peer(sim, sport=base + i, isn=1000 + 7919 * i, design_mac=mac, design_ip=ipv4)
-            for i in range(count)]
+    return [Peer(sim, sport=base + i, dport=port, isn=1000 + 7919 * i, design_mac=mac,
+                 design_ip=ipv4) for i in range(count)]
 
 
 def _connect_all(sim, peers):
@@ -123,15 +123,13 @@ def _entered(sim):
     return [f.cycle_first for f in sim.sent(clear=True)]
 
 
-def measure_setup(sim, design, step=4):
-    """SYN in → SYN-ACK out, and SYN in → the first byte's echo out with the peer answering at
-    once (within ``step`` cycles)."""
-    peer = _peers(sim, design, 1, base=10000)[0]
+def handshake_at_once(sim, peer, step=4, tries=1000):
+    """Open ``peer``'s connection, answering within ``step`` cycles: ``(syn_in, synack)``, the
+    cycle the SYN's first word went in and the SYN-ACK (seen)."""
     _entered(sim)
     peer.send("S", options=peer.syn_options(), ack=0)
     peer.snd_nxt = seq_add(peer.isn, 1)
-    synack = []
-    for _ in range(1000):
+    for _ in range(tries):
         synack = [s for s in peer.run(step, ack=False) if s.flags == "SA"]
         if synack:
             break
@@ -140,6 +138,14 @@ def measure_setup(sim, design, step=4):
     syn_in = _entered(sim)[0]
     peer.iss, peer.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
     peer.send("A")
+    return syn_in, synack[0]
+
+
+def measure_setup(sim, design, step=4):
+    """SYN in → SYN-ACK out, and SYN in → the first byte's echo out with the peer answering at
+    once (within ``step`` cycles)."""
+    peer = _peers(sim, design, 1, base=10000)[0]
+    syn_in, synack = handshake_at_once(sim, peer, step)
     peer.send_data(b"!")
     for _ in range(1000):
         peer.run(step, ack=False)
@@ -149,7 +155,7 @@ def measure_setup(sim, design, step=4):
         raise BenchError(f"the first echo came back as {bytes(peer.stream)!r}")
     echo = [s for s in peer.seen if s.data][0]
     _close_all(sim, [peer])
-    return {"syn_to_synack": synack[0].cycle - syn_in, "syn_to_first_echo": echo.cycle - syn_in}
+    return {"syn_to_synack": synack.cycle - syn_in, "syn_to_first_echo": echo.cycle - syn_in}
 
 
 def measure_latency(sim, peer, requests=5):

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 
-__all__ = ["TcpConfig", "CONGESTION_CONTROL"]
+__all__ = ["TcpConfig", "CONGESTION_CONTROL", "config_or_default"]
 
 
 #: The congestion-control algorithms: ``"newreno"`` (RFC 6582: slow start, congestion
@@ -47,6 +47,9 @@ class TcpConfig:
         connection waits in FIN-WAIT-2 for the peer's FIN.
     Congestion control
         ``cc`` (:data:`CONGESTION_CONTROL`), ``initial_window`` segments (RFC 6928: 10).
+    Under Apiary (the tiles placed untrusted)
+        ``spare`` pairs of rings the receive tile allocates ahead of the connections that take
+        them (:mod:`beehive.proto.tcp.segments`); ``rx_base`` and ``tx_base`` are unused.
     """
 
     flows: int = 256
@@ -66,6 +69,7 @@ class TcpConfig:
     tick: int | None = None
     cc: str = "newreno"
     initial_window: int = 10
+    spare: int = 2
 
     def __post_init__(self) -> None:
         _pow2(self.flows, "flows", 2, 4096)
@@ -73,6 +77,7 @@ class TcpConfig:
         _pow2(self.rx_ring, "rx_ring", 64, 1 << 30)
         _pow2(self.tx_ring, "tx_ring", 64, 1 << 30)
         _int(self.mss, "mss", 64, 9000)
+        _int(self.spare, "spare", 1, 16)
         if self.mss > min(self.rx_ring, self.tx_ring) // 2:
             raise ValueError(f"mss ({self.mss}) must be at most half of each ring "
                              f"(rx_ring {self.rx_ring}, tx_ring {self.tx_ring})")
@@ -135,3 +140,13 @@ class TcpConfig:
 
     def tx_memory_bytes(self) -> int:
         return self.tx_base + self.flows * self.tx_ring
+
+
+def config_or_default(config: object) -> TcpConfig:
+    """``config`` if it is a :class:`TcpConfig`, the default one for ``None``; a ``TypeError``
+    otherwise (what every TCP tile takes as ``config=``)."""
+    if config is None:
+        return TcpConfig()
+    if not isinstance(config, TcpConfig):
+        raise TypeError(f"config must be a TcpConfig, not {config!r}")
+    return config

@@ -74,8 +74,9 @@ from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import NextHopTable, address_of, first_hop
-from apiary.noc.splitter import FbitsSplitter
+from apiary.noc.splitter import FbitsSplitter, TypeSplitter
 from apiary.os.memory_tile import MEM_META, STORE_MEM
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
 from apiary.stream.header import header_signal
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
@@ -87,10 +88,11 @@ from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..layer import packet_layout, received_packets, verified_packets
 from ..messages import META_BITS, PACKET_META, MsgType
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_requests
-from .config import TcpConfig
+from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
 from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
 from .header import seq_le, seq_lt, seq_max, seq_min
+from .segments import BufferPool
 from .state import RX_EVENT, RX_STATE, ConnState, TcpWires, slot_bits
 
 
@@ -144,9 +146,7 @@ class TcpRxTile(Tile):
     streaming = False
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None) -> None:
-        config = TcpConfig() if config is None else config
-        if not isinstance(config, TcpConfig):
-            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        config = config_or_default(config)
         self.config = config
         counters = {
             "segments": "segments received with a good checksum",
@@ -172,12 +172,19 @@ class TcpRxTile(Tile):
             "store_errors": "receive-buffer stores the memory refused (a configuration error)",
             "malformed": "messages the receivers dropped or reframed",
         }
+        self.apiary = env is not None and not env.trusted
+        if self.apiary:
+            counters |= {
+                "alloc_failed": "ring allocations the memory manager or the monitor refused "
+                                "(asked again later)",
+                "grant_failed": "ring sends or frees the monitor refused",
+            }
         super().__init__(env, {"wires": Out(TcpWires(config.flows))}, counters)
         routes = self.env.next_hops("data")
         self.ports = {k: v for k, v in routes.items() if isinstance(k, int)}
         self.rx_mem = first_hop(routes, RX_KEY_MEMORY)
         self.arp = first_hop(routes, RX_KEY_ARP)
-        if routes and self.rx_mem is None:
+        if routes and self.rx_mem is None and not self.apiary:
             raise ValueError(f"TcpRxTile {self.env.name!r} needs a route to its receive buffer "
                              f"(a memory tile) with key {RX_KEY_MEMORY!r}")
 
@@ -202,9 +209,19 @@ class TcpRxTile(Tile):
         m.submodules.arp_rx = arp_rx = MessageReceiver(width, meta_bits=META_BITS,
                                                        empty_packets=True)
         for k, rx in enumerate((seg_rx, ack_rx, app_rx, arp_rx)):
-            connect(m, split=split.o[k], receiver=rx.i)
-        m.d.comb += counters.malformed.eq(seg_rx.errors + ack_rx.errors + app_rx.errors
-                                          + arp_rx.errors + split.dropped)
+            if k or not self.apiary:
+                connect(m, split=split.o[k], receiver=rx.i)
+        errors = seg_rx.errors + ack_rx.errors + app_rx.errors + arp_rx.errors
+        if self.apiary:
+            # The monitor's answers arrive on LOCAL0 with the segments.
+            m.submodules.by_type = by_type = TypeSplitter(
+                width, [[KernelMsgType.CAP_RESULT.value]])
+            m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
+            connect(m, split=split.o[0], by_type=by_type.i)
+            connect(m, by_type=by_type.o[0], receiver=k_rx.i)
+            connect(m, by_type=by_type.o[1], receiver=seg_rx.i)
+            errors += k_rx.errors
+        m.d.comb += counters.malformed.eq(errors + split.dropped)
 
         # Segments: checksummed and stored whole, their header captured.
         hdr = received_packets(m, seg_rx)
@@ -248,7 +265,7 @@ class TcpRxTile(Tile):
         ]
 
         # -- outputs -----------------------------------------------------------------------------
-        m.submodules.merge = merge = MessageMerger(width, 3)
+        m.submodules.merge = merge = MessageMerger(width, 4 if self.apiary else 3)
         connect(m, merge=merge.o, tile=flipped(self.noc_out))
         # Stores: descriptor and strip count per kept segment.
         m.submodules.store_q = store_q = Queue(_STORE, 4)
@@ -275,9 +292,13 @@ class TcpRxTile(Tile):
         m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
         m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
         out = app_out.o.payload
-        m.d.comb += app_out.o.ready.eq(offer_message(
-            m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits), src=(*here, Fbits.LOCAL2),
-            msg_type=out.msg_type, meta=out.meta))
+        pool = None
+        if self.apiary:
+            pool = self._rings(m, k_rx, out, app_out, merge.i[3], app_tx)
+        else:
+            m.d.comb += app_out.o.ready.eq(offer_message(
+                m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits),
+                src=(*here, Fbits.LOCAL2), msg_type=out.msg_type, meta=out.meta))
         connect(m, sender=app_tx.o, merge=merge.i[1])
         # ARP requests.
         m.submodules.arp_out = arp_out = Queue(unsigned(32), 2)
@@ -328,7 +349,7 @@ class TcpRxTile(Tile):
             commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
             keep=Signal(),
             tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
-            reply_room=Signal(), arp_room=Signal(),
+            reply_room=Signal(), arp_room=Signal(), pool=pool,
         )
         kind, slot = e.kind, e.slot
         m.d.comb += [e.new.eq(s), e.ev.slot.eq(slot), e.ev.gen.eq(e.new.gen)]
@@ -395,7 +416,8 @@ class TcpRxTile(Tile):
                 chosen = Mux(table.hit, table.slot, table.free_slot)
                 m.d.comb += rd.addr.eq(chosen)
                 m.d.sync += [slot.eq(chosen), e.found.eq(table.hit),
-                             e.can_alloc.eq(~table.hit & table.free)]
+                             e.can_alloc.eq(~table.hit & table.free
+                                            & (pool.ready if pool is not None else 1))]
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.Switch(kind):
@@ -455,6 +477,68 @@ class TcpRxTile(Tile):
                      e.app_msg.y.eq(y), e.app_msg.fbits.eq(fbits)]
         for name, value in fields.items():
             m.d.comb += getattr(e.app_msg.meta, name).eq(value)
+
+    def _store_addr(self, e, seq):
+        """Where byte ``seq`` of the flow's receive ring is: in the ring of its slot, or under
+        Apiary at that offset of its segment (a virtual address)."""
+        offset = seq[:e.ring_log2]
+        if self.apiary:
+            return Cat(offset, Const(0, OFFSET_BITS - e.ring_log2), e.s.rx_h)
+        return e.cfg.rx_base + Cat(offset, e.slot)
+
+    def _reply_addr(self, e, seq):
+        """The ``addr`` an application is told for byte ``seq``: under Apiary its offset in the
+        ring (the application adds its own handle)."""
+        if self.apiary:
+            return seq[:e.ring_log2]
+        return self._store_addr(e, seq)
+
+    def _take_rings(self, m, e):
+        """A new connection in the slot: under Apiary it takes the spare pair of rings, and the
+        slot's previous pair is freed."""
+        pool, s, new = e.pool, e.s, e.new
+        if pool is None:
+            return
+        job = pool.take_job
+        m.d.comb += [
+            new.bufs.eq(1), new.rx_h.eq(pool.pair.rx), new.tx_h.eq(pool.pair.tx),
+            pool.take.eq(1), job.old.eq(s.bufs), job.old_rx.eq(s.rx_h), job.old_tx.eq(s.tx_h),
+            job.tx.eq(pool.pair.tx), job.flow.eq(self._handle(e, new.gen)),
+        ]
+
+    def _rings(self, m, k_rx, out, app_out, merge_in, app_tx):
+        """Under Apiary: the ring allocator, its kernel messages, and the application messages,
+        of which a notification of a new connection's ring becomes the ring's ``CAP_SEND``."""
+        cfg, width, here = self.config, self.env.width, (self.env.x, self.env.y, Fbits.LOCAL0)
+        m.submodules.pool = pool = BufferPool(rx_ring=cfg.rx_ring, tx_ring=cfg.tx_ring,
+                                              spare=cfg.spare)
+        m.d.comb += [
+            k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
+            pool.result_valid.eq(k_rx.o_hdr.valid), pool.result.eq(k_rx.o_hdr.payload.meta),
+            pool.tx_x.eq(self.wires.tx_x), pool.tx_y.eq(self.wires.tx_y),
+            pool.tx_fbits.eq(Fbits.LOCAL0),
+            self.counters.alloc_failed.eq(pool.alloc_failed),
+            self.counters.grant_failed.eq(pool.grant_failed),
+        ]
+        m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
+        req = pool.requests
+        m.d.comb += req.ready.eq(offer_message(m, k_tx, req.valid, dst=here, src=here,
+                                               msg_type=req.payload.msg_type,
+                                               meta=req.payload.meta))
+        connect(m, sender=k_tx.o, merge=merge_in)
+        is_grant = (out.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (out.meta.status == Status.OK)
+        g = pool.grants.payload
+        m.d.comb += [
+            pool.grants.valid.eq(app_out.o.valid & is_grant),
+            g.handle.eq(out.meta.addr[:8]), g.kind.eq(out.meta.kind),
+            g.size_log2.eq(out.meta.size_log2), g.flow.eq(out.meta.flow),
+            g.x.eq(out.x), g.y.eq(out.y), g.fbits.eq(out.fbits),
+        ]
+        sent = offer_message(m, app_tx, app_out.o.valid & ~is_grant, dst=(out.x, out.y, out.fbits),
+                             src=(self.env.x, self.env.y, Fbits.LOCAL2), msg_type=out.msg_type,
+                             meta=out.meta)
+        m.d.comb += app_out.o.ready.eq(Mux(is_grant, pool.grants.ready, sent))
+        return pool
 
     def _handle(self, e, gen=None):
         return Cat(e.slot, Const(0, SLOT_BITS - e.sb), e.s.gen if gen is None else gen)
@@ -577,6 +661,7 @@ class TcpRxTile(Tile):
             e.ev.app_fbits.eq(e.ports.dst_fbits),
         ]
         m.d.comb += e.ports.lookup.eq(1)
+        self._take_rings(m, e)
 
     def _synchronised(self, m, e, f_syn, f_ack, f_rst, f_fin, header_len, seg_len, seq_end):
         """A segment for SYN-RECEIVED, an established connection or TIME-WAIT."""
@@ -650,7 +735,7 @@ class TcpRxTile(Tile):
         def storeaddress_of(start, end, cut):
             m.d.comb += [
                 e.keep.eq(1), e.store_push.eq(1),
-                e.store.addr.eq(e.cfg.rx_base + Cat(start[:e.ring_log2], e.slot)),
+                e.store.addr.eq(self._store_addr(e, start)),
                 e.store.size.eq(end - start), e.store.wrap.eq(e.ring_log2),
                 e.cut.eq(cut), e.commit_push.eq(1), e.commit.slot.eq(e.slot),
                 e.commit.gen.eq(s.gen), e.commit.store.eq(1),
@@ -788,6 +873,7 @@ class TcpRxTile(Tile):
                     e.ev.open.eq(1), e.ev.active.eq(1), e.ev.seq.eq(e.clock),
                     e.ev.app_x.eq(p.x), e.ev.app_y.eq(p.y), e.ev.app_fbits.eq(p.fbits),
                 ]
+                self._take_rings(m, e)
 
     def _notify(self, m, e):
         """Tell the flow's application what it is waiting for: one message per event."""
@@ -807,6 +893,8 @@ class TcpRxTile(Tile):
             send = s.announced == 1
             base_rx = cfg.rx_base + Cat(Const(0, e.ring_log2), e.slot)
             base_tx = cfg.tx_base + Cat(Const(0, cfg.tx_ring_log2), e.slot)
+            if self.apiary:                 # the ring's handle, which the grant sends
+                base_rx, base_tx = s.rx_h, s.tx_h
             self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, *app, flow=handle,
                           status=Status.OK,
                           kind=Mux(send, BufferKind.SEND, BufferKind.RECEIVE),
@@ -823,7 +911,7 @@ class TcpRxTile(Tile):
                 self._respond(m, e, MsgType.TCP_RX_MSG_RESP, *app, flow=handle,
                               status=Mux(s.fin_rcvd, Status.EOF, Status.OK),
                               ptr=s.rx_head - s.irs - 1,
-                              addr=cfg.rx_base + Cat(s.rx_head[:e.ring_log2], e.slot),
+                              addr=self._reply_addr(e, s.rx_head),
                               size_log2=e.ring_log2, length=avail,
                               mem_x=mem.x if mem else 0, mem_y=mem.y if mem else 0)
                 m.d.comb += [new.rx_req.eq(0), e.write.eq(1)]

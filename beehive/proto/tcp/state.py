@@ -83,6 +83,7 @@ RX_STATE = data.StructLayout({
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
     "our_fin": 1, "our_fin_seq": 32, "fin_acked": 1, "closed_first": 1,
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
+    "bufs": 1, "rx_h": 8, "tx_h": 8,   # under Apiary: the slot's ring segments (handles)
 })
 
 #: What the transmit tile writes, per flow.
@@ -132,7 +133,8 @@ TX_EVENT = data.StructLayout({
 class TcpWires(WiresSignature):
     """The dedicated wires between the TCP receive tile (``Out``) and transmit tile (``In``):
     the two event queues, a read port into each tile's state memory, and where the transmit
-    tile's send buffers are (for the receive tile's notifications)."""
+    tile's send buffers are (for the receive tile's notifications) and the transmit tile itself
+    (under Apiary, the receive tile sends it each connection's send ring)."""
 
     def __init__(self, flows: int) -> None:
         bits = slot_bits(flows)
@@ -144,4 +146,5 @@ class TcpWires(WiresSignature):
             "tx_read_addr": Out(unsigned(bits)),
             "tx_read_data": In(TX_STATE),
             "tx_mem_x": In(8), "tx_mem_y": In(8),     # where the send buffers are
+            "tx_x": In(8), "tx_y": In(8),             # where the transmit tile is
         })

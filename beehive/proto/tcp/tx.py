@@ -56,8 +56,9 @@ from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.noc.splitter import FbitsSplitter
+from apiary.noc.splitter import FbitsSplitter, TypeSplitter
 from apiary.os.memory_tile import LOAD_MEM, MEM_META
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
 from apiary.stream.header import byte_reverse
 from apiary.stream.packet_buffer import PacketBuffer
@@ -69,7 +70,8 @@ from ..addresses import local_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..messages import META_BITS, PACKET_META, MsgType
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_requests
-from .config import TcpConfig
+from .config import TcpConfig, config_or_default
+from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
 from .state import TIMER, TX_EVENT, TX_STATE, ConnState, TcpWires, TimerKind, slot_bits
@@ -122,9 +124,7 @@ class TcpTxTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  load_depth: int = 4) -> None:
-        config = TcpConfig() if config is None else config
-        if not isinstance(config, TcpConfig):
-            raise TypeError(f"config must be a TcpConfig, not {config!r}")
+        config = config_or_default(config)
         if not isinstance(load_depth, int) or not 1 <= load_depth <= 16:
             raise ValueError(f"load_depth must be an integer from 1 to 16, not {load_depth!r}")
         self.config = config
@@ -143,9 +143,10 @@ class TcpTxTile(Tile):
             "malformed": "messages the receivers dropped or reframed",
         })
         routes = self.env.next_hops("data")
+        self.apiary = not self.env.trusted
         self.ip = first_hop(routes, None, TX_KEY_IP)
         self.tx_mem = first_hop(routes, TX_KEY_MEMORY)
-        if routes and (self.ip is None or self.tx_mem is None):
+        if routes and (self.ip is None or (self.tx_mem is None and not self.apiary)):
             raise ValueError(f"TcpTxTile {self.env.name!r} needs a route to IPv4 TX (no key, or "
                              f"{TX_KEY_IP!r}) and one to its send buffer with key "
                              f"{TX_KEY_MEMORY!r}; it has keys {sorted(map(str, routes))}")
@@ -158,7 +159,8 @@ class TcpTxTile(Tile):
         wires, counters = self.wires, self.counters
         max_seg = cfg.mss
         m.d.comb += [wires.tx_mem_x.eq(self.tx_mem.x if self.tx_mem else 0),
-                     wires.tx_mem_y.eq(self.tx_mem.y if self.tx_mem else 0)]
+                     wires.tx_mem_y.eq(self.tx_mem.y if self.tx_mem else 0),
+                     wires.tx_x.eq(self.env.x), wires.tx_y.eq(self.env.y)]
 
         # -- inputs ------------------------------------------------------------------------------
         m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1])
@@ -166,9 +168,16 @@ class TcpTxTile(Tile):
         app_rx, app_q = app_requests(m, width)
         m.submodules.load_rx = load_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                          empty_packets=True)
-        connect(m, split=split.o[0], receiver=app_rx.i)
         connect(m, split=split.o[1], receiver=load_rx.i)
-        m.d.comb += counters.malformed.eq(app_rx.errors + load_rx.errors + split.dropped)
+        errors = app_rx.errors + load_rx.errors + split.dropped
+        rings = ring_rd = None
+        if self.apiary:
+            ring_rd, k_errors = self._rings(m, split.o[0], app_rx)
+            rings = ring_rd.data
+            errors += k_errors
+        else:
+            connect(m, split=split.o[0], receiver=app_rx.i)
+        m.d.comb += counters.malformed.eq(errors)
         # Loaded data: stored whole while summed; loads are only issued with room for them.
         m.submodules.seg_buffer = buf = PacketBuffer(
             width, max_bytes=max_seg, buffer_bytes=self.load_depth * max_seg,
@@ -259,9 +268,11 @@ class TcpTxTile(Tile):
             new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
             seg=Signal(_SEG), seg_push=Signal(), load=Signal(_LOAD), load_push=Signal(),
             app_msg=Signal(_APP_OUT), app_push=Signal(), txev=Signal(TX_EVENT),
-            requeue=Signal(),
+            requeue=Signal(), rings=rings,
         )
         kind, slot = e.kind, e.slot
+        if ring_rd is not None:
+            m.d.comb += ring_rd.addr.eq(slot)
         m.d.comb += [e.new.eq(t), e.tnew.eq(e.timer), e.txev.slot.eq(slot),
                      e.txev.gen.eq(t.gen)]
         # As in the receive tile, an application request needs no room (its error answers are
@@ -583,12 +594,21 @@ class TcpTxTile(Tile):
         m.d.comb += data_end.eq(Mux(seq_lt(limit, tail), limit, tail))
         timer_idle = ~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)
 
+        # Under Apiary, data waits (the flow takes its turn again) until the send ring's
+        # capability has reached this tile.
+        ring_ok = Const(1)
+        if e.rings is not None:
+            ring_ok = e.rings.valid & (e.rings.gen == t.gen)
+
         def send_data(start, length, is_retransmit):
             self._segment(m, e, peer=r, seq=start, ack=r.rcv_nxt, flags=ACK | PSH,
                           window=self._window(e), data_len=length)
+            offset = start[:cfg.tx_ring_log2]
             m.d.comb += [
                 e.load_push.eq(1),
-                e.load.addr.eq(cfg.tx_base + Cat(start[:cfg.tx_ring_log2], e.slot)),
+                e.load.addr.eq(Cat(offset, Const(0, OFFSET_BITS - cfg.tx_ring_log2),
+                                   e.rings.handle) if e.rings is not None
+                               else cfg.tx_base + Cat(offset, e.slot)),
                 e.load.size.eq(length), e.load.wrap.eq(cfg.tx_ring_log2),
                 new.ack_pending.eq(0), e.requeue.eq(1),
             ]
@@ -605,7 +625,8 @@ class TcpTxTile(Tile):
             with m.If(t.tx_req & synced & (free >= t.tx_req_len)):
                 m.d.comb += new.tx_req.eq(0)
                 self._answer(m, e, Status.OK, ptr=tail - t.iss - 1, length=free,
-                             addr=cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
+                             addr=tail[:cfg.tx_ring_log2] if e.rings is not None
+                             else cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
             # At most one segment.
             rtx_len = Signal(32)
             m.d.comb += rtx_len.eq(Mux(seq_lt(t.snd_max, tail), t.snd_max, tail) - una)
@@ -624,9 +645,11 @@ class TcpTxTile(Tile):
                 pass
             with m.Elif(t.rtx_pending & seq_lt(una, t.snd_max)):
                 m.d.comb += new.rtx_pending.eq(0)
-                with m.If(rtx_len != 0):
+                with m.If((rtx_len != 0) & ring_ok):
                     send_data(una, Mux(rtx_len > mss, mss, rtx_len), 1)
                     self._count(m, e, "fast_retransmits")
+                with m.Elif(rtx_len != 0):
+                    m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
                 with m.Else():          # only the FIN is outstanding
                     self._fin(m, e, fin_seq)
             with m.Elif(t.probe_pending):
@@ -634,6 +657,8 @@ class TcpTxTile(Tile):
                 self._segment(m, e, peer=r, seq=una - 1, ack=r.rcv_nxt, flags=ACK,
                               window=self._window(e))
                 self._count(m, e, "probes")
+            with m.Elif(seq_lt(nxt, data_end) & ~ring_ok):
+                m.d.comb += e.requeue.eq(1)
             with m.Elif(seq_lt(nxt, data_end)):
                 length = Mux(new_len > mss, mss, new_len)
                 send_data(nxt, length, seq_lt(nxt, t.snd_max))
@@ -650,6 +675,34 @@ class TcpTxTile(Tile):
             with m.Elif(seq_lt(nxt, tail) & (r.snd_wnd == 0) & (una == t.snd_max)
                         & ~e.timer.armed):
                 self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
+
+    def _rings(self, m, local0, app_rx):
+        """Under Apiary: ``CAP_NOTIFY`` of each connection's send ring (from the receive
+        tile, through the monitors) arrive on LOCAL0 with the application requests; the
+        handle of each flow slot's ring is kept, with the connection's generation, for the
+        engine (read at its slot). Returns that read port and the receiver's errors."""
+        cfg = self.config
+        m.submodules.by_type = by_type = TypeSplitter(
+            self.env.width, [[KernelMsgType.CAP_NOTIFY.value, KernelMsgType.CAP_RESULT.value]])
+        m.submodules.k_rx = k_rx = MessageReceiver(self.env.width, meta_bits=KERNEL_META.size)
+        connect(m, split=local0, by_type=by_type.i)
+        connect(m, by_type=by_type.o[0], receiver=k_rx.i)
+        connect(m, by_type=by_type.o[1], receiver=app_rx.i)
+        ring = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
+        m.submodules.rings = rings = Memory(shape=ring, depth=cfg.flows, init=[])
+        wr = rings.write_port()
+        rd = rings.read_port(domain="comb")
+        hdr = k_rx.o_hdr.payload
+        meta = data.View(KERNEL_META, hdr.meta)
+        user = data.View(GRANT_USER, meta.user[:GRANT_USER.size])
+        sb = slot_bits(cfg.flows)
+        m.d.comb += [
+            k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
+            wr.en.eq(k_rx.o_hdr.valid & (hdr.msg_type == KernelMsgType.CAP_NOTIFY.value)),
+            wr.addr.eq(user.flow[:sb]), wr.data.handle.eq(meta.handle),
+            wr.data.gen.eq(user.flow[SLOT_BITS:SLOT_BITS + GEN_BITS]), wr.data.valid.eq(1),
+        ]
+        return rd, k_rx.errors
 
     def _answer(self, m, e, status, **fields):
         """Answer the flow's application's ``TCP_TX_MSG_REQ`` (fields of ``APP_META``)."""
