@@ -1,0 +1,447 @@
+"""Reed-Solomon (8,2) encoding over TCP: a client sends the 8 data shards of a request, the
+tile answers with the 2 parity shards, on the same connection.
+
+An application of the TCP engine (:mod:`beehive.proto.tcp`), built on
+:class:`~beehive.apps.tcp_app.TcpAppTile`, in front of the streaming encoder
+:class:`~beehive.apps.reed_solomon.RsEncoder`. On the byte stream there is no header: with
+*S* = ``shard_bytes``, a request is exactly ``8 * S`` bytes (data shards 0 to 7 back to back)
+and its answer exactly ``2 * S`` bytes (parity shards 0 and 1)::
+
+    client ─▶ [shard_0 .. shard_7][shard_0 .. shard_7] ...    (8 * S bytes each)
+           ◀─ [parity_0 parity_1][parity_0 parity_1] ...      (2 * S bytes each)
+
+Byte *k* of the parity shards is ``reedsolo.RSCodec(2).encode(column)[8:]`` of the column
+``(shard_0[k], ..., shard_7[k])`` (:func:`~beehive.apps.reed_solomon.encode_shards`). Requests
+are answered in order on each connection; several connections are served, their requests in
+the order their bytes came. A connection whose peer closes (EOF) is closed once every whole
+request is answered; the bytes of a partial request left at EOF are dropped (``truncated``).
+
+Messages of the tile (all with :data:`~beehive.proto.tcp.app.APP_META` or ``MEM_META``):
+
+==========================  ====================  ==========================================
+in (``dst_fbits``)          from                  what the tile does
+==========================  ====================  ==========================================
+``TCP_NEW_FLOW_NOTIF``      RX tile               RECEIVE: a new connection, ask for a
+(LOCAL0)                                          request (``TCP_RX_MSG_REQ``, ``8 * S``);
+                                                  SEND: its send ring
+``TCP_RX_MSG_RESP``         RX tile               OK or EOF: bytes to read (the flow
+(LOCAL0)                                          queued); RESET, TIMEOUT, CLOSED: the
+                                                  connection is over, forgotten
+``TCP_TX_MSG_RESP``         TX tile               room in the send ring for an answer
+(LOCAL0)
+``LOAD_MEM_ACK`` (LOCAL1)   receive ring's memory a request's bytes: straight into the encoder
+``STORE_MEM_ACK`` (LOCAL1)  send ring's memory    an answer is written
+==========================  ====================  ==========================================
+
+Per request (*R* = ``8 * S``, *P* = ``2 * S``), in two stages::
+
+    front: RX_MSG_RESP(OK or EOF, ptr p, addr a, length >= R)
+        ─▶ TX_MSG_REQ(P) ◀─ TX_MSG_RESP(OK, ptr q, addr b)
+        ─▶ LOAD_MEM(a, R) ◀─ LOAD_MEM_ACK(R bytes ─▶ encoder ─▶ parity buffer)
+    back:  ─▶ RX_ADJUST_PTR(p + R) ─▶ RX_MSG_REQ(R)
+        ─▶ STORE_MEM(b, P, the parity) ◀─ STORE_MEM_ACK ─▶ TX_ADJUST_PTR(q + P)
+    RX_MSG_RESP(EOF, length < R) ─▶ CLOSE_REQ          (length > 0: counted in truncated)
+
+The front serves one request at a time and hands it to the back once its load is answered;
+the back finishes requests in order, so one request's parity is stored (and its pointers
+moved) while the next one's bytes are loaded and encoded. The front asks a connection for
+room in its send ring only once the back has no request of that connection left.
+
+The inputs never wait (``streaming = False``): engine messages and memory acks are taken the
+cycle they come, and a load's words go straight into the encoder at one word a cycle. That
+holds because a load is sent only while at most one earlier answer is not yet out of the
+tile: its answer leaves the encoder into a buffer of one answer (``2 * S`` bytes) before the
+load's final shard arrives. **Throughput**: the encoder takes ``width // 8`` bytes a cycle
+(64 B/cycle at 512 bits), so a request costs at least ``8 * S / (width // 8)`` cycles; the
+round trips to the engine and the memories come on top, overlapped with encoding across
+connections. Measured against the tests' engine model (``tests/apps/tcp_model.py``, memory
+acks at once, the tile's output never stalled), ``S`` = 512 (4 KiB requests, 64 cycles of
+encoding at 512 bits, 512 at 64 bits), in cycles per request: see ``docs/reed-solomon.md``.
+**Latency** (an idle tile, a request whose bytes are all in the ring): ``TCP_TX_MSG_REQ`` 3
+cycles after the ``TCP_RX_MSG_RESP``, ``LOAD_MEM`` 1 cycle after the ``TCP_TX_MSG_RESP``,
+the parity's first word 2 cycles after the load's last word (the encoder's latency).
+
+Errors, each counted: a memory ack with ``error`` set (``mem_errors``; a load's closes the
+connection, a store's forgets it); a connection the engine ends (``ended``) has its request
+under way dropped (its parity discarded) once the memory has answered.
+"""
+
+from typing import Any
+
+from amaranth import Module, Signal
+from amaranth.lib import data
+from amaranth.lib.wiring import connect
+
+from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
+from apiary.stream.layout import check_width, payload_layout
+from apiary.stream.queue import Queue
+from apiary.tile import TileEnv
+
+from ..proto.messages import MsgType
+from ..proto.tcp.app import GEN_BITS, Status
+from ..proto.tcp.config import TcpConfig
+from .reed_solomon import RsEncoder
+from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
+
+
+__all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES"]
+
+
+#: Shards of a request and of its answer.
+DATA_SHARDS, PARITY_SHARDS = 8, 2
+#: Bytes per shard by default: a 4 KiB request.
+DEFAULT_SHARD_BYTES = 512
+
+#: Where a request's answer goes: the send ring's pointer and address of its first byte.
+_RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
+
+
+class TcpRsTile(TcpAppTile):
+    """Answer each ``8 * shard_bytes``-byte request of a TCP connection with its two
+    Reed-Solomon parity shards (see the module docstring for the protocol and timing).
+
+    Parameters
+    ----------
+    env : TileEnv
+        Routes ``"tcp_rx"`` (fbits LOCAL2) and ``"tcp_tx"`` (fbits LOCAL0); ``"rx_mem"`` and
+        ``"tx_mem"`` may be declared for the deadlock check.
+    config : TcpConfig
+        The engine's: ``flows`` sizes the per-flow state; a request must fit in a receive
+        ring and its answer in a send ring.
+    shard_bytes : int
+        Bytes per shard *S*: a positive multiple of ``width // 8`` (default 512).
+
+    Cost: the encoder (4 answers' worth of words, :class:`~beehive.apps.reed_solomon.RsEncoder`)
+    and a buffer of one answer (``2 * S`` bytes); per flow 4 bits of registers and what
+    :class:`~beehive.apps.tcp_app.FlowTable` keeps.
+
+    Raises
+    ------
+    ValueError
+        If ``shard_bytes`` is not a multiple of a word, or a request or answer does not fit in
+        its ring.
+    """
+
+    def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
+                 shard_bytes: int = DEFAULT_SHARD_BYTES) -> None:
+        super().__init__(env, config=config, counters={
+            "flows": "connections announced (receive-buffer notifications)",
+            "requests": "requests answered (parity written to the send ring)",
+            "closed": "connections the tile closed (after the peer's FIN, or a load's error)",
+            "ended": "connections the engine reported reset, timed out or closed",
+            "truncated": "partial requests dropped at the peer's FIN",
+            "mem_errors": "memory acks with error set",
+            "dropped": "messages that match nothing (stray, stale, unknown, malformed)",
+        })
+        nb = check_width(self.env.width) // 8
+        if (isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int)
+                or shard_bytes < 1 or shard_bytes % nb):
+            raise ValueError(f"shard_bytes must be a positive multiple of {nb} (one "
+                             f"{self.env.width}-bit word), not {shard_bytes!r}")
+        cfg = self.config
+        if DATA_SHARDS * shard_bytes > cfg.rx_ring or PARITY_SHARDS * shard_bytes > cfg.tx_ring:
+            raise ValueError(f"a request of {DATA_SHARDS} x {shard_bytes} bytes must fit in a "
+                             f"receive ring ({cfg.rx_ring}) and its {PARITY_SHARDS} parity "
+                             f"shards in a send ring ({cfg.tx_ring})")
+        self.shard_bytes = shard_bytes
+        #: Bytes of a request and of its answer.
+        self.request_bytes = DATA_SHARDS * shard_bytes
+        self.answer_bytes = PARITY_SHARDS * shard_bytes
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width, flows, sb = self.env.width, self.config.flows, self.slot_bits
+        req, ans = self.request_bytes, self.answer_bytes
+        c = self.counters
+        io = self.ports(m, app_senders=2)
+        front_tx, back_tx = io.app_tx
+        a, mem = io.app, io.mem
+        meta = a.meta
+
+        # -- per-flow state ----------------------------------------------------------------------
+        table = FlowTable(m, flows, sb)
+        live, fresh, queued = table.live, table.fresh, table.queued
+        gen_front, gen_back = (table.gens.read_port(domain="comb") for _ in range(2))
+        ctx_r = table.ctx.read_port()
+        rx_loc_r = table.rx_locs.read_port(domain="comb")
+        tx_loc_r = table.tx_locs.read_port(domain="comb")
+        storing = Signal(flows)     # the back has a request of the slot's
+        drop_app, drop_mem, ended_tx = Signal(), Signal(), Signal()
+        self.count_dropped(m, io, drop_app, drop_mem, table.drop)
+        m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
+                     c.flows.eq(c.flows + table.announced)]
+
+        # -- the encoder and the buffer of one answer --------------------------------------------
+        m.submodules.encoder = enc = RsEncoder(width, self.shard_bytes, data=DATA_SHARDS,
+                                               parity=PARITY_SHARDS)
+        m.submodules.parity = parity = Queue(payload_layout(width), enc.shard_words * 2)
+        connect(m, encoder=enc.o, parity=parity.i)
+        pending = Signal(range(4))  # loads sent whose answer is not out of `parity`
+        load_sent, answer_gone = Signal(), Signal()
+        m.d.sync += pending.eq(pending + load_sent - answer_gone)
+
+        # -- memory requests: one sender, loads before stores --------------------------------------
+        load_want, store_want = Signal(), Signal()
+        hold, held_store = Signal(), Signal()
+        is_store = Signal()
+        m.d.comb += is_store.eq(hold & held_store | ~hold & store_want & ~load_want)
+        mem_offer = hold | load_want | store_want
+        mem_taken = mem_offer & io.mem_tx.i_hdr.ready
+        with m.If(mem_taken):
+            m.d.sync += hold.eq(0)
+        with m.Elif(mem_offer):
+            m.d.sync += [hold.eq(1), held_store.eq(is_store)]
+        m.d.comb += load_sent.eq(mem_taken & ~is_store)
+
+        # ======== front: a request's room, then its load =========================================
+        slot = Signal(sb)
+        gen = Signal(GEN_BITS)
+        handle = self.handle(slot, gen)
+        dead = Signal()             # the front's connection ended under it
+        front_busy = Signal()
+        rx = Signal(RX_CONTEXT)
+        tx = Signal(_RING)
+        tx_wait, tx_got = Signal(), Signal()
+        l_wait = Signal()           # the front's load is awaiting its ack
+        to_enc = Signal()           # the words coming are the load's
+        m.d.comb += [gen_front.addr.eq(slot), rx_loc_r.addr.eq(slot), tx_loc_r.addr.eq(slot)]
+        with m.If(table.kill & front_busy & (a.slot == slot)):
+            m.d.sync += dead.eq(1)
+
+        # Jobs handed to the back, in the order of their answers.
+        job_layout = data.StructLayout({"slot": sb, "gen": GEN_BITS, "rx_ptr": 32, "tx": _RING})
+        m.submodules.jobs = jobs = Queue(job_layout, 2)
+
+        loaded = self.mem_ack(mem, LOAD_MEM_ACK, l_wait, rx.addr, req, rx.size_log2)
+        store_ack = Signal()
+        drop_front = Signal()       # a front request whose flow is forgotten
+        with m.If(drop_front):
+            m.d.sync += live.bit_select(slot, 1).eq(0)
+
+        pop_fresh, pop_ready = Signal(), Signal()
+        m.d.comb += [table.new_q.o.ready.eq(pop_fresh), table.ready_q.o.ready.eq(pop_ready),
+                     ctx_r.addr.eq(table.ready_q.o.payload)]
+        with m.If(pop_fresh):
+            m.d.sync += fresh.bit_select(table.new_q.o.payload, 1).eq(0)
+        with m.If(pop_ready):
+            m.d.sync += queued.bit_select(table.ready_q.o.payload, 1).eq(0)
+
+        with m.FSM(name="front"):
+            with m.State("IDLE"):
+                with m.If(table.new_q.o.valid):
+                    m.d.comb += pop_fresh.eq(1)
+                    m.d.sync += [slot.eq(table.new_q.o.payload), dead.eq(0)]
+                    m.next = "FRESH"
+                with m.Elif(table.ready_q.o.valid):
+                    m.d.comb += pop_ready.eq(1)
+                    m.d.sync += [slot.eq(table.ready_q.o.payload), dead.eq(0)]
+                    m.next = "CHECK"
+            with m.State("FRESH"):          # a new connection: its first request, if still live
+                m.d.sync += gen.eq(gen_front.data)
+                m.next = "IDLE"
+                with m.If(live.bit_select(slot, 1)):
+                    m.next = "ASK"
+            with m.State("CHECK"):          # its response is on ctx_r.data
+                m.d.comb += front_busy.eq(1)
+                cx = ctx_r.data
+                m.d.sync += [rx.eq(cx), gen.eq(cx.gen)]
+                stale = ~live.bit_select(slot, 1) | (gen_front.data != cx.gen) | \
+                    ((cx.status != Status.OK) & (cx.status != Status.EOF))
+                with m.If(stale | dead):
+                    m.next = "IDLE"
+                with m.Elif(cx.length >= req):
+                    m.next = "ROOM"
+                with m.Elif(cx.status == Status.EOF):     # closed by the peer
+                    m.d.sync += c.truncated.eq(c.truncated + (cx.length != 0))
+                    m.next = "CLOSING"
+                with m.Else():
+                    m.next = "ASK"
+            # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
+            # and `storing` are looked at before one is offered, not while)
+            with m.State("ROOM"):           # the back's stores for this flow come first
+                m.d.comb += front_busy.eq(1)
+                with m.If(dead):
+                    m.next = "IDLE"
+                with m.Elif(~storing.bit_select(slot, 1)):
+                    m.next = "TX_REQ"
+            with m.State("TX_REQ"):
+                m.d.comb += front_busy.eq(1)
+                with m.If(self.app_request(m, front_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
+                                           flow=handle, length=ans)):
+                    m.d.sync += tx_wait.eq(1)
+                    m.next = "WAIT_TX"
+            with m.State("WAIT_TX"):
+                m.d.comb += front_busy.eq(1)
+                with m.If(dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
+                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
+                    m.next = "IDLE"
+                with m.Elif(tx_got):
+                    m.d.sync += [tx_got.eq(0), tx.loc.eq(tx_loc_r.data)]
+                    m.next = "LOAD"
+            with m.State("LOAD"):           # once the encoder can take it without stalling
+                m.d.comb += front_busy.eq(1)
+                with m.If(hold & ~held_store):
+                    m.d.comb += load_want.eq(1)
+                with m.Elif(dead):
+                    m.next = "IDLE"
+                with m.Elif(pending <= 1):
+                    m.d.comb += load_want.eq(1)
+                with m.If(load_sent):
+                    m.d.sync += l_wait.eq(1)
+                    m.next = "WAIT_LOAD"
+            with m.State("WAIT_LOAD"):      # (the ack comes even if the connection ended)
+                m.d.comb += front_busy.eq(1)
+                with m.If(loaded):
+                    m.d.sync += l_wait.eq(0)
+                    with m.If(mem.meta.error):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.next = "IDLE"
+                        with m.If(~dead):
+                            m.next = "CLOSING"
+                    with m.Else():
+                        m.d.comb += [jobs.i.valid.eq(1), jobs.i.payload.slot.eq(slot),
+                                     jobs.i.payload.gen.eq(gen), jobs.i.payload.rx_ptr.eq(rx.ptr),
+                                     jobs.i.payload.tx.eq(tx)]
+                        m.d.sync += [to_enc.eq(1), storing.bit_select(slot, 1).eq(1)]
+                        m.next = "IDLE"
+            with m.State("ASK"):            # the next request (or the rest of this one)
+                m.d.comb += front_busy.eq(1)
+                with m.If(self.app_request(m, front_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
+                                           flow=handle, length=req)):
+                    m.next = "IDLE"
+            with m.State("CLOSING"):        # every answer of the flow's out first
+                m.d.comb += front_busy.eq(1)
+                with m.If(dead):
+                    m.next = "IDLE"
+                with m.Elif(~storing.bit_select(slot, 1)):
+                    m.next = "CLOSE"
+            with m.State("CLOSE"):
+                m.d.comb += front_busy.eq(1)
+                with m.If(self.app_request(m, front_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
+                                           flow=handle)):
+                    # (a slot that a new connection took meanwhile stays live)
+                    m.d.comb += drop_front.eq(~dead)
+                    m.d.sync += c.closed.eq(c.closed + ~dead)
+                    m.next = "IDLE"
+        with m.If(load_want & ~is_store):
+            self.mem_request(m, io.mem_tx, store=False, loc=rx_loc_r.data, addr=rx.addr,
+                             size=req, wrap=rx.size_log2)
+        # An error ack carries no words: its answer will never be.
+        m.d.comb += answer_gone.eq((parity.o.valid & parity.o.ready & parity.o.payload.last)
+                                   | (loaded & mem.meta.error))
+
+        # The load's words go to the encoder; any other ack's are thrown away.
+        with m.If(mem.valid & ~loaded):
+            m.d.sync += to_enc.eq(0)
+        with m.If(to_enc):
+            connect(m, receiver=mem.data, encoder=enc.i)
+            with m.If(mem.data.valid & mem.data.ready & mem.data.payload.last):
+                m.d.sync += to_enc.eq(0)
+        with m.Else():
+            m.d.comb += mem.data.ready.eq(1)
+
+        # ======== back: pointers, the parity stored, in order ====================================
+        job = Signal(job_layout)
+        done = Signal()             # the back is done with job.slot
+        b_dead = Signal()           # its connection ended under it
+        b_busy = Signal()
+        s_wait, s_got, s_err = Signal(), Signal(), Signal()
+        out_store, out_drain = Signal(), Signal()
+        b_handle = self.handle(job.slot, job.gen)
+        m.d.comb += gen_back.addr.eq(job.slot)
+        with m.If(done):
+            m.d.sync += storing.bit_select(job.slot, 1).eq(0)
+        with m.If(out_store):
+            connect(m, parity=parity.o, sender=io.mem_tx.i_data)
+        with m.Elif(out_drain):
+            m.d.comb += parity.o.ready.eq(1)
+        with m.If(parity.o.valid & parity.o.ready & parity.o.payload.last):
+            m.d.sync += [out_store.eq(0), out_drain.eq(0)]
+        m.d.comb += store_ack.eq(self.mem_ack(mem, STORE_MEM_ACK, s_wait, job.tx.addr, ans,
+                                              job.tx.wrap))
+        with m.If(store_ack):
+            m.d.sync += [s_wait.eq(0), s_got.eq(1), s_err.eq(mem.meta.error)]
+        with m.If(mem.valid & ~loaded & ~store_ack):
+            m.d.comb += drop_mem.eq(1)
+        b_current = live.bit_select(job.slot, 1) & (gen_back.data == job.gen) & ~b_dead
+
+        with m.FSM(name="back"):
+            with m.State("IDLE"):
+                m.d.comb += jobs.o.ready.eq(1)
+                with m.If(jobs.o.valid):
+                    m.d.sync += [job.eq(jobs.o.payload), b_dead.eq(0)]
+                    m.next = "ENCODED"
+            with m.State("ENCODED"):        # its bytes are all read once its parity comes
+                m.d.comb += b_busy.eq(1)
+                with m.If(parity.o.valid):
+                    with m.If(b_current):
+                        m.next = "ADJUST_RX"
+                    with m.Else():
+                        m.d.sync += out_drain.eq(1)
+                        m.next = "DRAIN"
+            with m.State("ADJUST_RX"):
+                m.d.comb += b_busy.eq(1)
+                with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
+                                           flow=b_handle, ptr=job.rx_ptr + req)):
+                    m.next = "ASK"
+            with m.State("ASK"):
+                m.d.comb += b_busy.eq(1)
+                with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
+                                           flow=b_handle, length=req)):
+                    m.next = "STORE"
+            with m.State("STORE"):
+                m.d.comb += [b_busy.eq(1), store_want.eq(1)]
+                with m.If(mem_taken & is_store):
+                    m.d.sync += [out_store.eq(1), s_wait.eq(1), s_got.eq(0)]
+                    m.next = "WAIT_STORE"
+            with m.State("WAIT_STORE"):
+                m.d.comb += b_busy.eq(1)
+                with m.If(s_got):
+                    m.d.sync += s_got.eq(0)
+                    with m.If(s_err):
+                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        with m.If(b_current):       # the flow is given up
+                            m.d.sync += live.bit_select(job.slot, 1).eq(0)
+                        m.d.comb += done.eq(1)
+                        m.next = "IDLE"
+                    with m.Elif(b_current):
+                        m.next = "ADJUST_TX"
+                    with m.Else():
+                        m.d.comb += done.eq(1)
+                        m.next = "IDLE"
+            with m.State("ADJUST_TX"):
+                m.d.comb += b_busy.eq(1)
+                with m.If(self.app_request(m, back_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
+                                           flow=b_handle, ptr=job.tx.ptr + ans)):
+                    m.d.comb += done.eq(1)
+                    m.d.sync += c.requests.eq(c.requests + 1)
+                    m.next = "IDLE"
+            with m.State("DRAIN"):          # the parity of a connection that ended: away
+                with m.If(~out_drain):
+                    m.d.comb += done.eq(1)
+                    m.next = "IDLE"
+        with m.If(is_store):
+            self.mem_request(m, io.mem_tx, store=True, loc=job.tx.loc, addr=job.tx.addr,
+                             size=ans, wrap=job.tx.wrap)
+        with m.If(table.kill & b_busy & (a.slot == job.slot)):
+            m.d.sync += b_dead.eq(1)
+
+        # -- engine messages, after the stages: a new connection's `live` wins over the old one
+        # being forgotten ----------------------------------------------------------------------
+        table.track(m, a)
+        with m.If(a.valid & ~table.handled):
+            with m.Switch(a.type):
+                with m.Case(MsgType.TCP_TX_MSG_RESP):
+                    with m.If(tx_wait & (meta.flow == handle)):
+                        m.d.sync += tx_wait.eq(0)
+                        with m.If(meta.status == Status.OK):
+                            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr),
+                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2)]
+                        with m.Else():      # the connection is over: forget it
+                            m.d.comb += ended_tx.eq(1)
+                            m.d.sync += live.bit_select(a.slot, 1).eq(0)
+                    with m.Else():
+                        m.d.comb += drop_app.eq(1)
+                with m.Default():
+                    m.d.comb += drop_app.eq(1)
+        return m

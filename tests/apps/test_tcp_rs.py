@@ -1,0 +1,167 @@
+"""TcpRsTile (beehive/apps/tcp_rs.py) on its own in Amaranth's simulator, at 64 and 512 bits,
+against tests/apps/tcp_model.py playing the TCP engine and its memory tiles (it checks every
+engine and memory request the tile makes), with seeded random gaps on the tile's input and
+stalls on its output: each connection's send ring must receive exactly the parity shards of
+its requests, in order, as ``encode_shards`` (checked against ``reedsolo`` in
+tests/apps/test_reed_solomon.py) computes them."""
+
+import random
+
+import pytest
+
+from beehive.apps.reed_solomon import encode_shards
+from beehive.apps.tcp_rs import DATA_SHARDS, TcpRsTile
+from beehive.proto.messages import MsgType
+from beehive.proto.tcp import TcpConfig
+from tcp_model import TcpEngineModel
+from test_tcp_apps import APP, RX, RX_MEM, TX, TX_MEM, app_env, closed, run
+
+WIDTHS = [64, 512]
+CONFIG = TcpConfig(flows=4, rx_ring=1024, tx_ring=256, mss=64)
+
+
+def parity_of(stream: bytes, shard_bytes: int) -> bytes:
+    """The answers to the whole requests at the start of ``stream``, back to back."""
+    size = DATA_SHARDS * shard_bytes
+    out = b""
+    for k in range(len(stream) // size):
+        request = stream[k * size:(k + 1) * size]
+        shards = [request[i * shard_bytes:(i + 1) * shard_bytes] for i in range(DATA_SHARDS)]
+        out += b"".join(encode_shards(shards))
+    return out
+
+
+def rs_tile(width, shard_bytes, config=CONFIG):
+    return TcpRsTile(app_env(width), config=config, shard_bytes=shard_bytes)
+
+
+def model_for(width, seed, config=CONFIG, **options):
+    return TcpEngineModel(config, width, app=APP, rx=RX, tx=TX, rx_mem=RX_MEM, tx_mem=TX_MEM,
+                          rng=random.Random(5000 + seed), **options)
+
+
+def test_tile_checks_its_parameters():
+    with pytest.raises(ValueError, match="shard_bytes must be a positive multiple of 64"):
+        rs_tile(512, 32)
+    with pytest.raises(ValueError, match="shard_bytes must be a positive multiple of 8"):
+        rs_tile(64, 0)
+    with pytest.raises(ValueError, match=r"must fit in a receive ring \(1024\)"):
+        rs_tile(64, 136)
+    tile = rs_tile(64, 128)
+    assert (tile.request_bytes, tile.answer_bytes) == (1024, 256)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_requests_are_answered_in_order_on_every_connection(width, seed):
+    """Three connections at once, each 2 or 3 requests of random bytes in pieces (a random
+    shard size), the rings wrapping; two then close (FIN) cleanly, the third's FIN comes in
+    the middle of a request: every connection gets exactly the parity of its whole requests,
+    in order, and is closed; the partial request is counted and dropped."""
+    rng = random.Random(width + 100 * seed)
+    nb = width // 8
+    shard = nb * rng.choice([1, 2]) if width == 512 else nb * rng.choice([1, 3, 5])
+    size = DATA_SHARDS * shard
+    streams = {slot: rng.randbytes(size * (2 + slot % 2)) for slot in range(3)}
+    streams[2] += rng.randbytes(size // 2 + 3)          # cut short by the FIN
+    model = model_for(width, seed, burst=3 * nb)
+    flows = {}
+
+    def script(model):
+        if model.cycle == 5:
+            for slot, stream in streams.items():
+                flows[slot] = model.announce(slot, 1 + slot)
+                model.deliver(flows[slot], stream, fin=True)
+
+    counters, stats = run(rs_tile(width, shard), model, seed=width + seed, script=script,
+                          until=lambda m: len(flows) == 3 and all(map(closed, flows.values())),
+                          timeout=60_000)
+    assert stats.max_wait <= 2
+    for slot, stream in streams.items():
+        assert model.written(flows[slot]) == parity_of(stream, shard), slot
+    assert counters == {"flows": 3, "requests": 7, "closed": 3, "ended": 0, "truncated": 1,
+                        "mem_errors": 0, "dropped": 0}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_reset_drops_its_request_and_the_others_go_on(width):
+    """A connection whose peer never reads its answers is reset while its second request's
+    room is awaited; its slot then holds a new connection, served like the third one, which
+    runs throughout."""
+    rng = random.Random(width + 7)
+    shard = max(width // 8, 32)
+    size = DATA_SHARDS * shard
+    config = TcpConfig(flows=4, rx_ring=1024, tx_ring=2 * shard * 2, mss=64)
+    model = model_for(width, 2, config, burst=64, arrive=0.3)
+    data = {name: rng.randbytes(size * k) for name, k in (("A", 4), ("B", 3), ("B2", 2))}
+    flows = {"A": model.announce(0, 1), "B": model.announce(1, 2)}
+    flows["B"].drain = False
+    model.deliver(flows["A"], data["A"], fin=True)
+    model.deliver(flows["B"], data["B"])
+    state = {"reset_at": None}
+
+    def script(model):
+        b = flows["B"]
+        if b.state == "open" and b.tx_req is not None and model.cycle - b.tx_req_since > 60:
+            model.reset(b)
+            state["reset_at"], state["b_written"] = model.cycle, model.written(b)
+        if "B2" not in flows and state["reset_at"] and model.cycle > state["reset_at"] + 30:
+            flows["B2"] = model.announce(1, 3)
+            model.deliver(flows["B2"], data["B2"], fin=True)
+
+    counters, _ = run(rs_tile(width, shard, config), model, seed=width + 3, script=script,
+                      until=lambda m: "B2" in flows and closed(flows["A"])
+                      and closed(flows["B2"]), timeout=60_000)
+    assert model.written(flows["A"]) == parity_of(data["A"], shard)
+    assert model.written(flows["B2"]) == parity_of(data["B2"], shard)
+    # B's ring holds two answers: the third request waits for room until the reset.
+    assert state["b_written"] == parity_of(data["B"][:2 * size], shard)
+    assert counters == {"flows": 3, "requests": 8, "closed": 2, "ended": 1, "truncated": 0,
+                        "mem_errors": 0, "dropped": 0}
+
+
+def cycles_per_request(width, shard=512, connections=1, requests=4):
+    """Cycles per request in the steady state: every request's bytes in the receive ring
+    from the start, memory acks at once, no gaps or stalls at the tile's ports; the time
+    between the first and the last ``TCP_TX_ADJUST_PTR`` over the requests between them."""
+    size = DATA_SHARDS * shard
+    def ring(n):
+        return 1 << max(6, (n - 1).bit_length())
+    config = TcpConfig(flows=4, rx_ring=ring(size * requests),
+                       tx_ring=ring(2 * shard * requests), mss=64)
+    model = model_for(width, 3, config, burst=size * requests, arrive=1.0, read=1.0)
+    rng = random.Random(width)
+    data = {slot: rng.randbytes(size * requests) for slot in range(connections)}
+    flows = {slot: model.announce(slot, 1) for slot in data}
+    for slot, stream in data.items():
+        model.deliver(flows[slot], stream, fin=True)
+    counters, _ = run(rs_tile(width, shard, config), model, seed=1, script=lambda m: None,
+                      until=lambda m: all(map(closed, flows.values())), timeout=200_000,
+                      gaps=0.0, stall=0.0, settle=10)
+    for slot, stream in data.items():
+        assert model.written(flows[slot]) == parity_of(stream, shard)
+    assert counters["requests"] == connections * requests
+    adjusts = [cycle for cycle, t, _ in model.received if t == MsgType.TCP_TX_ADJUST_PTR.value]
+    return (adjusts[-1] - adjusts[0]) / (len(adjusts) - 1)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_small_requests_stream(width):
+    """Two connections of 64-byte-per-shard requests, no stalls: the encoder is fed one word
+    a cycle, so a request costs its words plus a bounded overhead."""
+    words = DATA_SHARDS * 64 // (width // 8)
+    per = cycles_per_request(width, shard=64, connections=2, requests=3)
+    print(f"{width} bits, 512-byte requests: {per:.1f} cycles/request ({words} words)")
+    assert per < words + 40
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("connections", [1, 2])
+def test_cycles_per_4k_request(width, connections):
+    """The figure of docs/reed-solomon.md: 4 KiB requests (``shard_bytes`` 512)."""
+    words = DATA_SHARDS * 512 // (width // 8)
+    per = cycles_per_request(width, connections=connections)
+    print(f"{width} bits, {connections} connection(s), 4 KiB requests: {per:.1f} "
+          f"cycles/request ({words} words)")
+    assert per < words * 1.5 + 40
