@@ -95,8 +95,7 @@ from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, int_in_range
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
-           "record",
-           "split_records"]
+           "record", "split_records", "ring_add"]
 
 
 #: Route key of the application the records go to.
@@ -138,7 +137,7 @@ def split_records(stream: bytes) -> tuple[list[bytes], bytes]:
 
 # -- the tile --------------------------------------------------------------------------------------
 
-def _ring_add(addr: Any, plus: int, wrap: Any) -> Any:
+def ring_add(addr: Any, plus: int, wrap: Any) -> Any:
     """``addr + plus`` in the ring of ``2**wrap`` bytes that ``addr`` is in (``wrap`` 0: no
     ring)."""
     mask = ((Const(1, 49) << wrap) - 1)[:48]
@@ -412,7 +411,7 @@ class TcpDatagramTile(TcpAppTile):
             with m.Elif(n == 0):
                 m.next = "ADJUST_RX"
             with m.Else():
-                m.d.sync += memory(False, _ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
+                m.d.sync += memory(False, ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
                                    rx.size_log2)
                 m.next = "LOAD_BODY"
 
@@ -420,7 +419,7 @@ class TcpDatagramTile(TcpAppTile):
             with m.If(r == 0):
                 m.next = "ADJUST_TX"
             with m.Else():
-                m.d.sync += memory(True, _ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
+                m.d.sync += memory(True, ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
                 m.next = "STORE_REPLY"
 
         with m.FSM(name="records"):

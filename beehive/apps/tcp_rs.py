@@ -68,7 +68,7 @@ under way dropped (its parity discarded) once the memory has answered.
 
 from typing import Any
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import data
 from amaranth.lib.wiring import connect
 
@@ -82,6 +82,7 @@ from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig
 from .reed_solomon import RsEncoder
 from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
+from .tcp_datagram import ring_add
 
 
 __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES"]
@@ -91,6 +92,12 @@ __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES"]
 DATA_SHARDS, PARITY_SHARDS = 8, 2
 #: Bytes per shard by default: a 4 KiB request.
 DEFAULT_SHARD_BYTES = 512
+
+#: Answers the tile buffers between the encoder and the stores.
+_ANSWERS = 2
+#: Requests the back holds at most: those of the loads in `pending` (``_ANSWERS + 1``), and
+#: one whose answer is out but not yet acknowledged.
+_JOBS = _ANSWERS + 2
 
 #: Where a request's answer goes: the send ring's pointer and address of its first byte.
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
@@ -165,7 +172,6 @@ class TcpRsTile(TcpAppTile):
         ctx_r = table.ctx.read_port()
         rx_loc_r = table.rx_locs.read_port(domain="comb")
         tx_loc_r = table.tx_locs.read_port(domain="comb")
-        storing = Signal(flows)     # the back has a request of the slot's
         drop_app, drop_mem, ended_tx = Signal(), Signal(), Signal()
         self.count_dropped(m, io, drop_app, drop_mem, table.drop)
         m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
@@ -174,9 +180,10 @@ class TcpRsTile(TcpAppTile):
         # -- the encoder and the buffer of one answer --------------------------------------------
         m.submodules.encoder = enc = RsEncoder(width, self.shard_bytes, data=DATA_SHARDS,
                                                parity=PARITY_SHARDS)
-        m.submodules.parity = parity = Queue(payload_layout(width), enc.shard_words * 2)
+        m.submodules.parity = parity = Queue(payload_layout(width),
+                                                _ANSWERS * enc.shard_words * PARITY_SHARDS)
         connect(m, encoder=enc.o, parity=parity.i)
-        pending = Signal(range(4))  # loads sent whose answer is not out of `parity`
+        pending = Signal(range(_ANSWERS + 2))  # loads whose answer is not out of `parity`
         load_sent, answer_gone = Signal(), Signal()
         m.d.sync += pending.eq(pending + load_sent - answer_gone)
 
@@ -193,28 +200,42 @@ class TcpRsTile(TcpAppTile):
             m.d.sync += [hold.eq(1), held_store.eq(is_store)]
         m.d.comb += load_sent.eq(mem_taken & ~is_store)
 
-        # ======== front: a request's room, then its load =========================================
+        # -- the back's requests, oldest first: one per answer in `pending`, and the oldest's
+        # whose answer is out but not yet acknowledged -------------------------------------------
+        job_layout = data.StructLayout({"slot": sb, "gen": GEN_BITS, "rx_ptr": 32, "ask": 1})
+        jobs = [Signal(job_layout, name=f"job{k}") for k in range(_JOBS)]
+        job_v = [Signal(name=f"job{k}_valid") for k in range(_JOBS)]
+        push, done = Signal(), Signal()
+        new_job = Signal(job_layout)
+        with m.If(done):
+            m.d.sync += [dst.eq(src) for dst, src in zip(jobs, jobs[1:])]
+            m.d.sync += [dst.eq(src) for dst, src in zip(job_v, [*job_v[1:], 0])]
+        with m.If(push):
+            index = sum(job_v) - done
+            for k in range(_JOBS):
+                with m.If(index == k):
+                    m.d.sync += [jobs[k].eq(new_job), job_v[k].eq(1)]
+
+        def slot_jobs(slot: Any, other_gen: Any = None) -> Any:
+            """Whether the back holds a request of ``slot`` (of a generation other than
+            ``other_gen``, if given)."""
+            return Cat(v & (j.slot == slot) & (1 if other_gen is None else j.gen != other_gen)
+                       for v, j in zip(job_v, jobs)).any()
+
+        # ======== front: the requests a response reported, one load each ========================
         slot = Signal(sb)
         gen = Signal(GEN_BITS)
         handle = self.handle(slot, gen)
         dead = Signal()             # the front's connection ended under it
         front_busy = Signal()
         rx = Signal(RX_CONTEXT)
-        tx = Signal(_RING)
-        tx_wait, tx_got = Signal(), Signal()
         l_wait = Signal()           # the front's load is awaiting its ack
         to_enc = Signal()           # the words coming are the load's
-        m.d.comb += [gen_front.addr.eq(slot), rx_loc_r.addr.eq(slot), tx_loc_r.addr.eq(slot)]
+        m.d.comb += [gen_front.addr.eq(slot), rx_loc_r.addr.eq(slot)]
         with m.If(table.kill & front_busy & (a.slot == slot)):
             m.d.sync += dead.eq(1)
-
-        # Jobs handed to the back, in the order of their answers.
-        job_layout = data.StructLayout({"slot": sb, "gen": GEN_BITS, "rx_ptr": 32, "tx": _RING})
-        m.submodules.jobs = jobs = Queue(job_layout, 2)
-
         loaded = self.mem_ack(mem, LOAD_MEM_ACK, l_wait, rx.addr, req, rx.size_log2)
-        store_ack = Signal()
-        drop_front = Signal()       # a front request whose flow is forgotten
+        drop_front = Signal()       # the front's flow is forgotten
         with m.If(drop_front):
             m.d.sync += live.bit_select(slot, 1).eq(0)
 
@@ -250,33 +271,19 @@ class TcpRsTile(TcpAppTile):
                 with m.If(stale | dead):
                     m.next = "IDLE"
                 with m.Elif(cx.length >= req):
-                    m.next = "ROOM"
+                    m.next = "SLOT"
                 with m.Elif(cx.status == Status.EOF):     # closed by the peer
                     m.d.sync += c.truncated.eq(c.truncated + (cx.length != 0))
                     m.next = "CLOSING"
                 with m.Else():
                     m.next = "ASK"
             # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
-            # and `storing` are looked at before one is offered, not while)
-            with m.State("ROOM"):           # the back's stores for this flow come first
+            # is looked at before one is offered, not while)
+            with m.State("SLOT"):           # the slot's earlier connection is done with first
                 m.d.comb += front_busy.eq(1)
                 with m.If(dead):
                     m.next = "IDLE"
-                with m.Elif(~storing.bit_select(slot, 1)):
-                    m.next = "TX_REQ"
-            with m.State("TX_REQ"):
-                m.d.comb += front_busy.eq(1)
-                with m.If(self.app_request(m, front_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                           flow=handle, length=ans)):
-                    m.d.sync += tx_wait.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                m.d.comb += front_busy.eq(1)
-                with m.If(dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
-                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
-                    m.next = "IDLE"
-                with m.Elif(tx_got):
-                    m.d.sync += [tx_got.eq(0), tx.loc.eq(tx_loc_r.data)]
+                with m.Elif(~slot_jobs(slot, gen)):
                     m.next = "LOAD"
             with m.State("LOAD"):           # once the encoder can take it without stalling
                 m.d.comb += front_busy.eq(1)
@@ -284,27 +291,36 @@ class TcpRsTile(TcpAppTile):
                     m.d.comb += load_want.eq(1)
                 with m.Elif(dead):
                     m.next = "IDLE"
-                with m.Elif(pending <= 1):
+                with m.Elif(pending <= _ANSWERS):
                     m.d.comb += load_want.eq(1)
                 with m.If(load_sent):
                     m.d.sync += l_wait.eq(1)
                     m.next = "WAIT_LOAD"
             with m.State("WAIT_LOAD"):      # (the ack comes even if the connection ended)
                 m.d.comb += front_busy.eq(1)
+                more = rx.length >= 2 * req         # the response reported another request
                 with m.If(loaded):
                     m.d.sync += l_wait.eq(0)
+                    m.next = "IDLE"
                     with m.If(mem.meta.error):
                         m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
-                        m.next = "IDLE"
                         with m.If(~dead):
                             m.next = "CLOSING"
                     with m.Else():
-                        m.d.comb += [jobs.i.valid.eq(1), jobs.i.payload.slot.eq(slot),
-                                     jobs.i.payload.gen.eq(gen), jobs.i.payload.rx_ptr.eq(rx.ptr),
-                                     jobs.i.payload.tx.eq(tx)]
-                        m.d.sync += [to_enc.eq(1), storing.bit_select(slot, 1).eq(1)]
-                        m.next = "IDLE"
-            with m.State("ASK"):            # the next request (or the rest of this one)
+                        m.d.comb += [push.eq(1), new_job.slot.eq(slot), new_job.gen.eq(gen),
+                                     new_job.rx_ptr.eq(rx.ptr), new_job.ask.eq(~more)]
+                        m.d.sync += [to_enc.eq(1), rx.ptr.eq(rx.ptr + req),
+                                     rx.addr.eq(ring_add(rx.addr, req, rx.size_log2)),
+                                     rx.length.eq(rx.length - req)]
+                        with m.If(more & ~dead):
+                            m.next = "NEXT"
+            with m.State("NEXT"):           # the flow's next load once this one's words are in
+                m.d.comb += front_busy.eq(1)
+                with m.If(dead):
+                    m.next = "IDLE"
+                with m.Elif(~to_enc):
+                    m.next = "LOAD"
+            with m.State("ASK"):            # a new connection's first request, or the rest
                 m.d.comb += front_busy.eq(1)
                 with m.If(self.app_request(m, front_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
                                            flow=handle, length=req)):
@@ -313,7 +329,7 @@ class TcpRsTile(TcpAppTile):
                 m.d.comb += front_busy.eq(1)
                 with m.If(dead):
                     m.next = "IDLE"
-                with m.Elif(~storing.bit_select(slot, 1)):
+                with m.Elif(~slot_jobs(slot)):
                     m.next = "CLOSE"
             with m.State("CLOSE"):
                 m.d.comb += front_busy.eq(1)
@@ -340,25 +356,26 @@ class TcpRsTile(TcpAppTile):
         with m.Else():
             m.d.comb += mem.data.ready.eq(1)
 
-        # ======== back: pointers, the parity stored, in order ====================================
-        job = Signal(job_layout)
-        done = Signal()             # the back is done with job.slot
+        # ======== back: pointers, room, the parity stored, request by request ====================
+        job = jobs[0]
         b_dead = Signal()           # its connection ended under it
         b_busy = Signal()
+        tx = Signal(_RING)
+        tx_wait, tx_got = Signal(), Signal()
+        credit = Signal()           # tx is where the next answer of flow tx_for goes, and
+        tx_for = Signal(16)         # tx_left bytes of room are granted from there
+        tx_left = Signal(32)
         s_wait, s_got, s_err = Signal(), Signal(), Signal()
         out_store, out_drain = Signal(), Signal()
         b_handle = self.handle(job.slot, job.gen)
-        m.d.comb += gen_back.addr.eq(job.slot)
-        with m.If(done):
-            m.d.sync += storing.bit_select(job.slot, 1).eq(0)
+        m.d.comb += [gen_back.addr.eq(job.slot), tx_loc_r.addr.eq(job.slot)]
         with m.If(out_store):
             connect(m, parity=parity.o, sender=io.mem_tx.i_data)
         with m.Elif(out_drain):
             m.d.comb += parity.o.ready.eq(1)
         with m.If(parity.o.valid & parity.o.ready & parity.o.payload.last):
             m.d.sync += [out_store.eq(0), out_drain.eq(0)]
-        m.d.comb += store_ack.eq(self.mem_ack(mem, STORE_MEM_ACK, s_wait, job.tx.addr, ans,
-                                              job.tx.wrap))
+        store_ack = self.mem_ack(mem, STORE_MEM_ACK, s_wait, tx.addr, ans, tx.wrap)
         with m.If(store_ack):
             m.d.sync += [s_wait.eq(0), s_got.eq(1), s_err.eq(mem.meta.error)]
         with m.If(mem.valid & ~loaded & ~store_ack):
@@ -367,9 +384,25 @@ class TcpRsTile(TcpAppTile):
 
         with m.FSM(name="back"):
             with m.State("IDLE"):
-                m.d.comb += jobs.o.ready.eq(1)
-                with m.If(jobs.o.valid):
-                    m.d.sync += [job.eq(jobs.o.payload), b_dead.eq(0)]
+                with m.If(job_v[0]):
+                    m.d.sync += b_dead.eq(0)
+                    m.next = "TX_REQ"
+                    with m.If(credit & (tx_for == b_handle) & (tx_left >= ans)):
+                        m.next = "ENCODED"          # room left from the last response
+            with m.State("TX_REQ"):         # room for the answer, asked before it is there
+                m.d.comb += b_busy.eq(1)
+                with m.If(self.app_request(m, back_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
+                                           flow=b_handle, length=ans)):
+                    m.d.sync += tx_wait.eq(1)
+                    m.next = "WAIT_TX"
+            with m.State("WAIT_TX"):
+                m.d.comb += b_busy.eq(1)
+                with m.If(b_dead | (~tx_wait & ~tx_got)):  # ended, or answered not OK
+                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0), out_drain.eq(1)]
+                    m.next = "DRAIN"
+                with m.Elif(tx_got):
+                    m.d.sync += [tx_got.eq(0), tx.loc.eq(tx_loc_r.data), credit.eq(1),
+                                 tx_for.eq(b_handle)]
                     m.next = "ENCODED"
             with m.State("ENCODED"):        # its bytes are all read once its parity comes
                 m.d.comb += b_busy.eq(1)
@@ -383,8 +416,10 @@ class TcpRsTile(TcpAppTile):
                 m.d.comb += b_busy.eq(1)
                 with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
                                            flow=b_handle, ptr=job.rx_ptr + req)):
-                    m.next = "ASK"
-            with m.State("ASK"):
+                    m.next = "STORE"
+                    with m.If(job.ask):
+                        m.next = "ASK"
+            with m.State("ASK"):            # the connection's next request
                 m.d.comb += b_busy.eq(1)
                 with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
                                            flow=b_handle, length=req)):
@@ -398,22 +433,23 @@ class TcpRsTile(TcpAppTile):
                 m.d.comb += b_busy.eq(1)
                 with m.If(s_got):
                     m.d.sync += s_got.eq(0)
+                    m.next = "IDLE"
                     with m.If(s_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        m.d.sync += [c.mem_errors.eq(c.mem_errors + 1), credit.eq(0)]
                         with m.If(b_current):       # the flow is given up
                             m.d.sync += live.bit_select(job.slot, 1).eq(0)
                         m.d.comb += done.eq(1)
-                        m.next = "IDLE"
                     with m.Elif(b_current):
                         m.next = "ADJUST_TX"
                     with m.Else():
                         m.d.comb += done.eq(1)
-                        m.next = "IDLE"
             with m.State("ADJUST_TX"):
                 m.d.comb += b_busy.eq(1)
                 with m.If(self.app_request(m, back_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                           flow=b_handle, ptr=job.tx.ptr + ans)):
+                                           flow=b_handle, ptr=tx.ptr + ans)):
                     m.d.comb += done.eq(1)
+                    m.d.sync += [tx.ptr.eq(tx.ptr + ans), tx_left.eq(tx_left - ans),
+                                 tx.addr.eq(ring_add(tx.addr, ans, tx.wrap))]
                     m.d.sync += c.requests.eq(c.requests + 1)
                     m.next = "IDLE"
             with m.State("DRAIN"):          # the parity of a connection that ended: away
@@ -421,10 +457,12 @@ class TcpRsTile(TcpAppTile):
                     m.d.comb += done.eq(1)
                     m.next = "IDLE"
         with m.If(is_store):
-            self.mem_request(m, io.mem_tx, store=True, loc=job.tx.loc, addr=job.tx.addr,
-                             size=ans, wrap=job.tx.wrap)
+            self.mem_request(m, io.mem_tx, store=True, loc=tx.loc, addr=tx.addr, size=ans,
+                             wrap=tx.wrap)
         with m.If(table.kill & b_busy & (a.slot == job.slot)):
             m.d.sync += b_dead.eq(1)
+        with m.If(table.kill & (a.slot == tx_for[:sb])):
+            m.d.sync += credit.eq(0)
 
         # -- engine messages, after the stages: a new connection's `live` wins over the old one
         # being forgotten ----------------------------------------------------------------------
@@ -432,11 +470,12 @@ class TcpRsTile(TcpAppTile):
         with m.If(a.valid & ~table.handled):
             with m.Switch(a.type):
                 with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    with m.If(tx_wait & (meta.flow == handle)):
+                    with m.If(tx_wait & (meta.flow == b_handle)):
                         m.d.sync += tx_wait.eq(0)
                         with m.If(meta.status == Status.OK):
                             m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr),
-                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2)]
+                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2),
+                                         tx_left.eq(meta.length)]
                         with m.Else():      # the connection is over: forget it
                             m.d.comb += ended_tx.eq(1)
                             m.d.sync += live.bit_select(a.slot, 1).eq(0)
