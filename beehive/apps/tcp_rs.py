@@ -80,18 +80,30 @@ from apiary.tile import TileEnv
 from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig
-from .reed_solomon import RsEncoder
+from .reed_solomon import RsEncoder, encode_shards
 from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
 from .tcp_datagram import ring_add
 
 
-__all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES"]
+__all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "answer_stream"]
 
 
 #: Shards of a request and of its answer.
 DATA_SHARDS, PARITY_SHARDS = 8, 2
 #: Bytes per shard by default: a 4 KiB request.
 DEFAULT_SHARD_BYTES = 512
+
+def answer_stream(stream: bytes, shard_bytes: int = DEFAULT_SHARD_BYTES) -> bytes:
+    """What the tile sends back for the bytes ``stream`` of a connection: the parity shards of
+    each whole request in it, back to back (:func:`~beehive.apps.reed_solomon.encode_shards`);
+    bytes after the last whole request have no answer."""
+    size = DATA_SHARDS * shard_bytes
+    out: list[bytes] = []
+    for start in range(0, len(stream) - size + 1, size):
+        request = stream[start:start + size]
+        out += encode_shards([request[i:i + shard_bytes] for i in range(0, size, shard_bytes)])
+    return b"".join(out)
+
 
 #: Answers the tile buffers between the encoder and the stores.
 _ANSWERS = 2

@@ -11,25 +11,13 @@ import pytest
 
 from apiary.noc.header import Message
 from apiary.os.memory_tile import LOAD_MEM_ACK
-from beehive.apps.reed_solomon import encode_shards
-from beehive.apps.tcp_rs import DATA_SHARDS, TcpRsTile
+from beehive.apps.tcp_rs import DATA_SHARDS, TcpRsTile, answer_stream
 from beehive.proto.tcp import TcpConfig
 from tcp_model import TcpEngineModel
 from test_tcp_apps import APP, RX, RX_MEM, TX, TX_MEM, app_env, closed, run
 
 WIDTHS = [64, 512]
 CONFIG = TcpConfig(flows=4, rx_ring=1024, tx_ring=256, mss=64)
-
-
-def parity_of(stream: bytes, shard_bytes: int) -> bytes:
-    """The answers to the whole requests at the start of ``stream``, back to back."""
-    size = DATA_SHARDS * shard_bytes
-    out = b""
-    for k in range(len(stream) // size):
-        request = stream[k * size:(k + 1) * size]
-        shards = [request[i * shard_bytes:(i + 1) * shard_bytes] for i in range(DATA_SHARDS)]
-        out += b"".join(encode_shards(shards))
-    return out
 
 
 def rs_tile(width, shard_bytes, config=CONFIG):
@@ -79,7 +67,7 @@ def test_requests_are_answered_in_order_on_every_connection(width, seed):
                           timeout=60_000)
     assert stats.max_wait <= 2
     for slot, stream in streams.items():
-        assert model.written(flows[slot]) == parity_of(stream, shard), slot
+        assert model.written(flows[slot]) == answer_stream(stream, shard), slot
     assert counters == {"flows": 3, "requests": 7, "closed": 3, "ended": 0, "truncated": 1,
                         "mem_errors": 0, "dropped": 0}
 
@@ -113,10 +101,10 @@ def test_a_reset_drops_its_request_and_the_others_go_on(width):
     counters, _ = run(rs_tile(width, shard, config), model, seed=width + 3, script=script,
                       until=lambda m: "B2" in flows and closed(flows["A"])
                       and closed(flows["B2"]), timeout=60_000)
-    assert model.written(flows["A"]) == parity_of(data["A"], shard)
-    assert model.written(flows["B2"]) == parity_of(data["B2"], shard)
+    assert model.written(flows["A"]) == answer_stream(data["A"], shard)
+    assert model.written(flows["B2"]) == answer_stream(data["B2"], shard)
     # B's ring holds two answers: the third request waits for room until the reset.
-    assert state["b_written"] == parity_of(data["B"][:2 * size], shard)
+    assert state["b_written"] == answer_stream(data["B"][:2 * size], shard)
     assert counters == {"flows": 3, "requests": 8, "closed": 2, "ended": 1, "truncated": 0,
                         "mem_errors": 0, "dropped": 0}
 
@@ -161,7 +149,7 @@ def cycles_per_request(width, shard=512, connections=1, requests=4):
                       until=lambda m: all(map(closed, flows.values())), timeout=200_000,
                       gaps=0.0, stall=0.0, settle=10)
     for slot, stream in data.items():
-        assert model.written(flows[slot]) == parity_of(stream, shard)
+        assert model.written(flows[slot]) == answer_stream(stream, shard)
     assert counters["requests"] == connections * requests
     done = model.loads_done
     return (done[-1] - done[0]) / (len(done) - 1)
@@ -186,3 +174,79 @@ def test_cycles_per_4k_request(width, connections):
     print(f"{width} bits, {connections} connection(s), 4 KiB requests: {per:.1f} "
           f"cycles/request ({words} words)")
     assert per <= words * 1.1 + 8, per
+
+
+def test_answer_stream_is_reedsolo_per_column():
+    """The reference of the tests above, once against ``reedsolo`` itself: byte k of the two
+    parity shards is RSCodec(2)'s parity of column k; a partial request has no answer."""
+    reedsolo = pytest.importorskip("reedsolo")
+    rng = random.Random(9)
+    shard = 24
+    stream = rng.randbytes(2 * DATA_SHARDS * shard + 5)
+    out = answer_stream(stream, shard)
+    assert len(out) == 2 * 2 * shard
+    codec = reedsolo.RSCodec(2)
+    for r in range(2):
+        request, answer = stream[r * 8 * shard:], out[r * 2 * shard:]
+        for k in range(shard):
+            column = bytes(request[i * shard + k] for i in range(DATA_SHARDS))
+            parity = bytes(codec.encode(column))[DATA_SHARDS:]
+            assert parity == bytes([answer[k], answer[shard + k]])
+
+
+# -- the whole design (examples/rs_tcp.py), driven by scapy TCP peers ------------------------------
+
+#: Small and quick (as tests/tcp): 8 flows, 4 KiB rings, a 20,000-cycle RTO.
+TCP_TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
+
+
+def whole_design(backend, width, shard):
+    """examples/rs_tcp.py: two connections at once, each sending its requests in segments
+    that do not line up with them; every parity byte comes back on its own connection; a
+    connection that closes in the middle of a request gets the answers to its whole requests,
+    then the design's FIN; the counters say so."""
+    from apiary.load import load_design
+    from apiary.sim import open_sim
+    from beehive.bench.tcp_peer import Peer, run_peers
+
+    rng = random.Random(width)
+    size = DATA_SHARDS * shard
+    d = load_design("examples/rs_tcp.py", width=width, shard_bytes=shard, **TCP_TEST)
+    with open_sim(d, backend) as sim:
+        peers = [Peer(sim, sport=sport, dport=7300) for sport in (42000, 42001)]
+        for peer in peers:
+            peer.connect()
+        streams = [rng.randbytes(2 * size), rng.randbytes(3 * size + size // 2)]
+        for peer, stream in zip(peers, streams):
+            for start in range(0, len(stream), 200):
+                peer.send_data(stream[start:start + 200])
+        want = [answer_stream(stream, shard) for stream in streams]
+        for _ in range(20):
+            run_peers(sim, peers, 500)
+            if all(len(p.stream) >= len(w) for p, w in zip(peers, want)):
+                break
+        assert [bytes(p.stream) for p in peers] == want
+        peers[1].send("FA")                 # FIN in the middle of its fourth request
+        peers[1].snd_nxt += 1
+        for _ in range(20):
+            run_peers(sim, peers, 500)
+            if peers[1].fin:
+                break
+        assert peers[1].fin and not peers[0].fin
+        counters = sim.counters()
+        assert {k: counters[f"rs_{k}"] for k in (
+            "flows", "requests", "closed", "truncated", "ended", "mem_errors", "dropped")} == {
+            "flows": 2, "requests": 5, "closed": 1, "truncated": 1, "ended": 0,
+            "mem_errors": 0, "dropped": 0}
+
+
+@pytest.mark.slow
+def test_whole_design_pysim():
+    """pysim, 64-bit data plane, 256-byte requests."""
+    whole_design("pysim", 64, 32)
+
+
+@pytest.mark.slow
+def test_whole_design_verilator():
+    """Verilator, 64-bit data plane, 256-byte requests (about a minute to build the model)."""
+    whole_design("verilator", 64, 32)
