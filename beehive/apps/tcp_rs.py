@@ -35,35 +35,44 @@ in (``dst_fbits``)          from                  what the tile does
 
 Per request (*R* = ``8 * S``, *P* = ``2 * S``), in two stages::
 
-    front: RX_MSG_RESP(OK or EOF, ptr p, addr a, length >= R)
-        ─▶ TX_MSG_REQ(P) ◀─ TX_MSG_RESP(OK, ptr q, addr b)
+    front: RX_MSG_RESP(OK or EOF, ptr p, addr a, length L >= R)
         ─▶ LOAD_MEM(a, R) ◀─ LOAD_MEM_ACK(R bytes ─▶ encoder ─▶ parity buffer)
-    back:  ─▶ RX_ADJUST_PTR(p + R) ─▶ RX_MSG_REQ(R)
+        (L >= 2R: the next request at p + R straight away, once these bytes are in)
+    back:  ─▶ TX_MSG_REQ(P) ◀─ TX_MSG_RESP(OK, ptr q, addr b, length F)
+        (F >= 2P: the connection's next answer goes to q + P without asking again)
+        ─▶ RX_ADJUST_PTR(p + R) [─▶ RX_MSG_REQ(R), after the last request L held]
         ─▶ STORE_MEM(b, P, the parity) ◀─ STORE_MEM_ACK ─▶ TX_ADJUST_PTR(q + P)
     RX_MSG_RESP(EOF, length < R) ─▶ CLOSE_REQ          (length > 0: counted in truncated)
 
-The front serves one request at a time and hands it to the back once its load is answered;
-the back finishes requests in order, so one request's parity is stored (and its pointers
-moved) while the next one's bytes are loaded and encoded. The front asks a connection for
-room in its send ring only once the back has no request of that connection left.
+The front loads one request at a time, every whole request a response reported, and hands
+each to the back once its load is answered; the back finishes requests in order, asking for
+room in the send ring while the parity is still being computed, so one request's parity is
+stored (and its pointers moved) while the next ones' bytes are loaded and encoded.
 
 The inputs never wait (``streaming = False``): engine messages and memory acks are taken the
 cycle they come, and a load's words go straight into the encoder at one word a cycle. That
-holds because a load is sent only while at most one earlier answer is not yet out of the
-tile: its answer leaves the encoder into a buffer of one answer (``2 * S`` bytes) before the
-load's final shard arrives. **Throughput**: the encoder takes ``width // 8`` bytes a cycle
-(64 B/cycle at 512 bits), so a request costs at least ``8 * S / (width // 8)`` cycles; the
-round trips to the engine and the memories come on top, overlapped with encoding across
-connections. Measured against the tests' engine model (``tests/apps/tcp_model.py``, memory
-acks at once, the tile's output never stalled), ``S`` = 512 (4 KiB requests, 64 cycles of
-encoding at 512 bits, 512 at 64 bits), in cycles per request: see ``docs/reed-solomon.md``.
-**Latency** (an idle tile, a request whose bytes are all in the ring): ``TCP_TX_MSG_REQ`` 3
-cycles after the ``TCP_RX_MSG_RESP``, ``LOAD_MEM`` 1 cycle after the ``TCP_TX_MSG_RESP``,
-the parity's first word 2 cycles after the load's last word (the encoder's latency).
+holds because a load is sent only while at most two earlier answers are not yet out of the
+tile: the encoder's answer then always has room in the buffer of two answers (``4 * S``
+bytes) before the load's final shard arrives. **Throughput**: the encoder takes ``width // 8``
+bytes a cycle (64 B/cycle at 512 bits), so a request costs at least ``8 * S / (width // 8)``
+cycles; the round trips to the engine and the memories overlap with encoding. Measured against
+the tests' engine model (``tests/apps/tcp_model.py``, memory acks at once, no stalls), 4 KiB
+requests (``S`` = 512) back to back: 68 cycles each at 512 bits (64 words of encoding: 60
+B/cycle), 522 at 64 bits (512 words), on one connection or several; with memory acks 20
+cycles late, 87 and 541 (see ``docs/reed-solomon.md``). **Latency** (an idle tile, a
+request's bytes all in the ring): ``LOAD_MEM`` 4 cycles after the ``TCP_RX_MSG_RESP`` (queue,
+response read, slot check), the parity's first word 2 cycles after the load's last word (the
+encoder's), then ``RX_ADJUST_PTR``, ``RX_MSG_REQ`` and ``STORE_MEM`` back to back, the room
+in the send ring asked for meanwhile; measured for a lone 4 KiB request, from the
+``TCP_RX_MSG_RESP`` in to the store's last flit out: 92 cycles at 512 bits, 676 at 64 bits.
 
-Errors, each counted: a memory ack with ``error`` set (``mem_errors``; a load's closes the
-connection, a store's forgets it); a connection the engine ends (``ended``) has its request
-under way dropped (its parity discarded) once the memory has answered.
+What it drops, each counted: the bytes of a partial request at the peer's FIN
+(``truncated``); the request under way of a connection the engine ends (``ended``: its
+parity discarded once the memory has answered); on a memory ack with ``error`` set
+(``mem_errors``) a load's connection is closed, a store's forgotten; messages that match
+nothing (``dropped``). **Limit**: a connection whose peer stops reading holds the back while it
+waits for room in its send ring, and with it the tile's other connections, until the engine
+ends it (as :class:`~beehive.apps.tcp_datagram.TcpDatagramTile` serves one record at a time).
 """
 
 from typing import Any
@@ -92,6 +101,7 @@ __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "
 DATA_SHARDS, PARITY_SHARDS = 8, 2
 #: Bytes per shard by default: a 4 KiB request.
 DEFAULT_SHARD_BYTES = 512
+
 
 def answer_stream(stream: bytes, shard_bytes: int = DEFAULT_SHARD_BYTES) -> bytes:
     """What the tile sends back for the bytes ``stream`` of a connection: the parity shards of
@@ -130,9 +140,10 @@ class TcpRsTile(TcpAppTile):
     shard_bytes : int
         Bytes per shard *S*: a positive multiple of ``width // 8`` (default 512).
 
-    Cost: the encoder (4 answers' worth of words, :class:`~beehive.apps.reed_solomon.RsEncoder`)
-    and a buffer of one answer (``2 * S`` bytes); per flow 4 bits of registers and what
-    :class:`~beehive.apps.tcp_app.FlowTable` keeps.
+    Cost: the encoder (:class:`~beehive.apps.reed_solomon.RsEncoder`: ``8 * S`` bytes of
+    memories) and a buffer of two answers (``4 * S`` bytes); what
+    :class:`~beehive.apps.tcp_app.FlowTable` keeps per flow; four requests' records for the back
+    (about 90 bits each) and the current one's (about 200 bits).
 
     Raises
     ------
