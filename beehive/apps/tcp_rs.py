@@ -82,16 +82,16 @@ from amaranth.lib import data
 from amaranth.lib.wiring import connect
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
-from apiary.stream.layout import check_width, payload_layout
+from apiary.stream.layout import payload_layout
 from apiary.stream.queue import Queue
 from apiary.tile import TileEnv
 
 from ..proto.messages import MsgType
-from ..proto.tcp.app import GEN_BITS, Status
+from ..proto.tcp.app import GEN_BITS
 from ..proto.tcp.config import TcpConfig
-from .reed_solomon import RsEncoder, encode_shards
+from .reed_solomon import RsEncoder, check_shard_bytes, encode_shards
 from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
-from .tcp_datagram import ring_add
+from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
 
 
 __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "answer_stream"]
@@ -163,11 +163,7 @@ class TcpRsTile(TcpAppTile):
             "mem_errors": "memory acks with error set",
             "dropped": "messages that match nothing (stray, stale, unknown, malformed)",
         })
-        nb = check_width(self.env.width) // 8
-        if (isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int)
-                or shard_bytes < 1 or shard_bytes % nb):
-            raise ValueError(f"shard_bytes must be a positive multiple of {nb} (one "
-                             f"{self.env.width}-bit word), not {shard_bytes!r}")
+        check_shard_bytes(self.env.width, shard_bytes, f"TcpRsTile {self.env.name!r}")
         cfg = self.config
         if DATA_SHARDS * shard_bytes > cfg.rx_ring or PARITY_SHARDS * shard_bytes > cfg.tx_ring:
             raise ValueError(f"a request of {DATA_SHARDS} x {shard_bytes} bytes must fit in a "
@@ -186,13 +182,11 @@ class TcpRsTile(TcpAppTile):
         io = self.ports(m, app_senders=2)
         front_tx, back_tx = io.app_tx
         a, mem = io.app, io.mem
-        meta = a.meta
 
         # -- per-flow state ----------------------------------------------------------------------
         table = FlowTable(m, flows, sb)
-        live, fresh, queued = table.live, table.fresh, table.queued
-        gen_front, gen_back = (table.gens.read_port(domain="comb") for _ in range(2))
-        ctx_r = table.ctx.read_port()
+        live = table.live
+        gen_back = table.gens.read_port(domain="comb")
         rx_loc_r = table.rx_locs.read_port(domain="comb")
         tx_loc_r = table.tx_locs.read_port(domain="comb")
         drop_app, drop_mem, ended_tx = Signal(), Signal(), Signal()
@@ -254,7 +248,8 @@ class TcpRsTile(TcpAppTile):
         rx = Signal(RX_CONTEXT)
         l_wait = Signal()           # the front's load is awaiting its ack
         to_enc = Signal()           # the words coming are the load's
-        m.d.comb += [gen_front.addr.eq(slot), rx_loc_r.addr.eq(slot)]
+        picker = FlowPicker(m, table, slot)
+        m.d.comb += rx_loc_r.addr.eq(slot)
         with m.If(table.kill & front_busy & (a.slot == slot)):
             m.d.sync += dead.eq(1)
         loaded = self.mem_ack(mem, LOAD_MEM_ACK, l_wait, rx.addr, req, rx.size_log2)
@@ -262,44 +257,12 @@ class TcpRsTile(TcpAppTile):
         with m.If(drop_front):
             m.d.sync += live.bit_select(slot, 1).eq(0)
 
-        pop_fresh, pop_ready = Signal(), Signal()
-        m.d.comb += [table.new_q.o.ready.eq(pop_fresh), table.ready_q.o.ready.eq(pop_ready),
-                     ctx_r.addr.eq(table.ready_q.o.payload)]
-        with m.If(pop_fresh):
-            m.d.sync += fresh.bit_select(table.new_q.o.payload, 1).eq(0)
-        with m.If(pop_ready):
-            m.d.sync += queued.bit_select(table.ready_q.o.payload, 1).eq(0)
+        def whole(cx: Any) -> None:
+            m.next = "SLOT"
 
         with m.FSM(name="front"):
-            with m.State("IDLE"):
-                with m.If(table.new_q.o.valid):
-                    m.d.comb += pop_fresh.eq(1)
-                    m.d.sync += [slot.eq(table.new_q.o.payload), dead.eq(0)]
-                    m.next = "FRESH"
-                with m.Elif(table.ready_q.o.valid):
-                    m.d.comb += pop_ready.eq(1)
-                    m.d.sync += [slot.eq(table.ready_q.o.payload), dead.eq(0)]
-                    m.next = "CHECK"
-            with m.State("FRESH"):          # a new connection: its first request, if still live
-                m.d.sync += gen.eq(gen_front.data)
-                m.next = "IDLE"
-                with m.If(live.bit_select(slot, 1)):
-                    m.next = "ASK"
-            with m.State("CHECK"):          # its response is on ctx_r.data
-                m.d.comb += front_busy.eq(1)
-                cx = ctx_r.data
-                m.d.sync += [rx.eq(cx), gen.eq(cx.gen)]
-                stale = ~live.bit_select(slot, 1) | (gen_front.data != cx.gen) | \
-                    ((cx.status != Status.OK) & (cx.status != Status.EOF))
-                with m.If(stale | dead):
-                    m.next = "IDLE"
-                with m.Elif(cx.length >= req):
-                    m.next = "SLOT"
-                with m.Elif(cx.status == Status.EOF):     # closed by the peer
-                    m.d.sync += c.truncated.eq(c.truncated + (cx.length != 0))
-                    m.next = "CLOSING"
-                with m.Else():
-                    m.next = "ASK"
+            picker.states(m, gen=gen, dead=dead, busy=front_busy, rx=rx, need=req, whole=whole,
+                          ask="ASK", close="CLOSING", truncated=c.truncated)
             # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
             # is looked at before one is offered, not while)
             with m.State("SLOT"):           # the slot's earlier connection is done with first
@@ -354,14 +317,8 @@ class TcpRsTile(TcpAppTile):
                     m.next = "IDLE"
                 with m.Elif(~slot_jobs(slot)):
                     m.next = "CLOSE"
-            with m.State("CLOSE"):
-                m.d.comb += front_busy.eq(1)
-                with m.If(self.app_request(m, front_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
-                                           flow=handle)):
-                    # (a slot that a new connection took meanwhile stays live)
-                    m.d.comb += drop_front.eq(~dead)
-                    m.d.sync += c.closed.eq(c.closed + ~dead)
-                    m.next = "IDLE"
+            close_state(m, self, front_tx, handle=handle, dead=dead, busy=front_busy,
+                        forget=drop_front, closed=c.closed, after="IDLE")
         with m.If(load_want & ~is_store):
             self.mem_request(m, io.mem_tx, store=False, loc=rx_loc_r.data, addr=rx.addr,
                              size=req, wrap=rx.size_log2)
@@ -490,20 +447,6 @@ class TcpRsTile(TcpAppTile):
         # -- engine messages, after the stages: a new connection's `live` wins over the old one
         # being forgotten ----------------------------------------------------------------------
         table.track(m, a)
-        with m.If(a.valid & ~table.handled):
-            with m.Switch(a.type):
-                with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    with m.If(tx_wait & (meta.flow == b_handle)):
-                        m.d.sync += tx_wait.eq(0)
-                        with m.If(meta.status == Status.OK):
-                            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr),
-                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2),
-                                         tx_left.eq(meta.length)]
-                        with m.Else():      # the connection is over: forget it
-                            m.d.comb += ended_tx.eq(1)
-                            m.d.sync += live.bit_select(a.slot, 1).eq(0)
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Default():
-                    m.d.comb += drop_app.eq(1)
+        take_tx_answer(m, a, table, wait=tx_wait, got=tx_got, handle=b_handle, ring=tx,
+                       ended=ended_tx, drop=drop_app, left=tx_left)
         return m
