@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from apiary.noc.header import Message
-from apiary.os.memory_tile import LOAD_MEM_ACK
+from apiary.noc.header import Fbits, Message
+from apiary.os.memory_tile import LOAD_MEM_ACK, decode_mem_message, mem_message_flits
 from beehive.apps.tcp_rs import DATA_SHARDS, TcpRsTile, answer_stream
 from beehive.proto.tcp import TcpConfig
 from tcp_model import TcpEngineModel
@@ -107,6 +107,44 @@ def test_a_reset_drops_its_request_and_the_others_go_on(width):
     assert state["b_written"] == answer_stream(data["B"][:2 * size], shard)
     assert counters == {"flows": 3, "requests": 8, "closed": 2, "ended": 1, "truncated": 0,
                         "mem_errors": 0, "dropped": 0}
+
+
+class FailingModel(TcpEngineModel):
+    """The engine model whose receive memory answers the first load from slot 0's ring with
+    ``error`` set (and no bytes)."""
+
+    failed = False
+
+    def _to_mem(self, item):
+        flits, delivered = item
+        header, meta, _ = decode_mem_message(flits, self.width)
+        ring0 = meta["addr"] // self.config.rx_ring == 0
+        if header.msg_type == LOAD_MEM_ACK and ring0 and not self.failed:
+            self.failed = True
+            flits = mem_message_flits(self.width, LOAD_MEM_ACK, meta["addr"], meta["size"],
+                                      dst=self.app, src=self.rx_mem, dst_fbits=Fbits.LOCAL1,
+                                      wrap=meta["wrap"], error=1)
+        return super()._to_mem((flits, delivered))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_memory_error_closes_its_connection(width):
+    """A load answered with ``error``: its connection is closed, nothing written to it, the
+    error counted; the other connection is served throughout."""
+    rng = random.Random(width + 11)
+    shard = width // 8
+    data = [rng.randbytes(DATA_SHARDS * shard * 2) for _ in range(2)]
+    model = FailingModel(CONFIG, width, app=APP, rx=RX, tx=TX, rx_mem=RX_MEM, tx_mem=TX_MEM,
+                         rng=random.Random(4), burst=64, arrive=0.5)
+    flows = [model.announce(slot, 1) for slot in range(2)]
+    for flow, stream in zip(flows, data):
+        model.deliver(flow, stream, fin=True)
+    counters, _ = run(rs_tile(width, shard), model, seed=width + 5, script=lambda m: None,
+                      until=lambda m: all(map(closed, flows)), timeout=60_000)
+    assert model.failed and model.written(flows[0]) == b""
+    assert model.written(flows[1]) == answer_stream(data[1], shard)
+    assert counters == {"flows": 2, "requests": 2, "closed": 2, "ended": 0, "truncated": 0,
+                        "mem_errors": 1, "dropped": 0}
 
 
 class TimedModel(TcpEngineModel):
