@@ -12,9 +12,10 @@ and its answer exactly ``2 * S`` bytes (parity shards 0 and 1)::
 
 Byte *k* of the parity shards is ``reedsolo.RSCodec(2).encode(column)[8:]`` of the column
 ``(shard_0[k], ..., shard_7[k])`` (:func:`~beehive.apps.reed_solomon.encode_shards`). Requests
-are answered in order on each connection; several connections are served, their requests in
-the order their bytes came. A connection whose peer closes (EOF) is closed once every whole
-request is answered; the bytes of a partial request left at EOF are dropped (``truncated``).
+are answered in order on each connection; several connections are served in the order the
+engine reports their bytes (every whole request of a report in a row). A connection whose
+peer closes (EOF) is closed once every whole request is answered; the bytes of a partial
+request left at EOF are dropped (``truncated``).
 
 Messages of the tile (all with :data:`~beehive.proto.tcp.app.APP_META` or ``MEM_META``):
 
@@ -194,7 +195,7 @@ class TcpRsTile(TcpAppTile):
         m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
                      c.flows.eq(c.flows + table.announced)]
 
-        # -- the encoder and the buffer of one answer --------------------------------------------
+        # -- the encoder and the buffer of its answers -------------------------------------------
         m.submodules.encoder = enc = RsEncoder(width, self.shard_bytes, data=DATA_SHARDS,
                                                parity=PARITY_SHARDS)
         m.submodules.parity = parity = Queue(payload_layout(width),
