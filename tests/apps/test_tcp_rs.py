@@ -280,11 +280,12 @@ def whole_design(backend, width, shard):
 
 @pytest.mark.slow
 def test_whole_design_pysim():
-    """pysim, 64-bit data plane, 256-byte requests."""
+    """pysim, 64-bit data plane, 256-byte requests (a minute or two)."""
     whole_design("pysim", 64, 32)
 
 
 @pytest.mark.slow
 def test_whole_design_verilator():
-    """Verilator, 64-bit data plane, 256-byte requests (about a minute to build the model)."""
+    """Verilator, 64-bit data plane, 256-byte requests (a few minutes to build the model, once:
+    it is cached; seconds to run)."""
     whole_design("verilator", 64, 32)
