@@ -50,7 +50,7 @@ from apiary.stream.layout import check_width, payload_signature
 
 
 __all__ = ["GF_POLYNOMIAL", "gf_mul", "generator_polynomial", "parity_coefficients",
-           "encode_shards", "gf_mul_const", "RsEncoder"]
+           "encode_shards", "gf_mul_const", "check_shard_bytes", "RsEncoder"]
 
 
 #: The primitive polynomial of GF(2^8): x^8 + x^4 + x^3 + x^2 + 1 (``reedsolo``'s default).
@@ -163,6 +163,17 @@ def gf_mul_const(value: ValueLike, c: int, width: int) -> Value:
     return result[:width]
 
 
+def check_shard_bytes(width: int, shard_bytes: Any, who: str = "RsEncoder") -> int:
+    """``shard_bytes``, once checked to be a positive multiple of a ``width``-bit word (a
+    ``ValueError`` naming ``who`` otherwise)."""
+    nb = width // 8
+    if (isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int)
+            or shard_bytes < 1 or shard_bytes % nb):
+        raise ValueError(f"{who}: shard_bytes must be a positive multiple of {nb} (one "
+                         f"{width}-bit word), not {shard_bytes!r}")
+    return shard_bytes
+
+
 class RsEncoder(wiring.Component):
     """Reed-Solomon (``data`` + ``parity``) erasure-code encoder on payload streams.
 
@@ -245,10 +256,7 @@ class RsEncoder(wiring.Component):
     def __init__(self, width: int, shard_bytes: int, *, data: int = 8, parity: int = 2) -> None:
         self._width = check_width(width)
         nb = width // 8
-        if (isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int)
-                or shard_bytes < 1 or shard_bytes % nb):
-            raise ValueError(f"RsEncoder: shard_bytes must be a positive multiple of "
-                             f"{nb} (one {width}-bit word), not {shard_bytes!r}")
+        check_shard_bytes(width, shard_bytes)
         _check_code(data, parity)
         self.shard_bytes = shard_bytes
         self.shard_words = n = shard_bytes // nb

@@ -74,7 +74,7 @@ not a data path.
 from collections.abc import Callable
 from typing import Any
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -92,11 +92,11 @@ from ..proto.messages import PACKET_META, MsgType
 from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
 from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, int_in_range
+from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
-           "record",
-           "split_records"]
+           "record", "split_records"]
 
 
 #: Route key of the application the records go to.
@@ -137,13 +137,6 @@ def split_records(stream: bytes) -> tuple[list[bytes], bytes]:
 
 
 # -- the tile --------------------------------------------------------------------------------------
-
-def _ring_add(addr: Any, plus: int, wrap: Any) -> Any:
-    """``addr + plus`` in the ring of ``2**wrap`` bytes that ``addr`` is in (``wrap`` 0: no
-    ring)."""
-    mask = ((Const(1, 49) << wrap) - 1)[:48]
-    return Mux(wrap == 0, addr + plus, (addr & ~mask) | ((addr + plus) & mask))
-
 
 class TcpDatagramTile(TcpAppTile):
     """Carry length-prefixed records of TCP connections to a datagram application and its
@@ -218,10 +211,7 @@ class TcpDatagramTile(TcpAppTile):
         # -- per-flow state ----------------------------------------------------------------------
         sb = self.slot_bits
         table = FlowTable(m, flows, sb)
-        live, fresh, queued = table.live, table.fresh, table.queued
-        fresh_q, ready_q = table.new_q, table.ready_q
-        gen_cur = table.gens.read_port(domain="comb")
-        ctx_r = table.ctx.read_port()
+        live = table.live
         rx_loc_r = table.rx_locs.read_port(domain="comb")
         tx_loc_r = table.tx_locs.read_port(domain="comb")
         m.submodules.peers = peers = Memory(shape=_PEER, depth=flows, init=[])
@@ -240,7 +230,8 @@ class TcpDatagramTile(TcpAppTile):
         seq = Signal(32)
         tag = Cat(handle, seq)
         timer = Signal(32)
-        m.d.comb += [gen_cur.addr.eq(slot), peer_r.addr.eq(slot), rx_loc_r.addr.eq(slot),
+        picker = FlowPicker(m, table, slot)
+        m.d.comb += [peer_r.addr.eq(slot), rx_loc_r.addr.eq(slot),
                      tx_loc_r.addr.eq(slot)]
 
         # The record's bytes, then its reply's, wait here.
@@ -363,13 +354,6 @@ class TcpDatagramTile(TcpAppTile):
             m.d.sync += live.bit_select(slot, 1).eq(0)
 
         # -- the engine ----------------------------------------------------------------------------
-        pop_fresh, pop_ready = Signal(), Signal()
-        m.d.comb += [fresh_q.o.ready.eq(pop_fresh), ready_q.o.ready.eq(pop_ready),
-                     ctx_r.addr.eq(ready_q.o.payload)]
-        with m.If(pop_fresh):
-            m.d.sync += fresh.bit_select(fresh_q.o.payload, 1).eq(0)
-        with m.If(pop_ready):
-            m.d.sync += queued.bit_select(ready_q.o.payload, 1).eq(0)
         def goto(state: str) -> Callable[[], None]:
             def go() -> None:
                 m.next = state
@@ -410,7 +394,7 @@ class TcpDatagramTile(TcpAppTile):
             with m.Elif(n == 0):
                 m.next = "ADJUST_RX"
             with m.Else():
-                m.d.sync += memory(False, _ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
+                m.d.sync += memory(False, ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
                                    rx.size_log2)
                 m.next = "LOAD_BODY"
 
@@ -418,43 +402,17 @@ class TcpDatagramTile(TcpAppTile):
             with m.If(r == 0):
                 m.next = "ADJUST_TX"
             with m.Else():
-                m.d.sync += memory(True, _ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
+                m.d.sync += memory(True, ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
                 m.next = "STORE_REPLY"
 
+        def load_length(cx: Any) -> None:
+            m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
+            m.next = "LOAD_LENGTH"
+
         with m.FSM(name="records"):
-            with m.State("IDLE"):
-                with m.If(fresh_q.o.valid):
-                    m.d.comb += pop_fresh.eq(1)
-                    m.d.sync += [slot.eq(fresh_q.o.payload), dead.eq(0),
-                                 ask.eq(LENGTH_BYTES)]
-                    m.next = "FRESH"
-                with m.Elif(ready_q.o.valid):
-                    m.d.comb += pop_ready.eq(1)
-                    m.d.sync += [slot.eq(ready_q.o.payload), dead.eq(0)]
-                    m.next = "CHECK"
-            with m.State("FRESH"):          # a new connection: its first request, if still live
-                m.d.sync += gen.eq(gen_cur.data)
-                with m.If(live.bit_select(slot, 1)):
-                    m.next = "ASK"
-                with m.Else():
-                    m.next = "IDLE"
-            with m.State("CHECK"):          # its response is on ctx_r.data
-                m.d.comb += busy.eq(1)
-                cx = ctx_r.data
-                m.d.sync += [rx.eq(cx), gen.eq(cx.gen), ask.eq(LENGTH_BYTES)]
-                stale = ~live.bit_select(slot, 1) | (gen_cur.data != cx.gen) | \
-                    ((cx.status != Status.OK) & (cx.status != Status.EOF))
-                with m.If(stale | dead):
-                    m.next = "IDLE"
-                with m.Elif(cx.length >= LENGTH_BYTES):
-                    m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
-                    m.next = "LOAD_LENGTH"
-                with m.Elif(cx.status == Status.EOF):     # closed by the peer
-                    with m.If(cx.length != 0):
-                        m.d.sync += c.truncated.eq(c.truncated + 1)
-                    m.next = "CLOSE"
-                with m.Else():
-                    m.next = "ASK"
+            picker.states(m, gen=gen, dead=dead, busy=busy, rx=rx, need=LENGTH_BYTES,
+                          whole=load_length, ask="ASK", close="CLOSE", truncated=c.truncated,
+                          on_pop=(ask.eq(LENGTH_BYTES),))
             memory_states("LOAD_LENGTH", after=decide_length)       # (the length is in n)
             memory_states("LOAD_BODY", after=goto("ADJUST_RX"))   # (the body is in buf)
             with m.State("ADJUST_RX"):
@@ -514,14 +472,8 @@ class TcpDatagramTile(TcpAppTile):
                 with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
                                            flow=handle, length=ask)):
                     m.next = "IDLE"
-            with m.State("CLOSE"):
-                m.d.comb += busy.eq(1)
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
-                                           flow=handle)):
-                    # (a slot that a new connection took meanwhile stays live)
-                    m.d.comb += forget.eq(~dead)
-                    m.d.sync += c.closed.eq(c.closed + ~dead)
-                    m.next = "FLUSH"
+            close_state(m, self, app_tx, handle=handle, dead=dead, busy=busy, forget=forget,
+                        closed=c.closed, after="FLUSH")
             with m.State("FLUSH"):          # what the record left in buf is thrown away
                 with m.If(~to_app & ~to_store):
                     m.d.comb += buf.o.ready.eq(1)
@@ -535,19 +487,6 @@ class TcpDatagramTile(TcpAppTile):
             m.d.comb += [peer_w.en.eq(1), peer_w.addr.eq(a.slot), peer_w.data.ip.eq(meta.peer_ip),
                          peer_w.data.port.eq(meta.peer_port),
                          peer_w.data.local_port.eq(meta.local_port)]
-        with m.If(a.valid & ~table.handled):
-            with m.Switch(a.type):
-                with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    with m.If(tx_wait & (meta.flow == handle)):
-                        m.d.sync += tx_wait.eq(0)
-                        with m.If(meta.status == Status.OK):
-                            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr),
-                                         tx.addr.eq(meta.addr), tx.wrap.eq(meta.size_log2)]
-                        with m.Else():      # the connection is over: forget it
-                            m.d.comb += ended_tx.eq(1)
-                            m.d.sync += live.bit_select(a.slot, 1).eq(0)
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Default():
-                    m.d.comb += drop_app.eq(1)
+        take_tx_answer(m, a, table, wait=tx_wait, got=tx_got, handle=handle, ring=tx,
+                       ended=ended_tx, drop=drop_app)
         return m
