@@ -73,7 +73,7 @@ import hashlib
 from typing import Any
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data
+from amaranth.lib import data, fifo
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import connect, flipped
 
@@ -87,6 +87,7 @@ from apiary.stream.realign import StreamInsert
 from apiary.tile import Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
+from .kernel_ctl import positive_ints
 
 
 __all__ = ["VR_MESSAGE", "MESSAGE_BYTES", "MAGIC", "VrType", "VrStatus", "NackReason",
@@ -229,28 +230,38 @@ class VrWitnessTile(Tile):
         Entries of the op-metadata ring, a power of two from 2 to 65536; the op ``n`` is kept
         at ``n % log_depth`` until ``log_depth`` later ops overwrite it.
 
-    Store and forward, one message at a time: the whole datagram is taken in (PayloadPeek
-    captures its first 48 bytes and discards the rest), then the state is read (the ring, one
-    cycle), updated and the reply built (one cycle), then the reply sent (1 flit at 512 bits,
-    4 metadata + 6 payload + 1 header at 64). Latency from a request's last flit in to its
-    reply's first flit out: 4 cycles (measured in ``tests/apps/test_vr_witness.py``).
-    Throughput: one message per ``in flits + out flits + 4`` cycles or so, about 6 cycles at
-    512 bits. The input is held while a reply waits for UDP TX.
+    queue : int
+        Requests that may wait while one is served (at least 1); one that finds the queue full
+        is dropped unanswered and counted in ``overflow`` (VR clients and leaders retransmit).
+
+    Store and forward, one message at a time, and the input never waits for the output
+    (``streaming = False``): every datagram is taken in at once (PayloadPeek captures its first
+    48 bytes and discards the rest) and queued with its metadata; the engine takes it from the
+    queue, reads the ring (one cycle), updates the state and builds the reply (one cycle), and
+    sends the reply (1 flit at 512 bits; 1 header + 4 metadata + 6 payload flits at 64).
+    Latency from a request's last flit in to its reply's first flit out: 6 cycles when idle
+    (``tests/apps/test_vr_witness.py`` asserts it at 64 and 512 bits). Throughput: one message
+    per 4 cycles plus its reply's flits (5 cycles at 512 bits, 15 at 64).
 
     Counters: ``prepares`` (PREPARE_OK sent for a PREPARE), ``commits`` (COMMITs applied),
     ``nacks`` (NACKs sent), ``view_changes`` (START_VIEW_CHANGEs that began one),
     ``start_views`` (START_VIEWs adopted), ``queries`` (LOG_ENTRYs sent), ``dropped``
     (malformed or misrouted datagrams, other NoC messages), ``framing`` (NoC messages whose
-    flits disagreed with their header, :class:`~apiary.noc.framing.MessageReceiver`'s errors).
+    flits disagreed with their header, :class:`~apiary.noc.framing.MessageReceiver`'s errors),
+    ``overflow`` (requests dropped unanswered: the queue was full).
 
     Raises
     ------
     ValueError
-        If ``shard`` or ``log_depth`` is out of range, or the tile has more than one next hop.
+        If ``shard``, ``log_depth`` or ``queue`` is out of range, or the tile has more than one
+        next hop.
     """
 
-    def __init__(self, env: TileEnv | None = None, *, shard: int = 0,
-                 log_depth: int = 256) -> None:
+    #: The input never waits for the output: requests are queued (see ``queue``).
+    streaming = False
+
+    def __init__(self, env: TileEnv | None = None, *, shard: int = 0, log_depth: int = 256,
+                 queue: int = 8) -> None:
         if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < 1 << 16:
             raise ValueError(f"VrWitnessTile: shard must be an integer from 0 to 65535, "
                              f"not {shard!r}")
@@ -259,6 +270,7 @@ class VrWitnessTile(Tile):
             raise ValueError(f"VrWitnessTile: log_depth must be a power of two from 2 to 65536 "
                              f"(ring entries), not {log_depth!r}")
         self.shard, self.log_depth = shard, log_depth
+        (self.queue,) = positive_ints(queue=queue)
         super().__init__(env, counters={
             "prepares": "PREPAREs accepted (PREPARE_OK sent)",
             "commits": "COMMITs applied",
@@ -269,6 +281,7 @@ class VrWitnessTile(Tile):
             "dropped": "datagrams dropped: malformed, another shard, a type not taken, "
                        "or not a UDP segment",
             "framing": "NoC messages whose flits disagreed with their header",
+            "overflow": "messages dropped unanswered: the request queue was full",
         })
         routes = self.env.next_hops("data")
         hops = {hop for hops in routes.values() for hop in hops}
@@ -282,18 +295,36 @@ class VrWitnessTile(Tile):
         width = self.env.width
         counters = self.counters
 
-        # -- in: the datagram's header and metadata, then its first 48 bytes ---------------------
+        # -- in: the datagram's header and metadata, then its first 48 bytes, queued -----------
+        # The input never waits for the output (``streaming = False``): every message is taken
+        # at once, and one that finds the queue full is dropped (counted in ``overflow``).
         m.submodules.receiver = rx = MessageReceiver(width, meta_bits=PACKET_META.size,
                                                      empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         m.submodules.peek = peek = PayloadPeek(width, MESSAGE_BYTES)
         connect(m, receiver=rx.o_data, peek=peek.i)
         m.d.comb += [peek.o.ready.eq(1), peek.verdict.payload.keep.eq(0),  # words discarded
+                     peek.verdict.valid.eq(1), rx.o_hdr.ready.eq(1),
                      counters.framing.eq(rx.errors)]
-        meta = Signal(PACKET_META.layout())
-        length = Signal.like(rx.o_hdr.payload.payload_bytes)
-        is_segment = Signal()
-        msg = Signal(VR_MESSAGE.layout())
+        request = data.StructLayout({"meta": PACKET_META.layout(), "length": 16,
+                                     "is_segment": 1, "msg": VR_MESSAGE.layout()})
+        m.submodules.requests = queue = fifo.SyncFIFOBuffered(width=request.size,
+                                                              depth=self.queue)
+        arriving = Signal(request)          # the message whose head the peek is capturing
+        with m.If(rx.o_hdr.valid):
+            h = rx.o_hdr.payload
+            m.d.sync += [arriving.meta.eq(h.meta[:PACKET_META.size]),
+                         arriving.length.eq(h.payload_bytes),
+                         arriving.is_segment.eq(h.msg_type == MsgType.UDP_RX_SEGMENT)]
+        pushed = Signal(request)
+        m.d.comb += [pushed.eq(arriving),
+                     pushed.msg.eq(header_view(VR_MESSAGE, peek.head)),
+                     queue.w_data.eq(pushed), queue.w_en.eq(peek.head_valid)]
+        with m.If(peek.head_valid & ~queue.w_rdy):
+            m.d.sync += counters.overflow.eq(counters.overflow + 1)
+        current = Signal(request)
+        meta, length, is_segment, msg = (current.meta, current.length, current.is_segment,
+                                         current.msg)
 
         # -- the witness's state and the op-metadata ring ----------------------------------------
         view, normal_view, op, commit, summary = (Signal(32), Signal(32), Signal(64), Signal(64),
@@ -428,16 +459,9 @@ class VrWitnessTile(Tile):
         desc_done, head_done = Signal(), Signal()
         with m.FSM(name="vr_witness"):
             with m.State("IDLE"):
-                m.d.comb += rx.o_hdr.ready.eq(1)
-                with m.If(rx.o_hdr.valid):
-                    h = rx.o_hdr.payload
-                    m.d.sync += [meta.eq(h.meta[:PACKET_META.size]), length.eq(h.payload_bytes),
-                                 is_segment.eq(h.msg_type == MsgType.UDP_RX_SEGMENT)]
-                    m.next = "HEAD"
-            with m.State("HEAD"):
-                m.d.comb += peek.verdict.valid.eq(1)
-                with m.If(peek.head_valid):
-                    m.d.sync += msg.as_value().eq(header_view(VR_MESSAGE, peek.head).as_value())
+                m.d.comb += queue.r_en.eq(1)
+                with m.If(queue.r_rdy):
+                    m.d.sync += current.eq(queue.r_data)
                     m.next = "READ"
             with m.State("READ"):                           # the ring's read address is set
                 m.next = "DECIDE"
