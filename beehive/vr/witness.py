@@ -82,6 +82,7 @@ class SoftwareWitness:
             self.op = msg.op
             self.ring[msg.op % self.log_depth] = LogEntry(msg.op, msg.client, msg.request,
                                                           msg.digest)
+            self._logged(msg)
             self.summary = chain_digest(self.summary, msg.op, msg.client, msg.request,
                                         msg.digest)
             self._advance_commit(msg.commit)
@@ -106,6 +107,7 @@ class SoftwareWitness:
             self.view = self.normal_view = msg.view
             self.status = VrStatus.NORMAL
             self.op, self.commit, self.summary = msg.op, min(msg.commit, msg.op), msg.digest
+            self._committed()
             self.counters["start_views"] += 1
             return NackReason.NONE, VrType.PREPARE_OK
         # LOG_QUERY
@@ -116,6 +118,14 @@ class SoftwareWitness:
 
     def _advance_commit(self, commit: int) -> None:
         self.commit = max(self.commit, min(commit, self.op))
+        self._committed()
+
+    # Hooks for a member that keeps more than the metadata (:class:`beehive.vr.group.Replica`).
+    def _logged(self, msg: VrMessage) -> None:
+        """A PREPARE's op was just logged."""
+
+    def _committed(self) -> None:
+        """The commit number may have moved on."""
 
     def entry(self, op: int) -> LogEntry | None:
         """The ring's entry of ``op``, if it is logged and not overwritten."""
