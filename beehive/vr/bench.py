@@ -23,6 +23,7 @@ import argparse
 import pathlib
 import statistics
 import sys
+import warnings
 from typing import Any
 
 from apiary.cli import add_clock_argument
@@ -115,6 +116,9 @@ def render(rows: list[dict[str, Any]], clock_mhz: float, width: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from amaranth.hdl import UnusedElaboratable
+    # A cached Verilator model leaves the design's Amaranth objects unelaborated.
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
     parser = argparse.ArgumentParser(prog="python -m beehive.vr.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", default="1,2,3,4", metavar="N,N,...",
