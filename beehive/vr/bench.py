@@ -34,7 +34,7 @@ from beehive.apps.vr_witness import VrMessage, VrType, request_digest
 
 from .group import Group, run_workload
 from .kv import reference_results, workload
-from .links import SimWitness
+from .links import SimWitness, udp_replies
 
 
 __all__ = ["measure", "render", "main", "BEEHIVE_TABLE_4_3"]
@@ -88,8 +88,8 @@ def measure(shards: int, ops: int, *, width: int = 512, backend: str = "verilato
             sim.send_many(frames)
             sim.run()
             sent = sim.sent(clear=True)
-            got = [(VrMessage.unpack(payload), cycle) for link in links
-                   for payload, cycle in link.replies()]
+            got = [(VrMessage.unpack(payload), cycle)
+                   for port, payload, cycle in udp_replies(sim) if port >= BASE_PORT]
             assert sorted(m.shard for m, _ in got) == list(range(shards)) and all(
                 m.type is VrType.PREPARE_OK for m, _ in got), f"round {k}: {got}"
             rounds.append(max(c for _, c in got) - sent[0].cycle_first)

@@ -19,7 +19,7 @@ from .witness import SoftwareWitness
 
 
 __all__ = ["WitnessLink", "LocalWitness", "UdpWitness", "SimWitness", "Exchange",
-           "STACK_MAC", "STACK_IPV4", "PEER_MAC", "PEER_IPV4"]
+           "udp_replies", "STACK_MAC", "STACK_IPV4", "PEER_MAC", "PEER_IPV4"]
 
 #: The simulated design's addresses (``examples/vr_witness.py``'s defaults) and the leader's.
 STACK_MAC, STACK_IPV4 = "02:00:00:00:00:02", "10.0.0.2"
@@ -82,6 +82,19 @@ class Exchange:
         return None if self.cycle_out is None else self.cycle_out - self.cycle_in
 
 
+def udp_replies(sim: Any) -> list[tuple[int, bytes, int]]:
+    """``(source port, payload, cycle of the frame's last word)`` of every UDP frame the
+    simulated design ``sim`` sent since last asked."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.l2 import Ether
+    out = []
+    for frame in sim.received(clear=True):
+        pkt = Ether(frame.data)
+        if UDP in pkt:
+            out.append((pkt[UDP].sport, bytes(pkt[UDP].payload), frame.cycle_last))
+    return out
+
+
 class SimWitness:
     """The witness on UDP port ``port`` of a simulated design ``sim`` (an open
     :class:`~apiary.sim.Sim`). Each request is one frame in and a run until the design is idle
@@ -100,16 +113,10 @@ class SimWitness:
 
     def replies(self, port: int | None = None) -> list[tuple[bytes, int]]:
         """``(payload, cycle of the frame's last word)`` of the UDP replies from ``port`` (the
-        witness's) the design sent since last asked."""
-        from scapy.layers.inet import UDP
-        from scapy.layers.l2 import Ether
+        witness's) the design sent since last asked (the others are forgotten)."""
         port = self.port if port is None else port
-        out = []
-        for frame in self.sim.received(clear=True):
-            pkt = Ether(frame.data)
-            if UDP in pkt and pkt[UDP].sport == port:
-                out.append((bytes(pkt[UDP].payload), frame.cycle_last))
-        return out
+        return [(payload, cycle) for sport, payload, cycle in udp_replies(self.sim)
+                if sport == port]
 
     def exchange(self, payload: bytes, dport: int | None = None) -> bytes | None:
         """Send ``payload`` to ``dport`` (the witness's port by default), run until idle, return

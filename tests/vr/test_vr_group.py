@@ -6,7 +6,7 @@ witness), and refuses to go on when no quorum is left."""
 import pytest
 
 from beehive.apps.vr_witness import VrMessage, VrType
-from beehive.vr.group import Group, NoQuorum, run_workload
+from beehive.vr.group import Group, LostOps, NoQuorum, run_workload
 from beehive.vr.kv import KvOp, reference_results, workload
 from beehive.vr.links import LocalWitness
 from beehive.vr.witness import SoftwareWitness
@@ -98,3 +98,14 @@ def test_without_a_quorum_nothing_commits():
         group.submit(0, 1, KvOp(b"k" * 64, b"v" * 64))
     group.witness.alive = True                           # type: ignore[attr-defined]
     assert group.submit(0, 2, KvOp(b"k" * 64)) is None   # the failed put never happened
+
+
+def test_a_view_change_refuses_to_lose_ops_only_the_dead_leader_held():
+    group, witness = software_group()
+    list(run_workload(group, workload(6, 10, keys=5)))
+    group.fail_replica()                                 # a first failure ...
+    list(run_workload(group, workload(7, 5, keys=5)))    # committed by leader + witness
+    assert group.replica is not None
+    group.replica.alive = True                           # ... back, 5 ops behind
+    with pytest.raises(LostOps, match="ops up to 15 committed, the replica's bytes end at op 10"):
+        group.fail_leader()                              # ... and then the leader dies
