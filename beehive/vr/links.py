@@ -58,10 +58,13 @@ class UdpWitness:
 
     def request(self, payload: bytes) -> bytes | None:
         self.sock.sendto(payload, self.address)
-        try:
-            return self.sock.recv(2048)
-        except TimeoutError:
-            return None
+        while True:                 # a datagram from elsewhere is not the witness's answer
+            try:
+                reply, source = self.sock.recvfrom(2048)
+            except TimeoutError:
+                return None
+            if source == self.address:
+                return reply
 
     def send(self, payload: bytes) -> None:
         self.sock.sendto(payload, self.address)
