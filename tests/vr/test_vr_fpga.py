@@ -106,3 +106,13 @@ def test_a_quarantined_witness_leaves_the_group_serving_verilator():
         # Quarantined: nothing gets in or out any more; the replica holds the log.
         assert link.request(VrMessage(VrType.LOG_QUERY, op=1).pack()) is None
         assert group.replica is not None and group.replica.op == 60
+
+
+@pytest.mark.slow
+def test_the_docs_snippet_runs(monkeypatch):
+    import re
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs" / "vr-witness.md").read_text()
+    snippet = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    assert "SimWitness" in snippet and "reference_results" in snippet
+    exec(compile(snippet, "docs/vr-witness.md", "exec"), {})
