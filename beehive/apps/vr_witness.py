@@ -229,7 +229,6 @@ class VrWitnessTile(Tile):
     log_depth : int
         Entries of the op-metadata ring, a power of two from 2 to 65536; the op ``n`` is kept
         at ``n % log_depth`` until ``log_depth`` later ops overwrite it.
-
     queue : int
         Requests that may wait while one is served (at least 1); one that finds the queue full
         is dropped unanswered and counted in ``overflow`` (VR clients and leaders retransmit).
@@ -240,8 +239,9 @@ class VrWitnessTile(Tile):
     queue, reads the ring (one cycle), updates the state and builds the reply (one cycle), and
     sends the reply (1 flit at 512 bits; 1 header + 4 metadata + 6 payload flits at 64).
     Latency from a request's last flit in to its reply's first flit out: 6 cycles when idle
-    (``tests/apps/test_vr_witness.py`` asserts it at 64 and 512 bits). Throughput: one message
-    per 4 cycles plus its reply's flits (5 cycles at 512 bits, 15 at 64).
+    (``tests/apps/test_vr_witness.py`` asserts it at every width). Throughput: about one message
+    per 4 cycles plus its reply's flits: 5 cycles at 512 bits (measured, back to back), about 15
+    at 64, where the 11 flits of each request already take 11.
 
     Counters: ``prepares`` (PREPARE_OK sent for a PREPARE), ``commits`` (COMMITs applied),
     ``nacks`` (NACKs sent), ``view_changes`` (START_VIEW_CHANGEs that began one),
