@@ -35,7 +35,7 @@ lets it run again)::
 from apiary.design import Design
 from apiary.load import sibling
 from apiary.os.kernel import Kernel
-from beehive.apps.kernel_ctl import KERNEL_KEY, KernelCtlTile
+from beehive.apps.kernel_ctl import CTL_PORT, add_control_service
 from beehive.apps.mem_server import REPLY_KEY, UdpMemoryTile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
@@ -43,7 +43,6 @@ from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 udp_echo = sibling(__file__, "udp_echo.py")
 
 APP_PORTS = {"app_a": 7001, "app_b": 7002}
-CTL_PORT = 7100
 MEMORY_BYTES = 1 << 16
 
 
@@ -57,10 +56,5 @@ def design(width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=udp_echo.ECHO_PORT
         d.add(name, UdpMemoryTile, at=at, segment=segment, trusted=False)
         d.route("udp_rx", name, key=app_port)
         d.route(name, "udp_tx", key=REPLY_KEY, allow=True)
-    d.add("ctl", KernelCtlTile, at=(3, 2))
-    d.route("udp_rx", "ctl", key=CTL_PORT)
-    d.route("ctl", "udp_tx", key=REPLY_KEY)
-    d.route("ctl", "errors", key=KERNEL_KEY)
-    d.route("errors", "ctl")            # FAULT_ENTRY answers (the check sees the loop)
-    kernel.trust("ctl")
+    add_control_service(d, kernel, at=(3, 2), port=CTL_PORT)
     return d

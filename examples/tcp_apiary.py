@@ -35,7 +35,7 @@ from apiary.noc.header import Fbits
 from apiary.os.kernel import Kernel
 from apiary.os.monitor import MonitorConfig
 from beehive.apps import TcpEchoTile
-from beehive.apps.kernel_ctl import KERNEL_KEY, REPLY_KEY, KernelCtlTile
+from beehive.apps.kernel_ctl import CTL_PORT, add_control_service
 from beehive.apps.scheduler import KEY_WORKER, TcpSchedulerTile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
@@ -44,8 +44,6 @@ tcp_echo = sibling(__file__, "tcp_echo.py")
 udp_echo = sibling(__file__, "udp_echo.py")
 
 MEMORY_BYTES = 1 << 17
-#: The kernel's control service (``apiary faults``, :mod:`beehive.apps.kernel_ctl`).
-CTL_PORT = 7100
 
 
 def monitor_entries(flows, spare):
@@ -95,10 +93,5 @@ def design(width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, *, app=TcpEchoTile, app
         d.route("tcp_rx", "sched", key=port, allow=True)
         d.route("tcp_tx", "sched", key="app", allow=True)
     if ctl:
-        d.add("ctl", KernelCtlTile, at=(2, 3))
-        d.route("udp_rx", "ctl", key=CTL_PORT)
-        d.route("ctl", "udp_tx", key=REPLY_KEY)
-        d.route("ctl", "errors", key=KERNEL_KEY)
-        d.route("errors", "ctl")
-        kernel.trust("ctl")
+        add_control_service(d, kernel, at=(2, 3), port=CTL_PORT)
     return d

@@ -30,7 +30,7 @@ violation; ``docs/vr-witness.md`` and ``tests/vr/test_vr_fpga.py`` do exactly th
 from apiary.design import Design
 from apiary.load import sibling
 from apiary.os.kernel import Kernel
-from beehive.apps.kernel_ctl import KERNEL_KEY, KernelCtlTile
+from beehive.apps.kernel_ctl import CTL_PORT, add_control_service
 from beehive.apps.vr_witness import REPLY_KEY, VrWitnessTile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
@@ -38,7 +38,6 @@ from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 udp_echo = sibling(__file__, "udp_echo.py")
 
 BASE_PORT = 9000
-CTL_PORT = 7100
 MEMORY_BYTES = 1 << 12
 MAX_SHARDS = 8
 
@@ -65,10 +64,5 @@ def design(width=64, shards=1, base_port=BASE_PORT, log_depth=256, mac=DEFAULT_M
               trusted=False)
         d.route("udp_rx", name, key=base_port + shard)
         d.route(name, "udp_tx", key=REPLY_KEY, allow=True)
-    d.add("ctl", KernelCtlTile, at=ctl)
-    d.route("udp_rx", "ctl", key=CTL_PORT)
-    d.route("ctl", "udp_tx", key=REPLY_KEY)
-    d.route("ctl", "errors", key=KERNEL_KEY)
-    d.route("errors", "ctl")
-    kernel.trust("ctl")
+    add_control_service(d, kernel, at=ctl, port=CTL_PORT)
     return d

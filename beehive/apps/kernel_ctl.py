@@ -114,7 +114,8 @@ from apiary.tile import Tile, TileEnv
 from ..proto.messages import PACKET_META, MsgType
 
 
-__all__ = ["KernelCtlTile", "OP_FAULT_READ", "OP_RELEASE", "OP_IPC_GRANT", "OP_IPC_REVOKE",
+__all__ = ["add_control_service", "CTL_PORT", "KernelCtlTile", "OP_FAULT_READ",
+           "OP_RELEASE", "OP_IPC_GRANT", "OP_IPC_REVOKE",
            "STATUS_OK", "STATUS_NO_ENTRY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
            "KERNEL_KEY", "REPLY_KEY", "FAULT_REPLY_BYTES", "STATUS_REPLY_BYTES",
            "fault_request", "release_request", "ipc_request", "request_ok", "fault_reply",
@@ -126,6 +127,9 @@ STATUS_OK = int(Status.OK)
 STATUS_NO_ENTRY = int(Status.NO_ENTRY)
 STATUS_TIMEOUT = 0xFE
 STATUS_BAD_REQUEST = 0xFF
+#: The UDP port the examples serve it on (``apiary faults`` asks there by default).
+CTL_PORT = 7100
+
 #: Route keys: ``d.route(ctl, error_manager, key=KERNEL_KEY)``, ``d.route(ctl, udp_tx,
 #: key=REPLY_KEY)`` (a route without a key also serves for the replies).
 KERNEL_KEY, REPLY_KEY = "kernel", "reply"
@@ -521,3 +525,18 @@ class KernelCtlTile(Tile):
                     m.d.sync += replying.eq(0)
                     m.next = "IDLE"
         return m
+
+
+def add_control_service(d: Any, kernel: Any, at: tuple[int, int], *, port: int = CTL_PORT,
+                        name: str = "ctl") -> None:
+    """Add the kernel's control service to design ``d`` (which has the UDP stack's ``udp_rx``
+    and ``udp_tx``, and ``kernel``, an :class:`~apiary.os.kernel.Kernel`): the tile at ``at``,
+    requests on UDP ``port``, its routes to the error manager and back, and the kernel's trust
+    (its ``RELEASE`` and ``IPC_GRANT`` reach the monitors)."""
+    d.add(name, KernelCtlTile, at=at)
+    d.route("udp_rx", name, key=port)
+    d.route(name, "udp_tx", key=REPLY_KEY)
+    d.route(name, kernel.errors_name, key=KERNEL_KEY)
+    d.route(kernel.errors_name, name)          # FAULT_ENTRY answers (the check sees the loop)
+    kernel.trust(name)
+

@@ -430,6 +430,17 @@ class TcpAppTile(Tile):
                 & (meta.size == size) & (meta.wrap == wrap)
                 & (mem.payload_bytes == Mux(meta.error, 0, payload)))
 
+    @staticmethod
+    def mem_data_to(m: Module, mem: SimpleNamespace, flag: Signal, sink: Any) -> None:
+        """While ``flag`` is set, the memory acks' words (``mem.data``) go to ``sink`` (a stream),
+        and ``flag`` clears after the last; otherwise they are taken and thrown away."""
+        with m.If(flag):
+            connect(m, receiver=mem.data, sink=sink)
+            with m.If(mem.data.valid & mem.data.ready & mem.data.payload.last):
+                m.d.sync += flag.eq(0)
+        with m.Else():
+            m.d.comb += mem.data.ready.eq(1)
+
     def count_dropped(self, m: Module, io: SimpleNamespace, *pulses) -> None:
         """Drive the ``dropped`` counter: the messages the tile's logic drops (one-cycle
         ``pulses``) and those its framing dropped or reframed."""

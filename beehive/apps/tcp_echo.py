@@ -398,12 +398,7 @@ class TcpEchoTile(TcpAppTile):
         with m.Elif(mem.valid):
             m.d.comb += drop_mem.eq(1)
             m.d.sync += to_buf.eq(0)
-        with m.If(to_buf):
-            connect(m, receiver=mem.data, buffer=buf.i)
-            with m.If(mem.data.valid & mem.data.ready & mem.data.payload.last):
-                m.d.sync += to_buf.eq(0)
-        with m.Else():
-            m.d.comb += mem.data.ready.eq(1)
+        self.mem_data_to(m, mem, to_buf, buf.i)
 
         # -- each job's steps ------------------------------------------------------------------
         for k, s in enumerate(step):

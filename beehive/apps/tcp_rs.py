@@ -140,6 +140,9 @@ class TcpRsTile(TcpAppTile):
         ring and its answer in a send ring.
     shard_bytes : int
         Bytes per shard *S*: a positive multiple of ``width // 8`` (default 512).
+    fault_after : int or None
+        Inject a fault for fault-isolation experiments (:class:`~beehive.apps.tcp_app.
+        TcpAppTile`): answer number ``fault_after`` (0 the first) is stored out of its ring.
 
     Cost: the encoder (:class:`~beehive.apps.reed_solomon.RsEncoder`: ``8 * S`` bytes of
     memories) and a buffer of two answers (``4 * S`` bytes); what
@@ -154,8 +157,8 @@ class TcpRsTile(TcpAppTile):
     """
 
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
-                 shard_bytes: int = DEFAULT_SHARD_BYTES) -> None:
-        super().__init__(env, config=config, counters={
+                 shard_bytes: int = DEFAULT_SHARD_BYTES, fault_after: int | None = None) -> None:
+        super().__init__(env, config=config, fault_after=fault_after, counters={
             "flows": "connections announced (receive-buffer notifications)",
             "requests": "requests answered (parity written to the send ring)",
             "closed": "connections the tile closed (after the peer's FIN, or a load's error)",
@@ -330,12 +333,7 @@ class TcpRsTile(TcpAppTile):
         # The load's words go to the encoder; any other ack's are thrown away.
         with m.If(mem.valid & ~loaded):
             m.d.sync += to_enc.eq(0)
-        with m.If(to_enc):
-            connect(m, receiver=mem.data, encoder=enc.i)
-            with m.If(mem.data.valid & mem.data.ready & mem.data.payload.last):
-                m.d.sync += to_enc.eq(0)
-        with m.Else():
-            m.d.comb += mem.data.ready.eq(1)
+        self.mem_data_to(m, mem, to_enc, enc.i)
 
         # ======== back: pointers, room, the parity stored, request by request ====================
         job = jobs[0]
