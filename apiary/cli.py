@@ -56,9 +56,25 @@ class Command:
 
 
 def add_design_arguments(parser):
-    """``DESIGN`` and ``--width``, as every design command takes them."""
+    """``DESIGN``, ``--width`` and ``--set``, as every design command takes them."""
     parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
     parser.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+    parser.add_argument("--set", action="append", default=[], type=_design_parameter,
+                        metavar="NAME=VALUE", dest="params",
+                        help="a parameter of the design function (repeatable), e.g. "
+                             "--set encoders=4; VALUE is a Python literal (a number, a "
+                             "tuple...) or else a string")
+
+
+def _design_parameter(text):
+    import ast
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
 
 
 def _builtin_commands():
@@ -243,7 +259,9 @@ def error(message):
 def load(args, **defaults):
     """The design that ``args.design`` names, with ``--width`` if given (over ``defaults``)."""
     from .load import load_design
-    overrides = {} if args.width is None else {"width": args.width}
+    overrides = dict(getattr(args, "params", None) or [])
+    if args.width is not None:
+        overrides["width"] = args.width
     return load_design(args.design, defaults=defaults or None, **overrides)
 
 

@@ -20,10 +20,11 @@ bounds is quarantined and the others keep going (``apiary bench rs`` measures al
 ``design(width=512, encoders=1, memories=2, shard_bytes=512, flows=4, memory_latency=None,
 fault=None, ...)``: ``memory_latency`` cycles of the memory tiles in simulation (an int, or a
 range ``(lo, hi)`` drawn at random per access, seeded); ``fault=(k, n)``: encoder ``k``'s
-``n``-th store (0 the first) goes out of bounds, for the fault-isolation experiment. ::
+``n``-th store (0 the first) goes out of bounds, for the fault-isolation experiment. Any of
+them can be set on the command line, ``--set NAME=VALUE``::
 
-    apiary check examples/rs_apiary.py
-    apiary sim   examples/rs_apiary.py --tap tap0 --width 64
+    apiary check examples/rs_apiary.py --set encoders=4 --set memories=2
+    apiary sim   examples/rs_apiary.py --tap tap0 --width 64 --set encoders=2
     python examples/rs_client.py 10.0.0.2 --requests 10      # from the namespace
 """
 
@@ -38,6 +39,8 @@ RS_PORT = 7300
 
 def design(width=512, *, encoders=1, memories=2, shard_bytes=512, flows=4, memory_latency=None,
            fault=None, name="rs_apiary", **tcp):
+    if encoders not in (1, 2, 3, 4):
+        raise ValueError(f"encoders must be 1 to 4, not {encoders!r}")
     ring = max(4096, 1 << (8 * shard_bytes - 1).bit_length())     # a request fits in a ring
     need = 2 * ring * (flows + 2)           # every flow slot's pair of rings, and the spares
     params = [dict(shard_bytes=shard_bytes) for _ in range(encoders)]

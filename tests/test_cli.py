@@ -220,6 +220,20 @@ def test_check_width(capsys):
     assert "deadlock_fig5b.py:" in err
 
 
+def test_design_parameters_on_the_command_line(capsys):
+    rs = str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "rs_apiary.py")
+    assert main(["check", rs, "--set", "encoders=3", "--set", "memories=2"]) == 0
+    out = capsys.readouterr().out
+    assert "app, app1, app2, sched" in out and "app3" not in out
+    # A value that is not a Python literal is a string; a bad one is one readable error.
+    assert main(["check", rs, "--set", "name=other"]) == 0
+    assert "design 'other'" in capsys.readouterr().out
+    assert main(["check", rs, "--set", "encoders=9"]) == 1
+    assert "encoders must be 1 to 4, not 9" in capsys.readouterr().err
+    assert main(["check", rs, "--set", "4"]) == 2
+    assert "expected NAME=VALUE, not '4'" in capsys.readouterr().err
+
+
 def test_check_user_errors_are_one_message(tmp_path, capsys):
     assert main(["check", str(tmp_path / "missing.py")]) == 1
     err = capsys.readouterr().err

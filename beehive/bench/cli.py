@@ -136,7 +136,7 @@ def run(args):
     if args.design in SUB_BENCHES:
         name = args.design
         if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
-                args.tcp) != (None, None, None, None, False, False, False):
+                args.tcp, args.params) != (None, None, None, None, False, False, False, []):
             raise UsageError(f"the options of `apiary bench {name}` go after `{name}` "
                              f"(see `apiary bench {name} --help`)")
         return _run_sub_bench(name, list(args.args))
