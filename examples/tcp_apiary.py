@@ -20,7 +20,8 @@ application that reads or writes past its rings is quarantined, and nothing else
 ring=4096, ...)``: ``apps`` copies of ``app``, each on its own port (``port``, ``port + 1``,
 ...), or with ``scheduler`` all on ``port`` behind a round-robin scheduler (``sched`` at (3, 2),
 :class:`~beehive.apps.scheduler.TcpSchedulerTile`, which gives each new connection to the next
-copy); ``memories`` memory tiles of ``memory_bytes`` each; ``app_params`` go to each
+copy); ``memories`` memory tiles of ``memory_bytes`` each (the memory manager places the rings
+in turn over them); ``app_params`` go to each
 application (a list: one dict per application); ``tcp`` overrides any other
 :class:`~beehive.proto.tcp.TcpConfig` field; ``ctl`` adds the kernel's control service (UDP port
 7100 at (2, 3): ``apiary faults 10.0.0.2``, run-time IPC grants). ::
@@ -75,7 +76,7 @@ def design(width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, *, app=TcpEchoTile, app
     kernel = Kernel(d, manager=(4, 0), errors=(4, 1),
                     memories={f"mem{k}": ((4, 2 + k), memory_bytes) for k in range(memories)},
                     monitor=MonitorConfig(entries=entries),
-                    max_holders=min(256, 4 * config.flows))
+                    max_holders=min(256, 4 * config.flows), placement="rotate")
     tcp_echo.add_tcp(d, config, apiary=True)
     names = ["app" if k == 0 else f"app{k}" for k in range(apps)]
     for k, app_name in enumerate(names):

@@ -53,6 +53,9 @@ class Kernel:
     max_holders : int
         Capabilities sent (``CAP_SEND``) the memory manager keeps track of, to revoke them when
         their segment is freed.
+    placement : str
+        Which memory an allocation goes to: ``"first"`` with room, or ``"rotate"`` among them
+        (:class:`~apiary.os.memory_manager.MemoryManagerTile`).
     names : mapping
         Tile names of the manager and error manager (``{"manager": "mm", "errors":
         "errors"}``).
@@ -62,7 +65,7 @@ class Kernel:
                  memories: Mapping[str, tuple[tuple[int, int], int]],
                  monitor: MonitorConfig | None = None, block_bytes: int = 256,
                  log_depth: int = 64, names: Mapping[str, str] | None = None,
-                 bram: bool = False, max_holders: int = 16) -> None:
+                 bram: bool = False, max_holders: int = 16, placement: str = "first") -> None:
         where = where_declared(2)
         if not isinstance(design, Design):
             raise DesignError(f"Kernel ({where}) needs a Design, not {design!r}.")
@@ -90,7 +93,7 @@ class Kernel:
                        **({"bram": True} if bram else {}))
             places.append((x, y, size))
         design.add(self.manager_name, MemoryManagerTile, at=manager, memories=places,
-                   block_bytes=block_bytes, max_holders=max_holders)
+                   block_bytes=block_bytes, max_holders=max_holders, placement=placement)
         design.add(self.errors_name, ErrorManagerTile, at=errors, log_depth=log_depth)
         design.guard = self
 

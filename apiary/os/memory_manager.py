@@ -31,8 +31,10 @@ so at most 16 memories of at most 4096 leaves each. ``addr`` is ``leaf * block_b
 **Allocation.** Each memory has ``size_bytes // block_bytes`` leaves rounded down to a power of
 two, managed by a :class:`~apiary.os.buddy.BuddyAllocator` (all of it free at reset). An
 ``MM_ALLOC`` of ``size`` bytes takes a block of ``2**k`` leaves, the smallest that holds it,
-from the first memory (in ``memories`` order) that has one free: the lowest free block of that
-size, or the lowest block of the smallest larger size that is free, split. ``size`` 0 or above
+from the first memory (in ``memories`` order) that has one free, or with ``placement="rotate"``
+the first at or after the memory that follows the last allocation's (so a run of allocations
+is spread over the memories, as their bandwidth is): the lowest free block of that size, or the
+lowest block of the smallest larger size that is free, split. ``size`` 0 or above
 the largest memory is answered ``BAD_SIZE``, no room anywhere ``NO_MEMORY``; a failure's
 ``CAP_INSTALL`` has ``op``, ``status`` and ``user``, every other field zero.
 
@@ -154,12 +156,15 @@ class MemoryManagerTile(Tile):
 
     def __init__(self, env: TileEnv | None = None,
                  memories: Sequence[tuple[int, int, int]] = (), *, block_bytes: int = 256,
-                 max_holders: int = 16) -> None:
+                 max_holders: int = 16, placement: str = "first") -> None:
         if not _is_int(block_bytes) or block_bytes < 1 or block_bytes & (block_bytes - 1):
             raise ValueError(f"block_bytes must be a power of two, not {block_bytes!r}")
         if not _is_int(max_holders) or not 1 <= max_holders <= 256:
             raise ValueError(f"max_holders must be an integer from 1 to 256, not "
                              f"{max_holders!r}")
+        if placement not in ("first", "rotate"):
+            raise ValueError(f"placement must be 'first' or 'rotate', not {placement!r}")
+        self.placement = placement
         memories = list(memories)
         if not 1 <= len(memories) <= MAX_MEMORIES:
             raise ValueError(f"a memory manager owns 1 to {MAX_MEMORIES} memories, not "
@@ -198,6 +203,28 @@ class MemoryManagerTile(Tile):
             "stray_revoked": "CAP_REVOKED matching no revoke outstanding, dropped",
             "malformed": "messages of another type, with a payload, or badly framed, dropped",
         })
+
+    def _placement(self, m: Module, fits: Signal, n_mem: int) -> tuple[Signal, Signal, Signal]:
+        """The memory an allocation goes to, of those with room (``fits``): ``(one-hot,
+        index, any)``, the first one, or with rotation the first at or after
+        ``_next_memory``."""
+        self._next_memory = None
+        if self.placement == "first" or n_mem == 1:
+            return lowest_one(m, fits, "memory")
+        start = self._next_memory = Signal(range(n_mem), name="next_memory")
+        rotated = Signal(n_mem)
+        with m.Switch(start):
+            for r in range(n_mem):
+                with m.Case(r):
+                    m.d.comb += rotated.eq(Cat(fits[r:], fits[:r]))
+        _, offset, found = lowest_one(m, rotated, "memory")
+        index = Signal(range(n_mem), name="memory_index")
+        total = Signal(range(2 * n_mem))
+        m.d.comb += [total.eq(offset + start),
+                     index.eq(Mux(total >= n_mem, total - n_mem, total))]
+        pick = Signal(n_mem, name="memory_pick")
+        m.d.comb += pick.eq(Mux(found, Const(1, n_mem) << index, 0))
+        return pick, index, found
 
     @property
     def largest_bytes(self) -> int:
@@ -283,7 +310,7 @@ class MemoryManagerTile(Tile):
         for i, (alloc, top) in enumerate(zip(allocators, tops)):
             room = Cat(alloc.room, Const(0, max_top + 1 - top))
             m.d.comb += fits[i].eq(room.bit_select(level, 1))
-        pick, pick_index, pick_any = lowest_one(m, fits, "memory")
+        pick, pick_index, pick_any = self._placement(m, fits, n_mem)
         mem_x = Array(Const(x, 8) for x, _, _ in self.memories)
         mem_y = Array(Const(y, 8) for _, y, _ in self.memories)
 
@@ -347,6 +374,9 @@ class MemoryManagerTile(Tile):
                                      alloc.req.payload.level.eq(level)]
                     with m.If((pick & Cat(a.req.ready for a in allocators)).any()):
                         m.d.sync += r_mem.eq(pick_index)
+                        if self._next_memory is not None:
+                            m.d.sync += self._next_memory.eq(
+                                Mux(pick_index == n_mem - 1, 0, pick_index + 1))
                         m.next = "ALLOC_WAIT"
 
             with m.State("ALLOC_WAIT"):

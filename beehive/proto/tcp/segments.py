@@ -36,7 +36,7 @@ freed when the slot's next connection takes a new one, so the engine holds at mo
 ``flows + spare`` pairs.
 """
 
-from amaranth import Cat, Const, Elaboratable, Module, Signal
+from amaranth import Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data, stream
 
 from apiary.os.uapi import KERNEL_META, KernelMsgType as K, Perm, Status
@@ -104,28 +104,37 @@ class BufferPool(Elaboratable):
                      pairs.o.ready.eq(self.take), jobs.i.valid.eq(self.take),
                      jobs.i.payload.eq(self.take_job)]
 
-        # Allocation: a receive ring, then a send ring, then the pair is spare.
+        # Allocation: the two rings of a pair one after the other, then the pair is spare. The
+        # order alternates from pair to pair, so that a manager placing allocations in turn
+        # over its memories spreads the receive rings (and the send rings) over them.
         res = self.result
         is_alloc = self.result_valid & (res.op == K.CAP_ALLOC.value)
         ok = res.status == Status.OK
         asking = Signal()           # a CAP_ALLOC is out
-        half = Signal()             # the receive ring of the next pair is allocated
-        rx_h = Signal(8)
+        have = Signal(_PAIR)        # the rings of the next pair allocated so far
+        got = Signal(2)             # ... which of them (bit 0 receive, bit 1 send)
+        tx_first = Signal()         # this pair's send ring is asked for first
         wait = Signal(range(RETRY_CYCLES + 1))
         alloc_now = Signal()        # offer a CAP_ALLOC this cycle
-        m.d.comb += alloc_now.eq(~asking & (wait == 0) & pairs.i.ready)
+        ask_tx = Signal()           # ... for the send ring
+        m.d.comb += [alloc_now.eq(~asking & (wait == 0) & pairs.i.ready),
+                     ask_tx.eq(Mux(got == 0, tx_first, got[0]))]
         with m.If(wait != 0):
             m.d.sync += wait.eq(wait - 1)
-        m.d.comb += [pairs.i.payload.rx.eq(rx_h), pairs.i.payload.tx.eq(res.handle)]
+        is_rx = res.user == ALLOC_RX
+        m.d.comb += [pairs.i.payload.rx.eq(Mux(is_rx, res.handle, have.rx)),
+                     pairs.i.payload.tx.eq(Mux(is_rx, have.tx, res.handle))]
         with m.If(is_alloc):
             m.d.sync += asking.eq(0)
             with m.If(~ok):
                 m.d.sync += [wait.eq(RETRY_CYCLES), self.alloc_failed.eq(self.alloc_failed + 1)]
-            with m.Elif(res.user == ALLOC_RX):
-                m.d.sync += [rx_h.eq(res.handle), half.eq(1)]
-            with m.Else():
+            with m.Elif(got != 0):
                 m.d.comb += pairs.i.valid.eq(1)
-                m.d.sync += half.eq(0)
+                m.d.sync += [got.eq(0), tx_first.eq(~tx_first)]
+            with m.Elif(is_rx):
+                m.d.sync += [have.rx.eq(res.handle), got.eq(0b01)]
+            with m.Else():
+                m.d.sync += [have.tx.eq(res.handle), got.eq(0b10)]
         with m.If(self.result_valid & ~is_alloc & ~ok):
             m.d.sync += self.grant_failed.eq(self.grant_failed + 1)
 
@@ -170,7 +179,7 @@ class BufferPool(Elaboratable):
             m.d.comb += [req.valid.eq(1), req.payload.msg_type.eq(K.CAP_ALLOC.value),
                          meta.perm.eq(Perm.RW), meta.size.eq(self.rx_ring),
                          meta.user.eq(ALLOC_RX)]
-            with m.If(half):
+            with m.If(ask_tx):
                 m.d.comb += [meta.size.eq(self.tx_ring), meta.user.eq(ALLOC_TX)]
             with m.If(req.ready):
                 m.d.sync += asking.eq(1)
