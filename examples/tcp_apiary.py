@@ -76,7 +76,7 @@ def design(width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, *, app=TcpEchoTile, app
     kernel = Kernel(d, manager=(4, 0), errors=(4, 1),
                     memories={f"mem{k}": ((4, 2 + k), memory_bytes) for k in range(memories)},
                     monitor=MonitorConfig(entries=entries),
-                    max_holders=min(256, 4 * config.flows), placement="rotate")
+                    max_holders=min(256, 6 * config.flows), placement="rotate")
     tcp_echo.add_tcp(d, config, apiary=True)
     names = ["app" if k == 0 else f"app{k}" for k in range(apps)]
     for k, app_name in enumerate(names):

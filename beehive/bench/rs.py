@@ -60,6 +60,12 @@ def _request_frames(sim):
     return first
 
 
+def send_request(peer, payload):
+    """Send ``payload`` on ``peer``'s connection in segments of its MSS."""
+    for i in range(0, len(payload), peer.mss):
+        peer.send_data(payload[i:i + peer.mss])
+
+
 def closed_loop(sim, peers, requests, service, *, seed=1, step=8, patience=200_000,
                 until=None):
     """Each of ``peers`` (open connections) sends ``requests`` requests, one outstanding at a
@@ -84,8 +90,7 @@ def closed_loop(sim, peers, requests, service, *, seed=1, step=8, patience=200_0
         payload = make(rng)
         want[p.sport] += reply_of(payload)
         waiting[p.sport] = sim.cycle
-        for i in range(0, len(payload), p.mss):
-            p.send_data(payload[i:i + p.mss])
+        send_request(p, payload)
 
     for p in peers:
         request(p)
@@ -181,7 +186,7 @@ def measure_first_request(rs_apiary, *, width, shard_bytes, step=4):
         syn_in, synack = handshake_at_once(sim, peer, step)
         request = make(random.Random(7))
         want = reply_of(request)
-        peer.send_data(request)
+        send_request(peer, request)
         for _ in range(20_000):
             peer.run(step, ack=False)
             if len(peer.stream) >= len(want):
@@ -218,6 +223,9 @@ def measure_isolation(rs_apiary, *, width, shard_bytes, windows=8, fault_window=
         counters = {k: v for k, v in sim.counters().items() if v}
     start = res["first_in"]
     rows = []
+    # The faulty encoder's connection first (the scheduler's turn order decides which it is):
+    # the one whose replies stopped first.
+    peers = sorted(peers, key=lambda p: max(res["done_at"][p.sport], default=0))
     for p in peers:
         per = [0] * windows
         for cycle in res["done_at"][p.sport]:

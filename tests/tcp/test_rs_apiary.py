@@ -55,9 +55,10 @@ def test_an_encoder_out_of_bounds_is_quarantined_and_the_other_goes_on():
         peers = _peers(sim, sim.design, 2, port=rs_apiary.RS_PORT)
         _connect_all(sim, peers)
         res = closed_loop(sim, peers, 0, rs_service(SHARD), until=sim.cycle + 60_000)
-        done = [len(res["done_at"][p.sport]) for p in peers]
-        assert done[0] == after                 # its replies stop at the bad store
-        assert done[1] > 3 * after              # the other connection goes on
+        # Which connection the faulty encoder serves is the scheduler's turn order, which the
+        # handshakes' timing decides: its replies stop at the bad store; the other's go on.
+        done = sorted(len(res["done_at"][p.sport]) for p in peers)
+        assert done[0] == after and done[1] > 3 * after, done
         c = {k: v for k, v in sim.counters().items() if v}
         assert c["app_monitor_faults"] == 1 and "app1_monitor_faults" not in c
         assert c["errors_faults"] == 1
