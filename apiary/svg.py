@@ -59,10 +59,10 @@ def line_chart(title: str, x_label: str, y_label: str,
         y = y_max * k / 4
         _, py = at(0, y)
         out += [element("line", x1=left - 4, y1=py, x2=left, y2=py, stroke="black"),
-                element("text", f"{y:g}", x=left - 6, y=py + 4, text_anchor="end")]
+                element("text", f"{y:.4g}", x=left - 6, y=py + 4, text_anchor="end")]
     for x in sorted(set(xs)):
         px, _ = at(x, 0)
-        out.append(element("text", f"{x:g}", x=px, y=top + ph + 16, text_anchor="middle"))
+        out.append(element("text", f"{x:.4g}", x=px, y=top + ph + 16, text_anchor="middle"))
     for k, (name, points) in enumerate(series):
         colour = SERIES_COLOURS[k % len(SERIES_COLOURS)]
         coords = " ".join(f"{px:.1f},{py:.1f}" for px, py in (at(x, y) for x, y in points))
@@ -73,7 +73,7 @@ def line_chart(title: str, x_label: str, y_label: str,
             out.append(element("circle", cx=px, cy=py, r=3, fill=colour))
         out += [element("line", x1=left + 12, y1=top - 14, x2=left + 32,
                         y2=top - 14, stroke=colour, stroke_width=2,
-                        transform=f"translate({160 * k} 0)"),
-                element("text", name, x=left + 36 + 160 * k, y=top - 10)]
+                        transform=f"translate({260 * k} 0)"),
+                element("text", name, x=left + 36 + 260 * k, y=top - 10)]
     out.append("</svg>")
     return "\n".join(out) + "\n"
