@@ -204,14 +204,13 @@ class MemoryManagerTile(Tile):
             "malformed": "messages of another type, with a payload, or badly framed, dropped",
         })
 
-    def _placement(self, m: Module, fits: Signal, n_mem: int) -> tuple[Signal, Signal, Signal]:
+    def _placement(self, m: Module, fits: Signal, n_mem: int) -> tuple[Any, ...]:
         """The memory an allocation goes to, of those with room (``fits``): ``(one-hot,
-        index, any)``, the first one, or with rotation the first at or after
-        ``_next_memory``."""
-        self._next_memory = None
+        index, any, start)``, the first one, or with rotation the first at or after ``start``
+        (a register the caller moves past each allocation; ``None`` without rotation)."""
         if self.placement == "first" or n_mem == 1:
-            return lowest_one(m, fits, "memory")
-        start = self._next_memory = Signal(range(n_mem), name="next_memory")
+            return (*lowest_one(m, fits, "memory"), None)
+        start = Signal(range(n_mem), name="next_memory")
         rotated = Signal(n_mem)
         with m.Switch(start):
             for r in range(n_mem):
@@ -224,7 +223,7 @@ class MemoryManagerTile(Tile):
                      index.eq(Mux(total >= n_mem, total - n_mem, total))]
         pick = Signal(n_mem, name="memory_pick")
         m.d.comb += pick.eq(Mux(found, Const(1, n_mem) << index, 0))
-        return pick, index, found
+        return pick, index, found, start
 
     @property
     def largest_bytes(self) -> int:
@@ -310,7 +309,7 @@ class MemoryManagerTile(Tile):
         for i, (alloc, top) in enumerate(zip(allocators, tops)):
             room = Cat(alloc.room, Const(0, max_top + 1 - top))
             m.d.comb += fits[i].eq(room.bit_select(level, 1))
-        pick, pick_index, pick_any = self._placement(m, fits, n_mem)
+        pick, pick_index, pick_any, next_memory = self._placement(m, fits, n_mem)
         mem_x = Array(Const(x, 8) for x, _, _ in self.memories)
         mem_y = Array(Const(y, 8) for _, y, _ in self.memories)
 
@@ -374,8 +373,8 @@ class MemoryManagerTile(Tile):
                                      alloc.req.payload.level.eq(level)]
                     with m.If((pick & Cat(a.req.ready for a in allocators)).any()):
                         m.d.sync += r_mem.eq(pick_index)
-                        if self._next_memory is not None:
-                            m.d.sync += self._next_memory.eq(
+                        if next_memory is not None:
+                            m.d.sync += next_memory.eq(
                                 Mux(pick_index == n_mem - 1, 0, pick_index + 1))
                         m.next = "ALLOC_WAIT"
 

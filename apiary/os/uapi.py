@@ -56,17 +56,22 @@ on the way).
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth.hdl import unsigned
+from amaranth.hdl import Module
 from amaranth.lib import data, enum
+from amaranth.lib.wiring import connect
 
-from ..noc.framing import decode_struct_message, struct_message_flits
+from ..noc.framing import MessageReceiver, decode_struct_message, struct_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..noc.splitter import TypeSplitter
 from ..stream.struct_values import StructValues
 
 
 __all__ = ["KernelMsgType", "KERNEL_META", "Perm", "IpcDir", "Status", "FaultKind",
+           "monitor_answers",
            "KernelMeta", "kernel_message_flits", "decode_kernel_message",
            "HANDLE_BITS", "OFFSET_BITS", "virtual_address", "split_address"]
 
@@ -146,6 +151,21 @@ KERNEL_META = data.StructLayout({
     "status": unsigned(4),
     "user": unsigned(32),
 })
+
+def monitor_answers(m: Module, width: int, source: Any, rest: Any) -> MessageReceiver:
+    """A tile behind a monitor gets its monitor's ``CAP_RESULT`` and ``CAP_NOTIFY`` on LOCAL0,
+    among its own messages: feed ``source`` (that sub-port's flits) through a
+    :class:`~apiary.noc.splitter.TypeSplitter` (submodule ``by_type`` of ``m``), the other
+    messages to ``rest`` (a receiver's input), and return the receiver of the monitor's
+    (submodule ``k_rx``, :data:`KERNEL_META`)."""
+    m.submodules.by_type = by_type = TypeSplitter(
+        width, [[KernelMsgType.CAP_RESULT.value, KernelMsgType.CAP_NOTIFY.value]])
+    m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
+    connect(m, source=source, by_type=by_type.i)
+    connect(m, by_type=by_type.o[0], receiver=k_rx.i)
+    connect(m, by_type=by_type.o[1], receiver=rest)
+    return k_rx
+
 
 #: Bits of a handle, and of the segment offset below it in a virtual address.
 HANDLE_BITS = 8

@@ -51,8 +51,7 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.splitter import TypeSplitter
-from apiary.os.uapi import KERNEL_META, KernelMsgType as K, Status as KStatus
+from apiary.os.uapi import KERNEL_META, KernelMsgType as K, Status as KStatus, monitor_answers
 from apiary.stream.queue import Queue
 from apiary.tile import Tile, TileEnv
 
@@ -116,13 +115,8 @@ class TcpSchedulerTile(Tile):
         senders = [app_tx]
         errors = app_rx.errors
         if apiary:
-            m.submodules.by_type = by_type = TypeSplitter(
-                width, [[K.CAP_NOTIFY.value, K.CAP_RESULT.value]])
-            m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
+            k_rx = monitor_answers(m, width, flipped(self.noc_in), app_rx.i)
             m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
-            connect(m, tile=flipped(self.noc_in), split=by_type.i)
-            connect(m, split=by_type.o[0], receiver=k_rx.i)
-            connect(m, split=by_type.o[1], receiver=app_rx.i)
             senders.append(k_tx)
             errors += k_rx.errors
         else:

@@ -39,9 +39,9 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
-from apiary.noc.splitter import FbitsSplitter, TypeSplitter
+from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
 from apiary.stream.queue import Queue
 from apiary.tile import Endpoint, Tile, TileEnv
 
@@ -274,17 +274,16 @@ class TcpAppTile(Tile):
         m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
         m.submodules.mem_rx = mem_rx = MessageReceiver(width, meta_bits=MEM_META.size)
         receivers = [app_rx, mem_rx]
-        if not self.env.trusted:
-            m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-            receivers.append(k_rx)
         for k, meta_bits in enumerate(inputs.values()):
             receiver = MessageReceiver(width, meta_bits=meta_bits)
             m.submodules[f"rx{k}"] = receiver
             receivers.append(receiver)
-        engine_in = [app_rx, mem_rx, *receivers[2 + (not self.env.trusted):]]
-        for k, receiver in enumerate(engine_in):
+        for k, receiver in enumerate(receivers):
             if k or self.env.trusted:
                 connect(m, split=split.o[k], receiver=receiver.i)
+        k_rx = None
+        if not self.env.trusted:
+            k_rx = monitor_answers(m, width, split.o[0], app_rx.i)
         app_tx = []
         for k in range(app_senders):
             sender = MessageSender(width, meta_bits=APP_META.size)
@@ -314,8 +313,8 @@ class TcpAppTile(Tile):
                      mem_rx.o_hdr.ready.eq(1)]
         sb = self.slot_bits
         valid, msg_type = app_rx.o_hdr.valid, hdr.msg_type
-        if not self.env.trusted:
-            valid, msg_type, meta = self._context(m, split.o[0], app_rx, receivers[2], meta)
+        if k_rx is not None:
+            valid, msg_type, meta = self._context(m, app_rx, k_rx, meta)
         app = SimpleNamespace(valid=valid, type=msg_type, meta=meta,
                               slot=meta.flow[:sb], gen=meta.flow[SLOT_BITS:SLOT_BITS + GEN_BITS],
                               ok=(meta.status == Status.OK) | (meta.status == Status.EOF))
@@ -323,11 +322,12 @@ class TcpAppTile(Tile):
                               meta=data.View(MEM_META, mem_rx.o_hdr.payload.meta),
                               payload_bytes=mem_rx.o_hdr.payload.payload_bytes,
                               data=mem_rx.o_data)
+        errors = sum(r.errors for r in receivers) + (0 if k_rx is None else k_rx.errors)
         return SimpleNamespace(app=app, mem=mem, app_tx=app_tx, mem_tx=mem_tx,
-                               inputs=engine_in[2:], senders=more_tx,
-                               malformed=sum(r.errors for r in receivers) + split.dropped)
+                               inputs=receivers[2:], senders=more_tx,
+                               malformed=errors + split.dropped)
 
-    def _context(self, m: Module, local0: Any, app_rx: MessageReceiver, k_rx: MessageReceiver,
+    def _context(self, m: Module, app_rx: MessageReceiver, k_rx: MessageReceiver,
                  meta_in: Any) -> tuple[Any, Any, Any]:
         """Under Apiary (the tile untrusted), the thesis's context module: the engine announces a
         connection's rings with ``CAP_SEND`` (:mod:`beehive.proto.tcp.segments`), so the
@@ -336,12 +336,7 @@ class TcpAppTile(Tile):
         address or memory tile: the monitor steers loads and stores), the handle is kept per
         flow slot, and the ring offsets of the engine's responses become virtual addresses in
         it. Returns the engine messages' ``valid``, ``msg_type`` and metadata."""
-        width, sb, flows = self.env.width, self.slot_bits, self.config.flows
-        m.submodules.by_type = by_type = TypeSplitter(
-            width, [[KernelMsgType.CAP_NOTIFY.value, KernelMsgType.CAP_RESULT.value]])
-        connect(m, split=local0, by_type=by_type.i)
-        connect(m, by_type=by_type.o[0], receiver=k_rx.i)
-        connect(m, by_type=by_type.o[1], receiver=app_rx.i)
+        sb, flows = self.slot_bits, self.config.flows
         note = data.StructLayout({"handle": 8, "user": GRANT_USER})
         m.submodules.notes = notes = Queue(note, 4)
         k_hdr = k_rx.o_hdr.payload

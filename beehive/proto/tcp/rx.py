@@ -74,9 +74,9 @@ from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import NextHopTable, address_of, first_hop
-from apiary.noc.splitter import FbitsSplitter, TypeSplitter
+from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import MEM_META, STORE_MEM
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
 from apiary.stream.header import header_signal
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
@@ -214,12 +214,7 @@ class TcpRxTile(Tile):
         errors = seg_rx.errors + ack_rx.errors + app_rx.errors + arp_rx.errors
         if self.apiary:
             # The monitor's answers arrive on LOCAL0 with the segments.
-            m.submodules.by_type = by_type = TypeSplitter(
-                width, [[KernelMsgType.CAP_RESULT.value]])
-            m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-            connect(m, split=split.o[0], by_type=by_type.i)
-            connect(m, by_type=by_type.o[0], receiver=k_rx.i)
-            connect(m, by_type=by_type.o[1], receiver=seg_rx.i)
+            k_rx = monitor_answers(m, width, split.o[0], seg_rx.i)
             errors += k_rx.errors
         m.d.comb += counters.malformed.eq(errors + split.dropped)
 
@@ -514,7 +509,9 @@ class TcpRxTile(Tile):
                                               spare=cfg.spare)
         m.d.comb += [
             k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
-            pool.result_valid.eq(k_rx.o_hdr.valid), pool.result.eq(k_rx.o_hdr.payload.meta),
+            pool.result_valid.eq(k_rx.o_hdr.valid
+                                 & (k_rx.o_hdr.payload.msg_type == KernelMsgType.CAP_RESULT)),
+            pool.result.eq(k_rx.o_hdr.payload.meta),
             pool.tx_x.eq(self.wires.tx_x), pool.tx_y.eq(self.wires.tx_y),
             pool.tx_fbits.eq(Fbits.LOCAL0),
             self.counters.alloc_failed.eq(pool.alloc_failed),

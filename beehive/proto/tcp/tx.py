@@ -56,9 +56,9 @@ from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.noc.splitter import FbitsSplitter, TypeSplitter
+from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import LOAD_MEM, MEM_META
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
 from apiary.stream.header import byte_reverse
 from apiary.stream.packet_buffer import PacketBuffer
@@ -682,12 +682,7 @@ class TcpTxTile(Tile):
         handle of each flow slot's ring is kept, with the connection's generation, for the
         engine (read at its slot). Returns that read port and the receiver's errors."""
         cfg = self.config
-        m.submodules.by_type = by_type = TypeSplitter(
-            self.env.width, [[KernelMsgType.CAP_NOTIFY.value, KernelMsgType.CAP_RESULT.value]])
-        m.submodules.k_rx = k_rx = MessageReceiver(self.env.width, meta_bits=KERNEL_META.size)
-        connect(m, split=local0, by_type=by_type.i)
-        connect(m, by_type=by_type.o[0], receiver=k_rx.i)
-        connect(m, by_type=by_type.o[1], receiver=app_rx.i)
+        k_rx = monitor_answers(m, self.env.width, local0, app_rx.i)
         ring = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
         m.submodules.rings = rings = Memory(shape=ring, depth=cfg.flows, init=[])
         wr = rings.write_port()
