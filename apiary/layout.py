@@ -382,7 +382,8 @@ class LayoutGraph:
         self.cycles: list[Cycle] = []
         self._validate_tiles()
         self._validate_positions()
-        self._valid_routes = self._validate_routes()
+        self._valid_routes = self._validate_routes(design.routes)
+        self.runtime_routes = self._validate_routes(getattr(design, "runtime_routes", []))
         self._valid_depends = self._validate_depends()
         self._validate_wires()
         self._validate_trust()
@@ -453,11 +454,11 @@ class LayoutGraph:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"tile {name!r}, which is not declared{hint}"
 
-    def _validate_routes(self) -> list[Route]:
+    def _validate_routes(self, routes: Iterable[Route]) -> list[Route]:
         d, out = self.design, self.structural_problems
         valid: list[Route] = []
         seen: dict[tuple, Route] = {}
-        for r in d.routes:
+        for r in routes:
             what = f"route {r.describe()} ({r.where})"
             bad = False
             if r.plane not in self._planes:
@@ -590,9 +591,15 @@ class LayoutGraph:
                     routes.append(Route(t, c, None, "ctl", Fbits.LOCAL0, where))
         return controllers, routes
 
+    @property
+    def laid_out(self) -> list[Route]:
+        """Every route the layout lays out and checks: the declared ones, the kernel's, the
+        control plane's and the paths kept for run-time IPC (:meth:`Design.runtime_route`)."""
+        return self._valid_routes + self.kernel_routes + self.control_routes + self.runtime_routes
+
     def _layout(self) -> None:
         tiles = self.design.tiles
-        for r in self._valid_routes + self.kernel_routes + self.control_routes:
+        for r in self.laid_out:
             src, dst = tiles[r.src], tiles[r.dst]
             self.paths[r] = [Link(r.plane, x, y, d) for x, y, d in xy_path(src.at, dst.at)]
 
@@ -603,8 +610,9 @@ class LayoutGraph:
     def router_paths(self, plane: str) -> dict[tuple[int, int], set[tuple[Dir, Dir]]]:
         """Every position's router on ``plane``: the ``(input, output)`` crossbar paths that
         the declared, kernel and control routes use (what :class:`~apiary.noc.mesh.Mesh`
-        specialises each router to). A route enters at its source's P input, turns at each
-        router of its XY path, and leaves at its destination's P output."""
+        specialises each router to), and those kept for run-time IPC. A route enters at its
+        source's P input, turns at each router of its XY path, and leaves at its destination's
+        P output."""
         tiles = self.design.tiles
         out: dict[tuple[int, int], set[tuple[Dir, Dir]]] = {
             (x, y): set() for x in range(self.design.cols) for y in range(self.design.rows)}
@@ -630,7 +638,7 @@ class LayoutGraph:
     def _build_dependencies(self) -> None:
         d = self.design
         senders, receivers = set(), set()
-        for r in self._valid_routes + self.kernel_routes + self.control_routes:
+        for r in self.laid_out:
             chain = [Port(r.plane, r.src, "out"), *self.paths[r], Port(r.plane, r.dst, "in")]
             for a, b in zip(chain, chain[1:]):
                 self._edge(a, b, r)
@@ -752,7 +760,7 @@ class LayoutGraph:
 
     def planes_in_use(self) -> list[str]:
         """Planes that a declared route, a kernel route or a control route uses."""
-        used = {r.plane for r in self._valid_routes + self.kernel_routes + self.control_routes}
+        used = {r.plane for r in self.laid_out}
         return [p for p in self._planes if p in used]
 
     def summary(self) -> str:

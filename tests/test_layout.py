@@ -318,3 +318,21 @@ def test_depends_checks_its_names():
     text = str(pytest.raises(DesignError, d.check).value)
     assert f"dependency of 'a' on 'zz' ({where}) names tile 'zz', which is not declared." in text
     assert "tile 'a' (ForwardTile, " in text and "does not attach to plane 'ctl'." in text
+
+
+def test_runtime_routes_keep_a_path_and_grant_nothing():
+    """A path kept for run-time IPC is in the routers and the deadlock check, but in no
+    next-hop table and no capability; a bad end is a problem naming the line."""
+    from apiary.noc.router import Dir
+    d = Design("rt", cols=3, rows=1, width=64)
+    d.add("a", PortTile, at=(0, 0))
+    d.add("b", PortTile, at=(2, 0))
+    d.runtime_route("a", "b")
+    g = d.check()
+    paths = g.router_paths("data")
+    assert paths[(0, 0)] == {(Dir.P, Dir.E)} and paths[(1, 0)] == {(Dir.W, Dir.E)}
+    assert paths[(2, 0)] == {(Dir.W, Dir.P)}
+    assert g.node_tables["a"] == {} and d.ipc_caps("b") == ([], [])
+    d.runtime_route("a", "nope")
+    with pytest.raises(DesignError, match=r"route a → nope .*test_layout.py:\d+.* names"):
+        d.check()

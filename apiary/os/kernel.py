@@ -128,14 +128,20 @@ class Kernel:
         return [self.manager_name, self.errors_name, *self.memory_names, *self._trusted_sources]
 
     def routes(self, design: Design) -> list[Route]:
-        """The kernel's own traffic, for the layout's deadlock check: every untrusted tile's
-        monitor to and from the memory tiles, the memory manager and the error manager."""
+        """The kernel's own traffic, for the layout's deadlock check and the routers: every
+        untrusted tile's monitor to and from the memory tiles, the memory manager and the error
+        manager; every trusted source (:meth:`trust`) to each monitor (``IPC_GRANT``) and to
+        and from the error manager (``RELEASE``, ``FAULT_READ`` and its answer)."""
+        def route(src: str, dst: str) -> Route:
+            return Route(src, dst, ("kernel", dst), "data", Fbits.LOCAL0, "kernel")
         out = []
         services = [self.manager_name, self.errors_name, *self.memory_names]
         for name in design.untrusted():
             for service in services:
-                out += [Route(name, service, ("kernel", service), "data", Fbits.LOCAL0, "kernel"),
-                        Route(service, name, ("kernel", name), "data", Fbits.LOCAL0, "kernel")]
+                out += [route(name, service), route(service, name)]
+        for source in self._trusted_sources:
+            out += [route(source, self.errors_name), route(self.errors_name, source)]
+            out += [route(source, name) for name in design.untrusted() if name != source]
         return out
 
     def monitor(self, design: Design, name: str, env: TileEnv) -> Any:

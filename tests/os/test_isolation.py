@@ -29,6 +29,8 @@ def isolation_design(width):
         d.add(f"{name}_dst", RawPortTile, at=(1, row))
         d.route(f"{name}_src", f"{name}_dst", allow=True)
     d.add("spy", RawPortTile, at=(3, 1))
+    d.route("spy", "errors")            # FAULT_READ, and its answer
+    d.route("errors", "spy")
     return d
 
 

@@ -42,6 +42,8 @@ def kernel_design(width):
     d.route("peer", "app")
     kernel.limit("app", RATE)
     kernel.trust("spy")
+    d.runtime_route("other", "app")     # granted and revoked at run time (run_time_grants)
+    d.runtime_route("app", "spy")
     return d
 
 
