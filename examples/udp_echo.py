@@ -16,13 +16,15 @@ Every packet moves through the stack in protocol order, so the layout is deadloc
     apiary sim   examples/udp_echo.py --tap tap0
 
 ``design(mac=..., ipv4=..., width=...)`` overrides the defaults (MAC 02:00:00:00:00:02, IPv4
-10.0.0.2, 512-bit data plane).
+10.0.0.2, 512-bit data plane). ``ip_options=False`` (``--set ip_options=False``) puts
+:class:`~beehive.proto.ipv4.Ipv4RxNoOptionsTile` in IPv4 RX's place: half its area, and a
+datagram with IP options is dropped and counted instead of answered (small boards' default).
 """
 
 from apiary.design import Design
 from beehive.apps import UdpEchoTile
-from beehive.proto import (ArpTile, EthernetRxTile, EthernetTxTile, IcmpEchoTile, Ipv4RxTile,
-                           Ipv4TxTile, UdpRxTile, UdpTxTile)
+from beehive.proto import (ArpTile, EthernetRxTile, EthernetTxTile, IcmpEchoTile,
+                           Ipv4RxNoOptionsTile, Ipv4RxTile, Ipv4TxTile, UdpRxTile, UdpTxTile)
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 from beehive.proto.ethernet import EtherType
 from beehive.proto.ipv4 import IpProtocol
@@ -31,17 +33,17 @@ from beehive.proto.ipv4 import IpProtocol
 ECHO_PORT = 7
 
 
-def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT):
+def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_options=True):
     d = Design("udp_echo", cols=3, rows=3, width=width)
     d.settings.update(mac=mac, ipv4=ipv4)
-    return build_stack(d, port)
+    return build_stack(d, port, ip_options=ip_options)
 
 
-def build_stack(d, port=ECHO_PORT):
+def build_stack(d, port=ECHO_PORT, *, ip_options=True):
     """Add the stack's nine tiles (columns 0 to 2, rows 0 to 2) and their routes to the design
     ``d``, the echo on ``port``; returns ``d``. ``examples/udp_dram.py`` builds on it."""
     d.add("eth_rx", EthernetRxTile, at=(0, 0))
-    d.add("ip_rx", Ipv4RxTile, at=(1, 0))
+    d.add("ip_rx", Ipv4RxTile if ip_options else Ipv4RxNoOptionsTile, at=(1, 0))
     d.add("udp_rx", UdpRxTile, at=(2, 0))
     d.add("eth_tx", EthernetTxTile, at=(0, 1))
     d.add("ip_tx", Ipv4TxTile, at=(1, 1))

@@ -16,8 +16,8 @@ carries) and :mod:`~beehive.proto.addresses` (the design's MAC and IPv4 address)
 from .arp import ArpTile
 from .ethernet import EthernetRxTile, EthernetTxTile
 from .icmp import IcmpEchoTile
-from .ipv4 import Ipv4RxTile, Ipv4TxTile
+from .ipv4 import Ipv4RxNoOptionsTile, Ipv4RxTile, Ipv4TxTile
 from .udp import UdpRxTile, UdpTxTile
 
 __all__ = ["ArpTile", "EthernetRxTile", "EthernetTxTile", "IcmpEchoTile", "Ipv4RxTile",
-           "Ipv4TxTile", "UdpRxTile", "UdpTxTile"]
+           "Ipv4RxNoOptionsTile", "Ipv4TxTile", "UdpRxTile", "UdpTxTile"]

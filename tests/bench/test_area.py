@@ -1,4 +1,4 @@
-"""`python -m apiary.bench.area`: every tile and a router synthesised, and a total."""
+"""`python -m apiary.bench.area`: every tile and the design's routers synthesised, and a total."""
 
 import pathlib
 
@@ -12,14 +12,19 @@ LOOPBACK = str(ROOT / "examples" / "frame_loopback.py")
 
 
 @pytest.mark.slow
-def test_every_tile_and_a_router_are_synthesised():
+def test_every_tile_and_the_routers_are_synthesised():
     design = load_design(LOOPBACK, width=64)
     rows = tile_areas(design)
-    assert [name for name, _, _ in rows] == ["eth", "reflect", "router"]
+    assert [name for name, _, _ in rows] == ["eth", "reflect", "routers"]
+    assert rows[-1][1] == "2 routers, specialised"
     areas = {name: area for name, _, area in rows}
     # The frame port has logic, LUTRAM-free FIFOs aside; a forwarding tile is (almost) wiring.
     assert areas["eth"]["luts"] > areas["reflect"]["luts"]
-    assert areas["router"]["luts"] > 100 and areas["router"]["ffs"] > 0
+    # Two routers with one path each way (P→E, W→P and P→W, E→P): a fraction of one full one.
+    design.full_routers = True
+    full = tile_areas(design, only=["eth"]) + [tile_areas(design)[-1]]
+    assert full[-1][1] == "2 routers, full (one synthesised)"
+    assert 0 < areas["routers"]["luts"] < full[-1][2]["luts"] / 2
 
 
 @pytest.mark.slow
@@ -28,3 +33,4 @@ def test_command_prints_a_table_with_a_total(capsys):
     out = capsys.readouterr().out
     assert "python -m apiary.bench.area" in out and "--width 64" in out
     assert "| eth | FramePortTile |" in out and "**total**: tiles + 2 routers" in out
+    assert "| routers | 2 routers, specialised |" in out

@@ -5,7 +5,7 @@ import pytest
 from scapy.layers.inet import ICMP, IP, UDP
 
 from beehive.proto.addresses import int_to_ipv4, ipv4_to_int
-from beehive.proto.ipv4 import Ipv4RxTile, Ipv4TxTile
+from beehive.proto.ipv4 import Ipv4RxNoOptionsTile, Ipv4RxTile, Ipv4TxTile
 from beehive.proto.messages import MsgType
 from tilebench import (IPV4, PEER_IP, SEEDS, WIDTHS, assert_each_dropped_once, bad_then_good,
                        dropped, make_tile, run)
@@ -13,8 +13,8 @@ from tilebench import (IPV4, PEER_IP, SEEDS, WIDTHS, assert_each_dropped_once, b
 UDP_HOP, ICMP_HOP, ETH_HOP = (2, 1), (1, 2), (0, 1)
 
 
-def rx_tile(width):
-    return make_tile(Ipv4RxTile, width, {17: UDP_HOP, 1: ICMP_HOP})
+def rx_tile(width, cls=Ipv4RxTile):
+    return make_tile(cls, width, {17: UDP_HOP, 1: ICMP_HOP})
 
 
 def frame(datagram, pad=0):
@@ -26,15 +26,18 @@ def udp(payload=b"data", **ip):
     return IP(src=PEER_IP, dst=IPV4, **ip) / UDP(sport=5, dport=7) / payload
 
 
+@pytest.mark.parametrize("cls", [Ipv4RxTile, Ipv4RxNoOptionsTile])
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("width", WIDTHS)
-def test_rx_strips_the_header_and_forwards_by_protocol(width, seed):
-    """Header (options included) stripped, padding trimmed, addresses and protocol in the
-    metadata, UDP and ICMP to their tiles."""
+def test_rx_strips_the_header_and_forwards_by_protocol(width, seed, cls):
+    """Header (options included, where supported) stripped, padding trimmed, addresses and
+    protocol in the metadata, UDP and ICMP to their tiles."""
     datagrams = [frame(udp(b"x" * 18), pad=4), frame(IP(src=PEER_IP, dst=IPV4) / ICMP() / b"ping"),
                  frame(udp(b"opt" * 40, options=[b"\x94\x04\x00\x00"])),      # router alert
                  frame(udp(b"")), frame(udp(bytes(range(256)) * 4))]
-    got = run(rx_tile(width), width, datagrams, len(datagrams), seed=seed)
+    if cls is Ipv4RxNoOptionsTile:
+        del datagrams[2]
+    got = run(rx_tile(width, cls), width, datagrams, len(datagrams), seed=seed)
     for (raw, _, _), msg in zip(datagrams, got.out):
         ip = IP(raw)
         assert msg.header.msg_type == MsgType.IP_RX_DATAGRAM.value
@@ -52,8 +55,11 @@ def corrupt_checksum(datagram):
     return bytes(raw)
 
 
+@pytest.mark.parametrize("cls", [Ipv4RxTile, Ipv4RxNoOptionsTile])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_rx_drops_and_counts_each_bad_datagram(width):
+def test_rx_drops_and_counts_each_bad_datagram(width, cls):
+    """Each bad datagram is dropped and counted once, and the good one after it goes through;
+    without options support, a datagram with options is one of them."""
     good = frame(udp(b"good"))
     whole = bytes(udp(b"x" * 40))
     bad = {
@@ -67,8 +73,10 @@ def test_rx_drops_and_counts_each_bad_datagram(width):
         "not_for_us": frame(bytes(IP(src=PEER_IP, dst="10.0.0.77") / UDP() / b"x")),
         "no_route": frame(bytes(IP(src=PEER_IP, dst=IPV4, proto=47) / b"gre")),
     }
+    if cls is Ipv4RxNoOptionsTile:
+        bad["options"] = frame(bytes(udp(b"opt", options=[b"\x94\x04\x00\x00"])))
     inputs = bad_then_good(bad, good)
-    got = run(rx_tile(width), width, inputs, len(bad))
+    got = run(rx_tile(width, cls), width, inputs, len(bad))
     assert [m.payload for m in got.out] == [bytes(udp(b"good"))[20:]] * len(bad)
     assert_each_dropped_once(got, bad, inputs)
 

@@ -168,6 +168,24 @@ def test_protocol_mix_on_both_backends(width):
     assert runs["pysim"] == runs["verilator"]
 
 
+def test_without_ip_options_support():
+    """``ip_options=False`` (IPv4 RX without options, for small boards): the protocol mix's two
+    datagrams with options are dropped and counted in ``ip_rx_options``, and every other frame
+    gets the model's reply (Amaranth's simulator, 64 bits)."""
+    frames = protocol_mix()
+    with_options = [f for f in frames if IP in f and f[IP].ihl and f[IP].ihl > 5]
+    assert len(with_options) == 2
+    replies, counts = expected([f for f in frames if f not in with_options])
+    design = echo_design(width=64, ip_options=False)
+    assert design.tiles["ip_rx"].cls_name == "Ipv4RxNoOptionsTile"
+    with open_sim(design, "pysim", idle_cycles=300) as sim:
+        sim.send_many(frames)
+        sim.run()
+        assert sorted(f.data for f in sim.received()) == sorted(replies)
+        assert_counters(sim, counts)
+        assert sim.counters()["ip_rx_options"] == 2
+
+
 def with_ip(frame, **changes):
     """``frame`` (an Ether/IP packet) rebuilt with IPv4 header fields changed and every
     checksum recomputed, unless a checksum is among the changes."""
