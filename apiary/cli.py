@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .design import DesignError
+from .load import add_design_arguments, load_from_args as load
 
 
 __all__ = ["Command", "UsageError", "commands", "add_design_arguments", "add_clock_argument",
@@ -25,11 +26,6 @@ __all__ = ["Command", "UsageError", "commands", "add_design_arguments", "add_clo
 
 #: The entry-point group through which packages add commands.
 ENTRY_POINT_GROUP = "apiary.commands"
-
-_DESIGN_HELP = ("a design: path/to/script.py (its design() function), path/to/script.py:function, "
-                "or package.module:function")
-_WIDTH_HELP = "data-plane flit width, passed to the design function as width=N (64, 128, 256, 512)"
-
 
 class UsageError(Exception):
     """A command was given options that do not go together, or a bad value: reported with the
@@ -53,33 +49,6 @@ class Command:
     arguments: Callable = lambda parser: None
     takes_design: bool = True
     errors: tuple = field(default_factory=tuple)
-
-
-def add_design_arguments(parser):
-    """``DESIGN``, ``--width``, ``--set`` and ``--full-routers``, as every design command takes
-    them."""
-    parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
-    parser.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
-    parser.add_argument("--set", action="append", default=[], type=_design_parameter,
-                        metavar="NAME=VALUE", dest="params",
-                        help="a parameter of the design function (repeatable), e.g. "
-                             "--set encoders=4; VALUE is a Python literal (a number, a "
-                             "tuple...) or else a string")
-    parser.add_argument("--full-routers", action="store_true",
-                        help="build every router in full (all ports, FIFOs and crossbar paths) "
-                             "instead of specialised to the design's routes: for debugging a "
-                             "message that a router drops (<plane>_route_dropped)")
-
-
-def _design_parameter(text):
-    import ast
-    name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
-    try:
-        return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return name, value
 
 
 def _builtin_commands():
@@ -259,18 +228,6 @@ def error(message):
     """Print ``message`` on stderr; return the exit status 1."""
     print(message, file=sys.stderr)
     return 1
-
-
-def load(args, **defaults):
-    """The design that ``args.design`` names, with ``--width`` if given (over ``defaults``)."""
-    from .load import load_design
-    overrides = dict(getattr(args, "params", None) or [])
-    if args.width is not None:
-        overrides["width"] = args.width
-    design = load_design(args.design, defaults=defaults or None, **overrides)
-    if getattr(args, "full_routers", False):
-        design.full_routers = True
-    return design
 
 
 def _cmd_check(args):

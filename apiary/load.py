@@ -12,6 +12,7 @@ does not take an override, a return value that is not a Design) becomes one
 traceback from inside Amaranth.
 """
 
+import argparse
 import importlib
 import importlib.util
 import inspect
@@ -19,11 +20,12 @@ import itertools
 import os
 import sys
 import traceback
+from typing import Any
 
 from .design import Design, DesignError, _show_path
 
 
-__all__ = ["load_design", "load_script", "sibling"]
+__all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "load_from_args"]
 
 _counter = itertools.count()
 
@@ -257,4 +259,49 @@ def _check_static(design, attr, label, overrides):
             raise DesignError(f"{label}: {attr} is a Design object, not a function, so it cannot "
                               f"be rebuilt with {key}={value!r}; define `def design({key}=...)` "
                               f"to make it a parameter.")
+    return design
+
+
+# -- the command line's design arguments ---------------------------------------------------------
+
+_DESIGN_HELP = ("a design: path/to/script.py (its design() function), path/to/script.py:function, "
+                "or package.module:function")
+_WIDTH_HELP = "data-plane flit width, passed to the design function as width=N (64, 128, 256, 512)"
+
+
+def add_design_arguments(parser):
+    """``DESIGN``, ``--width``, ``--set`` and ``--full-routers``, as every design command takes
+    them."""
+    parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
+    parser.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+    parser.add_argument("--set", action="append", default=[], type=_design_parameter,
+                        metavar="NAME=VALUE", dest="params",
+                        help="a parameter of the design function (repeatable), e.g. "
+                             "--set encoders=4; VALUE is a Python literal (a number, a "
+                             "tuple...) or else a string")
+    parser.add_argument("--full-routers", action="store_true",
+                        help="build every router in full (all ports, FIFOs and crossbar paths) "
+                             "instead of specialised to the design's routes: for debugging a "
+                             "message that a router drops (<plane>_route_dropped)")
+
+
+def _design_parameter(text):
+    import ast
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return name, value
+
+
+def load_from_args(args: Any, **defaults: Any) -> Design:
+    """The design that ``args.design`` names, with ``--width`` if given (over ``defaults``)."""
+    overrides = dict(getattr(args, "params", None) or [])
+    if args.width is not None:
+        overrides["width"] = args.width
+    design = load_design(args.design, defaults=defaults or None, **overrides)
+    if getattr(args, "full_routers", False):
+        design.full_routers = True
     return design

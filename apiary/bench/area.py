@@ -14,6 +14,7 @@ import sys
 import time
 import warnings
 
+from ..load import add_design_arguments, load_from_args
 from ..noc.router import Router
 from .noc import design_area, yosys_version
 
@@ -104,7 +105,6 @@ def markdown(design, rows, target, command=None):
 
 
 def main(argv=None):
-    from ..cli import add_design_arguments, load
     parser = argparse.ArgumentParser(prog="python -m apiary.bench.area",
                                      description=__doc__.splitlines()[0])
     add_design_arguments(parser)
@@ -115,7 +115,7 @@ def main(argv=None):
     # Tiles are built here to be synthesised one by one, never elaborated as a design.
     from amaranth.hdl import UnusedElaboratable
     warnings.filterwarnings("ignore", category=UnusedElaboratable)
-    design = load(args)
+    design = load_from_args(args)
     design.check()
     only = args.tiles.split(",") if args.tiles else None
     rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr),
