@@ -187,8 +187,11 @@ class ApiarySoC(SoCMini):
         sys_clk_freq = int(sys_clk_freq or board.sys_clk_freq)
         self.core_clk_freq = core_clk_freq = int(core_clk_freq or board.core_clk_freq)
         self.board = board
+        if core.memory_ports and board.dram is None:
+            raise ValueError(f"the design has memory ports ({', '.join(core.memory_ports)}) "
+                             f"and {board.name} has no DRAM")
         platform = board.platform()
-        self.crg = board.crg(platform, sys_clk_freq)
+        self.crg = board.crg(platform, sys_clk_freq, dram=bool(core.memory_ports))
         # The core's own clock, from the board PLL's spare output.
         self.cd_core = ClockDomain()
         self.crg.pll.create_clkout(self.cd_core, core_clk_freq)     # with its reset synchroniser
@@ -205,9 +208,6 @@ class ApiarySoC(SoCMini):
         args = {}
         self.dram_done = Signal()
         if core.memory_ports:
-            if board.dram is None:
-                raise ValueError(f"the design has memory ports ({', '.join(core.memory_ports)}) "
-                                 f"and {board.name} has no DRAM")
             phy_cls, module_cls, rate = board.dram()
             self.ddrphy = phy_cls(platform.request("ddram"), sys_clk_freq=sys_clk_freq)
             self.comb += self.crg.stop.eq(self.ddrphy.init.stop)

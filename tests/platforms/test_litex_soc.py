@@ -181,6 +181,23 @@ def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
     assert hasattr(soc, "sdram") and "ddram_a" in lpf
     assert ".memory_mem__cmd__valid" in text and ".memory_mem__rdata__payload" in text
     assert soc.platform.device.startswith("LFE5UM5G-85F")
+    # The DDR3 PHY's clocking (litex-boards' CRG): sys divided from the sys2x edge clock.
+    assert "ECLKSYNCB" in text and "CLKDIVF" in text
+
+
+@pytest.mark.parametrize("board, device", [("ecpix5", "LFE5UM5G-85F")])
+def test_a_soc_without_dram_clocks_sys_from_the_pll(tmp_path, board, device):
+    """Without memory ports there is no edge clock: nextpnr could not route the ECPIX-5's
+    (its ECLKSYNCB, with no DDR3 pins to anchor it, went to a bank the PLL cannot reach)."""
+    design = load_design("examples/udp_echo.py", width=64)
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    soc = generate_soc(LITEX_BOARDS[board], core, str(tmp_path))
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    lpf = (tmp_path / "gateware" / f"{SOC_NAME}.lpf").read_text()
+    assert soc.platform.device.startswith(device)
+    assert "ECLKSYNCB" not in text and "CLKDIVF" not in text and "EHXPLLL" in text
+    assert f"\n{core.top_name} " in text and "ddram" not in lpf
+    assert re.search(r'FREQUENCY PORT "eth_clocks0?_rx" 125.0 MHz', lpf)
 
 
 def test_your_own_soc_takes_the_core_with_add_core(tmp_path):
