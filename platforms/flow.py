@@ -124,11 +124,13 @@ def run_step(title, argv, cwd, log_name, progress, *, explain=None):
 def explain_nextpnr(log, device=None):
     """A failed nextpnr run's reason, when it is that the design does not fit ``device`` (the
     part, e.g. ``LFE5U-25F-6BG256C``): "the design needs 27,715 LUT4s, the LFE5U-25F has
-    24,288", from the utilisation nextpnr logs before placing."""
-    over = re.findall(r"(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", log)
+    24,288", from the cell counts of the device utilisation nextpnr logs before placing."""
+    cells = re.findall(r"^Info:\s+([A-Z][A-Z0-9_]*):\s+(\d+)/\s*(\d+)\s+\d+%", log, re.M)
     full = [(CELL_NAMES.get(cell, cell), int(used), int(avail))
-            for cell, used, avail, _ in over if int(used) > int(avail)]
-    if not full and "Unable to place" not in log and "failed to place" not in log.lower():
+            for cell, used, avail in cells if int(used) > int(avail)]
+    failed = re.search(r"Unable to place|failed to place|Unable to find legal placement", log,
+                       re.I)
+    if not full and not failed:
         return None
     part = "FPGA"
     if device:

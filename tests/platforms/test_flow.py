@@ -69,11 +69,15 @@ def _failing_nextpnr(monkeypatch, tmp_path, log, device):
 def test_a_design_too_large_fails_in_one_line(monkeypatch, tmp_path):
     """nextpnr's utilisation overflow and "Unable to place cell" become one line: what the
     design needs, what the part has, and the log (not a log dump)."""
-    log = ("Info: Device utilisation:\n"
-           "Info:          TRELLIS_COMB: 27715/ 24288   114%\n"
-           "Info:            TRELLIS_FF:  9000/ 24288    37%\n"
-           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
-           "'TRELLIS_COMB'\n")
+    log = ("Info: Logic utilisation before packing:\n"          # (from the 5A-75B's build)
+           "Info:     Total LUT4s:     26743/24288   110%\n"
+           "Info:           RAM LUTs:   6272/ 3036   206%\n"
+           "Info: Device utilisation:\n"
+           "Info: \t             EHXPLLL:       1/      2    50%\n"
+           "Info: \t          TRELLIS_FF:    6192/  24288    25%\n"
+           "Info: \t        TRELLIS_COMB:   27715/  24288   114%\n"
+           "ERROR: Unable to find legal placement for all cells, design is probably at "
+           "utilisation limit.\n")
     message = _failing_nextpnr(monkeypatch, tmp_path, log, "LFE5U-25F-6BG256C")
     assert message == (f"pnr failed after 0 s: the design needs 27,715 LUT4s, the LFE5U-25F "
                        f"has 24,288 (log: {tmp_path / 'nextpnr.log'})")
