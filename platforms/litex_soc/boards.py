@@ -82,6 +82,33 @@ def _ecpix5_dram():
     return ECP5DDRPHY, MT41K256M16, "1:2"
 
 
+def _colorlight_5a_75b_platform(revision):
+    def platform():
+        from litex_boards.platforms import colorlight_5a_75b
+        return colorlight_5a_75b.Platform(revision=revision, toolchain="trellis")
+    return platform
+
+
+def _colorlight_eth(platform):
+    # As litex-boards' colorlight_5a_75x target: the PHY delays the receive clock itself.
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks", 0),
+                           pads=platform.request("eth", 0), tx_delay=0e-9)
+
+
+def _colorlight_5a_75b(revision, name):
+    # The 5A-75B's SDR SDRAM (2-8 MiB, 32-bit) is not used: LiteDRAM's GENSDRPHY is not wired
+    # up here, so dram=None. Its one LED is also the serial port's TX (litex-boards' serial);
+    # its button, reset for litex-boards' CRG, is the serial RX: neither is used.
+    return LiteXBoard(
+        name=name,
+        description=f"Colorlight 5A-75B v{revision} (LFE5U-25F): RGMII gigabit Ethernet "
+                    f"(port 0 of 2), no DRAM used",
+        platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
+        nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6", "--router", "router2"),
+        sys_clk_freq=62.5e6)
+
+
 LITEX_BOARDS = {
     "versa_ecp5": LiteXBoard(
         name="versa_ecp5",
@@ -98,4 +125,6 @@ LITEX_BOARDS = {
         nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8",
                       "--router", "router2"),
         dram_crg=_ecpix5_crg, reset_n="rst_n"),
+    "colorlight_5a_75b": _colorlight_5a_75b("8.0", "colorlight_5a_75b"),
+    "colorlight_5a_75b_v7": _colorlight_5a_75b("7.0", "colorlight_5a_75b_v7"),
 }

@@ -95,7 +95,7 @@ def test_an_unknown_failure_shows_the_log_s_last_lines(monkeypatch, tmp_path):
 
 
 def test_platform_names_and_unknown_platform():
-    assert {"versa_ecp5", "ecpix5"} <= set(platform_names())
+    assert {"versa_ecp5", "ecpix5", "colorlight_5a_75b"} <= set(platform_names())
     assert resolve("versa_ecp5").flow == "litex"
     assert resolve("amaranth:icebreaker").flow == "amaranth"
     assert resolve("amaranth:icebreaker").clock_hz == 12e6

@@ -185,7 +185,8 @@ def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
     assert "ECLKSYNCB" in text and "CLKDIVF" in text
 
 
-@pytest.mark.parametrize("board, device", [("ecpix5", "LFE5UM5G-85F")])
+@pytest.mark.parametrize("board, device", [("ecpix5", "LFE5UM5G-85F"),
+                                           ("colorlight_5a_75b", "LFE5U-25F")])
 def test_a_soc_without_dram_clocks_sys_from_the_pll(tmp_path, board, device):
     """Without memory ports there is no edge clock: nextpnr could not route the ECPIX-5's
     (its ECLKSYNCB, with no DDR3 pins to anchor it, went to a bank the PLL cannot reach)."""
@@ -198,6 +199,14 @@ def test_a_soc_without_dram_clocks_sys_from_the_pll(tmp_path, board, device):
     assert "ECLKSYNCB" not in text and "CLKDIVF" not in text and "EHXPLLL" in text
     assert f"\n{core.top_name} " in text and "ddram" not in lpf
     assert re.search(r'FREQUENCY PORT "eth_clocks0?_rx" 125.0 MHz', lpf)
+
+
+def test_the_colorlight_refuses_a_memory_port(tmp_path, loopback_dram):
+    from platforms import BuildFailed
+    core = core_info(loopback_dram(size_bytes=1 << 16), str(tmp_path), mac=LITEX_MAC)
+    with pytest.raises(BuildFailed, match=r"memory ports \(memory_mem\) and colorlight_5a_75b "
+                                          r"has no DRAM"):
+        generate_soc(LITEX_BOARDS["colorlight_5a_75b"], core, str(tmp_path))
 
 
 def test_your_own_soc_takes_the_core_with_add_core(tmp_path):
