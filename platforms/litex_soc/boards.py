@@ -105,7 +105,7 @@ def _colorlight_5a_75b(revision, name):
         description=f"Colorlight 5A-75B v{revision} (LFE5U-25F): RGMII gigabit Ethernet "
                     f"(port 0 of 2), no DRAM used",
         platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
-        nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6", "--router", "router2"),
+        nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6"),
         sys_clk_freq=62.5e6)
 
 
@@ -120,10 +120,7 @@ LITEX_BOARDS = {
         name="ecpix5",
         description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",
         platform=_ecpix5_platform, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
-        # router1 stalls on the 64-bit UDP echo here (122,000 of 127,000 arcs left after 14
-        # minutes, ripping up as much as it routes); router2 routes it in about 2 minutes.
-        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8",
-                      "--router", "router2"),
+        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8"),
         dram_crg=_ecpix5_crg, reset_n="rst_n"),
     "colorlight_5a_75b": _colorlight_5a_75b("8.0", "colorlight_5a_75b"),
     "colorlight_5a_75b_v7": _colorlight_5a_75b("7.0", "colorlight_5a_75b_v7"),
