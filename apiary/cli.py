@@ -56,7 +56,8 @@ class Command:
 
 
 def add_design_arguments(parser):
-    """``DESIGN``, ``--width`` and ``--set``, as every design command takes them."""
+    """``DESIGN``, ``--width``, ``--set`` and ``--full-routers``, as every design command takes
+    them."""
     parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
     parser.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
     parser.add_argument("--set", action="append", default=[], type=_design_parameter,
@@ -64,6 +65,10 @@ def add_design_arguments(parser):
                         help="a parameter of the design function (repeatable), e.g. "
                              "--set encoders=4; VALUE is a Python literal (a number, a "
                              "tuple...) or else a string")
+    parser.add_argument("--full-routers", action="store_true",
+                        help="build every router in full (all ports, FIFOs and crossbar paths) "
+                             "instead of specialised to the design's routes: for debugging a "
+                             "message that a router drops (<plane>_route_dropped)")
 
 
 def _design_parameter(text):
@@ -262,7 +267,10 @@ def load(args, **defaults):
     overrides = dict(getattr(args, "params", None) or [])
     if args.width is not None:
         overrides["width"] = args.width
-    return load_design(args.design, defaults=defaults or None, **overrides)
+    design = load_design(args.design, defaults=defaults or None, **overrides)
+    if getattr(args, "full_routers", False):
+        design.full_routers = True
+    return design
 
 
 def _cmd_check(args):

@@ -122,6 +122,11 @@ class Design:
         Data-plane flit width: 64, 128, 256 or 512 bits.
     ctl_width : int
         Control-plane flit width (same choices).
+    full_routers : bool
+        Build every router with all its ports, FIFOs and crossbar paths (for debugging: a
+        message on an undeclared route then reaches its destination, or the mesh edge, instead
+        of being dropped). By default each router is specialised to the paths the layout
+        graph's routes use (:meth:`LayoutGraph.router_paths`), and drops anything else.
 
     Attributes
     ----------
@@ -149,7 +154,7 @@ class Design:
     """
 
     def __init__(self, name: str, *, cols: int, rows: int, width: int = 512,
-                 ctl_width: int = 64) -> None:
+                 ctl_width: int = 64, full_routers: bool = False) -> None:
         where = where_declared(2)
         if not isinstance(name, str) or not name:
             raise DesignError(f"a design's name must be a non-empty string, not {name!r} "
@@ -165,6 +170,7 @@ class Design:
                 raise DesignError(f"design {name!r}: {e} ({where}).") from None
         self.width = width
         self.ctl_width = ctl_width
+        self.full_routers = bool(full_routers)
         self.tiles: dict[str, TileDecl] = {}
         self.routes: list[Route] = []
         self.dependencies: list[Depends] = []

@@ -114,6 +114,7 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
     """
     description = repr((
         design.name, design.cols, design.rows, design.width, design.ctl_width,
+        getattr(design, "full_routers", False),
         sorted(design.settings.items()),
         [(t.name, t.cls.__module__, t.cls.__qualname__, sorted(t.params.items()), t.x, t.y)
          for t in design.tiles.values()],

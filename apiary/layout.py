@@ -40,6 +40,7 @@ from typing import Any
 
 from .control.messages import AGENT_FBITS
 from .noc.header import Fbits
+from .noc.router import DIRS, OPPOSITE, Dir, full_paths
 from .tile import NOC_PORTS, Tile
 
 
@@ -573,8 +574,8 @@ class LayoutGraph:
     def _control_routes(self) -> tuple[list[str], list[Route]]:
         """``(controllers, routes)``: the design's controllers (tiles on the control plane
         whose class says ``controls = True``), and the control plane's own traffic: each
-        controller to every other tile's control agent and back (laid out and in the deadlock
-        check, in no next-hop table)."""
+        controller to every tile's control agent (its own included) and back (laid out and in
+        the deadlock check, in no next-hop table)."""
         d = self.design
         if "ctl" not in self._planes:
             return [], []
@@ -584,8 +585,8 @@ class LayoutGraph:
         for c in controllers:
             where = d.tiles[c].where
             for t in d.tiles:
-                if t != c:
-                    routes.append(Route(c, t, None, "ctl", AGENT_FBITS, where))
+                routes.append(Route(c, t, None, "ctl", AGENT_FBITS, where))
+                if t != c:      # a controller reads its own agent, which answers locally
                     routes.append(Route(t, c, None, "ctl", Fbits.LOCAL0, where))
         return controllers, routes
 
@@ -598,6 +599,24 @@ class LayoutGraph:
     def path(self, route: Route) -> list["Link"]:
         """The links ``route`` uses, in order."""
         return self.paths[route]
+
+    def router_paths(self, plane: str) -> dict[tuple[int, int], set[tuple[Dir, Dir]]]:
+        """Every position's router on ``plane``: the ``(input, output)`` crossbar paths that
+        the declared, kernel and control routes use (what :class:`~apiary.noc.mesh.Mesh`
+        specialises each router to). A route enters at its source's P input, turns at each
+        router of its XY path, and leaves at its destination's P output."""
+        tiles = self.design.tiles
+        out: dict[tuple[int, int], set[tuple[Dir, Dir]]] = {
+            (x, y): set() for x in range(self.design.cols) for y in range(self.design.rows)}
+        for route, links in self.paths.items():
+            if route.plane != plane:
+                continue
+            at, came_from = tiles[route.src].at, Dir.P
+            for link in links:
+                out[at].add((came_from, Dir[link.dir]))
+                at, came_from = link.to, OPPOSITE[Dir[link.dir]]
+            out[at].add((came_from, Dir.P))
+        return out
 
     # -- phase 3: deadlock -------------------------------------------------------------------------
 
@@ -761,6 +780,16 @@ class LayoutGraph:
             n_edges = sum(len(s) for s in graph.values())
             lines.append(f"  plane {plane!r}: {n_routes} route{'' if n_routes == 1 else 's'}, "
                          f"{len(graph)} resources, {n_edges} dependencies")
+            every = len(full_paths()) * d.cols * d.rows
+            if getattr(d, "full_routers", False):
+                lines.append(f"    routers: full, all {every} crossbar paths")
+            else:
+                paths = self.router_paths(plane)
+                used = sum(len(p) for p in paths.values())
+                inputs = sum(len({i for i, _ in p}) for p in paths.values())
+                lines.append(f"    routers: specialised to the routes, {used} of {every} "
+                             f"crossbar paths, {inputs} of {len(DIRS) * d.cols * d.rows} input "
+                             f"FIFOs")
         if self.cycles:
             lines.append(f"  DEADLOCK: {len(self.cycles)} cycle"
                          f"{'' if len(self.cycles) == 1 else 's'} in the resource-dependency graph")

@@ -134,6 +134,8 @@ class DesignTop(wiring.Component):
         One per MAC port (:func:`pair_mac_ports`).
     counters : Out(CounterSignature)
         The counter bank (:attr:`bank`): ``<tile>_<counter>`` for every counter a tile declares,
+        ``<plane>_route_dropped`` (messages a specialised router of that plane dropped: no
+        declared route uses their path), or with ``Design(full_routers=True)``
         ``<plane>_edge_dropped`` (messages sunk at the edge of that plane's mesh: addressed
         outside it) and ``<plane>_empty_dropped`` (messages delivered to a router-only position
         of that plane, or to a tile that does not attach to it), and with a control plane
@@ -201,10 +203,13 @@ class DesignTop(wiring.Component):
                               self.monitors[name].signature.members["counters"].signature,
                               prefix=f"{name}_monitor")
         for plane in self.planes:
-            self.bank.add(f"{plane} mesh", CounterSignature({
-                "edge_dropped": "messages sunk at the edge of the mesh (addressed outside it)",
-                "empty_dropped": "messages delivered to a position without a tile on this plane",
-            }), prefix=plane)
+            self.bank.add(f"{plane} mesh", CounterSignature(
+                {"edge_dropped": "messages sunk at the edge of the mesh (addressed outside it)",
+                 "empty_dropped": "messages delivered to a position without a tile on this "
+                                  "plane"} if design.full_routers else
+                {"route_dropped": "messages a router dropped: their path is on no declared "
+                                  "route (addressed outside the mesh, to a position without a "
+                                  "tile, or where the design has no route)"}), prefix=plane)
         self.control_map, self._agent_sources = self._control_plane()
         if self._agent_sources:
             self.bank.add("ctl agents", CounterSignature({
@@ -364,9 +369,14 @@ class DesignTop(wiring.Component):
         by_position = {(d.tiles[n].x, d.tiles[n].y): n for n in self.tiles}
         for plane in self.planes:
             width = d.width if plane == "data" else d.ctl_width
-            mesh = m.submodules[f"{plane}_mesh"] = Mesh(width, d.cols, d.rows)
-            m.d.comb += getattr(self.counters, f"{plane}_edge_dropped").eq(mesh.dropped)
-            empty_dropped = getattr(self.counters, f"{plane}_empty_dropped")
+            mesh = m.submodules[f"{plane}_mesh"] = Mesh(
+                width, d.cols, d.rows,
+                paths=None if d.full_routers else self.graph.router_paths(plane))
+            if d.full_routers:
+                m.d.comb += getattr(self.counters, f"{plane}_edge_dropped").eq(mesh.dropped)
+            else:
+                m.d.comb += getattr(self.counters, f"{plane}_route_dropped").eq(
+                    mesh.route_dropped)
             to_tile, from_tile = NOC_PORTS[plane]
             sunk: list[Any] = []
             for x in range(d.cols):
@@ -404,7 +414,8 @@ class DesignTop(wiring.Component):
                         eject = mesh.eject[x][y]
                         m.d.comb += eject.ready.eq(1)
                         sunk.append(eject.valid & eject.payload.last)
-            if sunk:
+            if sunk and d.full_routers:
+                empty_dropped = getattr(self.counters, f"{plane}_empty_dropped")
                 m.d.sync += empty_dropped.eq(empty_dropped + sum(sunk))
         return m
 

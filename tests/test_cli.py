@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -232,6 +233,16 @@ def test_design_parameters_on_the_command_line(capsys):
     assert "encoders must be 1 to 4, not 9" in capsys.readouterr().err
     assert main(["check", rs, "--set", "4"]) == 2
     assert "expected NAME=VALUE, not '4'" in capsys.readouterr().err
+
+
+def test_check_reports_the_routers(capsys):
+    echo = str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "udp_echo.py")
+    assert main(["check", echo]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "routers:" in x)
+    used, every = map(int, re.search(r"(\d+) of (\d+) crossbar paths", line).groups())
+    assert every == 9 * 17 and 0 < used < every // 3
+    assert main(["check", echo, "--full-routers"]) == 0
+    assert "routers: full, all 153 crossbar paths" in capsys.readouterr().out
 
 
 def test_check_user_errors_are_one_message(tmp_path, capsys):

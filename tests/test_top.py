@@ -15,9 +15,9 @@ from apiary.tiles import ForwardTile, PortTile
 from apiary.top import DesignTop
 
 
-def chain_design(width):
+def chain_design(width, full_routers=False):
     """Fig. 5b's chain on a 3×2 mesh, so that two positions stay empty (router only)."""
-    d = Design("chain", cols=3, rows=2, width=width)
+    d = Design("chain", cols=3, rows=2, width=width, full_routers=full_routers)
     d.add("eth", PortTile, at=(0, 0), route=True)
     d.add("ip", ForwardTile, at=(1, 0))
     d.add("udp", ForwardTile, at=(2, 0))
@@ -33,17 +33,22 @@ def test_top_level_ports_are_named_after_tiles():
     assert {"eth_tx", "eth_rx", "app_tx", "app_rx", "counters"} <= members
     assert not any(name.startswith(("ip_noc", "eth_noc")) for name in members)
     # The counters are a bank, collected from what the tiles declare, not from port names.
-    assert top.bank.names == ["ip_dropped", "udp_dropped", "data_edge_dropped",
-                              "data_empty_dropped"]
+    assert top.bank.names == ["ip_dropped", "udp_dropped", "data_route_dropped"]
     assert set(top.signature.members["counters"].signature.members) == set(top.bank.names)
-    assert [c.index for c in top.bank] == [0, 1, 2, 3]
+    assert [c.index for c in top.bank] == [0, 1, 2]
+    assert DesignTop(chain_design(64, full_routers=True)).bank.names == [
+        "ip_dropped", "udp_dropped", "data_edge_dropped", "data_empty_dropped"]
     assert top.bank["ip_dropped"].owner == "ip" and top.bank["ip_dropped"].width == 32
     assert "next hop" in top.bank["ip_dropped"].description
 
 
+@pytest.mark.parametrize("full_routers", [False, True], ids=["specialised", "full"])
 @pytest.mark.parametrize("width", [64, 512])
-def test_messages_follow_the_chain_and_strays_are_counted(width):
-    top = DesignTop(chain_design(width))
+def test_messages_follow_the_chain_and_strays_are_counted(width, full_routers):
+    """Strays (messages on no declared route) never reach a tile: specialised routers drop
+    them where their path leaves the declared ones, full routers at the mesh edge or at the
+    position without a tile."""
+    top = DesignTop(chain_design(width, full_routers))
     rng = random.Random(width)
     msgs = [Message(NocHeader(msg_type=i), meta=[rng.getrandbits(width)] * (i % 2),
                     payload=rng.randbytes(rng.randrange(0, 300))) for i in range(12)]
@@ -57,6 +62,11 @@ def test_messages_follow_the_chain_and_strays_are_counted(width):
         await send_message(ctx, top.spare_tx, Message(NocHeader(dst_x=0, dst_y=1)), width)
         await send_message(ctx, top.spare_tx, Message(NocHeader(dst_x=7, dst_y=0),
                                                       payload=bytes(99)), width)
+        if not full_routers:
+            # To a tile, but on no declared route (spare has none): dropped at spare's router,
+            # and the chain's messages after it still arrive.
+            await send_message(ctx, top.spare_tx, Message(NocHeader(dst_x=2, dst_y=1),
+                                                          payload=bytes(77)), width)
 
     async def sink(ctx):
         for msg in msgs:
@@ -66,8 +76,11 @@ def test_messages_follow_the_chain_and_strays_are_counted(width):
             assert (got.header.src_x, got.header.src_y) == (2, 0)     # udp forwarded it
             assert (got.header.dst_x, got.header.dst_y) == (2, 1)
         await ctx.tick().repeat(20)
-        assert ctx.get(top.counters.data_empty_dropped) == 1
-        assert ctx.get(top.counters.data_edge_dropped) == 1
+        if full_routers:
+            assert ctx.get(top.counters.data_empty_dropped) == 1
+            assert ctx.get(top.counters.data_edge_dropped) == 1
+        else:
+            assert ctx.get(top.counters.data_route_dropped) == 3
         assert ctx.get(top.counters.ip_dropped) == 0 and ctx.get(top.counters.udp_dropped) == 0
 
     simulate(top, sink, background=[source, stray], timeout=20_000)
@@ -111,9 +124,9 @@ def test_data_and_control_planes_are_separate_meshes():
         assert await recv_message(ctx, top.e_rx, 64) == Message.from_flits(ctl_msg.flits(64), 64)
         assert (await recv_message(ctx, top.b_rx, 512)
                 == Message.from_flits(data_msg.flits(512), 512))
-        # Nothing leaked across planes: positions without a tile of a plane sank nothing.
-        assert ctx.get(top.counters.data_empty_dropped) == 0
-        assert ctx.get(top.counters.ctl_empty_dropped) == 0
+        # Nothing leaked across planes or off a declared route.
+        assert ctx.get(top.counters.data_route_dropped) == 0
+        assert ctx.get(top.counters.ctl_route_dropped) == 0
 
     simulate(top, receivers, background=[senders], timeout=2_000)
 

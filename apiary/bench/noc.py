@@ -26,7 +26,8 @@ from ..noc.router import DIRS, Dir, Router
 from ..stream.testbench import WithCycleCounter, simulate
 
 
-__all__ = ["measure_router", "router_area", "design_area", "yosys_version", "main"]
+__all__ = ["measure_router", "router_area", "design_area", "yosys_version",
+           "specialised_routers", "main"]
 
 #: Clock frequencies quoted for each width (Beehive runs its 512-bit NoC at 250 MHz).
 CLOCK_MHZ = {64: 125, 128: 250, 256: 250, 512: 250}
@@ -163,11 +164,79 @@ def design_area(dut, target="xilinx"):
 
 
 def router_area(width, target="xilinx", **kwargs):
-    """:func:`design_area` of a :class:`~apiary.noc.router.Router` at (1, 1), every port used."""
+    """:func:`design_area` of a :class:`~apiary.noc.router.Router` at (1, 1), every port used
+    unless ``paths`` says otherwise."""
     return design_area(Router(width, 1, 1, **kwargs), target)
 
 
-def table(*, mesh=True, widths=(64, 512), log=None):
+#: The design whose routers the benchmark reports one by one.
+ECHO_DESIGN = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples",
+                           "udp_echo.py")
+
+
+def _paths_text(paths):
+    order = {d: n for n, d in enumerate(DIRS)}
+    return ", ".join(f"{i.name}→{o.name}"
+                     for i, o in sorted(paths, key=lambda p: (order[p[1]], order[p[0]])))
+
+
+def specialised_routers(design_path=ECHO_DESIGN, *, widths=(("xilinx", 512), ("ecp5", 64)),
+                        note=lambda msg: None):
+    """Each data-plane router of a design, specialised to its routes
+    (:meth:`~apiary.layout.LayoutGraph.router_paths`), synthesised alone: rows of
+    ``{"at", "tile", "paths", "fifos", <target>_<width>: area}``, then a row ``"at": None``
+    with the full router at each width for comparison."""
+    from ..load import load_design
+    design = load_design(design_path)
+    paths = design.check().router_paths("data")
+    names = {t.at: n for n, t in design.tiles.items()}
+    rows = []
+    for at in sorted(paths, key=lambda p: (p[1], p[0])):
+        row = {"at": at, "tile": names.get(at, ""), "paths": _paths_text(paths[at]),
+               "fifos": len({i for i, _ in paths[at]})}
+        for target, width in widths:
+            row[f"{target}_{width}"] = design_area(Router(width, *at, paths=paths[at]), target)
+        note(f"synthesized the router at {at}")
+        rows.append(row)
+    full = {"at": None, "tile": "", "paths": "all 17", "fifos": 5}
+    for target, width in widths:
+        full[f"{target}_{width}"] = design_area(Router(width, 1, 1), target)
+    rows.append(full)
+    return design, rows
+
+
+def specialised_table(design_path=ECHO_DESIGN, note=lambda msg: None):
+    """Markdown: :func:`specialised_routers` of ``design_path`` beside nine full routers."""
+    design, rows = specialised_routers(design_path, note=note)
+    *routers, full = rows
+    out = [f"Routers of `{design.name}` ({design.cols}×{design.rows}), each specialised to "
+           f"the paths its routes use and synthesised alone (Yosys `synth_xilinx -family xcup` "
+           f"at 512 bits, `synth_ecp5` at 64; LUTs of logic + LUTs as LUTRAM, and for ECP5 "
+           f"LUT4s + TRELLIS_DPR16X4 cells):", "",
+           "| router | tile | paths (input→output) | input FIFOs | xcup LUTs, 512 bits "
+           "| xcup LUTRAM LUTs | ECP5 LUT4s, 64 bits | ECP5 DPR16X4 |",
+           "|---|---|---|---:|---:|---:|---:|---:|"]
+    total = {"x": 0, "xr": 0, "e": 0, "er": 0}
+    for r in routers:
+        x, e = r["xilinx_512"], r["ecp5_64"]
+        total["x"] += x["luts"]
+        total["xr"] += x["lutram"]
+        total["e"] += e["luts"]
+        total["er"] += e["lutram"]
+        out.append(f"| ({r['at'][0]}, {r['at'][1]}) | {r['tile']} | {r['paths']} "
+                   f"| {r['fifos']} | {x['luts']:,} | {x['lutram']:,} | {e['luts']:,} "
+                   f"| {e['lutram']:,} |")
+    n = len(routers)
+    x, e = full["xilinx_512"], full["ecp5_64"]
+    out.append(f"| **{n} specialised** | | | {sum(r['fifos'] for r in routers)} "
+               f"| **{total['x']:,}** | **{total['xr']:,}** | **{total['e']:,}** "
+               f"| **{total['er']:,}** |")
+    out.append(f"| {n} full (`--full-routers`) | | all 17 each | {5 * n} | {n * x['luts']:,} "
+               f"| {n * x['lutram']:,} | {n * e['luts']:,} | {n * e['lutram']:,} |")
+    return "\n".join(out) + "\n"
+
+
+def table(*, mesh=True, routers=True, widths=(64, 512), log=None):
     """Measure everything and return the Markdown report as a string."""
     def note(msg):
         if log is not None:
@@ -207,6 +276,12 @@ def table(*, mesh=True, widths=(64, 512), log=None):
     out.append(f"| 512, Beehive (Vivado, thesis) | | | 128 @ 250 MHz | {BEEHIVE_ROUTER_LUTS} "
                f"(total) | | | | | |")
 
+    if routers:
+        t = time.time()
+        out.append("")
+        out.append(specialised_table(note=note))
+        note(f"synthesized the specialised routers in {time.time() - t:.1f} s")
+
     if mesh:
         t = time.time()
         ma = design_area(Mesh(512, 3, 3), "xilinx")
@@ -223,9 +298,11 @@ def main(argv=None):
     parser.add_argument("-o", "--output", help="also write the Markdown table to this path")
     parser.add_argument("--no-mesh", action="store_true",
                         help="skip the 3x3 mesh synthesis (the slowest part)")
+    parser.add_argument("--no-routers", action="store_true",
+                        help="skip the specialised routers of examples/udp_echo.py")
     args = parser.parse_args(argv)
     try:
-        text = table(mesh=not args.no_mesh, log=sys.stderr)
+        text = table(mesh=not args.no_mesh, routers=not args.no_routers, log=sys.stderr)
     except RuntimeError as e:
         sys.exit(f"error: {e}")
     print(text, end="")

@@ -1,5 +1,6 @@
 """A 2D mesh of :class:`~apiary.noc.router.Router`\\ s."""
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from amaranth import Module
@@ -28,7 +29,9 @@ class Mesh(wiring.Component):
     * Throughput: 1 flit per cycle on every link and tile port.
     * Drops: a message routed off the edge of the mesh (a destination outside it) is taken at
       the edge and dropped whole, and counted in ``dropped`` once, at its last flit. Mesh-edge
-      inputs are tied off (never valid).
+      inputs are tied off (never valid). With ``paths``, each router is specialised to its
+      paths (see :class:`~apiary.noc.router.Router`) and a message that needs a path its
+      router lacks is dropped there and counted in ``route_dropped``.
 
     Parameters
     ----------
@@ -38,6 +41,9 @@ class Mesh(wiring.Component):
         Mesh size, 1 to 255 each.
     depth, local_depth : int
         Router input FIFO depths (see :class:`~apiary.noc.router.Router`).
+    paths : mapping of (x, y) to iterable of (Dir, Dir), optional
+        The crossbar paths of each router (a position left out gets none); ``None`` builds
+        every router in full.
 
     Members
     -------
@@ -47,6 +53,8 @@ class Mesh(wiring.Component):
         ``eject[x][y]``: flits the mesh delivers to the tile at (x, y).
     dropped : Out(32)
         Messages routed off the mesh edge (wraps around).
+    route_dropped : Out(32)
+        Messages the specialised routers dropped for want of a path (wraps around).
 
     Raises
     ------
@@ -55,7 +63,9 @@ class Mesh(wiring.Component):
     """
 
     def __init__(self, width: int, cols: int, rows: int, *, depth: int = 4,
-                 local_depth: int = 4) -> None:
+                 local_depth: int = 4,
+                 paths: Mapping[tuple[int, int], Iterable[tuple[Dir, Dir]]] | None = None
+                 ) -> None:
         check_width(width)
         for name, v in (("cols", cols), ("rows", rows)):
             if not isinstance(v, int) or not 1 <= v <= 255:
@@ -64,12 +74,14 @@ class Mesh(wiring.Component):
         self._cols = cols
         self._rows = rows
         # Build the routers now, so that their parameters are checked at construction.
-        self._routers = [[Router(width, x, y, depth=depth, local_depth=local_depth)
+        self._routers = [[Router(width, x, y, depth=depth, local_depth=local_depth,
+                                 paths=None if paths is None else paths.get((x, y), ()))
                           for y in range(rows)] for x in range(cols)]
         super().__init__({
             "inject": In(flit_signature(width)).array(cols, rows),
             "eject": Out(flit_signature(width)).array(cols, rows),
             "dropped": Out(32),
+            "route_dropped": Out(32),
         })
 
     @property
@@ -127,4 +139,6 @@ class Mesh(wiring.Component):
             ends.append(out.valid & out.payload.last)
         # Several messages may end on the mesh's edges in the same cycle.
         m.d.sync += self.dropped.eq(self.dropped + sum(ends))
+        m.d.sync += self.route_dropped.eq(
+            self.route_dropped + sum(r[x][y].dropped for x in range(cols) for y in range(rows)))
         return m

@@ -225,7 +225,7 @@ class Sim:
 
     def counters(self):
         """Every counter of the design's counter bank (``<tile>_<counter>``,
-        ``<plane>_edge_dropped``...), by name, as of the end of the last run."""
+        ``<plane>_route_dropped``...), by name, as of the end of the last run."""
         self._check_open()
         return dict(zip(self.counter_names, self._read_counters()))
 

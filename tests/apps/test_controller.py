@@ -498,8 +498,7 @@ MOVED_BY_CONTROL = {"eth_rx.forwarded", "ip_rx.forwarded", "udp_rx.forwarded",
                     "udp_tx.forwarded", "ip_tx.forwarded", "eth_tx.forwarded", "audit.written",
                     "ctl.requests", "ctl.reads", "ctl.writes"}
 #: The meshes' own counters (in the bank, not behind any agent).
-MESH_COUNTERS = {"data_edge_dropped", "data_empty_dropped", "ctl_edge_dropped",
-                 "ctl_empty_dropped", "ctl_agents_dropped"}
+MESH_COUNTERS = {"data_route_dropped", "ctl_route_dropped", "ctl_agents_dropped"}
 CLIENT = dict(src="02:00:00:00:00:01", ip="10.0.0.1")
 
 
@@ -603,7 +602,7 @@ def whole_design(backend, width):
         assert echoes(sim) == [b"and again"]
         assert client.read("ctl.timeouts") == 1
         sim.run(10)
-        assert sim.counters()["ctl_empty_dropped"] == 1        # the mesh dropped the request
+        assert sim.counters()["ctl_route_dropped"] == 1        # the mesh dropped the request
 
 
 @pytest.mark.slow

@@ -157,6 +157,6 @@ def test_no_controller_no_control_plane():
 def test_control_routes_are_in_the_deadlock_check():
     g = design().check()
     assert g.controllers == ["ctl"]
-    assert len(g.control_routes) == 2 * 4
+    assert len(g.control_routes) == 2 * 4 + 1       # and the controller to its own agent
     assert "control plane: controller ctl" in g.summary()
     assert set(control_map(design()).tiles) == {"ctl", "src", "fwd", "dst", "regs"}

@@ -103,6 +103,50 @@ def make_harness(width, x=1, y=1, **kw):
 WIDTHS = pytest.mark.parametrize("width", [64, 512])
 
 
+def every_input_to(r, width, dests, *, paths=None, body=False):
+    """``(testbench, sent)``: the testbench sends one message from every input of router ``r``
+    at (1, 1) to each of ``dests``, 3 idle cycles apart (a head flit tagged with a running
+    number, and with ``body`` a second flit); ``sent`` fills with ``(input, head data, output
+    the model expects or None for a drop)``."""
+    sent = []
+
+    async def tb(ctx):
+        tag = 0
+        for d in DIRS:
+            for dx, dy in dests:
+                tag += 1
+                head = head_flit(width, dx, dy, tag=tag, dst_fbits=tag % 16, last=int(not body))
+                sent.append((d, head[0], xy_route(1, 1, dx, dy, d, paths)))
+                await send_flits(ctx, r.port_in(d), [head, (tag, 1)] if body else [head])
+                await ctx.tick().repeat(3)
+        await ctx.tick().repeat(5)
+    return tb, sent
+
+
+def check_routes(sent, logs, ins):
+    """Every message of ``sent`` the model routes left on that output 1 cycle after its head
+    was taken, and no other left; returns the ``(input, output)`` turns seen."""
+    def heads(log):             # the first flit of each message (a port's are contiguous)
+        return [(cyc, data) for k, (cyc, data, _) in enumerate(log) if k == 0 or log[k - 1][2]]
+
+    out_by_data = {}
+    for o in DIRS:
+        for cyc, data in heads(logs[o]):
+            assert data not in out_by_data, "a flit left twice"
+            out_by_data[data] = (o, cyc)
+    in_by_data = {data: cyc for d in DIRS for cyc, data in heads(ins[d])}
+    seen = set()
+    for d, data, want in sent:
+        if want is None:
+            continue
+        o, cyc = out_by_data.pop(data)
+        assert o == want, f"from {d.name} the message left on {o.name}, expected {want.name}"
+        assert cyc - in_by_data[data] == 1, "per-hop latency is not 1 cycle"
+        seen.add((d, want))
+    assert not out_by_data, "a message the model drops left the router"
+    return seen
+
+
 # --- parameters ----------------------------------------------------------------------------------
 
 def test_parameter_errors():
@@ -116,12 +160,14 @@ def test_parameter_errors():
         Router(64, 0, 0, depth=0)
     with pytest.raises(ValueError, match="local_depth must be an integer of at least 1"):
         Router(64, 0, 0, local_depth=0)
+    with pytest.raises(ValueError, match=r"Router \(2, 3\) has no crossbar path from N to E"):
+        Router(64, 2, 3, paths=[(Dir.W, Dir.E), (Dir.N, Dir.E)])
 
 
 def test_signature():
     r = Router(128, 3, 4)
     names = set(r.signature.members)
-    assert names == {f"{d}_{io}" for d in "nesw" + "p" for io in ("in", "out")}
+    assert names == {f"{d}_{io}" for d in "nesw" + "p" for io in ("in", "out")} | {"dropped"}
     assert len(r.n_in.payload.data) == 128
 
 
@@ -146,37 +192,12 @@ def test_route_choice_and_latency(width):
     valid there exactly one cycle after the cycle the input took it."""
     r, h, logs, ins = make_harness(width)
     dests = [(dx, dy) for dx in (0, 1, 2, 9) for dy in (0, 1, 2, 7)]
-    sent = []      # (input, data, expected output)
-
-    def driver():
-        async def tb(ctx):
-            tag = 0
-            for d in DIRS:
-                for dx, dy in dests:
-                    tag += 1
-                    flit = head_flit(width, dx, dy, tag=tag, dst_fbits=tag % 16)
-                    sent.append((d, flit[0], xy_route(1, 1, dx, dy, d)))
-                    await send_flits(ctx, r.port_in(d), [flit])
-                    await ctx.tick().repeat(3)
-        return tb
-
+    driver, sent = every_input_to(r, width, dests)
     bg = [monitor(r.port_out(d), h.cycle, logs[d], ready=True) for d in DIRS]
     bg += [monitor(r.port_in(d), h.cycle, ins[d]) for d in DIRS]
-    simulate(h, [driver()], bg, timeout=1000)
-
-    out_by_data = {}
-    for o in DIRS:
-        for cyc, data, _last in logs[o]:
-            assert data not in out_by_data, "a flit left twice"
-            out_by_data[data] = (o, cyc)
-    in_by_data = {data: cyc for d in DIRS for cyc, data, _ in ins[d]}
-    assert len(out_by_data) == len(sent) == 5 * len(dests)
-    seen = set()
-    for d, data, want in sent:
-        o, cyc = out_by_data[data]
-        assert o == want, f"from {d.name} the flit left on {o.name}, expected {want.name}"
-        assert cyc - in_by_data[data] == 1, "per-hop latency is not 1 cycle"
-        seen.add((d, want))
+    simulate(h, [driver], bg, timeout=1000)
+    assert len(sent) == 5 * len(dests)
+    seen = check_routes(sent, logs, ins)
     # Every legal turn was exercised.
     assert seen >= {(i, o) for o, srcs in SOURCES.items() for i in srcs}
 
@@ -414,3 +435,45 @@ def test_area_reports_luts():
     from apiary.bench.noc import router_area
     a = router_area(64, "xilinx")
     assert a["luts"] > 0 and a["ffs"] > 0
+
+
+# --- specialised routers -------------------------------------------------------------------------
+
+#: An edge router in a chain: through traffic W→E and E→W, the tile sends east and south and
+#: receives from the west and the north. No FIFO on S; N, W and P outputs have one source each.
+CHAIN_PATHS = {(Dir.W, Dir.E), (Dir.E, Dir.W), (Dir.P, Dir.E), (Dir.P, Dir.S), (Dir.W, Dir.P),
+               (Dir.N, Dir.P)}
+
+
+@WIDTHS
+def test_specialised_router_drops_only_undeclared(width):
+    """Two-flit messages from every input to destinations in every direction: those whose XY
+    turn is one of the router's paths leave on the right output 1 cycle after they were taken,
+    the rest appear on no output and are counted in ``dropped``, and the messages after each
+    dropped one still go through."""
+    r, h, logs, ins = make_harness(width, paths=CHAIN_PATHS)
+    dests = [(dx, dy) for dx in (0, 1, 2) for dy in (0, 1, 2)]
+    driver, sent = every_input_to(r, width, dests, paths=CHAIN_PATHS, body=True)
+    dropped = [0]
+
+    async def count_drops(ctx):
+        async for _, _, n in ctx.tick().sample(r.dropped):
+            dropped[0] += n
+
+    bg = [monitor(r.port_out(d), h.cycle, logs[d], ready=True) for d in DIRS]
+    bg += [monitor(r.port_in(d), h.cycle, ins[d]) for d in DIRS]
+    simulate(h, [driver], bg + [count_drops], timeout=2000)
+
+    assert check_routes(sent, logs, ins) == set(CHAIN_PATHS)
+    expected = [want for _, _, want in sent if want is not None]
+    assert dropped[0] == len(sent) - len(expected) > 0
+    # Every message was taken, including those on inputs without a FIFO.
+    assert sum(len(v) for v in ins.values()) == 2 * len(sent)
+
+
+def test_specialised_router_is_smaller():
+    """The chain router's crossbar and FIFOs shrink with its paths (Yosys, 64 bits)."""
+    from apiary.bench.noc import router_area
+    full = router_area(64, "xilinx")
+    chain = router_area(64, "xilinx", paths=CHAIN_PATHS)
+    assert chain["luts"] + chain["lutram"] < 0.7 * (full["luts"] + full["lutram"])

@@ -51,9 +51,8 @@ def test_bank_collects_every_tile_and_the_meshes_in_order():
     d.add("b", ForwardTile, at=(2, 0))
     d.chain("src", "a", "b")
     top = DesignTop(d)
-    assert top.bank.names == ["a_dropped", "b_dropped", "data_edge_dropped",
-                              "data_empty_dropped"]
-    assert [c.owner for c in top.bank] == ["a", "b", "data mesh", "data mesh"]
+    assert top.bank.names == ["a_dropped", "b_dropped", "data_route_dropped"]
+    assert [c.owner for c in top.bank] == ["a", "b", "data mesh"]
     assert "| 0 | `a_dropped` | 32 |" in top.bank.table()
 
 
