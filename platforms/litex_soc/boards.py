@@ -106,7 +106,7 @@ def _colorlight_5a_75b(revision, name):
                     f"(port 0 of 2), no DRAM used",
         platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
         nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6"),
-        sys_clk_freq=62.5e6)
+        sys_clk_freq=62.5e6, core_clk_freq=25e6)
 
 
 LITEX_BOARDS = {
