@@ -2,9 +2,9 @@
 
 Three flows, one entry point (:func:`build`):
 
-* **LiteX boards** (``versa_ecp5``, ``ecpix5``): a CPU-less LiteX SoC with LiteEth and LiteDRAM
-  around the core, built with Yosys, nextpnr-ecp5 and ecppack from PyPI
-  (:mod:`platforms.litex_soc`).
+* **LiteX boards** (``versa_ecp5``, ``ecpix5``, ``colorlight_5a_75b``): a CPU-less LiteX SoC
+  with LiteEth and (on the DDR3 boards) LiteDRAM around the core, built with Yosys,
+  nextpnr-ecp5 and ecppack from PyPI (:mod:`platforms.litex_soc`).
 * **Vivado boards** (``u200``, ``enzian``): a complete Vivado project with the 100G MAC IP,
   run when ``vivado`` is on PATH (:mod:`platforms.vivado`).
 * **amaranth-boards** (``amaranth:<module>``, e.g. ``amaranth:icebreaker``, or the module name

@@ -176,8 +176,9 @@ def build_amaranth_board(design, board, out_dir, progress, *, seed=1, run_tools=
             args += ["--report", "nextpnr_report.json", "--seed", str(seed),
                      "--timing-allow-fail"]
         title = titles[tool]
+        explain = (lambda log: explain_nextpnr(log, platform.device)) if title == "pnr" else None
         times[title] = run_step(title, [_YOWASP[tool]] + args, out_dir, f"{title}.log",
-                                progress, explain=explain_nextpnr if title == "pnr" else None)
+                                progress, explain=explain)
     with open(os.path.join(out_dir, "nextpnr_report.json")) as f:
         pnr = json.load(f)
     ice40 = platform.device.lower().startswith("ice40")

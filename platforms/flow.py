@@ -4,7 +4,9 @@ what went wrong.
 :func:`run_step` runs one tool with its output in ``<build dir>/<step>.log``. On a terminal it
 shows one line that updates each second (step, elapsed time, the tool's latest line); elsewhere
 (CI, a pipe) it prints one line when a step starts and one when it ends. A missing tool or a
-failing one raises :class:`BuildFailed` with the command, the log's path and its last lines.
+failing one raises :class:`BuildFailed`: one line with the log's path when the cause is known
+(``explain``, e.g. :func:`explain_nextpnr`: the design does not fit), otherwise the command, the
+log's path and its last lines.
 """
 
 import os
@@ -14,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from .report import CELL_NAMES
 
 
 __all__ = ["BuildFailed", "Progress", "find_tool", "run_step", "explain_nextpnr"]
@@ -109,20 +113,31 @@ def run_step(title, argv, cwd, log_name, progress, *, explain=None):
         with open(log_path, errors="replace") as f:
             text = f.read()
         reason = explain(text) if explain else None
-        message = f"{title} failed (exit code {code}) after {elapsed:.0f} s"
-        if reason:
-            message += f": {reason}"
-        message += f"\nlog: {log_path}\n--- last lines ---\n{_last_lines(log_path)}"
-        raise BuildFailed(message)
+        if reason:          # a known cause: one line
+            raise BuildFailed(f"{title} failed after {elapsed:.0f} s: {reason} (log: {log_path})")
+        raise BuildFailed(f"{title} failed (exit code {code}) after {elapsed:.0f} s\n"
+                          f"log: {log_path}\n--- last lines ---\n{_last_lines(log_path)}")
     progress.note(f"  {title} done in {elapsed:.1f} s")
     return elapsed
 
 
-def explain_nextpnr(log):
-    """A failed nextpnr run's reason, when it is that the design does not fit the FPGA."""
-    over = re.findall(r"(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", log)
-    full = [f"{cell} {used} of {avail}" for cell, used, avail, _ in over if int(used) > int(avail)]
-    if full or "Unable to place" in log or "failed to place" in log.lower():
-        detail = f" (needs {', '.join(full)})" if full else ""
-        return f"the design does not fit this FPGA{detail}"
-    return None
+def explain_nextpnr(log, device=None):
+    """A failed nextpnr run's reason, when it is that the design does not fit ``device`` (the
+    part, e.g. ``LFE5U-25F-6BG256C``): "the design needs 27,715 LUT4s, the LFE5U-25F has
+    24,288", from the cell counts of the device utilisation nextpnr logs before placing."""
+    cells = re.findall(r"^Info:\s+([A-Z][A-Z0-9_]*):\s+(\d+)/\s*(\d+)\s+\d+%", log, re.M)
+    full = [(CELL_NAMES.get(cell, cell), int(used), int(avail))
+            for cell, used, avail in cells if int(used) > int(avail)]
+    failed = re.search(r"Unable to place|failed to place|Unable to find legal placement", log,
+                       re.I)
+    if not full and not failed:
+        return None
+    part = "FPGA"
+    if device:
+        family = re.match(r"LFE5\w*-\d+F", device)     # LFE5U-25F-6BG256C: the LFE5U-25F
+        part = family.group(0) if family else device
+    if not full:
+        return f"the design does not fit the {part}"
+    needs = " and ".join(f"{used:,} {name}" for name, used, _ in full)
+    has = " and ".join(f"{avail:,}" for _, _, avail in full)
+    return f"the design needs {needs}, the {part} has {has}"

