@@ -23,7 +23,8 @@ __all__ = ["FLOWS", "time_flow", "main"]
 FLOWS = {
     "ice40-slip_loopback": ("examples/slip_loopback.py", "amaranth:icebreaker"),
     "ecp5-udp_echo": ("examples/udp_echo.py", "versa_ecp5"),
-    "ecp5-udp_dram": ("examples/udp_dram.py", "versa_ecp5"),
+    "ecp5-25f-udp_echo": ("examples/udp_echo.py", "colorlight_5a_75b"),
+    "ecp5-udp_dram": ("examples/udp_dram.py", "ecpix5"),      # 90 % of the Versa: the 85F
     "ecp5-liteeth_udp": (None, "versa_ecp5"),
     "u200-udp_echo": ("examples/udp_echo.py", "u200"),
     "enzian-udp_echo": ("examples/udp_echo.py", "enzian"),
