@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from amaranth import Module, Shape
+from amaranth import Module, Shape, Signal
 from amaranth.hdl import ShapeLike
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -16,8 +16,15 @@ class Queue(wiring.Component):
 
     A :class:`~amaranth.lib.fifo.SyncFIFO` with stream ports (glasgow's ``Queue`` shape): ``o`` is
     valid from the cycle after a transfer on ``i`` (no fall-through), ``i.ready`` is high while
-    there is room; one transfer per cycle each way. ``shape`` is any shape-castable, or a dict,
-    which becomes a :class:`~amaranth.lib.data.StructLayout`.
+    there is room (not while the queue is full, even in a cycle that empties it); one transfer per
+    cycle each way. ``shape`` is any shape-castable, or a dict, which becomes a
+    :class:`~amaranth.lib.data.StructLayout`.
+
+    Storage: up to 2 entries are registers, with ``o.payload`` straight from the head register
+    (no read mux; the second entry moves up as the head leaves). On FPGAs that is a LUT per bit
+    at most where a memory would be LUT RAM (on ECP5 a 4-bit-wide DPR16X4 takes 6 LUT positions),
+    and fields written with constants cost nothing. Deeper queues are a ``SyncFIFO``'s memory.
+    The two behave the same, cycle for cycle.
 
     Members
     -------
@@ -41,6 +48,8 @@ class Queue(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
+        if self._depth <= 2:
+            return self._registers(m)
         m.submodules.fifo = q = fifo.SyncFIFO(width=Shape.cast(self._shape).width,
                                               depth=self._depth)
         m.d.comb += [
@@ -51,4 +60,26 @@ class Queue(wiring.Component):
             self.o.payload.eq(q.r_data),
             q.r_en.eq(self.o.ready),
         ]
+        return m
+
+    def _registers(self, m: Module) -> Module:
+        width = Shape.cast(self._shape).width
+        head, second = Signal(width), Signal(width)
+        level = Signal(range(self._depth + 1))
+        full = level == self._depth
+        m.d.comb += [
+            self.i.ready.eq(~full),
+            self.o.valid.eq(level != 0),
+            self.o.payload.eq(head),
+        ]
+        write = self.i.valid & self.i.ready
+        read = self.o.valid & self.o.ready
+        m.d.sync += level.eq(level + write - read)
+        with m.If(read & (level == 2)):
+            m.d.sync += head.eq(second)
+        with m.Elif(write & ((level == 0) | read)):
+            m.d.sync += head.eq(self.i.payload)
+        if self._depth == 2:
+            with m.If(write):
+                m.d.sync += second.eq(self.i.payload)
         return m
