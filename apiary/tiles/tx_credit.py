@@ -1,0 +1,122 @@
+"""Per-queue transmit credits (FlexDriver §5.5), the application's side: a tile sends to a shared
+service only with credits, so its messages always find room there and a slow queue never blocks
+a fast one.
+
+Messages
+--------
+=============  ========================================  ==================================
+type           from → to                                 metadata (:data:`CREDIT_META`)
+=============  ========================================  ==================================
+``TX_CREDIT``  the service (:class:`~apiary.tiles.       ``flits``: flits of the tile's queue
+               credit_queues.CreditQueuesTile`) → a       freed since the last credit
+               sending tile                               (its messages sent on)
+=============  ========================================  ==================================
+
+The tile starts with ``credits`` flits, the size of its queue in the service; a message of
+``msg_len + 1`` flits to the service waits until that many credits are held, and spends them;
+``TX_CREDIT`` gives them back. Messages to anywhere else pass unchanged.
+"""
+
+from typing import Any
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, enum
+from amaranth.lib.wiring import connect
+
+from ..noc.framing import MessageReceiver
+from ..noc.gate import MessageGate, Verdict
+from ..noc.header import field_location, noc_header
+from ..noc.msgtype import register_msg_types
+from ..noc.splitter import TypeSplitter
+from ..tile import TileEnv
+from .wrapper import TileWrapper
+
+
+__all__ = ["CreditMsgType", "CREDIT_META", "TxCreditTile"]
+
+
+@register_msg_types
+class CreditMsgType(enum.Enum, shape=8):  # type: ignore[call-arg]
+    TX_CREDIT = 51
+
+
+#: The metadata of ``TX_CREDIT``: flits freed in the receiver's queue.
+CREDIT_META = data.StructLayout({"flits": 16})
+
+
+def head_field(width: int, first: Any, name: str) -> Any:
+    """Header field ``name`` of a message's first flit ``first`` (a routing field: in flit 0)."""
+    flit, lsb = field_location(width, name)
+    assert flit == 0, f"{name} is not in a message's first flit"
+    return first[lsb:lsb + noc_header(width).width(name)]
+
+
+class TxCreditTile(TileWrapper):
+    """``tile`` (built with the other ``params``), sending to ``service`` only with credits.
+
+    Latency: 0 cycles added to a message that has its credits (the gate passes its first flit
+    combinationally); a message without waits, holding only this tile. ``TX_CREDIT`` messages
+    are consumed here (never reach the tile), at one flit per cycle. Counters:
+    ``credit_waits`` (cycles a message to the service waited for credits), ``credits_back``
+    (``TX_CREDIT`` messages taken). Cost: a credit counter and a one-flit gate.
+
+    Parameters
+    ----------
+    tile : type
+        The sending tile's class.
+    service : (x, y)
+        The credited service's place.
+    credits : int
+        Flits of this tile's queue in the service (its ``buffer_flits``).
+    """
+
+    def __init__(self, env: TileEnv | None = None, *, tile: type, service: tuple[int, int],
+                 credits: int, **params: Any) -> None:
+        if (not isinstance(service, (tuple, list)) or len(service) != 2
+                or not all(isinstance(c, int) for c in service)):
+            raise ValueError(f"TxCreditTile service= must be an (x, y) place, not {service!r}")
+        if not isinstance(credits, int) or isinstance(credits, bool) or not 1 <= credits < 1 << 16:
+            raise ValueError(f"TxCreditTile credits= must be a number of flits from 1 to 65535, "
+                             f"not {credits!r}")
+        self.service, self.credits = tuple(service), credits
+        super().__init__(env, tile=tile, counters={
+            "credit_waits": "cycles a message to the credited service waited for credits",
+            "credits_back": "TX_CREDIT messages taken",
+        }, **params)
+        self._back = Signal(16)         # credits given back this cycle
+
+    def inbound(self, m: Module, router: Any, tile: Any) -> None:
+        w = self.env.width
+        m.submodules.credit_split = split = TypeSplitter(w, [[CreditMsgType.TX_CREDIT.value]])
+        m.submodules.credit_rx = rx = MessageReceiver(w, meta_bits=CREDIT_META.size)
+        connect(m, router=router, split=split.i)
+        connect(m, split=split.o[0], receiver=rx.i)
+        connect(m, split=split.o[1], tile=tile)
+        m.d.comb += [rx.o_hdr.ready.eq(1), rx.o_data.ready.eq(1)]
+        with m.If(rx.o_hdr.valid):
+            m.d.comb += self._back.eq(data.View(CREDIT_META, rx.o_hdr.payload.meta).flits)
+            m.d.sync += self.counters.credits_back.eq(self.counters.credits_back + 1)
+
+    def outbound(self, m: Module, tile: Any, router: Any) -> None:
+        w = self.env.width
+        gate = m.submodules.credit_gate = MessageGate(w, 1)
+        connect(m, tile=tile, gate=gate.i)
+        connect(m, gate=gate.o, router=router)
+        credits = Signal(range(1 << 16), init=self.credits)
+        cost = Signal(23)
+        to_service = Signal()
+        m.d.comb += [
+            cost.eq(head_field(w, gate.first, "msg_len") + 1),
+            to_service.eq((head_field(w, gate.first, "dst_x") == self.service[0])
+                          & (head_field(w, gate.first, "dst_y") == self.service[1])),
+            gate.need.eq(1),
+            gate.rewritten.eq(gate.head),
+            gate.verdict.eq(Mux(~to_service | (credits >= cost), Verdict.PASS, Verdict.WAIT)),
+        ]
+        spent = Signal(23)
+        with m.If(gate.accept & to_service):
+            m.d.comb += spent.eq(cost)
+        with m.If(gate.decide & to_service & (credits < cost)):
+            m.d.sync += self.counters.credit_waits.eq(self.counters.credit_waits + 1)
+        m.d.sync += credits.eq(credits - spent + self._back)
+
