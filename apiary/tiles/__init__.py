@@ -1,7 +1,7 @@
 """Generic tiles that know no protocol: forwarding placeholders, external NoC ports, frame
 ports, NoC messages as frames, control messages as frames, a logging tile; wrappers that put
 opt-in stages between a tile and its router (the no-backpressure receive guard, transmit
-credits) and the credited queues in front of a shared service."""
+credits) and, in front of a shared service, credited queues and per-tenant rate limits."""
 
 from .forward import ForwardTile
 from .port import PortTile
@@ -13,7 +13,8 @@ from .wrapper import TileWrapper
 from .rx_guard import RxGuardTile
 from .tx_credit import TxCreditTile
 from .credit_queues import CreditQueuesTile
+from .tenant_shaper import TenantShaperTile
 
 __all__ = ["ForwardTile", "PortTile", "FramePortTile", "RawPortTile", "ControlPortTile", "LogTile",
            "TileWrapper", "RxGuardTile",
-           "TxCreditTile", "CreditQueuesTile"]
+           "TxCreditTile", "CreditQueuesTile", "TenantShaperTile"]

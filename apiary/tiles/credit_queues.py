@@ -15,13 +15,14 @@ from amaranth.lib.wiring import connect, flipped
 
 from ..noc.framing import MessageSender, offer_message
 from ..noc.gate import MessageGate, Verdict
-from ..noc.header import Fbits, field_location, header_flits, noc_header
+from ..noc.header import Fbits, header_flits
 from ..noc.merger import MessageMerger
 from ..noc.message_buffer import MessageBuffer
 from ..noc.rewrite import HeaderRewriter
 from ..stream.token_bucket import Rate, TokenBucket
 from ..tile import Tile, TileEnv
-from .tx_credit import CREDIT_META, CreditMsgType, head_field
+from .sources import head_field, match_source
+from .tx_credit import CREDIT_META, CreditMsgType
 
 
 __all__ = ["CreditQueuesTile"]
@@ -115,15 +116,7 @@ class CreditQueuesTile(Tile):
         nh = header_flits(w)
         gate = m.submodules.gate = MessageGate(w, nh)
         connect(m, router=flipped(self.noc_in), gate=gate.i)
-        hdr = noc_header(w)
-        flit, lsb = field_location(w, "src_x")
-        src_x = gate.head[flit * w + lsb:flit * w + lsb + hdr.width("src_x")]
-        flit, lsb = field_location(w, "src_y")
-        src_y = gate.head[flit * w + lsb:flit * w + lsb + hdr.width("src_y")]
-        found, queue = Signal(), Signal(range(n))
-        for k, (x, y) in enumerate(self.sources):
-            with m.If((src_x == x) & (src_y == y)):
-                m.d.comb += [found.eq(1), queue.eq(k)]
+        found, queue = match_source(m, w, gate.head, self.sources)
         m.d.comb += [gate.need.eq(nh), gate.rewritten.eq(gate.head),
                      gate.verdict.eq(Mux(found, Verdict.PASS, Verdict.DROP))]
         held = Signal(range(n))

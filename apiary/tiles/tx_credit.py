@@ -25,10 +25,10 @@ from amaranth.lib.wiring import connect
 
 from ..noc.framing import MessageReceiver
 from ..noc.gate import MessageGate, Verdict
-from ..noc.header import field_location, noc_header
 from ..noc.msgtype import register_msg_types
 from ..noc.splitter import TypeSplitter
 from ..tile import TileEnv
+from .sources import head_field
 from .wrapper import TileWrapper
 
 
@@ -42,13 +42,6 @@ class CreditMsgType(enum.Enum, shape=8):  # type: ignore[call-arg]
 
 #: The metadata of ``TX_CREDIT``: flits freed in the receiver's queue.
 CREDIT_META = data.StructLayout({"flits": 16})
-
-
-def head_field(width: int, first: Any, name: str) -> Any:
-    """Header field ``name`` of a message's first flit ``first`` (a routing field: in flit 0)."""
-    flit, lsb = field_location(width, name)
-    assert flit == 0, f"{name} is not in a message's first flit"
-    return first[lsb:lsb + noc_header(width).width(name)]
 
 
 class TxCreditTile(TileWrapper):
