@@ -10,6 +10,9 @@ the buffer; when it does not, messages that find the buffer full are dropped who
 in ``rx_guard_dropped``. Opt in per tile::
 
     d.add("app", RxGuardTile, at=(2, 2), tile=UdpEchoTile, buffer_flits=64)
+
+The guarded tile never holds its router's output, so it adds no in → out dependency to the
+deadlock check (``streaming`` is false).
 """
 
 from typing import Any
@@ -44,6 +47,8 @@ class RxGuardTile(TileWrapper):
     max_flits : int
         Longest message in flits (default: ``buffer_flits``).
     """
+
+    holds_input = False     # the guard takes every flit the router offers
 
     def __init__(self, env: TileEnv | None = None, *, tile: type, buffer_flits: int = 64,
                  max_flits: int | None = None, **params: Any) -> None:

@@ -4,6 +4,10 @@
 ``AppTile`` as usual, with the wrapper's stages on its data-plane NoC ports. Every other member
 of the inner tile (its top-level ports, registers, wires to another tile, the control plane) is
 passed through unchanged, and its counters keep their names beside the wrapper's own.
+
+``SomeWrapper.of(AppTile, **params)`` is a tile class with the parameters bound and the inner
+class's planes: the form to nest wrappers (``tile=RxGuardTile.of(AppTile, buffer_flits=64)``)
+and to wrap a tile that is also on the control plane.
 """
 
 from collections.abc import Mapping
@@ -28,17 +32,33 @@ class TileWrapper(Tile):
     the inner tile's (the default joins them directly).
     """
 
+    #: Whether the wrapper may hold its input waiting for its output when the inner tile may
+    #: (a wrapper whose inbound stage never waits says False).
+    holds_input = True
+
+    @classmethod
+    def of(cls, tile: type, **params: Any) -> type:
+        """A tile class: ``tile`` inside this wrapper, with ``params`` bound (more may be given
+        to the constructor), declaring ``tile``'s planes to the layout graph."""
+        def __init__(self: Any, env: TileEnv | None = None, **more: Any) -> None:
+            cls.__init__(self, env, tile=tile, **params, **more)
+        return type(f"{cls.__name__}_{tile.__name__}", (cls,), {
+            "__init__": __init__, "planes": tuple(tile.planes), "controls": tile.controls,
+            "streaming": tile.streaming and cls.holds_input})
+
     def __init__(self, env: TileEnv | None = None, *, tile: type, counters: Mapping | None = None,
                  **params: Any) -> None:
         if not (isinstance(tile, type) and issubclass(tile, Tile)):
             raise ValueError(f"{type(self).__name__}: tile= must be a Tile class, not {tile!r}")
+        if tuple(tile.planes) != tuple(self.planes):
+            raise ValueError(f"{type(self).__name__}: {tile.__name__} is on planes "
+                             f"{tuple(tile.planes)}; wrap it as "
+                             f"{type(self).__name__}.of({tile.__name__}, ...)")
+        if "data" not in tile.planes:
+            raise ValueError(f"{type(self).__name__}: {tile.__name__} is not on the data plane")
         env = env if env is not None else TileEnv()
         self.inner = tile(env, **params)
-        if "data" not in self.inner.planes:
-            raise ValueError(f"{type(self).__name__}: {tile.__name__} is not on the data plane")
-        self.planes = self.inner.planes
-        self.streaming = self.inner.streaming
-        self.controls = self.inner.controls
+        self.streaming = self.inner.streaming and self.holds_input
         noc = {p for pair in NOC_PORTS.values() for p in pair}
         inner_members = self.inner.signature.members
         members = {name: member for name, member in inner_members.items()
