@@ -5,10 +5,10 @@ import pytest
 
 from apiary.design import Design
 from apiary.noc import Message, NocHeader
-from apiary.noc.testbench import recv_message, send_message
-from apiary.stream.testbench import simulate, transfers
+from apiary.stream.testbench import simulate
 from apiary.tiles import PortTile, RxGuardTile
 from apiary.top import DesignTop
+from flit_drivers import collect_messages, put_message
 
 WIDTH = 64
 N = 40              # messages, alternately to the stalled tile and to the running one
@@ -38,17 +38,15 @@ def run(guard: bool, slow_reads: bool, cycles: int = 400):
     async def source(ctx):
         for k in range(N):
             dst = (1, 0) if k % 2 == 0 else (2, 0)
-            await send_message(ctx, top.svc_tx, Message(
+            await put_message(ctx, top.svc_tx, Message(
                 NocHeader(dst_x=dst[0], dst_y=dst[1], msg_type=k + 1),
                 payload=bytes([k]) * PAYLOAD), WIDTH)
 
     async def fast(ctx):
-        while True:
-            got["fast"].append(await recv_message(ctx, top.fast_rx, WIDTH))
+        await collect_messages(ctx, top.fast_rx, WIDTH, got["fast"], times=fast_times)
 
     async def slow(ctx):
-        while slow_reads:
-            got["slow"].append(await recv_message(ctx, top.slow_rx, WIDTH))
+        await collect_messages(ctx, top.slow_rx, WIDTH, got["slow"], ready=lambda _: slow_reads)
 
     async def main(ctx):
         await ctx.tick().repeat(cycles)
@@ -56,7 +54,7 @@ def run(guard: bool, slow_reads: bool, cycles: int = 400):
             counters["dropped"] = ctx.get(top.counters.slow_rx_guard_dropped)
             counters["passed"] = ctx.get(top.counters.slow_rx_guard_passed)
 
-    simulate(top, main, background=[source, fast, slow, transfers(top.fast_rx, fast_times)])
+    simulate(top, main, background=[source, fast, slow])
     return got, fast_times, counters
 
 

@@ -9,12 +9,12 @@ from amaranth.lib.wiring import connect
 
 from apiary.noc import Message, NocHeader
 from apiary.noc.message_buffer import MessageBuffer
-from apiary.noc.testbench import recv_message, send_message
 from apiary.os.monitor import Monitor
 from apiary.stream.testbench import simulate
 from apiary.stream.token_bucket import Rate
 from apiary.tile import Endpoint, TileEnv
 from apiary.tiles import TenantShaperTile
+from flit_drivers import collect_messages, put_message
 
 WIDTH = 128                     # a one-flit header: the shaper passes heads combinationally
 A, B = (0, 1), (1, 1)           # the two flows' source tiles: tenants 0 and 1
@@ -56,24 +56,18 @@ def two_flows(rates, cycles=3000, seed=1):
     async def offer(ctx):
         while True:
             src = A if rng.random() < 1 / 3 else B
-            await send_message(ctx, dut.shaper.noc_in, Message(
+            await put_message(ctx, dut.shaper.noc_in, Message(
                 NocHeader(dst_x=1, dst_y=0, src_x=src[0], src_y=src[1]), payload=PAYLOAD), WIDTH)
 
-    async def service(ctx):
-        flits, cycle = [], 0
-        async for _, _, valid, data, last in ctx.tick().sample(
-                dut.buffer.o.valid, dut.buffer.o.payload.data, dut.buffer.o.payload.last):
-            if valid and cycle % 2:
-                flits.append((data, last))
-                if last:
-                    msg = Message.from_flits(flits, WIDTH)
-                    delivered[(msg.header.src_x, msg.header.src_y)] += len(flits)
-                    flits = []
-            cycle += 1
-            ctx.set(dut.buffer.o.ready, (cycle % 2))
+    out: list[Message] = []
+
+    async def service(ctx):             # takes a flit every other cycle
+        await collect_messages(ctx, dut.buffer.o, WIDTH, out, ready=lambda cycle: cycle % 2)
 
     async def main(ctx):
         await ctx.tick().repeat(cycles)
+        for msg in out:
+            delivered[(msg.header.src_x, msg.header.src_y)] += FLITS
         for name in ("t0_passed", "t0_dropped", "t1_passed", "t1_dropped"):
             counters[name] = ctx.get(getattr(dut.shaper.counters, name))
 
@@ -130,11 +124,10 @@ def forged_run(behind_monitor: bool):
 
     async def forger(ctx):
         for msg in msgs:
-            await send_message(ctx, port, msg, WIDTH)
+            await put_message(ctx, port, msg, WIDTH)
 
     async def sink(ctx):
-        while True:
-            out.append(await recv_message(ctx, sh.noc_out, WIDTH))
+        await collect_messages(ctx, sh.noc_out, WIDTH, out)
 
     async def main(ctx):
         await ctx.tick().repeat(100)
