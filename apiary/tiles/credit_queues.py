@@ -130,12 +130,13 @@ class CreditQueuesTile(Tile):
         merge = m.submodules.merge = MessageMerger(w, n)
         owed_add = []
         dropped = []
+        # The queues never stall (always_ready: a message without room is dropped), so the gate
+        # is always ready; its ready must not depend on the route, which depends on its accept.
+        m.d.comb += gate.o.ready.eq(1)
         for k, buf in enumerate(self.buffers):
             m.submodules[f"q{k}"] = buf
             m.d.comb += [buf.i.payload.eq(gate.o.payload),
                          buf.i.valid.eq(gate.o.valid & (route == k))]
-            with m.If(route == k):
-                m.d.comb += gate.o.ready.eq(buf.i.ready)
             dropped.append(buf.dropped)
             peak = getattr(c, f"q{k}_peak")
             with m.If(buf.occupancy > peak):

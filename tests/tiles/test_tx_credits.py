@@ -122,3 +122,23 @@ def test_credit_errors():
         TxCreditTile(tile=PortTile, service=(0, 0), credits=0)
     with pytest.raises(ValueError, match="exactly one next hop"):
         CreditQueuesTile(sources=[(0, 1)])
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_tiles_convert_without_combinational_cycles(width):
+    """The simulator tolerates a combinational loop that settles; synthesis does not. Every
+    FlexDriver tile converts to RTLIL at both ends of the width range."""
+    from amaranth.back import rtlil
+    from apiary.tile import Endpoint, TileEnv
+    from apiary.tiles import RxGuardTile, TenantShaperTile
+    hop = {"data": {None: [Endpoint("next", 2, 0, 0b1000)]}}
+    tiles = [
+        CreditQueuesTile(TileEnv(width=width, routes=hop), sources=[(0, 1), (1, 1)],
+                         buffer_flits=32, max_flits=8, rates=[SLOW, None]),
+        TxCreditTile(TileEnv(width=width), tile=PortTile, service=(1, 0), credits=32),
+        RxGuardTile(TileEnv(width=width), tile=PortTile, buffer_flits=32),
+        TenantShaperTile(TileEnv(width=width, routes=hop), tenants={(0, 1): 0},
+                         rates=[SLOW]),
+    ]
+    for tile in tiles:
+        assert "module" in rtlil.convert(tile, name="top")
