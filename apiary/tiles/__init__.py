@@ -13,8 +13,9 @@ from .wrapper import TileWrapper
 from .rx_guard import RxGuardTile
 from .tx_credit import TxCreditTile
 from .credit_queues import CreditQueuesTile
-from .tenant_shaper import TenantShaperTile
+from .tenant_shaper import TenantShaperTile, tenant_places
 
 __all__ = ["ForwardTile", "PortTile", "FramePortTile", "RawPortTile", "ControlPortTile", "LogTile",
            "TileWrapper", "RxGuardTile",
-           "TxCreditTile", "CreditQueuesTile", "TenantShaperTile"]
+           "TxCreditTile", "CreditQueuesTile", "TenantShaperTile",
+           "tenant_places"]

@@ -24,7 +24,20 @@ from ..tile import Tile, TileEnv
 from .sources import head_field, match_source
 
 
-__all__ = ["TenantShaperTile"]
+__all__ = ["TenantShaperTile", "tenant_places"]
+
+
+def tenant_places(design: Any, tenants: Mapping[str, int]) -> dict[tuple[int, int], int]:
+    """``{(x, y): tenant}`` from ``{tile name: tenant}``: the ``tenants=`` of a
+    :class:`TenantShaperTile`, from the names the design gave its tiles (declare them first)."""
+    places = {}
+    for name, tenant in tenants.items():
+        if name not in design.tiles:
+            raise ValueError(f"tenant_places: the design has no tile {name!r} (declare it "
+                             f"before the shaper)")
+        decl = design.tiles[name]
+        places[(decl.x, decl.y)] = tenant
+    return places
 
 
 class TenantShaperTile(Tile):

@@ -155,6 +155,17 @@ def test_without_a_monitor_the_forgery_would_work():
     assert len(out) == 6
 
 
+def test_tenants_by_tile_name():
+    from apiary.design import Design
+    from apiary.tiles import PortTile, tenant_places
+    d = Design("t", cols=3, rows=2, width=WIDTH)
+    d.add("a", PortTile, at=A)
+    d.add("b", PortTile, at=B)
+    assert tenant_places(d, {"a": 0, "b": 1}) == {A: 0, B: 1}
+    with pytest.raises(ValueError, match="no tile 'c'"):
+        tenant_places(d, {"c": 0})
+
+
 def test_shaper_errors():
     with pytest.raises(ValueError, match="tenants are 0 to 1"):
         TenantShaperTile(TileEnv(routes={"data": {None: [Endpoint("s", 1, 1, 8)]}}),
