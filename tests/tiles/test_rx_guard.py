@@ -10,14 +10,13 @@ from apiary.tiles import PortTile, RxGuardTile
 from apiary.top import DesignTop
 from flit_drivers import collect_messages, put_message
 
-WIDTH = 64
 N = 40              # messages, alternately to the stalled tile and to the running one
 PAYLOAD = 16        # bytes: 2 header + 2 payload flits at 64 bits
 
 
-def guarded_design(guard: bool, buffer_flits: int = 16) -> Design:
+def guarded_design(guard: bool, width: int, buffer_flits: int = 16) -> Design:
     """``svc`` sends along row 0; its path to ``fast`` crosses ``slow``'s router."""
-    d = Design("rx_guard", cols=3, rows=1, width=WIDTH)
+    d = Design("rx_guard", cols=3, rows=1, width=width)
     d.add("svc", PortTile, at=(0, 0))
     if guard:
         d.add("slow", RxGuardTile, at=(1, 0), tile=PortTile, buffer_flits=buffer_flits)
@@ -29,8 +28,8 @@ def guarded_design(guard: bool, buffer_flits: int = 16) -> Design:
     return d
 
 
-def run(guard: bool, slow_reads: bool, cycles: int = 400):
-    top = DesignTop(guarded_design(guard))
+def run(guard: bool, slow_reads: bool, width: int = 64, cycles: int = 400):
+    top = DesignTop(guarded_design(guard, width))
     fast_times: list[int] = []
     got: dict[str, list] = {"fast": [], "slow": []}
     counters = {}
@@ -40,13 +39,13 @@ def run(guard: bool, slow_reads: bool, cycles: int = 400):
             dst = (1, 0) if k % 2 == 0 else (2, 0)
             await put_message(ctx, top.svc_tx, Message(
                 NocHeader(dst_x=dst[0], dst_y=dst[1], msg_type=k + 1),
-                payload=bytes([k]) * PAYLOAD), WIDTH)
+                payload=bytes([k]) * PAYLOAD), width)
 
     async def fast(ctx):
-        await collect_messages(ctx, top.fast_rx, WIDTH, got["fast"], times=fast_times)
+        await collect_messages(ctx, top.fast_rx, width, got["fast"], times=fast_times)
 
     async def slow(ctx):
-        await collect_messages(ctx, top.slow_rx, WIDTH, got["slow"], ready=lambda _: slow_reads)
+        await collect_messages(ctx, top.slow_rx, width, got["slow"], ready=lambda _: slow_reads)
 
     async def main(ctx):
         await ctx.tick().repeat(cycles)
@@ -58,9 +57,10 @@ def run(guard: bool, slow_reads: bool, cycles: int = 400):
     return got, fast_times, counters
 
 
+@pytest.mark.parametrize("width", [64, 512])
 @pytest.mark.parametrize("guard", [True, False], ids=["guarded", "unguarded"])
-def test_stalled_tile(guard):
-    got, fast_times, counters = run(guard, slow_reads=False)
+def test_stalled_tile(guard, width):
+    got, fast_times, counters = run(guard, slow_reads=False, width=width)
     expect_fast = [k + 1 for k in range(1, N, 2)]
     if not guard:
         # The stalled tile holds the shared link: the running tile gets almost nothing.
@@ -70,10 +70,12 @@ def test_stalled_tile(guard):
     assert [m.header.msg_type for m in got["fast"]] == expect_fast
     assert all(m.payload == bytes([m.header.msg_type - 1]) * PAYLOAD for m in got["fast"])
     # ... at the rate it has when the other tile reads everything.
-    _, baseline_times, _ = run(True, slow_reads=True)
+    _, baseline_times, _ = run(True, slow_reads=True, width=width)
     assert fast_times[-1] <= baseline_times[-1] + 4
-    # The stalled tile's messages: 4 fit its 16-flit buffer, the other 16 are dropped, counted.
-    assert counters == {"passed": 4, "dropped": N // 2 - 4}
+    # The stalled tile's messages: as many as fit its 16-flit buffer are kept (4 of 4 flits at
+    # 64 bits, 8 of 2 at 512), the others dropped, counted.
+    kept = 16 // len(Message(NocHeader(), payload=bytes(PAYLOAD)).flits(width))
+    assert counters == {"passed": kept, "dropped": N // 2 - kept}
 
 
 def test_running_tile_behind_the_guard_gets_everything():

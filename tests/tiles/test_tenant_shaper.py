@@ -23,8 +23,8 @@ PAYLOAD = bytes(16)             # a header flit and a payload flit
 FLITS = 2
 
 
-def shaper(rates):
-    env = TileEnv("shaper", x=1, y=0, width=WIDTH,
+def shaper(rates, width=WIDTH):
+    env = TileEnv("shaper", x=1, y=0, width=width,
                   routes={"data": {None: [Endpoint("service", *SERVICE, 0b1000)]}})
     return TenantShaperTile(env, tenants={A: 0, B: 1}, rates=rates)
 
@@ -33,9 +33,9 @@ class SharedService(Elaboratable):
     """The shaper, then the shared service's input: a 16-flit buffer that never stalls (the
     no-backpressure contract) and drops what does not fit."""
 
-    def __init__(self, rates):
-        self.shaper = shaper(rates)
-        self.buffer = MessageBuffer(WIDTH, buffer_flits=16, max_flits=FLITS, always_ready=True)
+    def __init__(self, rates, width):
+        self.shaper = shaper(rates, width)
+        self.buffer = MessageBuffer(width, buffer_flits=16, max_flits=FLITS, always_ready=True)
 
     def elaborate(self, platform):
         m = Module()
@@ -44,11 +44,11 @@ class SharedService(Elaboratable):
         return m
 
 
-def two_flows(rates, cycles=3000, seed=1):
+def two_flows(rates, cycles=3000, seed=1, width=WIDTH):
     """Offered load 8 (A) : 16 (B), the input link full (one flit a cycle); the service takes
     one flit every other cycle (capacity 12 of the 24 offered). Returns flits delivered per
     flow, and the shaper's counters."""
-    dut = SharedService(rates)
+    dut = SharedService(rates, width)
     rng = random.Random(seed)
     delivered = {A: 0, B: 0}
     counters = {}
@@ -57,12 +57,12 @@ def two_flows(rates, cycles=3000, seed=1):
         while True:
             src = A if rng.random() < 1 / 3 else B
             await put_message(ctx, dut.shaper.noc_in, Message(
-                NocHeader(dst_x=1, dst_y=0, src_x=src[0], src_y=src[1]), payload=PAYLOAD), WIDTH)
+                NocHeader(dst_x=1, dst_y=0, src_x=src[0], src_y=src[1]), payload=PAYLOAD), width)
 
     out: list[Message] = []
 
     async def service(ctx):             # takes a flit every other cycle
-        await collect_messages(ctx, dut.buffer.o, WIDTH, out, ready=lambda cycle: cycle % 2)
+        await collect_messages(ctx, dut.buffer.o, width, out, ready=lambda cycle: cycle % 2)
 
     async def main(ctx):
         await ctx.tick().repeat(cycles)
@@ -75,10 +75,11 @@ def two_flows(rates, cycles=3000, seed=1):
     return delivered, counters
 
 
-def test_unshaped_flows_share_in_proportion_to_offered_load():
+@pytest.mark.parametrize("width", [128, 512])
+def test_unshaped_flows_share_in_proportion_to_offered_load(width):
     """No limits: the service admits each flow in proportion to its load, about 1 : 2 (the
     paper: 4.15 vs 8.35 Gb/s of 12)."""
-    delivered, counters = two_flows([None, None])
+    delivered, counters = two_flows([None, None], width=width)
     total = delivered[A] + delivered[B]
     assert total == pytest.approx(1500, rel=0.02)               # capacity: 1 flit / 2 cycles
     assert delivered[A] / delivered[B] == pytest.approx(0.5, abs=0.1)
@@ -89,12 +90,13 @@ def test_unshaped_flows_share_in_proportion_to_offered_load():
     assert counters["t0_dropped"] == counters["t1_dropped"] == 0
 
 
-def test_shaped_flows_stay_within_their_limits():
+@pytest.mark.parametrize("width", [128, 512])
+def test_shaped_flows_stay_within_their_limits(width):
     """6 of 12 each: flow B cannot exceed its limit, so flow A reaches its share (the paper:
     "flow B cannot exceed its limit and thus allows flow A to reach its allocated bandwidth")."""
     limit = Rate(burst=8, refill=1, period=4)                   # 1/4 flit a cycle: 6 of 24
     cycles = 3000
-    delivered, counters = two_flows([limit, limit], cycles=cycles)
+    delivered, counters = two_flows([limit, limit], cycles=cycles, width=width)
     bound = cycles * limit.per_cycle + limit.burst
     assert delivered[A] <= bound and delivered[B] <= bound
     assert delivered[A] >= 0.9 * cycles * limit.per_cycle     # A gets (nearly) all of its 6
