@@ -14,14 +14,14 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib.wiring import connect, flipped
 
 from ..noc.framing import MessageSender, offer_message
-from ..noc.gate import MessageGate, Verdict
-from ..noc.header import Fbits, header_flits
+from ..noc.gate import Verdict
+from ..noc.header import Fbits
 from ..noc.merger import MessageMerger
 from ..noc.message_buffer import MessageBuffer
 from ..noc.rewrite import HeaderRewriter
 from ..stream.token_bucket import Rate, TokenBucket
 from ..tile import Tile, TileEnv
-from .sources import head_field, match_source
+from .sources import head_field, head_gate, match_source
 from .tx_credit import CREDIT_META, CreditMsgType
 
 
@@ -113,12 +113,10 @@ class CreditQueuesTile(Tile):
         c = self.counters
 
         # -- in: choose the queue by source --------------------------------------------------
-        nh = header_flits(w)
-        gate = m.submodules.gate = MessageGate(w, nh)
+        gate = head_gate(m, w)
         connect(m, router=flipped(self.noc_in), gate=gate.i)
         found, queue = match_source(m, w, gate.head, self.sources)
-        m.d.comb += [gate.need.eq(nh), gate.rewritten.eq(gate.head),
-                     gate.verdict.eq(Mux(found, Verdict.PASS, Verdict.DROP))]
+        m.d.comb += gate.verdict.eq(Mux(found, Verdict.PASS, Verdict.DROP))
         held = Signal(range(n))
         with m.If(gate.accept):
             m.d.sync += held.eq(queue)

@@ -6,10 +6,27 @@ from typing import Any
 
 from amaranth import Module, Signal
 
-from ..noc.header import field_location, noc_header
+from ..noc.gate import MessageGate
+from ..noc.header import field_location, header_flits, noc_header
+from ..noc.judge import FirstFlitJudge
 
 
-__all__ = ["head_field", "match_source"]
+__all__ = ["head_field", "match_source", "head_gate"]
+
+
+def head_gate(m: Module, width: int, name: str = "gate") -> Any:
+    """A submodule ``name`` that judges each message by its whole NoC header: a
+    :class:`~apiary.noc.judge.FirstFlitJudge` where the header is one flit (nothing stored), a
+    :class:`~apiary.noc.gate.MessageGate` at 64 bits (it stores the first header flit). The
+    owner sets ``verdict`` (and must hold a ``PASS`` until ``accept``) and reads ``head``."""
+    nh = header_flits(width)
+    if nh == 1:
+        gate: Any = FirstFlitJudge(width)
+    else:
+        gate = MessageGate(width, nh)
+    m.submodules[name] = gate
+    m.d.comb += [gate.need.eq(nh), gate.rewritten.eq(gate.head)]
+    return gate
 
 
 def head_field(width: int, head: Any, name: str) -> Any:

@@ -16,12 +16,11 @@ from typing import Any
 from amaranth import Module, Mux, Signal
 from amaranth.lib.wiring import connect, flipped
 
-from ..noc.gate import MessageGate, Verdict
-from ..noc.header import header_flits
+from ..noc.gate import Verdict
 from ..noc.rewrite import HeaderRewriter
 from ..stream.token_bucket import Rate, TokenBucket
 from ..tile import Tile, TileEnv
-from .sources import head_field, match_source
+from .sources import head_field, head_gate, match_source
 
 
 __all__ = ["TenantShaperTile", "tenant_places"]
@@ -52,9 +51,9 @@ class TenantShaperTile(Tile):
     are dropped, counted in ``unknown_source``. ``t<k>_passed`` counts each tenant's messages
     sent on.
 
-    Latency: as :class:`~apiary.noc.gate.MessageGate` with a head of the header's flits (0
-    cycles at 128 bits and above, 2 at 64). Throughput: one flit per cycle. Cost: a token
-    bucket per limited tenant.
+    Latency: 0 cycles at 128 bits and above (judged on the first flit); at 64 bits the two
+    header flits are judged together (:class:`~apiary.noc.gate.MessageGate`, 2 cycles).
+    Throughput: one flit per cycle. Cost: a token bucket per limited tenant.
 
     Parameters
     ----------
@@ -94,7 +93,7 @@ class TenantShaperTile(Tile):
         m = Module()
         w, c = self.env.width, self.counters
         places = list(self.tenants)
-        gate = m.submodules.gate = MessageGate(w, header_flits(w))
+        gate = head_gate(m, w)
         connect(m, router=flipped(self.noc_in), gate=gate.i)
         found, index = match_source(m, w, gate.head, places)
         tenant = Signal(range(max(2, len(self.rates))))
@@ -114,8 +113,7 @@ class TenantShaperTile(Tile):
                          bucket.take.eq(gate.accept & found & (tenant == k))]
             with m.If(tenant == k):
                 m.d.comb += within.eq(found & bucket.ok)
-        m.d.comb += [gate.need.eq(header_flits(w)), gate.rewritten.eq(gate.head),
-                     gate.verdict.eq(Mux(within, Verdict.PASS, Verdict.DROP))]
+        m.d.comb += gate.verdict.eq(Mux(within, Verdict.PASS, Verdict.DROP))
         with m.If(gate.accept):
             with m.If(~found):
                 m.d.sync += c.unknown_source.eq(c.unknown_source + 1)

@@ -1,10 +1,11 @@
 """Endless flit sources and sinks for background testbenches that are still mid-message when
 the simulation ends.
 
-They wait with plain ``await ctx.tick()`` (reading ``ready``/``valid`` before the edge), never
-inside ``ctx.tick().until()``: a background testbench left suspended inside ``until`` is closed
-at garbage collection with "aclose(): asynchronous generator is already running", which on
-CPython 3.11 leaves the interpreter's recursion count off and breaks a later ``ast.parse``
+They wait with ``await ctx.tick().sample(...)`` (values at the clock edge, so the order in which
+testbenches run does not matter), never inside ``ctx.tick().until()`` or ``async for``: a
+background testbench left suspended inside such an asynchronous generator is closed at garbage
+collection with "aclose(): asynchronous generator is already running", which on CPython 3.11
+leaves the interpreter's recursion count off and breaks a later ``ast.parse``
 (tests/test_architecture.py) in the same process."""
 
 from apiary.noc import Message
@@ -15,9 +16,10 @@ async def put_message(ctx, port, message: Message, width: int) -> None:
     for data, last in message.flits(width):
         ctx.set(port.payload, {"data": data, "last": last})
         ctx.set(port.valid, 1)
-        while not ctx.get(port.ready):
-            await ctx.tick()
-        await ctx.tick()
+        while True:
+            _, _, ready = await ctx.tick().sample(port.ready)
+            if ready:
+                break
     ctx.set(port.valid, 0)
 
 
@@ -27,15 +29,14 @@ async def collect_messages(ctx, port, width: int, out: list, ready=lambda cycle:
     each to ``out`` as a :class:`Message` (and to ``times`` the cycle of its last flit)."""
     flits, cycle = [], 0
     while True:
-        take = bool(ready(cycle))
-        ctx.set(port.ready, take)
-        if take and ctx.get(port.valid):
-            payload = ctx.get(port.payload)
-            flits.append((int(payload.data), int(payload.last)))
-            if payload.last:
+        ctx.set(port.ready, bool(ready(cycle)))
+        _, _, valid, taken, data, last = await ctx.tick().sample(
+            port.valid, port.ready, port.payload.data, port.payload.last)
+        if valid and taken:
+            flits.append((int(data), int(last)))
+            if last:
                 out.append(Message.from_flits(flits, width))
                 if times is not None:
                     times.append(cycle)
                 flits = []
-        await ctx.tick()
         cycle += 1
