@@ -36,7 +36,7 @@ __all__ = ["CreditMsgType", "CREDIT_META", "TxCreditTile"]
 
 @register_msg_types
 class CreditMsgType(enum.Enum, shape=8):  # type: ignore[call-arg]
-    TX_CREDIT = 51
+    TX_CREDIT = 0xF1     # far from the values in use (1-50), which other packages extend
 
 
 #: The metadata of ``TX_CREDIT``: flits freed in the receiver's queue.
