@@ -23,7 +23,7 @@ def request(dport, k):
             / UDP(sport=40000 + k, dport=dport) / (bytes([k]) * (8 + k)))
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])   # ~20 s
 def test_stalled_application_drops_only_its_own_requests(width):
     design = load_design(str(ROOT / "examples" / "udp_flexdriver.py"), width=width,
                          slow_cycles=1_000_000, guard_flits=16, queue_flits=32)
