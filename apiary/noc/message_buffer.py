@@ -25,8 +25,9 @@ __all__ = ["MessageBuffer"]
 class MessageBuffer(wiring.Component):
     """Hold whole messages between ``i`` and ``o``: at most ``buffer_flits`` flits.
 
-    Latency: a message's first flit leaves 4 cycles after its last flit arrived (store and
-    forward, :class:`~apiary.stream.packet_buffer.PacketBuffer`'s descriptor then its words).
+    Latency: a message's first flit is offered 3 cycles after the cycle its last flit is taken
+    (store and forward: :class:`~apiary.stream.packet_buffer.PacketBuffer`'s descriptor, then
+    its words).
     Throughput: one flit per cycle each way. ``occupancy`` is the number of flits held (stored
     messages not yet sent, counted from the cycle their last flit is taken); it never exceeds
     ``buffer_flits``.

@@ -38,7 +38,8 @@ class CreditQueuesTile(Tile):
     is a credit owed to source *k*, returned in ``TX_CREDIT`` messages (one at a time per
     source, carrying all owed so far).
 
-    Latency: 4 cycles store-and-forward plus the merge (0). Throughput: one flit per cycle.
+    Latency: 3 cycles from a message's last flit in to its first out (store and forward; the
+    merge adds none). Throughput: one flit per cycle.
     Drops, counted: ``no_credit`` (a message that found its queue full: its sender ignored
     its credits), ``unknown_source`` (from a tile not in ``sources``). Counters ``q<k>_peak``:
     the most flits queue *k* ever held (at most ``buffer_flits``).

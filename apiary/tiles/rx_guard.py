@@ -32,7 +32,7 @@ class RxGuardTile(TileWrapper):
     """``tile`` (built with the other ``params``) behind a receive buffer that never stalls the
     NoC.
 
-    Latency: 4 cycles more from a message's last flit in to its first flit into the tile (store
+    Latency: 3 cycles more from a message's last flit in to its first flit into the tile (store
     and forward). Throughput: one flit per cycle. Drops: a message that finds fewer than its
     length of ``buffer_flits`` free (or is longer than ``max_flits``), whole, counted in
     ``rx_guard_dropped``; ``rx_guard_passed`` counts the messages stored for the tile.
