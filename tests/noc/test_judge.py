@@ -10,7 +10,7 @@ from apiary.noc import Message, NocHeader
 from apiary.noc.gate import Verdict
 from apiary.noc.header import field_location
 from apiary.noc.judge import FirstFlitJudge
-from apiary.noc.testbench import recv_message, send_message
+from apiary.noc.testbench import expect_messages, message_source
 from apiary.stream.testbench import simulate
 
 
@@ -36,21 +36,16 @@ def test_passes_and_drops_whole_messages(width):
     kept = [msg for msg in msgs if msg.header.msg_type % 2 == 0]
     accepts = []
 
-    async def source(ctx):
-        for msg in msgs:
-            await send_message(ctx, dut.judge.i, msg, width, rng=rng, stall=0.3)
-
     async def count(ctx):        # a plain await per cycle: nothing left suspended in a generator
         while True:
             _, _, accept = await ctx.tick().sample(dut.judge.accept)
             accepts.append(accept)
 
     async def sink(ctx):
-        for msg in kept:
-            got = await recv_message(ctx, dut.judge.o, width, rng=rng, stall=0.3)
-            assert got == Message.from_flits(msg.flits(width), width)
+        await expect_messages(dut.judge.o, kept, width, rng=rng, stall=0.3)(ctx)
         await ctx.tick().repeat(50)
         assert ctx.get(dut.judge.o.valid) == 0
         assert sum(accepts) == len(msgs)            # one accept per message, kept or dropped
 
-    simulate(dut, sink, background=[source, count], timeout=20_000)
+    simulate(dut, sink, background=[message_source(dut.judge.i, msgs, width, rng=rng, stall=0.3),
+                                    count], timeout=20_000)

@@ -7,7 +7,7 @@ import pytest
 
 from apiary.noc import Message, NocHeader
 from apiary.noc.message_buffer import MessageBuffer
-from apiary.noc.testbench import recv_message, send_message
+from apiary.noc.testbench import expect_messages, message_source
 from apiary.stream.testbench import simulate
 
 
@@ -18,16 +18,9 @@ def test_in_order_under_stalls_without_drops(width):
     msgs = [Message(NocHeader(msg_type=k), payload=rng.randbytes(rng.randrange(0, 40)))
             for k in range(30)]
 
-    async def source(ctx):
-        for msg in msgs:
-            await send_message(ctx, dut.i, msg, width, rng=rng, stall=0.3)
-
-    async def sink(ctx):
-        for msg in msgs:
-            got = await recv_message(ctx, dut.o, width, rng=rng, stall=0.5)
-            assert got == Message.from_flits(msg.flits(width), width)
-
-    simulate(dut, sink, background=[source], timeout=20_000)
+    simulate(dut, expect_messages(dut.o, msgs, width, rng=rng, stall=0.5),
+             background=[message_source(dut.i, msgs, width, rng=rng, stall=0.3)],
+             timeout=20_000)
 
 
 def test_latency_occupancy_and_drops():
