@@ -4,7 +4,7 @@ Built on the stream helpers of :mod:`apiary.stream.testbench` (which also has th
 the cycle counter and :func:`~apiary.stream.testbench.simulate`).
 """
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from amaranth.sim import SimulatorContext
@@ -13,7 +13,8 @@ from ..stream.testbench import stream_get, stream_put
 from .header import Message
 
 
-__all__ = ["send_flits", "recv_flits", "send_message", "recv_message", "split_messages"]
+__all__ = ["send_flits", "recv_flits", "send_message", "recv_message", "split_messages",
+           "message_source", "expect_messages"]
 
 
 async def send_flits(ctx: SimulatorContext, port: Any, flits: Iterable[tuple[int, int]],
@@ -54,3 +55,24 @@ def split_messages(flits: Iterable[tuple[int, int]]) -> list[list[tuple[int, int
             current = []
     assert not current, "a message without its last flit"
     return messages
+
+
+def message_source(port: Any, messages: Iterable[Message], width: int,
+                   **stall: Any) -> Callable[[SimulatorContext], Awaitable[None]]:
+    """A testbench that sends ``messages`` on ``port`` in order (``stall``: ``rng=``,
+    ``stall=``, as :func:`send_message`)."""
+    async def tb(ctx: SimulatorContext) -> None:
+        for message in messages:
+            await send_message(ctx, port, message, width, **stall)
+    return tb
+
+
+def expect_messages(port: Any, messages: Iterable[Message], width: int,
+                    **stall: Any) -> Callable[[SimulatorContext], Awaitable[None]]:
+    """A testbench that receives one message per item of ``messages`` from ``port`` and checks
+    that it equals that item as framed at ``width``."""
+    async def tb(ctx: SimulatorContext) -> None:
+        for message in messages:
+            got = await recv_message(ctx, port, width, **stall)
+            assert got == Message.from_flits(message.flits(width), width), (got, message)
+    return tb

@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from apiary.stream.sizing import bdp_bytes, ring_bytes
+
 
 __all__ = ["TcpConfig", "CONGESTION_CONTROL", "config_or_default"]
 
@@ -133,6 +135,32 @@ class TcpConfig:
         while self.rx_ring >> shift > 0xFFFF:
             shift += 1
         return shift
+
+    @classmethod
+    def for_link(cls, rate_bps: float, rtt: float, **params: object) -> "TcpConfig":
+        """A configuration whose rings keep one connection at ``rate_bps`` (bits per second)
+        over a round trip of ``rtt`` seconds: each ring is the smallest power of two that holds
+        the bandwidth-delay product ``rate_bps * rtt / 8`` (:func:`apiary.stream.sizing.ring_bytes`;
+        the send ring holds data until it is acknowledged, one round trip, and the receive ring
+        must advertise that much window), and at least ``2 * mss``. ``params`` are the other
+        fields (``rx_ring`` and ``tx_ring`` excepted).
+        """
+        for name in ("rx_ring", "tx_ring"):
+            if name in params:
+                raise ValueError(f"TcpConfig.for_link picks {name} from the rate and round trip; "
+                                 f"do not pass it")
+        mss = params.get("mss", cls.mss)
+        ring = ring_bytes(rate_bps, rtt, at_least=2 * mss if isinstance(mss, int) else 64)
+        if ring > 1 << 30:
+            raise ValueError(f"{rate_bps:g} b/s over a {rtt:g} s round trip needs "
+                             f"{bdp_bytes(rate_bps, rtt):,.0f} bytes in flight, more than a "
+                             f"ring holds (1 GiB)")
+        return cls(rx_ring=ring, tx_ring=ring, **params)  # type: ignore[arg-type]
+
+    def link_rate(self, rtt: float) -> float:
+        """The rate in bits per second one connection can sustain over a round trip of ``rtt``
+        seconds with these rings (the smaller ring over the round trip)."""
+        return min(self.rx_ring, self.tx_ring) * 8 / rtt
 
     def rx_memory_bytes(self) -> int:
         """Bytes the receive buffer's memory tile must hold."""
