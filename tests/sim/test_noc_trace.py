@@ -40,7 +40,7 @@ def golden(width):
     ]
 
 
-@pytest.mark.parametrize("width", [64, 512])
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
 def test_udp_echo_golden_trace(tmp_path, width):
     with open_sim(udp_echo.design(width=width), "pysim") as sim:
         trace = NocTrace(sim)                       # checks every message as it passes
@@ -120,3 +120,64 @@ def test_taps_need_pysim_and_a_fresh_simulation():
         with pytest.raises(SimError, match="before the simulation's first run"):
             NocTrace(sim)
     assert LINKTYPE_NOC_TRACE == 148
+
+
+def test_kernel_messages_are_checked_and_decoded_in_a_quarantine():
+    """examples/vr_witness.py on pysim, every tile's ports tapped both ways: revoking the
+    witness's capability to send to UDP TX (over the kernel's control port) and sending it a
+    PREPARE makes the kernel speak (IPC_GRANT to the witness's monitor, FAULT to the error
+    manager, FAULT_READ and FAULT_ENTRY for the log): every message passes the checkers and
+    decodes by its format."""
+    from apiary.load import load_design
+    from apiary.os.uapi import FaultKind, IpcDir, KernelMsgType
+    from beehive.apps.kernel_ctl import fault_request, ipc_request, parse_reply
+    from beehive.apps.vr_witness import VrMessage, VrType
+    from beehive.vr.links import SimWitness
+
+    design = load_design(str(ROOT / "examples/vr_witness.py"), width=64)
+    (x, y), (tx_x, tx_y) = design.tiles["vr0"].at, design.tiles["udp_tx"].at
+    with open_sim(design, "pysim", idle_cycles=100) as sim:
+        trace = NocTrace(sim, directions=("out", "in"))
+        link = SimWitness(sim, 9000)
+        revoke = ipc_request(x, y, IpcDir.OUT, tx_x, tx_y, grant=False)
+        assert parse_reply(link.exchange(revoke, dport=7100))["status"] == 0
+        assert link.request(VrMessage(VrType.PREPARE, op=1).pack()) is None    # it faults
+        fault = parse_reply(link.exchange(fault_request(0), dport=7100))
+    assert (fault["x"], fault["y"], fault["kind"]) == (x, y, FaultKind.NO_IPC_CAP)
+    kernel = {t.value for t in KernelMsgType}
+    seen = [(m.tap, KernelMsgType(m.decoded.header.msg_type).name, m.decoded.fields())
+            for m in trace.messages() if m.decoded.header.msg_type in kernel]
+    kinds = [kind for _, kind, _ in seen]
+    for kind in ("IPC_GRANT", "FAULT", "FAULT_READ", "FAULT_ENTRY"):
+        assert kind in kinds, kind
+    grant = next(f for _, kind, f in seen if kind == "IPC_GRANT")
+    assert (grant["status"], grant["perm"], grant["peer_x"], grant["peer_y"]) == \
+        (0, IpcDir.OUT, tx_x, tx_y)
+    faults = [(tap, f) for tap, kind, f in seen if kind == "FAULT"]
+    assert faults[0][0] == "errors noc_in" and faults[0][1]["op"] == FaultKind.NO_IPC_CAP
+
+
+def test_control_plane_messages_are_checked_and_decoded():
+    """examples/udp_echo_ctl.py: reading a counter over UDP makes the controller send a
+    CTL_READ on the control plane and take the agent's CTL_ACK; taps on the controller's
+    control ports check and decode both."""
+    from apiary.control.messages import CtlStatus
+    from apiary.load import load_design
+    from apiary.top import control_map
+    from beehive.control_client import ControlClient, SimTransport
+
+    design = load_design(str(ROOT / "examples/udp_echo_ctl.py"), width=64)
+    with open_sim(design, "pysim") as sim:
+        trace = NocTrace(sim, ["ctl"], planes=("ctl",), directions=("out", "in"))
+        sim.send(REQUEST)
+        sim.run(150)
+        client = ControlClient(control_map(design), SimTransport(sim, step=32))
+        # The echo request, then the control request itself, passed Ethernet RX.
+        assert client.read("eth_rx.forwarded") == 2
+    seen = [(m.tap, m.decoded) for m in trace.messages()]
+    assert [(tap, d.header.msg_type) for tap, d in seen] == [("ctl ctl_out", 48),
+                                                            ("ctl ctl_in", 50)]
+    read, ack = (d.fields() for _, d in seen)
+    assert ack["tag"] == read["tag"] and ack["addr"] == read["addr"]
+    assert ack["status"] == CtlStatus.OK and ack["data"] == 2
+    assert all(m.width == design.ctl_width for m in trace.messages())
