@@ -103,6 +103,9 @@ class Host:
 
     def send(self, frame: Any) -> None:
         """Send ``frame`` (bytes or a scapy packet) on the host's link, now."""
+        if self.name not in self.cluster._peer:
+            raise SimError(f"host {self.name!r} has no link to send on; cluster.link() it "
+                           f"first")
         raw = bytes(frame)
         self._sent.append(Frame(raw, self.cycle, self.cycle, self.name))
         self.cluster._emit(self.name, raw, self.cycle)

@@ -167,7 +167,9 @@ def test_vr_groups_complete_over_a_lossy_link_verilator():
 
 def test_bad_clusters_are_one_readable_error():
     cluster = Cluster()
-    cluster.add_host("h")
+    host = cluster.add_host("h")
+    with pytest.raises(SimError, match="host 'h' has no link to send on"):
+        host.send(b"\0" * 60)
     with pytest.raises(SimError, match="latency is a whole number of cycles, at least 1"):
         cluster.link("h", "h", latency=0)
     with pytest.raises(SimError, match="no cluster end 'nope'; members are h"):

@@ -3,6 +3,7 @@ output, checked against the message specification on the way, written as a pcap 
 148) and decoded by the generated scapy dissectors into the expected messages, in order."""
 
 import importlib.util
+import re
 import pathlib
 
 import pytest
@@ -181,3 +182,43 @@ def test_control_plane_messages_are_checked_and_decoded():
     assert ack["tag"] == read["tag"] and ack["addr"] == read["addr"]
     assert ack["status"] == CtlStatus.OK and ack["data"] == 2
     assert all(m.width == design.ctl_width for m in trace.messages())
+
+
+def test_apiary_sim_writes_the_noc_trace(tmp_path, capsys):
+    from scapy.utils import wrpcap
+    from apiary.cli import main
+    wrpcap(str(tmp_path / "in.pcap"), [REQUEST])
+    argv = ["sim", str(ROOT / "examples/udp_echo.py"), "--width", "64",
+            "--pcap-in", str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")]
+    assert main([*argv, "--backend", "pysim", "--noc-trace", str(tmp_path / "noc.pcap")]) == 0
+    assert "6 NoC messages, every one well formed, to " in capsys.readouterr().out
+    layers = scapy_layers()
+    got = [(p[layers.header].sprintf("%msg_type%"), (p.src_x, p.src_y), (p.dst_x, p.dst_y),
+            p.payload_bytes) for p in rdpcap(str(tmp_path / "noc.pcap"))]
+    assert got == golden(64)
+    assert main([*argv, "--noc-trace", str(tmp_path / "noc.pcap")]) == 2
+    assert "--noc-trace goes with --pcap-in and --backend pysim" in capsys.readouterr().err
+
+
+def test_apiary_sim_stops_at_a_malformed_message_with_one_line(tmp_path, capsys):
+    from scapy.utils import wrpcap
+    from apiary.cli import main
+    from apiary.noc.header import NocHeader
+    from apiary.tiles.raw_port import message_frame
+    (tmp_path / "raw.py").write_text(
+        "from apiary.design import Design\n"
+        "from apiary.tiles.raw_port import RawPortTile\n"
+        "def design(width=64):\n"
+        "    d = Design('raw', cols=2, rows=1, width=width)\n"
+        "    d.add('port', RawPortTile, at=(0, 0))\n"
+        "    d.add('sink', RawPortTile, at=(1, 0))\n"
+        "    d.route('port', 'sink')\n"
+        "    return d\n")
+    bad = NocHeader(dst_x=1, msg_type=201, msg_len=1)
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(message_frame(bad.pack(64), 64))])
+    assert main(["sim", str(tmp_path / "raw.py"), "--port", "port", "--backend", "pysim",
+                 "--pcap-in", str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "o.pcap"),
+                 "--noc-trace", str(tmp_path / "noc.pcap")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert re.match(r"apiary sim: port noc_out, cycle \d+: a malformed 2-flit message \(201\): "
+                    r"field msg_type: 201 is not a registered message type$", err[-1]), err
