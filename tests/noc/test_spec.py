@@ -80,6 +80,17 @@ def test_scapy_encoding_equals_the_amaranth_layout_both_ways(name):
             assert parsed.getfieldval(n.lstrip("_")) == view[n] == fmt.unpack(raw)[n], n
 
 
+def test_every_module_that_registers_formats_is_on_the_docs_page():
+    """The page lists the modules it imports; a module that registers formats and is not among
+    them would make the page depend on what else a process happened to import."""
+    registering = set()
+    for package in ("apiary", "beehive", "platforms"):
+        for path in (ROOT / package).rglob("*.py"):
+            if "register_formats(" in path.read_text() and path.name != "spec.py":
+                registering.add(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    assert registering == set(MESSAGE_MODULES)
+
+
 def test_the_docs_page_is_generated_from_the_specification():
     page = (ROOT / "docs" / "messages.md").read_text()
     assert page == messages_markdown(MESSAGE_MODULES), \
