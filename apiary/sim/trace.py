@@ -39,7 +39,9 @@ _DIRECTIONS = {"out": TapDirection.FROM_TILE, "in": TapDirection.TO_TILE}
 
 @dataclass(frozen=True)
 class TracedMessage:
-    """One message a tap saw: its cycles, its flits, the tile and port it was seen at."""
+    """One message a tap saw: its cycles, its flits, the tile and the port it was seen at
+    (``tap``: ``"<tile> <port>"``, ``"<tile> monitor <port>"`` on the router side of a
+    monitor)."""
     cycle_first: int
     cycle_last: int
     flits: tuple[int, ...]
@@ -48,10 +50,7 @@ class TracedMessage:
     direction: TapDirection
     plane: str
     width: int
-
-    @property
-    def tap(self) -> str:
-        return f"{self.tile} {NOC_PORTS[self.plane][self.direction == TapDirection.FROM_TILE]}"
+    tap: str
 
     @property
     def decoded(self) -> Decoded:
@@ -66,25 +65,28 @@ class TracedMessage:
 class NocTrace:
     """Taps on the NoC ports of the tiles of a pysim simulation ``sim`` (opened, not yet run):
     ``tiles`` (default: all), ``planes`` and ``directions`` (``"out"``: into the NoC, ``"in"``:
-    out of it) say which ports; ``check`` makes every tap a checker.
+    out of it) say which ports; ``side="router"`` taps an untrusted tile's data-plane ports on
+    its monitor's router side (where the monitor's own messages, a ``FAULT``, leave), the
+    default ``"tile"`` on the tile's side; ``check`` makes every tap a checker.
 
     Raises
     ------
     SimError
-        Another back end, a simulation that has already run, an unknown tile, plane or
-        direction.
+        Another back end, a simulation that has already run, an unknown tile, plane, direction
+        or side.
     """
 
     def __init__(self, sim: Any, tiles: Iterable[str] | None = None, *,
                  planes: Sequence[str] = ("data",), directions: Sequence[str] = ("out",),
-                 check: bool = True) -> None:
+                 side: str = "tile", check: bool = True) -> None:
         if getattr(sim, "backend", None) != "pysim":
             raise SimError(f"NoC taps need the pysim back end, not {sim.backend!r}: a Verilator "
                            f"model has only the design's top-level ports")
         design, top = sim.design, sim.top
         names = list(top.tiles) if tiles is None else list(tiles)
         for what, given, known in (("tile", names, top.tiles), ("plane", planes, NOC_PORTS),
-                                   ("direction", directions, _DIRECTIONS)):
+                                   ("direction", directions, _DIRECTIONS),
+                                   ("side", [side], ("tile", "router"))):
             unknown = [g for g in given if g not in known]
             if unknown:
                 raise SimError(f"no {what} {unknown[0]!r} to tap; {what}s are "
@@ -98,9 +100,14 @@ class NocTrace:
                     continue
                 width = design.width if plane == "data" else design.ctl_width
                 to_tile, from_tile = NOC_PORTS[plane]
+                # A monitor's router side has the NoC's names (noc_out into the router).
+                owner, label = tile, name
+                if side == "router" and plane == "data" and name in top.monitors:
+                    owner, label = top.monitors[name], f"{name} monitor"
+                    to_tile, from_tile = "noc_in", "noc_out"
                 for direction in directions:
                     member = from_tile if direction == "out" else to_tile
-                    tap = FlitTap(getattr(tile, member), width, f"{name} {member}",
+                    tap = FlitTap(getattr(owner, member), width, f"{label} {member}",
                                   check=check)
                     self._taps.append((tap, name, (decl.x, decl.y), _DIRECTIONS[direction],
                                        plane))
@@ -116,7 +123,7 @@ class NocTrace:
             for t in tap.messages:
                 out.append((t.cycle_first, direction != TapDirection.TO_TILE, k, TracedMessage(
                     t.cycle_first, t.cycle_last, t.flits, name, at, direction, plane,
-                    tap.width)))
+                    tap.width, tap.name)))
         return [item[-1] for item in sorted(out, key=lambda item: item[:3])]
 
     def records(self) -> list[PcapRecord]:

@@ -139,6 +139,7 @@ def test_kernel_messages_are_checked_and_decoded_in_a_quarantine():
     (x, y), (tx_x, tx_y) = design.tiles["vr0"].at, design.tiles["udp_tx"].at
     with open_sim(design, "pysim", idle_cycles=100) as sim:
         trace = NocTrace(sim, directions=("out", "in"))
+        at_router = NocTrace(sim, ["vr0"], side="router")
         link = SimWitness(sim, 9000)
         revoke = ipc_request(x, y, IpcDir.OUT, tx_x, tx_y, grant=False)
         assert parse_reply(link.exchange(revoke, dport=7100))["status"] == 0
@@ -156,6 +157,10 @@ def test_kernel_messages_are_checked_and_decoded_in_a_quarantine():
         (0, IpcDir.OUT, tx_x, tx_y)
     faults = [(tap, f) for tap, kind, f in seen if kind == "FAULT"]
     assert faults[0][0] == "errors noc_in" and faults[0][1]["op"] == FaultKind.NO_IPC_CAP
+    # On the router side of the witness's monitor only the monitor's FAULT left, where the
+    # witness's reply would have.
+    leaving = [(m.tap, m.decoded.header.msg_type) for m in at_router.messages()]
+    assert leaving == [("vr0 monitor noc_out", KernelMsgType.FAULT.value)]
 
 
 def test_control_plane_messages_are_checked_and_decoded():
