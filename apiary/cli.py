@@ -133,6 +133,10 @@ def _sim_arguments(sim):
     sim.add_argument("--max-cycles", type=int, default=10_000_000, metavar="N",
                      help="stop a pcap run after N cycles (default 10,000,000)")
     sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")
+    sim.add_argument("--noc-trace", metavar="FILE",
+                     help="with --pcap-in and --backend pysim: write every message between "
+                          "tiles, checked against the message specification, as a pcap "
+                          "(link type 148; docs/enzian.md)")
     sim.add_argument("--vcd-window", metavar="START:END",
                      help="only cycles START to END in the waveform")
     sim.add_argument("--seed", type=int,
@@ -279,12 +283,16 @@ def _cmd_verilog(args):
 
 
 def _cmd_sim(args):
+    from .noc.checker import MessageCheckError
     from .sim import SimError, open_sim
     from .terminal import StatusLine
     if bool(args.pcap_in) != bool(args.pcap_out):
         raise UsageError("--pcap-in and --pcap-out go together")
     if bool(args.pcap_in) == bool(args.tap):
         raise UsageError("give either --pcap-in/--pcap-out or --tap")
+    if args.noc_trace and (args.tap or args.backend != "pysim"):
+        raise UsageError("--noc-trace goes with --pcap-in and --backend pysim (its taps read "
+                         "signals inside the design; a Verilator model has only its ports)")
     window = None
     if args.vcd_window:
         try:
@@ -312,7 +320,7 @@ def _cmd_sim(args):
         finally:
             tap.close()
         return 0
-    except SimError as e:
+    except (SimError, MessageCheckError) as e:
         return error(f"apiary sim: {e}")
 
 
@@ -322,8 +330,10 @@ def _sim_pcap(design, args, backend, impair, options):
     counter that moved, and plainly when no frame came back."""
     from .sim.pcap import run_pcap
     from .terminal import text_table
+    from .sim.trace import NocTrace
     summary = run_pcap(design, args.pcap_in, args.pcap_out, backend=backend,
-                       max_cycles=args.max_cycles, port=args.port, impair=impair, **options)
+                       max_cycles=args.max_cycles, port=args.port, impair=impair,
+                       taps=NocTrace if args.noc_trace else None, **options)
     frames_in, frames_out = summary["frames_in"], summary["frames_out"]
     print(f"{frames_in} frames in, {frames_out} frames out to "
           f"{args.pcap_out} in {summary['cycles']} cycles "
@@ -336,6 +346,9 @@ def _sim_pcap(design, args, backend, impair, options):
         print("counters that moved: none")
     if summary["impaired"]:
         print("impaired: " + summary["impaired"])
+    if args.noc_trace:
+        count = summary["taps"].write_pcap(args.noc_trace)
+        print(f"{count} NoC messages, every one well formed, to {args.noc_trace}")
     if frames_in and not frames_out:
         print(f"no frame answered: the design sent nothing back for {frames_in} frames in; "
               f"see the counters above")

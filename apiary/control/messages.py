@@ -22,16 +22,18 @@ An agent answers every request with exactly one ``CTL_ACK``, to the request's ``
 
 from dataclasses import dataclass
 
-from amaranth.hdl import unsigned
-from amaranth.lib import data, enum
+from amaranth.lib import enum
 
 from ..noc.framing import decode_struct_message, struct_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..noc.spec import register_formats
+from ..stream.format import Field, Format
 from ..stream.struct_values import StructValues
 
 
-__all__ = ["CtlMsgType", "CTL_READ", "CTL_WRITE", "CTL_ACK", "CtlStatus", "CTL_META", "CtlMeta",
+__all__ = ["CtlMsgType", "CTL_READ", "CTL_WRITE", "CTL_ACK", "CtlStatus", "CTL_FORMAT", "CTL_META",
+           "CtlMeta",
            "AGENT_FBITS", "ctl_message_flits", "decode_ctl_message"]
 
 
@@ -55,12 +57,14 @@ class CtlStatus(enum.IntEnum):
 
 
 #: The one metadata word of every control message (``data`` in the least significant bits).
-CTL_META = data.StructLayout({
-    "data": unsigned(32),
-    "addr": unsigned(16),
-    "tag": unsigned(8),
-    "status": unsigned(4),
-})
+CTL_FORMAT = Format("ctl_meta", [
+    Field("data", 32, "the word read or written"),
+    Field("addr", 16, "word address in the tile's address map"),
+    Field("tag", 8, "the controller's request number, copied into the answer"),
+    Field("status", 4, "in CTL_ACK: the outcome", values=CtlStatus),
+], order="lsb", doc="The metadata of every control-plane message.")
+CTL_META = CTL_FORMAT.layout()
+register_formats(CtlMsgType, CTL_FORMAT)
 
 #: The sub-port (``dst_fbits``) of the control agent at every tile's position; a tile that
 #: attaches to the control plane itself (a controller) is reached on the others.

@@ -2,8 +2,9 @@
 
 The header keeps the field widths of Beehive's ``beehive_noc_hdr_flit`` so that a 512-bit
 header flit is bit-compatible with Beehive's; see ``docs/noc.md``. The table is a
-:class:`~apiary.stream.header.Header` (fields MSB first), from which the router's routing view,
-the tiles' framing and the Python model (:class:`NocHeader`, :class:`Message`) all come.
+:class:`~apiary.stream.format.Format` (fields MSB first, each with its meaning), from which the
+router's routing view, the tiles' framing, the Python model (:class:`NocHeader`,
+:class:`Message`), the trace dissector and the docs' table (``docs/messages.md``) all come.
 
 What a message *means* (its ``msg_type``) is not the NoC's business: the packages that define
 message types register them (:mod:`apiary.noc.msgtype`).
@@ -13,7 +14,7 @@ import enum as py_enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields as dc_fields
 
-from ..stream.header import Header
+from ..stream.format import Field, Format
 from ..stream.layout import check_width
 
 
@@ -35,25 +36,39 @@ class Fbits(py_enum.IntEnum):
 ROUTING_BITS = 64
 
 _ROUTING = [
-    ("dst_chip", 14), ("dst_x", 8), ("dst_y", 8), ("dst_fbits", 4),
-    ("msg_len", 22), ("msg_type", 8),
+    Field("dst_chip", 14, "destination chip (Beehive's; 0 on one chip)"),
+    Field("dst_x", 8, "destination column"),
+    Field("dst_y", 8, "destination row"),
+    Field("dst_fbits", 4, "destination sub-port: MSB set = the tile, low bits its interface"),
+    Field("msg_len", 22, "flits after the first"),
+    Field("msg_type", 8, "what the message is (registered by the package that defines it)"),
 ]
 _SOURCE = [
-    ("src_chip", 14), ("src_x", 8), ("src_y", 8), ("src_fbits", 4), ("metadata_flits", 8),
+    Field("src_chip", 14, "source chip"),
+    Field("src_x", 8, "source column"),
+    Field("src_y", 8, "source row"),
+    Field("src_fbits", 4, "source sub-port (where answers go)"),
+    Field("metadata_flits", 8, "metadata flits after the header (0 when inline or none)"),
 ]
 _TRACE = [
-    ("packet_x", 8), ("packet_y", 8), ("packet_num", 48), ("timestamp", 64),
+    Field("packet_x", 8, "Beehive's packet id: column of the tile that numbered it"),
+    Field("packet_y", 8, "Beehive's packet id: row"),
+    Field("packet_num", 48, "Beehive's packet id: number"),
+    Field("timestamp", 64, "Beehive's timestamp"),
 ]
 # Not in Beehive (its tiles leave these bits zero): the payload length in bytes, so that the
 # receiving side of a message can restore byte enables without knowing the protocol.
-_PAYLOAD_BYTES = ("payload_bytes", 22)
+_PAYLOAD_BYTES = Field("payload_bytes", 22, "payload length in bytes (ours; zero in Beehive)")
 
-def routing_header() -> Header:
+_DOC = "The NoC message header: routing word, source word and, at 256 bits and up, trace fields."
+
+
+def routing_header() -> Format:
     """The 64-bit routed part of every NoC header (the top bits of a message's first flit)."""
-    return Header("noc_routing", _ROUTING)
+    return Format("noc_routing", _ROUTING, doc=_DOC)
 
 
-def noc_header(width: int) -> Header:
+def noc_header(width: int) -> Format:
     """The NoC message header at flit width ``width``.
 
     * 256 and 512 bits: Beehive's full 234-bit header (routing, source, metadata count, packet id,
@@ -68,8 +83,9 @@ def noc_header(width: int) -> Header:
     """
     check_width(width)
     if width >= 256:
-        return Header("noc_header", _ROUTING + _SOURCE + _TRACE + [_PAYLOAD_BYTES], size=width)
-    return Header("noc_header", _ROUTING + _SOURCE + [_PAYLOAD_BYTES], size=128)
+        return Format("noc_header", _ROUTING + _SOURCE + _TRACE + [_PAYLOAD_BYTES], size=width,
+                      doc=_DOC)
+    return Format("noc_header", _ROUTING + _SOURCE + [_PAYLOAD_BYTES], size=128, doc=_DOC)
 
 
 def header_flits(width: int) -> int:

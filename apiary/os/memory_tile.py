@@ -39,7 +39,6 @@ the first of these three counters that applies.
 """
 
 from amaranth import Module, Signal, Cat, Mux
-from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, fifo
 from amaranth.lib.wiring import Out, connect, flipped
 
@@ -47,13 +46,15 @@ from ..noc.framing import (MessageReceiver, MessageSender, decode_meta_message,
                            meta_message_flits)
 from ..noc.header import Fbits, NocHeader, noc_header
 from ..noc.msgtype import register_msg_types
+from ..noc.spec import register_formats
+from ..stream.format import Field, Format
 from ..stream.realign import StreamInsert, StreamStrip
 from ..tile import Tile, TileEnv
 from .memory import MemoryModel, memory_port_signature
 
 
-__all__ = ["MemoryTile", "MemMsgType", "MEM_META", "LOAD_MEM", "STORE_MEM", "LOAD_MEM_ACK",
-           "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta", "mem_message_flits",
+__all__ = ["MemoryTile", "MemMsgType", "MEM_FORMAT", "MEM_META", "LOAD_MEM", "STORE_MEM",
+           "LOAD_MEM_ACK", "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta", "mem_message_flits",
            "decode_mem_message"]
 
 
@@ -72,8 +73,17 @@ LOAD_MEM_ACK = MemMsgType.LOAD_MEM_ACK.value
 STORE_MEM_ACK = MemMsgType.STORE_MEM_ACK.value
 
 #: The metadata of every memory message, ``addr`` in the least significant bits.
-MEM_META = data.StructLayout({"addr": unsigned(48), "size": unsigned(30), "error": unsigned(1),
-                              "wrap": unsigned(6), "tag": unsigned(8)})
+MEM_FORMAT = Format("mem_meta", [
+    Field("addr", 48, "byte address (need not be word aligned)"),
+    Field("size", 30, "byte count (0 allowed)"),
+    Field("error", 1, "in an ack: the request was refused, no memory touched"),
+    Field("wrap", 6, "k > 0: an access to the ring of 2**k bytes around addr"),
+    Field("tag", 8, "copied from request to ack (a monitor keeps the capability handle here)"),
+], order="lsb", doc="The metadata of every memory message (Beehive's LOAD_MEM / STORE_MEM).")
+MEM_META = MEM_FORMAT.layout()
+register_formats([MemMsgType.LOAD_MEM, MemMsgType.STORE_MEM_ACK], MEM_FORMAT)
+register_formats([MemMsgType.STORE_MEM], MEM_FORMAT, payload="the bytes to store")
+register_formats([MemMsgType.LOAD_MEM_ACK], MEM_FORMAT, payload="the bytes read")
 
 _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 
@@ -83,19 +93,12 @@ _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 def mem_meta(addr, size, error=0, wrap=0, tag=0):
     """The metadata as an int (``addr`` in the low 48 bits, ``size`` above, then ``error``,
     ``wrap`` and ``tag``)."""
-    fields = ((addr, 48, "addr"), (size, 30, "size"), (error, 1, "error"), (wrap, 6, "wrap"),
-              (tag, 8, "tag"))
-    for value, bits, what in fields:
-        if not 0 <= value < 1 << bits:
-            raise ValueError(f"{what}={value} does not fit in {bits} bits")
-    return addr | size << 48 | error << 78 | wrap << 79 | tag << 85
+    return MEM_FORMAT.pack(addr=addr, size=size, error=error, wrap=wrap, tag=tag)
 
 
 def unpack_mem_meta(value):
     """``{"addr", "size", "error", "wrap", "tag"}`` from the metadata int."""
-    return {"addr": value & (1 << 48) - 1, "size": value >> 48 & (1 << 30) - 1,
-            "error": value >> 78 & 1, "wrap": value >> 79 & (1 << 6) - 1,
-            "tag": value >> 85 & 0xFF}
+    return MEM_FORMAT.unpack(value)
 
 
 def mem_message_flits(width, msg_type, addr, size, payload=b"", *, dst=(0, 0),

@@ -58,19 +58,20 @@ on the way).
 from dataclasses import dataclass
 from typing import Any
 
-from amaranth.hdl import unsigned
 from amaranth.hdl import Module
-from amaranth.lib import data, enum
+from amaranth.lib import enum
 from amaranth.lib.wiring import connect
 
 from ..noc.framing import MessageReceiver, decode_struct_message, struct_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..noc.spec import register_formats
 from ..noc.splitter import TypeSplitter
+from ..stream.format import Field, Format
 from ..stream.struct_values import StructValues
 
 
-__all__ = ["KernelMsgType", "KERNEL_META", "Perm", "IpcDir", "Status", "FaultKind",
+__all__ = ["KernelMsgType", "KERNEL_FORMAT", "KERNEL_META", "Perm", "IpcDir", "Status", "FaultKind",
            "monitor_answers",
            "KernelMeta", "kernel_message_flits", "decode_kernel_message",
            "HANDLE_BITS", "OFFSET_BITS", "virtual_address", "split_address"]
@@ -138,19 +139,24 @@ class FaultKind(enum.IntEnum):
     MALFORMED = 9       # a message that ends inside its header or metadata
 
 
-#: One metadata layout for every kernel message (``handle`` in the least significant bits).
-KERNEL_META = data.StructLayout({
-    "handle": unsigned(8),
-    "addr": unsigned(48),
-    "size": unsigned(40),
-    "perm": unsigned(2),
-    "mem_x": unsigned(8), "mem_y": unsigned(8),
-    "root": unsigned(16),
-    "peer_x": unsigned(8), "peer_y": unsigned(8), "peer_fbits": unsigned(4),
-    "op": unsigned(6),
-    "status": unsigned(4),
-    "user": unsigned(32),
-})
+#: One metadata format for every kernel message (``handle`` in the least significant bits).
+KERNEL_FORMAT = Format("kernel_meta", [
+    Field("handle", 8, "capability handle (slot, generation above); FAULT_READ: log index"),
+    Field("addr", 48, "segment offset, physical base or faulting address"),
+    Field("size", 40, "bytes"),
+    Field("perm", 2, "Perm (1 read, 2 write); IPC_GRANT: IpcDir"),
+    Field("mem_x", 8, "memory tile column; FAULT_ENTRY: the faulting tile's"),
+    Field("mem_y", 8, "memory tile row; FAULT_ENTRY: the faulting tile's"),
+    Field("root", 16, "the memory manager's allocation id; FAULT_ENTRY: faults logged"),
+    Field("peer_x", 8, "the other tile's column"),
+    Field("peer_y", 8, "the other tile's row"),
+    Field("peer_fbits", 4, "the other tile's sub-port"),
+    Field("op", 6, "CAP_RESULT/CAP_INSTALL: the type answered; FAULT: a FaultKind"),
+    Field("status", 4, "the outcome; IPC_GRANT: 1 add, 0 remove", values=Status),
+    Field("user", 32, "the requester's word, returned untouched"),
+], order="lsb", doc="The metadata of every kernel message (the Apiary uAPI).")
+KERNEL_META = KERNEL_FORMAT.layout()
+register_formats(KernelMsgType, KERNEL_FORMAT)
 
 def monitor_answers(m: Module, width: int, source: Any, rest: Any) -> MessageReceiver:
     """A tile behind a monitor gets its monitor's ``CAP_RESULT`` and ``CAP_NOTIFY`` on LOCAL0,

@@ -172,10 +172,12 @@ def read_pcap_records(path) -> tuple[int, list[PcapRecord]]:
 
 def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT_CLOCK_HZ,
              max_cycles=DEFAULT_MAX_CYCLES, vcd=None, vcd_window=None, seed=None, stall=0.0,
-             port=None, progress=None, impair=None):
+             port=None, progress=None, impair=None, taps=None):
     """Feed every frame of ``pcap_in`` into ``design``'s Ethernet port (back to back, in file
     order), simulate until idle or ``max_cycles``, and write what comes out to ``pcap_out``;
-    with ``impair`` (an :class:`~apiary.sim.impair.Impairment`) both through the impaired link.
+    with ``impair`` (an :class:`~apiary.sim.impair.Impairment`) both through the impaired link;
+    ``taps(sim)``, if given, is called on the open simulation before it runs (e.g.
+    :class:`~apiary.sim.trace.NocTrace`) and what it returns is the summary's ``taps``.
 
     Returns a summary dict: ``backend``, ``clock_hz``, ``cycles``, ``seconds`` (simulated),
     ``frames_in``, ``frames_entered``, ``frames_out``, ``idle`` (False if ``max_cycles`` cut
@@ -186,6 +188,7 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
     frames = read_pcap(pcap_in)
     with open_sim(design, backend, seed=seed, stall=stall, clock_hz=clock_hz, vcd=vcd,
                   vcd_window=vcd_window, progress=progress, impair=impair) as sim:
+        tapped = None if taps is None else taps(sim)
         name = sim.port(port).name
         sim.send_many(frames, port=name)
         sim.run(max_cycles=max_cycles)
@@ -206,4 +209,5 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
             "idle": idle,
             "counters": sim.counters(),
             "impaired": None if link is None else link.summary(),
+            "taps": tapped,
         }

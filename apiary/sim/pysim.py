@@ -14,7 +14,7 @@ import tempfile
 from amaranth.sim import Simulator
 
 from .base import Sim, PortState
-from .core import Frame, Xorshift32, frame_words, seed_state
+from .core import Frame, SimError, Xorshift32, frame_words, seed_state
 from .vcd import crop_vcd
 
 
@@ -59,6 +59,14 @@ class PysimSim(Sim):
     @property
     def idle(self):
         return self._idle()
+
+    def add_process(self, process):
+        """Add an Amaranth async process (a :class:`~apiary.noc.checker.FlitTap`'s, say) that
+        watches the design; before the first run, so that its cycles count as the
+        simulation's do."""
+        if self._started:
+            raise SimError("add processes before the simulation's first run")
+        self._sim.add_process(process)
 
     def _push(self, index, frames):
         self._state[index].queue.extend(frames)

@@ -40,6 +40,7 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
 from apiary.noc.msgtype import register_msg_types
+from apiary.noc.spec import register_formats
 from apiary.stream.header import Header, header_signal, header_view
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
@@ -66,6 +67,9 @@ class ArpMsgType(enum.Enum, shape=8):
     """Address resolution for other tiles (see the module docstring)."""
     ARP_RESOLVE  = 27
     ARP_RESOLVED = 28
+
+
+register_formats(ArpMsgType, PACKET_META)
 
 
 #: ARP for IPv4 over Ethernet (RFC 826), 28 bytes.

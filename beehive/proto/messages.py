@@ -37,7 +37,8 @@ from amaranth.lib import enum
 
 from apiary.noc.framing import meta_plan
 from apiary.noc.msgtype import register_msg_types
-from apiary.stream.header import Header
+from apiary.noc.spec import register_formats
+from apiary.stream.format import Field, Format
 
 
 __all__ = ["MsgType", "PACKET_META", "META_BITS", "meta_words", "meta_to_words",
@@ -68,12 +69,25 @@ class MsgType(enum.Enum, shape=8):
     TCP_CLOSE_REQ           = 30     # not in Beehive: an application closes its side
 
 
-PACKET_META = Header("packet_meta", [
-    ("peer_mac", 48), ("ethertype", 16), ("vlan", 1), ("vlan_tci", 16),
-    ("peer_ip", 32), ("local_ip", 32), ("protocol", 8),
-    ("peer_port", 16), ("local_port", 16),
-    ("l4_sum", 16), ("l4_sum_valid", 1),
-])
+PACKET_META = Format("packet_meta", [
+    Field("peer_mac", 48, "Ethernet RX: source MAC; Ethernet TX sends to it"),
+    Field("ethertype", 16, "Ethernet RX: inner EtherType; the ARP and IPv4 TX paths set theirs"),
+    Field("vlan", 1, "the frame had (Ethernet TX: gets) an 802.1Q tag"),
+    Field("vlan_tci", 16, "the tag's PCP, DEI and VID"),
+    Field("peer_ip", 32, "IPv4 RX: source address; IPv4 TX's destination"),
+    Field("local_ip", 32, "IPv4 RX: destination address; IPv4 TX's source"),
+    Field("protocol", 8, "IPv4 protocol number"),
+    Field("peer_port", 16, "UDP RX: source port; UDP TX's destination port"),
+    Field("local_port", 16, "UDP RX: destination port; UDP TX's source port"),
+    Field("l4_sum", 16, "UDP RX: one's-complement sum of the UDP payload"),
+    Field("l4_sum_valid", 1, "l4_sum is set (UDP TX needs no pass over the payload)"),
+], doc="The metadata every packet carries along the Beehive stack, receive path to transmit "
+       "path.")
+
+_PACKETS = (MsgType.ETH_RX_FRAME, MsgType.ETH_TX_FRAME, MsgType.IP_RX_DATAGRAM,
+            MsgType.IP_TX_DATAGRAM, MsgType.UDP_RX_SEGMENT, MsgType.UDP_TX_SEGMENT,
+            MsgType.TCP_RX_SEGMENT)
+register_formats(_PACKETS, PACKET_META, payload="the packet from this layer's header on")
 
 #: Bits of :data:`PACKET_META`, as the tiles' message framing carries them.
 META_BITS = PACKET_META.size

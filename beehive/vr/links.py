@@ -101,16 +101,20 @@ def udp_replies(sim: Any) -> list[tuple[int, bytes, int]]:
 class SimWitness:
     """The witness on UDP port ``port`` of a simulated design ``sim`` (an open
     :class:`~apiary.sim.Sim`). Each request is one frame in and a run until the design is idle
-    (no reply by then: ``None``); :attr:`exchanges` keeps their cycles."""
+    (no reply by then: ``None``); :attr:`exchanges` keeps their cycles. ``mac`` and ``ipv4``
+    are the design's addresses (a board of an :class:`apiary.sim.cluster.Cluster`, reached
+    through a host of the cluster passed as ``sim``, has its own)."""
 
-    def __init__(self, sim: Any, port: int, *, sport: int = 40000) -> None:
+    def __init__(self, sim: Any, port: int, *, sport: int = 40000, mac: str = STACK_MAC,
+                 ipv4: str = STACK_IPV4) -> None:
         self.sim, self.port, self.sport = sim, port, sport
+        self.mac, self.ipv4 = mac, ipv4
         self.exchanges: list[Exchange] = []
 
     def frame(self, payload: bytes, dport: int | None = None) -> bytes:
         from scapy.layers.inet import IP, UDP
         from scapy.layers.l2 import Ether
-        return bytes(Ether(dst=STACK_MAC, src=PEER_MAC) / IP(src=PEER_IPV4, dst=STACK_IPV4)
+        return bytes(Ether(dst=self.mac, src=PEER_MAC) / IP(src=PEER_IPV4, dst=self.ipv4)
                      / UDP(sport=self.sport, dport=self.port if dport is None else dport)
                      / payload)
 

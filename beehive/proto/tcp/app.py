@@ -71,7 +71,8 @@ from amaranth.lib import data
 
 from apiary.noc.framing import MessageReceiver, decode_meta_message, meta_message_flits
 from apiary.noc.header import Fbits, NocHeader
-from apiary.stream.header import Header
+from apiary.noc.spec import register_formats
+from apiary.stream.format import Field, Format
 from apiary.stream.queue import Queue
 
 from ..messages import MsgType
@@ -107,16 +108,26 @@ class BufferKind(enum.IntEnum):
 
 
 #: The metadata of every application message (220 bits: inline at 512 bits, 4 flits at 64).
-APP_META = Header("tcp_app_meta", [
-    ("flow", 16), ("status", 4), ("kind", 2), ("length", 32), ("ptr", 32),
-    ("addr", 48), ("size_log2", 6), ("mem_x", 8), ("mem_y", 8),
-    ("peer_ip", 32), ("peer_port", 16), ("local_port", 16),
-])
+APP_META = Format("tcp_app_meta", [
+    Field("flow", 16, "flow handle: slot (low 12 bits), generation above"),
+    Field("status", 4, "in responses and notifications: the outcome", values=Status),
+    Field("kind", 2, "TCP_NEW_FLOW_NOTIF: which buffer (0 receive, 1 send)"),
+    Field("length", 32, "bytes asked for, ready or free"),
+    Field("ptr", 32, "a read or write pointer (byte offset in the stream)"),
+    Field("addr", 48, "where byte ptr is (or the buffer's base)"),
+    Field("size_log2", 6, "the ring buffer is 2**size_log2 bytes"),
+    Field("mem_x", 8, "the buffer's memory tile column"),
+    Field("mem_y", 8, "the buffer's memory tile row"),
+    Field("peer_ip", 32, "the connection's peer address"),
+    Field("peer_port", 16, "the peer's port"),
+    Field("local_port", 16, "the design's port"),
+], doc="The metadata of the TCP application interface's messages.")
 
 #: The message types of the interface.
 APP_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_MSG_RESP,
                 MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_MSG_RESP,
                 MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_OPEN_REQ, MsgType.TCP_CLOSE_REQ)
+register_formats(APP_MESSAGES, APP_META)
 
 
 def flow_handle(slot: int, gen: int) -> int:
