@@ -31,6 +31,12 @@ anything else               Needs an IPC capability for its ``dst_x, dst_y, dst_
                             passed unchanged.
 =========================  =====================================================================
 
+**Paged translation** (opt-in, ``MonitorConfig(tlbs=(TlbConfig(...), ...))``: Coyote's TLBs,
+:mod:`apiary.os.paging`): loads and stores address plain virtual addresses, translated by
+set-associative TLBs that the memory manager fills on a miss (``TLB_MISS``/``TLB_FILL``); an
+access to a page the tile was not given is a ``PAGE_FAULT``, handled as any violation. A hit
+adds 1 cycle at 512 bits (none at 64); segment translation stays the default.
+
 Every message passed out leaves with the tile's own ``src_x, src_y``, whatever the tile wrote
 there: a tile cannot have a memory tile's ack (or any reply) sent to another tile.
 
@@ -91,6 +97,8 @@ from ..stream.counters import CounterSignature
 from ..stream.queue import Queue
 from ..tile import TileEnv
 from .memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
+from .paging import PAGED_COUNTERS, PagedTranslation, check_tlbs
+from .tlb import TlbConfig
 from .uapi import (KERNEL_META, KERNEL_ONLY, OFFSET_BITS, HANDLE_BITS, FaultKind, IpcDir,
                    KernelMsgType as K, Perm, Status)
 
@@ -125,8 +133,12 @@ class MonitorConfig:
     in_entries: int = 8         # IPC capabilities in
     rate: RateLimit | None = None
     kernel_queue: int = 16      # the in side's requests to the NoC (>= the manager's holders)
+    #: Paged translation of loads and stores (one TLB per page size) instead of segments;
+    #: ``()``, the default, keeps segments (:mod:`apiary.os.paging`).
+    tlbs: tuple[TlbConfig, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
         if not isinstance(self.kernel_queue, int) or not 1 <= self.kernel_queue <= 256:
             raise ValueError(f"MonitorConfig kernel_queue must be 1 to 256, not "
                              f"{self.kernel_queue!r}")
@@ -155,7 +167,7 @@ _REQUEST = data.StructLayout({
     "msg_type": 8, "dst_x": 8, "dst_y": 8, "dst_fbits": 4, "meta": KERNEL_META,
 })
 
-_MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE)
+_MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE, K.TLB_FILL)
 _TILE_OPS = (K.CAP_ALLOC, K.CAP_FREE, K.CAP_SEND)
 
 Place = tuple[int, int]
@@ -236,7 +248,8 @@ class Monitor(Component):
             "noc_in": In(flit_signature(w)),
             "noc_out": Out(flit_signature(w)),
             "tile_reset": Out(1),
-            "counters": Out(CounterSignature(self.COUNTERS)),
+            "counters": Out(CounterSignature({**self.COUNTERS,
+                                              **(PAGED_COUNTERS if config.tlbs else {})})),
         })
 
     # -- the head of a message, as fields ------------------------------------------------------
@@ -508,11 +521,34 @@ class Monitor(Component):
         f_send = (msg_type == K.CAP_SEND.value) & ~og.short
 
         out_accept = og.decide & og.accept
+        translating = Signal()          # a load or store waits for its page's translation
+        fill_wait = Signal()            # a TLB_FILL waits for its TLB
+        paging = None
+        if cfg.tlbs:                    # paged translation instead of segments (paging.py)
+            m.submodules.paging = paging = PagedTranslation(cfg.tlbs)
+            m.d.comb += [
+                paging.query.eq(og.decide & is_mem & ~og.short), paging.vaddr.eq(mm.addr),
+                paging.size.eq(mm.size), paging.wrap.eq(mm.wrap), paging.want.eq(want),
+                paging.taken.eq(out_accept), mem_fault.eq(paging.fault),
+                translating.eq(paging.query & ~paging.ready),
+                c.tlb_hits.eq(paging.hits), c.tlb_misses.eq(paging.misses),
+                c.page_faults.eq(paging.page_faults),
+            ]
+            with m.If(is_mem):
+                m.d.comb += [new_hdr.dst_x.eq(paging.mem_x), new_hdr.dst_y.eq(paging.mem_y),
+                             new_mm.addr.eq(paging.addr), new_mm.tag.eq(mm.tag)]
+            with m.If(~o2n_valid):
+                m.d.comb += paging.miss.ready.eq(1)
+                with m.If(paging.miss.valid):
+                    m.d.sync += send(o2n, o2n_valid, K.TLB_MISS, manager,
+                                     addr=paging.miss.payload)
         with m.If(og.decide):
             with m.If(quarantined):
                 m.d.comb += og.verdict.eq(Verdict.DROP)
                 with m.If(og.accept):
                     m.d.sync += c.sunk_out.eq(c.sunk_out + 1)
+            with m.Elif(translating):
+                m.d.comb += og.verdict.eq(Verdict.WAIT)
             with m.Elif(fault != 0):
                 m.d.comb += og.verdict.eq(Mux(o2n_valid, Verdict.WAIT, Verdict.DROP))
                 with m.If(out_accept):
@@ -588,6 +624,13 @@ class Monitor(Component):
         ack_entry = data.View(SEGMENT, seg_raw[imm.tag[:slot_bits]])
         with m.If(is_type(itype, (LOAD_MEM_ACK, STORE_MEM_ACK)) & kernel_src):
             m.d.comb += inew_mm.addr.eq(Cat((imm.addr - ack_entry.base)[:OFFSET_BITS], imm.tag))
+        if paging is not None:          # paged: the ack keeps its physical address and tag
+            m.d.comb += inew_mm.addr.eq(imm.addr)
+            ans = paging.answer.payload
+            m.d.comb += [ans.status.eq(ikm.status), ans.base.eq(ikm.addr),
+                         ans.size.eq(ikm.size), ans.mem_x.eq(ikm.mem_x),
+                         ans.mem_y.eq(ikm.mem_y), ans.perm.eq(ikm.perm),
+                         fill_wait.eq((itype == K.TLB_FILL.value) & ~paging.answer.ready)]
         in_accept = ig.decide & ig.accept
 
         walk = Signal(range(cfg.entries + 1))
@@ -598,7 +641,7 @@ class Monitor(Component):
                     with m.If(ig.accept):
                         m.d.sync += c.kernel_denied.eq(c.kernel_denied + 1)
                 with m.Else():
-                    busy = ~kq.i.ready | i2t_valid | releasing
+                    busy = ~kq.i.ready | i2t_valid | releasing | fill_wait
                     m.d.comb += ig.verdict.eq(Mux(busy, Verdict.WAIT, Verdict.DROP))
                     with m.If(in_accept):
                         with m.Switch(itype):
@@ -615,6 +658,9 @@ class Monitor(Component):
                                                  root=ikm.root)
                             with m.Case(K.IPC_GRANT.value):
                                 self._grant(m, ikm, ipc_out, ipc_in)
+                            with m.Case(K.TLB_FILL.value):
+                                if paging is not None:
+                                    m.d.comb += paging.answer.valid.eq(1)
                             with m.Case(K.RELEASE.value):     # of a quarantined tile only
                                 with m.If(quarantined):
                                     m.d.sync += [releasing.eq(1), walk.eq(0)]
