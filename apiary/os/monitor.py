@@ -93,6 +93,7 @@ from ..noc.framing import MessageSender, meta_plan
 from ..noc.gate import MessageGate, Verdict
 from ..noc.header import Fbits, field_location, header_flits, noc_header
 from ..noc.merger import MessageMerger
+from ..noc.meter import FlitMeter, meter
 from ..stream.counters import CounterSignature
 from ..stream.queue import Queue
 from ..tile import TileEnv
@@ -136,9 +137,15 @@ class MonitorConfig:
     #: Paged translation of loads and stores (one TLB per page size) instead of segments;
     #: ``()``, the default, keeps segments (:mod:`apiary.os.paging`).
     tlbs: tuple[TlbConfig, ...] = ()
+    #: Fairness counters (Coyote's): flits, messages, payload bytes and stall cycles at the
+    #: router's local port both ways (``out_*``, ``in_*``), and ``tile_waits``.
+    fairness: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
+        if not isinstance(self.fairness, bool):
+            raise ValueError(f"MonitorConfig fairness must be True or False, not "
+                             f"{self.fairness!r}")
         if not isinstance(self.kernel_queue, int) or not 1 <= self.kernel_queue <= 256:
             raise ValueError(f"MonitorConfig kernel_queue must be 1 to 256, not "
                              f"{self.kernel_queue!r}")
@@ -166,6 +173,12 @@ IPC_ENTRY = data.StructLayout({"valid": 1, "any": 1, "x": 8, "y": 8, "fbits": 4}
 _REQUEST = data.StructLayout({
     "msg_type": 8, "dst_x": 8, "dst_y": 8, "dst_fbits": 4, "meta": KERNEL_META,
 })
+
+#: The monitor's fairness counters (``MonitorConfig(fairness=True)``).
+FAIRNESS_COUNTERS = {
+    **FlitMeter.counter_names("out_"), **FlitMeter.counter_names("in_"),
+    "tile_waits": "cycles the tile offered a flit the monitor did not take (checks, rate, NoC)",
+}
 
 _MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE, K.TLB_FILL)
 _TILE_OPS = (K.CAP_ALLOC, K.CAP_FREE, K.CAP_SEND)
@@ -248,8 +261,9 @@ class Monitor(Component):
             "noc_in": In(flit_signature(w)),
             "noc_out": Out(flit_signature(w)),
             "tile_reset": Out(1),
-            "counters": Out(CounterSignature({**self.COUNTERS,
-                                              **(PAGED_COUNTERS if config.tlbs else {})})),
+            "counters": Out(CounterSignature({
+                **self.COUNTERS, **(PAGED_COUNTERS if config.tlbs else {}),
+                **(FAIRNESS_COUNTERS if config.fairness else {})})),
         })
 
     # -- the head of a message, as fields ------------------------------------------------------
@@ -297,6 +311,12 @@ class Monitor(Component):
 
         def is_type(value: Any, types: Iterable[Any]) -> Any:
             return Cat(*(value == int(getattr(t, "value", t)) for t in types)).any()
+
+        if cfg.fairness:                # at the router's local port, both ways (noc/meter.py)
+            meter(m, "out_meter", w, self.noc_out, c, "out_")
+            meter(m, "in_meter", w, self.noc_in, c, "in_")
+            with m.If(self.tile_out.valid & ~self.tile_out.ready):
+                m.d.sync += c.tile_waits.eq(c.tile_waits + 1)
 
         # -- tables --------------------------------------------------------------------------------
         seg = [Signal(SEGMENT, name=f"seg{i}") for i in range(cfg.entries)]
