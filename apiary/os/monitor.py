@@ -88,7 +88,7 @@ from amaranth import Module, Signal, Cat, Const, Mux, Array, ResetInserter
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
-from ..noc.flit import flit_signature
+from ..noc.flit import flit_layout, flit_signature
 from ..noc.framing import MessageSender, meta_plan
 from ..noc.gate import MessageGate, Verdict
 from ..noc.header import Fbits, field_location, header_flits, noc_header
@@ -140,12 +140,16 @@ class MonitorConfig:
     #: Fairness counters (Coyote's): flits, messages, payload bytes and stall cycles at the
     #: router's local port both ways (``out_*``, ``in_*``), and ``tile_waits``.
     fairness: bool = False
+    #: Registers on every signal crossing the slot (the tile's) boundary, for a later partial
+    #: reconfiguration flow: a 2-entry Queue each way, 1 cycle added each way.
+    slot_registers: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
-        if not isinstance(self.fairness, bool):
-            raise ValueError(f"MonitorConfig fairness must be True or False, not "
-                             f"{self.fairness!r}")
+        for name in ("fairness", "slot_registers"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"MonitorConfig {name} must be True or False, not "
+                                 f"{getattr(self, name)!r}")
         if not isinstance(self.kernel_queue, int) or not 1 <= self.kernel_queue <= 256:
             raise ValueError(f"MonitorConfig kernel_queue must be 1 to 256, not "
                              f"{self.kernel_queue!r}")
@@ -410,10 +414,13 @@ class Monitor(Component):
         m.submodules.in_gate = ig = MessageGate(w, max_head)
         m.submodules.to_noc = to_noc = MessageMerger(w, 3)
         m.submodules.to_tile = to_tile = MessageMerger(w, 3)
+        tile_out, tile_in = self.tile_out, self.tile_in
+        if cfg.slot_registers:          # nothing combinational crosses the slot's boundary
+            tile_out, tile_in = self._slot_registers(m, releasing, quarantined)
         m.d.comb += [
-            og.i.valid.eq(self.tile_out.valid & ~releasing),
-            og.i.payload.eq(self.tile_out.payload),
-            self.tile_out.ready.eq(og.i.ready & ~releasing),
+            og.i.valid.eq(tile_out.valid & ~releasing),
+            og.i.payload.eq(tile_out.payload),
+            tile_out.ready.eq(og.i.ready & ~releasing),
         ]
         connect(m, gate=og.o, merger=to_noc.i[0])
         connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
@@ -427,9 +434,9 @@ class Monitor(Component):
         # monitor's own answers) is drained here, so a tile that stops reading cannot hold up its
         # router port, nor the kernel's messages to the monitor behind it.
         m.d.comb += [
-            self.tile_in.payload.eq(to_tile.o.payload),
-            self.tile_in.valid.eq(to_tile.o.valid & ~quarantined),
-            to_tile.o.ready.eq(self.tile_in.ready | quarantined),
+            tile_in.payload.eq(to_tile.o.payload),
+            tile_in.valid.eq(to_tile.o.valid & ~quarantined),
+            to_tile.o.ready.eq(tile_in.ready | quarantined),
         ]
         for tx in senders.values():
             m.d.comb += tx.i_data.valid.eq(0)
@@ -718,6 +725,23 @@ class Monitor(Component):
                             with m.If(e.valid):
                                 m.d.sync += [e.valid.eq(0), e.gen.eq(e.gen + 1)]
         return m
+
+    def _slot_registers(self, m: Module, releasing: Any, quarantined: Any) -> tuple[Any, Any]:
+        """A :class:`Queue` of 2 between each tile port and the monitor (its outputs depend on
+        its state alone), emptied by ``RELEASE``; return the monitor's new ends of the two
+        ports. The tile's ``ready`` and ``valid`` only ever reach a queue's state."""
+        w = self.env.width
+        q_out = m.submodules.slot_out = ResetInserter(releasing)(Queue(flit_layout(w), 2))
+        q_in = m.submodules.slot_in = ResetInserter(releasing)(Queue(flit_layout(w), 2))
+        m.d.comb += [
+            q_out.i.valid.eq(self.tile_out.valid & ~releasing),
+            q_out.i.payload.eq(self.tile_out.payload),
+            self.tile_out.ready.eq(q_out.i.ready & ~releasing),
+            self.tile_in.valid.eq(q_in.o.valid & ~quarantined),
+            self.tile_in.payload.eq(q_in.o.payload),
+            q_in.o.ready.eq(self.tile_in.ready | quarantined),
+        ]
+        return q_out.o, q_in.i
 
     @staticmethod
     def _install(m: Module, km: Any, seg: list, free_slot: Any, has_free: Any, handle_of: Any,

@@ -143,3 +143,12 @@ def test_fairness_counters_are_opt_in():
             "tile_waits"} <= set(metered.signature.members)
     with pytest.raises(ValueError, match="fairness must be True or False"):
         MonitorConfig(fairness=1)
+
+
+def test_the_example_of_docs_coyote_md_runs_and_prints_its_mad(capsys):
+    import re
+    from pathlib import Path
+    guide = Path(__file__).parents[2] / "docs" / "coyote.md"
+    code = re.search(r"```python\n(.*?)```", guide.read_text(), re.S).group(1)
+    exec(compile(code, str(guide), "exec"), {})
+    assert capsys.readouterr().out.startswith("0.016")

@@ -16,7 +16,7 @@ from apiary.os.memory_tile import LOAD_MEM, STORE_MEM
 from apiary.os.monitor import MonitorConfig
 from apiary.os.paging import PageRange
 from apiary.os.tlb import TlbConfig, TlbModel
-from apiary.os.uapi import FaultKind, KernelMsgType as K, Perm, Status
+from apiary.os.uapi import FaultKind, KernelMsgType as K, Perm, Status, decode_kernel_message
 
 sys.path.insert(0, str(Path(__file__).parent))
 from monitor_bench import ERRORS, MEMORY, TILE, MonitorBench, decode, kernel, mem  # noqa: E402
@@ -250,3 +250,52 @@ def test_bad_tlb_configs_are_refused():
         MonitorConfig(tlbs=(4096,))
     with pytest.raises(ValueError, match="same page size"):
         MonitorConfig(tlbs=(TlbConfig(), TlbConfig(sets=2)))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_manager_answers_misses_from_each_tiles_own_pages(width):
+    """The memory manager with pages (apiary/os/memory_manager.py, ``pages=``): a TLB_MISS is
+    answered 2 cycles after its last flit with the page of the asking tile (its base, size,
+    permission and memory tile), or NO_ENTRY past the tile's pages or for a tile given none."""
+    from apiary.noc.testbench import recv_flits, send_flits
+    from apiary.os.memory_manager import MemoryManagerTile
+    from apiary.os.uapi import KernelMeta, kernel_message_flits
+    from apiary.stream.testbench import simulate, transfers
+    from apiary.tile import TileEnv
+    mm_at, mems = (3, 0), [(0, 3, 1 << 16), (1, 3, 1 << 23)]
+    pages = [PageRange(1, 1, vaddr=0x10000, size=2 << 12, page_bits=12, mem=0, base=0x8000,
+                       perm=Perm.RW),
+             PageRange(2, 1, vaddr=0x10000, size=1 << 21, page_bits=21, mem=1, base=0x20_0000,
+                       perm=Perm.READ)]
+    tile = MemoryManagerTile(TileEnv(x=mm_at[0], y=mm_at[1], width=width), mems,
+                             block_bytes=4096, pages=pages)
+    cases = [((1, 1), 0x11234, dict(status=Status.OK, addr=0x9000, size=4096, perm=Perm.RW,
+                                    mem_x=0, mem_y=3)),
+             ((2, 1), 0x11234, dict(status=Status.OK, addr=0x20_0000, size=1 << 21,
+                                    perm=Perm.READ, mem_x=1, mem_y=3)),
+             ((1, 1), 0x12000, dict(status=Status.NO_ENTRY)),
+             ((3, 3), 0x10000, dict(status=Status.NO_ENTRY))]
+    log_in, log_out, got, marks = [], [], [], []
+
+    async def tb(ctx):
+        n_in = n_out = 0
+        for src, vaddr, _ in cases:
+            flits = kernel_message_flits(width, K.TLB_MISS, KernelMeta(addr=vaddr), dst=mm_at,
+                                         src=src)
+            await send_flits(ctx, tile.noc_in, flits)
+            n_in += len(flits)
+            out = await recv_flits(ctx, tile.noc_out)
+            marks.append((n_in - 1, n_out))
+            n_out += len(out)
+            got.append(decode_kernel_message(out, width))
+        counters.update(fills=ctx.get(tile.counters.page_fills),
+                        faults=ctx.get(tile.counters.page_faults))
+
+    counters = {}
+    simulate(tile, tb, background=[transfers(tile.noc_in, log_in),
+                                   transfers(tile.noc_out, log_out)], timeout=2000)
+    for (src, _, want), (hdr, meta) in zip(cases, got):
+        assert (hdr.msg_type, hdr.dst_x, hdr.dst_y) == (K.TLB_FILL.value, *src)
+        assert meta == KernelMeta(**want)
+    assert [log_out[o] - log_in[i] for i, o in marks] == [2, 2, 2, 2]
+    assert counters == {"fills": 2, "faults": 2}
