@@ -35,7 +35,8 @@ anything else               Needs an IPC capability for its ``dst_x, dst_y, dst_
 :mod:`apiary.os.paging`): loads and stores address plain virtual addresses, translated by
 set-associative TLBs that the memory manager fills on a miss (``TLB_MISS``/``TLB_FILL``); an
 access to a page the tile was not given is a ``PAGE_FAULT``, handled as any violation. A hit
-adds 1 cycle at 512 bits (none at 64); segment translation stays the default.
+adds at most 1 cycle (none when the address was on the link a cycle before the head is judged,
+always so below 512 bits); segment translation stays the default.
 
 Every message passed out leaves with the tile's own ``src_x, src_y``, whatever the tile wrote
 there: a tile cannot have a memory tile's ack (or any reply) sent to another tile.
