@@ -127,25 +127,31 @@ def load_round_trip(sim, drv, width, vaddr):
     return sim.received("app_a", clear=True)[-1].cycle_last - start
 
 
-def test_round_trips_beside_segment_translation():
+# A load's round trip at each width: through a segment, then paged: a miss, a hit on the same
+# page, a miss on the next page, a hit on the first page again.
+ROUND_TRIPS = {64: (41, [61, 41, 61, 41]), 512: (31, [43, 31, 43, 31])}
+
+
+@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
+def test_round_trips_beside_segment_translation(width):
     """A load's round trip (frame in to ack out, the same for every load but the translation):
-    through a segment 41 cycles; paged, a miss 61 (the TLB_MISS to the manager two hops away
-    and its TLB_FILL back, 5 flits each at 64 bits, the manager's 2 cycles, the fill and the
-    lookup), a hit 41, on the page just filled or another page in the TLB alike."""
-    d, _ = paged_design()
+    a TLB hit costs what a segment costs, on the page just filled or another page in the TLB
+    alike; a miss adds the TLB_MISS to the manager two hops away and its TLB_FILL back (5
+    flits each at 64 bits, 1 at 512), the manager's 2 cycles, the fill and the lookup: 20
+    cycles at 64 bits, 12 at 512."""
+    d, _ = paged_design(width)
     with open_sim(d, "pysim", idle_cycles=150) as sim:
-        drv = Driver(sim, WIDTH)
-        paged = [load_round_trip(sim, drv, WIDTH, v)
+        drv = Driver(sim, width)
+        paged = [load_round_trip(sim, drv, width, v)
                  for v in (SHARED_V, SHARED_V + 0x40, SHARED_V + 0x1000, SHARED_V + 0x80)]
-    d = Design("segments", cols=3, rows=2, width=WIDTH)
+    d = Design("segments", cols=3, rows=2, width=width)
     Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 15)})
     d.add("app_a", RawPortTile, at=APP_A, trusted=False)
     with open_sim(d, "pysim", idle_cycles=150) as sim:
-        drv = Driver(sim, WIDTH)
-        drv.send("app_a", kernel_message_flits(WIDTH, K.CAP_ALLOC, KernelMeta(size=4096, perm=3),
+        drv = Driver(sim, width)
+        drv.send("app_a", kernel_message_flits(width, K.CAP_ALLOC, KernelMeta(size=4096, perm=3),
                                                src=APP_A, dst=APP_A))
         (answer,) = drv.got("app_a")
-        handle = decode_kernel_message(answer, WIDTH)[1].handle
-        segment = load_round_trip(sim, drv, WIDTH, virtual_address(handle, 0x40))
-    assert segment == 41
-    assert paged == [61, 41, 61, 41]
+        handle = decode_kernel_message(answer, width)[1].handle
+        segment = load_round_trip(sim, drv, width, virtual_address(handle, 0x40))
+    assert (segment, paged) == ROUND_TRIPS[width]
