@@ -555,7 +555,8 @@ class Monitor(Component):
         if cfg.tlbs:                    # paged translation instead of segments (paging.py)
             m.submodules.paging = paging = PagedTranslation(cfg.tlbs)
             m.d.comb += [
-                paging.query.eq(og.decide & is_mem & ~og.short), paging.vaddr.eq(mm.addr),
+                paging.query.eq(og.decide & is_mem & ~og.short & ~quarantined),
+                paging.vaddr.eq(mm.addr),
                 paging.size.eq(mm.size), paging.wrap.eq(mm.wrap), paging.want.eq(want),
                 paging.taken.eq(out_accept), mem_fault.eq(paging.fault),
                 translating.eq(paging.query & ~paging.ready),

@@ -120,7 +120,7 @@ class PagedTranslation(Component):
         answered = Cat(t.result.valid & (t.result.vpage == self.vaddr[c.page_bits:])
                        for t, c in zip(tlbs, self.tlbs)).all()
         hit = Signal()
-        page_bytes = Signal(range(1 << 30 + 1))
+        page_bytes = Signal(31)                 # up to 2**30
         base = Signal(ADDR_BITS)
         perm = Signal(2)
         for t, c in reversed(list(zip(tlbs, self.tlbs))):

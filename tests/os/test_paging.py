@@ -31,7 +31,9 @@ TLB = TlbConfig(sets=4, ways=2, page_bits=12)
 PAGES = [PageRange(*TILE, vaddr=0x10_0000, size=24 << 12, page_bits=12, mem=0,
                    base=0x8_0000, perm=Perm.RW),
          PageRange(*TILE, vaddr=0x40_0000, size=2 << 12, page_bits=12, mem=0,
-                   base=0x20_0000, perm=Perm.READ)]
+                   base=0x20_0000, perm=Perm.READ),
+         PageRange(*TILE, vaddr=0x4000_0000, size=2 << 21, page_bits=21, mem=0,
+                   base=0x400_0000, perm=Perm.RW)]
 
 
 def translate(vaddr):
@@ -299,3 +301,26 @@ def test_manager_answers_misses_from_each_tiles_own_pages(width):
         assert meta == KernelMeta(**want)
     assert [log_out[o] - log_in[i] for i, o in marks] == [2, 2, 2, 2]
     assert counters == {"fills": 2, "faults": 2}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_two_page_sizes_each_fill_goes_to_its_own_tlb(width):
+    """Coyote's pair of TLBs, 4 KiB and 2 MiB pages, looked up together: a 2 MiB page's fill
+    serves every 4 KiB page inside it, a 4 KiB page's fill only itself."""
+    big = 0x4000_0000
+    accesses = [(big + 0x10, True), (big + 0x5_0000, False), (0x10_0000, True),
+                (big + (1 << 21) + 8, True), (big + 0x5_0008, False), (0x10_0100, False)]
+    out = []
+
+    async def script(b, mgr, ctx):
+        for vaddr, _ in accesses:
+            out.append(await access(b, mgr, ctx, mem(width, LOAD_MEM, vaddr, 8)))
+
+    config = MonitorConfig(tlbs=(TlbConfig(sets=4, ways=2, page_bits=12),
+                                 TlbConfig(sets=2, ways=2, page_bits=21)))
+    b = run(width, config, script)
+    assert b.misses == [v for v, miss in accesses if miss]
+    for (vaddr, _), d in zip(accesses, out):
+        base, r = translate(vaddr)
+        assert d[0] == "mem" and d[3]["addr"] == base + (vaddr & ((1 << r.page_bits) - 1))
+    assert b.counters["tlb_misses"] == 3 and b.counters["faults"] == 0
