@@ -164,6 +164,7 @@ class Kernel:
         tiles = design.tiles
         ipc_out, ipc_in = design.ipc_caps(name)
         kernel = [tiles[n].at for n in self.kernel_tiles() if n in tiles]
+        _check_pages(self, name)
         return Monitor(env, self.config_of(name), ipc_out=ipc_out, ipc_in=ipc_in,
                        kernel=kernel, manager=tiles[self.manager_name].at,
                        errors=tiles[self.errors_name].at)
@@ -208,3 +209,14 @@ def _map_pages(kernel: Kernel, tile: str, size: int, vaddr: int, page_bits: int,
     memories[index] = (x, y, base)
     manager.update(memories=memories, pages=[*manager.get("pages", []), rng], paging=True)
     return rng
+
+
+def _check_pages(kernel: Kernel, tile: str) -> None:
+    """The pages ``tile`` was given must be of a size its monitor has a TLB for."""
+    at = kernel.design.tiles[tile].at
+    sizes = {t.page_bits for t in kernel.config_of(tile).tlbs}
+    for r in kernel.design.tiles[kernel.manager_name].params.get("pages", []):
+        if (r.tile_x, r.tile_y) == at and r.page_bits not in sizes:
+            raise DesignError(f"tile {tile!r} was given {1 << r.page_bits}-byte pages "
+                              f"(map_pages) but its monitor has no TLB of that page size "
+                              f"(MonitorConfig(tlbs=...) has {sorted(1 << b for b in sizes)}).")

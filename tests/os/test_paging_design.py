@@ -118,6 +118,11 @@ def test_map_pages_errors_are_sentences():
         kernel.map_pages("app", 4096)
     # the pages came off the top: the segments' allocator keeps the rest
     assert d.tiles["mm"].params["memories"][0] == (*MEM, (1 << 14) - 4096)
+    # the app's monitor translates by segments: its pages would never be used
+    from apiary.top import DesignTop
+    d.check()
+    with pytest.raises(DesignError, match="no TLB of that page size"):
+        DesignTop(d)
 
 
 def load_round_trip(sim, drv, width, vaddr):
