@@ -185,7 +185,7 @@ FAIRNESS_COUNTERS = {
     "tile_waits": "cycles the tile offered a flit the monitor did not take (checks, rate, NoC)",
 }
 
-_MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE, K.TLB_FILL)
+_MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE)
 _TILE_OPS = (K.CAP_ALLOC, K.CAP_FREE, K.CAP_SEND)
 
 Place = tuple[int, int]
@@ -442,6 +442,9 @@ class Monitor(Component):
         for tx in senders.values():
             m.d.comb += tx.i_data.valid.eq(0)
 
+        # Kernel messages the monitor consumes (TLB_FILL only when it translates by pages).
+        monitor_types = _MONITOR_TYPES + ((K.TLB_FILL,) if cfg.tlbs else ())
+
         def need(first: Any, mem_types: Iterable[Any], kern_types: Iterable[Any]) -> Any:
             msg_type = first[type_lsb:type_lsb + 8]
             return Mux(is_type(msg_type, mem_types), mem_need,
@@ -449,7 +452,7 @@ class Monitor(Component):
 
         m.d.comb += [
             og.need.eq(need(og.first, (LOAD_MEM, STORE_MEM), _TILE_OPS)),
-            ig.need.eq(need(ig.first, (LOAD_MEM_ACK, STORE_MEM_ACK), _MONITOR_TYPES)),
+            ig.need.eq(need(ig.first, (LOAD_MEM_ACK, STORE_MEM_ACK), monitor_types)),
         ]
 
         # -- rate limit ----------------------------------------------------------------------------
@@ -576,8 +579,9 @@ class Monitor(Component):
                 m.d.comb += og.verdict.eq(Verdict.DROP)
                 with m.If(og.accept):
                     m.d.sync += c.sunk_out.eq(c.sunk_out + 1)
-            with m.Elif(translating):
-                m.d.comb += og.verdict.eq(Verdict.WAIT)
+            if paging is not None:
+                with m.Elif(translating):
+                    m.d.comb += og.verdict.eq(Verdict.WAIT)
             with m.Elif(fault != 0):
                 m.d.comb += og.verdict.eq(Mux(o2n_valid, Verdict.WAIT, Verdict.DROP))
                 with m.If(out_accept):
@@ -664,13 +668,15 @@ class Monitor(Component):
 
         walk = Signal(range(cfg.entries + 1))
         with m.If(ig.decide):
-            with m.If(is_type(itype, _MONITOR_TYPES) & ~ig.short):
+            with m.If(is_type(itype, monitor_types) & ~ig.short):
                 with m.If(~kernel_src):
                     m.d.comb += ig.verdict.eq(Verdict.DROP)
                     with m.If(ig.accept):
                         m.d.sync += c.kernel_denied.eq(c.kernel_denied + 1)
                 with m.Else():
-                    busy = ~kq.i.ready | i2t_valid | releasing | fill_wait
+                    busy = ~kq.i.ready | i2t_valid | releasing
+                    if paging is not None:
+                        busy = busy | fill_wait
                     m.d.comb += ig.verdict.eq(Mux(busy, Verdict.WAIT, Verdict.DROP))
                     with m.If(in_accept):
                         with m.Switch(itype):
