@@ -37,7 +37,7 @@ from .design import Design, DesignError
 from .fingerprint import design_fingerprint
 from .noc.header import Fbits
 from .noc.merger import MessageMerger
-from .noc.mesh import Mesh
+from .noc.mesh import ROUTER_METERS, Mesh
 from .noc.splitter import FbitsSplitter
 from .stream.counters import CounterSignature
 from .stream.mac import FrameStream, MacEdge, MacOptions, MacPort
@@ -210,6 +210,11 @@ class DesignTop(wiring.Component):
                 {"route_dropped": "messages a router dropped: their path is on no declared "
                                   "route (addressed outside the mesh, to a position without a "
                                   "tile, or where the design has no route)"}), prefix=plane)
+        if design.settings.get("router_meters"):    # per router input port (noc/meter.py)
+            for x in range(design.cols):
+                for y in range(design.rows):
+                    self.bank.add(f"data router ({x}, {y})", CounterSignature(ROUTER_METERS),
+                                  prefix=f"data_r{x}_{y}")
         self.control_map, self._agent_sources = self._control_plane()
         if self._agent_sources:
             self.bank.add("ctl agents", CounterSignature({
@@ -371,7 +376,14 @@ class DesignTop(wiring.Component):
             width = d.width if plane == "data" else d.ctl_width
             mesh = m.submodules[f"{plane}_mesh"] = Mesh(
                 width, d.cols, d.rows,
-                paths=None if d.full_routers else self.graph.router_paths(plane))
+                paths=None if d.full_routers else self.graph.router_paths(plane),
+                meters=plane == "data" and bool(d.settings.get("router_meters")))
+            if "meters" in mesh.signature.members:
+                for x in range(d.cols):
+                    for y in range(d.rows):
+                        for counter in ROUTER_METERS:
+                            m.d.comb += getattr(self.counters, f"data_r{x}_{y}_{counter}").eq(
+                                getattr(mesh.meters[x][y], counter))
             if d.full_routers:
                 m.d.comb += getattr(self.counters, f"{plane}_edge_dropped").eq(mesh.dropped)
             else:

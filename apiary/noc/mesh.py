@@ -7,12 +7,19 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from ..stream.counters import CounterSignature
 from ..stream.layout import check_width
 from .flit import flit_signature
+from .meter import FlitMeter, meter
 from .router import Dir, Router
 
 
-__all__ = ["Mesh"]
+__all__ = ["Mesh", "ROUTER_METERS"]
+
+#: A router's fairness counters (``Mesh(meters=True)``): ``<port>_in_<counter>`` for its five
+#: input ports (``n``, ``e``, ``s``, ``w``, ``p``: the local tile).
+ROUTER_METERS = {name: text for d in Dir
+                 for name, text in FlitMeter.counter_names(f"{d.port}_in_").items()}
 
 
 class Mesh(wiring.Component):
@@ -55,6 +62,10 @@ class Mesh(wiring.Component):
         Messages routed off the mesh edge (wraps around).
     route_dropped : Out(32)
         Messages the specialised routers dropped for want of a path (wraps around).
+    meters : Out(CounterSignature(ROUTER_METERS)).array(cols, rows)
+        With ``meters=True`` only: per router, each input port's flits, messages, payload
+        bytes and stall cycles (:class:`~apiary.noc.meter.FlitMeter` taps on the links, outside
+        the routers: the routers are the same as without them).
 
     Raises
     ------
@@ -64,8 +75,8 @@ class Mesh(wiring.Component):
 
     def __init__(self, width: int, cols: int, rows: int, *, depth: int = 4,
                  local_depth: int = 4,
-                 paths: Mapping[tuple[int, int], Iterable[tuple[Dir, Dir]]] | None = None
-                 ) -> None:
+                 paths: Mapping[tuple[int, int], Iterable[tuple[Dir, Dir]]] | None = None,
+                 meters: bool = False) -> None:
         check_width(width)
         for name, v in (("cols", cols), ("rows", rows)):
             if not isinstance(v, int) or not 1 <= v <= 255:
@@ -73,6 +84,7 @@ class Mesh(wiring.Component):
         self._width = width
         self._cols = cols
         self._rows = rows
+        self._meters = bool(meters)
         # Build the routers now, so that their parameters are checked at construction.
         self._routers = [[Router(width, x, y, depth=depth, local_depth=local_depth,
                                  paths=None if paths is None else paths.get((x, y), ()))
@@ -82,6 +94,8 @@ class Mesh(wiring.Component):
             "eject": Out(flit_signature(width)).array(cols, rows),
             "dropped": Out(32),
             "route_dropped": Out(32),
+            **({"meters": Out(CounterSignature(ROUTER_METERS)).array(cols, rows)}
+               if self._meters else {}),
         })
 
     @property
@@ -122,6 +136,13 @@ class Mesh(wiring.Component):
                                   f"r{x}_{y + 1}_n_in": r[x][y + 1].n_in})
                     connect(m, **{f"r{x}_{y + 1}_n_out": r[x][y + 1].n_out,
                                   f"r{x}_{y}_s_in": r[x][y].s_in})
+
+        if self._meters:                # fairness counters on every router input (meter.py)
+            for x in range(cols):
+                for y in range(rows):
+                    for d in Dir:
+                        meter(m, f"meter_{x}_{y}_{d.port}", self._width, r[x][y].port_in(d),
+                              self.meters[x][y], f"{d.port}_in_")
 
         # Mesh edges: inputs never valid; outputs always ready, and what leaves is dropped.
         edges = []

@@ -25,6 +25,8 @@ from .error_manager import ErrorManagerTile
 from .memory_manager import MemoryManagerTile
 from .memory_tile import MemoryTile
 from .monitor import Monitor, MonitorConfig, RateLimit
+from .paging import PageRange
+from .uapi import Perm
 
 
 __all__ = ["Kernel"]
@@ -93,7 +95,9 @@ class Kernel:
                        **({"bram": True} if bram else {}))
             places.append((x, y, size))
         design.add(self.manager_name, MemoryManagerTile, at=manager, memories=places,
-                   block_bytes=block_bytes, max_holders=max_holders, placement=placement)
+                   block_bytes=block_bytes, max_holders=max_holders, placement=placement,
+                   **({"paging": True} if self.monitor_config.tlbs else {}))
+        self._block_bytes = block_bytes
         design.add(self.errors_name, ErrorManagerTile, at=errors, log_depth=log_depth)
         design.guard = self
 
@@ -107,6 +111,17 @@ class Kernel:
         if not isinstance(config, MonitorConfig):
             raise DesignError(f"configure({tile!r}): a MonitorConfig, not {config!r}.")
         self._configs[tile] = config
+        if config.tlbs:
+            self.design.tiles[self.manager_name].params["paging"] = True
+
+    def map_pages(self, tile: str, size: int, *, vaddr: int = 0, page_bits: int = 12,
+                  perm: Perm = Perm.RW, memory: str | None = None) -> PageRange:
+        """Give ``tile`` (untrusted, its monitor translating by pages: ``MonitorConfig(tlbs=
+        ...)``) ``size`` bytes of ``2**page_bits``-byte pages at virtual address ``vaddr``
+        (page aligned), with ``perm``, in ``memory`` (default: the first). The pages are taken
+        from the top of that memory, which the allocator of segments then no longer hands out;
+        the memory manager answers the monitor's TLB misses from them (apiary/os/paging.py)."""
+        return _map_pages(self, tile, size, vaddr, page_bits, perm, memory, where_declared(2))
 
     def limit(self, tile: str, rate: RateLimit) -> None:
         """Rate-limit the sends of ``tile`` (a token bucket in its monitor)."""
@@ -149,6 +164,59 @@ class Kernel:
         tiles = design.tiles
         ipc_out, ipc_in = design.ipc_caps(name)
         kernel = [tiles[n].at for n in self.kernel_tiles() if n in tiles]
+        _check_pages(self, name)
         return Monitor(env, self.config_of(name), ipc_out=ipc_out, ipc_in=ipc_in,
                        kernel=kernel, manager=tiles[self.manager_name].at,
                        errors=tiles[self.errors_name].at)
+
+
+def _map_pages(kernel: Kernel, tile: str, size: int, vaddr: int, page_bits: int, perm: Perm,
+               memory: str | None, where: str) -> PageRange:
+    """:meth:`Kernel.map_pages`: check, take the frames from the top of the memory, tell the
+    memory manager."""
+    design = kernel.design
+    what = f"map_pages({tile!r}) ({where})"
+    if tile not in design.tiles or design.tiles[tile].trusted:
+        raise DesignError(f"{what}: {tile!r} is not an untrusted tile of design "
+                          f"{design.name!r}; add it with trusted=False first.")
+    memory = kernel.memory_names[0] if memory is None else memory
+    if memory not in kernel.memory_names:
+        raise DesignError(f"{what}: no kernel memory {memory!r} (have "
+                          f"{kernel.memory_names}).")
+    if not isinstance(page_bits, int) or not 12 <= page_bits <= 30:
+        raise DesignError(f"{what}: page_bits must be 12 to 30, not {page_bits!r}.")
+    page = 1 << page_bits
+    if not isinstance(size, int) or size < 1 or not isinstance(vaddr, int) or vaddr % page \
+            or not 0 <= vaddr < vaddr + size <= 1 << 48:
+        raise DesignError(f"{what}: size {size!r} at vaddr {vaddr!r} must be a positive "
+                          f"size at a page-aligned ({page}-byte) 48-bit address.")
+    manager = design.tiles[kernel.manager_name].params
+    index = kernel.memory_names.index(memory)
+    x, y, left = manager["memories"][index]
+    span = -(-size // page) * page
+    base = (left - span) & ~(page - 1)
+    if base < kernel._block_bytes:
+        raise DesignError(f"{what}: memory {memory!r} has {left} bytes left below the pages "
+                          f"already given; {span} bytes of {page}-byte pages do not fit.")
+    rng = PageRange(*design.tiles[tile].at, vaddr=vaddr, size=span, page_bits=page_bits,
+                    mem=index, base=base, perm=int(perm))
+    for other in manager.get("pages", []):
+        if other.tile_x == rng.tile_x and other.tile_y == rng.tile_y \
+                and other.vaddr < vaddr + span and vaddr < other.vaddr + other.size:
+            raise DesignError(f"{what}: [{vaddr:#x}, {vaddr + span:#x}) overlaps pages "
+                              f"{tile!r} was already given.")
+    memories = list(manager["memories"])
+    memories[index] = (x, y, base)
+    manager.update(memories=memories, pages=[*manager.get("pages", []), rng], paging=True)
+    return rng
+
+
+def _check_pages(kernel: Kernel, tile: str) -> None:
+    """The pages ``tile`` was given must be of a size its monitor has a TLB for."""
+    at = kernel.design.tiles[tile].at
+    sizes = {t.page_bits for t in kernel.config_of(tile).tlbs}
+    for r in kernel.design.tiles[kernel.manager_name].params.get("pages", []):
+        if (r.tile_x, r.tile_y) == at and r.page_bits not in sizes:
+            raise DesignError(f"tile {tile!r} was given {1 << r.page_bits}-byte pages "
+                              f"(map_pages) but its monitor has no TLB of that page size "
+                              f"(MonitorConfig(tlbs=...) has {sorted(1 << b for b in sizes)}).")

@@ -22,6 +22,9 @@ message            type  from → to                  fields of ``KERNEL_META``
 ``MM_FREE``        38    a monitor → the manager    ``root``
 ``CAP_REVOKE``     41    manager → each holder      ``root``
 ``CAP_REVOKED``    42    a holder → the manager     ``root``
+``TLB_MISS``       60    a paged monitor → manager  ``addr`` (with ``paging``; see
+                                                    :mod:`apiary.os.paging`)
+``TLB_FILL``       61    manager → that monitor     the page's translation, or ``NO_ENTRY``
 =================  ====  =========================  ===============================================
 
 **Roots.** An allocation is named by its *root*, ``mem_index << 12 | leaf``: the index of its
@@ -87,6 +90,7 @@ from ..noc.framing import MessageReceiver, MessageSender, offer_message
 from ..noc.header import Fbits
 from ..tile import Tile, TileEnv
 from .buddy import BuddyAllocator, BuddyOp, lowest_one
+from .paging import PageRange, page_lookup
 from .uapi import KERNEL_META, KernelMsgType, Perm, Status
 
 
@@ -156,7 +160,8 @@ class MemoryManagerTile(Tile):
 
     def __init__(self, env: TileEnv | None = None,
                  memories: Sequence[tuple[int, int, int]] = (), *, block_bytes: int = 256,
-                 max_holders: int = 16, placement: str = "first") -> None:
+                 max_holders: int = 16, placement: str = "first", paging: bool = False,
+                 pages: Sequence[PageRange] = ()) -> None:
         if not _is_int(block_bytes) or block_bytes < 1 or block_bytes & (block_bytes - 1):
             raise ValueError(f"block_bytes must be a power of two, not {block_bytes!r}")
         if not _is_int(max_holders) or not 1 <= max_holders <= 256:
@@ -165,6 +170,13 @@ class MemoryManagerTile(Tile):
         if placement not in ("first", "rotate"):
             raise ValueError(f"placement must be 'first' or 'rotate', not {placement!r}")
         self.placement = placement
+        # Paged translation (apiary/os/paging.py): answer TLB_MISS from the pages given.
+        self.paging = bool(paging) or bool(pages)
+        self.pages = list(pages)
+        for r in self.pages:
+            if not isinstance(r, PageRange) or not 0 <= r.mem < len(memories):
+                raise ValueError(f"pages must be PageRanges of the manager's memories, not "
+                                 f"{r!r}")
         memories = list(memories)
         if not 1 <= len(memories) <= MAX_MEMORIES:
             raise ValueError(f"a memory manager owns 1 to {MAX_MEMORIES} memories, not "
@@ -202,6 +214,9 @@ class MemoryManagerTile(Tile):
             "revokes": "CAP_REVOKE sent",
             "stray_revoked": "CAP_REVOKED matching no revoke outstanding, dropped",
             "malformed": "messages of another type, with a payload, or badly framed, dropped",
+            **({"page_fills": "TLB_MISS answered with the page's translation",
+                "page_faults": "TLB_MISS answered NO_ENTRY: the tile has no page there"}
+               if self.paging else {}),
         })
 
     def _placement(self, m: Module, fits: Signal, n_mem: int) -> tuple[Any, ...]:
@@ -283,12 +298,13 @@ class MemoryManagerTile(Tile):
                                   src=(self.env.x, self.env.y, Fbits.LOCAL0),
                                   msg_type=out_type, meta=out_meta)
         out_taken = out_valid & out_ready
+        r_page = Signal()                           # the reply is a TLB_FILL
 
         def install(**fields: Any) -> None:
             """Register a CAP_INSTALL with ``fields`` (all others zero) to ``dst``."""
             dst = fields.pop("dst")
             m.d.sync += [r_out.eq(0), r_dst.x.eq(dst[0]), r_dst.y.eq(dst[1]),
-                         r_dst.fbits.eq(dst[2])]
+                         r_dst.fbits.eq(dst[2]), r_page.eq(0)]
             m.d.sync += [getattr(r_out, name).eq(value) for name, value in fields.items()]
 
         def alloc_failed(status: int) -> None:
@@ -356,6 +372,9 @@ class MemoryManagerTile(Tile):
                         m.next = "FREE"
                     with m.Elif(hdr.msg_type == KernelMsgType.CAP_REVOKED.value):
                         m.next = "REVOKED"
+                    if self.paging:
+                        with m.Elif(hdr.msg_type == KernelMsgType.TLB_MISS.value):
+                            m.next = "PAGE"
                     with m.Else():
                         m.d.sync += dropped.eq(dropped + 1)
 
@@ -400,9 +419,26 @@ class MemoryManagerTile(Tile):
 
             with m.State("REPLY"):
                 m.d.comb += [out_valid.eq(1), out_dst.eq(r_dst),
-                             out_type.eq(KernelMsgType.CAP_INSTALL.value), out_meta.eq(r_out)]
+                             out_type.eq(Mux(r_page, KernelMsgType.TLB_FILL.value,
+                                             KernelMsgType.CAP_INSTALL.value)),
+                             out_meta.eq(r_out)]
                 with m.If(out_taken):
                     m.next = "IDLE"
+
+            if self.paging:
+                with m.State("PAGE"):           # answer a TLB_MISS (apiary/os/paging.py)
+                    found, base, size, mem, perm = page_lookup(m, self.pages, r_src.x, r_src.y,
+                                                               r_req.addr)
+                    with m.If(found):
+                        install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.OK,
+                                addr=base, size=size, perm=perm, mem_x=mem_x[mem],
+                                mem_y=mem_y[mem])
+                        count("page_fills")
+                    with m.Else():
+                        install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.NO_ENTRY)
+                        count("page_faults")
+                    m.d.sync += r_page.eq(1)
+                    m.next = "REPLY"
 
             with m.State("DERIVE"):
                 m.next = "IDLE"

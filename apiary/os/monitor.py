@@ -31,6 +31,13 @@ anything else               Needs an IPC capability for its ``dst_x, dst_y, dst_
                             passed unchanged.
 =========================  =====================================================================
 
+**Paged translation** (opt-in, ``MonitorConfig(tlbs=(TlbConfig(...), ...))``: Coyote's TLBs,
+:mod:`apiary.os.paging`): loads and stores address plain virtual addresses, translated by
+set-associative TLBs that the memory manager fills on a miss (``TLB_MISS``/``TLB_FILL``); an
+access to a page the tile was not given is a ``PAGE_FAULT``, handled as any violation. A hit
+adds at most 1 cycle (none when the address was on the link a cycle before the head is judged,
+always so below 512 bits); segment translation stays the default.
+
 Every message passed out leaves with the tile's own ``src_x, src_y``, whatever the tile wrote
 there: a tile cannot have a memory tile's ack (or any reply) sent to another tile.
 
@@ -82,15 +89,18 @@ from amaranth import Module, Signal, Cat, Const, Mux, Array, ResetInserter
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
-from ..noc.flit import flit_signature
+from ..noc.flit import flit_layout, flit_signature
 from ..noc.framing import MessageSender, meta_plan
 from ..noc.gate import MessageGate, Verdict
 from ..noc.header import Fbits, field_location, header_flits, noc_header
 from ..noc.merger import MessageMerger
+from ..noc.meter import FlitMeter, meter
 from ..stream.counters import CounterSignature
 from ..stream.queue import Queue
 from ..tile import TileEnv
 from .memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
+from .paging import PAGED_COUNTERS, PagedTranslation, check_tlbs
+from .tlb import TlbConfig
 from .uapi import (KERNEL_META, KERNEL_ONLY, OFFSET_BITS, HANDLE_BITS, FaultKind, IpcDir,
                    KernelMsgType as K, Perm, Status)
 
@@ -125,8 +135,22 @@ class MonitorConfig:
     in_entries: int = 8         # IPC capabilities in
     rate: RateLimit | None = None
     kernel_queue: int = 16      # the in side's requests to the NoC (>= the manager's holders)
+    #: Paged translation of loads and stores (one TLB per page size) instead of segments;
+    #: ``()``, the default, keeps segments (:mod:`apiary.os.paging`).
+    tlbs: tuple[TlbConfig, ...] = ()
+    #: Fairness counters (Coyote's): flits, messages, payload bytes and stall cycles at the
+    #: router's local port both ways (``out_*``, ``in_*``), and ``tile_waits``.
+    fairness: bool = False
+    #: Registers on every signal crossing the slot (the tile's) boundary, for a later partial
+    #: reconfiguration flow: a 2-entry Queue each way, 1 cycle added each way.
+    slot_registers: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
+        for name in ("fairness", "slot_registers"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"MonitorConfig {name} must be True or False, not "
+                                 f"{getattr(self, name)!r}")
         if not isinstance(self.kernel_queue, int) or not 1 <= self.kernel_queue <= 256:
             raise ValueError(f"MonitorConfig kernel_queue must be 1 to 256, not "
                              f"{self.kernel_queue!r}")
@@ -154,6 +178,12 @@ IPC_ENTRY = data.StructLayout({"valid": 1, "any": 1, "x": 8, "y": 8, "fbits": 4}
 _REQUEST = data.StructLayout({
     "msg_type": 8, "dst_x": 8, "dst_y": 8, "dst_fbits": 4, "meta": KERNEL_META,
 })
+
+#: The monitor's fairness counters (``MonitorConfig(fairness=True)``).
+FAIRNESS_COUNTERS = {
+    **FlitMeter.counter_names("out_"), **FlitMeter.counter_names("in_"),
+    "tile_waits": "cycles the tile offered a flit the monitor did not take (checks, rate, NoC)",
+}
 
 _MONITOR_TYPES = (K.CAP_INSTALL, K.CAP_REVOKE, K.IPC_GRANT, K.RELEASE)
 _TILE_OPS = (K.CAP_ALLOC, K.CAP_FREE, K.CAP_SEND)
@@ -236,7 +266,9 @@ class Monitor(Component):
             "noc_in": In(flit_signature(w)),
             "noc_out": Out(flit_signature(w)),
             "tile_reset": Out(1),
-            "counters": Out(CounterSignature(self.COUNTERS)),
+            "counters": Out(CounterSignature({
+                **self.COUNTERS, **(PAGED_COUNTERS if config.tlbs else {}),
+                **(FAIRNESS_COUNTERS if config.fairness else {})})),
         })
 
     # -- the head of a message, as fields ------------------------------------------------------
@@ -284,6 +316,12 @@ class Monitor(Component):
 
         def is_type(value: Any, types: Iterable[Any]) -> Any:
             return Cat(*(value == int(getattr(t, "value", t)) for t in types)).any()
+
+        if cfg.fairness:                # at the router's local port, both ways (noc/meter.py)
+            meter(m, "out_meter", w, self.noc_out, c, "out_")
+            meter(m, "in_meter", w, self.noc_in, c, "in_")
+            with m.If(self.tile_out.valid & ~self.tile_out.ready):
+                m.d.sync += c.tile_waits.eq(c.tile_waits + 1)
 
         # -- tables --------------------------------------------------------------------------------
         seg = [Signal(SEGMENT, name=f"seg{i}") for i in range(cfg.entries)]
@@ -377,10 +415,13 @@ class Monitor(Component):
         m.submodules.in_gate = ig = MessageGate(w, max_head)
         m.submodules.to_noc = to_noc = MessageMerger(w, 3)
         m.submodules.to_tile = to_tile = MessageMerger(w, 3)
+        tile_out, tile_in = self.tile_out, self.tile_in
+        if cfg.slot_registers:          # nothing combinational crosses the slot's boundary
+            tile_out, tile_in = self._slot_registers(m, releasing, quarantined)
         m.d.comb += [
-            og.i.valid.eq(self.tile_out.valid & ~releasing),
-            og.i.payload.eq(self.tile_out.payload),
-            self.tile_out.ready.eq(og.i.ready & ~releasing),
+            og.i.valid.eq(tile_out.valid & ~releasing),
+            og.i.payload.eq(tile_out.payload),
+            tile_out.ready.eq(og.i.ready & ~releasing),
         ]
         connect(m, gate=og.o, merger=to_noc.i[0])
         connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
@@ -394,12 +435,15 @@ class Monitor(Component):
         # monitor's own answers) is drained here, so a tile that stops reading cannot hold up its
         # router port, nor the kernel's messages to the monitor behind it.
         m.d.comb += [
-            self.tile_in.payload.eq(to_tile.o.payload),
-            self.tile_in.valid.eq(to_tile.o.valid & ~quarantined),
-            to_tile.o.ready.eq(self.tile_in.ready | quarantined),
+            tile_in.payload.eq(to_tile.o.payload),
+            tile_in.valid.eq(to_tile.o.valid & ~quarantined),
+            to_tile.o.ready.eq(tile_in.ready | quarantined),
         ]
         for tx in senders.values():
             m.d.comb += tx.i_data.valid.eq(0)
+
+        # Kernel messages the monitor consumes (TLB_FILL only when it translates by pages).
+        monitor_types = _MONITOR_TYPES + ((K.TLB_FILL,) if cfg.tlbs else ())
 
         def need(first: Any, mem_types: Iterable[Any], kern_types: Iterable[Any]) -> Any:
             msg_type = first[type_lsb:type_lsb + 8]
@@ -408,7 +452,7 @@ class Monitor(Component):
 
         m.d.comb += [
             og.need.eq(need(og.first, (LOAD_MEM, STORE_MEM), _TILE_OPS)),
-            ig.need.eq(need(ig.first, (LOAD_MEM_ACK, STORE_MEM_ACK), _MONITOR_TYPES)),
+            ig.need.eq(need(ig.first, (LOAD_MEM_ACK, STORE_MEM_ACK), monitor_types)),
         ]
 
         # -- rate limit ----------------------------------------------------------------------------
@@ -508,11 +552,36 @@ class Monitor(Component):
         f_send = (msg_type == K.CAP_SEND.value) & ~og.short
 
         out_accept = og.decide & og.accept
+        translating = Signal()          # a load or store waits for its page's translation
+        fill_wait = Signal()            # a TLB_FILL waits for its TLB
+        paging = None
+        if cfg.tlbs:                    # paged translation instead of segments (paging.py)
+            m.submodules.paging = paging = PagedTranslation(cfg.tlbs)
+            m.d.comb += [
+                paging.query.eq(og.decide & is_mem & ~og.short & ~quarantined),
+                paging.vaddr.eq(mm.addr),
+                paging.size.eq(mm.size), paging.wrap.eq(mm.wrap), paging.want.eq(want),
+                paging.taken.eq(out_accept), mem_fault.eq(paging.fault),
+                translating.eq(paging.query & ~paging.ready),
+                c.tlb_hits.eq(paging.hits), c.tlb_misses.eq(paging.misses),
+                c.page_faults.eq(paging.page_faults),
+            ]
+            with m.If(is_mem):
+                m.d.comb += [new_hdr.dst_x.eq(paging.mem_x), new_hdr.dst_y.eq(paging.mem_y),
+                             new_mm.addr.eq(paging.addr), new_mm.tag.eq(mm.tag)]
+            with m.If(~o2n_valid):
+                m.d.comb += paging.miss.ready.eq(1)
+                with m.If(paging.miss.valid):
+                    m.d.sync += send(o2n, o2n_valid, K.TLB_MISS, manager,
+                                     addr=paging.miss.payload)
         with m.If(og.decide):
             with m.If(quarantined):
                 m.d.comb += og.verdict.eq(Verdict.DROP)
                 with m.If(og.accept):
                     m.d.sync += c.sunk_out.eq(c.sunk_out + 1)
+            if paging is not None:
+                with m.Elif(translating):
+                    m.d.comb += og.verdict.eq(Verdict.WAIT)
             with m.Elif(fault != 0):
                 m.d.comb += og.verdict.eq(Mux(o2n_valid, Verdict.WAIT, Verdict.DROP))
                 with m.If(out_accept):
@@ -588,17 +657,26 @@ class Monitor(Component):
         ack_entry = data.View(SEGMENT, seg_raw[imm.tag[:slot_bits]])
         with m.If(is_type(itype, (LOAD_MEM_ACK, STORE_MEM_ACK)) & kernel_src):
             m.d.comb += inew_mm.addr.eq(Cat((imm.addr - ack_entry.base)[:OFFSET_BITS], imm.tag))
+        if paging is not None:          # paged: the ack keeps its physical address and tag
+            m.d.comb += inew_mm.addr.eq(imm.addr)
+            ans = paging.answer.payload
+            m.d.comb += [ans.status.eq(ikm.status), ans.base.eq(ikm.addr),
+                         ans.size.eq(ikm.size), ans.mem_x.eq(ikm.mem_x),
+                         ans.mem_y.eq(ikm.mem_y), ans.perm.eq(ikm.perm),
+                         fill_wait.eq((itype == K.TLB_FILL.value) & ~paging.answer.ready)]
         in_accept = ig.decide & ig.accept
 
         walk = Signal(range(cfg.entries + 1))
         with m.If(ig.decide):
-            with m.If(is_type(itype, _MONITOR_TYPES) & ~ig.short):
+            with m.If(is_type(itype, monitor_types) & ~ig.short):
                 with m.If(~kernel_src):
                     m.d.comb += ig.verdict.eq(Verdict.DROP)
                     with m.If(ig.accept):
                         m.d.sync += c.kernel_denied.eq(c.kernel_denied + 1)
                 with m.Else():
                     busy = ~kq.i.ready | i2t_valid | releasing
+                    if paging is not None:
+                        busy = busy | fill_wait
                     m.d.comb += ig.verdict.eq(Mux(busy, Verdict.WAIT, Verdict.DROP))
                     with m.If(in_accept):
                         with m.Switch(itype):
@@ -615,6 +693,9 @@ class Monitor(Component):
                                                  root=ikm.root)
                             with m.Case(K.IPC_GRANT.value):
                                 self._grant(m, ikm, ipc_out, ipc_in)
+                            with m.Case(K.TLB_FILL.value):
+                                if paging is not None:
+                                    m.d.comb += paging.answer.valid.eq(1)
                             with m.Case(K.RELEASE.value):     # of a quarantined tile only
                                 with m.If(quarantined):
                                     m.d.sync += [releasing.eq(1), walk.eq(0)]
@@ -652,6 +733,23 @@ class Monitor(Component):
                             with m.If(e.valid):
                                 m.d.sync += [e.valid.eq(0), e.gen.eq(e.gen + 1)]
         return m
+
+    def _slot_registers(self, m: Module, releasing: Any, quarantined: Any) -> tuple[Any, Any]:
+        """A :class:`Queue` of 2 between each tile port and the monitor (its outputs depend on
+        its state alone), emptied by ``RELEASE``; return the monitor's new ends of the two
+        ports. The tile's ``ready`` and ``valid`` only ever reach a queue's state."""
+        w = self.env.width
+        q_out = m.submodules.slot_out = ResetInserter(releasing)(Queue(flit_layout(w), 2))
+        q_in = m.submodules.slot_in = ResetInserter(releasing)(Queue(flit_layout(w), 2))
+        m.d.comb += [
+            q_out.i.valid.eq(self.tile_out.valid & ~releasing),
+            q_out.i.payload.eq(self.tile_out.payload),
+            self.tile_out.ready.eq(q_out.i.ready & ~releasing),
+            self.tile_in.valid.eq(q_in.o.valid & ~quarantined),
+            self.tile_in.payload.eq(q_in.o.payload),
+            q_in.o.ready.eq(self.tile_in.ready | quarantined),
+        ]
+        return q_out.o, q_in.i
 
     @staticmethod
     def _install(m: Module, km: Any, seg: list, free_slot: Any, has_free: Any, handle_of: Any,

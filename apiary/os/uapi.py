@@ -43,6 +43,8 @@ message            type  from → to              fields of ``KERNEL_META`` it u
 ``FAULT_ENTRY``    47    error mgr → asker      the logged ``FAULT`` meta; ``mem_x/y`` = the
                                                 faulting tile; ``root`` = faults logged so far;
                                                 ``status`` :data:`Status.NO_ENTRY` past the end
+``TLB_MISS``       60    monitor → manager      paged translation: see :mod:`apiary.os.paging`
+``TLB_FILL``       61    manager → monitor      paged translation: see :mod:`apiary.os.paging`
 =================  ====  =====================  ====================================================
 
 **Handles and virtual addresses.** A tile names a memory segment by an 8-bit *handle*: the entry
@@ -95,6 +97,8 @@ class KernelMsgType(enum.Enum, shape=8):
     RELEASE     = 45
     FAULT_READ  = 46
     FAULT_ENTRY = 47
+    TLB_MISS    = 60    # paged translation (apiary/os/paging.py)
+    TLB_FILL    = 61
 
 
 #: Types a tile sends to its own monitor (the monitor consumes them).
@@ -137,6 +141,7 @@ class FaultKind(enum.IntEnum):
     INBOUND = 7         # a message to the tile from a source it may not receive from
     FORGED = 8          # the tile sent a kernel-only message type
     MALFORMED = 9       # a message that ends inside its header or metadata
+    PAGE_FAULT = 10     # (paged translation) a load/store to a page the tile was not given
 
 
 #: One metadata format for every kernel message (``handle`` in the least significant bits).

@@ -83,7 +83,8 @@ _DESCRIPTION = (
     "latency, allocation latency, area with --area); `apiary bench control [...]` the control "
     "plane's (register round trips, area with --area); `apiary bench replicate [...]` 1, 2 and "
     "4 copies of the stack behind a load balancer (the paper's Fig. 12; with `--app-cycles N` "
-    "a slow application replicated instead); `apiary bench nf "
+    "a slow application replicated instead); `apiary bench slots [...]` the area of 1, 2 and 4 "
+    "slots behind monitors (Coyote's Table 1 shape); `apiary bench nf "
     "[...]` the network-function tiles' cycles and area. The first line (on stderr) says the "
     "width, clock and back end chosen: the clock follows the width unless --clock-mhz is given "
     "(125 MHz at 64 bits, gigabit Ethernet's MAC clock; 250 MHz at 128 bits and up, the "
@@ -107,6 +108,7 @@ SUB_BENCHES = {
     "replicate": "beehive.bench.replicate",
     "nf": "beehive.bench.nf",
     "rs": "beehive.bench.rs",
+    "slots": "apiary.bench.slots",
 }
 
 

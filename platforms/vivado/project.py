@@ -33,6 +33,7 @@ from apiary.top import DesignTop, top_name
 from ..core import CACHE_DIR as DEFAULT_CACHE_DIR   # shared with the other flows and apiary sim
 from ..core import CoreInfo, write_core
 from .boards import get_board
+from .slots import slot_pblocks
 
 
 __all__ = ["VivadoError", "VivadoProject", "write_project", "run_vivado",
@@ -619,7 +620,8 @@ def write_project(design, board, out_dir, *, progress=print, cache_dir=DEFAULT_C
     contents = {
         "wrapper_v": _wrapper_verilog(board, top, core),
         "ip_tcl": _ip_tcl(board),
-        "xdc": _xdc(board, top),
+        "xdc": _xdc(board, top) + slot_pblocks(
+            design, board.name, getattr(design.guard, "config_of", None)),
         "build_tcl": _build_tcl(board, top, rel["core_v"], rel["wrapper_v"], rel["xdc"],
                                 rel["ip_tcl"]),
         "create_tcl": _create_tcl(board, top, rel["core_v"], rel["wrapper_v"], rel["xdc"],

@@ -312,7 +312,8 @@ def violation(width, kind):
 # A message that ends inside its head exists only where the head spans flits (below 512 bits).
 @pytest.mark.parametrize("width, kind", [
     (width, kind) for width in WIDTHS for kind in FaultKind
-    if kind != FaultKind.INBOUND and not (kind == FaultKind.MALFORMED and width == 512)])
+    if kind not in (FaultKind.INBOUND, FaultKind.PAGE_FAULT)   # PAGE_FAULT: test_paging.py
+    and not (kind == FaultKind.MALFORMED and width == 512)])
 def test_violation_sinks_reports_and_quarantines(width, kind):
     """The offending message: nothing of it on ``noc_out``, exactly one FAULT to the error manager
     (``op`` the kind; handle, virtual address, size and permission asked of a load, store or
