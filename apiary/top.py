@@ -116,6 +116,22 @@ def pair_mac_ports(tiles: Mapping[str, Tile]) -> list[MacPortInfo]:
     return ports
 
 
+class _BankCounters:
+    """The members ``<prefix><name>`` of ``top.counters`` as ``counters.<name>``, looked up when
+    read (``top`` has no counters yet when its control plane is planned): a control agent
+    serves a router's meters from the counter bank as it serves a tile's own counters."""
+
+    def __init__(self, top: "DesignTop", prefix: str) -> None:
+        self._top, self._prefix = top, prefix
+
+    @property
+    def counters(self) -> "_BankCounters":
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._top.counters, self._prefix + name)
+
+
 class DesignTop(wiring.Component):
     """The whole design as one component (see the module docstring).
 
@@ -243,6 +259,10 @@ class DesignTop(wiring.Component):
             if name in self.monitors:
                 counters.append(("monitor_", self.monitors[name].signature.members[
                     "counters"].signature, self.monitors[name]))
+            if d.settings.get("router_meters"):
+                decl = d.tiles[name]
+                counters.append(("router_", CounterSignature(ROUTER_METERS),
+                                 _BankCounters(self, f"data_r{decl.x}_{decl.y}_")))
             registers = members["regs"].signature if "regs" in members else None
             if not counters and registers is None:
                 continue

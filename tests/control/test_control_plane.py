@@ -147,6 +147,31 @@ def test_counters_registers_and_tables_over_the_control_plane(backend):
         assert ctl.read("fwd.dropped") == 0
 
 
+def test_router_meters_over_the_control_plane():
+    """With ``router_meters`` each tile's agent also serves its router's input-port meters
+    (``<tile>.router_<port>_in_<counter>``), equal to the counter bank: fwd's router took the
+    three messages from src on its west input and fwd's three replies on its local one."""
+    d = design()
+    d.settings["router_meters"] = True
+    with open_sim(d, "pysim", seed=3) as sim:
+        ctl = Controller(sim, d)
+        for k in range(3):
+            sim.send(data_message(d.width, bytes([k]) * 20), port="src")
+        sim.run(until_idle=True)
+        assert len(sim.received("dst")) == 3
+        bank = sim.counters()
+        names = [f"{t.name}.{e.name}" for t in ctl.dmap for e in t.of_kind("counter")
+                 if e.name.startswith("router_")]
+        assert "src.router_p_in_bytes" in names and "dst.router_n_in_flits" in names
+        for name in names:
+            tile, what = name.split(".")
+            x, y = d.tiles[tile].x, d.tiles[tile].y
+            assert ctl.read(name) == bank[f"data_r{x}_{y}_{what[len('router_'):]}"], name
+        assert ctl.read("fwd.router_w_in_messages") == 3 == ctl.read("fwd.router_p_in_messages")
+        assert ctl.read("dst.router_n_in_messages") == 3
+        assert ctl.read("src.router_p_in_bytes") == 3 * 20
+
+
 def test_no_controller_no_control_plane():
     d = design(controller=False)
     top = DesignTop(d)
