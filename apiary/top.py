@@ -253,7 +253,7 @@ class DesignTop(wiring.Component):
         sources = {}
         for name, tile in self.tiles.items():
             members = tile.signature.members
-            counters = []
+            counters: list[tuple[str, Any, Any]] = []
             if "counters" in members:
                 counters.append(("", members["counters"].signature, tile))
             if name in self.monitors:

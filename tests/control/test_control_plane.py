@@ -99,16 +99,21 @@ def data_message(width, payload):
     return message_frame(Message(hdr, [], payload).flits(width), width)
 
 
+def send_three(sim, d):
+    """Three 20-byte messages from src through fwd to dst; the counter bank after them."""
+    for k in range(3):
+        sim.send(data_message(d.width, bytes([k]) * 20), port="src")
+    sim.run(until_idle=True)
+    assert len(sim.received("dst")) == 3
+    return sim.counters()
+
+
 @pytest.mark.parametrize("backend", ["pysim", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_counters_registers_and_tables_over_the_control_plane(backend):
     d = design()
     with open_sim(d, backend, seed=3) as sim:
         ctl = Controller(sim, d)
-        for k in range(3):
-            sim.send(data_message(d.width, bytes([k]) * 20), port="src")
-        sim.run(until_idle=True)
-        assert len(sim.received("dst")) == 3
-        bank = sim.counters()
+        bank = send_three(sim, d)
         # Every counter of every tile, over the control plane, equals the bank.
         names = [f"{t.name}.{e.name}" for t in ctl.dmap for e in t.of_kind("counter")]
         assert "fwd.dropped" in names and "src.rx_messages" in names
@@ -155,11 +160,7 @@ def test_router_meters_over_the_control_plane():
     d.settings["router_meters"] = True
     with open_sim(d, "pysim", seed=3) as sim:
         ctl = Controller(sim, d)
-        for k in range(3):
-            sim.send(data_message(d.width, bytes([k]) * 20), port="src")
-        sim.run(until_idle=True)
-        assert len(sim.received("dst")) == 3
-        bank = sim.counters()
+        bank = send_three(sim, d)
         names = [f"{t.name}.{e.name}" for t in ctl.dmap for e in t.of_kind("counter")
                  if e.name.startswith("router_")]
         assert "src.router_p_in_bytes" in names and "dst.router_n_in_flits" in names
