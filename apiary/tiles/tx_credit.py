@@ -25,7 +25,9 @@ from amaranth.lib.wiring import connect
 
 from ..noc.framing import MessageReceiver
 from ..noc.msgtype import register_msg_types
+from ..noc.spec import register_formats
 from ..noc.splitter import TypeSplitter
+from ..stream.format import Field, Format
 from ..tile import TileEnv
 from .sources import head_field
 from .wrapper import TileWrapper
@@ -39,8 +41,12 @@ class CreditMsgType(enum.Enum, shape=8):  # type: ignore[call-arg]
     TX_CREDIT = 0xF1     # far from the values in use (1-50), which other packages extend
 
 
+CREDIT_FORMAT = Format("credit_meta", [
+    Field("flits", 16, "flits freed in the receiver's queue since the last TX_CREDIT"),
+], order="lsb", doc="The metadata of TX_CREDIT, from a credited service to a TxCreditTile.")
 #: The metadata of ``TX_CREDIT``: flits freed in the receiver's queue.
-CREDIT_META = data.StructLayout({"flits": 16})
+CREDIT_META = CREDIT_FORMAT.layout()
+register_formats(CreditMsgType, CREDIT_FORMAT)
 
 
 class TxCreditTile(TileWrapper):

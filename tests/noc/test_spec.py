@@ -29,7 +29,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 WIDTHS = (64, 128, 256, 512)
 #: The modules that define the project's messages: the docs page lists theirs.
 MESSAGE_MODULES = ("apiary.control.messages", "apiary.os.uapi", "apiary.os.memory_tile",
-                   "beehive.proto.messages", "beehive.proto.arp", "beehive.proto.tcp.app")
+                   "apiary.tiles.tx_credit", "beehive.proto.messages", "beehive.proto.arp",
+                   "beehive.proto.tcp.app")
 
 
 def every_format():
