@@ -1,0 +1,112 @@
+"""``apiary sweep FILE``: run the sweep a file defines and write its table.
+
+FILE is a Python file that defines ``sweep = Sweep(...)`` (see docs/sweeps.md); a relative
+design path in it is taken from the file's folder. Registered through the entry point
+``apiary.commands: sweep`` (``pyproject.toml``).
+"""
+
+import argparse
+import os
+import sys
+
+from ..cli import Command, UsageError
+from ..load import load_script
+from .run import default_cache_dir, run_sweep
+from .spec import Sweep
+from .table import to_csv, to_markdown
+
+
+__all__ = ["COMMAND", "load_sweep", "main"]
+
+
+def load_sweep(path: str) -> Sweep:
+    """The ``sweep`` a sweep file defines; :class:`ValueError` if it defines none."""
+    module = load_script(path)
+    sweep = getattr(module, "sweep", None)
+    if not isinstance(sweep, Sweep):
+        raise ValueError(f"sweep file {path!r} defines no `sweep = Sweep(...)` "
+                         f"(found {type(sweep).__name__})")
+    if sweep.base is None:
+        sweep.base = os.path.dirname(os.path.abspath(path))
+    return sweep
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers of at least 1, "
+                                         f"not {text!r}")
+    return n
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a Python file defining `sweep = Sweep(...)`")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: an "
+                            "embedded LocalCluster on this machine)")
+    where.add_argument("--workers", type=_workers, metavar="N",
+                       help="worker processes of the embedded cluster (default: one per core)")
+    parser.add_argument("--out", metavar="DIR", default=".",
+                        help="where to write NAME.csv and NAME.md (default: here)")
+    parser.add_argument("--cache", metavar="DIR", default=None,
+                        help=f"the result cache (default {default_cache_dir()})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep of ``args.file``; 0 if every job succeeded, 1 if any failed."""
+    if not os.path.isfile(args.file):
+        raise UsageError(f"sweep file {args.file!r} does not exist")
+    sweep = load_sweep(args.file)
+    outcomes = run_sweep(sweep, scheduler=args.scheduler, workers=args.workers,
+                         cache_dir=args.cache)
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, sweep.name)
+    markdown = to_markdown(outcomes)
+    with open(base + ".csv", "w") as f:
+        f.write(to_csv(outcomes))
+    with open(base + ".md", "w") as f:
+        f.write(markdown)
+    sys.stdout.write(markdown)
+    failed = sum(not o.ok for o in outcomes)
+    ran = sum(not o.cached for o in outcomes)
+    print(f"{len(outcomes)} jobs: {ran} run, {len(outcomes) - ran} from the cache, "
+          f"{failed} failed; wrote {base}.csv and {base}.md", file=sys.stderr)
+    return 1 if failed else 0
+
+
+COMMAND = Command(
+    "sweep", "run a sweep (a design at many points, jobs at each) on Dask and write its table",
+    run, description=(
+        "Run the sweep that FILE defines (`sweep = Sweep(design, grid={...}, jobs=[...])`, see "
+        "docs/sweeps.md) on Dask distributed: an embedded LocalCluster, or the cluster of "
+        "--scheduler. Every job's result is cached by the hash of its design, job and "
+        "parameters, so a re-run runs only what changed. A failed job is reported and the "
+        "others go on; Ctrl-C cancels the rest (exit status 130). Writes the table as "
+        "NAME.csv and NAME.md under --out and prints it; exit status 1 if a job failed."),
+    arguments=_arguments, takes_design=False, errors=(ValueError,))
+"""The ``sweep`` command (entry point ``apiary.commands: sweep``)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``apiary sweep`` on its own (``python -m apiary.sweep.cli FILE ...``)."""
+    parser = argparse.ArgumentParser(prog="apiary sweep", description=COMMAND.description)
+    _arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return COMMAND.run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except UsageError as e:
+        parser.error(str(e))
+    except ValueError as e:
+        print(f"apiary sweep: {e}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

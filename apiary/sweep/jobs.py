@@ -1,0 +1,213 @@
+"""The jobs a sweep runs at each point: what each measures, its parameters and its columns.
+
+A job is a small frozen dataclass. :meth:`Job.check` rejects bad parameters before anything runs;
+:meth:`Job.run` does the work on a Dask worker and returns the job's columns, a flat
+``{column: number or text}``. Heavy code (the simulator, Yosys, beehive's benchmarks) is
+imported inside :meth:`Job.run`, so that building and checking a sweep stays cheap.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..design import Design
+
+
+__all__ = ["Job", "Echo", "Area", "Build", "Test", "JOBS", "as_job", "Columns"]
+
+#: What a job returns: one row's worth of columns.
+Columns = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One measurement of a design at one point of a sweep."""
+
+    #: The job's name in sweep files, tables and error messages.
+    kind: ClassVar[str] = ""
+    #: Modules whose source the job's result depends on (besides the design): part of its cache
+    #: key, so editing the benchmark re-runs it.
+    sources: ClassVar[tuple[str, ...]] = ()
+
+    def params(self) -> dict[str, Any]:
+        """The job's parameters (part of its cache key)."""
+        return dataclasses.asdict(self)
+
+    def check(self) -> None:
+        """Raise :class:`ValueError` (one sentence) if a parameter cannot work."""
+
+    def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
+        """Measure ``design`` (loaded from ``spec`` with ``overrides``); the job's columns."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Echo(Job):
+    """The UDP echo benchmark's figures (:mod:`beehive.bench.echo`), at a small size: the
+    1-byte latency (first word in to last word out, median of ``latency_requests``) and, for
+    each payload size, cycles per packet and Gbps of ``packets`` requests back to back.
+    ``backend`` is ``"pysim"`` (no build, slow per cycle) or ``"verilator"``; the clock follows
+    the width (:func:`apiary.sim.default_clock_mhz`) unless ``clock_mhz`` is given."""
+
+    kind: ClassVar[str] = "echo"
+    sources: ClassVar[tuple[str, ...]] = ("beehive.bench.echo", "apiary.sim.core")
+    sizes: tuple[int, ...] = (64,)
+    packets: int = 4
+    latency_requests: int = 1
+    backend: str = "pysim"
+    clock_mhz: float | None = None
+
+    def check(self) -> None:
+        from beehive.bench import MAX_PAYLOAD
+        if not self.sizes or any(not isinstance(s, int) or not 0 <= s <= MAX_PAYLOAD
+                                 for s in self.sizes):
+            raise ValueError(f"echo sizes must be payload sizes from 0 to {MAX_PAYLOAD} bytes, "
+                             f"not {self.sizes!r}")
+        if not isinstance(self.packets, int) or self.packets < 2:
+            raise ValueError(f"echo packets must be at least 2 (a rate needs two replies), "
+                             f"not {self.packets!r}")
+        if not isinstance(self.latency_requests, int) or self.latency_requests < 1:
+            raise ValueError(f"echo latency_requests must be at least 1, "
+                             f"not {self.latency_requests!r}")
+        if self.backend not in ("pysim", "verilator"):
+            raise ValueError(f"echo backend must be 'pysim' or 'verilator', not {self.backend!r}")
+
+    def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
+        from apiary.sim import default_clock_mhz, open_sim
+        from beehive.bench.echo import measure_latency, measure_throughput
+        from beehive.proto.addresses import design_addresses
+        clock_mhz = self.clock_mhz or default_clock_mhz(design.width)
+        mac, ipv4 = design_addresses(design)
+        with open_sim(design, self.backend, clock_hz=clock_mhz * 1e6) as sim:
+            latency = measure_latency(sim, mac, ipv4, requests=self.latency_requests)
+            columns: Columns = {"latency_cycles": latency["first_in_last_out"]["median"]}
+            for size in self.sizes:
+                row = measure_throughput(sim, size, self.packets, mac, ipv4,
+                                         clock_mhz=clock_mhz)
+                columns[f"{size}B_cycles_per_packet"] = row["cycles_per_packet"]
+                columns[f"{size}B_gbps"] = round(row["gbps_frames"], 3)
+        return columns
+
+
+@dataclass(frozen=True)
+class Area(Job):
+    """Area from Yosys (:func:`apiary.bench.area.tile_areas`): LUTs per tile, of the routers and
+    in total, for ``target`` ``"xilinx"`` or ``"ecp5"``; ``tiles`` limits it to the tiles named
+    (then there is no routers column)."""
+
+    kind: ClassVar[str] = "area"
+    sources: ClassVar[tuple[str, ...]] = ("apiary.bench.area", "apiary.bench.noc")
+    target: str = "xilinx"
+    tiles: tuple[str, ...] | None = None
+
+    def check(self) -> None:
+        if self.target not in ("xilinx", "ecp5"):
+            raise ValueError(f"area target must be 'xilinx' or 'ecp5', not {self.target!r}")
+
+    def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
+        from apiary.bench.area import tile_areas
+        rows = tile_areas(design, self.target, only=self.tiles)
+        columns: Columns = {f"{name}_luts": area["luts"] for name, _, area in rows}
+        columns["luts"] = sum(area["luts"] for _, _, area in rows)
+        return columns
+
+
+def _command(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def _last_lines(text: str, n: int = 5) -> str:
+    return " | ".join(line for line in text.strip().splitlines()[-n:])
+
+
+def _set_arguments(overrides: dict[str, Any]) -> list[str]:
+    return [a for k, v in overrides.items() for a in ("--set", f"{k}={v!r}")]
+
+
+@dataclass(frozen=True)
+class Build(Job):
+    """``apiary build`` for ``platform`` with place-and-route ``seed`` (a subprocess; takes
+    minutes). Its column says where the build went."""
+
+    kind: ClassVar[str] = "build"
+    platform: str = ""
+    seed: int = 1
+    timeout: float | None = None
+
+    def check(self) -> None:
+        if not self.platform:
+            raise ValueError("build needs a platform, e.g. Build(platform='versa_ecp5')")
+        if not isinstance(self.seed, int):
+            raise ValueError(f"build seed must be an integer, not {self.seed!r}")
+
+    def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
+        out = os.path.abspath(f"build-{design.name}-{self.platform}-seed{self.seed}")
+        done = _command([sys.executable, "-m", "apiary.cli", "build", spec, "--platform",
+                         self.platform, "--seed", str(self.seed), "-o", out,
+                         *_set_arguments(overrides)], self.timeout)
+        if done.returncode:
+            raise RuntimeError(f"apiary build failed: {_last_lines(done.stderr + done.stdout)}")
+        return {"output": out}
+
+
+#: The environment variable through which a ``test`` job's test reads its point (JSON).
+POINT_VARIABLE = "APIARY_SWEEP_POINT"
+
+
+@dataclass(frozen=True)
+class Test(Job):
+    """A pytest node id (``tests/x.py::test_y``, relative to ``cwd``), run in a subprocess
+    with the point's parameters as JSON in ``$APIARY_SWEEP_POINT``. Its column is ``passed``;
+    a failing test is a failed job, with pytest's last lines as the error."""
+
+    kind: ClassVar[str] = "test"
+    __test__: ClassVar[bool] = False           # (not a pytest test class)
+    node: str = ""
+    cwd: str = "."
+    timeout: float | None = None
+
+    def check(self) -> None:
+        path = os.path.join(self.cwd, self.node.split("::")[0])
+        if not self.node or not os.path.exists(path):
+            raise ValueError(f"test {self.node!r}: no test file {path!r}")
+
+    def params(self) -> dict[str, Any]:
+        params = super().params()
+        path = os.path.join(self.cwd, self.node.split("::")[0])
+        with open(path, "rb") as f:                  # the test's source is part of the key
+            params["source"] = f.read().decode(errors="replace")
+        return params
+
+    def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
+        import json
+        env = {**os.environ, POINT_VARIABLE: json.dumps(overrides, default=repr)}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p",
+                               "no:cacheprovider", "--tb=short", "-rN", self.node], cwd=self.cwd,
+                              env=env, capture_output=True, text=True, timeout=self.timeout)
+        if done.returncode:
+            output = done.stdout + done.stderr
+            explained = [line[1:].strip() for line in output.splitlines() if line.startswith("E ")]
+            why = " ".join(explained[:3]) if explained else _last_lines(output, 3)
+            raise RuntimeError(f"{self.node} failed: {why}")
+        return {"passed": True}
+
+
+#: Job classes by name, as sweep files may name them (``jobs=["echo", "area"]``).
+JOBS: dict[str, type[Job]] = {cls.kind: cls for cls in (Echo, Area, Build, Test)}
+
+
+def as_job(job: "Job | str") -> Job:
+    """``job`` itself, or the job named (with its default parameters); ValueError if neither."""
+    if isinstance(job, Job):
+        job.check()
+        return job
+    if job in ("build", "test"):
+        raise ValueError(f"job {job!r} needs parameters: Build(platform=..., seed=...) or "
+                         f"Test(node=...)")
+    if isinstance(job, str) and job in JOBS:
+        return JOBS[job]()
+    raise ValueError(f"unknown job {job!r}: a job is one of {', '.join(sorted(JOBS))} "
+                     f"(or a Job object)")

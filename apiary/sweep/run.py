@@ -1,0 +1,220 @@
+"""Running a sweep on Dask distributed: an embedded ``LocalCluster``, or an existing scheduler.
+
+Each task's result is cached on disk (:class:`ResultCache`) under its key (the design's
+fingerprint, the job, its parameters and its benchmark's source), so a re-run only runs what
+changed. A job that raises or times out is a failed :class:`Outcome` with its error, and the
+others go on; a worker lost mid-job is Dask's to retry (``retries``). Ctrl-C cancels what is
+still queued or running and re-raises ``KeyboardInterrupt`` (what finished stays cached).
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .jobs import Columns
+from .spec import Sweep, Task, describe
+
+
+__all__ = ["Outcome", "ResultCache", "run_task", "run_sweep", "default_cache_dir"]
+
+
+@dataclass
+class Outcome:
+    """What became of one task: its columns, or its error; ``cached`` if not run this time."""
+    task: Task
+    columns: Columns = field(default_factory=dict)
+    error: str | None = None
+    cached: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def default_cache_dir() -> str:
+    """``$APIARY_CACHE/sweep`` (default ``~/.cache/apiary/sweep``), beside the Verilator cache."""
+    root = os.environ.get("APIARY_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                          "apiary")
+    return os.path.join(root, "sweep")
+
+
+class ResultCache:
+    """Successful job results, one JSON file per key under ``path``, and a record
+    (``executed.jsonl``, one line per job run) of what was executed, with its key."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def get(self, key: str | None) -> Columns | None:
+        """The columns stored under ``key``, or ``None``."""
+        if key is None:
+            return None
+        try:
+            with open(os.path.join(self.path, key + ".json")) as f:
+                entry: Columns = json.load(f)["columns"]
+                return entry
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def record(self, outcome: Outcome) -> None:
+        """Note that ``outcome``'s task ran; store its columns if it succeeded."""
+        os.makedirs(self.path, exist_ok=True)
+        task = outcome.task
+        entry = {"key": task.key, "design": task.design, "point": task.point,
+                 "job": task.job.kind, "params": task.job.params(), "error": outcome.error,
+                 "seconds": round(outcome.seconds, 3)}
+        with open(os.path.join(self.path, "executed.jsonl"), "a") as f:
+            f.write(json.dumps(entry, default=repr) + "\n")
+        if outcome.ok and task.key is not None:
+            tmp = os.path.join(self.path, f"{task.key}.{os.getpid()}.tmp")
+            with open(tmp, "w") as f:
+                json.dump({**entry, "columns": outcome.columns}, f, default=repr)
+            os.replace(tmp, os.path.join(self.path, task.key + ".json"))
+
+    def executed(self) -> list[dict[str, Any]]:
+        """Every job run so far with this cache, oldest first."""
+        try:
+            with open(os.path.join(self.path, "executed.jsonl")) as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except OSError:
+            return []
+
+
+def _error_text(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def run_task(task: Task, timeout: float | None = None) -> tuple[Columns | None, str | None, float]:
+    """Run ``task`` (on a worker): ``(columns, None, seconds)``, or ``(None, error, seconds)``
+    if it raised or ran over ``timeout`` seconds. Never raises for the job's own failures, so
+    Dask retries only lost workers. A job over time is abandoned in its thread, not killed."""
+    from ..load import load_design
+    result: list[Any] = []
+    start = time.monotonic()
+
+    def body() -> None:
+        try:
+            design = load_design(task.design, **task.point)
+            result.append((task.job.run(design, task.design, task.point), None))
+        except BaseException as e:           # noqa: BLE001 -- reported as the job's error
+            result.append((None, _error_text(e)))
+
+    thread = threading.Thread(target=body, daemon=True, name=f"sweep-task-{task.index}")
+    thread.start()
+    thread.join(timeout)
+    seconds = time.monotonic() - start
+    if not result:
+        return None, f"timed out after {timeout:g} s", seconds
+    columns, error = result[0]
+    return columns, error, seconds
+
+
+class Progress:
+    """Reports tasks as they finish: on a terminal, one line updated in place (done / running /
+    failed / cached of the total); elsewhere, one line per finished task."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None):
+        self.stream = sys.stderr if stream is None else stream
+        self.live = self.stream.isatty() if live is None else live
+        self.total = total
+        self.done = self.failed = self.cached = 0
+        self.start = time.monotonic()
+
+    def finished(self, outcome: Outcome, running: int) -> None:
+        self.done += 1
+        self.failed += not outcome.ok
+        self.cached += outcome.cached
+        if self.live:
+            elapsed = time.monotonic() - self.start
+            self.stream.write(f"\r\x1b[K{self.done}/{self.total} done, {running} running or "
+                              f"queued, {self.failed} failed, {self.cached} cached "
+                              f"({elapsed:.0f} s)")
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            task = outcome.task
+            how = ("cached" if outcome.cached else
+                   f"{'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
+            error = f": {outcome.error}" if outcome.error else ""
+            self.stream.write(f"[{self.done}/{self.total}] {task.job.kind} at "
+                              f"{describe(task.point)}: {how}{error}\n")
+        self.stream.flush()
+
+
+def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Callable[[], None]]:
+    """A Dask client of ``scheduler``, or of a new LocalCluster of ``workers`` processes (one
+    thread each); and what closes them."""
+    from distributed import Client, LocalCluster
+    if scheduler:
+        client = Client(scheduler)
+        return client, client.close
+    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                           processes=True, dashboard_address=":0")
+    client = Client(cluster)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+    return client, close
+
+
+def run_sweep(sweep: Sweep, *, scheduler: str | None = None, workers: int | None = None,
+              cache_dir: str | None = None, retries: int = 2,
+              progress: Progress | None = None,
+              stream: TextIO | None = None) -> list[Outcome]:
+    """Check ``sweep``, then run every task not in the cache on Dask (``scheduler``, an address
+    such as ``tcp://host:8786``, or an embedded LocalCluster of ``workers``); returns one
+    :class:`Outcome` per task, in the sweep's order. Raises :class:`ValueError` for a bad sweep
+    before any cluster starts."""
+    tasks = sweep.tasks()
+    cache = ResultCache(cache_dir or default_cache_dir())
+    outcomes: dict[int, Outcome] = {}
+    progress = progress or Progress(len(tasks), stream)
+    todo = []
+    for task in tasks:
+        columns = cache.get(task.key)
+        if columns is None:
+            todo.append(task)
+        else:
+            outcomes[task.index] = Outcome(task, columns, cached=True)
+            progress.finished(outcomes[task.index], 0)
+    if todo:
+        _execute(todo, sweep.timeout, scheduler, workers, retries, cache, outcomes, progress)
+    return [outcomes[t.index] for t in tasks]
+
+
+def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
+             workers: int | None, retries: int, cache: ResultCache,
+             outcomes: dict[int, Outcome], progress: Progress) -> None:
+    from distributed import as_completed
+    client, close = _client(scheduler, workers)
+    futures = {}
+    try:
+        for task in todo:
+            future = client.submit(run_task, task, timeout, retries=retries, pure=False,
+                                   key=f"sweep-{task.job.kind}-{task.index}-{task.key or 'x'}")
+            futures[future.key] = (future, task)
+        pending = len(futures)
+        for future in as_completed([f for f, _ in futures.values()]):
+            task = futures[future.key][1]
+            pending -= 1
+            try:
+                columns, error, seconds = future.result()
+            except Exception as e:          # noqa: BLE001 -- the worker died (after retries)
+                columns, error, seconds = None, f"lost: {_error_text(e)}", 0.0
+            outcome = Outcome(task, columns or {}, error, seconds=seconds)
+            cache.record(outcome)
+            outcomes[task.index] = outcome
+            progress.finished(outcome, pending)
+    except KeyboardInterrupt:
+        client.cancel([f for f, _ in futures.values()], force=True)
+        raise
+    finally:
+        close()

@@ -1,0 +1,70 @@
+"""A sweep's results as one table: a row per point, the point's parameters, then each job's
+columns (``echo latency_cycles``, ``area luts``...) and ``errors`` (the failed jobs, with
+their errors). Written as CSV and as a Markdown table in the style of docs/performance.md."""
+
+import csv
+import io
+from typing import Any
+
+from .run import Outcome
+
+
+__all__ = ["table", "to_csv", "to_markdown"]
+
+
+def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(columns, rows)``: one row per point, in the order the points first appear."""
+    params: list[str] = []
+    measured: list[str] = []
+    rows: dict[str, dict[str, Any]] = {}
+    for outcome in outcomes:
+        point = outcome.task.point
+        for name in point:
+            if name not in params:
+                params.append(name)
+        row = rows.setdefault(repr(sorted(point.items())), dict(point))
+        kind = outcome.task.job.kind
+        if outcome.ok:
+            for name, value in outcome.columns.items():
+                column = f"{kind} {name}"
+                if column not in measured:
+                    measured.append(column)
+                row[column] = value
+        else:
+            row["errors"] = "; ".join(filter(None, [row.get("errors"),
+                                                    f"{kind}: {outcome.error}"]))
+    errors = ["errors"] if any("errors" in r for r in rows.values()) else []
+    return params + measured + errors, list(rows.values())
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def to_csv(outcomes: list[Outcome]) -> str:
+    """The table as CSV (a header line, then a line per point)."""
+    columns, rows = table(outcomes)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_text(row.get(c)) for c in columns])
+    return out.getvalue()
+
+
+def to_markdown(outcomes: list[Outcome], title: str | None = None) -> str:
+    """The table in Markdown (numbers right-aligned), under ``title`` if given."""
+    columns, rows = table(outcomes)
+    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows)
+               for c in columns]
+    lines = [f"{title}\n" if title else ""]
+    lines.append("| " + " | ".join(columns) + " |")
+    lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
+    for row in rows:
+        cells = [_text(row.get(c)).replace("|", "\\|").replace("\n", " ") for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -1,0 +1,195 @@
+"""apiary.sweep: sweeps of the 64-bit echo design on Dask, embedded and as separate processes.
+
+The echo figures in the tables are compared with the same job run directly (no Dask); a re-run
+is checked against the cache's record of executed jobs; a failing point must not stop the
+others; a bad sweep must fail before any cluster is contacted."""
+
+import csv
+import io
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from apiary.load import load_design
+from apiary.sweep import Echo, ResultCache, Sweep, Test, run_sweep, to_csv, to_markdown
+from apiary.sweep.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ECHO = str(ROOT / "examples" / "udp_echo.py")
+JOB = Echo(sizes=(64,), packets=2)
+CHECK = "tests/sweep/sweep_point_check.py::test_width_is_64"
+#: An address where no scheduler listens: a sweep that contacted it would fail to connect.
+NOWHERE = "tcp://127.0.0.1:9"
+
+
+def echo_sweep():
+    return Sweep(ECHO, grid={"width": [64], "ip_options": [True, False]}, jobs=[JOB],
+                 name="echo64")
+
+
+@pytest.fixture(scope="module")
+def direct():
+    """The echo job's columns at each point, run in this process without Dask."""
+    return {ip_options: JOB.run(load_design(ECHO, width=64, ip_options=ip_options), ECHO,
+                                {"width": 64, "ip_options": ip_options})
+            for ip_options in (True, False)}
+
+
+def check_table(outcomes, direct):
+    assert [o.ok for o in outcomes] == [True, True], [o.error for o in outcomes]
+    rows = list(csv.DictReader(io.StringIO(to_csv(outcomes))))
+    assert [r["ip_options"] for r in rows] == ["True", "False"]
+    for row, ip_options in zip(rows, (True, False)):
+        want = direct[ip_options]
+        assert want["latency_cycles"] > 0
+        for name, value in want.items():
+            assert float(row[f"echo {name}"]) == pytest.approx(value), name
+    markdown = to_markdown(outcomes).splitlines()
+    assert markdown[0].startswith("| width | ip_options | echo latency_cycles |")
+    assert len(markdown) == 2 + len(rows)
+
+
+@pytest.mark.slow
+def test_embedded_cluster_then_a_rerun_from_the_cache(tmp_path, direct):
+    cache = str(tmp_path / "cache")
+    log = io.StringIO()
+    outcomes = run_sweep(echo_sweep(), workers=2, cache_dir=cache, stream=log)
+    check_table(outcomes, direct)
+    assert not any(o.cached for o in outcomes)
+    assert len(ResultCache(cache).executed()) == 2
+    assert log.getvalue().count(" ok in ") == 2          # one line per job, not a terminal
+    # The same sweep again: everything from the cache, no cluster needed (none can be reached).
+    again = run_sweep(echo_sweep(), scheduler=NOWHERE, cache_dir=cache, stream=io.StringIO())
+    assert all(o.cached for o in again)
+    assert len(ResultCache(cache).executed()) == 2
+    assert to_csv(again) == to_csv(outcomes)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_workers(address, n, deadline):
+    from distributed import Client
+    with Client(address, timeout=deadline - time.monotonic()) as client:
+        client.wait_for_workers(n, timeout=deadline - time.monotonic())
+
+
+@pytest.mark.slow
+def test_a_scheduler_and_two_workers_as_separate_processes(tmp_path, direct):
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    worker = [sys.executable, "-m", "distributed.cli.dask_worker"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    logs = open(tmp_path / "dask.log", "w")
+    procs = []
+    try:
+        procs.append(subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port),
+                                       "--dashboard-address", ":0"], env=env, stdout=logs,
+                                      stderr=logs))
+        for _ in range(2):
+            procs.append(subprocess.Popen([*worker, address, "--nthreads", "1", "--no-dashboard",
+                                           "--local-directory", str(tmp_path)],
+                                          env=env, stdout=logs, stderr=logs))
+        wait_for_workers(address, 2, time.monotonic() + 60)
+        outcomes = run_sweep(echo_sweep(), scheduler=address, cache_dir=str(tmp_path / "c"),
+                             stream=io.StringIO())
+        check_table(outcomes, direct)
+        assert not any(o.cached for o in outcomes)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        logs.close()
+
+
+def widths_sweep(path, widths):
+    path.write_text(
+        "from apiary.sweep import Sweep, Test\n"
+        f"sweep = Sweep({ECHO!r}, grid={{'width': {widths!r}}}, name='widths',\n"
+        f"              jobs=[Test(node={CHECK!r}, cwd={str(ROOT)!r})])\n")
+    return str(path)
+
+
+def test_a_failing_point_is_reported_and_the_others_finish(tmp_path):
+    sweep_file = widths_sweep(tmp_path / "widths.py", [64, 128, 64])
+    out = tmp_path / "out"
+    command = [sweep_file, "--workers", "2", "--out", str(out), "--cache", str(tmp_path / "c")]
+    assert main(command) == 1
+    rows = list(csv.DictReader(open(out / "widths.csv")))
+    assert [r["width"] for r in rows] == ["64", "128"]        # the same point once
+    assert rows[0]["test passed"] == "True" and not rows[0]["errors"]
+    assert rows[1]["test passed"] == "" and "not 64 bits wide" in rows[1]["errors"]
+    assert "| 128 |" in (out / "widths.md").read_text()
+    executed = ResultCache(str(tmp_path / "c")).executed()
+    assert sorted(e["point"]["width"] for e in executed) == [64, 128]
+    # Again with a point more: what passed comes from the cache, what failed and what is new run.
+    widths_sweep(tmp_path / "widths.py", [64, 128, 256])
+    assert main(command) == 1
+    executed = ResultCache(str(tmp_path / "c")).executed()[2:]
+    assert sorted(e["point"]["width"] for e in executed) == [128, 256]
+    rows = list(csv.DictReader(open(out / "widths.csv")))
+    assert [r["test passed"] for r in rows] == ["True", "", ""]
+
+
+@pytest.mark.parametrize("sweep, problem", [
+    (dict(points=[{"width": 64}, {"widht": 64}]), "point 1 (widht=64): design() at"),
+    (dict(grid={"width": [64, 63]}), "point 1 (width=63): design 'udp_echo': data plane width"),
+    (dict(jobs=["echo", "bench"]), "unknown job 'bench'"),
+    (dict(jobs=["build"]), "job 'build' needs parameters"),
+    (dict(jobs=[Echo(sizes=(64, 9000))]), "echo sizes must be payload sizes from 0 to 1472"),
+    (dict(jobs=[Test(node="tests/sweep/nothing.py::test_x", cwd=str(ROOT))]), "no test file"),
+    (dict(grid={"width": 64}), "grid must map each parameter to a non-empty list"),
+])
+def test_a_bad_sweep_is_one_error_before_any_cluster(sweep, problem, tmp_path):
+    with pytest.raises(ValueError) as error:
+        run_sweep(Sweep(ECHO, **sweep), scheduler=NOWHERE, cache_dir=str(tmp_path))
+    assert problem in str(error.value)
+    assert str(error.value).startswith("sweep 'sweep'")
+    assert not os.path.exists(tmp_path / "executed.jsonl")
+
+
+def test_the_command_reports_a_bad_sweep_file_in_one_line(tmp_path, capsys):
+    sweep_file = tmp_path / "bad.py"
+    sweep_file.write_text(f"from apiary.sweep import Sweep\nsweep = Sweep({ECHO!r}, "
+                          f"grid={{'width': [48]}})\n")
+    assert main([str(sweep_file), "--scheduler", NOWHERE]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("apiary sweep: sweep 'sweep', point 0 (width=48)") and "Traceback" \
+        not in err
+    (tmp_path / "none.py").write_text("x = 1\n")
+    assert main([str(tmp_path / "none.py")]) == 1
+    assert "defines no `sweep = Sweep(...)`" in capsys.readouterr().err
+
+
+def test_the_result_cache_keys_on_the_design_and_the_job(tmp_path):
+    base = {t.key for t in echo_sweep().tasks()}
+    assert len(base) == 2 and None not in base
+    other_job = Sweep(ECHO, grid={"width": [64], "ip_options": [True, False]},
+                      jobs=[Echo(sizes=(128,), packets=2)])
+    assert not base & {t.key for t in other_job.tasks()}
+    assert base == {t.key for t in echo_sweep().tasks()}
+
+
+def test_the_sweep_command_is_registered_with_apiary():
+    import importlib
+    import tomllib
+    from apiary.cli import ENTRY_POINT_GROUP, Command
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    module, _, name = project["entry-points"][ENTRY_POINT_GROUP]["sweep"].partition(":")
+    command = getattr(importlib.import_module(module), name)
+    assert isinstance(command, Command) and command.name == "sweep"
+    assert not command.takes_design and ValueError in command.errors
