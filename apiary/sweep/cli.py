@@ -65,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
                          cache_dir=args.cache)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, sweep.name)
-    markdown = to_markdown(outcomes)
+    import datetime
+    today = datetime.date.today().isoformat()
+    markdown = to_markdown(outcomes, title=f"Measured by `apiary sweep {args.file}` (sweep "
+                                           f"{sweep.name!r} of {sweep.design}) on {today}:")
     with open(base + ".csv", "w") as f:
         f.write(to_csv(outcomes))
     with open(base + ".md", "w") as f:

@@ -37,12 +37,20 @@ def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
     return params + measured + errors, list(rows.values())
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, grouped: bool = False) -> str:
+    """A cell: floats in their shortest form, integers with thousands separators if
+    ``grouped`` (as docs/performance.md writes them)."""
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:g}"
+        return f"{value:,g}" if grouped else f"{value:g}"
+    if isinstance(value, int) and not isinstance(value, bool) and grouped:
+        return f"{value:,}"
     return str(value)
+
+
+def _numeric(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def to_csv(outcomes: list[Outcome]) -> str:
@@ -59,12 +67,12 @@ def to_csv(outcomes: list[Outcome]) -> str:
 def to_markdown(outcomes: list[Outcome], title: str | None = None) -> str:
     """The table in Markdown (numbers right-aligned), under ``title`` if given."""
     columns, rows = table(outcomes)
-    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows)
-               for c in columns]
+    numeric = [all(_numeric(r.get(c)) for r in rows) for c in columns]
     lines = [f"{title}\n" if title else ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for row in rows:
-        cells = [_text(row.get(c)).replace("|", "\\|").replace("\n", " ") for c in columns]
+        cells = [_text(row.get(c), grouped=True).replace("|", "\\|").replace("\n", " ")
+                 for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines).lstrip("\n") + "\n"

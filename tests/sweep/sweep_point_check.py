@@ -9,3 +9,8 @@ from apiary.sweep.jobs import POINT_VARIABLE
 
 def test_width_is_64():
     assert json.loads(os.environ[POINT_VARIABLE])["width"] == 64, "this point is not 64 bits wide"
+
+
+def test_takes_its_time():
+    import time
+    time.sleep(30)

@@ -51,6 +51,7 @@ def check_table(outcomes, direct):
             assert float(row[f"echo {name}"]) == pytest.approx(value), name
     markdown = to_markdown(outcomes).splitlines()
     assert markdown[0].startswith("| width | ip_options | echo latency_cycles |")
+    assert markdown[1].startswith("|---:|---|---:|")
     assert len(markdown) == 2 + len(rows)
 
 
@@ -86,8 +87,8 @@ def wait_for_workers(address, n, deadline):
 def test_a_scheduler_and_two_workers_as_separate_processes(tmp_path, direct):
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    worker = [sys.executable, "-m", "distributed.cli.dask_worker"]
+    dask = [sys.executable, "-m", "dask", "scheduler"]        # `dask scheduler`, this Python's
+    worker = [sys.executable, "-m", "dask", "worker"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     logs = open(tmp_path / "dask.log", "w")
@@ -133,7 +134,9 @@ def test_a_failing_point_is_reported_and_the_others_finish(tmp_path):
     assert [r["width"] for r in rows] == ["64", "128"]        # the same point once
     assert rows[0]["test passed"] == "True" and not rows[0]["errors"]
     assert rows[1]["test passed"] == "" and "not 64 bits wide" in rows[1]["errors"]
-    assert "| 128 |" in (out / "widths.md").read_text()
+    markdown = (out / "widths.md").read_text()
+    assert markdown.startswith(f"Measured by `apiary sweep {sweep_file}`")
+    assert "| 128 |" in markdown
     executed = ResultCache(str(tmp_path / "c")).executed()
     assert sorted(e["point"]["width"] for e in executed) == [64, 128]
     # Again with a point more: what passed comes from the cache, what failed and what is new run.
@@ -143,6 +146,17 @@ def test_a_failing_point_is_reported_and_the_others_finish(tmp_path):
     assert sorted(e["point"]["width"] for e in executed) == [128, 256]
     rows = list(csv.DictReader(open(out / "widths.csv")))
     assert [r["test passed"] for r in rows] == ["True", "", ""]
+
+
+def test_a_job_over_its_time_is_a_failure(tmp_path):
+    slow = Test(node="tests/sweep/sweep_point_check.py::test_takes_its_time", cwd=str(ROOT),
+                timeout=40)
+    sweep = Sweep(ECHO, points=[{"width": 64}], jobs=[slow], timeout=2)
+    log = io.StringIO()
+    outcomes = run_sweep(sweep, workers=1, cache_dir=str(tmp_path), stream=log)
+    assert [o.error for o in outcomes] == ["timed out after 2 s"]
+    assert 2 <= outcomes[0].seconds < 20
+    assert "FAILED in " in log.getvalue() and ": timed out after 2 s" in log.getvalue()
 
 
 @pytest.mark.parametrize("sweep, problem", [
@@ -182,6 +196,28 @@ def test_the_result_cache_keys_on_the_design_and_the_job(tmp_path):
                       jobs=[Echo(sizes=(128,), packets=2)])
     assert not base & {t.key for t in other_job.tasks()}
     assert base == {t.key for t in echo_sweep().tasks()}
+
+
+def test_the_example_sweep_file_is_a_valid_sweep():
+    from apiary.sweep.cli import load_sweep
+    sweep = load_sweep(str(ROOT / "examples" / "echo_sweep.py"))
+    tasks = sweep.tasks()
+    assert [t.point for t in tasks] == [{"width": 64, "ip_options": True},
+                                        {"width": 64, "ip_options": False}]
+    assert tasks[0].design == ECHO and all(isinstance(t.job, Echo) for t in tasks)
+
+
+def test_progress_is_one_live_line_on_a_terminal():
+    from apiary.sweep.run import Outcome, Progress
+    tasks = Sweep(ECHO, grid={"width": [64, 128]}).tasks()
+    screen = io.StringIO()
+    progress = Progress(2, screen, live=True)
+    progress.finished(Outcome(tasks[0], {"x": 1}), 1)
+    progress.finished(Outcome(tasks[1], error="boom"), 0)
+    lines = screen.getvalue().split("\r")
+    assert lines[1].startswith("\x1b[K1/2 done, 1 running or queued, 0 failed, 0 cached")
+    assert lines[2].startswith("\x1b[K2/2 done, 0 running or queued, 1 failed, 0 cached")
+    assert screen.getvalue().endswith("\n") and screen.getvalue().count("\n") == 1
 
 
 def test_the_sweep_command_is_registered_with_apiary():
