@@ -94,9 +94,9 @@ class Echo(Job):
 
 @dataclass(frozen=True)
 class Area(Job):
-    """Area from Yosys (:func:`apiary.bench.area.tile_areas`): LUTs per tile, of the routers and
-    in total, for ``target`` ``"xilinx"`` or ``"ecp5"``; ``tiles`` limits it to the tiles named
-    (then there is no routers column)."""
+    """Area from Yosys (:func:`apiary.bench.area.tile_areas`): LUTs per tile, of the routers (one
+    full router with ``design.full_routers``) and in total, for ``target`` ``"xilinx"`` or
+    ``"ecp5"``; ``tiles`` limits it to the tiles named (then there is no routers column)."""
 
     kind: ClassVar[str] = "area"
     sources: ClassVar[tuple[str, ...]] = ("apiary.bench.area", "apiary.bench.noc")
@@ -111,30 +111,27 @@ class Area(Job):
         from apiary.bench.area import tile_areas
         rows = tile_areas(design, self.target, only=self.tiles)
         columns: Columns = {f"{name}_luts": area["luts"] for name, _, area in rows}
-        columns["luts"] = sum(area["luts"] for _, _, area in rows)
+        # The total as apiary.bench.area counts it: one full router stands for every position.
+        each = design.cols * design.rows if design.full_routers else 1
+        columns["luts"] = sum(area["luts"] * (each if name == "routers" else 1)
+                              for name, _, area in rows)
         return columns
-
-
-def _command(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def _last_lines(text: str, n: int = 5) -> str:
     return " | ".join(line for line in text.strip().splitlines()[-n:])
 
 
-def _set_arguments(overrides: dict[str, Any]) -> list[str]:
-    return [a for k, v in overrides.items() for a in ("--set", f"{k}={v!r}")]
-
-
 @dataclass(frozen=True)
 class Build(Job):
-    """``apiary build`` for ``platform`` with place-and-route ``seed`` (a subprocess; takes
-    minutes). Its column says where the build went."""
+    """``apiary build`` for ``platform`` with place-and-route ``seed``, as a subprocess (it takes
+    minutes), into a folder of its own under ``root`` (named after the design, the platform,
+    the seed and the point). Its column says where the build went."""
 
     kind: ClassVar[str] = "build"
     platform: str = ""
     seed: int = 1
+    root: str = "build"
     timeout: float | None = None
 
     def check(self) -> None:
@@ -143,14 +140,22 @@ class Build(Job):
         if not isinstance(self.seed, int):
             raise ValueError(f"build seed must be an integer, not {self.seed!r}")
 
+    def command(self, design: Design, spec: str, overrides: dict[str, Any]) -> list[str]:
+        """The ``apiary build`` command line of this build at the point ``overrides``."""
+        import hashlib
+        point = hashlib.sha256(repr(sorted(overrides.items())).encode()).hexdigest()[:8]
+        out = os.path.abspath(os.path.join(
+            self.root, f"{design.name}-{self.platform}-seed{self.seed}-{point}"))
+        return [sys.executable, "-m", "apiary.cli", "build", spec, "--platform", self.platform,
+                "--seed", str(self.seed), "-o", out,
+                *[a for k, v in overrides.items() for a in ("--set", f"{k}={v!r}")]]
+
     def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
-        out = os.path.abspath(f"build-{design.name}-{self.platform}-seed{self.seed}")
-        done = _command([sys.executable, "-m", "apiary.cli", "build", spec, "--platform",
-                         self.platform, "--seed", str(self.seed), "-o", out,
-                         *_set_arguments(overrides)], self.timeout)
+        argv = self.command(design, spec, overrides)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout)
         if done.returncode:
             raise RuntimeError(f"apiary build failed: {_last_lines(done.stderr + done.stdout)}")
-        return {"output": out}
+        return {"output": argv[argv.index("-o") + 1]}
 
 
 #: The environment variable through which a ``test`` job's test reads its point (JSON).

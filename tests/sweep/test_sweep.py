@@ -229,3 +229,32 @@ def test_the_sweep_command_is_registered_with_apiary():
     command = getattr(importlib.import_module(module), name)
     assert isinstance(command, Command) and command.name == "sweep"
     assert not command.takes_design and ValueError in command.errors
+
+
+def test_a_build_job_is_the_apiary_build_command_at_its_point(tmp_path):
+    """Wired, not run (a build takes minutes): its command line parses as `apiary build` and
+    names the design, the platform, the seed and the point; two points build apart."""
+    from apiary.cli import _parser, commands
+    from apiary.sweep import Build
+    job = Build(platform="versa_ecp5", seed=3, root=str(tmp_path))
+    argv = job.command(load_design(ECHO, width=128), ECHO, {"width": 128, "ipv4": "10.0.0.7"})
+    assert argv[1:4] == ["-m", "apiary.cli", "build"]
+    parser, _ = _parser(commands())
+    args = parser.parse_args(argv[3:])
+    assert (args.design, args.platform, args.seed) == (ECHO, "versa_ecp5", 3)
+    assert args.params == [("width", 128), ("ipv4", "10.0.0.7")]
+    assert args.output.startswith(str(tmp_path / "udp_echo-versa_ecp5-seed3-"))
+    other = job.command(load_design(ECHO, width=64), ECHO, {"width": 64})
+    assert other[other.index("-o") + 1] != args.output
+    with pytest.raises(ValueError, match="build needs a platform"):
+        Sweep(ECHO, jobs=[Build()]).tasks()
+
+
+def test_an_area_sweep_gives_the_area_benchmark_figures(tmp_path):
+    from apiary.bench.area import tile_areas
+    from apiary.sweep import Area
+    sweep = Sweep(ECHO, points=[{"width": 64}], jobs=[Area(tiles=("echo",))])
+    outcomes = run_sweep(sweep, workers=1, cache_dir=str(tmp_path), stream=io.StringIO())
+    [(_, _, direct)] = tile_areas(load_design(ECHO, width=64), "xilinx", only=["echo"])
+    assert outcomes[0].error is None and direct["luts"] > 0
+    assert outcomes[0].columns == {"echo_luts": direct["luts"], "luts": direct["luts"]}
