@@ -159,6 +159,27 @@ def test_a_job_over_its_time_is_a_failure(tmp_path):
     assert "FAILED in " in log.getvalue() and ": timed out after 2 s" in log.getvalue()
 
 
+def test_ctrl_c_cancels_what_is_left_and_keeps_what_finished(tmp_path):
+    from apiary.sweep.run import Progress
+
+    class Interrupting(Progress):
+        def finished(self, outcome, running):
+            super().finished(outcome, running)
+            if not outcome.cached:
+                raise KeyboardInterrupt           # as Ctrl-C would, once one job is in
+
+    slow = Test(node="tests/sweep/sweep_point_check.py::test_takes_its_time", cwd=str(ROOT),
+                timeout=40)
+    sweep = Sweep(ECHO, points=[{"width": 64}], jobs=[Test(node=CHECK, cwd=str(ROOT)), slow])
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sweep, workers=2, cache_dir=str(tmp_path),
+                  progress=Interrupting(2, io.StringIO()))
+    assert time.monotonic() - start < 25                    # the 30-s job was not waited for
+    assert [e["job"] for e in ResultCache(str(tmp_path)).executed()] == ["test"]
+    assert "test_width_is_64" in ResultCache(str(tmp_path)).executed()[0]["params"]["node"]
+
+
 @pytest.mark.parametrize("sweep, problem", [
     (dict(points=[{"width": 64}, {"widht": 64}]), "point 1 (widht=64): design() at"),
     (dict(grid={"width": [64, 63]}), "point 1 (width=63): design 'udp_echo': data plane width"),
