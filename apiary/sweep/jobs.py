@@ -39,6 +39,11 @@ class Job:
     def check(self) -> None:
         """Raise :class:`ValueError` (one sentence) if a parameter cannot work."""
 
+    def resolved(self) -> "Job":
+        """The job with paths made absolute from the working directory (workers may run
+        elsewhere)."""
+        return self
+
     def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
         """Measure ``design`` (loaded from ``spec`` with ``overrides``); the job's columns."""
         raise NotImplementedError
@@ -164,7 +169,8 @@ POINT_VARIABLE = "APIARY_SWEEP_POINT"
 
 @dataclass(frozen=True)
 class Test(Job):
-    """A pytest node id (``tests/x.py::test_y``, relative to ``cwd``), run in a subprocess
+    """A pytest node id (``tests/x.py::test_y``, relative to ``cwd``, itself relative to the
+    folder the sweep is run from), run in a subprocess
     with the point's parameters as JSON in ``$APIARY_SWEEP_POINT``. Its column is ``passed``;
     a failing test is a failed job, with pytest's last lines as the error."""
 
@@ -178,6 +184,9 @@ class Test(Job):
         path = os.path.join(self.cwd, self.node.split("::")[0])
         if not self.node or not os.path.exists(path):
             raise ValueError(f"test {self.node!r}: no test file {path!r}")
+
+    def resolved(self) -> "Job":
+        return dataclasses.replace(self, cwd=os.path.abspath(self.cwd))
 
     def params(self) -> dict[str, Any]:
         params = super().params()

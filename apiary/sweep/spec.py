@@ -102,7 +102,7 @@ class Sweep:
         parameters and :meth:`~apiary.design.Design.check`). Raises :class:`ValueError` with one
         readable message for the first bad point or job."""
         try:
-            jobs = [as_job(j) for j in self.jobs]
+            jobs = [as_job(j).resolved() for j in self.jobs]
         except ValueError as e:
             raise ValueError(f"sweep {self.name!r}: {e}") from None
         if not jobs:

@@ -252,6 +252,12 @@ def test_the_sweep_command_is_registered_with_apiary():
     assert not command.takes_design and ValueError in command.errors
 
 
+def test_a_test_job_runs_from_the_folder_the_sweep_was_run_from(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    [task] = Sweep(ECHO, jobs=[Test(node=CHECK)]).tasks()
+    assert task.job.cwd == str(ROOT)
+
+
 def test_a_build_job_is_the_apiary_build_command_at_its_point(tmp_path):
     """Wired, not run (a build takes minutes): its command line parses as `apiary build` and
     names the design, the platform, the seed and the point; two points build apart."""
