@@ -3,8 +3,10 @@
 Each task's result is cached on disk (:class:`ResultCache`) under its key (the design's
 fingerprint, the job, its parameters and its benchmark's source), so a re-run only runs what
 changed. A job that raises or times out is a failed :class:`Outcome` with its error, and the
-others go on; a worker lost mid-job is Dask's to retry (``retries``). Ctrl-C cancels what is
-still queued or running and re-raises ``KeyboardInterrupt`` (what finished stays cached).
+others go on; a job whose worker is lost runs again on another (Dask's
+``allowed-failures``), and one that could not start on a worker is retried (``retries``).
+Ctrl-C cancels what is still queued or running and re-raises ``KeyboardInterrupt`` (what
+finished stays cached).
 """
 
 import json

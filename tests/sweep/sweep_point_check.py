@@ -14,3 +14,16 @@ def test_width_is_64():
 def test_takes_its_time():
     import time
     time.sleep(30)
+
+
+def test_kills_its_worker_the_first_time():
+    """Kills the Dask worker that runs it (this test's parent process) unless the file
+    ``$SWEEP_CHECK_MARKER`` exists, which it creates first: a worker lost once."""
+    import signal
+    marker = os.environ["SWEEP_CHECK_MARKER"]
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getppid(), signal.SIGKILL)
+        import time
+        time.sleep(5)
+        raise AssertionError("the worker survived")         # (no one is left to hear it)

@@ -159,6 +159,16 @@ def test_a_job_over_its_time_is_a_failure(tmp_path):
     assert "FAILED in " in log.getvalue() and ": timed out after 2 s" in log.getvalue()
 
 
+def test_a_job_whose_worker_dies_runs_again_on_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_CHECK_MARKER", str(tmp_path / "killed"))
+    killer = Test(node="tests/sweep/sweep_point_check.py::test_kills_its_worker_the_first_time",
+                  cwd=str(ROOT))
+    outcomes = run_sweep(Sweep(ECHO, points=[{"width": 64}], jobs=[killer]), workers=1,
+                         cache_dir=str(tmp_path / "c"), stream=io.StringIO())
+    assert (tmp_path / "killed").exists()                     # a worker was lost...
+    assert [(o.error, o.columns) for o in outcomes] == [(None, {"passed": True})]   # ...and redone
+
+
 def test_ctrl_c_cancels_what_is_left_and_keeps_what_finished(tmp_path):
     from apiary.sweep.run import Progress
 
