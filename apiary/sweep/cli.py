@@ -11,12 +11,12 @@ import sys
 
 from ..cli import Command, UsageError
 from ..load import load_script
-from .run import default_cache_dir, run_sweep
+from .run import Outcome, default_cache_dir, run_sweep
 from .spec import Sweep
 from .table import to_csv, to_markdown
 
 
-__all__ = ["COMMAND", "load_sweep", "main"]
+__all__ = ["COMMAND", "load_sweep", "write_plots", "main"]
 
 
 def load_sweep(path: str) -> Sweep:
@@ -42,6 +42,28 @@ def _workers(text: str) -> int:
     return n
 
 
+def _plot(text: str) -> tuple[str, ...]:
+    parts = tuple(text.split(":"))
+    if len(parts) not in (2, 3) or not all(parts):
+        raise argparse.ArgumentTypeError(f"expected X:Y or X:Y:BY (column names), not {text!r}")
+    return parts
+
+
+def _file_name(column: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in column)
+
+
+def write_plots(outcomes: list[Outcome], plots: list[tuple[str, ...]], base: str) -> list[str]:
+    """Draw each ``(x, y[, by])`` of ``plots`` as ``base-Y-vs-X.png`` and ``.svg``; returns the
+    files written. :class:`ValueError` for a column the table does not have."""
+    from .plot import plot
+    written = []
+    for x, y, *by in plots:
+        written += plot(outcomes, x, y, f"{base}-{_file_name(y)}-vs-{_file_name(x)}",
+                        by=by[0] if by else None, title=f"{y} against {x}")
+    return written
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a Python file defining `sweep = Sweep(...)`")
     where = parser.add_mutually_exclusive_group()
@@ -52,6 +74,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                        help="worker processes of the embedded cluster (default: one per core)")
     parser.add_argument("--out", metavar="DIR", default=".",
                         help="where to write NAME.csv and NAME.md (default: here)")
+    parser.add_argument("--plot", action="append", default=[], type=_plot, metavar="X:Y[:BY]",
+                        help="also draw column Y against column X of the table (a line per "
+                             "value of column BY) as NAME-Y-vs-X.png and .svg (repeatable; "
+                             "besides the sweep's own plots)")
     parser.add_argument("--cache", metavar="DIR", default=None,
                         help=f"the result cache (default {default_cache_dir()})")
 
@@ -74,10 +100,12 @@ def run(args: argparse.Namespace) -> int:
     with open(base + ".md", "w") as f:
         f.write(markdown)
     sys.stdout.write(markdown)
+    plots = write_plots(outcomes, [*sweep.plots, *args.plot], base)
     failed = sum(not o.ok for o in outcomes)
     ran = sum(not o.cached for o in outcomes)
     print(f"{len(outcomes)} jobs: {ran} run, {len(outcomes) - ran} from the cache, "
-          f"{failed} failed; wrote {base}.csv and {base}.md", file=sys.stderr)
+          f"{failed} failed; wrote {base}.csv and {base}.md"
+          + "".join(f", {p}" for p in plots), file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -89,7 +117,8 @@ COMMAND = Command(
         "--scheduler. Every job's result is cached by the hash of its design, job and "
         "parameters, so a re-run runs only what changed. A failed job is reported and the "
         "others go on; Ctrl-C cancels the rest (exit status 130). Writes the table as "
-        "NAME.csv and NAME.md under --out and prints it; exit status 1 if a job failed."),
+        "NAME.csv and NAME.md under --out and prints it, and draws the sweep's plots and those "
+        "of --plot (PNG and SVG); exit status 1 if a job failed."),
     arguments=_arguments, takes_design=False, errors=(ValueError,))
 """The ``sweep`` command (entry point ``apiary.commands: sweep``)."""
 

@@ -59,7 +59,8 @@ class Sweep:
     followed by ``points`` (a list of ``{parameter: value}``), each point once; with neither,
     one point at the design's defaults. ``jobs`` are :class:`~apiary.sweep.jobs.Job` objects or
     the names of those that need no parameters (``"echo"``, ``"area"``). ``timeout`` (seconds)
-    bounds each job.
+    bounds each job. ``plots`` are the plots ``apiary sweep`` draws from the table: ``(x, y)``
+    or ``(x, y, by)`` column names (see :func:`apiary.sweep.plot.plot`).
     """
     design: str
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -67,6 +68,7 @@ class Sweep:
     jobs: list[Job | str] = field(default_factory=lambda: ["echo"])
     name: str = "sweep"
     timeout: float | None = None
+    plots: list[tuple[str, ...]] = field(default_factory=list)
     base: str | None = None
 
     def all_points(self) -> list[Point]:

@@ -128,8 +128,12 @@ def widths_sweep(path, widths):
 def test_a_failing_point_is_reported_and_the_others_finish(tmp_path):
     sweep_file = widths_sweep(tmp_path / "widths.py", [64, 128, 64])
     out = tmp_path / "out"
-    command = [sweep_file, "--workers", "2", "--out", str(out), "--cache", str(tmp_path / "c")]
+    command = [sweep_file, "--workers", "2", "--out", str(out), "--cache", str(tmp_path / "c"),
+               "--plot", "width:test passed"]
     assert main(command) == 1
+    svg = (out / "widths-test_passed-vs-width.svg").read_text()
+    assert "<!-- test passed against width -->" in svg
+    assert (out / "widths-test_passed-vs-width.png").read_bytes()[:4] == b"\x89PNG"
     rows = list(csv.DictReader(open(out / "widths.csv")))
     assert [r["width"] for r in rows] == ["64", "128"]        # the same point once
     assert rows[0]["test passed"] == "True" and not rows[0]["errors"]
@@ -215,6 +219,9 @@ def test_the_command_reports_a_bad_sweep_file_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("apiary sweep: sweep 'sweep', point 0 (width=48)") and "Traceback" \
         not in err
+    with pytest.raises(SystemExit):
+        main([str(sweep_file), "--plot", "width"])
+    assert "expected X:Y or X:Y:BY (column names), not 'width'" in capsys.readouterr().err
     (tmp_path / "none.py").write_text("x = 1\n")
     assert main([str(tmp_path / "none.py")]) == 1
     assert "defines no `sweep = Sweep(...)`" in capsys.readouterr().err
