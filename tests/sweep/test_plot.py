@@ -12,6 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 ECHO = str(ROOT / "examples" / "udp_echo.py")
 
 
+@pytest.fixture(scope="module")
 def outcomes():
     tasks = Sweep(ECHO, grid={"ip_options": [True, False], "width": [64, 128, 256]},
                   jobs=[Echo()]).tasks()
@@ -25,18 +26,18 @@ def outcomes():
     return made
 
 
-def test_series_are_the_table_columns_by_a_third_without_failed_points():
-    lines = series(outcomes(), "width", "echo latency_cycles", by="ip_options")
+def test_series_are_the_table_columns_by_a_third_without_failed_points(outcomes):
+    lines = series(outcomes, "width", "echo latency_cycles", by="ip_options")
     assert lines == {"ip_options=True": [(64, 16.0), (128, 8.0), (256, 4.0)],
                      "ip_options=False": [(64, 15.0), (128, 7.0)]}
-    [(label, points)] = series(outcomes(), "width", "echo latency_cycles").items()
+    [(label, points)] = series(outcomes, "width", "echo latency_cycles").items()
     assert label == "echo latency_cycles" and len(points) == 5
     with pytest.raises(ValueError, match="no column 'echo gbps'; its columns are ip_options, "):
-        series(outcomes(), "width", "echo gbps")
+        series(outcomes, "width", "echo gbps")
 
 
-def test_plot_writes_a_png_and_an_svg(tmp_path):
-    written = plot(outcomes(), "width", "echo latency_cycles", str(tmp_path / "latency"),
+def test_plot_writes_a_png_and_an_svg(tmp_path, outcomes):
+    written = plot(outcomes, "width", "echo latency_cycles", str(tmp_path / "latency"),
                    by="ip_options", title="latency against width")
     png, svg = (pathlib.Path(p) for p in written)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
