@@ -78,6 +78,9 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="also draw column Y against column X of the table (a line per "
                              "value of column BY) as NAME-Y-vs-X.png and .svg (repeatable; "
                              "besides the sweep's own plots)")
+    parser.add_argument("--open", action="store_true",
+                        help="also write NAME.html (the table and the plots) and open it in a "
+                             "web browser when there is a display")
     parser.add_argument("--cache", metavar="DIR", default=None,
                         help=f"the result cache (default {default_cache_dir()})")
 
@@ -101,6 +104,16 @@ def run(args: argparse.Namespace) -> int:
         f.write(markdown)
     sys.stdout.write(markdown)
     plots = write_plots(outcomes, [*sweep.plots, *args.plot], base)
+    if args.open:
+        import webbrowser
+        from .page import write_page
+        page = write_page(base + ".html", outcomes, f"sweep {sweep.name!r} of {sweep.design}",
+                          plots)
+        plots.append(page)
+        if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") \
+                or os.environ.get("WAYLAND_DISPLAY"):
+            webbrowser.open("file://" + os.path.abspath(page))
+        # Without a display the page is only written (a console browser would take the terminal).
     failed = sum(not o.ok for o in outcomes)
     ran = sum(not o.cached for o in outcomes)
     print(f"{len(outcomes)} jobs: {ran} run, {len(outcomes) - ran} from the cache, "
@@ -118,7 +131,8 @@ COMMAND = Command(
         "parameters, so a re-run runs only what changed. A failed job is reported and the "
         "others go on; Ctrl-C cancels the rest (exit status 130). Writes the table as "
         "NAME.csv and NAME.md under --out and prints it, and draws the sweep's plots and those "
-        "of --plot (PNG and SVG); exit status 1 if a job failed."),
+        "of --plot (PNG and SVG); with --open also NAME.html, the table and the plots on one "
+        "page, opened in a browser; exit status 1 if a job failed."),
     arguments=_arguments, takes_design=False, errors=(ValueError,))
 """The ``sweep`` command (entry point ``apiary.commands: sweep``)."""
 

@@ -9,7 +9,7 @@ from typing import Any
 from .run import Outcome
 
 
-__all__ = ["table", "to_csv", "to_markdown"]
+__all__ = ["table", "text_of", "to_csv", "to_markdown"]
 
 
 def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -37,7 +37,7 @@ def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
     return params + measured + errors, list(rows.values())
 
 
-def _text(value: Any, grouped: bool = False) -> str:
+def text_of(value: Any, grouped: bool = False) -> str:
     """A cell: floats in their shortest form, integers with thousands separators if
     ``grouped`` (as docs/performance.md writes them)."""
     if value is None:
@@ -60,7 +60,7 @@ def to_csv(outcomes: list[Outcome]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_text(row.get(c)) for c in columns])
+        writer.writerow([text_of(row.get(c)) for c in columns])
     return out.getvalue()
 
 
@@ -72,7 +72,7 @@ def to_markdown(outcomes: list[Outcome], title: str | None = None) -> str:
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for row in rows:
-        cells = [_text(row.get(c), grouped=True).replace("|", "\\|").replace("\n", " ")
+        cells = [text_of(row.get(c), grouped=True).replace("|", "\\|").replace("\n", " ")
                  for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines).lstrip("\n") + "\n"

@@ -45,3 +45,16 @@ def test_plot_writes_a_png_and_an_svg(tmp_path, outcomes):
     assert text.lstrip().startswith("<?xml") and "</svg>" in text
     for words in ("latency against width", "ip_options=True", "ip_options=False"):
         assert f"<!-- {words} -->" in text            # matplotlib names each text it draws
+
+
+def test_the_page_shows_the_table_and_the_svg_plots(tmp_path, outcomes):
+    from apiary.sweep.page import write_page
+    (tmp_path / "plots").mkdir()
+    plots = plot(outcomes, "width", "echo latency_cycles", str(tmp_path / "plots" / "latency"))
+    page = pathlib.Path(write_page(str(tmp_path / "sweep.html"), outcomes, "a <sweep>", plots))
+    text = page.read_text()
+    assert "<title>a &lt;sweep&gt;</title>" in text
+    assert "<th>echo latency_cycles</th>" in text and "<td>16</td>" in text
+    assert "<td>echo: boom</td>" in text                    # the failed point's error
+    assert text.count("<img ") == 1 and 'src="plots/latency.svg"' in text
+    assert (tmp_path / "plots" / "latency.svg").is_file()

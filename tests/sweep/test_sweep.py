@@ -129,8 +129,11 @@ def test_a_failing_point_is_reported_and_the_others_finish(tmp_path):
     sweep_file = widths_sweep(tmp_path / "widths.py", [64, 128, 64])
     out = tmp_path / "out"
     command = [sweep_file, "--workers", "2", "--out", str(out), "--cache", str(tmp_path / "c"),
-               "--plot", "width:test passed"]
+               "--plot", "width:test passed", "--open"]
     assert main(command) == 1
+    page = (out / "widths.html").read_text()          # --open: the table and the plot
+    assert "<td>128</td>" in page and "not 64 bits wide" in page
+    assert '<img src="widths-test_passed-vs-width.svg"' in page
     svg = (out / "widths-test_passed-vs-width.svg").read_text()
     assert "<!-- test passed against width -->" in svg
     assert (out / "widths-test_passed-vs-width.png").read_bytes()[:4] == b"\x89PNG"
