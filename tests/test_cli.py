@@ -356,7 +356,8 @@ def test_verilog_of_the_3x3_mesh(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
 
 
-def test_bench_noc_delegates(monkeypatch):
+def test_bench_noc_delegates(monkeypatch, tmp_path):
+    monkeypatch.setenv("APIARY_SWEEP_CACHE", str(tmp_path))    # (the fake's report stays here)
     calls = []
     bench = types.ModuleType("apiary.bench")
     noc = types.ModuleType("apiary.bench.noc")

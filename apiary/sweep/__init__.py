@@ -2,11 +2,11 @@
 figures, area, a board build, a test), run on Dask distributed with every result cached, and
 one table of results. See docs/sweeps.md."""
 
-from .jobs import JOBS, Area, Build, Echo, Job, Test
+from .jobs import JOBS, Area, Bench, Build, Echo, Job, Test
 from .run import Outcome, ResultCache, run_sweep
 from .spec import Sweep, Task
 from .table import to_csv, to_markdown
 
 
-__all__ = ["Sweep", "Task", "Job", "Echo", "Area", "Build", "Test", "JOBS", "Outcome",
+__all__ = ["Sweep", "Task", "Job", "Echo", "Area", "Build", "Test", "Bench", "JOBS", "Outcome",
            "ResultCache", "run_sweep", "to_csv", "to_markdown"]

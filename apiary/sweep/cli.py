@@ -36,9 +36,9 @@ def _workers(text: str) -> int:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of workers of at least 1, "
-                                         f"not {text!r}")
+    if n < 0 or not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of workers (0: in this process, "
+                                         f"without Dask), not {text!r}")
     return n
 
 
@@ -64,6 +64,38 @@ def write_plots(outcomes: list[Outcome], plots: list[tuple[str, ...]], base: str
     return written
 
 
+def _of(sweep: Sweep) -> str:
+    return "" if sweep.design is None else f" of {sweep.design}"
+
+
+def _write_reports(outcomes: list[Outcome], base: str, docs: list[str]) -> list[str]:
+    """Each named job's report as ``base-NAME.md``, and into the blocks of ``docs``; the files
+    written. A document's block whose job failed or is not in the sweep is kept, with a line on
+    stderr."""
+    from .document import blocks, reports, update_blocks
+    found = reports(outcomes)
+    written = []
+    for label, report in found.items():
+        path = f"{base}-{_file_name(label)}.md"
+        with open(path, "w") as f:
+            f.write(report)
+        written.append(path)
+    for doc in docs:
+        with open(doc) as f:
+            text = f.read()
+        new, updated = update_blocks(text, found)
+        if new != text:
+            with open(doc, "w") as f:
+                f.write(new)
+        kept = [label for label in blocks(text) if label not in updated]
+        print(f"{doc}: {len(updated)} block(s) updated"
+              + (f"; kept as they were (no report from this sweep): {', '.join(kept)}"
+                 if kept else ""), file=sys.stderr)
+        if doc not in written:
+            written.append(doc)
+    return written
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a Python file defining `sweep = Sweep(...)`")
     where = parser.add_mutually_exclusive_group()
@@ -71,7 +103,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                        help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786 (default: an "
                             "embedded LocalCluster on this machine)")
     where.add_argument("--workers", type=_workers, metavar="N",
-                       help="worker processes of the embedded cluster (default: one per core)")
+                       help="worker processes of the embedded cluster (default: one per core; 0 "
+                            "runs the jobs here, one after another, without Dask)")
     parser.add_argument("--out", metavar="DIR", default=".",
                         help="where to write NAME.csv and NAME.md (default: here)")
     parser.add_argument("--plot", action="append", default=[], type=_plot, metavar="X:Y[:BY]",
@@ -83,6 +116,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                              "web browser when there is a display")
     parser.add_argument("--cache", metavar="DIR", default=None,
                         help=f"the result cache (default {default_cache_dir()})")
+    parser.add_argument("--fresh", action="store_true",
+                        help="run every job, even those in the cache (their results replace "
+                             "the cached ones)")
+    parser.add_argument("--update", metavar="DOC", action="append", default=[],
+                        help="write the report of each named job (a Bench's name) into the "
+                             "block `<!-- sweep: NAME -->` ... `<!-- end sweep -->` of DOC, e.g. "
+                             "docs/performance.md (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,24 +130,28 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.file):
         raise UsageError(f"sweep file {args.file!r} does not exist")
     sweep = load_sweep(args.file)
+    for doc in args.update:                      # a bad document is found before any job runs
+        if not os.path.isfile(doc):
+            raise UsageError(f"--update: {doc!r} does not exist")
     outcomes = run_sweep(sweep, scheduler=args.scheduler, workers=args.workers,
-                         cache_dir=args.cache)
+                         cache_dir=args.cache, fresh=args.fresh)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, sweep.name)
     import datetime
     today = datetime.date.today().isoformat()
     markdown = to_markdown(outcomes, title=f"Measured by `apiary sweep {args.file}` (sweep "
-                                           f"{sweep.name!r} of {sweep.design}) on {today}:")
+                                           f"{sweep.name!r}{_of(sweep)}) on {today}:")
     with open(base + ".csv", "w") as f:
         f.write(to_csv(outcomes))
     with open(base + ".md", "w") as f:
         f.write(markdown)
     sys.stdout.write(markdown)
+    written = _write_reports(outcomes, base, args.update)
     plots = write_plots(outcomes, [*sweep.plots, *args.plot], base)
     if args.open:
         import webbrowser
         from .page import write_page
-        page = write_page(base + ".html", outcomes, f"sweep {sweep.name!r} of {sweep.design}",
+        page = write_page(base + ".html", outcomes, f"sweep {sweep.name!r}{_of(sweep)}",
                           plots)
         plots.append(page)
         if sys.platform in ("darwin", "win32") or os.environ.get("DISPLAY") \
@@ -118,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     ran = sum(not o.cached for o in outcomes)
     print(f"{len(outcomes)} jobs: {ran} run, {len(outcomes) - ran} from the cache, "
           f"{failed} failed; wrote {base}.csv and {base}.md"
-          + "".join(f", {p}" for p in plots), file=sys.stderr)
+          + "".join(f", {p}" for p in written + plots), file=sys.stderr)
     return 1 if failed else 0
 
 

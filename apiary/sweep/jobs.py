@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from ..design import Design
 
 
-__all__ = ["Job", "Echo", "Area", "Build", "Test", "JOBS", "as_job", "Columns"]
+__all__ = ["Job", "Echo", "Area", "Build", "Test", "Bench", "JOBS", "as_job", "Columns"]
 
 #: What a job returns: one row's worth of columns.
 Columns = dict[str, Any]
@@ -31,6 +31,18 @@ class Job:
     #: Modules whose source the job's result depends on (besides the design): part of its cache
     #: key, so editing the benchmark re-runs it.
     sources: ClassVar[tuple[str, ...]] = ()
+    #: Whether the job measures the sweep's design (a :class:`Bench` names its own, if any).
+    needs_design: ClassVar[bool] = True
+
+    def label(self) -> str | None:
+        """A name for the job's own row of the table (``None``: its columns join the point's
+        row)."""
+        return None
+
+    def succeeded(self, columns: Columns) -> bool:
+        """Whether ``columns`` (what :meth:`run` returned) is a success (a failure is reported
+        and not cached)."""
+        return True
 
     def params(self) -> dict[str, Any]:
         """The job's parameters (part of its cache key)."""
@@ -39,9 +51,9 @@ class Job:
     def check(self) -> None:
         """Raise :class:`ValueError` (one sentence) if a parameter cannot work."""
 
-    def resolved(self) -> "Job":
-        """The job with paths made absolute from the working directory (workers may run
-        elsewhere)."""
+    def resolved(self, base: str | None = None) -> "Job":
+        """The job with paths made absolute (workers may run elsewhere): from the working
+        directory, or for paths written in the sweep file, from ``base``, its folder."""
         return self
 
     def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
@@ -185,7 +197,7 @@ class Test(Job):
         if not self.node or not os.path.exists(path):
             raise ValueError(f"test {self.node!r}: no test file {path!r}")
 
-    def resolved(self) -> "Job":
+    def resolved(self, base: str | None = None) -> "Job":
         return dataclasses.replace(self, cwd=os.path.abspath(self.cwd))
 
     def params(self) -> dict[str, Any]:
@@ -209,8 +221,76 @@ class Test(Job):
         return {"passed": True}
 
 
+@dataclass(frozen=True)
+class Bench(Job):
+    """One of the project's benchmarks, whole: ``apiary bench ARGS`` (``args=("noc",)``,
+    ``args=("examples/udp_echo.py", "--width", "64", "--markdown")``), run in the worker's
+    process by ``runner`` (``module:function``, called with the arguments as a list; it prints
+    the report and returns the exit status) in the folder ``cwd`` (relative to the sweep file's
+    folder, or to the working directory for a sweep made in Python). ``name`` names the job's row of the table, its report file
+    (``NAME-LABEL.md``) and its block in a document ``apiary sweep --update`` rewrites.
+
+    Columns: ``status`` (the exit status; not 0 is a failed job) and ``report`` (what it
+    printed). Its result depends on the whole stack, so any edit to ``apiary``, ``beehive`` or
+    ``platforms`` (or to a file among the arguments) measures it again."""
+
+    kind: ClassVar[str] = "bench"
+    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "platforms")
+    needs_design: ClassVar[bool] = False
+    args: tuple[str, ...] = ()
+    name: str = ""
+    runner: str = "beehive.bench.cli:measure"
+    cwd: str = "."
+
+    def check(self) -> None:
+        if not self.args or not all(isinstance(a, str) for a in self.args):
+            raise ValueError(f"bench needs its command line as strings, e.g. "
+                             f"Bench(args=('noc',)), not {self.args!r}")
+        if self.runner.count(":") != 1:
+            raise ValueError(f"bench runner must be 'module:function', not {self.runner!r}")
+
+    def label(self) -> str | None:
+        return self.name or " ".join(self.args)
+
+    def resolved(self, base: str | None = None) -> "Job":
+        cwd = os.path.abspath(os.path.join(base or os.getcwd(), self.cwd))
+        if not os.path.isdir(cwd):
+            raise ValueError(f"bench {self.label()!r}: no folder {cwd!r} to run in")
+        return dataclasses.replace(self, cwd=cwd)
+
+    def params(self) -> dict[str, Any]:
+        params = super().params()
+        params["files"] = {}
+        for arg in self.args:                       # a design script is part of the key
+            path = os.path.join(self.cwd, arg)
+            if not arg.startswith("-") and os.path.isfile(path):
+                with open(path, "rb") as f:
+                    params["files"][arg] = f.read().decode(errors="replace")
+        return params
+
+    def succeeded(self, columns: Columns) -> bool:
+        return columns.get("status") == 0
+
+    def run(self, design: Design | None, spec: str | None,
+            overrides: dict[str, Any]) -> Columns:
+        import contextlib
+        import importlib
+        import io
+        module, _, function = self.runner.partition(":")
+        measure = getattr(importlib.import_module(module), function)
+        report = io.StringIO()
+        here = os.getcwd()
+        os.chdir(self.cwd)                  # (a worker runs one job at a time)
+        try:
+            with contextlib.redirect_stdout(report):
+                status = int(measure(list(self.args)) or 0)
+        finally:
+            os.chdir(here)
+        return {"status": status, "report": report.getvalue()}
+
+
 #: Job classes by name, as sweep files may name them (``jobs=["echo", "area"]``).
-JOBS: dict[str, type[Job]] = {cls.kind: cls for cls in (Echo, Area, Build, Test)}
+JOBS: dict[str, type[Job]] = {cls.kind: cls for cls in (Echo, Area, Build, Test, Bench)}
 
 
 def as_job(job: "Job | str") -> Job:
@@ -218,9 +298,9 @@ def as_job(job: "Job | str") -> Job:
     if isinstance(job, Job):
         job.check()
         return job
-    if job in ("build", "test"):
-        raise ValueError(f"job {job!r} needs parameters: Build(platform=..., seed=...) or "
-                         f"Test(node=...)")
+    if job in ("build", "test", "bench"):
+        raise ValueError(f"job {job!r} needs parameters: Build(platform=..., seed=...), "
+                         f"Test(node=...) or Bench(args=(...))")
     if isinstance(job, str) and job in JOBS:
         return JOBS[job]()
     raise ValueError(f"unknown job {job!r}: a job is one of {', '.join(sorted(JOBS))} "

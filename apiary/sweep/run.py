@@ -40,7 +40,10 @@ class Outcome:
 
 
 def default_cache_dir() -> str:
-    """``$APIARY_CACHE/sweep`` (default ``~/.cache/apiary/sweep``), beside the Verilator cache."""
+    """``$APIARY_SWEEP_CACHE`` if set, else ``$APIARY_CACHE/sweep`` (default
+    ``~/.cache/apiary/sweep``), beside the Verilator cache."""
+    if os.environ.get("APIARY_SWEEP_CACHE"):
+        return os.environ["APIARY_SWEEP_CACHE"]
     root = os.environ.get("APIARY_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
                                                           "apiary")
     return os.path.join(root, "sweep")
@@ -93,18 +96,29 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _run_job(task: Task) -> Columns:
+    from ..load import load_design
+    if task.design is None:              # (Sweep.tasks gives no design only to jobs needing none)
+        return task.job.run(None, None, task.point)  # type: ignore[arg-type]
+    return task.job.run(load_design(task.design, **task.point), task.design, task.point)
+
+
+def _outcome(task: Task, columns: Columns | None, error: str | None, seconds: float) -> Outcome:
+    if error is None and columns is not None and not task.job.succeeded(columns):
+        error = f"exit status {columns.get('status')}"
+    return Outcome(task, columns or {}, error, seconds=seconds)
+
+
 def run_task(task: Task, timeout: float | None = None) -> tuple[Columns | None, str | None, float]:
     """Run ``task`` (on a worker): ``(columns, None, seconds)``, or ``(None, error, seconds)``
     if it raised or ran over ``timeout`` seconds. Never raises for the job's own failures, so
     Dask retries only lost workers. A job over time is abandoned in its thread, not killed."""
-    from ..load import load_design
     result: list[Any] = []
     start = time.monotonic()
 
     def body() -> None:
         try:
-            design = load_design(task.design, **task.point)
-            result.append((task.job.run(design, task.design, task.point), None))
+            result.append((_run_job(task), None))
         except BaseException as e:           # noqa: BLE001 -- reported as the job's error
             result.append((None, _error_text(e)))
 
@@ -170,24 +184,35 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Callable[[
 def run_sweep(sweep: Sweep, *, scheduler: str | None = None, workers: int | None = None,
               cache_dir: str | None = None, retries: int = 2,
               progress: Progress | None = None,
-              stream: TextIO | None = None) -> list[Outcome]:
+              stream: TextIO | None = None, fresh: bool = False) -> list[Outcome]:
     """Check ``sweep``, then run every task not in the cache on Dask (``scheduler``, an address
     such as ``tcp://host:8786``, or an embedded LocalCluster of ``workers``); returns one
     :class:`Outcome` per task, in the sweep's order. Raises :class:`ValueError` for a bad sweep
-    before any cluster starts."""
+    before any cluster starts.
+
+    ``workers=0`` runs the tasks in this process, one after another, without Dask: a job's
+    exception then propagates (as under a debugger) and there is no time-out. ``fresh`` runs
+    every task, cached or not (the new results replace the old)."""
     tasks = sweep.tasks()
     cache = ResultCache(cache_dir or default_cache_dir())
     outcomes: dict[int, Outcome] = {}
     progress = progress or Progress(len(tasks), stream)
     todo = []
     for task in tasks:
-        columns = cache.get(task.key)
+        columns = None if fresh else cache.get(task.key)
         if columns is None:
             todo.append(task)
         else:
             outcomes[task.index] = Outcome(task, columns, cached=True)
             progress.finished(outcomes[task.index], 0)
-    if todo:
+    if todo and workers == 0 and not scheduler:
+        for n, task in enumerate(todo):
+            start = time.monotonic()
+            outcome = _outcome(task, _run_job(task), None, time.monotonic() - start)
+            cache.record(outcome)
+            outcomes[task.index] = outcome
+            progress.finished(outcome, len(todo) - n - 1)
+    elif todo:
         _execute(todo, sweep.timeout, scheduler, workers, retries, cache, outcomes, progress)
     return [outcomes[t.index] for t in tasks]
 
@@ -211,7 +236,7 @@ def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
                 columns, error, seconds = future.result()
             except Exception as e:          # noqa: BLE001 -- the worker died (after retries)
                 columns, error, seconds = None, f"lost: {_error_text(e)}", 0.0
-            outcome = Outcome(task, columns or {}, error, seconds=seconds)
+            outcome = _outcome(task, columns, error, seconds)
             cache.record(outcome)
             outcomes[task.index] = outcome
             progress.finished(outcome, pending)

@@ -32,7 +32,7 @@ class Task:
     index: int
     point: Point
     job: Job
-    design: str
+    design: str | None
     key: str | None
 
 
@@ -61,8 +61,11 @@ class Sweep:
     the names of those that need no parameters (``"echo"``, ``"area"``). ``timeout`` (seconds)
     bounds each job. ``plots`` are the plots ``apiary sweep`` draws from the table: ``(x, y)``
     or ``(x, y, by)`` column names (see :func:`apiary.sweep.plot.plot`).
+
+    With ``design=None`` the sweep has one point and only jobs that name what they measure
+    (:class:`~apiary.sweep.jobs.Bench`): a set of benchmarks run together.
     """
-    design: str
+    design: str | None
     grid: dict[str, list[Any]] = field(default_factory=dict)
     points: list[Point] = field(default_factory=list)
     jobs: list[Job | str] = field(default_factory=lambda: ["echo"])
@@ -90,8 +93,10 @@ class Sweep:
                 points.append(point)
         return points or [{}]
 
-    def design_spec(self) -> str:
+    def design_spec(self) -> str | None:
         """The design as an absolute spec (workers may run elsewhere on a shared file system)."""
+        if self.design is None:
+            return None
         spec = os.fspath(self.design)
         path, sep, func = spec.partition(":") if ".py" in spec else (spec, "", "")
         candidate = os.path.join(self.base or os.getcwd(), path)
@@ -104,22 +109,36 @@ class Sweep:
         parameters and :meth:`~apiary.design.Design.check`). Raises :class:`ValueError` with one
         readable message for the first bad point or job."""
         try:
-            jobs = [as_job(j).resolved() for j in self.jobs]
+            jobs = [as_job(j).resolved(self.base) for j in self.jobs]
         except ValueError as e:
             raise ValueError(f"sweep {self.name!r}: {e}") from None
         if not jobs:
             raise ValueError(f"sweep {self.name!r} has no jobs")
         spec = self.design_spec()
+        if spec is None:
+            needing = sorted({j.kind for j in jobs if j.needs_design})
+            if needing:
+                raise ValueError(f"sweep {self.name!r} has no design, but its "
+                                 f"{', '.join(needing)} job(s) measure one")
+            if self.grid or self.points:
+                raise ValueError(f"sweep {self.name!r} has no design, so no parameters to "
+                                 f"sweep: give its jobs their arguments instead")
+        labels = [j.label() for j in jobs if j.label() is not None]
+        if len(labels) != len(set(labels)):
+            raise ValueError(f"sweep {self.name!r}: two jobs have the same name "
+                             f"{next(x for x in labels if labels.count(x) > 1)!r}")
         digests = {job.kind: _job_source_digest(job) for job in jobs}
         tasks: list[Task] = []
         for i, point in enumerate(self.all_points()):
-            try:
-                design = load_design(spec, **point)
-                design.check()
-            except DesignError as e:
-                raise ValueError(f"sweep {self.name!r}, point {i} ({describe(point)}): "
-                                 f"{e}") from None
-            fingerprint = design_fingerprint(design)
+            fingerprint: str | None = "no design"
+            if spec is not None:
+                try:
+                    design = load_design(spec, **point)
+                    design.check()
+                except DesignError as e:
+                    raise ValueError(f"sweep {self.name!r}, point {i} ({describe(point)}): "
+                                     f"{e}") from None
+                fingerprint = design_fingerprint(design)
             for job in jobs:
                 key = None
                 if fingerprint is not None:

@@ -13,16 +13,22 @@ __all__ = ["table", "text_of", "to_csv", "to_markdown"]
 
 
 def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
-    """``(columns, rows)``: one row per point, in the order the points first appear."""
+    """``(columns, rows)``: one row per point, in the order the points first appear; a job with
+    a :meth:`~apiary.sweep.jobs.Job.label` (a :class:`~apiary.sweep.jobs.Bench`) has a row of
+    its own, named in the ``job`` column."""
     params: list[str] = []
     measured: list[str] = []
     rows: dict[str, dict[str, Any]] = {}
     for outcome in outcomes:
         point = outcome.task.point
+        label = outcome.task.job.label()
+        if label is not None and "job" not in params:
+            params.insert(0, "job")
         for name in point:
             if name not in params:
                 params.append(name)
-        row = rows.setdefault(repr(sorted(point.items())), dict(point))
+        row = rows.setdefault(repr((sorted(point.items()), label)),
+                              dict(point) if label is None else {"job": label, **point})
         kind = outcome.task.job.kind
         if outcome.ok:
             for name, value in outcome.columns.items():
@@ -64,15 +70,24 @@ def to_csv(outcomes: list[Outcome]) -> str:
     return out.getvalue()
 
 
+def _cell(value: Any) -> str:
+    """A Markdown cell: a text of several lines (a whole report) by its first line."""
+    text = text_of(value, grouped=True)
+    if "\n" in text.strip():
+        lines = text.strip().splitlines()
+        text = f"{lines[0]} ({len(lines)} lines)"
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def to_markdown(outcomes: list[Outcome], title: str | None = None) -> str:
-    """The table in Markdown (numbers right-aligned), under ``title`` if given."""
+    """The table in Markdown (numbers right-aligned; a text of several lines by its first),
+    under ``title`` if given."""
     columns, rows = table(outcomes)
     numeric = [all(_numeric(r.get(c)) for r in rows) for c in columns]
     lines = [f"{title}\n" if title else ""]
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---:" if n else "---" for n in numeric) + "|")
     for row in rows:
-        cells = [text_of(row.get(c), grouped=True).replace("|", "\\|").replace("\n", " ")
-                 for c in columns]
+        cells = [_cell(row.get(c)) for c in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines).lstrip("\n") + "\n"

@@ -2,6 +2,11 @@
 
 Registered with the ``apiary`` command line through the entry point ``apiary.commands: bench``
 (``pyproject.toml``); this module is light, the benchmarks are imported when run.
+
+Every benchmark runs as a sweep of one job (:class:`apiary.sweep.jobs.Bench`), so a measurement
+has one way to run: in this process by default, on a Dask cluster with ``--workers N`` or
+``--scheduler ADDRESS``, and from the sweep cache when nothing it depends on has changed
+(``--fresh`` measures again). :func:`measure` is what that job calls.
 """
 
 import argparse
@@ -13,7 +18,7 @@ from apiary.cli import (Command, UsageError, add_clock_argument, add_design_argu
 from . import MAX_PAYLOAD
 
 
-__all__ = ["COMMAND", "bench_options"]
+__all__ = ["COMMAND", "bench_options", "measure"]
 
 
 def _sizes(text):
@@ -66,8 +71,25 @@ def bench_options(parser, defaults=True):
                              "for a terminal")
 
 
+def _sweep_options(parser, defaults=True):
+    """Where the benchmark runs (an option not given stays out of the namespace unless
+    ``defaults``)."""
+    def default(value):
+        return value if defaults else argparse.SUPPRESS
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, default=default(0), metavar="N",
+                       help="run on an embedded Dask cluster of N workers (default: in this "
+                            "process)")
+    where.add_argument("--scheduler", default=default(None), metavar="ADDRESS",
+                       help="run on the Dask cluster of this scheduler (tcp://HOST:PORT)")
+    parser.add_argument("--fresh", action="store_true", default=default(False),
+                        help="measure even if the sweep cache has this benchmark's result for "
+                             "the same sources")
+
+
 def _arguments(parser):
     bench_options(parser)
+    _sweep_options(parser)
     parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
@@ -134,25 +156,120 @@ def _run_sub_bench(name, argv):
     return code
 
 
+def _strip_sweep_options(argv):
+    """``argv`` without the sweep options (which may come anywhere after a benchmark's name),
+    and those options as ``{"workers": N, "scheduler": ADDRESS, "fresh": bool}``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    _sweep_options(parser, defaults=False)
+    found, rest = {}, []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg.split("=", 1)[0]
+        if name in ("--workers", "--scheduler"):
+            value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv)
+                                                             else "")
+            i += 1 if "=" in arg else 2
+            parsed = parser.parse_args([name, value])
+            found.update(vars(parsed))
+            continue
+        if arg == "--fresh":
+            found["fresh"] = True
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, found
+
+
+def _canonical_argv(args):
+    """The command line of ``apiary bench DESIGN`` that ``args`` (parsed in full) stand for."""
+    argv = [args.design]
+    if args.width is not None:
+        argv += ["--width", str(args.width)]
+    for name, value in args.params:
+        argv += ["--set", f"{name}={value!r}"]
+    if args.full_routers:
+        argv.append("--full-routers")
+    if args.sizes is not None:
+        argv += ["--sizes", ",".join(map(str, args.sizes))]
+    if args.packets is not None:
+        argv += ["--packets", str(args.packets)]
+    if args.tcp:
+        argv.append("--tcp")
+    if args.clock_mhz is not None:
+        argv += ["--clock-mhz", f"{args.clock_mhz:g}"]
+    argv += ["--json"] * args.json + ["--markdown"] * args.markdown
+    return argv
+
+
 def run(args):
+    """``apiary bench``: the benchmark as a sweep of one :class:`apiary.sweep.jobs.Bench` job,
+    its report printed; the benchmark's exit status."""
     if args.design in SUB_BENCHES:
         name = args.design
         if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
                 args.tcp, args.params) != (None, None, None, None, False, False, False, []):
             raise UsageError(f"the options of `apiary bench {name}` go after `{name}` "
                              f"(see `apiary bench {name} --help`)")
-        return _run_sub_bench(name, list(args.args))
-    # argparse leaves what follows DESIGN in args.args: read the options there too.
-    if "-h" in args.args or "--help" in args.args:
-        _help_parser().print_help()
-        return 0
-    rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
-                                   usage="%(prog)s DESIGN [options] (see `apiary bench --help`)")
+        rest, where = _strip_sweep_options(list(args.args))
+        if {"-h", "--help"} & set(rest):
+            return _run_sub_bench(name, rest)
+        argv = [name, *rest]
+    else:
+        # argparse leaves what follows DESIGN in args.args: read the options there too.
+        if "-h" in args.args or "--help" in args.args:
+            _help_parser().print_help()
+            return 0
+        rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
+                                       usage="%(prog)s DESIGN [options] (see `apiary bench "
+                                             "--help`)")
+        rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
+        bench_options(rest, defaults=False)
+        _sweep_options(rest, defaults=False)
+        rest.parse_args(args.args, namespace=args)
+        where = {}
+        design = load(args)                        # a bad design: one line, before any cluster
+        print(run_settings(args, design, "verilator"), file=sys.stderr, flush=True)
+        argv = _canonical_argv(args)
+    where = {"workers": args.workers, "scheduler": args.scheduler, "fresh": args.fresh,
+             **where}
+    return _run_as_sweep(argv, **where)
+
+
+def _run_as_sweep(argv, workers=0, scheduler=None, fresh=False):
+    import io
+    from apiary.sweep import Bench, Sweep, run_sweep
+    from apiary.sweep.run import Progress
+    sweep = Sweep(None, jobs=[Bench(args=tuple(argv))], name="bench")
+    outcome, = run_sweep(sweep, workers=workers, scheduler=scheduler, fresh=fresh,
+                         progress=Progress(1, io.StringIO(), live=False))
+    if outcome.cached:
+        print("apiary bench: from the sweep cache (nothing it depends on has changed since it "
+              "was measured; --fresh measures again)", file=sys.stderr)
+    sys.stdout.write(str(outcome.columns.get("report", "")))
+    if "status" not in outcome.columns:          # the job raised on a worker: its error
+        raise BenchRunError(outcome.error)
+    return int(outcome.columns["status"])
+
+
+class BenchRunError(Exception):
+    """A benchmark that failed on a Dask worker (its error, reported in one line)."""
+
+
+def measure(argv):
+    """Run the benchmark that ``argv`` (``apiary bench``'s arguments, without the sweep's
+    options) names, in this process; print its report and return its exit status. What the
+    sweep job :class:`apiary.sweep.jobs.Bench` calls."""
+    parser = _help_parser()
+    if argv and argv[0] in SUB_BENCHES:
+        return _run_sub_bench(argv[0], list(argv[1:]))
+    args = parser.parse_args(argv)
+    rest = argparse.ArgumentParser(prog="apiary bench", add_help=False)
     rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
     bench_options(rest, defaults=False)
     rest.parse_args(args.args, namespace=args)
     design = load(args)
-    print(run_settings(args, design, "verilator"), file=sys.stderr, flush=True)
+    run_settings(args, design, "verilator")        # (the clock, if not given)
     if args.tcp:
         from .tcp import run as run_tcp
         run_tcp(args, design)
@@ -167,7 +284,7 @@ def _errors():
     the command runs (scapy is slow to import)."""
     from apiary.sim import SimError
     from .echo import BenchError
-    return (BenchError, SimError)
+    return (BenchError, SimError, BenchRunError)
 
 
 COMMAND = Command(

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from apiary.load import load_design
-from apiary.sweep import Echo, ResultCache, Sweep, Test, run_sweep, to_csv, to_markdown
+from apiary.sweep import Bench, Echo, ResultCache, Sweep, Test, run_sweep, to_csv, to_markdown
 from apiary.sweep.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -200,7 +200,11 @@ def test_ctrl_c_cancels_what_is_left_and_keeps_what_finished(tmp_path):
 @pytest.mark.parametrize("sweep, problem", [
     (dict(points=[{"width": 64}, {"widht": 64}]), "point 1 (widht=64): design() at"),
     (dict(grid={"width": [64, 63]}), "point 1 (width=63): design 'udp_echo': data plane width"),
-    (dict(jobs=["echo", "bench"]), "unknown job 'bench'"),
+    (dict(jobs=["echo", "benchmark"]), "unknown job 'benchmark'"),
+    (dict(jobs=["bench"]), "job 'bench' needs parameters"),
+    (dict(jobs=[Bench(args=("nf",), cwd="no/such/folder")]), "no folder"),
+    (dict(jobs=[Bench(args=("nf",), name="x"), Bench(args=("kernel",), name="x")]),
+     "two jobs have the same name 'x'"),
     (dict(jobs=["build"]), "job 'build' needs parameters"),
     (dict(jobs=[Echo(sizes=(64, 9000))]), "echo sizes must be payload sizes from 0 to 1472"),
     (dict(jobs=[Test(node="tests/sweep/nothing.py::test_x", cwd=str(ROOT))]), "no test file"),
@@ -209,6 +213,16 @@ def test_ctrl_c_cancels_what_is_left_and_keeps_what_finished(tmp_path):
 def test_a_bad_sweep_is_one_error_before_any_cluster(sweep, problem, tmp_path):
     with pytest.raises(ValueError) as error:
         run_sweep(Sweep(ECHO, **sweep), scheduler=NOWHERE, cache_dir=str(tmp_path))
+    assert problem in str(error.value)
+
+
+@pytest.mark.parametrize("sweep, problem", [
+    (dict(jobs=[Echo()]), "has no design, but its echo job(s) measure one"),
+    (dict(jobs=[Bench(args=("nf",))], grid={"width": [64]}), "no parameters to sweep"),
+])
+def test_a_sweep_without_a_design_takes_only_benchmarks(sweep, problem, tmp_path):
+    with pytest.raises(ValueError) as error:
+        run_sweep(Sweep(None, **sweep), scheduler=NOWHERE, cache_dir=str(tmp_path))
     assert problem in str(error.value)
     assert str(error.value).startswith("sweep 'sweep'")
     assert not os.path.exists(tmp_path / "executed.jsonl")

@@ -1,0 +1,120 @@
+"""Benchmarks as sweep jobs: `apiary bench` runs through the sweep engine (in this process, or
+on an embedded Dask cluster), caches its report by the sources it depends on, and a sweep of
+benchmarks writes its reports into a document's blocks."""
+
+import io
+import os
+
+import pytest
+
+from apiary.cli import main as apiary
+from apiary.sweep import Bench, ResultCache, Sweep, run_sweep, to_csv, to_markdown
+from apiary.sweep.cli import main as sweep_main
+from apiary.sweep.document import blocks, update_blocks
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTROL = ("control", "--hops", "1")
+
+
+def test_apiary_bench_is_a_cached_sweep_job(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("APIARY_SWEEP_CACHE", str(tmp_path))
+    assert apiary(["bench", *CONTROL, "--markdown"]) == 0
+    first = capsys.readouterr()
+    assert "| read a word 1 hop away: request in → answer out |" in first.out
+    assert "from the sweep cache" not in first.err
+    assert [e["params"]["args"] for e in ResultCache(str(tmp_path)).executed()] == [
+        [*CONTROL, "--markdown"]]
+
+    # Again: the same report, from the cache (nothing ran).
+    assert apiary(["bench", *CONTROL, "--markdown"]) == 0
+    again = capsys.readouterr()
+    assert again.out == first.out and "from the sweep cache" in again.err
+    assert len(ResultCache(str(tmp_path)).executed()) == 1
+
+    # --fresh measures again, wherever it is among the benchmark's options.
+    assert apiary(["bench", "control", "--fresh", "--hops", "1", "--markdown"]) == 0
+    assert capsys.readouterr().out == first.out
+    assert len(ResultCache(str(tmp_path)).executed()) == 2
+
+
+def test_apiary_bench_on_an_embedded_cluster_prints_the_same_report(tmp_path, monkeypatch,
+                                                                    capsys):
+    monkeypatch.setenv("APIARY_SWEEP_CACHE", str(tmp_path))
+    assert apiary(["bench", *CONTROL, "--markdown"]) == 0
+    here = capsys.readouterr().out
+    assert apiary(["bench", *CONTROL, "--markdown", "--workers", "1", "--fresh"]) == 0
+    assert capsys.readouterr().out == here
+    assert len(ResultCache(str(tmp_path)).executed()) == 2
+
+
+def test_a_failing_benchmark_is_a_failed_job_and_not_cached(tmp_path):
+    sweep = Sweep(None, jobs=[Bench(args=CONTROL, name="good"),
+                              Bench(args=("noc", "--width", "63"), name="bad")], name="two")
+    outcomes = run_sweep(sweep, workers=1, cache_dir=str(tmp_path), stream=io.StringIO())
+    good, bad = outcomes
+    assert good.ok and good.columns["status"] == 0 and "read a word" in good.columns["report"]
+    assert not bad.ok and "SystemExit" in bad.error        # argparse's, on the worker
+    table = to_markdown(outcomes)
+    assert table.splitlines()[0] == "| job | bench status | bench report | errors |"
+    assert "| good | 0 | " in table and "| bad |" in table
+    assert "good" in to_csv(outcomes).splitlines()[1]
+    # Only the good one was cached: in this process, it comes from the cache and the bad one
+    # runs again (its argparse error now propagates, as under a debugger).
+    with pytest.raises(SystemExit):
+        run_sweep(sweep, workers=0, cache_dir=str(tmp_path), stream=io.StringIO())
+    again = run_sweep(Sweep(None, jobs=[Bench(args=CONTROL, name="good")]), workers=0,
+                      cache_dir=str(tmp_path), stream=io.StringIO())
+    assert again[0].cached and again[0].columns == good.columns
+    assert [e["job"] for e in ResultCache(str(tmp_path)).executed()] == ["bench", "bench"]
+
+
+DOC = """# Figures
+
+Prose the author wrote.
+
+<!-- sweep: control -->
+old table
+<!-- end sweep -->
+
+More prose.
+
+<!-- sweep: elsewhere -->
+kept
+<!-- end sweep -->
+"""
+
+
+def test_update_blocks_rewrites_only_the_named_blocks():
+    new, updated = update_blocks(DOC, {"control": "| new |\n|---|\n", "absent": "x"})
+    assert updated == ["control"]
+    assert "<!-- sweep: control -->\n\n| new |\n|---|\n\n<!-- end sweep -->" in new
+    assert "old table" not in new and "kept" in new and "Prose the author wrote." in new
+    assert blocks(new) == ["control", "elsewhere"]
+    assert update_blocks(new, {"control": "| new |\n|---|\n"})[0] == new     # idempotent
+    with pytest.raises(ValueError, match="blocks 'control', 'elsewhere' appear more than once"):
+        update_blocks(DOC + DOC, {})
+
+
+def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
+    doc = tmp_path / "figures.md"
+    doc.write_text(DOC)
+    sweep_file = tmp_path / "benches.py"
+    sweep_file.write_text(
+        "from apiary.sweep import Bench, Sweep\n"
+        f"sweep = Sweep(None, jobs=[Bench(args={CONTROL!r} + ('--markdown',), name='control', "
+        f"cwd={ROOT!r})], name='benches')\n")
+    out = tmp_path / "out"
+    assert sweep_main([str(sweep_file), "--workers", "0", "--out", str(out), "--cache",
+                       str(tmp_path / "cache"), "--update", str(doc)]) == 0
+    err = capsys.readouterr().err
+    assert "1 block(s) updated; kept as they were (no report from this sweep): elsewhere" in err
+    text = doc.read_text()
+    report = (out / "benches-control.md").read_text()
+    assert "| read a word 1 hop away: request in → answer out |" in report
+    assert f"<!-- sweep: control -->\n\n{report.strip()}\n\n<!-- end sweep -->" in text
+    assert "kept" in text and "old table" not in text
+    # A document that does not exist is a usage error, before anything runs.
+    with pytest.raises(SystemExit) as exit:
+        sweep_main([str(sweep_file), "--update", str(tmp_path / "none.md")])
+    assert exit.value.code == 2 and "none.md' does not exist" in capsys.readouterr().err
