@@ -105,7 +105,7 @@ def markdown(design, rows, target, command=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m apiary.bench.area",
+    parser = argparse.ArgumentParser(prog="apiary bench area",
                                      description=__doc__.splitlines()[0])
     add_design_arguments(parser)
     parser.add_argument("--target", choices=["xilinx", "ecp5"], default="xilinx")
@@ -120,7 +120,7 @@ def main(argv=None):
     only = args.tiles.split(",") if args.tiles else None
     rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr),
                       only=only)
-    command = " ".join(["python -m apiary.bench.area", args.design,
+    command = " ".join(["apiary bench area", args.design,
                         *([f"--width {args.width}"] if args.width else []),
                         *(f"--set {k}={v!r}" for k, v in args.params),
                         f"--target {args.target}",

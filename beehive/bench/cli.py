@@ -107,7 +107,12 @@ _DESCRIPTION = (
     "4 copies of the stack behind a load balancer (the paper's Fig. 12; with `--app-cycles N` "
     "a slow application replicated instead); `apiary bench slots [...]` the area of 1, 2 and 4 "
     "slots behind monitors (Coyote's Table 1 shape); `apiary bench nf "
-    "[...]` the network-function tiles' cycles and area. The first line (on stderr) says the "
+    "[...]` the network-function tiles' cycles and area; `apiary bench area DESIGN [...]` a "
+    "design's area tile by tile (Yosys); `apiary bench vr [...]` the VR witness; `apiary bench "
+    "sizing [...]` FlexDriver's descriptor and buffer sizes for a link. Every benchmark runs "
+    "as a sweep job (docs/sweeps.md): in this process unless --workers N or --scheduler "
+    "ADDRESS, and its report comes from the sweep cache when nothing it depends on has "
+    "changed (--fresh to measure again). The first line (on stderr) says the "
     "width, clock and back end chosen: the clock follows the width unless --clock-mhz is given "
     "(125 MHz at 64 bits, gigabit Ethernet's MAC clock; 250 MHz at 128 bits and up, the "
     "paper's). The targets are the project's for 512 bits: at another width the table says "
@@ -131,6 +136,9 @@ SUB_BENCHES = {
     "nf": "beehive.bench.nf",
     "rs": "beehive.bench.rs",
     "slots": "apiary.bench.slots",
+    "area": "apiary.bench.area",
+    "vr": "beehive.vr.bench",
+    "sizing": "apiary.stream.sizing",
 }
 
 

@@ -31,6 +31,6 @@ def test_every_tile_and_the_routers_are_synthesised():
 def test_command_prints_a_table_with_a_total(capsys):
     assert main([LOOPBACK, "--width", "64"]) == 0
     out = capsys.readouterr().out
-    assert "python -m apiary.bench.area" in out and "--width 64" in out
+    assert "apiary bench area" in out and "--width 64" in out
     assert "| eth | FramePortTile |" in out and "**total**: tiles + 2 routers" in out
     assert "| routers | 2 routers, specialised |" in out

@@ -1,0 +1,60 @@
+"""Every table of docs/performance.md that a benchmark prints, as one sweep: each job is an
+`apiary bench ...` command (or a platform's own benchmark), named after its block in the
+document.
+
+    apiary sweep benchmarks/performance.py --update docs/performance.md --out results/
+
+runs what changed since the last run (every job, the first time: about an hour of CPU; two
+workers on this 2-core machine), then writes each report into the block
+`<!-- sweep: NAME -->` ... `<!-- end sweep -->` of docs/performance.md that has its name. The
+prose around the blocks is written by hand. Not here: figures that are wall-clock times of this
+machine (simulation speed, `python -m apiary.sim.bench`; board build times,
+`python -m platforms.bench`) and the board builds themselves (nextpnr, minutes each), which a
+sweep of `Build` jobs runs (docs/sweeps.md).
+"""
+
+from apiary.sweep import Bench, Sweep
+
+
+def bench(name, *args, runner="beehive.bench.cli:measure"):
+    """`apiary bench ARGS` (or ``runner``), run from the repository's root."""
+    return Bench(args=args, name=name, runner=runner, cwd="..")
+
+
+SIZES = ("--sizes", "64,128,256,512,1024,1472", "--packets", "200")
+
+sweep = Sweep(
+    None,
+    jobs=[
+        bench("noc", "noc", "--markdown"),
+        bench("udp-echo-512", "examples/udp_echo.py", *SIZES, "--clock-mhz", "250",
+              "--markdown"),
+        bench("udp-echo-64", "examples/udp_echo.py", "--width", "64", *SIZES, "--clock-mhz",
+              "125", "--markdown"),
+        bench("tcp-echo-512", "examples/tcp_echo.py", "--tcp", "--clock-mhz", "250",
+              "--markdown"),
+        bench("tcp-echo-64", "examples/tcp_echo.py", "--tcp", "--width", "64", "--clock-mhz",
+              "250", "--markdown"),
+        bench("tcp-area", "area", "examples/tcp_echo.py", "--target", "xilinx", "--tiles",
+              "tcp_rx,tcp_tx,tcp_echo"),
+        bench("kernel", "kernel", "--area", "--markdown"),
+        bench("rs", "rs", "--markdown"),
+        bench("rs-area", "area", "examples/rs_apiary.py", "--width", "512", "--tiles",
+              "app,sched,tcp_rx,tcp_tx"),
+        bench("vr", "vr", "--markdown"),
+        bench("control", "control", "--area", "--markdown"),
+        bench("nf", "nf", "--markdown"),
+        bench("replicate", "replicate", "--widths", "512,64", "--clock-mhz", "250",
+              "--markdown"),
+        bench("replicate-app", "replicate", "--app-cycles", "16", "--copies", "1,2,4,8",
+              "--markdown"),
+        bench("udp-area-xilinx", "area", "examples/udp_echo.py", "--target", "xilinx"),
+        bench("udp-area-ecp5", "area", "examples/udp_echo.py", "--target", "ecp5", "--width",
+              "64"),
+        bench("liteeth-latency", "latency", "--ours", "examples/udp_echo.py",
+              runner="platforms.litex_soc.liteeth_ref:main"),
+        bench("sizing", "sizing", "--markdown"),
+        bench("slots", "slots", "--slots", "1,2,4", "--width", "512", "--markdown"),
+    ],
+    name="performance",
+)
