@@ -34,6 +34,12 @@ class Job:
     #: Whether the job measures the sweep's design (a :class:`Bench` names its own, if any).
     needs_design: ClassVar[bool] = True
 
+    def source_files(self) -> list[str]:
+        """The source files the job's result depends on (besides the design's): by default
+        those of the modules :attr:`sources`."""
+        from ..fingerprint import package_sources
+        return package_sources(self.sources)
+
     def label(self) -> str | None:
         """A name for the job's own row of the table (``None``: its columns join the point's
         row)."""
@@ -227,15 +233,19 @@ class Bench(Job):
     ``args=("examples/udp_echo.py", "--width", "64", "--markdown")``), run in the worker's
     process by ``runner`` (``module:function``, called with the arguments as a list; it prints
     the report and returns the exit status) in the folder ``cwd`` (relative to the sweep file's
-    folder, or to the working directory for a sweep made in Python). ``name`` names the job's row of the table, its report file
-    (``NAME-LABEL.md``) and its block in a document ``apiary sweep --update`` rewrites.
+    folder, or to the working directory for a sweep made in Python). ``name`` names the job's
+    row of the table, its report file (``SWEEP-NAME.md``) and its block in a document that
+    ``apiary sweep --update`` rewrites (:mod:`apiary.sweep.document`).
 
     Columns: ``status`` (the exit status; not 0 is a failed job) and ``report`` (what it
-    printed). Its result depends on the whole stack, so any edit to ``apiary``, ``beehive`` or
-    ``platforms`` (or to a file among the arguments) measures it again."""
+    printed). Its cache key covers the sources it can depend on: every module of ``apiary``,
+    ``beehive`` and ``platforms`` that the runner's module, the modules its
+    ``<function>_modules(args)`` names (the benchmark behind a command) and the files among the
+    arguments (a design script) import, at any depth, except the sweep machinery itself
+    (:mod:`apiary.sweep`); and the files themselves."""
 
     kind: ClassVar[str] = "bench"
-    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "platforms")
+    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "platforms")   # (packages)
     needs_design: ClassVar[bool] = False
     args: tuple[str, ...] = ()
     name: str = ""
@@ -267,6 +277,21 @@ class Bench(Job):
                 with open(path, "rb") as f:
                     params["files"][arg] = f.read().decode(errors="replace")
         return params
+
+    def source_files(self) -> list[str]:
+        import importlib
+        from ..fingerprint import _imported, import_closure
+        module, _, function = self.runner.partition(":")
+        roots = [module]
+        named = getattr(importlib.import_module(module), f"{function}_modules", None)
+        if named is not None:
+            roots += list(named(list(self.args)))
+        for arg in self.args:
+            path = os.path.join(self.cwd, arg)
+            if not arg.startswith("-") and path.endswith(".py") and os.path.isfile(path):
+                roots += _imported("__script__", path, False)
+        sweep = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        return [f for f in import_closure(roots, self.sources) if not f.startswith(sweep)]
 
     def succeeded(self, columns: Columns) -> bool:
         return columns.get("status") == 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..design import DesignError
-from ..fingerprint import design_fingerprint, package_sources
+from ..fingerprint import design_fingerprint
 from ..load import load_design
 from .jobs import Job, as_job
 
@@ -38,7 +38,7 @@ class Task:
 
 def _job_source_digest(job: Job) -> str:
     digest = hashlib.sha256()
-    for path in package_sources(job.sources):
+    for path in job.source_files():
         with open(path, "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()
@@ -127,7 +127,7 @@ class Sweep:
         if len(labels) != len(set(labels)):
             raise ValueError(f"sweep {self.name!r}: two jobs have the same name "
                              f"{next(x for x in labels if labels.count(x) > 1)!r}")
-        digests = {job.kind: _job_source_digest(job) for job in jobs}
+        digests = [_job_source_digest(job) for job in jobs]
         tasks: list[Task] = []
         for i, point in enumerate(self.all_points()):
             fingerprint: str | None = "no design"
@@ -139,10 +139,10 @@ class Sweep:
                     raise ValueError(f"sweep {self.name!r}, point {i} ({describe(point)}): "
                                      f"{e}") from None
                 fingerprint = design_fingerprint(design)
-            for job in jobs:
+            for job, digest in zip(jobs, digests):
                 key = None
                 if fingerprint is not None:
-                    text = json.dumps([fingerprint, job.kind, job.params(), digests[job.kind]],
+                    text = json.dumps([fingerprint, job.kind, job.params(), digest],
                                       sort_keys=True, default=repr)
                     key = hashlib.sha256(text.encode()).hexdigest()
                 tasks.append(Task(len(tasks), point, job, spec, key))

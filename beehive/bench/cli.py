@@ -260,6 +260,12 @@ def _run_as_sweep(argv, workers=0, scheduler=None, fresh=False):
     return int(outcome.columns["status"])
 
 
+def measure_modules(argv):
+    """The benchmark module behind ``argv`` (besides this one's own imports): the sweep job's
+    cache key covers what it imports."""
+    return [SUB_BENCHES[argv[0]]] if argv and argv[0] in SUB_BENCHES else []
+
+
 class BenchRunError(Exception):
     """A benchmark that failed on a Dask worker (its error, reported in one line)."""
 
