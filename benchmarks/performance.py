@@ -16,7 +16,7 @@ sweep of `Build` jobs runs (docs/sweeps.md).
 from apiary.sweep import Bench, Sweep
 
 
-def bench(name, *args, runner="beehive.bench.cli:measure"):
+def bench(name, *args, runner="beehive.bench.runner:measure"):
     """`apiary bench ARGS` (or ``runner``), run from the repository's root."""
     return Bench(args=args, name=name, runner=runner, cwd="..")
 

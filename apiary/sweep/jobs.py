@@ -249,7 +249,7 @@ class Bench(Job):
     needs_design: ClassVar[bool] = False
     args: tuple[str, ...] = ()
     name: str = ""
-    runner: str = "beehive.bench.cli:measure"
+    runner: str = "beehive.bench.runner:measure"
     cwd: str = "."
 
     def check(self) -> None:

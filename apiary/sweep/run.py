@@ -159,8 +159,8 @@ class Progress:
             how = ("cached" if outcome.cached else
                    f"{'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
             error = f": {outcome.error}" if outcome.error else ""
-            self.stream.write(f"[{self.done}/{self.total}] {task.job.kind} at "
-                              f"{describe(task.point)}: {how}{error}\n")
+            what = task.job.label() or f"{task.job.kind} at {describe(task.point)}"
+            self.stream.write(f"[{self.done}/{self.total}] {what}: {how}{error}\n")
         self.stream.flush()
 
 

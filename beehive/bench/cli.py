@@ -6,69 +6,18 @@ Registered with the ``apiary`` command line through the entry point ``apiary.com
 Every benchmark runs as a sweep of one job (:class:`apiary.sweep.jobs.Bench`), so a measurement
 has one way to run: in this process by default, on a Dask cluster with ``--workers N`` or
 ``--scheduler ADDRESS``, and from the sweep cache when nothing it depends on has changed
-(``--fresh`` measures again). :func:`measure` is what that job calls.
+(``--fresh`` measures again). The job calls :func:`beehive.bench.runner.measure`.
 """
 
 import argparse
 import sys
 
-from apiary.cli import (Command, UsageError, add_clock_argument, add_design_arguments, error, load,
-                        run_settings)
+from apiary.cli import Command, UsageError, add_design_arguments, error, load, run_settings
 
-from . import MAX_PAYLOAD
-
-
-__all__ = ["COMMAND", "bench_options", "measure"]
+from .runner import SUB_BENCHES, bench_options, measure, parse_rest
 
 
-def _sizes(text):
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated byte counts, not {text!r}") from None
-    if not sizes:
-        raise argparse.ArgumentTypeError("no sizes given")
-    if any(not 0 <= s <= MAX_PAYLOAD for s in sizes):
-        raise argparse.ArgumentTypeError(
-            f"payload sizes must be from 0 to {MAX_PAYLOAD} bytes, not {text}")
-    return sizes
-
-
-def _packets(text):
-    try:
-        packets = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of requests, not {text!r}") from None
-    if packets < 2:
-        raise argparse.ArgumentTypeError(
-            f"must be at least 2 (a rate needs two replies), not {packets}")
-    return packets
-
-
-def bench_options(parser, defaults=True):
-    """The options of ``apiary bench DESIGN`` but ``--width`` (defaults:
-    :mod:`beehive.bench.echo`'s; the clock's follows the width). With ``defaults=False`` an
-    option not given stays out of the namespace."""
-    def default(value):
-        return value if defaults else argparse.SUPPRESS
-    parser.add_argument("--sizes", type=_sizes, default=default(None), metavar="B,B,...",
-                        help=f"UDP payload sizes in bytes, 0 to {MAX_PAYLOAD} "
-                             f"(default 64,128,256,512,1024,1472)")
-    parser.add_argument("--packets", type=_packets, default=default(None), metavar="N",
-                        help="requests per payload size for the throughput, at least 2 "
-                             "(default 200)")
-    parser.add_argument("--tcp", action="store_true", default=default(False),
-                        help="run the TCP echo benchmark (port 7: set-up, latency, request rate "
-                             "over many connections, bulk goodput) instead of the UDP one")
-    add_clock_argument(parser, "clock that cycles convert to time and bit rates at",
-                       default=default(None))
-    output = parser.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", default=default(False),
-                        help="print the results as JSON")
-    output.add_argument("--markdown", action="store_true", default=default(False),
-                        help="print Markdown tables (for docs/performance.md) instead of tables "
-                             "for a terminal")
+__all__ = ["COMMAND"]
 
 
 def _sweep_options(parser, defaults=True):
@@ -124,44 +73,6 @@ def _help_parser():
     add_design_arguments(parser)
     _arguments(parser)
     return parser
-
-
-#: Benchmarks with options of their own, ``apiary bench NAME [...]``: the module whose
-#: ``main(argv)`` runs each.
-SUB_BENCHES = {
-    "noc": "apiary.bench.noc",
-    "kernel": "apiary.bench.kernel",
-    "control": "apiary.bench.control",
-    "replicate": "beehive.bench.replicate",
-    "nf": "beehive.bench.nf",
-    "rs": "beehive.bench.rs",
-    "slots": "apiary.bench.slots",
-    "area": "apiary.bench.area",
-    "vr": "beehive.vr.bench",
-    "sizing": "apiary.stream.sizing",
-}
-
-
-def _run_sub_bench(name, argv):
-    """``apiary bench NAME ARGV``: its report (Markdown) laid out for a terminal, unless
-    ``--markdown`` (or ``--json``, or ``--help``) is among ``argv``."""
-    import contextlib
-    import importlib
-    import io
-    from apiary.terminal import for_terminal
-    main = importlib.import_module(SUB_BENCHES[name]).main
-    markdown = "--markdown" in argv
-    if markdown and name != "kernel":           # (kernel takes --markdown itself)
-        argv = [a for a in argv if a != "--markdown"]
-    if markdown or {"--json", "-h", "--help"} & set(argv):
-        return int(main(argv) or 0)
-    report = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(report):
-            code = int(main(argv) or 0)
-    finally:
-        sys.stdout.write(for_terminal(report.getvalue()) if report.getvalue() else "")
-    return code
 
 
 def _strip_sweep_options(argv):
@@ -221,20 +132,14 @@ def run(args):
                              f"(see `apiary bench {name} --help`)")
         rest, where = _strip_sweep_options(list(args.args))
         if {"-h", "--help"} & set(rest):
-            return _run_sub_bench(name, rest)
+            return measure([name, *rest])
         argv = [name, *rest]
     else:
         # argparse leaves what follows DESIGN in args.args: read the options there too.
         if "-h" in args.args or "--help" in args.args:
             _help_parser().print_help()
             return 0
-        rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
-                                       usage="%(prog)s DESIGN [options] (see `apiary bench "
-                                             "--help`)")
-        rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
-        bench_options(rest, defaults=False)
-        _sweep_options(rest, defaults=False)
-        rest.parse_args(args.args, namespace=args)
+        parse_rest(args, _sweep_options)
         where = {}
         design = load(args)                        # a bad design: one line, before any cluster
         print(run_settings(args, design, "verilator"), file=sys.stderr, flush=True)
@@ -260,37 +165,8 @@ def _run_as_sweep(argv, workers=0, scheduler=None, fresh=False):
     return int(outcome.columns["status"])
 
 
-def measure_modules(argv):
-    """The benchmark module behind ``argv`` (besides this one's own imports): the sweep job's
-    cache key covers what it imports."""
-    return [SUB_BENCHES[argv[0]]] if argv and argv[0] in SUB_BENCHES else []
-
-
 class BenchRunError(Exception):
     """A benchmark that failed on a Dask worker (its error, reported in one line)."""
-
-
-def measure(argv):
-    """Run the benchmark that ``argv`` (``apiary bench``'s arguments, without the sweep's
-    options) names, in this process; print its report and return its exit status. What the
-    sweep job :class:`apiary.sweep.jobs.Bench` calls."""
-    parser = _help_parser()
-    if argv and argv[0] in SUB_BENCHES:
-        return _run_sub_bench(argv[0], list(argv[1:]))
-    args = parser.parse_args(argv)
-    rest = argparse.ArgumentParser(prog="apiary bench", add_help=False)
-    rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
-    bench_options(rest, defaults=False)
-    rest.parse_args(args.args, namespace=args)
-    design = load(args)
-    run_settings(args, design, "verilator")        # (the clock, if not given)
-    if args.tcp:
-        from .tcp import run as run_tcp
-        run_tcp(args, design)
-        return 0
-    from .echo import run as run_echo
-    run_echo(args, design)
-    return 0
 
 
 def _errors():
