@@ -53,14 +53,19 @@ def _file_name(column: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in column)
 
 
-def write_plots(outcomes: list[Outcome], plots: list[tuple[str, ...]], base: str) -> list[str]:
-    """Draw each ``(x, y[, by])`` of ``plots`` as ``base-Y-vs-X.png`` and ``.svg``; returns the
-    files written. :class:`ValueError` for a column the table does not have."""
-    from .plot import plot
+def write_plots(outcomes: list[Outcome], plots: list[tuple[str, ...]], base: str,
+                paretos: list[tuple[str, ...]] | None = None) -> list[str]:
+    """Draw each ``(x, y[, by])`` of ``plots`` as ``base-Y-vs-X.png`` and ``.svg``, and each
+    ``(x, y[, label])`` of ``paretos`` as ``base-pareto-Y-vs-X``; returns the files written.
+    :class:`ValueError` for a column the table does not have."""
+    from .plot import pareto, plot
     written = []
     for x, y, *by in plots:
         written += plot(outcomes, x, y, f"{base}-{_file_name(y)}-vs-{_file_name(x)}",
                         by=by[0] if by else None, title=f"{y} against {x}")
+    for x, y, *label in paretos or []:
+        written += pareto(outcomes, x, y, f"{base}-pareto-{_file_name(y)}-vs-{_file_name(x)}",
+                          label=label[0] if label else None)
     return written
 
 
@@ -111,6 +116,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="also draw column Y against column X of the table (a line per "
                              "value of column BY) as NAME-Y-vs-X.png and .svg (repeatable; "
                              "besides the sweep's own plots)")
+    parser.add_argument("--pareto", action="append", default=[], type=_plot,
+                        metavar="X:Y[:LABEL]",
+                        help="also draw every row as a point of X (less is better: area) "
+                             "against Y (more is better: throughput), named by LABEL, with "
+                             "their Pareto front, as NAME-pareto-Y-vs-X.png and .svg "
+                             "(repeatable)")
     parser.add_argument("--open", action="store_true",
                         help="also write NAME.html (the table and the plots) and open it in a "
                              "web browser when there is a display")
@@ -147,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         f.write(markdown)
     sys.stdout.write(markdown)
     written = _write_reports(outcomes, base, args.update)
-    plots = write_plots(outcomes, [*sweep.plots, *args.plot], base)
+    plots = write_plots(outcomes, [*sweep.plots, *args.plot], base,
+                        [*sweep.paretos, *args.pareto])
     if args.open:
         import webbrowser
         from .page import write_page

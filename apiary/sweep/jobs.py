@@ -67,13 +67,21 @@ class Job:
         raise NotImplementedError
 
 
+def _down(rate: float) -> float:
+    """A rate to 3 decimals, rounded down (never in our favour)."""
+    import math
+    return math.floor(rate * 1000) / 1000
+
+
 @dataclass(frozen=True)
 class Echo(Job):
     """The UDP echo benchmark's figures (:mod:`beehive.bench.echo`), at a small size: the
     1-byte latency (first word in to last word out, median of ``latency_requests``) and, for
     each payload size, cycles per packet and Gbps of ``packets`` requests back to back.
     ``backend`` is ``"pysim"`` (no build, slow per cycle) or ``"verilator"``; the clock follows
-    the width (:func:`apiary.sim.default_clock_mhz`) unless ``clock_mhz`` is given."""
+    the width (:func:`apiary.sim.default_clock_mhz`) unless ``clock_mhz`` is given. With
+    ``per_size`` the sizes' figures are also ``rows`` (a table row per size: ``payload``,
+    ``cycles_per_packet``, ``mpps``, ``gbps``), to plot against the payload size."""
 
     kind: ClassVar[str] = "echo"
     sources: ClassVar[tuple[str, ...]] = ("beehive.bench.echo", "apiary.sim.core")
@@ -82,6 +90,7 @@ class Echo(Job):
     latency_requests: int = 1
     backend: str = "pysim"
     clock_mhz: float | None = None
+    per_size: bool = False
 
     def check(self) -> None:
         from beehive.bench import MAX_PAYLOAD
@@ -107,11 +116,17 @@ class Echo(Job):
         with open_sim(design, self.backend, clock_hz=clock_mhz * 1e6) as sim:
             latency = measure_latency(sim, mac, ipv4, requests=self.latency_requests)
             columns: Columns = {"latency_cycles": latency["first_in_last_out"]["median"]}
+            rows = []
             for size in self.sizes:
                 row = measure_throughput(sim, size, self.packets, mac, ipv4,
                                          clock_mhz=clock_mhz)
                 columns[f"{size}B_cycles_per_packet"] = row["cycles_per_packet"]
-                columns[f"{size}B_gbps"] = round(row["gbps_frames"], 3)
+                columns[f"{size}B_gbps"] = _down(row["gbps_frames"])
+                if self.per_size:
+                    rows.append({"payload": size, "cycles_per_packet": row["cycles_per_packet"],
+                                 "mpps": _down(row["mpps"]), "gbps": _down(row["gbps_frames"])})
+            if rows:
+                columns["rows"] = rows
         return columns
 
 

@@ -133,35 +133,89 @@ def run_task(task: Task, timeout: float | None = None) -> tuple[Columns | None, 
 
 
 class Progress:
-    """Reports tasks as they finish: on a terminal, one line updated in place (done / running /
-    failed / cached of the total); elsewhere, one line per finished task."""
+    """Reports tasks as they finish. On a terminal, one line redrawn every second: a bar, done /
+    running or queued / failed / cached of the total, the time so far and an ETA (the jobs left
+    at the pace of those run so far); elsewhere, one line per finished task, with the ETA."""
 
     def __init__(self, total: int, stream: TextIO | None = None, live: bool | None = None):
         self.stream = sys.stderr if stream is None else stream
         self.live = self.stream.isatty() if live is None else live
         self.total = total
         self.done = self.failed = self.cached = 0
+        self.running = 0
         self.start = time.monotonic()
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def eta(self) -> float | None:
+        """Seconds left, at the pace of the jobs run so far (``None`` before the first)."""
+        ran = self.done - self.cached
+        if ran <= 0:
+            return None
+        return (time.monotonic() - self.start) / ran * (self.total - self.done)
+
+    def line(self) -> str:
+        """The live line: bar, counts, time so far, ETA."""
+        width = 20
+        filled = width * self.done // max(1, self.total)
+        eta = self.eta()
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} done, "
+                f"{self.running} running or queued, {self.failed} failed, {self.cached} cached; "
+                f"{_duration(time.monotonic() - self.start)}"
+                + (f", ETA {_duration(eta)}" if eta is not None and self.done < self.total
+                   else ""))
+
+    def submitted(self, running: int) -> None:
+        """``running`` tasks were sent to the cluster: start redrawing the live line."""
+        self.running = running
+        if self.live and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, daemon=True,
+                                            name="sweep-progress")
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):
+            self._draw()
+
+    def _draw(self, end: str = "") -> None:
+        with self._lock:
+            self.stream.write(f"\r\x1b[K{self.line()}{end}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Stop redrawing (the last line stays)."""
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
 
     def finished(self, outcome: Outcome, running: int) -> None:
         self.done += 1
         self.failed += not outcome.ok
         self.cached += outcome.cached
+        self.running = running
         if self.live:
-            elapsed = time.monotonic() - self.start
-            self.stream.write(f"\r\x1b[K{self.done}/{self.total} done, {running} running or "
-                              f"queued, {self.failed} failed, {self.cached} cached "
-                              f"({elapsed:.0f} s)")
+            self._draw("\n" if self.done == self.total else "")
             if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            task = outcome.task
-            how = ("cached" if outcome.cached else
-                   f"{'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
-            error = f": {outcome.error}" if outcome.error else ""
-            what = task.job.label() or f"{task.job.kind} at {describe(task.point)}"
-            self.stream.write(f"[{self.done}/{self.total}] {what}: {how}{error}\n")
-        self.stream.flush()
+                self.close()
+            return
+        task = outcome.task
+        how = ("cached" if outcome.cached else
+               f"{'ok' if outcome.ok else 'FAILED'} in {outcome.seconds:.1f} s")
+        error = f": {outcome.error}" if outcome.error else ""
+        what = task.job.label() or f"{task.job.kind} at {describe(task.point)}"
+        eta = self.eta()
+        left = (f" (ETA {_duration(eta)})" if eta is not None and not outcome.cached
+                and self.done < self.total else "")
+        with self._lock:
+            self.stream.write(f"[{self.done}/{self.total}] {what}: {how}{error}{left}\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
 def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Callable[[], None]]:
@@ -229,6 +283,7 @@ def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
                                    key=f"sweep-{task.job.kind}-{task.index}-{task.key or 'x'}")
             futures[future.key] = (future, task)
         pending = len(futures)
+        progress.submitted(pending)
         for future in as_completed([f for f, _ in futures.values()]):
             task = futures[future.key][1]
             pending -= 1
@@ -244,4 +299,5 @@ def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
         client.cancel([f for f, _ in futures.values()], force=True)
         raise
     finally:
+        progress.close()
         close()

@@ -60,7 +60,9 @@ class Sweep:
     one point at the design's defaults. ``jobs`` are :class:`~apiary.sweep.jobs.Job` objects or
     the names of those that need no parameters (``"echo"``, ``"area"``). ``timeout`` (seconds)
     bounds each job. ``plots`` are the plots ``apiary sweep`` draws from the table: ``(x, y)``
-    or ``(x, y, by)`` column names (see :func:`apiary.sweep.plot.plot`).
+    or ``(x, y, by)`` column names (see :func:`apiary.sweep.plot.plot`); ``paretos`` its
+    Pareto fronts, ``(x, y)`` or ``(x, y, label)``: less ``x`` and more ``y`` is better (see
+    :func:`apiary.sweep.plot.pareto`).
 
     With ``design=None`` the sweep has one point and only jobs that name what they measure
     (:class:`~apiary.sweep.jobs.Bench`): a set of benchmarks run together.
@@ -72,6 +74,7 @@ class Sweep:
     name: str = "sweep"
     timeout: float | None = None
     plots: list[tuple[str, ...]] = field(default_factory=list)
+    paretos: list[tuple[str, ...]] = field(default_factory=list)
     base: str | None = None
 
     def all_points(self) -> list[Point]:

@@ -1,6 +1,10 @@
 """A sweep's results as one table: a row per point, the point's parameters, then each job's
 columns (``echo latency_cycles``, ``area luts``...) and ``errors`` (the failed jobs, with
-their errors). Written as CSV and as a Markdown table in the style of docs/performance.md."""
+their errors). Written as CSV and as a Markdown table in the style of docs/performance.md.
+
+A job whose columns hold ``rows`` (a list of column dicts: the echo benchmark's figures per
+payload size, with ``Echo(per_size=True)``) gives its point a row per item of that list, each
+with the point's other columns: the "long" table a plot against payload size needs."""
 
 import csv
 import io
@@ -19,6 +23,7 @@ def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
     params: list[str] = []
     measured: list[str] = []
     rows: dict[str, dict[str, Any]] = {}
+    expanded: dict[str, list[dict[str, Any]]] = {}
     for outcome in outcomes:
         point = outcome.task.point
         label = outcome.task.job.label()
@@ -27,11 +32,17 @@ def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
         for name in point:
             if name not in params:
                 params.append(name)
-        row = rows.setdefault(repr((sorted(point.items()), label)),
-                              dict(point) if label is None else {"job": label, **point})
+        key = repr((sorted(point.items()), label))
+        row = rows.setdefault(key, dict(point) if label is None else {"job": label, **point})
         kind = outcome.task.job.kind
         if outcome.ok:
             for name, value in outcome.columns.items():
+                if name == "rows" and isinstance(value, list):
+                    subs = [{f"{kind} {n}": v for n, v in sub.items()} for sub in value]
+                    for sub in subs:
+                        measured += [c for c in sub if c not in measured]
+                    expanded.setdefault(key, []).extend(subs)
+                    continue
                 column = f"{kind} {name}"
                 if column not in measured:
                     measured.append(column)
@@ -40,7 +51,8 @@ def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
             row["errors"] = "; ".join(filter(None, [row.get("errors"),
                                                     f"{kind}: {outcome.error}"]))
     errors = ["errors"] if any("errors" in r for r in rows.values()) else []
-    return params + measured + errors, list(rows.values())
+    flat = [{**row, **sub} for key, row in rows.items() for sub in expanded.get(key, [{}])]
+    return params + measured + errors, flat
 
 
 def text_of(value: Any, grouped: bool = False) -> str:

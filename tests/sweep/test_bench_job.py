@@ -118,3 +118,15 @@ def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit:
         sweep_main([str(sweep_file), "--update", str(tmp_path / "none.md")])
     assert exit.value.code == 2 and "none.md' does not exist" in capsys.readouterr().err
+
+
+def test_performance_md_has_a_block_for_every_job_of_its_sweep():
+    """benchmarks/performance.py writes docs/performance.md's tables: each of its jobs has one
+    block there, every block has its job, and the sweep checks (without running anything)."""
+    from apiary.sweep.cli import load_sweep
+    sweep = load_sweep(os.path.join(ROOT, "benchmarks", "performance.py"))
+    tasks = sweep.tasks()
+    with open(os.path.join(ROOT, "docs", "performance.md")) as f:
+        labels = blocks(f.read())
+    assert sorted(labels) == sorted(t.job.label() for t in tasks)
+    assert all(t.key is not None for t in tasks)

@@ -264,15 +264,42 @@ def test_the_example_sweep_file_is_a_valid_sweep():
 
 def test_progress_is_one_live_line_on_a_terminal():
     from apiary.sweep.run import Outcome, Progress
-    tasks = Sweep(ECHO, grid={"width": [64, 128]}).tasks()
+    tasks = Sweep(ECHO, grid={"width": [64, 128, 256]}).tasks()
     screen = io.StringIO()
-    progress = Progress(2, screen, live=True)
-    progress.finished(Outcome(tasks[0], {"x": 1}), 1)
-    progress.finished(Outcome(tasks[1], error="boom"), 0)
+    progress = Progress(3, screen, live=True)
+    progress.finished(Outcome(tasks[0], {"x": 1}), 2)
+    progress.finished(Outcome(tasks[1], error="boom"), 1)
+    progress.finished(Outcome(tasks[2], {"x": 1}, cached=True), 0)
     lines = screen.getvalue().split("\r")
-    assert lines[1].startswith("\x1b[K1/2 done, 1 running or queued, 0 failed, 0 cached")
-    assert lines[2].startswith("\x1b[K2/2 done, 0 running or queued, 1 failed, 0 cached")
+    assert lines[1].startswith("\x1b[K[######..............] 1/3 done, 2 running or queued, "
+                               "0 failed, 0 cached; 0 s, ETA 0 s")
+    assert lines[2].startswith("\x1b[K[#############.......] 2/3 done, 1 running or queued, "
+                               "1 failed, 0 cached")
+    assert lines[3].startswith("\x1b[K[####################] 3/3 done, 0 running or queued, "
+                               "1 failed, 1 cached")
+    assert "ETA" not in lines[3]                             # nothing left
     assert screen.getvalue().endswith("\n") and screen.getvalue().count("\n") == 1
+
+
+def test_progress_redraws_while_jobs_run_and_estimates_what_is_left(monkeypatch):
+    """The ETA is the jobs left at the pace of the jobs run so far (cached ones excluded)."""
+    from apiary.sweep import run
+    clock = [100.0]
+    monkeypatch.setattr(run.time, "monotonic", lambda: clock[0])
+    tasks = Sweep(ECHO, grid={"width": [64, 128, 256, 512]}).tasks()
+    lines = io.StringIO()
+    progress = run.Progress(4, lines, live=False)
+    progress.finished(run.Outcome(tasks[0], {"x": 1}, cached=True), 3)
+    assert progress.eta() is None                       # nothing has run yet
+    clock[0] = 160.0
+    progress.finished(run.Outcome(tasks[1], {"x": 1}, seconds=60.0), 2)
+    assert progress.eta() == 120.0                      # 60 s per job run, 2 left
+    assert lines.getvalue().splitlines()[-1].endswith("ok in 60.0 s (ETA 2 min 00 s)")
+    live = run.Progress(2, io.StringIO(), live=True)
+    live.submitted(2)
+    assert live._ticker is not None and live._ticker.is_alive()   # redraws every second
+    live.close()
+    assert live._ticker is None
 
 
 def test_the_sweep_command_is_registered_with_apiary():
