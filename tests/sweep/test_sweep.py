@@ -262,6 +262,15 @@ def test_the_example_sweep_file_is_a_valid_sweep():
     assert tasks[0].design == ECHO and all(isinstance(t.job, Echo) for t in tasks)
 
 
+def test_the_width_sweep_example_is_a_valid_sweep_with_its_plots():
+    from apiary.sweep.cli import load_sweep
+    sweep = load_sweep(str(ROOT / "examples" / "width_sweep.py"))
+    tasks = sweep.tasks()
+    assert len(tasks) == 16 and {t.point["width"] for t in tasks} == {64, 128, 256, 512}
+    assert sweep.paretos == [("area luts", "echo 64B_gbps", "width,ip_options")]
+    assert all(t.key is not None for t in tasks)
+
+
 def test_progress_is_one_live_line_on_a_terminal():
     from apiary.sweep.run import Outcome, Progress
     tasks = Sweep(ECHO, grid={"width": [64, 128, 256]}).tasks()
