@@ -6,7 +6,8 @@ document.
 
 runs what changed since the last run (every job, the first time: about an hour of CPU; two
 workers on this 2-core machine), then writes each report into the block
-`<!-- sweep: NAME -->` ... `<!-- end sweep -->` of docs/performance.md that has its name. The
+`<!-- sweep: NAME -->` ... `<!-- end sweep -->` of docs/performance.md that has its name
+(every job asks for Markdown: `--markdown`). The
 prose around the blocks is written by hand. Not here: figures that are wall-clock times of this
 machine (simulation speed, `python -m apiary.sim.bench`; board build times,
 `python -m platforms.bench`) and the board builds themselves (nextpnr, minutes each), which a
@@ -21,11 +22,31 @@ def bench(name, *args, runner="beehive.bench.runner:measure"):
     return Bench(args=args, name=name, runner=runner, cwd="..")
 
 
+# Longest first (Yosys on whole designs, then Verilator runs), so that two workers finish
+# together.
 SIZES = ("--sizes", "64,128,256,512,1024,1472", "--packets", "200")
 
 sweep = Sweep(
     None,
     jobs=[
+        bench("slots", "slots", "--slots", "1,2,4", "--width", "512", "--markdown"),
+        bench("rs-area", "area", "examples/rs_apiary.py", "--width", "512", "--tiles",
+              "app,sched,tcp_rx,tcp_tx", "--markdown"),
+        bench("udp-area-xilinx", "area", "examples/udp_echo.py", "--target", "xilinx",
+              "--markdown"),
+        bench("udp-area-ecp5", "area", "examples/udp_echo.py", "--target", "ecp5", "--width",
+              "64", "--markdown"),
+        bench("tcp-area", "area", "examples/tcp_echo.py", "--target", "xilinx", "--tiles",
+              "tcp_rx,tcp_tx,tcp_echo", "--markdown"),
+        bench("rs", "rs", "--markdown"),
+        bench("replicate", "replicate", "--widths", "512,64", "--clock-mhz", "250",
+              "--markdown"),
+        bench("replicate-app", "replicate", "--app-cycles", "16", "--copies", "1,2,4,8",
+              "--markdown"),
+        bench("vr", "vr", "--markdown"),
+        bench("control", "control", "--area", "--markdown"),
+        bench("nf", "nf", "--markdown"),
+        bench("sizing", "sizing", "--markdown"),
         bench("noc", "noc", "--markdown"),
         bench("udp-echo-512", "examples/udp_echo.py", *SIZES, "--clock-mhz", "250",
               "--markdown"),
@@ -35,26 +56,7 @@ sweep = Sweep(
               "--markdown"),
         bench("tcp-echo-64", "examples/tcp_echo.py", "--tcp", "--width", "64", "--clock-mhz",
               "250", "--markdown"),
-        bench("tcp-area", "area", "examples/tcp_echo.py", "--target", "xilinx", "--tiles",
-              "tcp_rx,tcp_tx,tcp_echo"),
         bench("kernel", "kernel", "--area", "--markdown"),
-        bench("rs", "rs", "--markdown"),
-        bench("rs-area", "area", "examples/rs_apiary.py", "--width", "512", "--tiles",
-              "app,sched,tcp_rx,tcp_tx"),
-        bench("vr", "vr", "--markdown"),
-        bench("control", "control", "--area", "--markdown"),
-        bench("nf", "nf", "--markdown"),
-        bench("replicate", "replicate", "--widths", "512,64", "--clock-mhz", "250",
-              "--markdown"),
-        bench("replicate-app", "replicate", "--app-cycles", "16", "--copies", "1,2,4,8",
-              "--markdown"),
-        bench("udp-area-xilinx", "area", "examples/udp_echo.py", "--target", "xilinx"),
-        bench("udp-area-ecp5", "area", "examples/udp_echo.py", "--target", "ecp5", "--width",
-              "64"),
-        bench("liteeth-latency", "latency", "--ours", "examples/udp_echo.py",
-              runner="platforms.litex_soc.liteeth_ref:main"),
-        bench("sizing", "sizing", "--markdown"),
-        bench("slots", "slots", "--slots", "1,2,4", "--width", "512", "--markdown"),
     ],
     name="performance",
 )

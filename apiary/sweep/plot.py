@@ -56,14 +56,20 @@ def plot(outcomes: list[Outcome], x: str, y: str, path: str, *, by: str | None =
             axes.set_title(title)
         if by is not None:
             axes.legend()
-        axes.grid(True, alpha=0.3)
-        figure.tight_layout()
-        written = [f"{path}.png", f"{path}.svg"]
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        for name in written:
-            figure.savefig(name, metadata={"Date": None} if name.endswith(".svg") else None)
+        return _save(figure, axes, path)
     finally:
         plt.close(figure)
+
+
+def _save(figure: Any, axes: Any, path: str) -> list[str]:
+    """Grid, layout, and ``path.png`` and ``path.svg`` (no date in the SVG, so that the same
+    plot is the same file); the two paths."""
+    axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    written = [f"{path}.png", f"{path}.svg"]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    for name in written:
+        figure.savefig(name, metadata={"Date": None} if name.endswith(".svg") else None)
     return written
 
 
@@ -110,12 +116,6 @@ def pareto(outcomes: list[Outcome], x: str, y: str, path: str, *, label: str | N
         axes.set_ylabel(f"{y} (more is better)")
         axes.set_title(title or f"{y} against {x}: the Pareto front")
         axes.legend()
-        axes.grid(True, alpha=0.3)
-        figure.tight_layout()
-        written = [f"{path}.png", f"{path}.svg"]
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        for name in written:
-            figure.savefig(name, metadata={"Date": None} if name.endswith(".svg") else None)
+        return _save(figure, axes, path)
     finally:
         plt.close(figure)
-    return written
