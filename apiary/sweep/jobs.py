@@ -120,11 +120,12 @@ class Echo(Job):
             for size in self.sizes:
                 row = measure_throughput(sim, size, self.packets, mac, ipv4,
                                          clock_mhz=clock_mhz)
+                gbps = _down(row["gbps_frames"])
                 columns[f"{size}B_cycles_per_packet"] = row["cycles_per_packet"]
-                columns[f"{size}B_gbps"] = _down(row["gbps_frames"])
+                columns[f"{size}B_gbps"] = gbps
                 if self.per_size:
                     rows.append({"payload": size, "cycles_per_packet": row["cycles_per_packet"],
-                                 "mpps": _down(row["mpps"]), "gbps": _down(row["gbps_frames"])})
+                                 "mpps": _down(row["mpps"]), "gbps": gbps})
             if rows:
                 columns["rows"] = rows
         return columns
@@ -283,27 +284,34 @@ class Bench(Job):
             raise ValueError(f"bench {self.label()!r}: no folder {cwd!r} to run in")
         return dataclasses.replace(self, cwd=cwd)
 
+    def _files(self) -> dict[str, str]:
+        """The arguments that are files (a design script), by argument: their paths."""
+        paths = {arg: os.path.join(self.cwd, arg) for arg in self.args if not arg.startswith("-")}
+        return {arg: path for arg, path in paths.items() if os.path.isfile(path)}
+
+    def _runner(self) -> tuple[Any, str]:
+        """The runner's module (imported) and its function's name."""
+        import importlib
+        module, _, function = self.runner.partition(":")
+        return importlib.import_module(module), function
+
     def params(self) -> dict[str, Any]:
         params = super().params()
         params["files"] = {}
-        for arg in self.args:                       # a design script is part of the key
-            path = os.path.join(self.cwd, arg)
-            if not arg.startswith("-") and os.path.isfile(path):
-                with open(path, "rb") as f:
-                    params["files"][arg] = f.read().decode(errors="replace")
+        for arg, path in self._files().items():       # a design script is part of the key
+            with open(path, "rb") as f:
+                params["files"][arg] = f.read().decode(errors="replace")
         return params
 
     def source_files(self) -> list[str]:
-        import importlib
         from ..fingerprint import _imported, import_closure
-        module, _, function = self.runner.partition(":")
-        roots = [module]
-        named = getattr(importlib.import_module(module), f"{function}_modules", None)
+        module, function = self._runner()
+        roots = [module.__name__]
+        named = getattr(module, f"{function}_modules", None)
         if named is not None:
             roots += list(named(list(self.args)))
-        for arg in self.args:
-            path = os.path.join(self.cwd, arg)
-            if not arg.startswith("-") and path.endswith(".py") and os.path.isfile(path):
+        for path in self._files().values():
+            if path.endswith(".py"):
                 roots += _imported("__script__", path, False)
         sweep = os.path.dirname(os.path.abspath(__file__)) + os.sep
         return [f for f in import_closure(roots, self.sources) if not f.startswith(sweep)]
@@ -314,10 +322,9 @@ class Bench(Job):
     def run(self, design: Design | None, spec: str | None,
             overrides: dict[str, Any]) -> Columns:
         import contextlib
-        import importlib
         import io
-        module, _, function = self.runner.partition(":")
-        measure = getattr(importlib.import_module(module), function)
+        module, function = self._runner()
+        measure = getattr(module, function)
         report = io.StringIO()
         here = os.getcwd()
         os.chdir(self.cwd)                  # (a worker runs one job at a time)

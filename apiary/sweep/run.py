@@ -259,21 +259,24 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, workers: int | None
         else:
             outcomes[task.index] = Outcome(task, columns, cached=True)
             progress.finished(outcomes[task.index], 0)
+
+    def ran(outcome: Outcome, pending: int) -> None:
+        cache.record(outcome)
+        outcomes[outcome.task.index] = outcome
+        progress.finished(outcome, pending)
+
     if todo and workers == 0 and not scheduler:
         for n, task in enumerate(todo):
             start = time.monotonic()
-            outcome = _outcome(task, _run_job(task), None, time.monotonic() - start)
-            cache.record(outcome)
-            outcomes[task.index] = outcome
-            progress.finished(outcome, len(todo) - n - 1)
+            ran(_outcome(task, _run_job(task), None, time.monotonic() - start), len(todo) - n - 1)
     elif todo:
-        _execute(todo, sweep.timeout, scheduler, workers, retries, cache, outcomes, progress)
+        _execute(todo, sweep.timeout, scheduler, workers, retries, ran, progress)
     return [outcomes[t.index] for t in tasks]
 
 
 def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
-             workers: int | None, retries: int, cache: ResultCache,
-             outcomes: dict[int, Outcome], progress: Progress) -> None:
+             workers: int | None, retries: int, ran: Callable[[Outcome, int], None],
+             progress: Progress) -> None:
     from distributed import as_completed
     client, close = _client(scheduler, workers)
     futures = {}
@@ -291,10 +294,7 @@ def _execute(todo: list[Task], timeout: float | None, scheduler: str | None,
                 columns, error, seconds = future.result()
             except Exception as e:          # noqa: BLE001 -- the worker died (after retries)
                 columns, error, seconds = None, f"lost: {_error_text(e)}", 0.0
-            outcome = _outcome(task, columns, error, seconds)
-            cache.record(outcome)
-            outcomes[task.index] = outcome
-            progress.finished(outcome, pending)
+            ran(_outcome(task, columns, error, seconds), pending)
     except KeyboardInterrupt:
         client.cancel([f for f, _ in futures.values()], force=True)
         raise

@@ -52,11 +52,11 @@ class Measured:
 
 def measure(sweep: Sweep, workers: int, stream: TextIO | None = None) -> Measured:
     """Run ``sweep`` on an embedded cluster of ``workers`` with an empty cache; what it took."""
+    progress = Progress(len(sweep.tasks()), stream, live=False)     # (before the clock starts)
     with tempfile.TemporaryDirectory(prefix="apiary-scaling-") as cache:
         start = time.monotonic()
-        outcomes: list[Outcome] = run_sweep(
-            sweep, workers=workers, cache_dir=cache,
-            progress=Progress(len(sweep.tasks()), stream, live=False))
+        outcomes: list[Outcome] = run_sweep(sweep, workers=workers, cache_dir=cache,
+                                            progress=progress)
         wall = time.monotonic() - start
     return Measured(workers, wall, [o.seconds for o in outcomes], sum(not o.ok for o in outcomes))
 

@@ -126,12 +126,12 @@ class Sweep:
             if self.grid or self.points:
                 raise ValueError(f"sweep {self.name!r} has no design, so no parameters to "
                                  f"sweep: give its jobs their arguments instead")
-        if spec is not None:
+        else:
             # Designs are loaded here to be checked, never elaborated: that is not a mistake.
             import warnings
             from amaranth.hdl import UnusedElaboratable
             warnings.filterwarnings("ignore", category=UnusedElaboratable)
-        labels = [j.label() for j in jobs if j.label() is not None]
+        labels = [label for label in (j.label() for j in jobs) if label is not None]
         if len(labels) != len(set(labels)):
             raise ValueError(f"sweep {self.name!r}: two jobs have the same name "
                              f"{next(x for x in labels if labels.count(x) > 1)!r}")

@@ -12,9 +12,9 @@ has one way to run: in this process by default, on a Dask cluster with ``--worke
 import argparse
 import sys
 
-from apiary.cli import Command, UsageError, add_design_arguments, error, load, run_settings
+from apiary.cli import Command, UsageError, error, load, run_settings
 
-from .runner import SUB_BENCHES, bench_options, measure, parse_rest
+from .runner import SUB_BENCHES, bench_options, bench_parser, measure, parse_rest
 
 
 __all__ = ["COMMAND"]
@@ -69,9 +69,8 @@ _DESCRIPTION = (
 
 
 def _help_parser():
-    parser = argparse.ArgumentParser(prog="apiary bench", description=_DESCRIPTION)
-    add_design_arguments(parser)
-    _arguments(parser)
+    parser = bench_parser(prog="apiary bench", description=_DESCRIPTION)
+    _sweep_options(parser)
     return parser
 
 
