@@ -151,7 +151,7 @@ class NatTile(NfTile):
         p.drop("bad_version", ip.version != IPV4_VERSION)
         p.drop("bad_header_length", ip.ihl < IPV4_MIN_IHL)
         p.drop("ip_options", ip.ihl > IPV4_MIN_IHL)
-        p.drop("bad_checksum", word_sum(p.head, 10) != 0xFFFF)
+        p.drop("bad_checksum", word_sum(p.head, 10, stage=p.stage) != 0xFFFF)
         p.drop("bad_length", (ip.total_length < 20 + l4_min) | (ip.total_length > p.length))
         p.drop("fragment", (ip.flags & IPV4_FLAG_MF).any() | (ip.fragment_offset != 0))
 

@@ -141,7 +141,7 @@ class EthernetTxTile(TxLayerTile):
         super().__init__(env, {"mac_tx": Out(FrameStream(width))})
         self.mac, _ = local_addresses(self.env)
 
-    def build(self, m, length, meta):
+    def build(self, m, length, meta, stage):
         header = Signal(8 * self.max_header)
         eth = header_view(ETHERNET, header)
         tag = header_view(VLAN, header, 12)

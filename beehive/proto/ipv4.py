@@ -25,7 +25,8 @@ from .messages import MsgType
 
 
 __all__ = ["IpProtocol", "IPV4", "IPV4_VERSION", "IPV4_MIN_IHL", "IPV4_FLAG_DF", "IPV4_FLAG_MF",
-           "pseudo_header_sum", "Ipv4RxTile", "Ipv4RxNoOptionsTile", "Ipv4TxTile"]
+           "pseudo_header_terms", "pseudo_header_sum", "Ipv4RxTile", "Ipv4RxNoOptionsTile",
+           "Ipv4TxTile"]
 
 
 class IpProtocol(enum.Enum, shape=8):
@@ -47,10 +48,15 @@ IPV4_FLAG_DF = 0b010    # in ``flags``, whose MSB is reserved
 IPV4_FLAG_MF = 0b001
 
 
+def pseudo_header_terms(src_ip, dst_ip, protocol, length):
+    """The 16-bit words of the IPv4 pseudo-header that UDP and TCP checksums cover (RFC 768):
+    source and destination address, protocol, transport length."""
+    return [src_ip[16:32], src_ip[:16], dst_ip[16:32], dst_ip[:16], protocol, length]
+
+
 def pseudo_header_sum(src_ip, dst_ip, protocol, length):
-    """One's-complement sum of the IPv4 pseudo-header that UDP and TCP checksums cover
-    (RFC 768): source and destination address, protocol, transport length."""
-    return ones_sum(src_ip[16:32], src_ip[:16], dst_ip[16:32], dst_ip[:16], protocol, length)
+    """One's-complement sum of the IPv4 pseudo-header (:func:`pseudo_header_terms`)."""
+    return ones_sum(*pseudo_header_terms(src_ip, dst_ip, protocol, length))
 
 
 class Ipv4RxTile(RxLayerTile):
@@ -95,10 +101,10 @@ class Ipv4RxTile(RxLayerTile):
         ip = p.field(IPV4)
         if self.options:
             header_len = Cat(Const(0, 2), ip.ihl)
-            checksum = word_sum(p.head, Cat(Const(0, 1), ip.ihl))
+            checksum = word_sum(p.head, Cat(Const(0, 1), ip.ihl), stage=p.stage)
         else:
             header_len = Const(20, 6)
-            checksum = word_sum(p.head, 10)
+            checksum = word_sum(p.head, 10, stage=p.stage)
         p.drop("truncated", (p.head_len < 20) | (p.head_len < header_len))
         p.drop("bad_version", ip.version != IPV4_VERSION)
         p.drop("bad_header_length", ip.ihl < IPV4_MIN_IHL)
@@ -149,7 +155,7 @@ class Ipv4TxTile(TxLayerTile):
         super().__init__(env)
         self.ttl = ttl
 
-    def build(self, m, length, meta):
+    def build(self, m, length, meta, stage):
         plain = Signal(8 * 20)          # the header with a zero checksum
         ip = header_view(IPV4, plain)
         m.d.comb += [
@@ -161,6 +167,6 @@ class Ipv4TxTile(TxLayerTile):
         final = header_view(IPV4, header)
         m.d.comb += [
             header.eq(plain),
-            final.checksum.eq(~word_sum(plain, 10)),
+            final.checksum.eq(~word_sum(plain, 10, stage=stage)),
         ]
         return header, 20, {"ethertype": EtherType.IPV4.value}

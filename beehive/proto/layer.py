@@ -36,6 +36,7 @@ from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
 from apiary.stream.checksum import InternetChecksum
 from apiary.stream.header import header_signal
+from apiary.stream.hold import HeldStages
 from apiary.stream.layout import payload_layout
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.peek import PayloadPeek
@@ -48,10 +49,20 @@ from .messages import META_BITS, PACKET_META
 
 __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "receive", "received_packets",
            "hold_packet", "buffered_packets", "verified_packets", "bytes_queue", "decide", "send",
-           "patch_stream", "LENGTH_BITS"]
+           "patch_stream", "LENGTH_BITS", "pipelined_headers"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
+
+
+def pipelined_headers(env):
+    """Whether a tile's header logic is cut into register stages (:mod:`apiary.stream.hold`):
+    the design setting ``pipelined_headers``, by default on at 64 bits and below. On, a receive
+    layer takes its verdict and a transmit layer its header a few cycles later (3 for IPv4 RX's
+    checksum), so that the core closes timing at a small FPGA's clock; off (the default from
+    128 bits up), both are taken in the cycle their inputs arrive, and a 512-bit tile keeps its
+    one packet per cycle or two."""
+    return bool(env.settings.get("pipelined_headers", env.width <= 64))
 
 
 def message_overhead(width):
@@ -120,7 +131,7 @@ def buffered_packets(m, buf):
 
 
 def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
-                     always_ready=False, buffer_bytes=None, max_queued=16):
+                     always_ready=False, buffer_bytes=None, max_queued=16, pipelined=False):
     """Store each packet whole while an Internet checksum is summed over it, and pass it on with
     its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
     :func:`packet_layout` and payload words.
@@ -131,6 +142,10 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     ``bad_checksum`` (counted) and ``overflow`` (packets over ``max_packet`` bytes, or, with
     ``always_ready``, that found no room: the input then never waits). ``buffer_bytes`` and
     ``max_queued`` size the buffer (:class:`~apiary.stream.packet_buffer.PacketBuffer`).
+
+    ``pipelined``: the sums wait in a queue and ``verify`` may cut its arithmetic into register
+    stages with ``v.stage`` (:class:`~apiary.stream.hold.HeldStages`); ``ok`` is registered once
+    more, and each verdict is given once all have settled (a few cycles later than without).
     """
     info = data.Layout.cast(packet_layout()).size
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
@@ -164,9 +179,25 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     with m.If(take):
         m.d.sync += in_packet.eq(~data_.payload.last)
 
-    v = SimpleNamespace(sum=tap.o.payload.sum, first=first.o.payload,
-                        length=pend.o.payload.length, meta=pend.o.payload.meta)
+    # A verdict is given when the sum of the packet at the head of `pend` is known: the
+    # checksum's one-cycle result, or with stages, the head of a queue of results that holds
+    # still (with `pend` and `first`) until the staged arithmetic over it has settled.
+    stages = HeldStages(m, enabled=pipelined)
+    if pipelined:
+        m.submodules.verify_sums = sums = Queue(unsigned(16), 4)
+        m.d.comb += [sums.i.valid.eq(tap.o.valid), sums.i.payload.eq(tap.o.payload.sum)]
+        packet_sum = sums.o.payload
+    else:
+        packet_sum = tap.o.payload.sum
+    v = SimpleNamespace(sum=packet_sum, first=first.o.payload, length=pend.o.payload.length,
+                        meta=pend.o.payload.meta, stage=stages.stage)
     ok, meta_out = verify(m, v)
+    ok = stages.stage(ok, stages.depth + 1)
+    if pipelined:
+        pop = Signal()
+        m.d.comb += [pop.eq(stages.settled(sums.o.valid, restart=pop)), sums.o.ready.eq(pop)]
+    else:
+        pop = tap.o.valid
     result = Signal(packet_layout())
     m.d.comb += result.eq(pend.o.payload)
     for name, value in meta_out.items():
@@ -177,14 +208,14 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     m.d.comb += [
         stored.i.valid.eq(buf.accepted | buf.i_dropped),
         stored.i.payload.eq(buf.accepted),
-        stored.o.ready.eq(tap.o.valid),
+        stored.o.ready.eq(pop),
     ]
     m.d.comb += [
-        buf.verdict.valid.eq(tap.o.valid & stored.o.payload),
+        buf.verdict.valid.eq(pop & stored.o.payload),
         buf.verdict.payload.ok.eq(ok),
         buf.verdict.payload.info.eq(result),
-        pend.o.ready.eq(tap.o.valid),
-        first.o.ready.eq(tap.o.valid),
+        pend.o.ready.eq(pop),
+        first.o.ready.eq(pop),
     ]
     with m.If(buf.verdict.valid & ~ok):
         m.d.sync += counters.bad_checksum.eq(counters.bad_checksum + 1)
@@ -202,10 +233,16 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
 class Parse:
     """What a receive layer's ``parse`` reads (``head``, ``head_len``, ``length``, ``meta``)
     and sets (``drop``, ``key``, ``strip``, ``out_length``, ``set_meta``, ``patch``); shared
-    by :class:`RxLayerTile` and :class:`~beehive.nf.base.NfTile`, which adds to it."""
+    by :class:`RxLayerTile` and :class:`~beehive.nf.base.NfTile`, which adds to it.
+
+    ``stage(value, level)`` registers a value of long arithmetic (:mod:`apiary.stream.hold`;
+    a no-op unless :func:`pipelined_headers`); the drop conditions and the key are registered
+    once more after the deepest stage, and the verdict waits until all have settled."""
 
     def __init__(self, tile, m, head, head_len, length, meta):
         self.m = m
+        self.stages = HeldStages(m, enabled=pipelined_headers(tile.env))
+        self.stage = self.stages.stage
         self.head, self.head_len, self.length, self.meta = head, head_len, length, meta
         self.key = Const(0, tile.key_width)
         self.strip = 0
@@ -264,8 +301,10 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     {field: value})``, in packet order). The packet is taken (``cur_valid`` cleared) when the
     verdict is."""
     counters = tile.counters
+    # With stages, every condition and the key are registered after the deepest stage.
+    last = p.stages.depth + 1
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
-    m.d.comb += table.key.eq(p.key)
+    m.d.comb += table.key.eq(p.stages.stage(p.key, last))
     m.submodules.descriptors = descs = Queue(
         MessageSender.descriptor_layout(tile.env.width, meta_bits=META_BITS))
     entries = [(descs.i, {
@@ -276,14 +315,15 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
 
     decision = Signal(name="decide")
     room = Cat(*(w.ready for w, _ in entries)).all()
+    conditions = [(reason, p.stages.stage(condition, last)) for reason, condition in p.drops]
     m.d.comb += [
-        decision.eq(peek.head_valid & cur_valid & room),
+        decision.eq(p.stages.settled(peek.head_valid & cur_valid) & room),
         peek.verdict.valid.eq(decision),
     ]
     # Each condition and running "dropped" is a signal of its own: an expression used twice
     # is elaborated twice, and these are used by every later reason.
     dropped = Const(0)
-    for reason, condition in p.drops:
+    for reason, condition in conditions:
         counter = getattr(counters, reason)
         this = Signal(name=f"drop_{reason}")
         m.d.comb += this.eq(condition)
@@ -431,7 +471,8 @@ class RxLayerTile(Tile):
     def _verify_stage(self, m, hdr, data_):
         return verified_packets(m, self.env.width, hdr, data_, max_packet=self.max_packet,
                                 offset=self.verify_offset, initial=self.verify_initial,
-                                verify=self.verify, counters=self.counters)
+                                verify=self.verify, counters=self.counters,
+                                pipelined=pipelined_headers(self.env))
 
     def elaborate(self, platform):
         m = Module()
@@ -515,9 +556,11 @@ class TxLayerTile(Tile):
             **(counters or {})})
         self.routes = self.env.next_hops("data")
 
-    def build(self, m, length, meta):
+    def build(self, m, length, meta, stage):
         """Return ``(header, nbytes, {meta field: value})``: the header bytes in lane order,
-        their count (ignored with ``fixed``) and metadata changes for the next hop."""
+        their count (ignored with ``fixed``) and metadata changes for the next hop. ``stage``
+        registers long arithmetic (:meth:`~apiary.stream.hold.HeldStages.stage`); the header
+        and its count are registered once more after the deepest stage."""
         raise NotImplementedError
 
     def sink(self, m, desc, o):
@@ -570,17 +613,24 @@ class TxLayerTile(Tile):
         cur_valid = headers.o.valid
         desc_done = Signal()
         head_done = Signal()
-        header, nbytes, meta_out = self.build(m, cur.length, cur.meta)
+        stages = HeldStages(m, enabled=pipelined_headers(self.env))
+        header, nbytes, meta_out = self.build(m, cur.length, cur.meta, stages.stage)
+        last = stages.depth + 1
+        header = stages.stage(header, last)
+        if not self.fixed:
+            nbytes = stages.stage(nbytes, last)
+        pop = Signal()
+        ready = stages.settled(cur_valid, restart=pop)
         m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,
                                                     counts=self.header_counts)
         connect(m, words=words.o, insert=insert.i)
 
         desc = stream.Signature(packet_layout()).create()
         m.d.comb += [
-            desc.valid.eq(cur_valid & ~desc_done),
+            desc.valid.eq(ready & ~desc_done),
             desc.payload.length.eq(cur.length + (self.max_header if self.fixed else nbytes)),
             desc.payload.meta.eq(cur.meta),
-            insert.hdr.valid.eq(cur_valid & ~head_done),
+            insert.hdr.valid.eq(ready & ~head_done),
             insert.hdr.payload.data.eq(header),
         ]
         for name, value in meta_out.items():
@@ -593,7 +643,8 @@ class TxLayerTile(Tile):
             m.d.sync += desc_done.eq(1)
         with m.If(head_taken):
             m.d.sync += head_done.eq(1)
-        with m.If(cur_valid & (desc_done | desc_taken) & (head_done | head_taken)):
+        m.d.comb += pop.eq(ready & (desc_done | desc_taken) & (head_done | head_taken))
+        with m.If(pop):
             m.d.comb += headers.o.ready.eq(1)
             m.d.sync += [desc_done.eq(0), head_done.eq(0)]
 

@@ -17,7 +17,7 @@ from amaranth import Mux, Signal
 from apiary.stream.checksum import ones_sum
 from apiary.stream.header import Header, header_signal, header_view
 
-from .ipv4 import IpProtocol, pseudo_header_sum
+from .ipv4 import IpProtocol, pseudo_header_terms
 from .layer import RxLayerTile, TxLayerTile
 from .messages import MsgType
 
@@ -55,9 +55,10 @@ class UdpRxTile(RxLayerTile):
 
     def verify(self, m, v):
         udp = header_signal(m, UDP, v.first)
-        total = ones_sum(pseudo_header_sum(v.meta.peer_ip, v.meta.local_ip,
-                                           IpProtocol.UDP.value, udp.length),
-                         udp.src_port, udp.dst_port, udp.length, udp.checksum, v.sum)
+        total = ones_sum(*pseudo_header_terms(v.meta.peer_ip, v.meta.local_ip,
+                                              IpProtocol.UDP.value, udp.length),
+                         udp.src_port, udp.dst_port, udp.length, udp.checksum, v.sum,
+                         stage=v.stage)
         ok = (udp.checksum == 0) | (total == 0xFFFF)
         return ok, {"l4_sum": v.sum, "l4_sum_valid": 1}
 
@@ -82,13 +83,13 @@ class UdpTxTile(TxLayerTile):
     max_header = 8
     msg_type = MsgType.IP_TX_DATAGRAM
 
-    def build(self, m, length, meta):
+    def build(self, m, length, meta, stage):
         header = Signal(8 * 8)
         udp = header_view(UDP, header)
         udp_length = (length + 8)[:16]
-        total = ones_sum(pseudo_header_sum(meta.local_ip, meta.peer_ip, IpProtocol.UDP.value,
-                                           udp_length),
-                         meta.local_port, meta.peer_port, udp_length, meta.l4_sum)
+        total = ones_sum(*pseudo_header_terms(meta.local_ip, meta.peer_ip,
+                                              IpProtocol.UDP.value, udp_length),
+                         meta.local_port, meta.peer_port, udp_length, meta.l4_sum, stage=stage)
         checksum = (~total)[:16]
         m.d.comb += [
             udp.src_port.eq(meta.local_port),

@@ -134,7 +134,7 @@ def interleaved(groups, workloads):
 
 
 def test_vr_witnesses_on_two_boards_serve_their_groups():
-    cluster, groups, links, traces = vr_cluster("pysim", idle_cycles=100)
+    cluster, groups, links, traces = vr_cluster("pysim")
     workloads = [list(workload(5, 1, keys=2)), list(workload(6, 1, keys=2))]
     assert interleaved(groups, workloads) == [reference_results(w) for w in workloads]
     assert [g.stats["witness_acks"] for g in groups] == [1, 1]
