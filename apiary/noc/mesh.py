@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -59,9 +59,11 @@ class Mesh(wiring.Component):
     eject : Out(flit_signature(width)).array(cols, rows)
         ``eject[x][y]``: flits the mesh delivers to the tile at (x, y).
     dropped : Out(32)
-        Messages routed off the mesh edge (wraps around).
+        Messages routed off the mesh edge (wraps around; counted 3 cycles after their last
+        flit).
     route_dropped : Out(32)
-        Messages the specialised routers dropped for want of a path (wraps around).
+        Messages the specialised routers dropped for want of a path (wraps around; 3 cycles
+        after their last flit).
     meters : Out(CounterSignature(ROUTER_METERS)).array(cols, rows)
         With ``meters=True`` only: per router, each input port's flits, messages, payload
         bytes and stall cycles (:class:`~apiary.noc.meter.FlitMeter` taps on the links, outside
@@ -158,8 +160,22 @@ class Mesh(wiring.Component):
                 out.ready.eq(1),
             ]
             ends.append(out.valid & out.payload.last)
-        # Several messages may end on the mesh's edges in the same cycle.
-        m.d.sync += self.dropped.eq(self.dropped + sum(ends))
-        m.d.sync += self.route_dropped.eq(
-            self.route_dropped + sum(r[x][y].dropped for x in range(cols) for y in range(rows)))
+        # Several messages may end on the mesh's edges in the same cycle. Each router's count
+        # is registered, then their sum, then added (the counters lag two cycles), so that no
+        # path runs from one router's handshakes through the others' into a 32-bit adder.
+        ends_now = [Signal(name=f"edge_end{k}") for k in range(len(ends))]
+        drops_now = [Signal.like(r[x][y].dropped, name=f"route_drops_{x}_{y}")
+                     for x in range(cols) for y in range(rows)]
+        ended = Signal(range(len(ends) + 1))
+        routed = Signal(range(len(Dir) * cols * rows + 1))
+        m.d.sync += [
+            *(reg.eq(end) for reg, end in zip(ends_now, ends)),
+            *(reg.eq(r[x][y].dropped)
+              for reg, (x, y) in zip(drops_now, [(x, y) for x in range(cols)
+                                                  for y in range(rows)])),
+            ended.eq(sum(ends_now)),
+            routed.eq(sum(drops_now)),
+            self.dropped.eq(self.dropped + ended),
+            self.route_dropped.eq(self.route_dropped + routed),
+        ]
         return m

@@ -10,6 +10,7 @@ Nothing here knows about the NoC or any protocol. Imports: Amaranth only.
 * :mod:`~apiary.stream.packet_buffer`: store-and-forward with a per-packet verdict.
 * :mod:`~apiary.stream.peek`: look at a packet's first bytes, then forward or drop it.
 * :mod:`~apiary.stream.checksum`: the Internet checksum, in Python and in hardware.
+* :mod:`~apiary.stream.hold`: register stages for logic whose inputs hold still.
 * :mod:`~apiary.stream.counters`: counters declared as a signature.
 * :mod:`~apiary.stream.registers`: run-time registers and tables declared as a signature.
 * :mod:`~apiary.stream.struct_values`: a dataclass view of a struct layout (pack, unpack).
@@ -26,6 +27,7 @@ from .packet_buffer import PacketBuffer
 from .peek import PayloadPeek
 from .checksum import (ones_complement_sum, internet_checksum, fold16, ones_sum, word_sum,
                        InternetChecksum)
+from .hold import HeldStages
 from .counters import CounterSignature
 from .mac import FrameStream, MacPort, MacOptions, MacEdge
 
@@ -33,5 +35,5 @@ __all__ = ["SUPPORTED_WIDTHS", "check_width", "payload_layout", "payload_signatu
            "payload_words", "abort_nbytes", "Header", "byte_reverse", "header_view",
            "header_signal", "Queue", "StreamStrip", "StreamInsert", "PacketBuffer", "PayloadPeek",
            "ones_complement_sum", "internet_checksum", "fold16", "ones_sum", "word_sum",
-           "InternetChecksum", "CounterSignature", "FrameStream", "MacPort", "MacOptions",
-           "MacEdge"]
+           "InternetChecksum", "HeldStages", "CounterSignature", "FrameStream", "MacPort",
+           "MacOptions", "MacEdge"]

@@ -46,7 +46,7 @@ class HeldStages:
             return value
         if not isinstance(level, int) or level < 1:
             raise ValueError(f"a stage's level is a positive integer, not {level!r}")
-        reg = Signal(value.shape(), name=f"held_l{level}")
+        reg = Signal(value.shape(), name=f"held_l{level}", reset_less=True)
         self.m.d.sync += reg.eq(value)
         self.depth = max(self.depth, level)
         return reg

@@ -62,7 +62,10 @@ class PacketBuffer(wiring.Component):
     (``verdict.ready`` is then high: it rises combinationally with ``accepted`` when no older
     packet waits for its verdict), never earlier. Up to ``max_queued`` stored packets may wait
     for their verdicts while the next packets keep arriving on ``i``; the verdict logic must not
-    wait for later packets' words, nor for ``o``. A verdict computed for *every* packet (say a
+    wait for later packets' words, nor for ``o``. With ``late_verdicts``, a verdict may be
+    presented only from the cycle after its ``accepted`` pulse: ``verdict.ready`` then comes
+    from registers, not from ``i`` (for verdicts that take cycles to compute anyway). A verdict
+    computed for *every* packet (say a
     checksum result some cycles after each last word) is matched to it by queueing ``accepted``
     at each last word and presenting only the results whose flag is set. With
     ``verdict=False`` there is no ``verdict`` member and every stored packet is sent on.
@@ -108,6 +111,8 @@ class PacketBuffer(wiring.Component):
     always_ready : bool
         ``i.ready`` is always 1 (the source, a MAC, cannot wait); packets that find no room are
         dropped.
+    late_verdicts : bool
+        Verdicts come at the earliest in the cycle after their packet's ``accepted`` pulse.
 
     Members
     -------
@@ -162,7 +167,8 @@ class PacketBuffer(wiring.Component):
 
     def __init__(self, width: int, *, max_bytes: int, buffer_bytes: int | None = None,
                  max_queued: int = 16, info_width: int = 0, min_bytes: int = 0,
-                 verdict: bool = True, always_ready: bool = False) -> None:
+                 verdict: bool = True, always_ready: bool = False,
+                 late_verdicts: bool = False) -> None:
         self._width = check_width(width)
         _check_int(max_bytes, "max_bytes", 1, "a positive integer")
         if buffer_bytes is None:
@@ -184,6 +190,7 @@ class PacketBuffer(wiring.Component):
         self.info_width = info_width
         self.has_verdict = bool(verdict)
         self.always_ready = bool(always_ready)
+        self.late_verdicts = bool(late_verdicts)
         nb = width // 8
         words = -(-buffer_bytes // nb)
         self.buffer_words = 1 << max(1, (words - 1).bit_length())
@@ -295,10 +302,12 @@ class PacketBuffer(wiring.Component):
                 with m.Else():
                     m.d.sync += [wptr.eq(wptr + 1), fbytes.eq(total)]
         aborted = word.last & (nbytes == nb + 1)
-        m.d.sync += [
-            self.overflow.eq(self.overflow + (self.i_dropped & ~aborted)),
-            self.aborted.eq(self.aborted + (self.i_dropped & aborted)),
-        ]
+        # Counters count under a condition (an enable) rather than adding it, so that their
+        # carry chains start at their own registers, not at the end of the input's logic.
+        with m.If(self.i_dropped & ~aborted):
+            m.d.sync += self.overflow.eq(self.overflow + 1)
+        with m.If(self.i_dropped & aborted):
+            m.d.sync += self.aborted.eq(self.aborted + 1)
 
         # ---- verdicts --------------------------------------------------------------------------
         if self.has_verdict:
@@ -309,7 +318,8 @@ class PacketBuffer(wiring.Component):
             ver_r = verdicts.read_port(domain="comb")
             judged = Signal()
             m.d.comb += [
-                v.ready.eq((qvd != qwr) | self.accepted),
+                v.ready.eq((qvd != qwr) if self.late_verdicts else
+                           ((qvd != qwr) | self.accepted)),
                 judged.eq(v.valid & v.ready),
                 ver_w.addr.eq(qvd[:qbits]),
                 ver_w.data.eq(v.payload),
@@ -318,7 +328,8 @@ class PacketBuffer(wiring.Component):
             ]
             with m.If(judged):
                 m.d.sync += qvd.eq(qvd + 1)
-            m.d.sync += self.rejected.eq(self.rejected + (judged & ~v.payload.ok))
+            with m.If(judged & ~v.payload.ok):
+                m.d.sync += self.rejected.eq(self.rejected + 1)
             head_valid = qrd != qvd
             head_ok = ver_r.data.ok
             head_info = ver_r.data.info if self.info_width else None
@@ -398,5 +409,6 @@ class PacketBuffer(wiring.Component):
                 m.d.sync += desc.payload.info.eq(head_info)
         with m.If(start | skip):
             m.d.sync += qrd.eq(qrd + 1)
-        m.d.sync += self.packets.eq(self.packets + (o.valid & o.ready & o.payload.last))
+        with m.If(o.valid & o.ready & o.payload.last):
+            m.d.sync += self.packets.eq(self.packets + 1)
         return m

@@ -153,6 +153,10 @@ class PayloadPeek(wiring.Component):
             words.w_en.eq(take),
         ]
 
+        # The head's bytes are data: no reset (a reset net reaching every bit of a 60-byte head
+        # was the core's critical path on an ECP5).
+        head = Signal(8 * hb, reset_less=True)
+        m.d.comb += self.head.eq(head)
         with m.If(fire):
             m.d.sync += [self.head_valid.eq(0), self.pending.eq(0)]
         with m.If(take):
@@ -162,9 +166,9 @@ class PayloadPeek(wiring.Component):
                 with m.If(index == j):
                     if j == 0:
                         # Clears the rest of the head for a packet that ends early.
-                        m.d.sync += [self.head.eq(masked[:8 * hi]), self.pending.eq(1)]
+                        m.d.sync += [head.eq(masked[:8 * hi]), self.pending.eq(1)]
                     else:
-                        m.d.sync += self.head[8 * lo:8 * hi].eq(masked[:8 * (hi - lo)])
+                        m.d.sync += head[8 * lo:8 * hi].eq(masked[:8 * (hi - lo)])
                     seen = lo + i.payload.nbytes
                     m.d.sync += self.head_len.eq(Mux(seen >= hb, hb, seen))
                     if j == hw - 1:

@@ -22,6 +22,15 @@ A **transmit layer** (:class:`TxLayerTile`) takes messages from the NoC and puts
 
 Both keep one counter per drop reason, plus ``forwarded``; a packet is counted once, under the
 first reason that applies, so the counters add up to the packets received.
+
+On small FPGAs (:func:`pipelined_headers`: 64-bit planes and below, by default) both cut their
+header logic into register stages (:mod:`apiary.stream.hold`): a subclass marks where its long
+arithmetic may be cut (``p.stage``, ``stage``; a checksum's adder tree takes ``stage=``), the
+framework registers the drop conditions and key, or the header, once more and waits until all
+have settled. A receive layer's verdict then comes 1 to 3 cycles later, a transmit layer's
+header 1 to 2, and every message waits a cycle in a two-flit queue at the tile's NoC input
+(:func:`receive`); from 128 bits up nothing is registered and a tile decides in the cycle its
+header is complete.
 """
 
 from types import SimpleNamespace
@@ -31,6 +40,7 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 from amaranth.lib.wiring import connect, flipped
 
+from apiary.noc.flit import flit_layout
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
@@ -82,10 +92,17 @@ def packet_layout(msg_type=False):
 
 def receive(m, tile):
     """A :class:`MessageReceiver` (submodule ``receiver``) of the messages carrying
-    :data:`PACKET_META` that come in on ``tile.noc_in``."""
+    :data:`PACKET_META` that come in on ``tile.noc_in``; with :func:`pipelined_headers`, behind
+    a two-flit queue in registers (submodule ``noc_in_queue``: a cycle of latency, no path
+    from the router's arbitration into the tile's logic, or back)."""
     m.submodules.receiver = rx = MessageReceiver(tile.env.width, meta_bits=META_BITS,
                                                  empty_packets=True)
-    connect(m, tile=flipped(tile.noc_in), receiver=rx.i)
+    if pipelined_headers(tile.env):
+        m.submodules.noc_in_queue = queue = Queue(flit_layout(tile.env.width), 2)
+        connect(m, tile=flipped(tile.noc_in), queue=queue.i)
+        connect(m, queue=queue.o, receiver=rx.i)
+    else:
+        connect(m, tile=flipped(tile.noc_in), receiver=rx.i)
     return rx
 
 
@@ -151,7 +168,7 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
                                                     always_ready=always_ready,
                                                     buffer_bytes=buffer_bytes,
-                                                    max_queued=max_queued)
+                                                    max_queued=max_queued, late_verdicts=pipelined)
     m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset)
     # Packets whose checksum is being computed, oldest first.
     m.submodules.verify_pending = pend = Queue(packet_layout(), 4)

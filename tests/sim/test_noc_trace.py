@@ -137,7 +137,7 @@ def test_kernel_messages_are_checked_and_decoded_in_a_quarantine():
 
     design = load_design(str(ROOT / "examples/vr_witness.py"), width=64)
     (x, y), (tx_x, tx_y) = design.tiles["vr0"].at, design.tiles["udp_tx"].at
-    with open_sim(design, "pysim", idle_cycles=100) as sim:
+    with open_sim(design, "pysim") as sim:
         trace = NocTrace(sim, directions=("out", "in"))
         at_router = NocTrace(sim, ["vr0"], side="router")
         link = SimWitness(sim, 9000)

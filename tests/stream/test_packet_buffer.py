@@ -397,3 +397,30 @@ def test_back_to_back_throughput(width):
     assert taken_out == list(range(taken_out[0], taken_out[0] + words))
     desc_out = [n for n, c in enumerate(log) if c["desc"] and c["desc_ready"]]
     assert len(desc_out) == len(packets) and desc_out[0] == taken_out[0] - 1
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_late_verdicts_are_taken_from_the_cycle_after_accepted(late):
+    """``verdict.ready`` rises with ``accepted`` by default, a cycle later with
+    ``late_verdicts`` (a register's, not a path from ``i``); the packet goes through either way."""
+    dut = PacketBuffer(64, max_bytes=64, late_verdicts=late)
+    seen = []
+
+    async def source(ctx):
+        await send_packet(ctx, dut.i, b"late verdict", 64)
+
+    async def judge(ctx):
+        while True:
+            _, _, accepted, ready = await ctx.tick().sample(dut.accepted, dut.verdict.ready)
+            seen.append((int(accepted), int(ready)))
+            if accepted:
+                break
+        _, _, ready = await ctx.tick().sample(dut.verdict.ready)
+        seen.append((0, int(ready)))
+        await stream_put(ctx, dut.verdict, {"ok": 1})
+        desc = await stream_get(ctx, dut.o_desc)
+        packet = await recv_packet(ctx, dut.o, 64)
+        assert (int(desc.bytes), packet) == (12, b"late verdict")
+
+    simulate(dut, source, judge, timeout=200)
+    assert seen[-2:] == [(1, 0 if late else 1), (0, 1)]
