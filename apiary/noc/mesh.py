@@ -3,7 +3,7 @@
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -161,18 +161,18 @@ class Mesh(wiring.Component):
             ]
             ends.append(out.valid & out.payload.last)
         # Several messages may end on the mesh's edges in the same cycle. Each router's count
-        # is registered, then their sum, then added (the counters lag two cycles), so that no
+        # is registered, then their sum, then added (3 cycles after the last flit), so that no
         # path runs from one router's handshakes through the others' into a 32-bit adder.
-        ends_now = [Signal(name=f"edge_end{k}") for k in range(len(ends))]
-        drops_now = [Signal.like(r[x][y].dropped, name=f"route_drops_{x}_{y}")
-                     for x in range(cols) for y in range(rows)]
+        def registered(values: list[Value], name: str) -> list[Signal]:
+            regs = [Signal(v.shape(), name=f"{name}{k}") for k, v in enumerate(values)]
+            m.d.sync += [reg.eq(v) for reg, v in zip(regs, values)]
+            return regs
+        ends_now = registered(ends, "edge_end")
+        drops_now = registered([r[x][y].dropped for x in range(cols) for y in range(rows)],
+                               "route_drops")
         ended = Signal(range(len(ends) + 1))
         routed = Signal(range(len(Dir) * cols * rows + 1))
         m.d.sync += [
-            *(reg.eq(end) for reg, end in zip(ends_now, ends)),
-            *(reg.eq(r[x][y].dropped)
-              for reg, (x, y) in zip(drops_now, [(x, y) for x in range(cols)
-                                                  for y in range(rows)])),
             ended.eq(sum(ends_now)),
             routed.eq(sum(drops_now)),
             self.dropped.eq(self.dropped + ended),

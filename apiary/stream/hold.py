@@ -51,6 +51,12 @@ class HeldStages:
         self.depth = max(self.depth, level)
         return reg
 
+    def outputs(self, *values: ValueLike) -> list[Value]:
+        """Each of ``values`` registered once more, after the deepest stage so far (all at the
+        same level): the results a consumer takes once :meth:`settled`."""
+        level = self.depth + 1
+        return [self.stage(value, level) for value in values]
+
     def settled(self, valid: ValueLike, restart: ValueLike = 0) -> Value:
         """High while ``valid`` is and has been, without a ``restart``, for at least
         :attr:`depth` cycles before this one: every staged value then reflects the inputs.

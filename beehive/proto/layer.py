@@ -209,7 +209,7 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     v = SimpleNamespace(sum=packet_sum, first=first.o.payload, length=pend.o.payload.length,
                         meta=pend.o.payload.meta, stage=stages.stage)
     ok, meta_out = verify(m, v)
-    ok = stages.stage(ok, stages.depth + 1)
+    ok, = stages.outputs(ok)
     if pipelined:
         pop = Signal()
         m.d.comb += [pop.eq(stages.settled(sums.o.valid, restart=pop)), sums.o.ready.eq(pop)]
@@ -318,10 +318,11 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     {field: value})``, in packet order). The packet is taken (``cur_valid`` cleared) when the
     verdict is."""
     counters = tile.counters
-    # With stages, every condition and the key are registered after the deepest stage.
-    last = p.stages.depth + 1
+    # With stages, the key and every condition are registered after the deepest stage.
+    key, *staged = p.stages.outputs(p.key, *(condition for _, condition in p.drops))
+    conditions = [(reason, c) for (reason, _), c in zip(p.drops, staged)]
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
-    m.d.comb += table.key.eq(p.stages.stage(p.key, last))
+    m.d.comb += table.key.eq(key)
     m.submodules.descriptors = descs = Queue(
         MessageSender.descriptor_layout(tile.env.width, meta_bits=META_BITS))
     entries = [(descs.i, {
@@ -332,7 +333,6 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
 
     decision = Signal(name="decide")
     room = Cat(*(w.ready for w, _ in entries)).all()
-    conditions = [(reason, p.stages.stage(condition, last)) for reason, condition in p.drops]
     m.d.comb += [
         decision.eq(p.stages.settled(peek.head_valid & cur_valid) & room),
         peek.verdict.valid.eq(decision),
@@ -632,10 +632,10 @@ class TxLayerTile(Tile):
         head_done = Signal()
         stages = HeldStages(m, enabled=pipelined_headers(self.env))
         header, nbytes, meta_out = self.build(m, cur.length, cur.meta, stages.stage)
-        last = stages.depth + 1
-        header = stages.stage(header, last)
-        if not self.fixed:
-            nbytes = stages.stage(nbytes, last)
+        if self.fixed:
+            header, = stages.outputs(header)
+        else:
+            header, nbytes = stages.outputs(header, nbytes)
         pop = Signal()
         ready = stages.settled(cur_valid, restart=pop)
         m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,

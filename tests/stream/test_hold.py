@@ -29,7 +29,7 @@ class StagedSum(Elaboratable):
         m.d.sync += self.cycle.eq(self.cycle + 1)
         stages = HeldStages(m, enabled=self.enabled)
         total = word_sum(self.head, self.words, stage=stages.stage)
-        total = stages.stage(total, stages.depth + 1)
+        total, = stages.outputs(total)
         self.depth = stages.depth
         m.d.comb += [self.sum.eq(total),
                      self.settled.eq(stages.settled(self.valid, self.restart))]
