@@ -25,7 +25,8 @@ from typing import Any
 from .design import Design, DesignError, _show_path
 
 
-__all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "load_from_args"]
+__all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "design_arguments",
+           "load_from_args"]
 
 _counter = itertools.count()
 
@@ -283,6 +284,15 @@ def add_design_arguments(parser):
                         help="build every router in full (all ports, FIFOs and crossbar paths) "
                              "instead of specialised to the design's routes: for debugging a "
                              "message that a router drops (<plane>_route_dropped)")
+
+
+def design_arguments(args: Any) -> list[str]:
+    """The arguments of :func:`add_design_arguments` that ``args`` holds, as a command line
+    would give them (for a report to say what it measured)."""
+    return [args.design,
+            *([f"--width {args.width}"] if args.width else []),
+            *(f"--set {k}={v!r}" for k, v in args.params),
+            *(["--full-routers"] if args.full_routers else [])]
 
 
 def _design_parameter(text):

@@ -45,7 +45,7 @@ from .tile import NOC_PORTS, Tile
 
 
 __all__ = ["DesignTop", "Attachment", "MacPortInfo", "top_name", "design_verilog",
-           "generate_verilog", "control_map", "Progress", "no_progress"]
+           "router_depths", "generate_verilog", "control_map", "Progress", "no_progress"]
 
 #: How a long step is reported: ``progress(label, summary)`` is a context manager around the
 #: step, ``label`` says what runs ("building Verilator model (64 bits, 14 tiles)") and
@@ -395,7 +395,7 @@ class DesignTop(wiring.Component):
         for plane in self.planes:
             width = d.width if plane == "data" else d.ctl_width
             mesh = m.submodules[f"{plane}_mesh"] = Mesh(
-                width, d.cols, d.rows,
+                width, d.cols, d.rows, **router_depths(d, plane),
                 paths=None if d.full_routers else self.graph.router_paths(plane),
                 meters=plane == "data" and bool(d.settings.get("router_meters")))
             if "meters" in mesh.signature.members:
@@ -450,6 +450,16 @@ class DesignTop(wiring.Component):
                 empty_dropped = getattr(self.counters, f"{plane}_empty_dropped")
                 m.d.sync += empty_dropped.eq(empty_dropped + sum(sunk))
         return m
+
+
+def router_depths(design: Design, plane: str) -> dict[str, int]:
+    """The input FIFO depths of ``plane``'s routers (:class:`~apiary.noc.mesh.Mesh`'s
+    ``depth`` and ``local_depth``): 4 flits (LUT RAM), or on the data plane the design setting
+    ``router_depth``. At 2 the FIFOs are registers: on a 64-bit ECP5 core fewer LUTs and no
+    LUT RAM write at the end of a hop's path, but less slack between tiles that stall in turn
+    (``docs/layout.md``)."""
+    depth = int(design.settings.get("router_depth", 4)) if plane == "data" else 4
+    return {"depth": depth, "local_depth": depth}
 
 
 def control_map(design: Design) -> DesignMap:

@@ -44,7 +44,7 @@ class Target:
 
 def _litex_targets():
     from .litex_soc.boards import LITEX_BOARDS
-    return {n: Target(n, "litex", b.description, 64, b, b.core_clk_freq)
+    return {n: Target(n, "litex", b.description, 64, b, b.core_hz)
             for n, b in LITEX_BOARDS.items()}
 
 

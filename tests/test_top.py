@@ -7,6 +7,7 @@ from amaranth import Module
 from amaranth.lib.wiring import In, Out
 
 from apiary.design import Design, DesignError
+from apiary.load import load_design
 from apiary.noc import Message, NocHeader, flit_signature
 from apiary.noc.testbench import recv_message, send_message
 from apiary.stream.testbench import recv_mac_frame, send_mac_frame, simulate
@@ -239,3 +240,33 @@ def test_wires_joined_to_nothing_or_to_a_misfit_are_one_readable_error():
     d.wire("a", "b", member="state")
     with pytest.raises(DesignError, match=r"tiles 'a' and 'b' have no wires member 'state'"):
         DesignTop(d)
+
+
+def test_router_depth_setting_sizes_the_data_planes_router_fifos():
+    """`router_depth` sets the data plane's router FIFOs (registers at 2); the control plane
+    keeps 4. The echo design gives the same replies and counters with either."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from apiary.sim import open_sim
+    from apiary.top import router_depths
+    from beehive.model import echo_reply
+    from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
+
+    design = load_design("examples/udp_echo.py", width=64)
+    assert router_depths(design, "data") == {"depth": 4, "local_depth": 4}
+    request = (Ether(dst=DEFAULT_MAC, src="02:00:00:00:00:01") / IP(src="10.0.0.1",
+               dst=DEFAULT_IPV4) / UDP(sport=4000, dport=7) / (b"d" * 100))
+    replies, counters = [], []
+    for depth in (4, 2):
+        design = load_design("examples/udp_echo.py", width=64)
+        design.settings["router_depth"] = depth
+        assert router_depths(design, "data") == {"depth": depth, "local_depth": depth}
+        assert router_depths(design, "ctl") == {"depth": 4, "local_depth": 4}
+        with open_sim(design, "pysim") as sim:
+            sim.send(request)
+            sim.send(request)
+            sim.run()
+            replies.append([f.data for f in sim.received()])
+            counters.append(sim.counters())
+    assert replies[0] == replies[1] == [echo_reply(request)[0]] * 2
+    assert counters[0] == counters[1] and counters[1]["udp_rx_forwarded"] == 2

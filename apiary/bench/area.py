@@ -14,8 +14,9 @@ import sys
 import time
 import warnings
 
-from ..load import add_design_arguments, load_from_args
+from ..load import add_design_arguments, design_arguments, load_from_args
 from ..noc.router import Router
+from ..top import router_depths
 from .noc import design_area, yosys_version
 
 
@@ -41,10 +42,12 @@ def _routers(design):
     standing for every position."""
     positions = design.cols * design.rows
     if design.full_routers:
-        return f"{positions} routers, full (one synthesised)", [Router(design.width, 1, 1)]
+        return (f"{positions} routers, full (one synthesised)",
+                [Router(design.width, 1, 1, **router_depths(design, "data"))])
     paths = design.check().router_paths("data")
+    depths = router_depths(design, "data")
     return (f"{positions} routers, specialised",
-            [Router(design.width, x, y, paths=p) for (x, y), p in sorted(paths.items())])
+            [Router(design.width, x, y, paths=p, **depths) for (x, y), p in sorted(paths.items())])
 
 
 def tile_areas(design, target="xilinx", progress=None, only=None):
@@ -120,12 +123,8 @@ def main(argv=None):
     only = args.tiles.split(",") if args.tiles else None
     rows = tile_areas(design, args.target, progress=lambda s: print(s, file=sys.stderr),
                       only=only)
-    command = " ".join(["apiary bench area", args.design,
-                        *([f"--width {args.width}"] if args.width else []),
-                        *(f"--set {k}={v!r}" for k, v in args.params),
-                        f"--target {args.target}",
-                        *([f"--tiles {args.tiles}"] if args.tiles else []),
-                        *(["--full-routers"] if args.full_routers else [])])
+    command = " ".join(["apiary bench area", *design_arguments(args), f"--target {args.target}",
+                        *([f"--tiles {args.tiles}"] if args.tiles else [])])
     print(markdown(design, rows, args.target, command))
     return 0
 

@@ -187,6 +187,7 @@ def specialised_routers(design_path=ECHO_DESIGN, *, widths=(("xilinx", 512), ("e
     ``{"at", "tile", "paths", "fifos", <target>_<width>: area}``, then a row ``"at": None``
     with the full router at each width for comparison."""
     from ..load import load_design
+    from ..top import router_depths
     design = load_design(design_path)
     paths = design.check().router_paths("data")
     names = {t.at: n for n, t in design.tiles.items()}
@@ -195,12 +196,15 @@ def specialised_routers(design_path=ECHO_DESIGN, *, widths=(("xilinx", 512), ("e
         row = {"at": at, "tile": names.get(at, ""), "paths": _paths_text(paths[at]),
                "fifos": len({i for i, _ in paths[at]})}
         for target, width in widths:
-            row[f"{target}_{width}"] = design_area(Router(width, *at, paths=paths[at]), target)
+            row[f"{target}_{width}"] = design_area(
+                Router(width, *at, paths=paths[at], **router_depths(design, "data")),
+                target)
         note(f"synthesized the router at {at}")
         rows.append(row)
     full = {"at": None, "tile": "", "paths": "all 17", "fifos": 5}
     for target, width in widths:
-        full[f"{target}_{width}"] = design_area(Router(width, 1, 1), target)
+        full[f"{target}_{width}"] = design_area(
+            Router(width, 1, 1, **router_depths(design, "data")), target)
     rows.append(full)
     return design, rows
 
@@ -212,7 +216,8 @@ def specialised_table(design_path=ECHO_DESIGN, note=lambda msg: None):
     out = [f"Routers of `{design.name}` ({design.cols}×{design.rows}), each specialised to "
            f"the paths its routes use and synthesised alone (Yosys `synth_xilinx -family xcup` "
            f"at 512 bits, `synth_ecp5` at 64; LUTs of logic + LUTs as LUTRAM, and for ECP5 "
-           f"LUT4s + TRELLIS_DPR16X4 cells):", "",
+           f"LUT4s + TRELLIS_DPR16X4 cells), with the input FIFOs the design builds "
+           f"(`apiary.top.router_depths`):", "",
            "| router | tile | paths (input→output) | input FIFOs | xcup LUTs, 512 bits "
            "| xcup LUTRAM LUTs | ECP5 LUT4s, 64 bits | ECP5 DPR16X4 |",
            "|---|---|---|---:|---:|---:|---:|---:|"]

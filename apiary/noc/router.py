@@ -9,10 +9,10 @@ from typing import Any
 from amaranth import Module, Signal, Array, Cat, Const, Mux, Value
 from amaranth.hdl import ValueLike
 from amaranth.lib import data, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..stream.layout import check_width
+from ..stream.queue import Queue
 from .flit import flit_signature
 from .header import ROUTING_BITS, routing_header
 
@@ -91,11 +91,13 @@ class Router(wiring.Component):
     ``dst_y`` in its top 64 bits (:func:`~apiary.noc.header.routing_header`); the route holds
     until the flit with ``last`` set has passed (wormhole). ``msg_len`` is not read.
 
-    Each input has a first-word-fall-through :class:`~amaranth.lib.fifo.SyncFIFO` (``depth``
-    flits on N/E/S/W, ``local_depth`` on P; its storage is an asynchronous-read memory, i.e.
-    LUTRAM), whose head goes through combinational route, arbitration and crossbar logic straight
-    to the output: outputs are not registered. Each output's mux takes only the inputs XY routing
-    can turn into it (:data:`SOURCES`): E and W take 2, N and S 4, P all 5.
+    Each input has a :class:`~apiary.stream.queue.Queue` (``depth`` flits on N/E/S/W,
+    ``local_depth`` on P: a ``SyncFIFO`` whose storage is an asynchronous-read memory, i.e.
+    LUTRAM, or for 2 flits or fewer registers, the same cycle for cycle), whose head goes
+    through combinational route, arbitration and crossbar logic straight to the output: outputs
+    are not registered. Registers end every hop's path at a flip-flop instead of a LUTRAM write
+    port, and at 64 bits cost fewer LUTs than LUTRAM on ECP5. Each output's mux takes only the
+    inputs XY routing can turn into it (:data:`SOURCES`): E and W take 2, N and S 4, P all 5.
 
     Arbitration: per output, round-robin among the inputs whose head flit asks for it, at whole
     message granularity. A grant is made when a head is offered (whether or not the output is
@@ -228,7 +230,7 @@ class Router(wiring.Component):
         sources = {o: srcs for o, srcs in self._sources.items() if srcs}
         inputs = [d for d in DIRS if any(d in srcs for srcs in sources.values())]
 
-        fifos = {}      # input -> its SyncFIFO
+        fifos = {}      # input -> its Queue
         head = {}       # input -> head flit, width + 1 bits: data, then last at the top
         valid = {}      # input -> FIFO not empty
         route = {}      # input -> {output: the head flit asks for it}
@@ -245,17 +247,16 @@ class Router(wiring.Component):
                 m.d.comb += port.ready.eq(1)
                 ended.append(port.valid & port.payload.last)
                 continue
-            fifo = SyncFIFO(width=width + 1,
-                            depth=self._local_depth if d == Dir.P else self._depth)
+            fifo = Queue(width + 1, self._local_depth if d == Dir.P else self._depth)
             m.submodules[f"fifo_{d.port}"] = fifo
             m.d.comb += [
-                fifo.w_data.eq(port.payload),
-                fifo.w_en.eq(port.valid),
-                port.ready.eq(fifo.w_rdy),
+                fifo.i.payload.eq(port.payload),
+                fifo.i.valid.eq(port.valid),
+                port.ready.eq(fifo.i.ready),
             ]
             route[d], miss[d] = self._route(
-                m, d, data.View(rhdr, fifo.r_data[width - ROUTING_BITS:width]))
-            fifos[d], head[d], valid[d] = fifo, fifo.r_data, fifo.r_rdy
+                m, d, data.View(rhdr, fifo.o.payload[width - ROUTING_BITS:width]))
+            fifos[d], head[d], valid[d] = fifo, fifo.o.payload, fifo.o.valid
 
         # Per output: busy (holding a message), gnt (which source holds it), rr (last granted).
         state = {}
@@ -332,7 +333,7 @@ class Router(wiring.Component):
                     m.d.sync += [busy.eq(1), gnt.eq(pick)]
 
         for d in inputs:
-            m.d.comb += fifos[d].r_en.eq(Cat(*pop[d]).any())
+            m.d.comb += fifos[d].o.ready.eq(Cat(*pop[d]).any())
         m.d.comb += self.dropped.eq(sum(ended) if ended else 0)
         return m
 

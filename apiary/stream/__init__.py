@@ -5,7 +5,8 @@ Nothing here knows about the NoC or any protocol. Imports: Amaranth only.
 * :mod:`~apiary.stream.layout`: the payload stream (``data``, ``nbytes``, ``last``), widths.
 * :mod:`~apiary.stream.header`: MSB-first bit-field headers and their views on streams.
 * :mod:`~apiary.stream.lanes`: byte-lane masks and shifts.
-* :mod:`~apiary.stream.queue`: :class:`Queue`, a FIFO between two streams.
+* :mod:`~apiary.stream.queue`: :class:`Queue`, a FIFO between two streams;
+  :func:`register_stream`.
 * :mod:`~apiary.stream.realign`: strip or insert bytes at a packet's front.
 * :mod:`~apiary.stream.packet_buffer`: store-and-forward with a per-packet verdict.
 * :mod:`~apiary.stream.peek`: look at a packet's first bytes, then forward or drop it.
@@ -21,7 +22,7 @@ Nothing here knows about the NoC or any protocol. Imports: Amaranth only.
 from .layout import (SUPPORTED_WIDTHS, check_width, payload_layout, payload_signature,
                      payload_words, abort_nbytes)
 from .header import Header, byte_reverse, header_view, header_signal
-from .queue import Queue
+from .queue import Queue, register_stream
 from .realign import StreamStrip, StreamInsert
 from .packet_buffer import PacketBuffer
 from .peek import PayloadPeek
@@ -33,7 +34,8 @@ from .mac import FrameStream, MacPort, MacOptions, MacEdge
 
 __all__ = ["SUPPORTED_WIDTHS", "check_width", "payload_layout", "payload_signature",
            "payload_words", "abort_nbytes", "Header", "byte_reverse", "header_view",
-           "header_signal", "Queue", "StreamStrip", "StreamInsert", "PacketBuffer", "PayloadPeek",
+           "header_signal", "Queue", "register_stream", "StreamStrip", "StreamInsert",
+           "PacketBuffer", "PayloadPeek",
            "ones_complement_sum", "internet_checksum", "fold16", "ones_sum", "word_sum",
            "InternetChecksum", "HeldStages", "CounterSignature", "FrameStream", "MacPort",
            "MacOptions", "MacEdge"]

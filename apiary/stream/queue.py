@@ -8,7 +8,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 
-__all__ = ["Queue"]
+__all__ = ["Queue", "register_stream"]
 
 
 class Queue(wiring.Component):
@@ -83,3 +83,15 @@ class Queue(wiring.Component):
             with m.If(write):
                 m.d.sync += second.eq(self.i.payload)
         return m
+
+
+def register_stream(m: Module, name: str, source: Any, enabled: bool = True) -> Any:
+    """The stream ``source`` through a two-entry :class:`Queue` in registers (submodule
+    ``name`` of ``m``) if ``enabled``, else ``source`` itself. The queue costs a cycle of
+    latency and keeps one transfer per cycle; no combinational path crosses it either way (a
+    place to cut a long path between two components)."""
+    if not enabled:
+        return source
+    m.submodules[name] = queue = Queue(source.payload.shape(), 2)
+    wiring.connect(m, source=source, queue=queue.i)
+    return queue.o

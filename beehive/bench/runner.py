@@ -101,6 +101,7 @@ SUB_BENCHES = {
     "rs": "beehive.bench.rs",
     "slots": "apiary.bench.slots",
     "area": "apiary.bench.area",
+    "timing": "apiary.bench.timing",
     "vr": "beehive.vr.bench",
     "sizing": "apiary.stream.sizing",
 }

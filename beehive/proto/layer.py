@@ -40,7 +40,6 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 from amaranth.lib.wiring import connect, flipped
 
-from apiary.noc.flit import flit_layout
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
@@ -50,7 +49,7 @@ from apiary.stream.hold import HeldStages
 from apiary.stream.layout import payload_layout
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.peek import PayloadPeek
-from apiary.stream.queue import Queue
+from apiary.stream.queue import Queue, register_stream
 from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.tile import Tile
 
@@ -97,12 +96,8 @@ def receive(m, tile):
     from the router's arbitration into the tile's logic, or back)."""
     m.submodules.receiver = rx = MessageReceiver(tile.env.width, meta_bits=META_BITS,
                                                  empty_packets=True)
-    if pipelined_headers(tile.env):
-        m.submodules.noc_in_queue = queue = Queue(flit_layout(tile.env.width), 2)
-        connect(m, tile=flipped(tile.noc_in), queue=queue.i)
-        connect(m, queue=queue.o, receiver=rx.i)
-    else:
-        connect(m, tile=flipped(tile.noc_in), receiver=rx.i)
+    flits = register_stream(m, "noc_in_queue", flipped(tile.noc_in), pipelined_headers(tile.env))
+    connect(m, tile=flits, receiver=rx.i)
     return rx
 
 

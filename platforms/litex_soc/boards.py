@@ -25,10 +25,16 @@ class LiteXBoard:
     reset_n: Optional[str] = None       # the active-low reset button, for the PLL-only CRG
     lpf: str = ""               # extra LPF lines
     sys_clk_freq: float = 75e6
-    # The core's clock: 64 bits at 37.5 MHz is 2.4 Gb/s, at 62.5 MHz (the pipelined 64-bit
-    # echo stack on a speed-8 part: 88 MHz Fmax) 4 Gb/s.
-    core_clk_freq: float = 37.5e6
+    # The core's clock: None runs the core on sys, LiteEth's MAC domain, with no clock crossing
+    # (the pipelined 64-bit echo stack reaches 85.7 MHz there on the Versa: 75 MHz sys is 4.8
+    # Gb/s at 64 bits); a frequency gives it its own PLL output behind crossing FIFOs.
+    core_clk_freq: Optional[float] = 37.5e6
     led_active_low: bool = False
+
+    @property
+    def core_hz(self) -> float:
+        """The core's clock in Hz: its own, or ``sys``'s."""
+        return self.core_clk_freq or self.sys_clk_freq
 
     def crg(self, platform, sys_clk_freq, *, dram=False):
         """The clock and reset generator: the board target's DDR3 one if ``dram``, otherwise
@@ -108,7 +114,7 @@ def _colorlight_5a_75b(revision, name):
                     f"(port 0 of 2), no DRAM used",
         platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
         nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6"),
-        sys_clk_freq=62.5e6, core_clk_freq=50e6)
+        sys_clk_freq=50e6, core_clk_freq=None)
 
 
 LITEX_BOARDS = {
@@ -117,7 +123,7 @@ LITEX_BOARDS = {
         description="Lattice ECP5-5G Versa (LFE5UM5G-45F): RGMII gigabit Ethernet, 128 MiB DDR3",
         platform=_versa_platform, eth_phy=_versa_eth, dram=_versa_dram,
         nextpnr_args=("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
-        dram_crg=_versa_crg, reset_n="rst_n", led_active_low=True, core_clk_freq=62.5e6),
+        dram_crg=_versa_crg, reset_n="rst_n", led_active_low=True, core_clk_freq=None),
     "ecpix5": LiteXBoard(
         name="ecpix5",
         description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",

@@ -112,13 +112,13 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     """Build ``design`` for ``board``; returns a :class:`BuildReport`. With ``counters``, the
     core's counter bank is readable over a UART bridge (see :mod:`.soc`)."""
     from ..core import core_info
-    from .soc import LITEX_MAC
+    from .soc import litex_mac
 
     os.makedirs(out_dir, exist_ok=True)
     times = {}
     start = time.monotonic()
     progress.note(f"core: elaborating {design.name} ({design.width}-bit NoC) to Verilog")
-    core = core_info(design, out_dir, mac=LITEX_MAC)
+    core = core_info(design, out_dir, mac=litex_mac(board))
     times["core"] = time.monotonic() - start
 
     start = time.monotonic()

@@ -1,20 +1,22 @@
 """A CPU-less LiteX SoC around the Amaranth core: LiteEth's MAC and RGMII PHY on the Ethernet
 port, LiteDRAM's DDR3 controller on every memory port.
 
-The core is the design's Verilog (:func:`apiary.top.design_verilog`) as a black-box ``Instance``
-in its own ``core`` clock domain (the board's ``core_clk_freq``, from a spare output of the board
-PLL; the 64-bit UDP echo stack reaches about 44 MHz on an ECP5-8, below the 75 MHz ``sys`` clock
-that the DDR3 PHY sets). Around it:
+The core is the design's Verilog (:func:`apiary.top.design_verilog`) as a black-box
+``Instance``, clocked by ``sys`` itself, the domain of LiteEth's MAC side, when the board's
+``core_clk_freq`` is ``None`` (the core built with :data:`LITEX_MAC_SYS`: no clock crossing; the
+Versa and the Colorlight, whose 64-bit UDP echo core closes 75 and 50 MHz there), or else in its
+own ``core`` domain at ``core_clk_freq`` from a spare output of the board PLL, behind crossing
+FIFOs (:data:`LITEX_MAC`; the ECPIX-5). Around it:
 
 * **Ethernet.** ``LiteEthMACCore`` (preamble, FCS, padding to 60 bytes) with its datapath at the
   PHY's 8 bits in the PHY's 125 MHz ``eth_rx``/``eth_tx`` domains, then the 8-bit → ``width``
   conversion and the clock-domain crossing into ``sys`` (LiteEth's own choice for gigabit; its
   datapath in ``sys`` at 64 bits would make the FCS a 64-bit CRC, about 13,000 XOR gates). Its
   ``source`` and ``sink`` are wired straight to the core's MAC port: the core is built with
-  :data:`LITEX_MAC` (LiteEth's ``last_be`` byte enables, its MAC side in a clock domain
-  ``mac`` that the SoC drives with ``sys``), so the core's own MAC edge does the byte-enable
-  conversion and the 16-word crossing into ``core``; there is no adapter here. A frame the MAC
-  marks bad (FCS error) is aborted by the edge and dropped and counted by Ethernet RX
+  LiteEth's ``last_be`` byte enables, so the core's own MAC edge does the byte-enable
+  conversion (and with :data:`LITEX_MAC`, whose MAC side is a clock domain ``mac`` that the SoC
+  drives with ``sys``, the 16-word crossing into ``core``); there is no adapter here. A frame
+  the MAC marks bad (FCS error) is aborted by the edge and dropped and counted by Ethernet RX
   (``<eth rx tile>_bad_fcs``).
 * **DRAM.** One LiteDRAM native port per memory port of the design (``get_port``, width-converted
   to the tile's data width and crossed into ``core``). With no CPU to run the BIOS, a
@@ -46,12 +48,20 @@ from apiary.stream.mac import MacOptions
 from .dram_init import DFIInitSequencer
 
 
-__all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "stream_ports",
-           "payload_fields"]
+__all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "LITEX_MAC_SYS",
+           "litex_mac", "stream_ports", "payload_fields"]
 
 #: How the core's MAC edges are built for LiteEth: ``last_be`` byte enables, LiteEth pads
 #: frames itself, and the MAC side runs in its own domain (``mac``, driven by the SoC's ``sys``).
 LITEX_MAC = MacOptions(byte_enables="last_be", pad_to=0, domain="mac", fifo_depth=16)
+#: The same for a core that runs on ``sys`` itself, LiteEth's MAC domain: no crossing.
+LITEX_MAC_SYS = MacOptions(byte_enables="last_be", pad_to=0)
+
+
+def litex_mac(board):
+    """The MAC options of a core for ``board``: :data:`LITEX_MAC_SYS` if the board runs its
+    core on ``sys`` (``core_clk_freq`` is ``None``), else :data:`LITEX_MAC`."""
+    return LITEX_MAC_SYS if board.core_clk_freq is None else LITEX_MAC
 
 
 def payload_fields(layout):
@@ -112,7 +122,8 @@ class CoreCounters(Module, AutoCSR):
 def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, ports=None):
     """Put the design's core into the LiteX SoC ``soc`` (any LiteX ``SoC``: :class:`ApiarySoC`
     or one of your own). ``core`` is a :class:`~platforms.core.CoreInfo` built with
-    :data:`LITEX_MAC` (``core_info(design, out_dir, mac=LITEX_MAC)``).
+    :data:`LITEX_MAC` (``core_info(design, out_dir, mac=LITEX_MAC)``), or with
+    :data:`LITEX_MAC_SYS` for a core clocked by ``sys`` (``clock_domain="sys"``).
 
     * The core's Verilog becomes a source of ``soc.platform`` and a black-box ``Instance``
       clocked by ``clock_domain`` (its ``clk`` and ``rst``: the domain's clock and reset, which
@@ -121,7 +132,7 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
       ``LiteEthMACCore`` on the PHY ``ethphy`` (preamble, FCS, padding; the datapath at the
       PHY's width in its clock domains, converted to the core's width and crossed into
       ``sys``). The core's own MAC edge runs on ``sys`` (LITEX_MAC's ``mac`` domain) and crosses
-      into ``clock_domain``.
+      into ``clock_domain``; with LITEX_MAC_SYS there is no crossing.
     * With ``counters``, ``soc.core_counters`` (:class:`CoreCounters`): the counter bank behind
       the CSRs ``core_counters_sel`` and ``core_counters_value``; the SoC must give them a bus
       (a CPU, ``add_uartbone``, Etherbone).
@@ -131,9 +142,9 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     Raises
     ------
     ValueError
-        If the core has more than one Ethernet port, was not built with :data:`LITEX_MAC`,
-        has one and ``ethphy`` is missing, or ``soc`` already has an ``ethmac`` or
-        ``core_counters``.
+        If the core has more than one Ethernet port, was not built with :data:`LITEX_MAC`
+        (or :data:`LITEX_MAC_SYS` in ``sys``), has one and ``ethphy`` is missing, or ``soc``
+        already has an ``ethmac`` or ``core_counters``.
     """
     if len(core.mac_ports) > 1:
         raise ValueError(f"add_core wires one Ethernet port; the design has "
@@ -144,7 +155,10 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     soc.platform.add_source(core.verilog_path)
     args = {"i_clk": ClockSignal(clock_domain), "i_rst": ResetSignal(clock_domain)}
     for port in core.mac_ports:
-        if core.mac != LITEX_MAC:
+        if core.mac == LITEX_MAC_SYS and clock_domain != "sys":
+            raise ValueError(f"a core built with LITEX_MAC_SYS runs in sys, LiteEth's MAC "
+                             f"domain, not in {clock_domain!r}: build it with LITEX_MAC")
+        if core.mac not in (LITEX_MAC, LITEX_MAC_SYS):
             raise ValueError(f"the core's MAC edges must be built with LITEX_MAC for LiteEth, "
                              f"not {core.mac}")
         if ethphy is None:
@@ -158,8 +172,9 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
         tx = CoreStreamPort(f"{port.member}__tx", sig.members["tx"].signature)
         args.update(rx.instance_args(into_core=True))
         args.update(tx.instance_args(into_core=False))
-        args.update({f"i_{LITEX_MAC.domain}_clk": ClockSignal("sys"),
-                     f"i_{LITEX_MAC.domain}_rst": ResetSignal("sys")})
+        if core.mac.domain is not None:
+            args.update({f"i_{core.mac.domain}_clk": ClockSignal("sys"),
+                         f"i_{core.mac.domain}_rst": ResetSignal("sys")})
         source, sink = mac.source, mac.sink
         soc.comb += [
             rx.valid.eq(source.valid), source.ready.eq(rx.ready),
@@ -205,16 +220,22 @@ class ApiarySoC(SoCMini):
 
     def __init__(self, board, core, *, sys_clk_freq=None, core_clk_freq=None, counters=False):
         sys_clk_freq = int(sys_clk_freq or board.sys_clk_freq)
-        self.core_clk_freq = core_clk_freq = int(core_clk_freq or board.core_clk_freq)
+        # A core built with LITEX_MAC_SYS runs on sys, LiteEth's MAC domain; any other in its
+        # own clock domain.
+        in_sys = core.mac == LITEX_MAC_SYS
+        self.core_domain = domain = "sys" if in_sys else "core"
+        self.core_clk_freq = core_clk_freq = (
+            sys_clk_freq if in_sys else int(core_clk_freq or board.core_clk_freq or 37.5e6))
         self.board = board
         if core.memory_ports and board.dram is None:
             raise ValueError(f"the design has memory ports ({', '.join(core.memory_ports)}) "
                              f"and {board.name} has no DRAM")
         platform = board.platform()
         self.crg = board.crg(platform, sys_clk_freq, dram=bool(core.memory_ports))
-        # The core's own clock, from the board PLL's spare output.
-        self.cd_core = ClockDomain()
-        self.crg.pll.create_clkout(self.cd_core, core_clk_freq)     # with its reset synchroniser
+        if not in_sys:
+            # The core's own clock, from the board PLL's spare output.
+            self.cd_core = ClockDomain()
+            self.crg.pll.create_clkout(self.cd_core, core_clk_freq)  # with its reset synchroniser
         SoCMini.__init__(self, platform, sys_clk_freq, ident=f"Apiary {core.name} on {board.name}",
                          ident_version=False)
         self.core_info = core
@@ -236,13 +257,14 @@ class ApiarySoC(SoCMini):
                            with_soc_interconnect=False)
             self.dram_init = DFIInitSequencer(self.sdram.dfii, self.ddrphy.settings,
                                               self.sdram.controller.settings.timing)
-            self.specials += MultiReg(self.dram_init.done, self.dram_done, odomain="core")
+            self.specials += MultiReg(self.dram_init.done, self.dram_done, odomain=domain)
             for name, (data_width, addr_width) in core.memory_ports.items():
                 args.update(self._memory_port(name, core.signature.members[name].signature,
                                               data_width, addr_width))
 
         # The core, LiteEth and the counters -------------------------------------------------
-        add_core(self, core, ethphy=getattr(self, "ethphy", None), counters=counters, ports=args)
+        add_core(self, core, ethphy=getattr(self, "ethphy", None), clock_domain=domain,
+                 counters=counters, ports=args)
         if counters:
             self.add_uartbone(uart_name="serial", baudrate=115200)
         self.rx_toggle, self.tx_toggle = Signal(), Signal()
@@ -256,7 +278,7 @@ class ApiarySoC(SoCMini):
 
     def _memory_port(self, name, signature, data_width, addr_width):
         port = self.sdram.crossbar.get_port(mode="both", data_width=data_width,
-                                            clock_domain="core")
+                                            clock_domain=self.core_domain)
         cmd = CoreStreamPort(f"{name}__cmd", signature.members["cmd"].signature)
         wdata = CoreStreamPort(f"{name}__wdata", signature.members["wdata"].signature)
         rdata = CoreStreamPort(f"{name}__rdata", signature.members["rdata"].signature)

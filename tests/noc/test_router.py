@@ -241,12 +241,16 @@ def test_header_only_messages(width):
 
 # --- throughput ----------------------------------------------------------------------------------
 
+DEPTHS = pytest.mark.parametrize("depth", [2, 4])     # FIFOs in registers, in LUTRAM
+
+
 @WIDTHS
-def test_throughput(width):
+@DEPTHS
+def test_throughput(width, depth):
     """N back-to-back flits through one input and output take N cycles plus 1 of latency; and
     all five ports at once (W→E, E→W, N→S, S→N, P→P) each carry one flit per cycle."""
     n = 32
-    r, h, logs, ins = make_harness(width)
+    r, h, logs, ins = make_harness(width, depth=depth, local_depth=depth)
     pairs = {Dir.W: (2, 1), Dir.E: (0, 1), Dir.N: (1, 2), Dir.S: (1, 0), Dir.P: (1, 1)}
     outs = {Dir.W: Dir.E, Dir.E: Dir.W, Dir.N: Dir.S, Dir.S: Dir.N, Dir.P: Dir.P}
 
@@ -274,7 +278,7 @@ def test_throughput(width):
     assert [d for _, d, _ in logs[Dir.E]] == [d for _, d, _ in ins[Dir.W]]
 
     # Phase 2: all five ports at once.
-    r, h, logs, ins = make_harness(width)
+    r, h, logs, ins = make_harness(width, depth=depth, local_depth=depth)
     bg = [monitor(r.port_out(d), h.cycle, logs[d]) for d in DIRS]
     bg += [monitor(r.port_in(d), h.cycle, ins[d]) for d in DIRS]
     simulate(h, [*(source(d, None) for d in DIRS),
@@ -380,11 +384,12 @@ def test_round_robin_fairness(width):
 # --- random traffic ------------------------------------------------------------------------------
 
 @WIDTHS
-def test_random_backpressure(width):
+@DEPTHS
+def test_random_backpressure(width, depth):
     """Random legal XY traffic on all five inputs, random stalls on every input and output:
     each output gets exactly the messages the XY model sends it, intact and in order per input."""
     rng = random.Random(width)
-    r, h, logs, ins = make_harness(width)
+    r, h, logs, ins = make_harness(width, depth=depth, local_depth=depth)
     # Router (1, 1) of a 3x3 mesh: what can legally arrive on each input.
     legal = {
         Dir.N: [(1, y) for y in (1, 2)],

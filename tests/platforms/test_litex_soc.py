@@ -20,7 +20,8 @@ from platforms.core import core_info                     # noqa: E402
 from platforms.litex_soc.boards import LITEX_BOARDS      # noqa: E402
 from platforms.litex_soc.build import SOC_NAME, generate_soc   # noqa: E402
 from platforms.litex_soc.dram_init import DFIInitSequencer, init_steps   # noqa: E402
-from platforms.litex_soc.soc import LITEX_MAC, CoreCounters, add_core      # noqa: E402
+from platforms.litex_soc.soc import (LITEX_MAC, LITEX_MAC_SYS, CoreCounters, add_core,  # noqa: E402
+                                     litex_mac)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -125,12 +126,18 @@ def _module_ports(verilog, module):
     return {p.strip() for p in m.group(1).split(",")}
 
 
-def test_versa_soc_instantiates_the_core(tmp_path):
+@pytest.mark.parametrize("mac", ["board", "own"])
+def test_versa_soc_instantiates_the_core(tmp_path, mac):
+    """The Versa runs its core on sys, LiteEth's MAC domain (no crossing, no clock of its
+    own); a core built with LITEX_MAC gets its own clock and crosses from sys."""
     design = load_design("examples/udp_echo.py", width=64)
-    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    board = LITEX_BOARDS["versa_ecp5"]
+    options = litex_mac(board) if mac == "board" else LITEX_MAC
+    assert (options == LITEX_MAC_SYS) == (mac == "board")
+    core = core_info(design, str(tmp_path), mac=options)
     with open(core.verilog_path) as f:
         core_ports = _module_ports(f.read(), core.top_name)
-    soc = generate_soc(LITEX_BOARDS["versa_ecp5"], core, str(tmp_path))
+    soc = generate_soc(board, core, str(tmp_path))
     gateware = tmp_path / "gateware"
     text = (gateware / f"{SOC_NAME}.v").read_text()
     lpf = (gateware / f"{SOC_NAME}.lpf").read_text()
@@ -140,10 +147,15 @@ def test_versa_soc_instantiates_the_core(tmp_path):
     # Every input of the core is driven, and every connection names a real core port: one MAC
     # port (LiteEth's last_be streams, no adapter), its clock the SoC's sys clock.
     assert set(connected) <= core_ports
-    assert {"clk", "rst", "mac_clk", "mac_rst", "eth_mac__rx__valid", "eth_mac__rx__payload",
+    assert {"clk", "rst", "eth_mac__rx__valid", "eth_mac__rx__payload",
             "eth_mac__tx__ready"} <= set(connected)
     assert {"eth_mac__rx__ready", "eth_mac__tx__valid", "eth_mac__tx__payload"} <= set(connected)
-    assert connected["mac_clk"].strip() == "sys_clk"
+    if mac == "board":
+        assert connected["clk"].strip() == "sys_clk" and "mac_clk" not in core_ports
+        assert not hasattr(soc, "cd_core") and soc.core_clk_freq == 75e6
+    else:
+        assert connected["clk"].strip() == "core_clk" and soc.core_clk_freq == 37.5e6
+        assert connected["mac_clk"].strip() == "sys_clk"
     assert core.signature.members["eth_mac"].signature.byte_enables == "last_be"
     # The counters are not brought out without counters=True; the bank's map is written anyway.
     assert not any(name.startswith("counters__") for name in connected)
@@ -237,6 +249,16 @@ def test_your_own_soc_takes_the_core_with_add_core(tmp_path):
     source = (ROOT / "examples" / "litex_user_soc.py").read_text()
     cls = re.search(r"^class MySoC.*?(?=\n\n\n)", source, re.S | re.M).group(0)
     assert cls in (ROOT / "docs" / "litex-soc.md").read_text()
+
+
+def test_add_core_keeps_a_core_built_for_sys_in_sys(tmp_path):
+    from types import SimpleNamespace
+    core = core_info(load_design(str(ROOT / "examples" / "udp_echo.py"), width=64),
+                     str(tmp_path), mac=LITEX_MAC_SYS)
+    soc = SimpleNamespace(platform=SimpleNamespace(add_source=lambda path: None))
+    with pytest.raises(ValueError, match=r"LITEX_MAC_SYS runs in sys, LiteEth's MAC domain, "
+                                         r"not in 'core'"):
+        add_core(soc, core, ethphy=object())
 
 
 def test_add_core_needs_a_phy_for_an_ethernet_port(tmp_path):

@@ -85,3 +85,41 @@ def test_register_queues_match_a_syncfifo_cycle_for_cycle(depth):
 
     simulate(m, drive, timeout=1_000)
     assert sum(seen) > 100          # many transfers out were compared, not an idle queue
+
+
+def test_register_stream_adds_one_cycle_or_nothing():
+    """`register_stream` puts a 2-entry register Queue on a stream: each transfer comes out
+    exactly a cycle after it went in, one per cycle; disabled, the stream is returned as is."""
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+    from apiary.stream.queue import register_stream
+
+    class Stage(wiring.Component):
+        i: In(stream.Signature(unsigned(8)))
+        o: Out(stream.Signature(unsigned(8)))
+
+        def elaborate(self, platform):
+            m = Module()
+            connect(m, staged=register_stream(m, "stage", wiring.flipped(self.i)),
+                    out=wiring.flipped(self.o))
+            assert isinstance(m.submodules["stage"], Queue)
+            return m
+
+    m = Module()
+    source = stream.Signature(unsigned(8)).create()
+    assert register_stream(m, "none", source, enabled=False) is source
+    dut = Stage()
+    ins, outs = [], []
+
+    async def source_tb(ctx):
+        for v in range(10):
+            await stream_put(ctx, dut.i, v)
+
+    async def sink(ctx):
+        ctx.set(dut.o.ready, 1)
+        got = [int(await stream_get(ctx, dut.o)) for _ in range(10)]
+        assert got == list(range(10))
+
+    simulate(dut, sink, background=[source_tb, transfers(dut.i, ins), transfers(dut.o, outs)],
+             timeout=100)
+    assert outs[:10] == [c + 1 for c in ins[:10]] == list(range(ins[0] + 1, ins[0] + 11))
