@@ -1,4 +1,5 @@
-"""Yosys synthesis scripts shared by the area benchmarks and the board flows.
+"""Yosys synthesis scripts, and nextpnr's ECP5 parts and cell names, shared by the area and
+timing benchmarks and the board flows.
 
 ECP5: Yosys's ``synth_ecp5`` maps LUTs with ``abc9``, which in the WebAssembly Yosys from PyPI is
 very slow on large netlists (a UDP echo SoC stayed in ``abc9`` for over an hour; one 64-bit UDP RX
@@ -8,7 +9,19 @@ and 1,335 LUT4s instead of 1,347. ``abc`` does not see the delays of carry chain
 ``abc9`` does, so Fmax may be somewhat lower.
 """
 
-__all__ = ["ecp5_synth"]
+__all__ = ["ecp5_synth", "ECP5_PARTS", "ECP5_CELLS"]
+
+#: nextpnr-ecp5 device arguments of the parts the boards use: the Colorlight's 25F at speed 6,
+#: the Versa's 45F and the ECPIX-5's 85F (ECP5-5G) at speed 8.
+ECP5_PARTS = {
+    "25f": ("--25k", "--package", "CABGA256", "--speed", "6"),
+    "45f": ("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
+    "85f": ("--um5g-85k", "--package", "CABGA554", "--speed", "8"),
+}
+
+#: nextpnr-ecp5's logic and memory cell types, by the names a user knows them by.
+ECP5_CELLS = {"TRELLIS_COMB": "LUT4s", "TRELLIS_FF": "FFs", "TRELLIS_RAMW": "LUT RAM write ports",
+              "DP16KD": "block RAMs (DP16KD)", "MULT18X18D": "DSPs (MULT18X18D)"}
 
 
 def ecp5_synth(top, options=""):

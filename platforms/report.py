@@ -5,13 +5,13 @@ import os
 import re
 from dataclasses import dataclass, field, asdict
 
+from apiary.synth import ECP5_CELLS
+
 
 __all__ = ["BuildReport", "CELL_NAMES", "ecp5_resources", "ice40_resources", "nextpnr_clocks"]
 
 #: nextpnr cell types → the names a user knows them by.
-_ECP5_CELLS = {"TRELLIS_COMB": "LUT4s", "TRELLIS_FF": "FFs", "TRELLIS_RAMW": "LUT RAM write ports",
-               "DP16KD": "block RAMs (DP16KD)", "MULT18X18D": "DSPs (MULT18X18D)",
-               "TRELLIS_IO": "I/O pins", "EHXPLLL": "PLLs"}
+_ECP5_CELLS = {**ECP5_CELLS, "TRELLIS_IO": "I/O pins", "EHXPLLL": "PLLs"}
 _ICE40_CELLS = {"ICESTORM_LC": "logic cells (LUT4+FF)", "ICESTORM_RAM": "block RAMs",
                 "ICESTORM_DSP": "DSPs", "SB_IO": "I/O pins", "ICESTORM_PLL": "PLLs"}
 CELL_NAMES = {**_ECP5_CELLS, **_ICE40_CELLS}

@@ -190,6 +190,7 @@ def specialised_routers(design_path=ECHO_DESIGN, *, widths=(("xilinx", 512), ("e
     from ..top import router_depths
     design = load_design(design_path)
     paths = design.check().router_paths("data")
+    depths = router_depths(design, "data")
     names = {t.at: n for n, t in design.tiles.items()}
     rows = []
     for at in sorted(paths, key=lambda p: (p[1], p[0])):
@@ -197,14 +198,13 @@ def specialised_routers(design_path=ECHO_DESIGN, *, widths=(("xilinx", 512), ("e
                "fifos": len({i for i, _ in paths[at]})}
         for target, width in widths:
             row[f"{target}_{width}"] = design_area(
-                Router(width, *at, paths=paths[at], **router_depths(design, "data")),
-                target)
+                Router(width, *at, paths=paths[at], **depths), target)
         note(f"synthesized the router at {at}")
         rows.append(row)
     full = {"at": None, "tile": "", "paths": "all 17", "fifos": 5}
     for target, width in widths:
         full[f"{target}_{width}"] = design_area(
-            Router(width, 1, 1, **router_depths(design, "data")), target)
+            Router(width, 1, 1, **depths), target)
     rows.append(full)
     return design, rows
 

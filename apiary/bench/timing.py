@@ -23,21 +23,9 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 from ..load import add_design_arguments, design_arguments, load_from_args
-from ..synth import ecp5_synth
+from ..synth import ECP5_CELLS, ECP5_PARTS, ecp5_synth
 
-__all__ = ["ECP5_PARTS", "CriticalPath", "TimingReport", "core_timing", "markdown", "main"]
-
-#: nextpnr-ecp5 device arguments of the parts the boards use (the Versa's and ECPIX-5's 45F
-#: and 85F at speed 8, the Colorlight's 25F at speed 6).
-ECP5_PARTS = {
-    "25f": ("--25k", "--package", "CABGA256", "--speed", "6"),
-    "45f": ("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
-    "85f": ("--um5g-85k", "--package", "CABGA554", "--speed", "8"),
-}
-
-#: nextpnr cell types as a user knows them.
-_CELLS = {"TRELLIS_COMB": "LUT4s", "TRELLIS_FF": "FFs", "TRELLIS_RAMW": "LUT RAM write ports",
-          "DP16KD": "block RAMs", "MULT18X18D": "DSPs"}
+__all__ = ["CriticalPath", "TimingReport", "core_timing", "markdown", "main"]
 
 
 @dataclass
@@ -110,7 +98,7 @@ def _run(step, args, cwd, log):
 
 def core_timing(design, part="45f", mhz=125.0, seed=1, out_dir=None, progress=None):
     """Synthesise, place and route ``design``'s core out of context on ECP5 ``part`` (a key
-    of :data:`ECP5_PARTS`) at ``mhz``: a :class:`TimingReport`. The files stay in
+    of :data:`~apiary.synth.ECP5_PARTS`) at ``mhz``: a :class:`TimingReport`. The files stay in
     ``out_dir`` if given (else a temporary directory)."""
     from ..top import DesignTop, design_verilog, top_name
     if part not in ECP5_PARTS:
@@ -144,8 +132,8 @@ def core_timing(design, part="45f", mhz=125.0, seed=1, out_dir=None, progress=No
         with open(os.path.join(out, "report.json")) as f:
             pnr = json.load(f)
     fmax = min((c["achieved"] for c in pnr.get("fmax", {}).values()), default=float("inf"))
-    used = {_CELLS[k]: v["used"] for k, v in pnr["utilization"].items()
-            if k in _CELLS and v["used"]}
+    used = {ECP5_CELLS[k]: v["used"] for k, v in pnr["utilization"].items()
+            if k in ECP5_CELLS and v["used"]}
     return TimingReport(design=design.name, width=design.width, part=part, target_mhz=mhz,
                         seed=seed, fmax_mhz=round(fmax, 2), used=used,
                         paths=[critical_path(p) for p in pnr.get("critical_paths", [])],

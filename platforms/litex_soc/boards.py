@@ -9,8 +9,15 @@ chip, and the nextpnr device arguments.
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from apiary.synth import ECP5_PARTS
 
-__all__ = ["LiteXBoard", "LITEX_BOARDS"]
+
+__all__ = ["LiteXBoard", "LITEX_BOARDS", "OWN_CORE_CLK_FREQ"]
+
+
+#: The core's own clock where a board names none (the ECPIX-5's; any core built with LITEX_MAC
+#: on a board that runs its core on sys): 64 bits at 37.5 MHz is 2.4 Gb/s.
+OWN_CORE_CLK_FREQ = 37.5e6
 
 
 @dataclass(frozen=True)
@@ -28,7 +35,7 @@ class LiteXBoard:
     # The core's clock: None runs the core on sys, LiteEth's MAC domain, with no clock crossing
     # (the pipelined 64-bit echo stack reaches 85.7 MHz there on the Versa: 75 MHz sys is 4.8
     # Gb/s at 64 bits); a frequency gives it its own PLL output behind crossing FIFOs.
-    core_clk_freq: Optional[float] = 37.5e6
+    core_clk_freq: Optional[float] = OWN_CORE_CLK_FREQ
     led_active_low: bool = False
 
     @property
@@ -113,7 +120,7 @@ def _colorlight_5a_75b(revision, name):
         description=f"Colorlight 5A-75B v{revision} (LFE5U-25F): RGMII gigabit Ethernet "
                     f"(port 0 of 2), no DRAM used",
         platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
-        nextpnr_args=("--25k", "--package", "CABGA256", "--speed", "6"),
+        nextpnr_args=ECP5_PARTS["25f"],
         sys_clk_freq=50e6, core_clk_freq=None)
 
 
@@ -122,13 +129,13 @@ LITEX_BOARDS = {
         name="versa_ecp5",
         description="Lattice ECP5-5G Versa (LFE5UM5G-45F): RGMII gigabit Ethernet, 128 MiB DDR3",
         platform=_versa_platform, eth_phy=_versa_eth, dram=_versa_dram,
-        nextpnr_args=("--um5g-45k", "--package", "CABGA381", "--speed", "8"),
+        nextpnr_args=ECP5_PARTS["45f"],
         dram_crg=_versa_crg, reset_n="rst_n", led_active_low=True, core_clk_freq=None),
     "ecpix5": LiteXBoard(
         name="ecpix5",
         description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",
         platform=_ecpix5_platform, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
-        nextpnr_args=("--um5g-85k", "--package", "CABGA554", "--speed", "8"),
+        nextpnr_args=ECP5_PARTS["85f"],
         dram_crg=_ecpix5_crg, reset_n="rst_n"),
     "colorlight_5a_75b": _colorlight_5a_75b("8.0", "colorlight_5a_75b"),
     "colorlight_5a_75b_v7": _colorlight_5a_75b("7.0", "colorlight_5a_75b_v7"),

@@ -45,6 +45,7 @@ from litex.soc.interconnect.csr import AutoCSR, CSRStatus, CSRStorage
 
 from apiary.stream.mac import MacOptions
 
+from .boards import OWN_CORE_CLK_FREQ
 from .dram_init import DFIInitSequencer
 
 
@@ -225,7 +226,8 @@ class ApiarySoC(SoCMini):
         in_sys = core.mac == LITEX_MAC_SYS
         self.core_domain = domain = "sys" if in_sys else "core"
         self.core_clk_freq = core_clk_freq = (
-            sys_clk_freq if in_sys else int(core_clk_freq or board.core_clk_freq or 37.5e6))
+            sys_clk_freq if in_sys else int(core_clk_freq or board.core_clk_freq
+                                            or OWN_CORE_CLK_FREQ))
         self.board = board
         if core.memory_ports and board.dram is None:
             raise ValueError(f"the design has memory ports ({', '.join(core.memory_ports)}) "
