@@ -41,6 +41,17 @@ class Target:
             defaults["clock_hz"] = int(self.clock_hz)
         return defaults
 
+    def core_clock_hz(self, design) -> float | None:
+        """The clock ``design``'s core runs at here: :attr:`clock_hz`, except on a LiteX board
+        that runs its core on ``sys`` when the design has memory ports, which get the core a
+        clock of its own (:func:`~.litex_soc.soc.litex_mac`)."""
+        if self.flow == "litex" and self.board.core_clk_freq is None:
+            from .litex_soc.boards import OWN_CORE_CLK_FREQ
+            from .litex_soc.soc import LITEX_MAC, litex_mac
+            if litex_mac(self.board, design) == LITEX_MAC:
+                return OWN_CORE_CLK_FREQ
+        return self.clock_hz
+
 
 def _litex_targets():
     from .litex_soc.boards import LITEX_BOARDS

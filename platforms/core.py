@@ -43,6 +43,11 @@ def is_memory_port(member) -> bool:
             and isinstance(member.signature, MemoryPortSignature))
 
 
+def memory_ports(design) -> list[str]:
+    """The names of ``design``'s memory ports (its top's, without elaborating it)."""
+    return [k for k, m in DesignTop(design).signature.members.items() if is_memory_port(m)]
+
+
 def core_info(design, out_dir, *, mac: MacOptions = MacOptions(), cache_dir=CACHE_DIR) -> CoreInfo:
     """Elaborate ``design`` with ``mac``, write ``<out_dir>/<top>.v`` and describe it."""
     return write_core(DesignTop(design, mac=mac), out_dir, cache_dir=cache_dir)

@@ -284,6 +284,11 @@ class MessageSender(wiring.Component):
         flit when it fits there and in flits after it otherwise (:func:`meta_plan`).
     empty_packets : bool
         ``i_data`` has a packet for header-only messages too (see above).
+    short_meta : bool
+        Each descriptor says in ``meta_flits`` how many of the metadata flits its message
+        carries (at most ``meta_words``; the first ones, so the bits of ``meta`` above them are
+        not sent): a tile whose messages carry formats of different sizes sends each its own.
+        Inline metadata is unaffected.
 
     Members
     -------
@@ -303,25 +308,29 @@ class MessageSender(wiring.Component):
     """
 
     @staticmethod
-    def descriptor_layout(width: int, meta_words: int = 0,
-                          meta_bits: int | None = None) -> data.StructLayout:
+    def descriptor_layout(width: int, meta_words: int = 0, meta_bits: int | None = None,
+                          short_meta: bool = False) -> data.StructLayout:
         """The descriptor's layout: :data:`DESCRIPTOR_FIELDS` at their header widths, then
         ``meta`` (``meta_words * width`` bits, or ``meta_bits``; see :func:`meta_plan`) if
-        there is metadata."""
+        there is metadata, and with ``short_meta`` ``meta_flits``."""
         hdr = noc_header(width)
         fields = {name: unsigned(hdr.width(name)) for name in DESCRIPTOR_FIELDS}
-        _, _, bits = meta_plan(width, meta_words, meta_bits)
+        flits, _, bits = meta_plan(width, meta_words, meta_bits)
         if bits:
             fields["meta"] = unsigned(bits)
+        if short_meta:
+            fields["meta_flits"] = range(flits + 1)
         return data.StructLayout(fields)
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
-                 empty_packets: bool = False) -> None:
+                 empty_packets: bool = False, short_meta: bool = False) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
+        self._short_meta = bool(short_meta)
         super().__init__({
-            "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits))),
+            "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits,
+                                                                short_meta))),
             "i_data": In(payload_signature(width)),
             "o": Out(flit_signature(width)),
             "length_errors": Out(32),
@@ -331,17 +340,20 @@ class MessageSender(wiring.Component):
         m = Module()
         width, meta_words = self._width, self._meta_words
         nh = header_flits(width)
-        count = nh + meta_words                     # flits built from the descriptor
         m.submodules.framer = framer = PayloadFramer(width)
 
         desc = self.i_hdr.payload
+        # Metadata flits of this message: all of them, or with short_meta the descriptor's.
+        sent = desc.meta_flits if self._short_meta else meta_words
+        count = Signal(range(nh + meta_words + 1))  # flits built from the descriptor
+        m.d.comb += count.eq(nh + sent)
         words, _ = payload_words(desc.payload_bytes, width)
         header = Signal(noc_header(width).layout())
         for name in DESCRIPTOR_FIELDS:
             m.d.comb += getattr(header, name).eq(getattr(desc, name))
         m.d.comb += [
-            header.msg_len.eq(nh - 1 + meta_words + words),
-            header.metadata_flits.eq(meta_words),
+            header.msg_len.eq(nh - 1 + sent + words),
+            header.metadata_flits.eq(sent),
         ]
         if self._inline:
             m.d.comb += header.as_value()[:self._inline].eq(desc.meta)
@@ -351,7 +363,7 @@ class MessageSender(wiring.Component):
             meta = Cat(desc.meta, Const(0, meta_words * width - self._meta_bits))
             flits += [meta[j * width:(j + 1) * width] for j in range(meta_words)]
 
-        index = Signal(range(count), name="index")  # which descriptor flit is on `o`
+        index = Signal(range(nh + meta_words), name="index")  # which descriptor flit is on `o`
         flit = Signal(width)
         with m.Switch(index):
             for j, value in enumerate(flits):
@@ -412,7 +424,8 @@ class MessageReceiver(wiring.Component):
     Errors, each counting once per message in ``errors``:
 
     * The message ends before its header and metadata are complete, its header's
-      ``metadata_flits`` is not ``meta_words``, or it ends on its last metadata flit while
+      ``metadata_flits`` is not ``meta_words`` (with ``short_meta``: is more than
+      ``meta_words``), or it ends on its last metadata flit while
       ``payload_bytes > 0``: the whole message is dropped (no ``o_hdr``, no ``o_data``).
     * It has fewer payload flits than ``payload_bytes`` calls for: ``o_data`` is completed with
       zero words, so it always carries exactly ``payload_bytes`` bytes.
@@ -437,6 +450,11 @@ class MessageReceiver(wiring.Component):
         it fits there (:func:`meta_plan`), as :class:`MessageSender` sends it.
     empty_packets : bool
         Header-only messages give an empty packet on ``o_data`` (see above).
+    short_meta : bool
+        Take messages with fewer metadata flits than ``meta_words`` too (not only exactly
+        that many): ``meta``'s words past those the message carries read as zero. For a
+        format whose messages carry only its first fields (a prefix, in the low bits). Costs
+        one more stored flit and a multiplexer per header/metadata flit.
 
     Members
     -------
@@ -471,10 +489,11 @@ class MessageReceiver(wiring.Component):
         return data.FlexibleLayout(hdr.size + flits * width, fields)
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
-                 empty_packets: bool = False) -> None:
+                 empty_packets: bool = False, short_meta: bool = False) -> None:
         self._width = check_width(width)
         self._meta_words, _, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
+        self._short_meta = bool(short_meta)
         super().__init__({
             "i": In(flit_signature(width)),
             "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words, meta_bits))),
@@ -486,17 +505,36 @@ class MessageReceiver(wiring.Component):
         m = Module()
         width, meta_words = self._width, self._meta_words
         nh = header_flits(width)
-        count = nh + meta_words                     # header and metadata flits per message
+        most = nh + meta_words                      # header and metadata flits, at most
         m.submodules.framer = framer = PayloadFramer(width)
+        index = Signal(range(most), name="index")   # which header/metadata flit is on `i`
 
-        stored = [Signal(width, name=f"flit{j}") for j in range(count - 1)]
-        flits = [*stored, self.i.payload.data]      # the last one straight from the input
-        m.d.comb += self.o_hdr.payload.eq(Cat(*reversed(flits[:nh]), *flits[nh:]))
+        if self._short_meta:
+            # The last header/metadata flit may be any of them: each position shows the input
+            # while it is on `i`, and metadata flits the message does not carry read as zero.
+            stored = [Signal(width, name=f"flit{j}") for j in range(most)]
+            flits = [Mux(index == j, self.i.payload.data, reg) for j, reg in enumerate(stored)]
+        else:
+            stored = [Signal(width, name=f"flit{j}") for j in range(most - 1)]
+            flits = [*stored, self.i.payload.data]  # the last one straight from the input
         hdr = self.o_hdr.payload
+        raw_hdr = Cat(*reversed(flits[:nh]))
+        m.d.comb += hdr.as_value()[:len(raw_hdr)].eq(raw_hdr)
+        received = hdr.metadata_flits
+        for j, word in enumerate(flits[nh:]):
+            if self._short_meta:
+                word = Mux(received > j, word, 0)
+            m.d.comb += hdr.as_value()[len(raw_hdr) + j * width:
+                                       len(raw_hdr) + (j + 1) * width].eq(word)
+        if self._short_meta:
+            last_index = Signal(range(most))
+            m.d.comb += last_index.eq(nh - 1 + received)
+            at_last = (index == last_index) & (received <= meta_words)
+        else:
+            at_last = index == most - 1
         words, _ = payload_words(hdr.payload_bytes, width)
         m.d.comb += framer.load_bytes.eq(hdr.payload_bytes)
 
-        index = Signal(range(count), name="index")  # which header/metadata flit is on `i`
         drop = Signal()                             # discarding the rest of a bad message
         empty = Signal()                            # an empty packet is on `o_data`
         error = Signal()
@@ -520,7 +558,7 @@ class MessageReceiver(wiring.Component):
             m.d.comb += i.ready.eq(1)
             with m.If(taken & i.payload.last):
                 m.d.sync += drop.eq(0)
-        with m.Elif(index != count - 1):
+        with m.Elif(~at_last & (index != most - 1)):
             m.d.comb += i.ready.eq(1)
             with m.If(taken):
                 with m.Switch(index):
@@ -533,7 +571,10 @@ class MessageReceiver(wiring.Component):
                 with m.Else():
                     m.d.sync += index.eq(index + 1)
         with m.Else():
-            reject = (hdr.metadata_flits != meta_words) | (i.payload.last & (words != 0))
+            if self._short_meta:
+                reject = (received > meta_words) | (i.payload.last & (words != 0))
+            else:
+                reject = (received != meta_words) | (i.payload.last & (words != 0))
             with m.If(reject):
                 m.d.comb += i.ready.eq(1)
                 with m.If(taken):

@@ -39,7 +39,7 @@ from apiary.noc.framing import meta_plan
 from apiary.noc.header import header_flits
 from apiary.sim.base import default_clock_mhz
 
-from ..proto.messages import META_BITS
+from ..proto.messages import ETH_META
 from .echo import (BenchError, measure_latency, request, _addresses, _drops, _expected,
                    _not_an_echo, _per_packet, _run_until_idle)
 
@@ -70,11 +70,12 @@ PAPER = {
 
 def bounds(width, size=SIZE):
     """``{"mac": words, "shared": flits}`` per packet: the request frame's MAC words, and the
-    flits of the message Ethernet RX sends per packet (header, metadata and the IPv4 packet),
+    flits of the message Ethernet RX sends per packet (header, its Ethernet-level metadata and
+    the IPv4 packet),
     which Ethernet RX, the load balancer and (for the reply) Ethernet TX each move once."""
     nb = width // 8
     frame = max(60, ETHERNET + IPV4_UDP + size)
-    meta_flits, _, _ = meta_plan(width, meta_bits=META_BITS)
+    meta_flits, _, _ = meta_plan(width, meta_bits=ETH_META.size)
     return {"mac": -(-frame // nb),
             "shared": header_flits(width) + meta_flits + -(-(IPV4_UDP + size) // nb)}
 

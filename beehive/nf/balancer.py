@@ -20,7 +20,8 @@ Where the flow comes from (``flow=``):
 
 * ``"meta"`` (default): the :data:`~beehive.proto.messages.PACKET_META` of the message:
   ``peer_ip``, ``local_ip``, ``peer_port``, ``local_port`` (behind UDP RX, TCP RX);
-* ``"ipv4"``: the payload is an IPv4 packet (behind Ethernet RX): bytes 12-15 (source, the
+* ``"ipv4"``: the payload is an IPv4 packet (behind Ethernet RX, so the metadata is
+  :data:`~beehive.proto.messages.ETH_META`'s): bytes 12-15 (source, the
   peer), 16-19 (destination, local), 20-21 and 22-23 (the ports if the IPv4 header has no
   options; with options, 4 bytes of them, as constant per flow as the ports are).
 
@@ -51,7 +52,7 @@ from apiary.stream.queue import Queue
 from apiary.stream.registers import Register, Table
 from apiary.tile import Tile, TileEnv
 
-from ..proto.messages import META_BITS, PACKET_META
+from ..proto.messages import ETH_META, PACKET_META
 
 
 __all__ = ["LoadBalancerTile", "POLICIES", "FLOWS", "KEY_RESET", "HASH_BITS", "TUPLE_BITS",
@@ -124,7 +125,9 @@ def _probes(width, policy, flow):
     if policy == "round_robin":
         return {}
     hf = header_flits(width)
-    mflits, inline, _ = meta_plan(width, meta_bits=META_BITS)
+    # Behind Ethernet RX the messages carry the Ethernet level of the metadata only.
+    carried = PACKET_META if flow == "meta" else ETH_META
+    mflits, inline, _ = meta_plan(width, meta_bits=carried.size)
     if flow == "meta":
         base = (hf - 1) * width if inline else hf * width
         fields = {name: (base + PACKET_META.offset(name), PACKET_META.width(name))
@@ -166,9 +169,10 @@ class LoadBalancerTile(Tile):
     Latency: ``decision_flit + 1`` cycles from a message's first flit in to its first flit out
     (:func:`decision_flit`: 1 cycle for round robin at any width and for every policy at 512 bits
     with ``flow="meta"``, 2 with ``flow="ipv4"``; at 64 bits, where the metadata follows a
-    2-flit header, ``hash`` decides on flit 3 and ``port`` on flit 2 with ``flow="meta"``, both
-    on flit 8 with ``flow="ipv4"``). Throughput: one flit per cycle, so a message every as
-    many cycles as it has flits, back to back, with no cycle between messages; back-pressure
+    2-flit header, both decide on flit 4 with ``flow="meta"``, where the ports are, and on flit
+    6 with ``flow="ipv4"``, behind the Ethernet level's 2 metadata flits). Throughput: one flit
+    per cycle, so a message every as many cycles as it has flits, back to back, with no cycle
+    between messages; back-pressure
     on the output stalls the input only once ``decision_flit + 4`` flits are queued.
 
     A message shorter than the decision flit is decided on its last flit (fields it does not

@@ -43,8 +43,9 @@ vtep_ip         32    the VTEP it sits behind (decap: the outer source must be i
 vtep_mac        48    the outer next hop's MAC (encap: the outer Ethernet destination)
 ==============  ====  =========================================================================
 
-The outer UDP source port is :func:`vxlan_source_port` of the inner flow (RFC 7348 §5: a hash
-of the inner headers, in 49152-65535). Inner frames are sent untagged.
+The outer UDP source port is :func:`vxlan_source_port` of the inner packet's destination and
+ports, read from its headers (RFC 7348 §5: a hash of the inner headers, in 49152-65535). Inner
+frames are sent untagged.
 """
 
 
@@ -88,9 +89,15 @@ def vxlan_peer(vni: int, peer_mac, vtep_ip, vtep_mac) -> dict[str, int]:
             "vtep_mac": _mac(vtep_mac)}
 
 
+#: Bytes 16-23 of an IPv4 packet without options: its destination and, for UDP and TCP, its
+#: ports (for other protocols the same bytes of theirs, as constant per flow).
+_INNER_FLOW = Header("inner_flow", [("dst", 32), ("src_port", 16), ("dst_port", 16)])
+
+
 def vxlan_source_port(peer_ip: int, peer_port: int, local_port: int) -> int:
-    """The outer UDP source port the encap tile uses for an inner flow (its metadata's
-    ``peer_ip``, ``peer_port`` and ``local_port``): ``0xC000`` plus 14 bits of their XOR."""
+    """The outer UDP source port the encap tile uses for an inner flow (the inner packet's
+    destination address ``peer_ip``, destination port ``peer_port`` and source port
+    ``local_port``): ``0xC000`` plus 14 bits of their XOR."""
     return 0xC000 | ((peer_ip >> 16) ^ peer_ip ^ peer_port ^ local_port) & 0x3FFF
 
 
@@ -173,7 +180,7 @@ class VxlanEncapTile(NfTile):
         (:func:`vxlan_peer`).
     """
 
-    head_bytes = 1
+    head_bytes = 24
     insert_counts = (VXLAN_OVERHEAD,)
     rule_entry = VXLAN_PEER
     table_name = "peers"
@@ -205,7 +212,10 @@ class VxlanEncapTile(NfTile):
         udp = header_view(UDP, plain, 20)
         vx = header_view(VXLAN, plain, 28)
         eth = header_view(ETHERNET, plain, 36)
-        sport = ((meta.peer_ip[16:] ^ meta.peer_ip[:16] ^ meta.peer_port ^ meta.local_port)[:14]
+        # The inner flow from the inner packet's headers: the Ethernet-level messages this tile
+        # takes carry no addresses or ports in their metadata.
+        inner = header_view(_INNER_FLOW, p.head, 16)
+        sport = ((inner.dst[16:] ^ inner.dst[:16] ^ inner.dst_port ^ inner.src_port)[:14]
                  | 0xC000)
         m.d.comb += [
             ip.version.eq(IPV4_VERSION), ip.ihl.eq(IPV4_MIN_IHL),

@@ -37,7 +37,6 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.wiring import connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
 from apiary.noc.msgtype import register_msg_types
 from apiary.noc.spec import register_formats
@@ -49,7 +48,7 @@ from apiary.tile import Tile, TileEnv
 
 from .addresses import local_addresses
 from .ethernet import BROADCAST, EtherType
-from .layer import RxLayerTile
+from .layer import RxLayerTile, level_meta, packet_receiver, packet_sender
 from .messages import META_BITS, PACKET_META, MsgType
 
 
@@ -298,8 +297,7 @@ class ArpTile(Tile):
         """Every message: its header fields and first 28 bytes; ``decide`` in the cycle both are
         in (the packet is then dropped from the peek: nothing is forwarded)."""
         width = self.env.width
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS,
-                                                     empty_packets=True)
+        m.submodules.receiver = rx = packet_receiver(width, empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         m.submodules.peek = peek = PayloadPeek(width, ARP_BYTES)
         connect(m, receiver=rx.o_data, peek=peek.i)
@@ -476,7 +474,7 @@ class ArpTile(Tile):
         """One message at a time to the sender: a queued reply, else an answer, else a due
         request. Frames take their 28 bytes from a :class:`StreamInsert` of an empty packet."""
         width, c, hop = self.env.width, self.counters, self.tx_hop
-        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS)
+        m.submodules.sender = sender = packet_sender(width)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
         m.submodules.insert = insert = StreamInsert(width, ARP_BYTES, fixed=True)
         m.d.comb += [insert.i.valid.eq(1), insert.i.payload.last.eq(1)]
@@ -487,8 +485,10 @@ class ArpTile(Tile):
                                         "dst_x": 8, "dst_y": 8, "dst_fbits": 4}))
         busy, desc_done = Signal(), Signal()
         desc = sender.i_hdr.payload
-        meta = data.View(PACKET_META.layout(), desc.meta)
+        meta = Signal(PACKET_META.layout())
+        carried_meta, meta_flits = level_meta(width, desc.msg_type, meta.as_value())
         m.d.comb += [
+            desc.meta.eq(carried_meta), desc.meta_flits.eq(meta_flits),
             desc.dst_x.eq(Mux(job.frame, hop.x, job.dst_x)),
             desc.dst_y.eq(Mux(job.frame, hop.y, job.dst_y)),
             desc.dst_fbits.eq(Mux(job.frame, hop.fbits, job.dst_fbits)),

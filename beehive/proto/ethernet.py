@@ -135,6 +135,7 @@ class EthernetTxTile(TxLayerTile):
     fixed = False
     header_counts = (14, 18)
     msg_type = MsgType.ETH_TX_FRAME
+    receives = MsgType.ETH_TX_FRAME
 
     def __init__(self, env=None):
         width = env.width if env else 512

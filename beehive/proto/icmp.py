@@ -50,6 +50,7 @@ class IcmpEchoTile(RxLayerTile):
     head_bytes = 8
     key_width = 1
     msg_type = MsgType.IP_TX_DATAGRAM
+    receives = MsgType.IP_RX_DATAGRAM
     drop_reasons = {
         "truncated": "messages shorter than 8 bytes",
         "not_echo_request": "ICMP messages other than echo requests",

@@ -78,6 +78,7 @@ class Ipv4RxTile(RxLayerTile):
     strip_counts = tuple(range(20, 61, 4))
     key_width = 8
     msg_type = MsgType.IP_RX_DATAGRAM
+    receives = MsgType.ETH_RX_FRAME
     drop_reasons = {
         "truncated": "datagrams shorter than their header",
         "bad_version": "a version other than 4",
@@ -148,6 +149,7 @@ class Ipv4TxTile(TxLayerTile):
 
     max_header = 20
     msg_type = MsgType.ETH_TX_FRAME
+    receives = MsgType.IP_TX_DATAGRAM
 
     def __init__(self, env=None, *, ttl=64):
         if not isinstance(ttl, int) or not 1 <= ttl <= 255:

@@ -35,7 +35,7 @@ header is complete.
 
 from types import SimpleNamespace
 
-from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth import Module, Signal, Cat, Const, Mux, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 from amaranth.lib.wiring import connect, flipped
@@ -43,6 +43,7 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
+from apiary.noc.spec import message_specs
 from apiary.stream.checksum import InternetChecksum
 from apiary.stream.header import header_signal
 from apiary.stream.hold import HeldStages
@@ -53,10 +54,11 @@ from apiary.stream.queue import Queue, register_stream
 from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.tile import Tile
 
-from .messages import META_BITS, PACKET_META
+from .messages import META_BITS, PACKET_LEVELS, PACKET_META, packet_format
 
 
-__all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "receive", "received_packets",
+__all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_receiver",
+           "packet_sender", "packet_descriptor", "level_meta", "receive", "received_packets",
            "hold_packet", "buffered_packets", "verified_packets", "bytes_queue", "decide", "send",
            "patch_stream", "LENGTH_BITS", "pipelined_headers"]
 
@@ -81,6 +83,47 @@ def message_overhead(width):
     return header_flits(width) + flits
 
 
+def packet_receiver(width, **kwargs):
+    """A :class:`MessageReceiver` of packet messages, at whichever level each is
+    (:data:`~.messages.PACKET_LEVELS`): ``meta`` is :data:`PACKET_META`'s value, the fields a
+    message does not carry zero."""
+    return MessageReceiver(width, meta_bits=META_BITS, short_meta=True, **kwargs)
+
+
+def packet_sender(width, **kwargs):
+    """A :class:`MessageSender` of packet messages; its descriptors
+    (:func:`packet_descriptor`) say how many metadata flits each carries (:func:`level_meta`)."""
+    return MessageSender(width, meta_bits=META_BITS, short_meta=True, **kwargs)
+
+
+def packet_descriptor(width):
+    """The descriptor layout of a :func:`packet_sender`."""
+    return MessageSender.descriptor_layout(width, meta_bits=META_BITS, short_meta=True)
+
+
+def level_meta(width, msg_type, meta):
+    """``(meta, flits)``: the :data:`PACKET_META` value ``meta`` as a message of ``msg_type``
+    carries it (the fields of its level, :func:`~.messages.packet_format`, the rest zero) and
+    the metadata flits that takes at ``width`` bits, for a :func:`packet_sender`'s descriptor.
+    ``msg_type`` is a :class:`~.messages.MsgType` (both are then constants) or a value (then
+    chosen by it)."""
+    most, _, _ = meta_plan(width, meta_bits=META_BITS)
+
+    def of(fmt):
+        flits = min(most, meta_plan(width, meta_bits=fmt.size)[0])
+        return Cat(meta[:fmt.size], Const(0, META_BITS - fmt.size)), Const(flits, range(most + 1))
+
+    if not isinstance(msg_type, Value):
+        return of(packet_format(msg_type))
+    value, flits = of(PACKET_META)
+    for fmt in reversed(PACKET_LEVELS[:-1]):
+        types = [v for v, spec in message_specs().items() if spec.meta is fmt]
+        v, f = of(fmt)
+        hit = msg_type.matches(*types)
+        value, flits = Mux(hit, v, value), Mux(hit, f, flits)
+    return value, flits
+
+
 def packet_layout(msg_type=False):
     """What travels with each packet between a layer's stages: its length and metadata (and,
     with ``msg_type``, the type of the message it came in)."""
@@ -90,12 +133,20 @@ def packet_layout(msg_type=False):
 
 
 def receive(m, tile):
-    """A :class:`MessageReceiver` (submodule ``receiver``) of the messages carrying
-    :data:`PACKET_META` that come in on ``tile.noc_in``; with :func:`pipelined_headers`, behind
-    a two-flit queue in registers (submodule ``noc_in_queue``: a cycle of latency, no path
-    from the router's arbitration into the tile's logic, or back)."""
-    m.submodules.receiver = rx = MessageReceiver(tile.env.width, meta_bits=META_BITS,
-                                                 empty_packets=True)
+    """A :class:`MessageReceiver` (submodule ``receiver``) of the packet messages that come in
+    on ``tile.noc_in``: exactly the level of ``tile.receives`` (a :class:`~.messages.MsgType`)
+    if the tile names one (a message with other metadata is dropped and counted in the
+    receiver's ``errors``), else any (:func:`packet_receiver`). With
+    :func:`pipelined_headers`, behind a two-flit queue in registers (submodule
+    ``noc_in_queue``: a cycle of latency, no path from the router's arbitration into the
+    tile's logic, or back)."""
+    receives = getattr(tile, "receives", None)
+    if receives is None:
+        rx = packet_receiver(tile.env.width, empty_packets=True)
+    else:
+        rx = MessageReceiver(tile.env.width, meta_bits=packet_format(receives).size,
+                             empty_packets=True)
+    m.submodules.receiver = rx
     flits = register_stream(m, "noc_in_queue", flipped(tile.noc_in), pipelined_headers(tile.env))
     connect(m, tile=flits, receiver=rx.i)
     return rx
@@ -110,7 +161,7 @@ def received_packets(m, rx, msg_type=False):
     m.d.comb += [
         hdr.valid.eq(rx.o_hdr.valid),
         hdr.payload.length.eq(rx.o_hdr.payload.payload_bytes),
-        hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),
+        hdr.payload.meta.eq(rx.o_hdr.payload.meta[:PACKET_META.size]),  # fields not carried: 0
         rx.o_hdr.ready.eq(hdr.ready),
     ]
     if msg_type:
@@ -318,12 +369,12 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     conditions = [(reason, c) for (reason, _), c in zip(p.drops, staged)]
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
     m.d.comb += table.key.eq(key)
-    m.submodules.descriptors = descs = Queue(
-        MessageSender.descriptor_layout(tile.env.width, meta_bits=META_BITS))
+    m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width))
+    meta, meta_flits = level_meta(tile.env.width, msg_type, p.out_meta().as_value())
     entries = [(descs.i, {
         "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
         "src_x": tile.env.x, "src_y": tile.env.y, "msg_type": msg_type,
-        "payload_bytes": out_length, "meta": p.out_meta().as_value(),
+        "payload_bytes": out_length, "meta": meta, "meta_flits": meta_flits,
     }), *queues]
 
     decision = Signal(name="decide")
@@ -374,8 +425,7 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
 def send(m, tile, descs, words):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
     at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``."""
-    m.submodules.sender = sender = MessageSender(tile.env.width, meta_bits=META_BITS,
-                                                empty_packets=True)
+    m.submodules.sender = sender = packet_sender(tile.env.width, empty_packets=True)
     connect(m, sender=sender.o, tile=flipped(tile.noc_out))
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
     connect(m, words=words, sender=sender.i_data)
@@ -419,7 +469,9 @@ class RxLayerTile(Tile):
     Class attributes a subclass sets: ``head_bytes`` (bytes :meth:`parse` sees), ``max_strip``
     (most bytes it strips), ``strip_counts`` (the only counts a variable strip takes, if few:
     a cheaper realignment), ``key_width`` (bits of its routing key), ``msg_type`` (of the
-    messages it sends), ``drop_reasons`` (``{name: what it drops}``, in priority order),
+    messages it sends), ``receives`` (the type of those it takes, if one: its receiver then
+    takes exactly that level of metadata, :func:`receive`), ``drop_reasons`` (``{name: what it
+    drops}``, in priority order),
     ``patch_bytes`` (most bytes :meth:`Parse.patch` replaces, 0 if never), and for a tile that
     verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
     :meth:`verify`.
@@ -435,6 +487,7 @@ class RxLayerTile(Tile):
     strip_counts = None
     key_width = 1
     msg_type = None
+    receives = None
     drop_reasons: dict[str, str] = {}
     patch_bytes = 0
     verify_offset = None
@@ -548,7 +601,8 @@ class RxLayerTile(Tile):
 class TxLayerTile(Tile):
     """Base class of the transmit-side protocol tiles (see the module docstring).
 
-    Class attributes: ``max_header`` (bytes), ``msg_type`` (of the messages sent), ``fixed``
+    Class attributes: ``max_header`` (bytes), ``msg_type`` (of the messages sent),
+    ``receives`` (of those taken, if one type: see :func:`receive`), ``fixed``
     (every header is ``max_header`` long), ``header_counts`` (otherwise, the only header lengths
     there are, if few: a cheaper realignment). A subclass writes :meth:`build`.
 
@@ -558,6 +612,7 @@ class TxLayerTile(Tile):
 
     max_header = 8
     msg_type = None
+    receives = None
     fixed = True
     header_counts = None
 
@@ -579,8 +634,7 @@ class TxLayerTile(Tile):
         """Where packets with their new header go: by default a :class:`MessageSender` to the
         tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
         width = self.env.width
-        m.submodules.sender = sender = MessageSender(width, meta_bits=META_BITS,
-                                                    empty_packets=True)
+        m.submodules.sender = sender = packet_sender(width, empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:
@@ -590,6 +644,7 @@ class TxLayerTile(Tile):
                 m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
             return
         hop, = hops
+        meta, meta_flits = level_meta(width, self.msg_type, desc.payload.meta.as_value())
         m.d.comb += [
             sender.i_hdr.valid.eq(desc.valid),
             sender.i_hdr.payload.dst_x.eq(hop.x),
@@ -599,7 +654,8 @@ class TxLayerTile(Tile):
             sender.i_hdr.payload.src_y.eq(self.env.y),
             sender.i_hdr.payload.msg_type.eq(self.msg_type.value),
             sender.i_hdr.payload.payload_bytes.eq(desc.payload.length),
-            sender.i_hdr.payload.meta.eq(desc.payload.meta.as_value()),
+            sender.i_hdr.payload.meta.eq(meta),
+            sender.i_hdr.payload.meta_flits.eq(meta_flits),
             desc.ready.eq(sender.i_hdr.ready),
         ]
         with m.If(desc.valid & desc.ready):

@@ -6,7 +6,12 @@ Message types (:class:`MsgType`) keep Beehive's values and are registered with t
 Beehive gives each layer its own metadata flit (``eth_rx``, ``ip_rx``, ``udp_rx``...). Here one
 layout, :data:`PACKET_META`, travels with a packet along its whole chain, receive path, application
 and transmit path: each receive tile fills in what its header told it, and each transmit tile
-builds its header from it. The fields are named from this end's point of view (*peer* is the
+builds its header from it. A message carries only the fields that exist at its layer, a prefix
+of the layout (its low bits): :data:`ETH_META` between Ethernet RX and IPv4 RX and between IPv4 TX
+and Ethernet TX, :data:`IP_META` between IPv4 and UDP/TCP/ICMP, all of it between UDP and the
+application (:data:`PACKET_LEVELS`, registered per message type). A tile that takes one type
+(``receives``) takes exactly that level; one that takes any (network functions, ARP) zeroes the
+fields a message does not carry. The fields are named from this end's point of view (*peer* is the
 client, *local* is the design), so an application replies by sending the metadata it received,
 unchanged, to the transmit path, and the reply goes back to the MAC, VLAN, address and port the
 request came from. That is also how replies find the client's MAC without an ARP table.
@@ -29,20 +34,21 @@ l4_sum_valid   1      set; UDP TX then needs no pass over the payload for its ch
 
 At 512 bits the metadata rides in the header flit, in the 256 bits below the header's fields
 (:func:`apiary.noc.framing.meta_plan`), so a message costs one flit before its payload; at other
-widths it takes ``meta_words(width)`` flits after the header: 4 at 64 bits, 2 at 128, 1 at 256.
-A message descriptor's ``meta`` field is the metadata itself: ``PACKET_META.layout()`` views it.
+widths it takes flits after the header: at 64 bits 2 for the Ethernet level, 3 for IPv4, 4 for
+all of it (``meta_words(width)``); 1 or 2 at 128, 1 at 256. A message descriptor's ``meta``
+field is the metadata itself: ``PACKET_META.layout()`` views it.
 """
 
 from amaranth.lib import enum
 
 from apiary.noc.framing import meta_plan
 from apiary.noc.msgtype import register_msg_types
-from apiary.noc.spec import register_formats
+from apiary.noc.spec import message_spec, register_formats
 from apiary.stream.format import Field, Format
 
 
-__all__ = ["MsgType", "PACKET_META", "META_BITS", "meta_words", "meta_to_words",
-           "meta_from_words"]
+__all__ = ["MsgType", "PACKET_META", "ETH_META", "IP_META", "PACKET_LEVELS", "META_BITS",
+           "packet_format", "carried", "meta_words", "meta_to_words", "meta_from_words"]
 
 
 @register_msg_types
@@ -69,28 +75,65 @@ class MsgType(enum.Enum, shape=8):
     TCP_CLOSE_REQ           = 30     # not in Beehive: an application closes its side
 
 
-PACKET_META = Format("packet_meta", [
+_ETH_FIELDS = [
     Field("peer_mac", 48, "Ethernet RX: source MAC; Ethernet TX sends to it"),
     Field("ethertype", 16, "Ethernet RX: inner EtherType; the ARP and IPv4 TX paths set theirs"),
     Field("vlan", 1, "the frame had (Ethernet TX: gets) an 802.1Q tag"),
     Field("vlan_tci", 16, "the tag's PCP, DEI and VID"),
+]
+_IP_FIELDS = [
     Field("peer_ip", 32, "IPv4 RX: source address; IPv4 TX's destination"),
     Field("local_ip", 32, "IPv4 RX: destination address; IPv4 TX's source"),
     Field("protocol", 8, "IPv4 protocol number"),
+]
+_L4_FIELDS = [
     Field("peer_port", 16, "UDP RX: source port; UDP TX's destination port"),
     Field("local_port", 16, "UDP RX: destination port; UDP TX's source port"),
     Field("l4_sum", 16, "UDP RX: one's-complement sum of the UDP payload"),
     Field("l4_sum_valid", 1, "l4_sum is set (UDP TX needs no pass over the payload)"),
-], doc="The metadata every packet carries along the Beehive stack, receive path to transmit "
-       "path.")
+]
 
-_PACKETS = (MsgType.ETH_RX_FRAME, MsgType.ETH_TX_FRAME, MsgType.IP_RX_DATAGRAM,
-            MsgType.IP_TX_DATAGRAM, MsgType.UDP_RX_SEGMENT, MsgType.UDP_TX_SEGMENT,
-            MsgType.TCP_RX_SEGMENT)
-register_formats(_PACKETS, PACKET_META, payload="the packet from this layer's header on")
+PACKET_META = Format("packet_meta", _ETH_FIELDS + _IP_FIELDS + _L4_FIELDS, order="lsb",
+                     doc="The metadata every packet carries along the Beehive stack, receive "
+                         "path to transmit path.")
+#: The fields an Ethernet-level message carries (Ethernet RX → IPv4 RX, IPv4 TX → Ethernet TX):
+#: the first fields of :data:`PACKET_META`, at the same bits.
+ETH_META = Format("eth_meta", _ETH_FIELDS, order="lsb",
+                  doc="The Ethernet fields of packet_meta, all an Ethernet-level message carries.")
+#: The fields an IPv4-level message carries (IPv4 RX → UDP/TCP RX, UDP/TCP TX → IPv4 TX).
+IP_META = Format("ip_meta", _ETH_FIELDS + _IP_FIELDS, order="lsb",
+                 doc="The Ethernet and IPv4 fields of packet_meta, all an IPv4-level message "
+                     "carries.")
+
+_PAYLOAD = "the packet from this layer's header on"
+register_formats((MsgType.ETH_RX_FRAME, MsgType.ETH_TX_FRAME), ETH_META, payload=_PAYLOAD)
+register_formats((MsgType.IP_RX_DATAGRAM, MsgType.IP_TX_DATAGRAM, MsgType.TCP_RX_SEGMENT),
+                 IP_META, payload=_PAYLOAD)
+register_formats((MsgType.UDP_RX_SEGMENT, MsgType.UDP_TX_SEGMENT), PACKET_META,
+                 payload=_PAYLOAD)
 
 #: Bits of :data:`PACKET_META`, as the tiles' message framing carries them.
 META_BITS = PACKET_META.size
+
+#: The formats a packet's messages carry by level, smallest first: each the first fields of
+#: the next, so each is a prefix (the low bits) of :data:`PACKET_META`.
+PACKET_LEVELS = (ETH_META, IP_META, PACKET_META)
+
+
+def packet_format(msg_type) -> Format:
+    """The metadata format a packet message of ``msg_type`` (a :class:`MsgType`, or its value)
+    carries: one of :data:`PACKET_LEVELS`, :data:`PACKET_META` for any other type."""
+    spec = message_spec(int(getattr(msg_type, "value", msg_type)))
+    if spec is not None and spec.meta in PACKET_LEVELS:
+        return spec.meta
+    return PACKET_META
+
+
+def carried(meta: dict, msg_type) -> dict:
+    """``meta`` (a dict of :data:`PACKET_META` fields) as a message of ``msg_type`` carries it:
+    the fields of its level (:func:`packet_format`) and zero for the rest."""
+    fmt = packet_format(msg_type)
+    return PACKET_META.unpack(PACKET_META.pack(meta) & ((1 << fmt.size) - 1))
 
 
 def meta_words(width):

@@ -46,6 +46,7 @@ class UdpRxTile(RxLayerTile):
     max_strip = 8
     key_width = 16
     msg_type = MsgType.UDP_RX_SEGMENT
+    receives = MsgType.IP_RX_DATAGRAM
     drop_reasons = {
         "truncated": "datagrams shorter than 8 bytes",
         "bad_length": "a UDP length other than the IP payload's",
@@ -82,6 +83,7 @@ class UdpTxTile(TxLayerTile):
 
     max_header = 8
     msg_type = MsgType.IP_TX_DATAGRAM
+    receives = MsgType.UDP_TX_SEGMENT
 
     def build(self, m, length, meta, stage):
         header = Signal(8 * 8)

@@ -23,13 +23,12 @@ line rate from their own ``baud`` parameter.
 from amaranth import Module, Mux, Signal
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import MessageReceiver
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.tile import Tile
 
 from ..proto.ethernet import EtherType
-from ..proto.layer import RxLayerTile, buffered_packets
-from ..proto.messages import META_BITS, MsgType
+from ..proto.layer import RxLayerTile, buffered_packets, packet_receiver
+from ..proto.messages import MsgType
 from .uart import UartRx, UartTx, baud_divisor
 
 
@@ -269,8 +268,7 @@ class SlipTxTile(Tile):
         m = Module()
         width = self.env.width
         nb = width // 8
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS,
-                                                     empty_packets=True)
+        m.submodules.receiver = rx = packet_receiver(width, empty_packets=True)
         connect(m, tile=flipped(self.noc_in), receiver=rx.i)
         m.d.comb += rx.o_hdr.ready.eq(1)
         m.submodules.uart = uart = UartTx(self.divisor)

@@ -34,7 +34,8 @@ class LiteXBoard:
     sys_clk_freq: float = 75e6
     # The core's clock: None runs the core on sys, LiteEth's MAC domain, with no clock crossing
     # (the pipelined 64-bit echo stack reaches 85.7 MHz there on the Versa: 75 MHz sys is 4.8
-    # Gb/s at 64 bits); a frequency gives it its own PLL output behind crossing FIFOs.
+    # Gb/s at 64 bits), except a core with memory ports (soc.litex_mac); a frequency gives it
+    # its own PLL output behind crossing FIFOs.
     core_clk_freq: Optional[float] = OWN_CORE_CLK_FREQ
     led_active_low: bool = False
 
@@ -136,7 +137,7 @@ LITEX_BOARDS = {
         description="LambdaConcept ECPIX-5 (LFE5UM5G-85F): RGMII gigabit Ethernet, 512 MiB DDR3",
         platform=_ecpix5_platform, eth_phy=_ecpix5_eth, dram=_ecpix5_dram,
         nextpnr_args=ECP5_PARTS["85f"],
-        dram_crg=_ecpix5_crg, reset_n="rst_n"),
+        dram_crg=_ecpix5_crg, reset_n="rst_n", core_clk_freq=None),
     "colorlight_5a_75b": _colorlight_5a_75b("8.0", "colorlight_5a_75b"),
     "colorlight_5a_75b_v7": _colorlight_5a_75b("7.0", "colorlight_5a_75b_v7"),
 }

@@ -118,7 +118,7 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     times = {}
     start = time.monotonic()
     progress.note(f"core: elaborating {design.name} ({design.width}-bit NoC) to Verilog")
-    core = core_info(design, out_dir, mac=litex_mac(board))
+    core = core_info(design, out_dir, mac=litex_mac(board, design))
     times["core"] = time.monotonic() - start
 
     start = time.monotonic()

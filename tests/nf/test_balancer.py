@@ -18,7 +18,7 @@ from apiary.tile import TileEnv
 from beehive.nf.balancer import (KEY_RESET, LoadBalancerTile, decision_flit, flow_hash,
                                  flow_tuple, hash_replica, port_entry, port_replica)
 from beehive.proto.addresses import ipv4_to_int
-from beehive.proto.messages import META_BITS, PACKET_META
+from beehive.proto.messages import ETH_META, META_BITS, PACKET_META, MsgType
 
 WIDTHS = [64, 512]
 HERE = (1, 0)
@@ -36,6 +36,13 @@ def lb(width, n=4, policy="round_robin", **params):
 def message(width, payload, **meta):
     header = NocHeader(dst_x=HERE[0], dst_y=HERE[1], src_x=5, src_y=6, msg_type=26)
     return meta_message_flits(width, header, PACKET_META.pack(meta), META_BITS, payload)
+
+
+def eth_message(width, payload):
+    """A message as Ethernet RX sends it: its metadata the Ethernet level's (ETH_META)."""
+    header = NocHeader(dst_x=HERE[0], dst_y=HERE[1], src_x=5, src_y=6,
+                       msg_type=MsgType.ETH_RX_FRAME.value)
+    return meta_message_flits(width, header, 0, ETH_META.size, payload)
 
 
 def random_flow(rng):
@@ -84,14 +91,14 @@ def replica_of(header):
     return REPLICAS.index((header.dst_x, header.dst_y))
 
 
-def check_forwarded(width, sent, out):
+def check_forwarded(width, sent, out, msg_type=26):
     """Messages out == messages in but for the destination and source."""
     for (payload, meta), (header, got_meta, got_payload) in zip(sent, out):
         assert got_payload == payload and got_meta == PACKET_META.unpack(PACKET_META.pack(meta))
         k = replica_of(header)
         assert header.dst_fbits == Fbits.LOCAL0 + (k % 2)
         assert (header.src_x, header.src_y, header.src_fbits) == (*HERE, Fbits.LOCAL0)
-        assert header.msg_type == 26
+        assert header.msg_type == msg_type
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -188,7 +195,7 @@ def test_key_written_at_run_time_applies_from_the_deciding_flit(width):
         else:
             key = new_key
         assert replica_of(h) == hash_replica(flow_of(m), 4, key), k
-    assert decision_flit(512, "hash") == 0 and decision_flit(64, "hash") == 3
+    assert decision_flit(512, "hash") == 0 and decision_flit(64, "hash") == 4
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -205,8 +212,8 @@ def test_hash_of_the_ipv4_header_in_the_payload(width):
         want.append(hash_replica(flow_tuple(ipv4_to_int(src), ipv4_to_int(dst), sport, dport),
                                  4))
     dut = lb(width, policy="hash", flow="ipv4")
-    out, _ = run(dut, width, [message(width, p, **m) for p, m in sent], len(sent))
-    check_forwarded(width, sent, out)
+    out, _ = run(dut, width, [eth_message(width, p) for p, _ in sent], len(sent))
+    check_forwarded(width, sent, out, MsgType.ETH_RX_FRAME.value)
     assert [replica_of(h) for h, _, _ in out] == want
 
 

@@ -57,7 +57,7 @@ def _mac(v):
 def test_encap_matches_scapy(width, seed):
     cases = [(datagram(), tx_meta(VM)), (datagram(bytes(range(256)) * 3, 9, 1), tx_meta(VM2,
              sport=9, dport=1)), (datagram(b"plain"), tx_meta(PEER_MAC)),
-             (datagram(b""), tx_meta(VM, sport=65535, dport=0))]
+             (datagram(b"", 65535, 0), tx_meta(VM, sport=65535, dport=0))]
     inputs = [(bytes(d), meta, TX) for d, meta in cases]
     got = run(make_nf(VxlanEncapTile, width, rules=PEERS), width, inputs, len(inputs), seed=seed)
     by_mac = {p["peer_mac"]: p for p in PEERS}

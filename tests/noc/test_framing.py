@@ -524,3 +524,79 @@ def test_metadata_bits_inline_at_512_and_in_flits_below(width):
     for (_meta, payload), message in zip(jobs, split_messages(link)):
         words = -(-len(payload) // (width // 8))
         assert len(message) == header_flits(width) + flits + words
+
+
+@pytest.mark.parametrize("width", [64, 128, 512])
+def test_short_metadata_each_message_its_own_flit_count(width):
+    """With ``short_meta`` a sender sends each message the metadata flits its descriptor says
+    (the first ones) and a receiver takes any count up to its own, the words not carried
+    reading as zero; a message with more metadata flits than the receiver's is dropped and
+    counted, and the next one goes through. Inline metadata (512 bits) is unaffected."""
+    from apiary.noc.framing import meta_plan
+    bits = 202
+    most, _, _ = meta_plan(width, meta_bits=bits)
+    rng = random.Random(width + 1)
+    jobs = []
+    for k in range(30):
+        sent = k % (most + 1)
+        meta = rng.getrandbits(bits) & ((1 << (sent * width)) - 1 if most else (1 << bits) - 1)
+        jobs.append((sent, meta, rng.randbytes(rng.randrange(0, 150))))
+
+    m = Module()
+    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, short_meta=True)
+    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, short_meta=True)
+    wiring.connect(m, tx=tx.o, rx=rx.i)
+    link = []
+    stall = dict(rng=random.Random(5), stall=0.3)
+
+    async def descriptors(ctx):
+        for sent, meta, payload in jobs:
+            # Bits above the flits sent are not sent: set them, and expect zeros.
+            noise = rng.getrandbits(bits) & ~((1 << (sent * width)) - 1) if most else 0
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 2, "payload_bytes": len(payload),
+                                             "meta": meta | noise, "meta_flits": sent},
+                             **stall)
+
+    async def payloads(ctx):
+        for _, _, payload in jobs:
+            if payload:
+                await send_packet(ctx, tx.i_data, payload, width, **stall)
+
+    async def consumer(ctx):
+        for sent, meta, payload in jobs:
+            hdr = await stream_get(ctx, rx.o_hdr, **stall)
+            assert int(hdr.meta) == meta and int(hdr.metadata_flits) == sent
+            if payload:
+                assert await recv_packet(ctx, rx.o_data, width, **stall) == payload
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 0
+
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
+             timeout=50_000)
+    for (sent, meta, payload), flits in zip(jobs, split_messages(link)):
+        words = [meta >> (width * k) & ((1 << width) - 1) for k in range(sent)]
+        header = NocHeader(dst_x=2, dst_fbits=0, src_fbits=0, payload_bytes=len(payload))
+        if most:
+            assert flits == Message(header, words, payload).flits(width)
+        else:
+            assert len(flits) == header_flits(width) + -(-len(payload) // (width // 8))
+
+
+@pytest.mark.parametrize("width", [64, 128])
+def test_short_metadata_receiver_drops_longer_metadata(width):
+    """A ``short_meta`` receiver of 2 metadata flits drops a message that carries 3, counts
+    it, and takes the next message (1 flit) whole."""
+    m = Module()
+    m.submodules.rx = rx = MessageReceiver(width, 2, short_meta=True)
+    long = Message(NocHeader(dst_x=1, payload_bytes=3), [7, 8, 9], b"abc")
+    short = Message(NocHeader(dst_x=2, payload_bytes=2), [5], b"xy")
+
+    async def bench(ctx):
+        await send_flits(ctx, rx.i, long.flits(width) + short.flits(width))
+
+    async def consumer(ctx):
+        hdr = await stream_get(ctx, rx.o_hdr)
+        assert int(hdr.dst_x) == 2 and int(hdr.meta) == 5 and int(hdr.metadata_flits) == 1
+        assert await recv_packet(ctx, rx.o_data, width) == b"xy"
+        assert ctx.get(rx.errors) == 1
+
+    simulate(m, consumer, background=[bench], timeout=5_000)

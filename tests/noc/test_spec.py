@@ -22,7 +22,7 @@ from apiary.os.uapi import KERNEL_META, KernelMeta, KernelMsgType, kernel_messag
 from apiary.stream.format import Field, Format
 from apiary.stream.queue import Queue
 from apiary.noc.flit import flit_layout
-from beehive.proto.messages import PACKET_META, MsgType
+from beehive.proto.messages import PACKET_LEVELS, PACKET_META, MsgType
 from beehive.proto.tcp.app import APP_META, Status, app_message_flits
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -50,7 +50,13 @@ def test_the_formats_are_the_hardware_layouts():
                                           "tag": unsigned(8)})
     assert KERNEL_META.size == 192 and KERNEL_META["handle"].offset == 0 \
         and KERNEL_META["user"].offset == 160
-    assert PACKET_META.size == 202 and PACKET_META.offset("peer_mac") == 154
+    assert PACKET_META.size == 202 and PACKET_META.offset("peer_mac") == 0
+    # Each level of a packet's metadata is the first fields of the next, at the same bits: a
+    # message that carries fewer of them carries a prefix (the low bits).
+    for small, big in zip(PACKET_LEVELS, PACKET_LEVELS[1:]):
+        assert small.names == big.names[:len(small.names)]
+        assert all(small.offset(n) == big.offset(n) for n in small.names)
+    assert [f.size for f in PACKET_LEVELS] == [81, 153, 202]
     assert APP_META.size == 220
     every = every_format()
     assert {"packet_meta", "tcp_app_meta", "mem_meta", "kernel_meta", "ctl_meta"} <= set(every)

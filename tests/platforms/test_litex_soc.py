@@ -213,6 +213,30 @@ def test_a_soc_without_dram_clocks_sys_from_the_pll(tmp_path, board, device):
     assert re.search(r'FREQUENCY PORT "eth_clocks0?_rx" 125.0 MHz', lpf)
 
 
+@pytest.mark.parametrize("board", ["versa_ecp5", "ecpix5"])
+def test_a_core_with_memory_ports_gets_its_own_clock(tmp_path, loopback_dram, board):
+    """Every LiteX board with DRAM runs its core on sys, except a core with memory ports:
+    that one is built with LITEX_MAC and gets its own 37.5 MHz clock (LiteDRAM shares sys,
+    and the memory service's paths did not close at 75 MHz beside it), and a design that
+    takes clock_hz is given that clock."""
+    from platforms import resolve
+    b = LITEX_BOARDS[board]
+    echo = load_design("examples/udp_echo.py", width=64)
+    dram = loopback_dram(size_bytes=1 << 16)
+    assert b.core_clk_freq is None
+    assert litex_mac(b, echo) == LITEX_MAC_SYS and litex_mac(b, dram) == LITEX_MAC
+    target = resolve(board)
+    assert target.core_clock_hz(echo) == target.clock_hz == 75e6
+    assert target.core_clock_hz(dram) == 37.5e6
+    core = core_info(dram, str(tmp_path), mac=litex_mac(b, dram))
+    soc = generate_soc(b, core, str(tmp_path))
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
+    connected = dict(re.findall(r"\.(\w+)\s*\(([^)]*)\)", inst.group(1)))
+    assert connected["clk"].strip() == "core_clk" and connected["mac_clk"].strip() == "sys_clk"
+    assert soc.core_clk_freq == 37.5e6 and hasattr(soc, "sdram")
+
+
 def test_the_colorlight_refuses_a_memory_port(tmp_path, loopback_dram):
     from platforms import BuildFailed
     core = core_info(loopback_dram(size_bytes=1 << 16), str(tmp_path), mac=LITEX_MAC)

@@ -16,7 +16,7 @@ from apiary.noc.testbench import recv_flits, send_flits
 from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate,
                                      stream_put)
 from apiary.tile import TileEnv
-from beehive.proto.messages import META_BITS, PACKET_META
+from beehive.proto.messages import META_BITS, PACKET_META, packet_format
 
 MAC, IPV4 = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
@@ -37,10 +37,13 @@ def make_tile(cls, width, routes=None, **params):
 def packet_flits(width, payload, meta=None, *, msg_type=0, dst=HERE, src=(0, 0)):
     """The flits of a message carrying ``payload`` and the metadata ``meta`` (a dict of
     :data:`PACKET_META` fields), as a tile's :class:`~apiary.noc.framing.MessageSender` frames
-    it: inline in the header flit at 512 bits, in metadata flits below."""
+    it: the fields of ``msg_type``'s level (:func:`~beehive.proto.messages.packet_format`),
+    inline in the header flit at 512 bits, in metadata flits below."""
     header = NocHeader(dst_x=dst[0], dst_y=dst[1], src_x=src[0], src_y=src[1],
                        msg_type=int(getattr(msg_type, "value", msg_type)))
-    return meta_message_flits(width, header, PACKET_META.pack(meta or {}), META_BITS, payload)
+    bits = packet_format(msg_type).size
+    value = PACKET_META.pack(meta or {}) & ((1 << bits) - 1)
+    return meta_message_flits(width, header, value, bits, payload)
 
 
 @dataclass

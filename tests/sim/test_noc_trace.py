@@ -16,6 +16,7 @@ from apiary.noc.dissect import LINKTYPE_NOC_TRACE, scapy_layers
 from apiary.sim import SimError, open_sim
 from apiary.sim.trace import NocTrace
 from beehive.model import echo_reply
+from beehive.proto.addresses import mac_to_int
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("udp_echo", ROOT / "examples/udp_echo.py")
@@ -67,8 +68,13 @@ def test_udp_echo_golden_trace(tmp_path, width):
     assert [int(p.time * 250e6 + 0.5) for p in packets] == cycles   # pcap time = cycle at 250 MHz
     segment = packets[2][layers.meta["packet_meta"]]
     assert (segment.peer_port, segment.local_port, segment.peer_ip) == (4000, 7, 0x0A000001)
+    # Each message carries its level of the metadata: Ethernet RX's the Ethernet fields, IPv4
+    # RX's the addresses too.
+    frame = packets[0][layers.meta["eth_meta"]]
+    assert (frame.peer_mac, frame.ethertype) == (mac_to_int(REQUEST[Ether].src), 0x0800)
+    assert packets[1][layers.meta["ip_meta"]].peer_ip == 0x0A000001
     # Payloads: the datagram, the UDP segment's payload, as the stack carried them.
-    assert bytes(packets[0][layers.meta["packet_meta"]].payload) == bytes(REQUEST[IP])
+    assert bytes(frame.payload) == bytes(REQUEST[IP])
     assert bytes(segment.payload) == PAYLOAD
 
     # The Python view of the same trace.

@@ -86,7 +86,7 @@ from apiary.tile import Tile, TileEnv
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..layer import packet_layout, received_packets, verified_packets
-from ..messages import META_BITS, PACKET_META, MsgType
+from ..messages import IP_META, META_BITS, PACKET_META, MsgType
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_requests
 from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
@@ -201,7 +201,7 @@ class TcpRxTile(Tile):
         m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1,
                                                            Fbits.LOCAL2, Fbits.LOCAL3])
         connect(m, tile=flipped(self.noc_in), split=split.i)
-        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=META_BITS,
+        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=IP_META.size,
                                                        empty_packets=True)
         m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                        empty_packets=True)

@@ -68,7 +68,8 @@ from apiary.tile import Tile, TileEnv
 
 from ..addresses import local_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
-from ..messages import META_BITS, PACKET_META, MsgType
+from ..messages import PACKET_META, MsgType
+from ..layer import level_meta, packet_sender
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_requests
 from .config import TcpConfig, config_or_default
 from .segments import GRANT_USER
@@ -345,8 +346,7 @@ class TcpTxTile(Tile):
         width = self.env.width
         m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
                                                  counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
-        m.submodules.seg_tx = seg_tx = MessageSender(width, meta_bits=META_BITS,
-                                                     empty_packets=True)
+        m.submodules.seg_tx = seg_tx = packet_sender(width, empty_packets=True)
         connect(m, insert=ins.o, sender=seg_tx.i_data)
         connect(m, sender=seg_tx.o, merge=out)
         d = seg_q.o.payload
@@ -369,6 +369,8 @@ class TcpTxTile(Tile):
         m.d.comb += header.eq(d.header)
         m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
         meta = Signal(PACKET_META.layout())
+        seg_meta, seg_flits = level_meta(width, MsgType.IP_TX_DATAGRAM, meta.as_value())
+        m.d.comb += seg_tx.i_hdr.payload.meta_flits.eq(seg_flits)
         desc_done = Signal()
         head_done = Signal()
         m.d.comb += [
@@ -381,7 +383,8 @@ class TcpTxTile(Tile):
         ]
         offer_message(m, seg_tx, ready & ~desc_done, dst=address_of(self.ip, Fbits.LOCAL0),
                       src=(self.env.x, self.env.y, Fbits.LOCAL0),
-                      msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len, meta=meta)
+                      msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len,
+                      meta=seg_meta)
         desc_taken = seg_tx.i_hdr.valid & seg_tx.i_hdr.ready
         head_taken = ins.hdr.valid & ins.hdr.ready
         with m.If(desc_taken):
