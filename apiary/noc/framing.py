@@ -527,9 +527,14 @@ class MessageReceiver(wiring.Component):
             m.d.comb += hdr.as_value()[len(raw_hdr) + j * width:
                                        len(raw_hdr) + (j + 1) * width].eq(word)
         if self._short_meta:
-            last_index = Signal(range(most))
-            m.d.comb += last_index.eq(nh - 1 + received)
-            at_last = (index == last_index) & (received <= meta_words)
+            # The count is read where it arrives (the last header flit, on the input or stored),
+            # not through the multiplexers above, which would put them on the control path.
+            at, bits = noc_header(width).offset("metadata_flits"), len(received)
+            assert at + bits <= width, "metadata_flits is in the last header flit"
+            count_now = self.i.payload.data[at:at + bits]
+            count_stored = stored[nh - 1][at:at + bits]
+            at_last = Mux(index == nh - 1, count_now == 0,
+                          (index == nh - 1 + count_stored) & (count_stored <= meta_words))
         else:
             at_last = index == most - 1
         words, _ = payload_words(hdr.payload_bytes, width)
