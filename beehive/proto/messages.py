@@ -48,7 +48,7 @@ from apiary.stream.format import Field, Format
 
 
 __all__ = ["MsgType", "PACKET_META", "ETH_META", "IP_META", "PACKET_LEVELS", "META_BITS",
-           "packet_format", "carried", "meta_words", "meta_to_words", "meta_from_words"]
+           "packet_format", "meta_words", "meta_to_words", "meta_from_words"]
 
 
 @register_msg_types
@@ -127,13 +127,6 @@ def packet_format(msg_type) -> Format:
     if spec is not None and spec.meta in PACKET_LEVELS:
         return spec.meta
     return PACKET_META
-
-
-def carried(meta: dict, msg_type) -> dict:
-    """``meta`` (a dict of :data:`PACKET_META` fields) as a message of ``msg_type`` carries it:
-    the fields of its level (:func:`packet_format`) and zero for the rest."""
-    fmt = packet_format(msg_type)
-    return PACKET_META.unpack(PACKET_META.pack(meta) & ((1 << fmt.size) - 1))
 
 
 def meta_words(width):
