@@ -12,8 +12,7 @@ from apiary.tiles import ForwardTile, PortTile
 
 
 def sample_messages(rng, n):
-    return [Message(NocHeader(dst_x=1, dst_y=0, src_x=9, src_y=9, msg_type=rng.randrange(256),
-                              packet_num=0),
+    return [Message(NocHeader(dst_x=1, dst_y=0, src_x=9, src_y=9, msg_type=rng.randrange(256)),
                     meta=[rng.getrandbits(64)] * rng.randrange(2),
                     payload=bytes(rng.getrandbits(8) for _ in range(rng.randrange(100))))
             for _ in range(n)]

@@ -4,10 +4,10 @@ A *trace record* is one NoC message as a tap saw it, in a form any tool can read
 knowing the flit width: :data:`TRACE_RECORD` (where and when it was seen, how many flits it
 took, how many bytes of metadata follow), then the header as the 256-bit NoC header
 (:func:`~apiary.noc.header.noc_header` at 256 bits: every field, whatever the width it was
-seen at), then the metadata as its format's value (most significant byte first), then the
-payload bytes. Every field is most significant byte first, as a dissector reads it. In a pcap
-its link type is :data:`LINKTYPE_NOC_TRACE` (148, user-defined; 147 is the log tile's raw
-messages).
+seen at, then 128 bits of zeros), then the metadata as its format's value (most significant
+byte first), then the payload bytes (those in the header flit first). Every field is most
+significant byte first, as a dissector reads it. In a pcap its link type is
+:data:`LINKTYPE_NOC_TRACE` (148, user-defined; 147 is the log tile's raw messages).
 
 :func:`scapy_layers` generates scapy ``Packet`` classes from the same tables the hardware's
 layouts come from: one for the record, one for the header and one per metadata format, bound

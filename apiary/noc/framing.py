@@ -12,23 +12,27 @@ and its extra words discarded, and each such message is counted once. One helper
 :class:`PayloadFramer`, does this for both.
 """
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from amaranth import Module, Signal, Cat, Const, Mux
+from amaranth import Module, Signal, Cat, Const, Mux, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..stream.lanes import lane_mask
 from ..stream.layout import check_width, payload_signature, payload_words
+from ..stream.realign import StreamInsert
 from ..stream.struct_values import StructValues
 from .flit import flit_signature
-from .header import Fbits, Message, NocHeader, noc_header, header_flits
+from .header import Fbits, Message, NocHeader, noc_header, header_flits, spare_bytes
 
 
 S = TypeVar("S", bound=StructValues)
 
 
-__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "meta_message_flits",
+__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "head_room",
+           "meta_message_flits",
            "decode_meta_message", "offer_message",
            "DESCRIPTOR_FIELDS", "struct_message_flits", "decode_struct_message"]
 
@@ -54,7 +58,7 @@ def meta_plan(width: int, meta_words: int = 0,
     With ``meta_bits=None`` the metadata is ``meta_words`` whole flits (``bits`` is
     ``meta_words * width``). With ``meta_bits`` (and ``meta_words`` 0) it is ``meta_bits`` bits:
     *inline* in the header flit's spare low bits when they fit (at 512 bits the header's fields
-    take the top 256 bits and leave 256: ``flits`` is 0, ``inline`` is ``meta_bits``), otherwise
+    take the top 128 bits and leave 384: ``flits`` is 0, ``inline`` is ``meta_bits``), otherwise
     in ``ceil(meta_bits / width)`` flits after the header (``inline`` is 0).
     """
     check_width(width)
@@ -71,28 +75,58 @@ def meta_plan(width: int, meta_words: int = 0,
     return _check_meta_words(-(-meta_bits // width), "a message"), 0, meta_bits
 
 
+def head_room(width: int, meta_bits: int = 0) -> int:
+    """Head payload bytes a message with ``meta_bits`` bits of metadata can carry in its header
+    flit at ``width`` bits: the :func:`~apiary.noc.header.spare_bytes` its inline metadata
+    (:func:`meta_plan`) leaves, in whole bytes (0 at 64 and 128 bits; at 512, 48 less the
+    metadata's bytes)."""
+    flits, inline, _ = meta_plan(width, meta_bits=meta_bits)
+    return 0 if flits else spare_bytes(width) - -(-inline // 8)
+
+
+def _check_head(width: int, head: "int | Mapping[int, int]", meta_flits: int,
+                inline: int) -> dict:
+    """``head`` as ``{msg_type: bytes}`` (``None`` for every type), each checked against the
+    room a message with ``meta_flits`` metadata flits and ``inline`` bits of inline metadata
+    has (:func:`head_room`); a count by type may take the lanes of inline metadata that
+    type's messages do not carry (a shorter format, with ``short_meta``)."""
+    heads = {None: head} if isinstance(head, int) else dict(head)
+    room = 0 if meta_flits else spare_bytes(width)
+    if None in heads:
+        room -= -(-inline // 8)
+    for t, k in heads.items():
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= room:
+            raise ValueError(f"a {width}-bit message with this metadata has room for 0 to "
+                             f"{room} head payload bytes in its header flit, not {k!r}"
+                             + ("" if t is None else f" (msg_type {t})"))
+    return {t: k for t, k in heads.items() if k}
+
+
 def meta_message_flits(width: int, header: NocHeader, meta: int, meta_bits: int,
-                       payload: bytes = b"") -> list[tuple[int, int]]:
+                       payload: bytes = b"", head: int = 0) -> list[tuple[int, int]]:
     """The flits (``(data, last)`` pairs) of a message whose ``meta_bits`` bits of metadata
     ``meta`` travel as :func:`meta_plan` says (inline in the header flit, or in flits after it),
-    exactly as a :class:`MessageSender` with ``meta_bits=`` frames them: the Python model of
-    every such message (tests, traces)."""
+    and whose first ``head`` payload bytes ride in the header flit
+    (:func:`~apiary.noc.header.head_lanes`), exactly as a :class:`MessageSender` with
+    ``meta_bits=`` (and ``head=``) frames them: the Python model of every such message (tests,
+    traces)."""
     flits, inline, _ = meta_plan(width, meta_bits=meta_bits)
     if not 0 <= meta < 1 << max(meta_bits, 1):
         raise ValueError(f"metadata {meta:#x} does not fit in {meta_bits} bits")
+    _check_head(width, head, flits, inline)
     words = [meta >> (width * k) & (1 << width) - 1 for k in range(flits)]
-    out = Message(header, words, bytes(payload)).flits(width)
+    out = Message(header, words, bytes(payload)).flits(width, head)
     if inline:
         last_header = header_flits(width) - 1
         out[last_header] = (out[last_header][0] | meta, out[last_header][1])
     return out
 
 
-def decode_meta_message(flits: list[Any], width: int,
-                        meta_bits: int) -> tuple[NocHeader, int, bytes]:
+def decode_meta_message(flits: list[Any], width: int, meta_bits: int,
+                        head: int = 0) -> tuple[NocHeader, int, bytes]:
     """``(header, meta, payload)`` of a message framed as :func:`meta_message_flits` frames it;
     ``meta`` is the ``meta_bits``-bit metadata as an int."""
-    msg = Message.from_flits(flits, width)
+    msg = Message.from_flits(flits, width, head)
     _, inline, _ = meta_plan(width, meta_bits=meta_bits)
     if inline:
         words = [f[0] if isinstance(f, tuple) else f for f in flits]
@@ -140,6 +174,34 @@ def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[
     return sender.i_hdr.ready
 
 
+def _head_count(m: Module, heads: dict, msg_type: Any, name: str) -> tuple[Any, list[int]]:
+    """``(k, ks)``: the head payload bytes of a message of ``msg_type`` by ``heads``
+    (:func:`_check_head`; a constant if one count holds for every type), and the counts it may
+    take."""
+    if None in heads:
+        return Const(heads[None], range(heads[None] + 1)), [heads[None]]
+    ks = sorted(set(heads.values()))
+    k = Signal(range(ks[-1] + 1), name=name)
+    with m.Switch(msg_type):
+        for t, v in heads.items():
+            with m.Case(t):
+                m.d.comb += k.eq(v)
+    return k, [0, *ks]
+
+
+def _pick(k: Any, ks: list[int], build: Any) -> Any:
+    """``build(a)`` for the count ``a`` among ``ks`` that ``k`` holds: a choice among fixed
+    shifts (wiring when there is one count)."""
+    if len(ks) == 1:
+        return Value.cast(build(ks[0]))
+    values = [Value.cast(build(a)) for a in ks]
+    size = max(len(v) for v in values)
+    out = Const(0, size)
+    for a, v in zip(ks, values):
+        out = out | ((k == a).replicate(size) & v)
+    return out
+
+
 class PayloadFramer(wiring.Component):
     """Pass exactly the number of words a ``payload_bytes`` count calls for, whatever the source's
     ``last`` says.
@@ -157,10 +219,16 @@ class PayloadFramer(wiring.Component):
 
     Latency 0 cycles (``o`` is combinational from ``i``); throughput one word per cycle.
 
+    With ``early=True`` a payload starts in the cycle of ``load``: ``o`` carries its first word
+    then (``o.valid`` follows ``i.valid`` while ``load`` is high), and ``load`` takes effect
+    only when that word is taken; keep it high until then.
+
     Parameters
     ----------
     width : int
         Word width in bits.
+    early : bool
+        Pass the first word in the cycle of ``load`` (see above).
 
     Members
     -------
@@ -178,8 +246,9 @@ class PayloadFramer(wiring.Component):
         Pulses once for a payload whose source length disagreed with ``load_bytes``.
     """
 
-    def __init__(self, width: int) -> None:
+    def __init__(self, width: int, *, early: bool = False) -> None:
         self._width = check_width(width)
+        self._early = bool(early)
         super().__init__({
             "load": In(1),
             "load_bytes": In(noc_header(width).width("payload_bytes")),
@@ -195,41 +264,58 @@ class PayloadFramer(wiring.Component):
         words, tail_now = payload_words(self.load_bytes, self._width)
         remaining = Signal(len(self.load_bytes), name="remaining")
         tail = Signal(len(self.o.payload.nbytes), name="tail")
+        idle = Signal()
+        starting = Signal()             # early: the first word passes in the cycle of `load`
+        if self._early:
+            m.d.comb += starting.eq(idle & self.load)
+        cur_remaining = Mux(starting, words, remaining)
+        cur_tail = Mux(starting, tail_now, tail)
         final = Signal()
-        m.d.comb += final.eq(remaining == 1)
+        m.d.comb += final.eq(cur_remaining == 1)
 
         # Byte lanes of the final word beyond its last byte are zeroed.
         src = self.i.payload.data
-        masked = Cat(Mux(~final | (tail > lane), src[8 * lane:8 * lane + 8], 0)
+        masked = Cat(Mux(~final | (cur_tail > lane), src[8 * lane:8 * lane + 8], 0)
                      for lane in range(nb))
         m.d.comb += [
             self.o.payload.last.eq(final),
-            self.o.payload.nbytes.eq(Mux(final, tail, nb)),
+            self.o.payload.nbytes.eq(Mux(final, cur_tail, nb)),
         ]
         advance = self.o.valid & self.o.ready
         with m.If(advance):
-            m.d.sync += remaining.eq(remaining - 1)
+            m.d.sync += remaining.eq(cur_remaining - 1)
+
+        def copy() -> None:
+            m.d.comb += [
+                self.o.valid.eq(self.i.valid),
+                self.o.payload.data.eq(masked),
+                self.i.ready.eq(self.o.ready),
+            ]
+            with m.If(advance):
+                with m.If(final):
+                    m.next = "IDLE"
+                    with m.If(~self.i.payload.last):
+                        m.d.comb += self.error.eq(1)
+                        m.next = "DRAIN"
+                with m.Elif(self.i.payload.last):
+                    m.d.comb += self.error.eq(1)
+                    m.next = "PAD"
 
         with m.FSM(name="framer") as fsm:
             with m.State("IDLE"):
+                m.d.comb += idle.eq(1)
                 with m.If(self.load):
-                    m.d.sync += [remaining.eq(words), tail.eq(tail_now)]
-                    m.next = "COPY"
-            with m.State("COPY"):
-                m.d.comb += [
-                    self.o.valid.eq(self.i.valid),
-                    self.o.payload.data.eq(masked),
-                    self.i.ready.eq(self.o.ready),
-                ]
-                with m.If(advance):
-                    with m.If(final):
+                    m.d.sync += tail.eq(tail_now)
+                    if self._early:
                         m.next = "IDLE"
-                        with m.If(~self.i.payload.last):
-                            m.d.comb += self.error.eq(1)
-                            m.next = "DRAIN"
-                    with m.Elif(self.i.payload.last):
-                        m.d.comb += self.error.eq(1)
-                        m.next = "PAD"
+                        with m.If(advance):
+                            m.next = "COPY"
+                        copy()
+                    else:
+                        m.d.sync += remaining.eq(words)
+                        m.next = "COPY"
+            with m.State("COPY"):
+                copy()
             with m.State("PAD"):
                 m.d.comb += self.o.valid.eq(1)          # data stays 0
                 with m.If(advance & final):
@@ -289,6 +375,13 @@ class MessageSender(wiring.Component):
         carries (at most ``meta_words``; the first ones, so the bits of ``meta`` above them are
         not sent): a tile whose messages carry formats of different sizes sends each its own.
         Inline metadata is unaffected.
+    head : int or mapping of int to int
+        Head payload bytes: the first ``head`` bytes of each message's payload ride in its
+        header flit (:func:`~apiary.noc.header.head_lanes`; at most :func:`head_room`), the
+        payload flits carry the rest, so a message takes
+        ``ceil((payload_bytes - head) / (width // 8))`` of them. A mapping gives the count by
+        ``msg_type`` (types not in it: 0). The header flit then waits for the payload's first
+        word, which it takes; throughput stays one flit per cycle.
 
     Members
     -------
@@ -323,11 +416,13 @@ class MessageSender(wiring.Component):
         return data.StructLayout(fields)
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
-                 empty_packets: bool = False, short_meta: bool = False) -> None:
+                 empty_packets: bool = False, short_meta: bool = False,
+                 head: "int | Mapping[int, int]" = 0) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
+        self._heads = _check_head(width, head, self._meta_words, self._inline)
         super().__init__({
             "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits,
                                                                 short_meta))),
@@ -339,8 +434,10 @@ class MessageSender(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         width, meta_words = self._width, self._meta_words
+        nb = width // 8
         nh = header_flits(width)
-        m.submodules.framer = framer = PayloadFramer(width)
+        heads = self._heads
+        m.submodules.framer = framer = PayloadFramer(width, early=bool(heads))
 
         desc = self.i_hdr.payload
         # Metadata flits of this message: all of them, or with short_meta the descriptor's.
@@ -348,15 +445,26 @@ class MessageSender(wiring.Component):
         count = Signal(range(nh + meta_words + 1))  # flits built from the descriptor
         m.d.comb += count.eq(nh + sent)
         words, _ = payload_words(desc.payload_bytes, width)
+        out_words: Any = words                      # payload flits of the message
+        if heads:
+            k, ks = _head_count(m, heads, desc.msg_type, "head")
+            rest = Signal(len(desc.payload_bytes), name="rest")
+            m.d.comb += rest.eq(Mux(desc.payload_bytes > k, desc.payload_bytes - k, 0))
+            out_words, _ = payload_words(rest, width)
         header = Signal(noc_header(width).layout())
         for name in DESCRIPTOR_FIELDS:
             m.d.comb += getattr(header, name).eq(getattr(desc, name))
         m.d.comb += [
-            header.msg_len.eq(nh - 1 + sent + words),
+            header.msg_len.eq(nh - 1 + sent + out_words),
             header.metadata_flits.eq(sent),
         ]
         if self._inline:
-            m.d.comb += header.as_value()[:self._inline].eq(desc.meta)
+            inline_meta = desc.meta
+            if heads:       # the lanes a type's head bytes take carry none of its metadata
+                inline_meta = desc.meta & _pick(k, ks,
+                                                lambda a: lane_mask(spare_bytes(width),
+                                                                    spare_bytes(width) - a))
+            m.d.comb += header.as_value()[:self._inline].eq(inline_meta)
         raw = header.as_value()
         flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
         if meta_words:
@@ -372,35 +480,109 @@ class MessageSender(wiring.Component):
         final = Signal()
         m.d.comb += final.eq(index == count - 1)
 
+        feed = [
+            framer.i.valid.eq(self.i_data.valid),
+            framer.i.payload.data.eq(self.i_data.payload.data),
+            framer.i.payload.last.eq(self.i_data.payload.last),
+            self.i_data.ready.eq(framer.i.ready),
+        ]
+        passing = [
+            *feed,
+            self.o.valid.eq(framer.o.valid),
+            self.o.payload.data.eq(framer.o.payload.data),
+            self.o.payload.last.eq(framer.o.payload.last),
+            framer.o.ready.eq(self.o.ready),
+        ]
+        sent_flit = self.o.valid & self.o.ready
         discard = Signal()          # taking the packet of a header-only message (empty_packets)
-        with m.If(framer.busy):
-            m.d.comb += [
-                framer.i.valid.eq(self.i_data.valid),
-                framer.i.payload.data.eq(self.i_data.payload.data),
-                framer.i.payload.last.eq(self.i_data.payload.last),
-                self.i_data.ready.eq(framer.i.ready),
-                self.o.valid.eq(framer.o.valid),
-                self.o.payload.data.eq(framer.o.payload.data),
-                self.o.payload.last.eq(framer.o.payload.last),
-                framer.o.ready.eq(self.o.ready),
-            ]
-        with m.Elif(discard):
-            m.d.comb += self.i_data.ready.eq(1)
-            with m.If(self.i_data.valid & self.i_data.payload.last):
-                m.d.sync += discard.eq(0)
-        with m.Else():
-            m.d.comb += [
-                self.o.valid.eq(self.i_hdr.valid),
-                self.o.payload.data.eq(flit),
-                self.o.payload.last.eq(final & (words == 0)),
-                self.i_hdr.ready.eq(self.o.ready & final),
-                framer.load_bytes.eq(desc.payload_bytes),
-            ]
-            with m.If(self.o.valid & self.o.ready):
-                m.d.sync += index.eq(Mux(final, 0, index + 1))
-                m.d.comb += framer.load.eq(final & (words != 0))
-                if self._empty_packets:
-                    m.d.sync += discard.eq(final & (words == 0))
+        if heads:
+            # The header flit takes the payload's first word: its first `k` bytes ride there
+            # (head_lanes), the rest waits in `carry` to start the first payload flit, which
+            # each later word completes; the last payload flit may be `carry` alone.
+            spare = spare_bytes(width)
+            word = framer.o.payload.data
+            head_now = Signal()
+            m.d.comb += head_now.eq((k != 0) & (words != 0))
+            region = _pick(k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
+            k_held = Signal.like(k, name="k_held")
+            carry = Signal(width)
+            left = Signal(len(out_words), name="left")  # payload flits still to send
+            done = Signal()                             # the payload's last word is taken
+            heading = Signal()                          # sending the payload flits
+            start = Signal()                            # a headless payload starts (k = 0)
+            start_bytes = Signal.like(desc.payload_bytes)
+            rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
+
+            with m.If(heading):
+                joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
+                m.d.comb += [
+                    *feed,
+                    self.o.valid.eq(done | framer.o.valid),
+                    self.o.payload.data.eq(carry | Mux(done, 0, joined[:width])),
+                    self.o.payload.last.eq(left == 1),
+                    framer.o.ready.eq(self.o.ready & ~done),
+                ]
+                with m.If(sent_flit):
+                    m.d.sync += left.eq(left - 1)
+                    with m.If(left == 1):
+                        m.d.sync += heading.eq(0)
+                    with m.If(~done):
+                        m.d.sync += [carry.eq(rest_of), done.eq(framer.o.payload.last)]
+                    with m.Else():
+                        m.d.sync += carry.eq(0)
+            with m.Elif(framer.busy | start):
+                m.d.comb += [*passing, framer.load.eq(start), framer.load_bytes.eq(start_bytes)]
+                with m.If(sent_flit):
+                    m.d.sync += start.eq(0)
+            with m.Elif(discard):
+                m.d.comb += self.i_data.ready.eq(1)
+                with m.If(self.i_data.valid & self.i_data.payload.last):
+                    m.d.sync += discard.eq(0)
+            with m.Else():
+                taking = final & head_now
+                m.d.comb += [
+                    self.o.valid.eq(self.i_hdr.valid & (~taking | framer.o.valid)),
+                    self.o.payload.data.eq(flit | Mux(taking, region, 0)),
+                    self.o.payload.last.eq(final & (out_words == 0)),
+                    self.i_hdr.ready.eq(self.o.ready & final & (~taking | framer.o.valid)),
+                    framer.load_bytes.eq(desc.payload_bytes),
+                ]
+                with m.If(taking):
+                    m.d.comb += [*feed, framer.load.eq(self.i_hdr.valid),
+                                 framer.o.ready.eq(self.o.ready)]
+                with m.If(sent_flit):
+                    m.d.sync += index.eq(Mux(final, 0, index + 1))
+                    with m.If(taking):
+                        m.d.sync += [
+                            heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
+                            carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
+                            done.eq(framer.o.payload.last),
+                        ]
+                    with m.Else():
+                        m.d.sync += [start.eq(final & (words != 0)),
+                                     start_bytes.eq(desc.payload_bytes)]
+                    if self._empty_packets:
+                        m.d.sync += discard.eq(final & (words == 0))
+        else:
+            with m.If(framer.busy):
+                m.d.comb += passing
+            with m.Elif(discard):
+                m.d.comb += self.i_data.ready.eq(1)
+                with m.If(self.i_data.valid & self.i_data.payload.last):
+                    m.d.sync += discard.eq(0)
+            with m.Else():
+                m.d.comb += [
+                    self.o.valid.eq(self.i_hdr.valid),
+                    self.o.payload.data.eq(flit),
+                    self.o.payload.last.eq(final & (words == 0)),
+                    self.i_hdr.ready.eq(self.o.ready & final),
+                    framer.load_bytes.eq(desc.payload_bytes),
+                ]
+                with m.If(sent_flit):
+                    m.d.sync += index.eq(Mux(final, 0, index + 1))
+                    m.d.comb += framer.load.eq(final & (words != 0))
+                    if self._empty_packets:
+                        m.d.sync += discard.eq(final & (words == 0))
 
         m.d.sync += self.length_errors.eq(self.length_errors + framer.error)
         return m
@@ -489,11 +671,13 @@ class MessageReceiver(wiring.Component):
         return data.FlexibleLayout(hdr.size + flits * width, fields)
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
-                 empty_packets: bool = False, short_meta: bool = False) -> None:
+                 empty_packets: bool = False, short_meta: bool = False,
+                 head: "int | Mapping[int, int]" = 0) -> None:
         self._width = check_width(width)
-        self._meta_words, _, _ = meta_plan(width, meta_words, meta_bits)
+        self._meta_words, self._inline, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
+        self._heads = _check_head(width, head, self._meta_words, self._inline)
         super().__init__({
             "i": In(flit_signature(width)),
             "o_hdr": Out(stream.Signature(self.header_layout(width, meta_words, meta_bits))),
@@ -537,27 +721,56 @@ class MessageReceiver(wiring.Component):
                           (index == nh - 1 + count_stored) & (count_stored <= meta_words))
         else:
             at_last = index == most - 1
-        words, _ = payload_words(hdr.payload_bytes, width)
-        m.d.comb += framer.load_bytes.eq(hdr.payload_bytes)
-
         drop = Signal()                             # discarding the rest of a bad message
         empty = Signal()                            # an empty packet is on `o_data`
         error = Signal()
         i = self.i
         taken = i.valid & i.ready
 
+        out = self.o_data                           # where payload words go
+        rest: Any = hdr.payload_bytes               # bytes in payload flits
+        inject = Signal()                           # an empty packet after this header
+        if self._heads:
+            # The head payload bytes come back in front of the payload flits' bytes; a
+            # message whose payload fits in its header flit gets them in front of an empty
+            # packet. Its inline metadata is what lies below them.
+            spare = spare_bytes(width)
+            k, ks = _head_count(m, self._heads, hdr.msg_type, "head")
+            last_flit = flits[nh - 1]
+            m.d.comb += hdr.as_value()[:self._inline].eq(
+                last_flit[:self._inline] & _pick(k, ks, lambda a: lane_mask(spare, spare - a)))
+            m.submodules.insert = insert = StreamInsert(width, max(ks), counts=ks)
+            wiring.connect(m, insert=insert.o, receiver=wiring.flipped(out))
+            out = insert.i
+            rest = Signal(len(hdr.payload_bytes), name="rest")
+            m.d.comb += rest.eq(Mux(hdr.payload_bytes > k, hdr.payload_bytes - k, 0))
+            held = Signal.like(insert.hdr.payload)
+            held_valid = Signal()
+            m.d.comb += [insert.hdr.payload.eq(held), insert.hdr.valid.eq(held_valid)]
+            with m.If(insert.hdr.ready):
+                m.d.sync += held_valid.eq(0)
+            with m.If(self.o_hdr.valid & self.o_hdr.ready):
+                m.d.sync += [
+                    held.data.eq(_pick(k, ks, lambda a: last_flit[8 * (spare - a):8 * spare])),
+                    held.nbytes.eq(Mux(hdr.payload_bytes < k, hdr.payload_bytes, k)),
+                    held_valid.eq((hdr.payload_bytes != 0) | self._empty_packets),
+                ]
+            m.d.comb += inject.eq((hdr.payload_bytes != 0) & (rest == 0))
+        words, _ = payload_words(rest, width)
+        m.d.comb += framer.load_bytes.eq(rest)
+
         with m.If(empty):
-            m.d.comb += [self.o_data.valid.eq(1), self.o_data.payload.last.eq(1)]
-            with m.If(self.o_data.ready):
+            m.d.comb += [out.valid.eq(1), out.payload.last.eq(1)]
+            with m.If(out.ready):
                 m.d.sync += empty.eq(0)
         with m.Elif(framer.busy):
             m.d.comb += [
                 framer.i.valid.eq(i.valid),
                 framer.i.payload.eq(i.payload),
                 i.ready.eq(framer.i.ready),
-                self.o_data.valid.eq(framer.o.valid),
-                self.o_data.payload.eq(framer.o.payload),
-                framer.o.ready.eq(self.o_data.ready),
+                out.valid.eq(framer.o.valid),
+                out.payload.eq(framer.o.payload),
+                framer.o.ready.eq(out.ready),
             ]
         with m.Elif(drop):
             m.d.comb += i.ready.eq(1)
@@ -594,7 +807,9 @@ class MessageReceiver(wiring.Component):
                     m.d.sync += index.eq(0)
                     m.d.comb += framer.load.eq(words != 0)
                     if self._empty_packets:
-                        m.d.sync += empty.eq(words == 0)
+                        m.d.sync += empty.eq((words == 0) & (hdr.payload_bytes == 0))
+                    with m.If(inject):
+                        m.d.sync += empty.eq(1)
                     with m.If((words == 0) & ~i.payload.last):  # header-only, but more flits
                         m.d.comb += error.eq(1)
                         m.d.sync += drop.eq(1)

@@ -1,7 +1,9 @@
 """The NoC message header: its field table, one source of truth for every width.
 
-The header keeps the field widths of Beehive's ``beehive_noc_hdr_flit`` so that a 512-bit
-header flit is bit-compatible with Beehive's; see ``docs/noc.md``. The table is a
+The header is Beehive's two-word header (``beehive_noc_hdr_flit``'s routing and source words, at
+Beehive's field widths) at every width; Beehive's packet id and timestamp, which our tiles never
+set, are not carried, so that a wide header flit leaves its low bits to metadata and the first
+payload bytes; see ``docs/noc.md``. The table is a
 :class:`~apiary.stream.format.Format` (fields MSB first, each with its meaning), from which the
 router's routing view, the tiles' framing, the Python model (:class:`NocHeader`,
 :class:`Message`), the trace dissector and the docs' table (``docs/messages.md``) all come.
@@ -21,6 +23,7 @@ from ..stream.layout import check_width
 __all__ = [
     "Fbits", "NocHeader", "Message",
     "ROUTING_BITS", "noc_header", "routing_header", "header_flits", "field_location",
+    "spare_bytes", "head_lanes",
 ]
 
 
@@ -50,17 +53,11 @@ _SOURCE = [
     Field("src_fbits", 4, "source sub-port (where answers go)"),
     Field("metadata_flits", 8, "metadata flits after the header (0 when inline or none)"),
 ]
-_TRACE = [
-    Field("packet_x", 8, "Beehive's packet id: column of the tile that numbered it"),
-    Field("packet_y", 8, "Beehive's packet id: row"),
-    Field("packet_num", 48, "Beehive's packet id: number"),
-    Field("timestamp", 64, "Beehive's timestamp"),
-]
 # Not in Beehive (its tiles leave these bits zero): the payload length in bytes, so that the
 # receiving side of a message can restore byte enables without knowing the protocol.
 _PAYLOAD_BYTES = Field("payload_bytes", 22, "payload length in bytes (ours; zero in Beehive)")
 
-_DOC = "The NoC message header: routing word, source word and, at 256 bits and up, trace fields."
+_DOC = "The NoC message header: routing word and source word."
 
 
 def routing_header() -> Format:
@@ -69,23 +66,17 @@ def routing_header() -> Format:
 
 
 def noc_header(width: int) -> Format:
-    """The NoC message header at flit width ``width``.
-
-    * 256 and 512 bits: Beehive's full 234-bit header (routing, source, metadata count, packet id,
-      timestamp) at the top of one flit, then the payload length; at 512 bits the first 234 bits
-      match ``beehive_noc_hdr_flit`` bit for bit.
-    * 64 and 128 bits: Beehive's two-word control-NoC header (routing word, then source word with
-      the payload length in its spare 22 bits): two flits at 64 bits, one at 128. Packet id and
-      timestamp are not carried.
+    """The NoC message header at flit width ``width``: Beehive's two-word header (routing word,
+    then source word with the payload length in its spare 22 bits), 128 bits. Two flits at 64
+    bits, one above; from 256 bits up the flit's low ``width - 128`` bits are left to inline
+    metadata and head payload bytes (:func:`~apiary.noc.framing.meta_plan`).
 
     The header's :attr:`Header.size` is ``header_flits(width) * width``; flit 0 holds its top
     ``width`` bits.
     """
     check_width(width)
-    if width >= 256:
-        return Format("noc_header", _ROUTING + _SOURCE + _TRACE + [_PAYLOAD_BYTES], size=width,
-                      doc=_DOC)
-    return Format("noc_header", _ROUTING + _SOURCE + [_PAYLOAD_BYTES], size=128, doc=_DOC)
+    return Format("noc_header", _ROUTING + _SOURCE + [_PAYLOAD_BYTES], size=max(128, width),
+                  doc=_DOC)
 
 
 def header_flits(width: int) -> int:
@@ -108,24 +99,11 @@ class NocHeader:
     payload_bytes: int = 0
     dst_chip: int = 0
     src_chip: int = 0
-    packet_x: int = 0
-    packet_y: int = 0
-    packet_num: int = 0
-    timestamp: int = 0
 
     def pack(self, width: int) -> list[int]:
-        """The header as ``header_flits(width)`` flit data words, first flit first.
-
-        Fields the width does not carry (packet id and timestamp below 256 bits) must be zero.
-        """
+        """The header as ``header_flits(width)`` flit data words, first flit first."""
         hdr = noc_header(width)
-        values = {f.name: int(getattr(self, f.name)) for f in dc_fields(self)}
-        for name in list(values):
-            if name not in hdr.names:
-                if values[name]:
-                    raise ValueError(f"a {width}-bit NoC header does not carry {name}")
-                del values[name]
-        word = hdr.pack(values)
+        word = hdr.pack({f.name: int(getattr(self, f.name)) for f in dc_fields(self)})
         n = hdr.size // width
         mask = (1 << width) - 1
         return [(word >> (width * (n - 1 - i))) & mask for i in range(n)]
@@ -154,22 +132,31 @@ class Message:
     meta: list = field(default_factory=list)
     payload: bytes = b""
 
-    def flits(self, width: int) -> list[tuple[int, int]]:
+    def flits(self, width: int, head: int = 0) -> list[tuple[int, int]]:
+        """The message's flits, ``(data, last)``; with ``head``, its first ``head`` payload
+        bytes ride in the header flit (:func:`head_lanes`) and the payload flits carry the
+        rest."""
         nb = width // 8
+        first = head_lanes(width, head)
+        head_bytes, rest = self.payload[:head], self.payload[head:]
         body = [int(m) for m in self.meta]
-        for i in range(0, len(self.payload), nb):
-            body.append(int.from_bytes(self.payload[i:i + nb], "little"))
+        for i in range(0, len(rest), nb):
+            body.append(int.from_bytes(rest[i:i + nb], "little"))
         hdr = NocHeader(**{f.name: getattr(self.header, f.name) for f in dc_fields(NocHeader)})
         hdr.metadata_flits = len(self.meta)
         hdr.payload_bytes = len(self.payload)
         words = hdr.pack(width)
         hdr.msg_len = len(words) - 1 + len(body)
-        words = hdr.pack(width) + body
+        words = hdr.pack(width)
+        words[-1] |= int.from_bytes(head_bytes, "little") << (8 * first)
+        words += body
         return [(w, int(i == len(words) - 1)) for i, w in enumerate(words)]
 
     @classmethod
-    def from_flits(cls, flits: Sequence[int | tuple[int, int]], width: int) -> "Message":
-        """Decode a list of flit data words (or ``(data, last)`` pairs) into a :class:`Message`.
+    def from_flits(cls, flits: Sequence[int | tuple[int, int]], width: int,
+                   head: int = 0) -> "Message":
+        """Decode a list of flit data words (or ``(data, last)`` pairs) into a :class:`Message`;
+        ``head`` as :meth:`flits` takes it.
 
         Raises :class:`ValueError` if ``msg_len`` disagrees with the number of flits.
         """
@@ -181,8 +168,28 @@ class Message:
         nh = header_flits(width)
         meta = words[nh:nh + hdr.metadata_flits]
         body = words[nh + hdr.metadata_flits:]
-        payload = b"".join(w.to_bytes(width // 8, "little") for w in body)
+        first = head_lanes(width, head)
+        payload = (words[nh - 1] >> (8 * first)).to_bytes(width // 8, "little")[:head]
+        payload += b"".join(w.to_bytes(width // 8, "little") for w in body)
         return cls(hdr, meta, payload[:hdr.payload_bytes])
+
+
+def spare_bytes(width: int) -> int:
+    """Bytes of the last header flit below the header's fields: what inline metadata and head
+    payload bytes share (0 at 64 and 128 bits, 16 at 256, 48 at 512)."""
+    hdr = noc_header(width)
+    return (hdr.size - hdr.bits) // 8
+
+
+def head_lanes(width: int, head: int) -> int:
+    """The byte lane of the last header flit where a message's ``head`` head payload bytes
+    start: they take the top ``head`` lanes of the :func:`spare_bytes`, payload byte *i* in
+    lane ``spare_bytes(width) - head + i``, right below the header's fields."""
+    spare = spare_bytes(width)
+    if not 0 <= head <= spare:
+        raise ValueError(f"a {width}-bit header flit has room for at most {spare} head payload "
+                         f"bytes, not {head}")
+    return spare - head
 
 
 def field_location(width: int, name: str) -> tuple[int, int]:

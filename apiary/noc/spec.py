@@ -10,8 +10,11 @@ register_msg_types`), then says what they carry::
 
 ``meta`` is a :class:`~apiary.stream.format.Format` (the same object the package's hardware
 layout comes from: ``KERNEL_META = KERNEL_FORMAT.layout()``), carried as ``meta_bits=`` metadata
-(:func:`~apiary.noc.framing.meta_plan`: inline in the header flit at 512 bits, in flits after
-the header below). :func:`decode_message` takes a message's flits apart by the specification;
+(:func:`~apiary.noc.framing.meta_plan`: inline in the header flit from 256 bits up when it fits,
+in flits after the header otherwise). A type registered with ``head_payload=True`` also carries
+its first payload bytes in the header flit's lanes its inline metadata leaves
+(:func:`head_bytes`; :func:`~apiary.noc.framing.head_room`). :func:`decode_message` takes a
+message's flits apart by the specification;
 :func:`message_problems` says what is wrong with one (the simulation-time checker,
 :mod:`apiary.noc.checker`, fails on any); :func:`messages_markdown` writes ``docs/messages.md``.
 """
@@ -23,22 +26,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..stream.format import Format
-from .framing import meta_plan
-from .header import NocHeader, header_flits, noc_header
+from .framing import head_room, meta_plan
+from .header import Message, NocHeader, head_lanes, header_flits, noc_header
 from .msgtype import UNTYPED, msg_type_name
 
 
 __all__ = ["MessageSpec", "Decoded", "register_formats", "message_spec", "message_specs",
+           "head_bytes", "head_counts", "message_flits", "message_from_flits",
            "decode_message", "message_problems", "messages_markdown"]
 
 
 @dataclass(frozen=True)
 class MessageSpec:
     """What a message type carries: ``meta`` (its metadata's format, ``None``: no metadata)
-    and ``payload`` (what its payload holds, in words; ``""``: no payload)."""
+    and ``payload`` (what its payload holds, in words; ``""``: no payload); with
+    ``head_payload`` its first payload bytes ride in the header flit where the metadata leaves
+    room (:meth:`head_bytes`)."""
     msg_type: py_enum.Enum
     meta: Format | None
     payload: str = ""
+    head_payload: bool = False
 
     @property
     def value(self) -> int:
@@ -48,14 +55,21 @@ class MessageSpec:
         """Metadata flits after the header at ``width`` bits (0 when inline or none)."""
         return 0 if self.meta is None else meta_plan(width, meta_bits=self.meta.size)[0]
 
+    def head_bytes(self, width: int) -> int:
+        """Payload bytes its messages carry in the header flit at ``width`` bits."""
+        if not self.head_payload:
+            return 0
+        return head_room(width, 0 if self.meta is None else self.meta.size)
+
 
 _specs: dict[int, MessageSpec] = {}
 
 
 def register_formats(types: Iterable[py_enum.Enum], meta: Format | None, *,
-                     payload: str = "") -> None:
+                     payload: str = "", head_payload: bool = False) -> None:
     """Say that every message type of ``types`` (registered message types, or an enum of them)
-    carries metadata of format ``meta`` and a payload described by ``payload``.
+    carries metadata of format ``meta`` and a payload described by ``payload``, with
+    ``head_payload`` its first bytes in the header flit where the metadata leaves room.
 
     Raises
     ------
@@ -68,10 +82,11 @@ def register_formats(types: Iterable[py_enum.Enum], meta: Format | None, *,
         if msg_type_name(value) != f"{type(t).__qualname__}.{t.name}":
             raise ValueError(f"{t!r} is not a registered message type; decorate its enum with "
                              f"@register_msg_types first")
-        spec = MessageSpec(t, meta, payload)
+        spec = MessageSpec(t, meta, payload, bool(head_payload))
         old = _specs.get(value)
         if old is not None and (getattr(old.meta, "name", None) != getattr(meta, "name", None)
-                                or old.payload != payload):
+                                or old.payload != payload
+                                or old.head_payload != spec.head_payload):
             raise ValueError(f"{msg_type_name(value)} already carries "
                              f"{old.meta.name if old.meta else 'no metadata'}; a message type "
                              f"has one specification")
@@ -86,6 +101,37 @@ def message_spec(msg_type: int) -> MessageSpec | None:
 def message_specs() -> dict[int, MessageSpec]:
     """Every registered specification, by value."""
     return dict(sorted(_specs.items()))
+
+
+def head_bytes(width: int, msg_type: Any) -> int:
+    """Payload bytes a message of ``msg_type`` (a registered type or its value) carries in its
+    header flit at ``width`` bits (0 for a type registered without ``head_payload``, or not
+    registered)."""
+    spec = _specs.get(int(getattr(msg_type, "value", msg_type)))
+    return 0 if spec is None else spec.head_bytes(width)
+
+
+def message_flits(message: Message, width: int) -> list[tuple[int, int]]:
+    """``message.flits(width)`` with the head payload bytes its type carries
+    (:func:`head_bytes`): how a tile's framing sends it."""
+    return message.flits(width, head_bytes(width, message.header.msg_type))
+
+
+def message_from_flits(flits: Sequence[Any], width: int) -> Message:
+    """:meth:`Message.from_flits` with the head payload bytes the message's type carries."""
+    words = _words(flits)
+    return Message.from_flits(words, width,
+                              head_bytes(width, NocHeader.unpack(words, width).msg_type))
+
+
+def head_counts(width: int, types: Iterable[Any] | None = None) -> dict[int, int]:
+    """``{msg_type: head bytes}`` of ``types`` (every registered type if ``None``) that carry
+    any at ``width`` bits: the ``head=`` of a
+    :class:`~apiary.noc.framing.MessageSender` or :class:`~apiary.noc.framing.MessageReceiver`
+    that sends or takes those types."""
+    values = _specs if types is None else [int(getattr(t, "value", t)) for t in types]
+    counts = {int(v): head_bytes(width, v) for v in values}
+    return {v: k for v, k in counts.items() if k}
 
 
 @dataclass(frozen=True)
@@ -126,8 +172,7 @@ def _meta_area(words: list[int], width: int, hdr: NocHeader,
             hdr.metadata_flits == spec.meta_flits(width):
         flits, inline, _ = meta_plan(width, meta_bits=spec.meta.size)
         if inline:
-            header = noc_header(width)
-            area = header.size - header.bits
+            area = 8 * head_lanes(width, spec.head_bytes(width))
             value = words[nh - 1] & (1 << area) - 1
         else:
             area = flits * width
@@ -150,7 +195,9 @@ def decode_message(flits: Sequence[Any], width: int) -> Decoded:
     spec = message_spec(hdr.msg_type)
     value, bits, _ = _meta_area(words, width, hdr, spec)
     start = nh + hdr.metadata_flits
-    body = b"".join(w.to_bytes(width // 8, "little") for w in words[start:])
+    head = 0 if spec is None else spec.head_bytes(width)
+    body = (words[nh - 1] >> 8 * head_lanes(width, head)).to_bytes(width // 8, "little")[:head]
+    body += b"".join(w.to_bytes(width // 8, "little") for w in words[start:])
     return Decoded(hdr, spec, value & (1 << bits) - 1 if bits else 0, bits,
                    body[:hdr.payload_bytes], len(words))
 
@@ -189,7 +236,8 @@ def message_problems(flits: Sequence[Any], width: int) -> list[tuple[str, str]]:
             found += [(f"{spec.meta.name}.{name}", text)
                       for name, text in spec.meta.problems(value & (1 << bits) - 1)]
     body = len(words) - nh - hdr.metadata_flits
-    need = -(-hdr.payload_bytes // (width // 8))
+    head = 0 if spec is None else spec.head_bytes(width)
+    need = -(-max(hdr.payload_bytes - head, 0) // (width // 8))
     if body != need:
         found.append(("payload_bytes", f"{hdr.payload_bytes} bytes take {need} flits at "
                                        f"{width} bits; the message has {body} after its header "
@@ -215,29 +263,30 @@ def messages_markdown(modules: Sequence[str] = ()) -> str:
         "from the one specification the hardware layouts, the scapy dissectors of NoC traces and",
         "the simulation-time checkers come from ([enzian.md](enzian.md) says how to use them).",
         "Fields are listed most significant first; `bits` are positions in the header or in the",
-        "metadata's value. The metadata travels in the header flit's low 256 bits at 512 bits",
-        "and in whole flits after the header below (`metadata flits` at 64 / 128 / 256 bits).",
+        "metadata's value. From 256 bits up the header flit's low bits (128 at 256 bits, 384 at",
+        "512) are spare: a type's metadata rides there when it fits (`metadata flits` 0), in",
+        "whole flits after the header otherwise, and a type marked *head* also carries its first",
+        "payload bytes there, in the spare lanes right below the header's fields that its",
+        "metadata leaves (`head bytes`); its payload flits carry the rest.",
         "",
         "## The NoC header",
         "",
-        "At 64 and 128 bits (two 64-bit words; two flits at 64 bits, one at 128):",
+        "Two 64-bit words at every width: two flits at 64 bits, one above (the top 128 bits of",
+        "the flit; at 512 bits each position below plus 384):",
         "",
         noc_header(64).markdown(),
         "",
-        "At 256 and 512 bits (one flit; at 512 bits the fields are the top 256 bits, each",
-        "position below plus 256, and the low 256 bits carry the metadata inline):",
-        "",
-        noc_header(256).markdown(),
-        "",
         "## Message types",
         "",
-        "| type | name | metadata | metadata flits (64/128/256/512) | payload |",
-        "|---|---|---|---|---|",
+        "| type | name | metadata | metadata flits (64/128/256/512) | head bytes (256/512) "
+        "| payload |",
+        "|---|---|---|---|---|---|",
     ]
     for value, spec in specs.items():
         meta = f"[`{spec.meta.name}`](#{spec.meta.name})" if spec.meta else "none"
         counts = "/".join(str(spec.meta_flits(w)) for w in (64, 128, 256, 512))
-        out.append(f"| {value} | `{msg_type_name(value)}` | {meta} | {counts} | "
+        heads = "/".join(str(spec.head_bytes(w)) for w in (256, 512))
+        out.append(f"| {value} | `{msg_type_name(value)}` | {meta} | {counts} | {heads} | "
                    f"{spec.payload or 'none'} |")
     formats: dict[str, Format] = {}
     for spec in specs.values():

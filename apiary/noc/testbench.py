@@ -11,6 +11,7 @@ from amaranth.sim import SimulatorContext
 
 from ..stream.testbench import stream_get, stream_put
 from .header import Message
+from .spec import message_flits, message_from_flits
 
 
 __all__ = ["send_flits", "recv_flits", "send_message", "recv_message", "split_messages",
@@ -36,12 +37,14 @@ async def recv_flits(ctx: SimulatorContext, port: Any, **stall: Any) -> list[tup
 
 async def send_message(ctx: SimulatorContext, port: Any, message: Message, width: int,
                        **stall: Any) -> None:
-    await send_flits(ctx, port, message.flits(width), **stall)
+    """Send ``message`` framed as a tile's framing frames it (:func:`~.spec.message_flits`)."""
+    await send_flits(ctx, port, message_flits(message, width), **stall)
 
 
 async def recv_message(ctx: SimulatorContext, port: Any, width: int,
                        **stall: Any) -> Message:
-    return Message.from_flits(await recv_flits(ctx, port, **stall), width)
+    """Receive a message and take it apart (:func:`~.spec.message_from_flits`)."""
+    return message_from_flits(await recv_flits(ctx, port, **stall), width)
 
 
 def split_messages(flits: Iterable[tuple[int, int]]) -> list[list[tuple[int, int]]]:
@@ -74,5 +77,6 @@ def expect_messages(port: Any, messages: Iterable[Message], width: int,
     async def tb(ctx: SimulatorContext) -> None:
         for message in messages:
             got = await recv_message(ctx, port, width, **stall)
-            assert got == Message.from_flits(message.flits(width), width), (got, message)
+            assert got == message_from_flits(message_flits(message, width), width), \
+                (got, message)
     return tb

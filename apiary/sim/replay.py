@@ -30,7 +30,8 @@ from typing import Any
 from amaranth import Module, Signal
 from amaranth.lib.memory import Memory
 
-from ..noc.header import Message, NocHeader, header_flits
+from ..noc.header import Message, header_flits
+from ..noc.spec import decode_message
 from ..tile import Tile, TileEnv
 from ..tiles.log import LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
 from ..tiles.raw_port import frame_message
@@ -57,16 +58,18 @@ class Logged:
 # -- log → pcap ---------------------------------------------------------------------------------
 
 def _payload(entry: LogEntry, width: int) -> tuple[bytes, int]:
-    """``(captured, length)``: the message's payload bytes the snapshot holds, and its
+    """``(captured, length)``: the message's payload bytes the snapshot holds (head payload
+    bytes in its header flit included, :func:`~apiary.noc.spec.decode_message`), and its
     ``payload_bytes``."""
     nb = width // 8
-    nh = header_flits(width)
-    if len(entry.snap) < nh * nb:
+    if len(entry.snap) < header_flits(width) * nb:
         return b"", entry.payload_bytes
-    hdr = NocHeader.unpack([int.from_bytes(entry.snap[k * nb:(k + 1) * nb], "little")
-                            for k in range(nh)], width)
-    start = (nh + hdr.metadata_flits) * nb
-    return entry.snap[start:start + entry.payload_bytes], entry.payload_bytes
+    snap = entry.snap + bytes(-len(entry.snap) % nb)
+    d = decode_message([int.from_bytes(snap[k:k + nb], "little")
+                        for k in range(0, len(snap), nb)], width)
+    head = d.spec.head_bytes(width) if d.spec is not None else 0
+    held = head + max(0, len(entry.snap) - (header_flits(width) + d.header.metadata_flits) * nb)
+    return d.payload[:held], entry.payload_bytes
 
 
 def log_records(entries: Iterable[LogEntry], width: int, linktype: int = LINKTYPE_NOC,

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from amaranth import Module, Shape, Signal
+from amaranth import Module, Mux, Shape, Signal
 from amaranth.hdl import ShapeLike
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -37,13 +37,17 @@ class Queue(wiring.Component):
         If ``depth`` is not a positive integer.
     """
 
-    def __init__(self, shape: ShapeLike | dict, depth: int = 2) -> None:
+    def __init__(self, shape: ShapeLike | dict, depth: int = 2, *,
+                 fall_through: bool = False) -> None:
         if isinstance(shape, dict):
             shape = data.StructLayout(shape)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"a Queue holds a positive number of transfers, not {depth!r}")
+        if fall_through and depth > 2:
+            raise ValueError("a fall-through Queue holds at most 2 transfers (in registers)")
         self._shape = shape
         self._depth = depth
+        self._fall_through = bool(fall_through)
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
 
     def elaborate(self, platform: Any) -> Module:
@@ -67,13 +71,23 @@ class Queue(wiring.Component):
         head, second = Signal(width), Signal(width)
         level = Signal(range(self._depth + 1))
         full = level == self._depth
+        empty = level == 0
         m.d.comb += [
             self.i.ready.eq(~full),
-            self.o.valid.eq(level != 0),
+            self.o.valid.eq(~empty),
             self.o.payload.eq(head),
         ]
         write = self.i.valid & self.i.ready
         read = self.o.valid & self.o.ready
+        if self._fall_through:
+            # Empty, the input is the output: a transfer taken at once is never stored.
+            passing = empty & self.o.ready
+            m.d.comb += [
+                self.o.valid.eq(~empty | self.i.valid),
+                self.o.payload.eq(Mux(empty, self.i.payload, head)),
+            ]
+            write = write & ~passing
+            read = read & ~empty
         m.d.sync += level.eq(level + write - read)
         with m.If(read & (level == 2)):
             m.d.sync += head.eq(second)

@@ -21,7 +21,8 @@ Where the flow comes from (``flow=``):
 * ``"meta"`` (default): the :data:`~beehive.proto.messages.PACKET_META` of the message:
   ``peer_ip``, ``local_ip``, ``peer_port``, ``local_port`` (behind UDP RX, TCP RX);
 * ``"ipv4"``: the payload is an IPv4 packet (behind Ethernet RX, so the metadata is
-  :data:`~beehive.proto.messages.ETH_META`'s): bytes 12-15 (source, the
+  :data:`~beehive.proto.messages.ETH_META`'s, and the frame's first bytes ride in the header
+  flit from 256 bits up, :func:`~apiary.noc.spec.head_bytes`): bytes 12-15 (source, the
   peer), 16-19 (destination, local), 20-21 and 22-23 (the ports if the IPv4 header has no
   options; with options, 4 bytes of them, as constant per flow as the ports are).
 
@@ -47,12 +48,13 @@ from amaranth.hdl import unsigned
 
 from apiary.noc.flit import flit_layout
 from apiary.noc.framing import meta_plan
-from apiary.noc.header import Fbits, field_location, header_flits, noc_header
+from apiary.noc.header import Fbits, field_location, head_lanes, header_flits, noc_header
+from apiary.noc.spec import head_bytes
 from apiary.stream.queue import Queue
 from apiary.stream.registers import Register, Table
 from apiary.tile import Tile, TileEnv
 
-from ..proto.messages import ETH_META, PACKET_META
+from ..proto.messages import ETH_META, PACKET_META, MsgType
 
 
 __all__ = ["LoadBalancerTile", "POLICIES", "FLOWS", "KEY_RESET", "HASH_BITS", "TUPLE_BITS",
@@ -133,20 +135,28 @@ def _probes(width, policy, flow):
         fields = {name: (base + PACKET_META.offset(name), PACKET_META.width(name))
                   for name in ("peer_ip", "local_ip", "peer_port", "local_port")}
     else:
-        base = (hf + mflits) * width
-        fields = {name: (base + 8 * byte, 8 * size) for name, byte, size in
+        # Payload byte b: in the header flit's head lanes if the frame carries it there
+        # (head_bytes), else in the payload flits after the header and metadata.
+        head = head_bytes(width, MsgType.ETH_RX_FRAME)
+        first = head_lanes(width, head)
+
+        def at(b):
+            return (hf - 1) * width + 8 * (first + b) if b < head else \
+                (hf + mflits) * width + 8 * (b - head)
+        fields = {name: [(at(b), 8) for b in range(byte, byte + size)] for name, byte, size in
                   (("peer_ip", 12, 4), ("local_ip", 16, 4), ("peer_port", 20, 2),
                    ("local_port", 22, 2))}
     if policy == "port":
         fields = {"local_port": fields["local_port"]}
     out = {}
-    for name, (start, bits) in fields.items():
-        pieces, pos, left = [], start, bits
-        while left:
-            f, lo = divmod(pos, width)
-            take = min(width - lo, left)
-            pieces.append((f, lo, take))
-            pos, left = pos + take, left - take
+    for name, spans in fields.items():
+        pieces = []
+        for pos, left in ([spans] if isinstance(spans, tuple) else spans):
+            while left:
+                f, lo = divmod(pos, width)
+                take = min(width - lo, left)
+                pieces.append((f, lo, take))
+                pos, left = pos + take, left - take
         out[name] = pieces
     return out
 
@@ -167,8 +177,9 @@ class LoadBalancerTile(Tile):
     """Send each message whole to one replica of the next tile, chosen by ``policy``.
 
     Latency: ``decision_flit + 1`` cycles from a message's first flit in to its first flit out
-    (:func:`decision_flit`: 1 cycle for round robin at any width and for every policy at 512 bits
-    with ``flow="meta"``, 2 with ``flow="ipv4"``; at 64 bits, where the metadata follows a
+    (:func:`decision_flit`: 1 cycle for round robin at any width and for every policy at 512 bits,
+    where the metadata and, with ``flow="ipv4"``, the frame's first 37 bytes ride in the
+    header flit; at 64 bits, where the metadata follows a
     2-flit header, both decide on flit 4 with ``flow="meta"``, where the ports are, and on flit
     6 with ``flow="ipv4"``, behind the Ethernet level's 2 metadata flits). Throughput: one flit
     per cycle, so a message every as many cycles as it has flits, back to back, with no cycle

@@ -29,8 +29,10 @@ arithmetic may be cut (``p.stage``, ``stage``; a checksum's adder tree takes ``s
 framework registers the drop conditions and key, or the header, once more and waits until all
 have settled. A receive layer's verdict then comes 1 to 3 cycles later, a transmit layer's
 header 1 to 2, and every message waits a cycle in a two-flit queue at the tile's NoC input
-(:func:`receive`); from 128 bits up nothing is registered and a tile decides in the cycle its
-header is complete.
+(:func:`receive`); from 128 bits up nothing is registered: a receive layer decides in the
+cycle its header is complete, takes the next packet's header in the cycle of that verdict and
+hands its strip count to the strip in the same cycle, so a two-word packet passes every 2
+cycles.
 """
 
 from types import SimpleNamespace
@@ -43,7 +45,7 @@ from amaranth.lib.wiring import connect, flipped
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
-from apiary.noc.spec import message_specs
+from apiary.noc.spec import head_bytes, head_counts, message_specs
 from apiary.stream.checksum import InternetChecksum
 from apiary.stream.header import header_signal
 from apiary.stream.hold import HeldStages
@@ -58,8 +60,9 @@ from .messages import META_BITS, PACKET_LEVELS, PACKET_META, packet_format
 
 
 __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_receiver",
-           "packet_sender", "packet_descriptor", "level_meta", "receive", "received_packets",
-           "hold_packet", "buffered_packets", "verified_packets", "bytes_queue", "decide", "send",
+           "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
+           "received_packets", "hold_packet", "buffered_packets", "verified_packets",
+           "bytes_queue", "decide", "send",
            "patch_stream", "LENGTH_BITS", "pipelined_headers"]
 
 
@@ -83,17 +86,28 @@ def message_overhead(width):
     return header_flits(width) + flits
 
 
-def packet_receiver(width, **kwargs):
+def packet_heads(width, msg_type=None):
+    """The ``head=`` of a sender or receiver of packet messages of ``msg_type`` (a
+    :class:`~.messages.MsgType`), or of any type (``None``): the payload bytes each type
+    carries in its header flit (the Ethernet and IPv4 levels, from 256 bits up)."""
+    return head_counts(width, None if msg_type is None else [msg_type])
+
+
+def packet_receiver(width, msg_type=None, **kwargs):
     """A :class:`MessageReceiver` of packet messages, at whichever level each is
     (:data:`~.messages.PACKET_LEVELS`): ``meta`` is :data:`PACKET_META`'s value, the fields a
-    message does not carry zero."""
-    return MessageReceiver(width, meta_bits=META_BITS, short_meta=True, **kwargs)
+    message does not carry zero. ``msg_type``: the one type it takes, if one (its head
+    payload bytes are then a constant, :func:`packet_heads`)."""
+    return MessageReceiver(width, meta_bits=META_BITS, short_meta=True,
+                           head=packet_heads(width, msg_type), **kwargs)
 
 
-def packet_sender(width, **kwargs):
+def packet_sender(width, msg_type=None, **kwargs):
     """A :class:`MessageSender` of packet messages; its descriptors
-    (:func:`packet_descriptor`) say how many metadata flits each carries (:func:`level_meta`)."""
-    return MessageSender(width, meta_bits=META_BITS, short_meta=True, **kwargs)
+    (:func:`packet_descriptor`) say how many metadata flits each carries (:func:`level_meta`).
+    ``msg_type``: the one type it sends, if one (:func:`packet_heads`)."""
+    return MessageSender(width, meta_bits=META_BITS, short_meta=True,
+                         head=packet_heads(width, msg_type), **kwargs)
 
 
 def packet_descriptor(width):
@@ -145,7 +159,7 @@ def receive(m, tile):
         rx = packet_receiver(tile.env.width, empty_packets=True)
     else:
         rx = MessageReceiver(tile.env.width, meta_bits=packet_format(receives).size,
-                             empty_packets=True)
+                             empty_packets=True, head=head_bytes(tile.env.width, receives))
     m.submodules.receiver = rx
     flits = register_stream(m, "noc_in_queue", flipped(tile.noc_in), pipelined_headers(tile.env))
     connect(m, tile=flits, receiver=rx.i)
@@ -425,7 +439,8 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
 def send(m, tile, descs, words):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
     at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``."""
-    m.submodules.sender = sender = packet_sender(tile.env.width, empty_packets=True)
+    m.submodules.sender = sender = packet_sender(tile.env.width, tile.msg_type,
+                                                 empty_packets=True)
     connect(m, sender=sender.o, tile=flipped(tile.noc_out))
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
     connect(m, words=words, sender=sender.i_data)
@@ -570,7 +585,10 @@ class RxLayerTile(Tile):
         queues = []
         fixed_strip = isinstance(p.strip, int)
         if not fixed_strip:
-            m.submodules.cuts = cuts = Queue(range(max(1, self.max_strip) + 1))
+            # From 128 bits up the count reaches the strip in the cycle of its verdict, with
+            # the packet's first word; pipelined, a cycle later.
+            m.submodules.cuts = cuts = Queue(range(max(1, self.max_strip) + 1),
+                                             fall_through=not pipelined_headers(self.env))
             queues.append((cuts.i, strip_n))
         if self.patch_bytes:
             patches = bytes_queue(m, "patches", self.patch_bytes)
@@ -578,6 +596,11 @@ class RxLayerTile(Tile):
                                        "nbytes": p.patch_len}))
         descs = decide(m, self, p, peek=peek, cur_valid=cur_valid,
                        msg_type=self.msg_type.value, out_length=out_length, queues=queues)
+        if not pipelined_headers(self.env):
+            # The next packet's header is taken in the cycle of this one's verdict.
+            m.d.comb += hdr.ready.eq(~cur_valid | peek.verdict.valid)
+            with m.If(hdr.valid & hdr.ready):
+                m.d.sync += cur_valid.eq(1)
 
         # Forwarding: strip, patch, frame.
         if fixed_strip and p.strip == 0:
@@ -634,7 +657,7 @@ class TxLayerTile(Tile):
         """Where packets with their new header go: by default a :class:`MessageSender` to the
         tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
         width = self.env.width
-        m.submodules.sender = sender = packet_sender(width, empty_packets=True)
+        m.submodules.sender = sender = packet_sender(width, self.msg_type, empty_packets=True)
         connect(m, sender=sender.o, tile=flipped(self.noc_out))
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:

@@ -106,9 +106,13 @@ IP_META = Format("ip_meta", _ETH_FIELDS + _IP_FIELDS, order="lsb",
                      "carries.")
 
 _PAYLOAD = "the packet from this layer's header on"
-register_formats((MsgType.ETH_RX_FRAME, MsgType.ETH_TX_FRAME), ETH_META, payload=_PAYLOAD)
-register_formats((MsgType.IP_RX_DATAGRAM, MsgType.IP_TX_DATAGRAM, MsgType.TCP_RX_SEGMENT),
-                 IP_META, payload=_PAYLOAD)
+# The Ethernet and IPv4 hops carry the packet's first bytes in the header flit where their
+# metadata leaves room (37 and 28 bytes at 512 bits): a 64-byte UDP echo is then two flits a hop.
+register_formats((MsgType.ETH_RX_FRAME, MsgType.ETH_TX_FRAME), ETH_META, payload=_PAYLOAD,
+                 head_payload=True)
+register_formats((MsgType.IP_RX_DATAGRAM, MsgType.IP_TX_DATAGRAM), IP_META, payload=_PAYLOAD,
+                 head_payload=True)
+register_formats((MsgType.TCP_RX_SEGMENT,), IP_META, payload=_PAYLOAD)
 register_formats((MsgType.UDP_RX_SEGMENT, MsgType.UDP_TX_SEGMENT), PACKET_META,
                  payload=_PAYLOAD)
 

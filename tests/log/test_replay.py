@@ -7,6 +7,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.utils import rdpcap
 
 from apiary.noc import Message, NocHeader
+from apiary.noc.spec import message_flits
 from apiary.noc.testbench import recv_flits
 from apiary.sim import SimError
 from apiary.sim.pcap import PcapRecord, read_pcap_records, write_pcap_records
@@ -129,7 +130,7 @@ def test_log_pcap_round_trip(tmp_path, width):
     msgs = [udp_message(width, i) for i in range(4)]
     entries = []
     for i, msg in enumerate(msgs):
-        flits = msg.flits(width)
+        flits = message_flits(msg, width)
         frame = message_frame(flits, width)
         entries.append(LogEntry(cycle=1000 + 37 * i, payload_bytes=len(msg.payload),
                                 flits=len(flits), span=len(flits) - 1, msg_type=2,
@@ -140,7 +141,8 @@ def test_log_pcap_round_trip(tmp_path, width):
     assert write_log_pcap(noc, entries, width, 147, clock) == 4
     packets = rdpcap(str(noc))
     assert [round(float(p.time) * clock) for p in packets] == [e.cycle for e in entries]
-    assert [bytes(p) for p in packets] == [message_frame(m.flits(width), width) for m in msgs]
+    assert [bytes(p) for p in packets] == [message_frame(message_flits(m, width), width)
+                                           for m in msgs]
     assert trace_from_pcap(noc, width, clock) == trace_from_entries(entries, width)
 
     ip = tmp_path / "ip.pcap"

@@ -12,13 +12,14 @@ from scapy.layers.inet import IP, UDP
 from apiary.noc.framing import decode_meta_message, meta_message_flits
 from apiary.noc.header import Fbits, NocHeader
 from apiary.noc.nexthop import Endpoint
+from apiary.noc.spec import head_bytes
 from apiary.noc.testbench import recv_flits, send_flits
 from apiary.stream.testbench import simulate, transfers
 from apiary.tile import TileEnv
 from beehive.nf.balancer import (KEY_RESET, LoadBalancerTile, decision_flit, flow_hash,
                                  flow_tuple, hash_replica, port_entry, port_replica)
 from beehive.proto.addresses import ipv4_to_int
-from beehive.proto.messages import ETH_META, META_BITS, PACKET_META, MsgType
+from beehive.proto.messages import ETH_META, META_BITS, PACKET_META, MsgType, packet_format
 
 WIDTHS = [64, 512]
 HERE = (1, 0)
@@ -42,7 +43,8 @@ def eth_message(width, payload):
     """A message as Ethernet RX sends it: its metadata the Ethernet level's (ETH_META)."""
     header = NocHeader(dst_x=HERE[0], dst_y=HERE[1], src_x=5, src_y=6,
                        msg_type=MsgType.ETH_RX_FRAME.value)
-    return meta_message_flits(width, header, 0, ETH_META.size, payload)
+    return meta_message_flits(width, header, 0, ETH_META.size, payload,
+                              head=head_bytes(width, MsgType.ETH_RX_FRAME))
 
 
 def random_flow(rng):
@@ -74,7 +76,9 @@ def run(dut, width, messages, expect, *, seed=1, gaps=0.3, stall=0.3, actions=No
     async def sink(ctx):
         for _ in range(expect):
             flits = await recv_flits(ctx, dut.noc_out, rng=rng, stall=stall)
-            header, meta, payload = decode_meta_message(flits, width, META_BITS)
+            t = NocHeader.unpack([f for f, _ in flits], width).msg_type
+            header, meta, payload = decode_meta_message(flits, width, packet_format(t).size,
+                                                        head_bytes(width, t))
             out.append((header, PACKET_META.unpack(meta), payload))
         ctx.set(dut.noc_out.ready, 1)
         for _ in range(settle):

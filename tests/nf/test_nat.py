@@ -188,7 +188,7 @@ def test_table_updates_mid_stream_never_mix_rules(width):
             for k in range(40)]
     inputs = [message(p, IN) for p in pkts]
     tile = make_nf(NatTile, width, rules=[rule_a])
-    got = run(tile, width, inputs, len(inputs), seed=width, writes=writes, write_prob=0.03)
+    got = run(tile, width, inputs, len(inputs), seed=width, writes=writes, write_prob=0.05)
     seen = {"a": 0, "b": 0}
     for (raw, _, _), msg in zip(inputs, got.out):
         a, b = expected(raw, [rule_a], "in"), expected(raw, [rule_b], "in")

@@ -600,3 +600,113 @@ def test_short_metadata_receiver_drops_longer_metadata(width):
         assert ctx.get(rx.errors) == 1
 
     simulate(m, consumer, background=[bench], timeout=5_000)
+
+
+# -- head payload bytes ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width,bits,head,empty_packets", [
+    (512, 81, 37, False), (512, 202, {5: 22, 6: 9}, True), (256, 81, 5, True),
+])
+def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_packets):
+    """With ``head`` the first payload bytes of a message ride in its header flit, below the
+    header's fields and above the inline metadata, and the payload flits carry the rest: the
+    link carries exactly ``meta_message_flits(..., head=)``, the receiver gives back every
+    byte and metadata bit, with random stalls at all four ends; payloads shorter than the head
+    bytes, empty ones and ones ending on a word boundary included. A mapping gives the count by
+    ``msg_type`` (type 7: none)."""
+    from apiary.noc.framing import head_room, meta_message_flits
+    nb = width // 8
+    heads = head if isinstance(head, dict) else {t: head for t in (5, 6, 7)}
+    assert max(heads.values()) <= head_room(width, bits)
+    rng = random.Random(width + bits)
+    jobs = []
+    for n in range(60):
+        t = (5, 6, 7)[n % 3]
+        k = heads.get(t, 0)
+        size = rng.choice([0, 1, k, k + 1, nb - 1, nb, nb + k, 2 * nb + k - 1,
+                           rng.randrange(300)])
+        jobs.append((t, rng.getrandbits(bits), rng.randbytes(max(size, 0))))
+
+    m = Module()
+    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=head,
+                                         empty_packets=empty_packets)
+    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, head=head,
+                                           empty_packets=empty_packets)
+    wiring.connect(m, tx=tx.o, rx=rx.i)
+    link = []
+    stall = dict(rng=random.Random(9), stall=0.3)
+
+    async def descriptors(ctx):
+        for t, meta, payload in jobs:
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 3, "msg_type": t, "meta": meta,
+                                             "payload_bytes": len(payload)}, **stall)
+
+    async def payloads(ctx):
+        r = random.Random(4)
+        for _, _, payload in jobs:
+            if payload or empty_packets:
+                await send_packet(ctx, tx.i_data, payload, width, rng=r, stall=0.3)
+
+    async def consumer(ctx):
+        for t, meta, payload in jobs:
+            hdr = await stream_get(ctx, rx.o_hdr, **stall)
+            assert (int(hdr.msg_type), int(hdr.meta)) == (t, meta)
+            if payload or empty_packets:
+                assert await recv_packet(ctx, rx.o_data, width, **stall) == payload
+        await ctx.tick().repeat(5)
+        assert ctx.get(rx.o_data.valid) == 0
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 0
+
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
+             timeout=100_000)
+    got = split_messages(link)
+    assert len(got) == len(jobs)
+    for flits, (t, meta, payload) in zip(got, jobs):
+        header = NocHeader(dst_x=3, msg_type=t, dst_fbits=0, src_fbits=0)
+        k = heads.get(t, 0)
+        assert flits == meta_message_flits(width, header, meta, bits, payload, head=k)
+        assert len(flits) == 1 + -(-max(len(payload) - k, 0) // nb)
+
+
+def test_head_payload_bytes_keep_one_flit_per_cycle():
+    """Back-to-back messages with head bytes leave the sender at one flit per cycle and pass
+    the receiver without an idle cycle: a 92-byte payload with 37 head bytes is two flits, so
+    two cycles per message."""
+    width, bits, head = 512, 81, 37
+    rng = random.Random(2)
+    payloads = [rng.randbytes(92) for _ in range(12)]
+    m = Module()
+    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=head)
+    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, head=head)
+    wiring.connect(m, tx=tx.o, rx=rx.i)
+
+    async def descriptors(ctx):
+        for payload in payloads:
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 1, "payload_bytes": len(payload)})
+
+    async def data(ctx):
+        for payload in payloads:
+            await send_packet(ctx, tx.i_data, payload, width)
+
+    async def consumer(ctx):
+        ctx.set(rx.o_hdr.ready, 1)
+        ctx.set(rx.o_data.ready, 1)
+        got, cycles, started = b"", 0, False
+        while len(got) < 92 * len(payloads):
+            _, _, valid, word, nbytes = await ctx.tick().sample(
+                rx.o_data.valid, rx.o_data.payload.data, rx.o_data.payload.nbytes)
+            started = started or valid
+            cycles += started
+            if valid:
+                got += int(word).to_bytes(64, "little")[:int(nbytes)]
+        assert got == b"".join(payloads)
+        assert cycles == 2 * len(payloads)
+
+    simulate(m, consumer, background=[descriptors, data], timeout=5_000)
+
+
+def test_head_payload_bytes_beyond_the_room_are_refused():
+    with pytest.raises(ValueError, match="room for 0 to 37 head payload bytes"):
+        MessageSender(512, meta_bits=81, head=38)
+    with pytest.raises(ValueError, match="room for 0 to 0 head payload bytes"):
+        MessageReceiver(64, meta_bits=81, head=1)

@@ -10,6 +10,7 @@ from scapy.layers.inet import UDP
 
 from apiary.stream.header import Header
 from apiary.noc import Message, NocHeader, header_flits, noc_header, routing_header, field_location
+from apiary.noc.header import head_lanes, spare_bytes
 from apiary.stream.layout import check_width
 
 
@@ -54,16 +55,38 @@ def test_layout_view_agrees_with_pack():
 
 
 def test_beehive_bit_positions_at_512():
-    # beehive_noc_hdr_flit, MSB first: dst_chip [511:498] ... timestamp [341:278].
+    # beehive_noc_hdr_flit, MSB first: dst_chip [511:498] ... metadata_flits [413:406]; its
+    # packet id and timestamp are not carried, the payload length follows.
     hdr = noc_header(512)
     expected = {
         "dst_chip": 498, "dst_x": 490, "dst_y": 482, "dst_fbits": 478, "msg_len": 456,
         "msg_type": 448, "src_chip": 434, "src_x": 426, "src_y": 418, "src_fbits": 414,
-        "metadata_flits": 406, "packet_x": 398, "packet_y": 390, "packet_num": 342,
-        "timestamp": 278,
+        "metadata_flits": 406, "payload_bytes": 384,
     }
     assert {n: hdr.offset(n) for n in expected} == expected
-    assert hdr.width("msg_len") == 22 and hdr.width("packet_num") == 48
+    assert hdr.width("msg_len") == 22 and hdr.bits == 128
+    assert spare_bytes(512) == 48 and spare_bytes(256) == 16 and spare_bytes(128) == 0
+
+
+@pytest.mark.parametrize("width", [256, 512])
+def test_head_payload_bytes_round_trip(width):
+    """A message's first payload bytes may ride in the header flit's spare lanes, right below
+    the header's fields: fewer payload flits, the same message back."""
+    rng = random.Random(width)
+    room = spare_bytes(width)
+    for _ in range(100):
+        head = rng.randrange(room + 1)
+        msg = Message(NocHeader(dst_x=5, msg_type=9), [],
+                      rng.randbytes(rng.randrange(0, 200)))
+        flits = msg.flits(width, head)
+        body = -(-max(len(msg.payload) - head, 0) // (width // 8))
+        assert len(flits) == 1 + body
+        first = flits[0][0] >> (8 * head_lanes(width, head))
+        assert first.to_bytes(width // 8, "little")[:min(head, len(msg.payload))] == \
+            msg.payload[:head]
+        assert Message.from_flits(flits, width, head).payload == msg.payload
+    with pytest.raises(ValueError, match="room for at most 48 head payload bytes, not 49"):
+        Message(payload=b"x").flits(512, 49)
 
 
 @pytest.mark.parametrize("width", [64, 128, 256, 512])
@@ -109,8 +132,6 @@ def test_errors_are_sentences():
         UDP_HEADER.pack(nope=1)
     with pytest.raises(ValueError, match="length=70000 does not fit in 16 bits"):
         UDP_HEADER.pack(length=70000)
-    with pytest.raises(ValueError, match="does not carry timestamp"):
-        NocHeader(timestamp=5).pack(64)
     with pytest.raises(ValueError, match="msg_len=0 but the message has 1 flits"):
         Message.from_flits([NocHeader().pack(512)[0], 0], 512)
     with pytest.raises(ValueError, match="needs 300 bits but its size is 256"):

@@ -10,13 +10,14 @@ import random
 from dataclasses import dataclass, field
 
 from apiary.noc.framing import decode_meta_message, meta_message_flits
+from apiary.noc.spec import head_bytes
 from apiary.noc.header import NocHeader
 from apiary.noc.nexthop import Endpoint
 from apiary.noc.testbench import recv_flits, send_flits
 from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate,
                                      stream_put)
 from apiary.tile import TileEnv
-from beehive.proto.messages import META_BITS, PACKET_META, packet_format
+from beehive.proto.messages import PACKET_META, packet_format
 
 MAC, IPV4 = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
@@ -38,12 +39,14 @@ def packet_flits(width, payload, meta=None, *, msg_type=0, dst=HERE, src=(0, 0))
     """The flits of a message carrying ``payload`` and the metadata ``meta`` (a dict of
     :data:`PACKET_META` fields), as a tile's :class:`~apiary.noc.framing.MessageSender` frames
     it: the fields of ``msg_type``'s level (:func:`~beehive.proto.messages.packet_format`),
-    inline in the header flit at 512 bits, in metadata flits below."""
+    inline in the header flit at 512 bits, in metadata flits below, and the type's head payload
+    bytes in the header flit (:func:`~apiary.noc.spec.head_bytes`)."""
     header = NocHeader(dst_x=dst[0], dst_y=dst[1], src_x=src[0], src_y=src[1],
                        msg_type=int(getattr(msg_type, "value", msg_type)))
     bits = packet_format(msg_type).size
     value = PACKET_META.pack(meta or {}) & ((1 << bits) - 1)
-    return meta_message_flits(width, header, value, bits, payload)
+    return meta_message_flits(width, header, value, bits, payload,
+                              head=head_bytes(width, msg_type))
 
 
 @dataclass
@@ -54,8 +57,12 @@ class Decoded:
 
 
 def decode(flits, width):
-    """A message a tile sent: its header, its metadata fields, its payload."""
-    header, meta, payload = decode_meta_message(flits, width, META_BITS)
+    """A message a tile sent: its header, its metadata fields (those of its type's level),
+    its payload."""
+    msg_type = NocHeader.unpack([f[0] if isinstance(f, tuple) else f for f in flits],
+                                width).msg_type
+    header, meta, payload = decode_meta_message(flits, width, packet_format(msg_type).size,
+                                                head_bytes(width, msg_type))
     return Decoded(header, PACKET_META.unpack(meta), payload)
 
 

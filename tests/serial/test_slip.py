@@ -25,6 +25,7 @@ from scapy.layers.l2 import Ether
 from apiary.load import load_design
 from apiary.noc.header import Message, NocHeader
 from beehive.proto.messages import MsgType
+from apiary.noc.spec import message_flits, message_from_flits
 from apiary.noc.testbench import recv_message
 from apiary.stream.testbench import simulate, stream_get, stream_put
 from apiary.tile import Endpoint, TileEnv
@@ -96,7 +97,7 @@ def flit_collector(port, messages, width):
             if valid:
                 flits.append((int(data), int(last)))
                 if last:
-                    messages.append(Message.from_flits(flits, width))
+                    messages.append(message_from_flits(flits, width))
                     flits = []
     return tb
 
@@ -330,7 +331,7 @@ def test_slip_tx_escapes_and_frames_every_message(width):
     async def send(ctx):
         for p in payloads:
             msg = Message(NocHeader(msg_type=MsgType.ETH_TX_FRAME.value), meta, p)
-            for data, last in msg.flits(width):
+            for data, last in message_flits(msg, width):
                 await stream_put(ctx, tile.noc_in, {"data": data, "last": last})
         expected = sum(len(slip_encode(p)) for p in payloads)
         while len(line) < expected:

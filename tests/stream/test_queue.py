@@ -12,11 +12,9 @@ from apiary.stream.queue import Queue
 from apiary.stream.testbench import simulate, stream_get, stream_put, transfers
 
 
-@pytest.mark.parametrize("depth", [1, 2, 4])
-def test_everything_in_order_under_stalls(depth):
-    rng = random.Random(depth)
-    dut = Queue({"a": unsigned(8), "b": range(100)}, depth)
-    values = [{"a": rng.randrange(256), "b": rng.randrange(100)} for _ in range(60)]
+def passes_in_order(dut, values, rng, unpack):
+    """Every one of ``values`` through ``dut`` under random stalls at both ends; what came
+    out (each transfer's payload through ``unpack``)."""
     got = []
 
     async def source(ctx):
@@ -25,11 +23,18 @@ def test_everything_in_order_under_stalls(depth):
 
     async def sink(ctx):
         for _ in values:
-            p = await stream_get(ctx, dut.o, rng=rng, stall=0.4)
-            got.append({"a": int(p.a), "b": int(p.b)})
+            got.append(unpack(await stream_get(ctx, dut.o, rng=rng, stall=0.4)))
 
     simulate(dut, sink, background=[source], timeout=2_000)
-    assert got == values
+    return got
+
+
+@pytest.mark.parametrize("depth", [1, 2, 4])
+def test_everything_in_order_under_stalls(depth):
+    rng = random.Random(depth)
+    dut = Queue({"a": unsigned(8), "b": range(100)}, depth)
+    values = [{"a": rng.randrange(256), "b": rng.randrange(100)} for _ in range(60)]
+    assert passes_in_order(dut, values, rng, lambda p: {"a": int(p.a), "b": int(p.b)}) == values
 
 
 def test_one_transfer_per_cycle_and_full_at_depth():
@@ -123,3 +128,29 @@ def test_register_stream_adds_one_cycle_or_nothing():
     simulate(dut, sink, background=[source_tb, transfers(dut.i, ins), transfers(dut.o, outs)],
              timeout=100)
     assert outs[:10] == [c + 1 for c in ins[:10]] == list(range(ins[0] + 1, ins[0] + 11))
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_fall_through_passes_in_the_same_cycle_and_keeps_order(depth):
+    """With ``fall_through`` an empty queue's input is on its output in the same cycle (taken
+    there, it is never stored); under random stalls every transfer still arrives once, in
+    order; deeper than 2 is refused."""
+    dut = Queue(unsigned(8), depth, fall_through=True)
+
+    async def same_cycle(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.i.payload, 42)
+        assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload) == 42
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        assert not ctx.get(dut.o.valid), "a transfer taken at once was also stored"
+
+    simulate(dut, same_cycle, timeout=10)
+
+    rng = random.Random(depth)
+    values = [rng.randrange(256) for _ in range(80)]
+    assert passes_in_order(Queue(unsigned(8), depth, fall_through=True), values, rng, int) == \
+        values
+    with pytest.raises(ValueError, match="at most 2"):
+        Queue(unsigned(8), 4, fall_through=True)

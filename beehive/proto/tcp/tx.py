@@ -346,7 +346,8 @@ class TcpTxTile(Tile):
         width = self.env.width
         m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
                                                  counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
-        m.submodules.seg_tx = seg_tx = packet_sender(width, empty_packets=True)
+        m.submodules.seg_tx = seg_tx = packet_sender(width, MsgType.IP_TX_DATAGRAM,
+                                                     empty_packets=True)
         connect(m, insert=ins.o, sender=seg_tx.i_data)
         connect(m, sender=seg_tx.o, merge=out)
         d = seg_q.o.payload
