@@ -37,9 +37,10 @@ from apiary.cli import add_clock_argument
 from apiary.load import load_design
 from apiary.noc.framing import meta_plan
 from apiary.noc.header import header_flits
+from apiary.noc.spec import head_bytes
 from apiary.sim.base import default_clock_mhz
 
-from ..proto.messages import ETH_META
+from ..proto.messages import ETH_META, MsgType
 from .echo import (BenchError, measure_latency, request, _addresses, _drops, _expected,
                    _not_an_echo, _per_packet, _run_until_idle)
 
@@ -71,13 +72,13 @@ PAPER = {
 def bounds(width, size=SIZE):
     """``{"mac": words, "shared": flits}`` per packet: the request frame's MAC words, and the
     flits of the message Ethernet RX sends per packet (header, its Ethernet-level metadata and
-    the IPv4 packet),
-    which Ethernet RX, the load balancer and (for the reply) Ethernet TX each move once."""
+    the IPv4 packet, less the bytes that ride in the header flit), which Ethernet RX, the load
+    balancer and (for the reply) Ethernet TX each move once."""
     nb = width // 8
     frame = max(60, ETHERNET + IPV4_UDP + size)
     meta_flits, _, _ = meta_plan(width, meta_bits=ETH_META.size)
-    return {"mac": -(-frame // nb),
-            "shared": header_flits(width) + meta_flits + -(-(IPV4_UDP + size) // nb)}
+    rest = max(0, frame - ETHERNET - head_bytes(width, MsgType.ETH_RX_FRAME))
+    return {"mac": -(-frame // nb), "shared": header_flits(width) + meta_flits + -(-rest // nb)}
 
 
 def _throughput(sim, packets, mac, ipv4, clock_mhz):

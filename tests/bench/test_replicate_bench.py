@@ -17,9 +17,10 @@ PACKETS = 40
 def test_bounds():
     """A 64-byte payload: a 106-byte frame (14 words at 64 bits, 2 at 512); Ethernet RX's
     message is the 92-byte IPv4 packet behind a header and the Ethernet level's metadata:
-    2 + 2 + 12 flits at 64 bits, 1 + 0 + 2 at 512 (the metadata rides in the header flit)."""
+    2 + 2 + 12 flits at 64 bits, 1 + 0 + 1 at 512 (the metadata and the packet's first 37
+    bytes ride in the header flit)."""
     assert replicate.bounds(64) == {"mac": 14, "shared": 16}
-    assert replicate.bounds(512) == {"mac": 2, "shared": 3}
+    assert replicate.bounds(512) == {"mac": 2, "shared": 2}
 
 
 @pytest.fixture(scope="module")
