@@ -637,6 +637,13 @@ class MessageReceiver(wiring.Component):
         that many): ``meta``'s words past those the message carries read as zero. For a
         format whose messages carry only its first fields (a prefix, in the low bits). Costs
         one more stored flit and a multiplexer per header/metadata flit.
+    head : int or mapping of int to int
+        Head payload bytes, as :class:`MessageSender` sends them: the header flit's bytes come
+        back in front of the payload flits' (a :class:`~apiary.stream.realign.StreamInsert`;
+        a message whose payload fits in its header flit gives its packet the cycle after
+        ``o_hdr``), and ``meta`` holds only the lanes below them. Throughput stays one flit
+        per cycle; a payload then ends with a flush word when its last flit's bytes and the
+        head bytes overflow a word.
 
     Members
     -------
