@@ -74,6 +74,7 @@ from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import NextHopTable, address_of, first_hop
+from apiary.noc.spec import head_counts
 from apiary.noc.splitter import FbitsSplitter
 from apiary.os.memory_tile import MEM_META, STORE_MEM
 from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
@@ -201,8 +202,10 @@ class TcpRxTile(Tile):
         m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1,
                                                            Fbits.LOCAL2, Fbits.LOCAL3])
         connect(m, tile=flipped(self.noc_in), split=split.i)
-        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=IP_META.size,
-                                                       empty_packets=True)
+        # Segments come from IPv4 RX as its datagrams, with their head payload bytes.
+        m.submodules.seg_rx = seg_rx = MessageReceiver(
+            width, meta_bits=IP_META.size, empty_packets=True,
+            head=head_counts(width, [MsgType.IP_RX_DATAGRAM, MsgType.TCP_RX_SEGMENT]))
         m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
                                                        empty_packets=True)
         app_rx, app_q = app_requests(m, width)
