@@ -174,19 +174,31 @@ def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[
     return sender.i_hdr.ready
 
 
-def _head_count(m: Module, heads: dict, msg_type: Any, name: str) -> tuple[Any, list[int]]:
-    """``(k, ks)``: the head payload bytes of a message of ``msg_type`` by ``heads``
-    (:func:`_check_head`; a constant if one count holds for every type), and the counts it may
-    take."""
+def _head_split(m: Module, heads: dict, msg_type: Any,
+                payload_bytes: Any) -> tuple[Any, list[int], Signal]:
+    """``(k, ks, rest)``: the head payload bytes of a message of ``msg_type`` by ``heads``
+    (:func:`_check_head`; a constant if one count holds for every type), the counts it may
+    take, and the payload bytes left for the payload flits."""
     if None in heads:
-        return Const(heads[None], range(heads[None] + 1)), [heads[None]]
-    ks = sorted(set(heads.values()))
-    k = Signal(range(ks[-1] + 1), name=name)
-    with m.Switch(msg_type):
-        for t, v in heads.items():
-            with m.Case(t):
-                m.d.comb += k.eq(v)
-    return k, [0, *ks]
+        k: Any = Const(heads[None], range(heads[None] + 1))
+        ks = [heads[None]]
+    else:
+        ks = [0, *sorted(set(heads.values()))]
+        k = Signal(range(ks[-1] + 1), name="head")
+        with m.Switch(msg_type):
+            for t, v in heads.items():
+                with m.Case(t):
+                    m.d.comb += k.eq(v)
+    rest = Signal(len(payload_bytes), name="rest")
+    m.d.comb += rest.eq(Mux(payload_bytes > k, payload_bytes - k, 0))
+    return k, ks, rest
+
+
+def _below_head(width: int, k: Any, ks: list[int]) -> Any:
+    """Ones in the lanes of the spare bytes below ``k`` head payload bytes: the inline
+    metadata's."""
+    spare = spare_bytes(width)
+    return _pick(k, ks, lambda a: lane_mask(spare, spare - a))
 
 
 def _pick(k: Any, ks: list[int], build: Any) -> Any:
@@ -447,9 +459,7 @@ class MessageSender(wiring.Component):
         words, _ = payload_words(desc.payload_bytes, width)
         out_words: Any = words                      # payload flits of the message
         if heads:
-            k, ks = _head_count(m, heads, desc.msg_type, "head")
-            rest = Signal(len(desc.payload_bytes), name="rest")
-            m.d.comb += rest.eq(Mux(desc.payload_bytes > k, desc.payload_bytes - k, 0))
+            k, ks, rest = _head_split(m, heads, desc.msg_type, desc.payload_bytes)
             out_words, _ = payload_words(rest, width)
         header = Signal(noc_header(width).layout())
         for name in DESCRIPTOR_FIELDS:
@@ -461,9 +471,7 @@ class MessageSender(wiring.Component):
         if self._inline:
             inline_meta = desc.meta
             if heads:       # the lanes a type's head bytes take carry none of its metadata
-                inline_meta = desc.meta & _pick(k, ks,
-                                                lambda a: lane_mask(spare_bytes(width),
-                                                                    spare_bytes(width) - a))
+                inline_meta = desc.meta & _below_head(width, k, ks)
             m.d.comb += header.as_value()[:self._inline].eq(inline_meta)
         raw = header.as_value()
         flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
@@ -511,7 +519,8 @@ class MessageSender(wiring.Component):
             heading = Signal()                          # sending the payload flits
             start = Signal()                            # a headless payload starts (k = 0)
             start_bytes = Signal.like(desc.payload_bytes)
-            rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
+            # What a word leaves for the next payload flit, past this message's head count.
+            rest_of = _pick(Mux(heading, k_held, k), ks, lambda a: word[8 * a:])
 
             with m.If(heading):
                 joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
@@ -555,7 +564,7 @@ class MessageSender(wiring.Component):
                     with m.If(taking):
                         m.d.sync += [
                             heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
-                            carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
+                            carry.eq(rest_of),
                             done.eq(framer.o.payload.last),
                         ]
                     with m.Else():
@@ -742,15 +751,13 @@ class MessageReceiver(wiring.Component):
             # message whose payload fits in its header flit gets them in front of an empty
             # packet. Its inline metadata is what lies below them.
             spare = spare_bytes(width)
-            k, ks = _head_count(m, self._heads, hdr.msg_type, "head")
+            k, ks, rest = _head_split(m, self._heads, hdr.msg_type, hdr.payload_bytes)
             last_flit = flits[nh - 1]
             m.d.comb += hdr.as_value()[:self._inline].eq(
-                last_flit[:self._inline] & _pick(k, ks, lambda a: lane_mask(spare, spare - a)))
+                last_flit[:self._inline] & _below_head(width, k, ks))
             m.submodules.insert = insert = StreamInsert(width, max(ks), counts=ks)
             wiring.connect(m, insert=insert.o, receiver=wiring.flipped(out))
             out = insert.i
-            rest = Signal(len(hdr.payload_bytes), name="rest")
-            m.d.comb += rest.eq(Mux(hdr.payload_bytes > k, hdr.payload_bytes - k, 0))
             held = Signal.like(insert.hdr.payload)
             held_valid = Signal()
             m.d.comb += [insert.hdr.payload.eq(held), insert.hdr.valid.eq(held_valid)]

@@ -23,7 +23,7 @@ from ..stream.layout import check_width
 __all__ = [
     "Fbits", "NocHeader", "Message",
     "ROUTING_BITS", "noc_header", "routing_header", "header_flits", "field_location",
-    "spare_bytes", "head_lanes",
+    "spare_bytes", "head_lanes", "message_payload",
 ]
 
 
@@ -167,11 +167,18 @@ class Message:
                              f"{len(words) - 1} flits after the first")
         nh = header_flits(width)
         meta = words[nh:nh + hdr.metadata_flits]
-        body = words[nh + hdr.metadata_flits:]
-        first = head_lanes(width, head)
-        payload = (words[nh - 1] >> (8 * first)).to_bytes(width // 8, "little")[:head]
-        payload += b"".join(w.to_bytes(width // 8, "little") for w in body)
-        return cls(hdr, meta, payload[:hdr.payload_bytes])
+        return cls(hdr, meta, message_payload(words, width, head,
+                                              nh + hdr.metadata_flits)[:hdr.payload_bytes])
+
+
+def message_payload(words: Sequence[int], width: int, head: int, start: int) -> bytes:
+    """The payload bytes of a message's flit data ``words`` (not cut to ``payload_bytes``): its
+    ``head`` head payload bytes from the last header flit (:func:`head_lanes`), then the flits
+    from ``start`` on."""
+    nb = width // 8
+    out = (int(words[header_flits(width) - 1]) >> 8 * head_lanes(width, head)).to_bytes(
+        nb, "little")[:head]
+    return out + b"".join(int(w).to_bytes(nb, "little") for w in words[start:])
 
 
 def spare_bytes(width: int) -> int:

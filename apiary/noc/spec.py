@@ -27,7 +27,7 @@ from typing import Any
 
 from ..stream.format import Format
 from .framing import head_room, meta_plan
-from .header import Message, NocHeader, head_lanes, header_flits, noc_header
+from .header import Message, NocHeader, head_lanes, header_flits, message_payload, noc_header
 from .msgtype import UNTYPED, msg_type_name
 
 
@@ -194,10 +194,8 @@ def decode_message(flits: Sequence[Any], width: int) -> Decoded:
     hdr = NocHeader.unpack(words, width)
     spec = message_spec(hdr.msg_type)
     value, bits, _ = _meta_area(words, width, hdr, spec)
-    start = nh + hdr.metadata_flits
-    head = 0 if spec is None else spec.head_bytes(width)
-    body = (words[nh - 1] >> 8 * head_lanes(width, head)).to_bytes(width // 8, "little")[:head]
-    body += b"".join(w.to_bytes(width // 8, "little") for w in words[start:])
+    body = message_payload(words, width, head_bytes(width, hdr.msg_type),
+                           nh + hdr.metadata_flits)
     return Decoded(hdr, spec, value & (1 << bits) - 1 if bits else 0, bits,
                    body[:hdr.payload_bytes], len(words))
 
@@ -236,8 +234,7 @@ def message_problems(flits: Sequence[Any], width: int) -> list[tuple[str, str]]:
             found += [(f"{spec.meta.name}.{name}", text)
                       for name, text in spec.meta.problems(value & (1 << bits) - 1)]
     body = len(words) - nh - hdr.metadata_flits
-    head = 0 if spec is None else spec.head_bytes(width)
-    need = -(-max(hdr.payload_bytes - head, 0) // (width // 8))
+    need = -(-max(hdr.payload_bytes - head_bytes(width, hdr.msg_type), 0) // (width // 8))
     if body != need:
         found.append(("payload_bytes", f"{hdr.payload_bytes} bytes take {need} flits at "
                                        f"{width} bits; the message has {body} after its header "

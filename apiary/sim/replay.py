@@ -31,7 +31,7 @@ from amaranth import Module, Signal
 from amaranth.lib.memory import Memory
 
 from ..noc.header import Message, header_flits
-from ..noc.spec import decode_message
+from ..noc.spec import decode_message, head_bytes
 from ..tile import Tile, TileEnv
 from ..tiles.log import LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
 from ..tiles.raw_port import frame_message
@@ -67,8 +67,8 @@ def _payload(entry: LogEntry, width: int) -> tuple[bytes, int]:
     snap = entry.snap + bytes(-len(entry.snap) % nb)
     d = decode_message([int.from_bytes(snap[k:k + nb], "little")
                         for k in range(0, len(snap), nb)], width)
-    head = d.spec.head_bytes(width) if d.spec is not None else 0
-    held = head + max(0, len(entry.snap) - (header_flits(width) + d.header.metadata_flits) * nb)
+    start = (header_flits(width) + d.header.metadata_flits) * nb
+    held = head_bytes(width, d.header.msg_type) + max(0, len(entry.snap) - start)
     return d.payload[:held], entry.payload_bytes
 
 
