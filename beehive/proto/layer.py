@@ -93,13 +93,13 @@ def packet_heads(width, msg_type=None):
     return head_counts(width, None if msg_type is None else [msg_type])
 
 
-def packet_receiver(width, msg_type=None, **kwargs):
+def packet_receiver(width, **kwargs):
     """A :class:`MessageReceiver` of packet messages, at whichever level each is
     (:data:`~.messages.PACKET_LEVELS`): ``meta`` is :data:`PACKET_META`'s value, the fields a
-    message does not carry zero. ``msg_type``: the one type it takes, if one (its head
-    payload bytes are then a constant, :func:`packet_heads`)."""
+    message does not carry zero, and the head payload bytes of each type in front of its
+    payload (:func:`packet_heads`)."""
     return MessageReceiver(width, meta_bits=META_BITS, short_meta=True,
-                           head=packet_heads(width, msg_type), **kwargs)
+                           head=packet_heads(width), **kwargs)
 
 
 def packet_sender(width, msg_type=None, **kwargs):
