@@ -117,3 +117,32 @@ def test_tx_then_rx_gives_the_payload_and_metadata_back(width):
         assert msg.meta["vlan"] == meta.get("vlan", 0)
         if meta.get("vlan"):                # without a tag, vlan_tci means nothing
             assert msg.meta["vlan_tci"] == meta["vlan_tci"]
+
+
+def test_rx_takes_a_two_word_frame_every_two_cycles_at_512_bits():
+    """Back-to-back 106-byte frames (2 words at 512 bits) leave Ethernet RX as 2-flit
+    messages (37 of the 92 bytes in the header flit) without an idle cycle between them: the
+    next frame's descriptor and strip count are taken in the cycle of each verdict."""
+    from apiary.sim.core import frame_words
+    from apiary.stream.testbench import simulate, transfers
+    from beehive.proto.ethernet import EtherType
+    from tilebench import IPV4, make_tile
+    from beehive.bench.echo import request
+
+    tile = make_tile(EthernetRxTile, 512, {EtherType.IPV4.value: (1, 0)})
+    frames = [request(64, k, MAC, IPV4) for k in range(8)]
+    out = []
+
+    async def drive(ctx):
+        ctx.set(tile.noc_out.ready, 1)
+        for f in frames:
+            for data, nbytes, last in frame_words(f, 64):
+                ctx.set(tile.mac_rx.payload, {"data": data, "nbytes": nbytes, "last": last})
+                ctx.set(tile.mac_rx.valid, 1)
+                await ctx.tick()
+        ctx.set(tile.mac_rx.valid, 0)
+        await ctx.tick().repeat(30)
+
+    simulate(tile, drive, background=[transfers(tile.noc_out, out)], timeout=200)
+    assert len(out) == 2 * len(frames)
+    assert out == list(range(out[0], out[0] + len(out))), "an idle cycle between messages"
