@@ -519,8 +519,7 @@ class MessageSender(wiring.Component):
             heading = Signal()                          # sending the payload flits
             start = Signal()                            # a headless payload starts (k = 0)
             start_bytes = Signal.like(desc.payload_bytes)
-            # What a word leaves for the next payload flit, past this message's head count.
-            rest_of = _pick(Mux(heading, k_held, k), ks, lambda a: word[8 * a:])
+            rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
 
             with m.If(heading):
                 joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
@@ -564,7 +563,7 @@ class MessageSender(wiring.Component):
                     with m.If(taking):
                         m.d.sync += [
                             heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
-                            carry.eq(rest_of),
+                            carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
                             done.eq(framer.o.payload.last),
                         ]
                     with m.Else():
