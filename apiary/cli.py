@@ -3,7 +3,7 @@ from the packages built on apiary.
 
 ``check``, ``show``, ``verilog`` and ``sim`` are apiary's own. Other packages add commands
 without this module knowing them: each names a :class:`Command` under the entry-point group
-``apiary.commands`` (``pyproject.toml``: ``bench`` from :mod:`beehive.bench.cli`, ``build`` from
+``apiary.commands`` (``pyproject.toml``: ``bench`` from :mod:`harness.bench.cli`, ``build`` from
 :mod:`platforms.cli`), and :func:`commands` finds them all.
 
 Every user error (a broken design, a missing file, a deadlock) prints one readable report on

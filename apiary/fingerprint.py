@@ -5,10 +5,11 @@ Converting a 512-bit stack to Verilog takes tens of seconds, so the result is ca
 parameters, places, routes and settings), source files, the Amaranth and Yosys versions, and
 whatever the caller adds (the options of its top level). Which sources are hashed is the
 caller's to say (whole packages); by default they are the modules the design's Verilog can
-depend on: those defining its tile classes (and their bases), its kernel and the elaborator
-(:mod:`apiary.top`), and every module of the same packages they import, at any depth
-(:func:`import_closure`). So editing a benchmark, a command or a simulator does not make a
-design convert again; editing any module its tiles import does.
+depend on: those defining its tile classes (and their bases), its kernel and the modules the
+caller names (the elaborator, :func:`apiary.top.design_verilog`, names its own), and every
+module of the same packages they import, at any depth (:func:`import_closure`). So editing a
+benchmark, a command or a simulator does not make a design convert again; editing any module
+its tiles import does.
 """
 
 import ast
@@ -104,13 +105,14 @@ def import_closure(modules: Iterable[str], packages: Iterable[str]) -> list[str]
 
 
 def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
-                       extra: str = "") -> str | None:
+                       extra: str = "", roots: Iterable[str] = ()) -> str | None:
     """A sha256 (hex) of everything a design's Verilog depends on, or ``None`` if some
     parameter (or ``extra``) has no stable text form (its ``repr`` names an object address).
 
     ``packages`` are hashed file by file (by default, :func:`import_closure` of the modules of
-    the tile classes, the kernel and :mod:`apiary.top` within :func:`packages_of`); so is the
-    source file of every tile class, wherever it lives (a design script's own tiles).
+    the tile classes, the kernel and ``roots`` within :func:`packages_of`: the elaborator passes
+    its own module, which this one does not name); so is the source file of every tile class,
+    wherever it lives (a design script's own tiles).
     """
     description = repr((
         design.name, design.cols, design.rows, design.width, design.ctl_width,
@@ -130,10 +132,10 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
     if _ADDRESS.search(description):
         return None
     if packages is None:
-        roots = {"apiary.top", type(getattr(design, "guard", None)).__module__}
-        roots |= {cls.__module__ for decl in design.tiles.values()
-                  for cls in getattr(decl.cls, "__mro__", ())}
-        files = set(import_closure(roots, packages_of(design)))
+        modules = {*roots, type(getattr(design, "guard", None)).__module__}
+        modules |= {cls.__module__ for decl in design.tiles.values()
+                    for cls in getattr(decl.cls, "__mro__", ())}
+        files = set(import_closure(modules, packages_of(design)))
     else:
         files = set(package_sources(packages))
     for t in design.tiles.values():

@@ -40,6 +40,8 @@ from typing import Any
 
 from .control.messages import AGENT_FBITS
 from .noc.header import Fbits
+from .noc.msgtype import msg_type_name
+from .noc.ports import route_problem, route_types
 from .noc.router import DIRS, OPPOSITE, Dir, full_paths
 from .tile import NOC_PORTS, Tile
 
@@ -477,6 +479,11 @@ class LayoutGraph:
                                f"not attach to it ({decl.cls_name}.planes is "
                                f"{tuple(decl.cls.planes)!r}).")
                     bad = True
+            if not bad:
+                problem = self._message_types(r)
+                if problem:
+                    out.append(f"{what}: {problem}.")
+                    bad = True
             ident = (r.src, r.dst, r.key, r.plane, r.fbits)
             if ident in seen:
                 out.append(f"route {r.describe(plane=True)} is declared twice: at "
@@ -487,6 +494,28 @@ class LayoutGraph:
             if not bad:
                 valid.append(r)
         return valid
+
+    def _message_types(self, r: Route) -> str | None:
+        """What the two ends' message ports (``Tile.inputs``/``outputs``) say of route ``r``:
+        ``None`` when it carries a type one sends and the other takes, or either side declares
+        nothing."""
+        src, dst = self.design.tiles[r.src], self.design.tiles[r.dst]
+        if not all(isinstance(t.cls, type) and issubclass(t.cls, Tile) for t in (src, dst)):
+            return None
+        return route_problem(r.src, src.cls, r.dst, dst.cls, key=r.key, fbits=r.fbits,
+                             plane=r.plane)
+
+    def message_types(self, r: Route) -> list[str]:
+        """The message types route ``r`` carries by its ends' declared ports (those its source
+        sends that its destination takes on the route's sub-port; a side that declares none,
+        or takes any type, leaves the other side's), by name; empty when neither says."""
+        src, dst = self.design.tiles.get(r.src), self.design.tiles.get(r.dst)
+        if src is None or dst is None:
+            return []
+        sent, taken = route_types(getattr(src.cls, "outputs", ()), getattr(dst.cls, "inputs", ()),
+                                  key=r.key, fbits=r.fbits, plane=r.plane)
+        types = sent & taken if sent is not None and taken is not None else sent or taken or set()
+        return sorted(msg_type_name(t).rpartition(".")[2] for t in types)
 
     def _validate_depends(self) -> list[Depends]:
         d, out = self.design, self.structural_problems

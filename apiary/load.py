@@ -100,7 +100,7 @@ def _load_file(path):
     name = f"_apiary_design_{next(_counter)}_{os.path.splitext(os.path.basename(path))[0]}"
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None:
+    if spec is None or spec.loader is None:
         return None, DesignError(f"design file {_show_path(path)!r} cannot be loaded as Python.")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module          # dataclasses and pickling look modules up here

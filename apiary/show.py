@@ -14,16 +14,17 @@ name alone, so that the drawing holds no absolute path of the machine that drew 
 """
 
 import os
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from .layout import DIRECTIONS
+from .layout import DIRECTIONS, Link
 from .svg import element as _el
 
 
 __all__ = ["render_svg", "PLANE_STYLES", "CYCLE_COLOUR", "MONITOR_COLOUR"]
 
 #: Stroke colour and dash pattern per plane.
-PLANE_STYLES = {
+PLANE_STYLES: dict[str, dict[str, Any]] = {
     "data": {"colour": "#1c64c8", "dash": None, "label": "data plane"},
     "ctl": {"colour": "#1f9d55", "dash": "7 4", "label": "control plane"},
 }
@@ -70,7 +71,7 @@ def _right(direction):
 
 def _runs(links):
     """Split a path into runs of one direction: ``[(direction, [link, ...]), ...]``."""
-    runs = []
+    runs: list[tuple[str, list[Link]]] = []
     for link in links:
         if runs and runs[-1][0] == link.dir:
             runs[-1][1].append(link)
@@ -133,7 +134,7 @@ class _Canvas:
 
 def _assign_lanes(graph, routes):
     """Give each run of each route a lane (0, 1, ...) free on all the links it uses."""
-    used = {}                    # (x, y, dir) -> set of lanes
+    used: dict[tuple[int, int, str], set[int]] = {}     # (x, y, dir) -> set of lanes
     lanes = {}
     for r in routes:
         for i, (_direction, links) in enumerate(_runs(graph.paths[r])):
@@ -161,7 +162,7 @@ def render_svg(design, graph=None):
     d = design
     c = _Canvas(d, graph)
 
-    by_pos = {}
+    by_pos: dict[tuple[int, int], list] = {}
     for decl in d.tiles.values():
         if 0 <= decl.x < d.cols and 0 <= decl.y < d.rows:
             by_pos.setdefault(decl.at, []).append(decl)
@@ -228,7 +229,7 @@ def render_svg(design, graph=None):
             c.add(_el("text", f"({x},{y})", x=bx + 12, y=by + _BOX_H - 10, font_family=_MONO,
                       font_size=11, fill="#8a8270"))
             rx, ry = c.router(x, y)
-            red = decls and any(decl.name in cycle_ports for decl in decls)
+            red = any(decl.name in cycle_ports for decl in decls or [])
             c.add(_el("rect", x=rx - _ROUTER / 2, y=ry - _ROUTER / 2, width=_ROUTER,
                       height=_ROUTER, rx=4, fill="#e9ecef" if not red else "#ffe3e3",
                       stroke=CYCLE_COLOUR if red else "#6c757d", stroke_width=1.3,
@@ -251,7 +252,8 @@ def render_svg(design, graph=None):
 
     # -- routes ----------------------------------------------------------------------------------
     lanes, step = _assign_lanes(graph, routes)
-    numbers, badges = {}, []
+    numbers: dict = {}
+    badges: list[tuple[float, float]] = []
     c.add('<g class="routes" fill="none">')
     for n, r in enumerate(routes, 1):
         numbers[r] = n
@@ -259,7 +261,9 @@ def render_svg(design, graph=None):
         colour = style["colour"]
         src, dst = d.tiles[r.src], d.tiles[r.dst]
         runs = _runs(graph.paths[r])
-        title = f"{n}: {r.describe(plane=True)}, declared at {r.where}"
+        types = graph.message_types(r)
+        title = (f"{n}: {r.describe(plane=True)}"
+                 + (f", carrying {', '.join(types)}" if types else "") + f", declared at {r.where}")
         if not runs:                          # a tile sending to itself: a small loop
             rx, ry = c.router(*src.at)
             c.add(f'<g class="route" data-plane={quoteattr(r.plane)}>')
@@ -315,10 +319,10 @@ def render_svg(design, graph=None):
     y = c.oy + c.grid_h + 34
     left = _MARGIN
     chars = int((c.width - 2 * _MARGIN) / 7.0)
-    legend = []
+    legend: list[tuple[str, str | None]] = []
     planes = [p for p in PLANE_STYLES if any(r.plane == p for r in routes)] or ["data"]
-    for p in planes:
-        legend.append(("plane", p))
+    for plane in planes:
+        legend.append(("plane", plane))
     legend.append(("router", None))
     if any(not decl.trusted for decl in d.tiles.values()):
         legend.append(("monitor", None))
@@ -338,6 +342,7 @@ def render_svg(design, graph=None):
             x = left
             y += 24
         if kind == "plane":
+            assert p is not None                # a plane's entry names it
             st = PLANE_STYLES[p]
             c.add(_el("line", x1=x, y1=y, x2=x + 34, y2=y, stroke=st["colour"], stroke_width=2.2,
                       stroke_dasharray=st["dash"], marker_end=f"url(#arrow-{p})"))
@@ -366,14 +371,21 @@ def render_svg(design, graph=None):
     y += 26
 
     if routes:
-        width_routes = max(len(r.describe(plane=len(planes) > 1)) for r in routes)
+        texts = {}
+        for r in routes:
+            text = r.describe(plane=len(planes) > 1)
+            types = graph.message_types(r)
+            if types:
+                text += f"  ({', '.join(types)})"
+            if any(g.covers(r) for g in getattr(d, "grants", [])):
+                text += " ⚿"
+            texts[r] = text
+        width_routes = max(len(text) for text in texts.values())
         c.add('<g class="route-list">')
         for r in routes:
             n = numbers[r]
             colour = PLANE_STYLES.get(r.plane, PLANE_STYLES["data"])["colour"]
-            text = r.describe(plane=len(planes) > 1)
-            if any(g.covers(r) for g in getattr(d, "grants", [])):
-                text += " ⚿"
+            text = texts[r]
             c.add(_el("circle", cx=left + 8, cy=y - 4, r=7.5, fill="#fff", stroke=colour,
                       stroke_width=1.2))
             c.add(_el("text", str(n), x=left + 8, y=y - 0.7, font_family=_FONT, font_size=9.5,

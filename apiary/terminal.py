@@ -6,6 +6,7 @@ The simulators and benchmarks stay quiet by default; the commands pass a
 :func:`apiary.sim.verilator.build_model`).
 """
 
+import shutil
 import sys
 import textwrap
 import threading
@@ -168,7 +169,9 @@ class StatusLine:
     then its summary; elsewhere only the summary line.
 
     Call it as ``with status("building X", lambda s: f"built X in {s:.1f} s"): ...``: the
-    form the library's ``progress=`` parameters take.
+    form the library's ``progress=`` parameters take. A caller that makes its own live text (a
+    board build shows the tool's latest log line) calls :meth:`status` and :meth:`end_status`
+    instead, and :meth:`note` for the lines that stay.
     """
 
     def __init__(self, stream: TextIO | None = None, live: bool | None = None,
@@ -182,6 +185,20 @@ class StatusLine:
         self.stream.write(text + "\n")
         self.stream.flush()
 
+    def status(self, text: str) -> None:
+        """Show ``text`` as the live line, in place of the last (cut to the terminal's width so
+        that it stays one line); nothing off a terminal."""
+        if self.live:
+            width = shutil.get_terminal_size((WIDTH, 20)).columns - 1
+            self.stream.write("\r\x1b[K" + text[:width])
+            self.stream.flush()
+
+    def end_status(self) -> None:
+        """Clear the live line (what follows starts on a clean line); nothing off a terminal."""
+        if self.live:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
     @contextmanager
     def __call__(self, label: str, summary: Callable[[float], str]) -> Iterator[None]:
         start = time.monotonic()
@@ -190,8 +207,7 @@ class StatusLine:
         if self.live:
             def tick() -> None:
                 while True:
-                    self.stream.write(f"\r\x1b[K{label}... {time.monotonic() - start:.0f} s")
-                    self.stream.flush()
+                    self.status(f"{label}... {time.monotonic() - start:.0f} s")
                     if done.wait(self.interval):
                         return
             thread = threading.Thread(target=tick, daemon=True)
@@ -202,8 +218,7 @@ class StatusLine:
             done.set()
             if thread is not None:
                 thread.join()
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
+                self.end_status()
         self.note(summary(time.monotonic() - start))
 
 

@@ -9,12 +9,13 @@ from amaranth.lib.wiring import In, Out
 
 from .noc.flit import flit_signature
 from .noc.nexthop import Endpoint
+from .noc.ports import Receive, Send, build_ports
 from .stream.counters import CounterSignature
 from .stream.layout import check_width
 from .stream.registers import RegisterSignature
 
 
-__all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS"]
+__all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS", "Receive", "Send"]
 
 
 @dataclass
@@ -80,11 +81,23 @@ class Tile(wiring.Component):
 
     ``streaming`` says whether the tile may hold its input while it waits for its output (true
     for cut-through tiles); the deadlock check adds an in→out dependency for such tiles.
+
+    ``inputs`` and ``outputs`` are the tile's message contract
+    (:class:`~apiary.noc.ports.Receive`, :class:`~apiary.noc.ports.Send`: the types it takes
+    and sends, with their metadata formats), read at the top of its class; its ``elaborate``
+    builds their framing with :meth:`message_ports`, and the layout check refuses a route
+    that joins a tile sending some types to one that takes none of them. ``merge`` says how
+    several outputs of a plane share its flit port (:data:`~apiary.noc.ports.MERGES`). A tile
+    whose ports depend on its parameters declares the widest set on the class and narrows it
+    per instance (the instance attributes of the same names).
     """
 
-    planes = ("data",)
+    planes: tuple[str, ...] = ("data",)
     streaming = True
     controls = False
+    inputs: tuple[Receive, ...] = ()
+    outputs: tuple[Send, ...] = ()
+    merge = "round_robin"
 
     def __init__(self, env: TileEnv | None = None, members: Mapping[str, Any] | None = None,
                  counters: Mapping[str, Any] | None = None,
@@ -120,6 +133,25 @@ class Tile(wiring.Component):
     @property
     def name(self) -> str:
         return self.env.name
+
+    def message_ports(self, m: Any, plane: str = "data", *, direction: str = "both",
+                      overrides: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+        """Build the framing of the tile's declared ``inputs`` and ``outputs`` on ``plane``
+        into ``m``, joined to the plane's flit ports (:func:`~apiary.noc.ports.build_ports`):
+        a namespace with a receiver or sender per port name. ``direction``: ``"in"`` or
+        ``"out"`` builds one side only (the other in a second call). ``overrides``: per-port
+        framing arguments of this instance."""
+        if direction not in ("both", "in", "out"):
+            raise ValueError(f"direction is 'both', 'in' or 'out', not {direction!r}")
+        i, o = NOC_PORTS[plane]
+        width = self.env.width if plane == "data" else self.env.ctl_width
+        prefix = "" if plane == "data" else f"{plane}_"
+        return build_ports(
+            m, width, [p for p in self.inputs if p.plane == plane],
+            [p for p in self.outputs if p.plane == plane],
+            noc_in=getattr(self, i) if direction != "out" else None,
+            noc_out=getattr(self, o) if direction != "in" else None, merge=self.merge,
+            owner=f"{type(self).__name__} {self.name!r}", overrides=overrides, prefix=prefix)
 
     @classmethod
     def external_members(cls, signature: wiring.Signature) -> list[str]:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from amaranth import Module, ResetInserter
 from amaranth.back import verilog
@@ -452,7 +452,13 @@ class DesignTop(wiring.Component):
         return m
 
 
-def router_depths(design: Design, plane: str) -> dict[str, int]:
+class RouterDepths(TypedDict):
+    """:func:`router_depths`: keyword arguments of a router (or a mesh of them)."""
+    depth: int
+    local_depth: int
+
+
+def router_depths(design: Design, plane: str) -> RouterDepths:
     """The input FIFO depths of ``plane``'s routers (:class:`~apiary.noc.mesh.Mesh`'s
     ``depth`` and ``local_depth``): 4 flits (LUT RAM), or on the data plane the design setting
     ``router_depth``. At 2 the FIFOs are registers: on a 64-bit ECP5 core fewer LUTs and no
@@ -494,7 +500,8 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
     """
     key = None
     if cache_dir is not None:
-        key = design_fingerprint(top.design, packages, extra=top.fingerprint_extra())
+        key = design_fingerprint(top.design, packages, extra=top.fingerprint_extra(),
+                                 roots=[__name__])
     path = os.path.join(cache_dir, "verilog", f"{key}.v") if key and cache_dir else None
     if path and os.path.exists(path):
         with open(path) as f:

@@ -14,10 +14,10 @@ machine (simulation speed, `python -m apiary.sim.bench`; board build times,
 sweep of `Build` jobs runs (docs/sweeps.md).
 """
 
-from apiary.sweep import Bench, Sweep
+from harness.sweep import Bench, Sweep
 
 
-def bench(name, *args, runner="beehive.bench.runner:measure"):
+def bench(name, *args, runner="harness.bench.runner:measure"):
     """`apiary bench ARGS` (or ``runner``), run from the repository's root."""
     return Bench(args=args, name=name, runner=runner, cwd="..")
 

@@ -1,12 +1,12 @@
-"""The sweep that `python -m apiary.sweep.scaling` times with 1 and 2 workers (docs/sweeps.md,
+"""The sweep that `python -m harness.sweep.scaling` times with 1 and 2 workers (docs/sweeps.md,
 "How it scales"): eight points of the UDP echo design at 64 bits (IPv4 options on and off, four
 IPv4 addresses, so eight designs), each simulated in Amaranth's simulator (no build to share), the
 echo benchmark's latency and 64-, 512- and 1472-byte rates at each.
 
-    python -m apiary.sweep.scaling benchmarks/scaling.py --workers 1,2
+    python -m harness.sweep.scaling benchmarks/scaling.py --workers 1,2
 """
 
-from apiary.sweep import Echo, Sweep
+from harness.sweep import Echo, Sweep
 
 
 sweep = Sweep(

@@ -5,7 +5,7 @@ support, at 64 bits, the echo benchmark's latency and 64- and 256-byte rates at 
 
 See docs/sweeps.md."""
 
-from apiary.sweep import Echo, Sweep
+from harness.sweep import Echo, Sweep
 
 
 sweep = Sweep(

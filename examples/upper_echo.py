@@ -17,15 +17,14 @@ upper-cased, on a 4 × 3 mesh::
 """
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib.wiring import connect, flipped
 
 from apiary.design import Design
 from apiary.load import sibling
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
-from apiary.tile import Tile
+from apiary.tile import Receive, Send, Tile
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
-from beehive.proto.messages import META_BITS, PACKET_META, MsgType
+from beehive.proto.messages import PACKET_META, MsgType
 
 
 udp_echo = sibling(__file__, "udp_echo.py")
@@ -60,6 +59,9 @@ class UpperEchoTile(Tile):
         Unless the design gives the tile exactly one next hop on the data plane.
     """
 
+    inputs = (Receive("requests", MsgType.UDP_RX_SEGMENT, meta=PACKET_META),)
+    outputs = (Send("replies", MsgType.UDP_TX_SEGMENT, meta=PACKET_META),)
+
     def __init__(self, env=None):
         super().__init__(env, counters={
             "datagrams": "datagrams answered",
@@ -76,11 +78,10 @@ class UpperEchoTile(Tile):
         m = Module()
         width = self.env.width
 
-        # Flits in → (header and metadata, payload words) → the same out, as a new message.
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=META_BITS)
-        m.submodules.sender = tx = MessageSender(width, meta_bits=META_BITS)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        connect(m, sender=tx.o, tile=flipped(self.noc_out))
+        # Flits in → (header and metadata, payload words) → the same out, as a new message:
+        # the receiver and sender of the ports the class declares.
+        ports = self.message_ports(m)
+        rx, tx = ports.requests, ports.replies
 
         # The reply's descriptor: the request's metadata, its sum marked stale.
         meta = Signal(PACKET_META.layout())

@@ -22,7 +22,7 @@ violation; ``docs/vr-witness.md`` and ``tests/vr/test_vr_fpga.py`` do exactly th
 
     apiary check examples/vr_witness.py
     apiary sim   examples/vr_witness.py --tap tap0 --width 64
-    python -m beehive.vr.bench --shards 1 --ops 200      # the group against it, simulated
+    python -m harness.vr_bench --shards 1 --ops 200      # the group against it, simulated
 
 ``design(width=64, shards=1, base_port=9000, log_depth=256, ...)``.
 """

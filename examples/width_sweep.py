@@ -10,7 +10,7 @@ About 15 minutes the first time on two cores (eight Verilator models, eight synt
 re-run takes seconds.
 """
 
-from apiary.sweep import Area, Echo, Sweep
+from harness.sweep import Area, Echo, Sweep
 
 
 SIZES = (64, 128, 256, 512, 1024, 1472)

@@ -16,13 +16,15 @@ wraps it.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
-from .flow import BuildFailed, Progress
+from apiary.terminal import StatusLine
+
+from .flow import BuildFailed
 from .report import BuildReport
 
 
-__all__ = ["build", "platform_names", "resolve", "BuildFailed", "BuildReport", "Progress",
-           "Target"]
+__all__ = ["build", "platform_names", "resolve", "BuildFailed", "BuildReport", "Target"]
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,8 @@ class Target:
     flow: str               # "litex", "vivado" or "amaranth"
     description: str
     default_width: int      # passed to the design function when the user gives no --width
-    board: object = None
-    clock_hz: float = None  # the core's clock, passed to a design function that takes clock_hz
+    board: Any = None       # the flow's board description
+    clock_hz: float | None = None   # the core's clock, passed to a design function taking it
 
     def design_defaults(self):
         """Keyword arguments a design function gets if it takes them and the user set none."""
@@ -129,8 +131,9 @@ def _build_vivado(design, board, out_dir, progress, run_tools):
 
 def build(design, target, out_dir, *, progress=None, run_tools=True, **options):
     """Build ``design`` for ``target`` (a :class:`Target` or a name) in ``out_dir``; returns a
-    :class:`BuildReport`, also written to ``out_dir/report.json`` and ``report.md``."""
-    progress = progress or Progress()
+    :class:`BuildReport`, also written to ``out_dir/report.json`` and ``report.md``. It reports
+    to ``progress`` (default: a :class:`~apiary.terminal.StatusLine` on stderr)."""
+    progress = progress or StatusLine()
     if isinstance(target, str):
         target = resolve(target)
     if target.flow == "litex":

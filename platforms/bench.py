@@ -13,8 +13,9 @@ import tempfile
 import time
 
 from apiary.load import load_design
+from apiary.terminal import StatusLine
 
-from . import Progress, build, resolve
+from . import build, resolve
 
 
 __all__ = ["FLOWS", "time_flow", "main"]
@@ -34,10 +35,11 @@ FLOWS = {
 def time_flow(name, runs, quiet=True):
     """``(median total seconds, {step: median seconds}, last report)`` of ``runs`` builds."""
     script, platform = FLOWS[name]
-    totals, steps, report = [], {}, None
+    totals, report = [], None
+    steps: dict[str, list[float]] = {}
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="apiary_buildbench_") as out:
-            progress = Progress(open(os.devnull, "w") if quiet else sys.stderr, live=False)
+            progress = StatusLine(open(os.devnull, "w") if quiet else sys.stderr, live=False)
             start = time.monotonic()
             if script is None:
                 from .litex_soc.liteeth_ref import build_liteeth_reference

@@ -1,7 +1,8 @@
 """Running the long tools of a build: progress on the terminal, logs in files, errors that say
 what went wrong.
 
-:func:`run_step` runs one tool with its output in ``<build dir>/<step>.log``. On a terminal it
+:func:`run_step` runs one tool with its output in ``<build dir>/<step>.log``, reporting to an
+:class:`apiary.terminal.StatusLine` (the command line's one progress helper). On a terminal it
 shows one line that updates each second (step, elapsed time, the tool's latest line); elsewhere
 (CI, a pipe) it prints one line when a step starts and one when it ends. A missing tool or a
 failing one raises :class:`BuildFailed`: one line with the log's path when the cause is known
@@ -13,14 +14,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 from .report import CELL_NAMES
 
 
-__all__ = ["BuildFailed", "Progress", "find_tool", "run_step", "explain_nextpnr"]
+__all__ = ["BuildFailed", "find_tool", "run_step", "explain_nextpnr"]
 
 
 class BuildFailed(Exception):
@@ -47,30 +47,6 @@ def find_tool(name):
     return path
 
 
-class Progress:
-    """Where a build reports: ``Progress(stream, live=None)``; ``live`` defaults to whether the
-    stream is a terminal."""
-
-    def __init__(self, stream=None, live=None):
-        self.stream = stream or sys.stderr
-        self.live = self.stream.isatty() if live is None else live
-
-    def note(self, text):
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def status(self, text):
-        if self.live:
-            width = shutil.get_terminal_size((100, 20)).columns - 1
-            self.stream.write("\r" + text[:width].ljust(width))
-            self.stream.flush()
-
-    def end_status(self):
-        if self.live:
-            self.stream.write("\r")
-            self.stream.flush()
-
-
 def _last_lines(path, n=25):
     try:
         with open(path, errors="replace") as f:
@@ -81,8 +57,9 @@ def _last_lines(path, n=25):
 
 def run_step(title, argv, cwd, log_name, progress, *, explain=None):
     """Run ``argv`` in ``cwd`` (the tool is looked up on PATH first), output to
-    ``cwd/log_name``. Returns the elapsed seconds. ``explain(log_text)`` may turn a failure's log
-    into a better message (e.g. "the design does not fit")."""
+    ``cwd/log_name``, reporting to ``progress`` (an :class:`apiary.terminal.StatusLine`).
+    Returns the elapsed seconds. ``explain(log_text)`` may turn a failure's log into a better
+    message (e.g. "the design does not fit")."""
     argv = [find_tool(argv[0])] + list(argv[1:])
     log_path = os.path.join(cwd, log_name)
     progress.note(f"{title}: {' '.join([os.path.basename(argv[0])] + argv[1:])}")

@@ -29,8 +29,8 @@ class BuildReport:
     resources: dict = field(default_factory=dict)   # name -> {"used", "available"}
     clocks: dict = field(default_factory=dict)      # net -> {"fmax_mhz", "target_mhz", "met"}
     times: dict = field(default_factory=dict)       # step -> seconds
-    bitstream: str = None
-    project: str = None                             # Vivado flows: the project directory
+    bitstream: str | None = None
+    project: str | None = None                      # Vivado flows: the project directory
     notes: list = field(default_factory=list)
 
     def markdown(self):

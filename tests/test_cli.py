@@ -395,7 +395,7 @@ def test_commands_from_other_packages_are_registered_not_imported():
     found = commands()
     assert {"check", "show", "verilog", "sim", "bench", "build"} <= set(found)
     assert all(isinstance(c, Command) for c in found.values())
-    assert found["bench"].run.__module__ == "beehive.bench.cli"
+    assert found["bench"].run.__module__ == "harness.bench.cli"
     assert found["build"].run.__module__ == "platforms.cli"
     tree = ast.parse(pathlib.Path(main.__code__.co_filename).read_text())
     imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]

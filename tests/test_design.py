@@ -6,7 +6,7 @@ import pytest
 
 from apiary.design import Design, DesignError, Route, TileDecl, _show_path
 from apiary.noc.header import Fbits
-from apiary.tile import Endpoint, Tile, TileEnv
+from apiary.tile import Endpoint, Receive, Send, Tile, TileEnv
 from apiary.tiles import ForwardTile, PortTile
 
 
@@ -16,8 +16,10 @@ def line_here(offset=0):
 
 
 class CtlTile(ForwardTile):
-    """Attaches to both planes."""
+    """Attaches to both planes (passing any message on the control plane too)."""
     planes = ("data", "ctl")
+    inputs = (*ForwardTile.inputs, Receive("ctl_messages", plane="ctl", raw=True))
+    outputs = (*ForwardTile.outputs, Send("ctl_forwarded", plane="ctl", raw=True))
 
 
 class CtlOnly(Tile):

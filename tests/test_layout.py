@@ -10,6 +10,7 @@ import pytest
 from apiary.design import Design, DesignError, _show_path
 from apiary.layout import Link, Port, strongly_connected, xy_path, xy_step
 from apiary.load import load_design
+from apiary.tile import Receive, Send
 from apiary.tiles import ForwardTile, PortTile
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -25,7 +26,10 @@ class Buffering(ForwardTile):
 
 
 class Both(ForwardTile):
+    """On both planes, passing any message on the control plane too (a stand-in)."""
     planes = ("data", "ctl")
+    inputs = (*ForwardTile.inputs, Receive("ctl_messages", plane="ctl", raw=True))
+    outputs = (*ForwardTile.outputs, Send("ctl_forwarded", plane="ctl", raw=True))
 
 
 # -- XY paths --------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from apiary.design import Design
 from apiary.load import load_design
 from apiary.show import CYCLE_COLOUR, PLANE_STYLES, render_svg
+from apiary.tile import Receive, Send
 from apiary.tiles import ForwardTile, PortTile
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -62,6 +63,8 @@ def test_fig5b_has_routes_and_no_red():
 def test_routes_follow_xy_paths_and_planes_differ():
     class Both(ForwardTile):
         planes = ("data", "ctl")
+        inputs = (*ForwardTile.inputs, Receive("ctl_messages", plane="ctl", raw=True))
+        outputs = (*ForwardTile.outputs, Send("ctl_forwarded", plane="ctl", raw=True))
     d = Design("two_planes", cols=3, rows=3)
     d.add("a", Both, at=(0, 0))
     d.add("b", Both, at=(2, 2))
@@ -133,3 +136,15 @@ def test_no_absolute_paths_from_a_design_outside_the_current_directory(tmp_path,
     titles = [el.text or "" for el in root.iter(f"{NS}title")]
     assert any("declared at deadlock_fig5a.py:" in t for t in titles)
     assert "deadlock_fig5a.py:" in "".join(t for t in texts(root) if "(" in t)
+
+
+def test_routes_are_labelled_with_the_message_types_their_ends_declare():
+    """The route list names what each route carries, from the tiles' declared ports: UDP RX's
+    segments to the echo, the echo's replies to UDP TX, Ethernet frames to ARP."""
+    d = load_design(str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "udp_echo.py"),
+                    width=64)
+    svg = render_svg(d)
+    listed = re.findall(r">([a-z_]+ → [^<]*)<", svg)
+    assert "udp_rx → echo [key 7]  (UDP_RX_SEGMENT)" in listed
+    assert "echo → udp_tx  (UDP_TX_SEGMENT)" in listed
+    assert "eth_rx → arp [key 0x0806]  (ETH_RX_FRAME)" in listed

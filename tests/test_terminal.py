@@ -107,6 +107,30 @@ def test_a_failed_or_interrupted_step_prints_no_summary():
     assert stream.getvalue() == ""
 
 
+def test_status_shows_a_caller_s_own_live_line(monkeypatch):
+    """``status(text)`` (a board build's ``synth 12 s  <the tool's latest line>``) replaces the
+    live line in place, cut to the terminal so that it stays one line; ``end_status`` clears
+    it; off a terminal neither prints anything, only the notes."""
+    monkeypatch.setenv("COLUMNS", "40")
+    stream = io.StringIO()
+    status = StatusLine(stream, live=True)
+    status.note("synth: yosys -q")
+    status.status("  synth     1 s  pass 1")
+    long = "  synth     2 s  " + "a very long line of the tool's log " * 3
+    status.status(long)
+    status.end_status()
+    status.note("  synth done in 2.1 s")
+    assert stream.getvalue() == ("synth: yosys -q\n\r\x1b[K  synth     1 s  pass 1"
+                                 f"\r\x1b[K{long[:39]}\r\x1b[K  synth done in 2.1 s\n")
+    stream = io.StringIO()
+    status = StatusLine(stream, live=False)
+    status.note("synth: yosys -q")
+    status.status("  synth     1 s  pass 1")
+    status.end_status()
+    status.note("  synth done in 2.1 s")
+    assert stream.getvalue() == "synth: yosys -q\n  synth done in 2.1 s\n"
+
+
 def test_a_markdown_report_for_a_terminal():
     from apiary.terminal import for_terminal
     report = ("Produced by `apiary bench x` (exact).\nIts second line.\n\n## Costs\n"

@@ -1,4 +1,5 @@
-"""Generic tiles: ForwardTile rewrites only the routing and source fields; PortTile routes."""
+"""Generic tiles: ForwardTile rewrites only the routing and source fields; PortTile routes; a
+wrapper of a control-plane tile passes that plane through."""
 
 import random
 
@@ -8,7 +9,7 @@ from apiary.noc import Message, NocHeader
 from apiary.noc.testbench import recv_message, send_message
 from apiary.stream.testbench import simulate
 from apiary.tile import Endpoint, TileEnv
-from apiary.tiles import ForwardTile, PortTile
+from apiary.tiles import ControlPortTile, ForwardTile, PortTile, TileWrapper
 
 
 def sample_messages(rng, n):
@@ -81,5 +82,33 @@ def test_port_tile_routes_to_next_hop(width):
         header = got.header
         assert (header.dst_x, header.dst_y, header.src_x, header.src_y) == (3, 1, 0, 2)
         assert got.payload == msg.payload
+
+    simulate(dut, tb)
+
+
+def test_wrapper_of_a_control_plane_tile_passes_that_plane_through():
+    """``TileWrapper.of`` a tile on both planes declares raw control-plane ports beside the
+    data plane's and joins them straight to the inner tile's."""
+    cls = TileWrapper.of(ControlPortTile)
+    assert [(p.name, p.plane, p.raw) for p in cls.inputs] == [
+        ("to_tile", "data", True), ("ctl_to_tile", "ctl", True)]
+    assert [(p.name, p.plane, p.raw) for p in cls.outputs] == [
+        ("from_tile", "data", True), ("ctl_from_tile", "ctl", True)]
+    assert all(p.plane == "data" for p in (*TileWrapper.inputs, *TileWrapper.outputs))
+    dut = cls(TileEnv("ctl", width=64, ctl_width=64))
+
+    async def tb(ctx):
+        ctx.set(dut.ctl_in.payload, {"data": 0x1234, "last": 1})
+        ctx.set(dut.ctl_in.valid, 1)
+        ctx.set(dut.mac_tx.ready, 1)
+        ctx.set(dut.mac_rx.payload, {"data": 0x5678, "nbytes": 8, "last": 1})
+        ctx.set(dut.mac_rx.valid, 1)
+        ctx.set(dut.ctl_out.ready, 1)
+        await ctx.delay(0)
+        assert ctx.get(dut.mac_tx.valid) and ctx.get(dut.mac_tx.payload.data) == 0x1234
+        assert ctx.get(dut.ctl_in.ready)
+        assert ctx.get(dut.ctl_out.valid) and ctx.get(dut.ctl_out.payload.data) == 0x5678
+        assert ctx.get(dut.mac_rx.ready)
+        assert ctx.get(dut.noc_in.ready) and not ctx.get(dut.noc_out.valid)
 
     simulate(dut, tb)

@@ -58,8 +58,8 @@ def measure_router(width, n=64):
     dst = {Dir.W: (2, 1), Dir.E: (0, 1), Dir.N: (1, 2), Dir.S: (1, 0), Dir.P: (1, 1)}
     out = {Dir.W: Dir.E, Dir.E: Dir.W, Dir.N: Dir.S, Dir.S: Dir.N, Dir.P: Dir.P}
     rhdr = routing_header()
-    taken = {d: [] for d in DIRS}
-    given = {d: [] for d in DIRS}
+    taken: dict[Dir, list[tuple[int, int]]] = {d: [] for d in DIRS}
+    given: dict[Dir, list[tuple[int, int]]] = {d: [] for d in DIRS}
 
     def source(d):
         async def tb(ctx):

@@ -65,7 +65,7 @@ def critical_path(path):
     steps = path["path"]
     logic = [s for s in steps if s["type"] == "logic"]
     routing = sum(s["delay"] for s in steps if s["type"] == "routing")
-    runs = []
+    runs: list[list] = []    # [module, levels]
     for s in logic:
         module = _module(s["from"]["cell"])
         if runs and runs[-1][0] == module:

@@ -38,7 +38,7 @@ __all__ = ["CtlMsgType", "CTL_READ", "CTL_WRITE", "CTL_ACK", "CtlStatus", "CTL_F
 
 
 @register_msg_types
-class CtlMsgType(enum.Enum, shape=8):   # type: ignore[call-arg]
+class CtlMsgType(enum.Enum, shape=8):
     """The control plane's message types."""
     CTL_READ  = 48
     CTL_WRITE = 49
@@ -81,8 +81,8 @@ class CtlMeta(StructValues, layout=CTL_META):
     status: int = 0
 
 
-def ctl_message_flits(width: int, msg_type: int, meta: CtlMeta, *, dst: tuple = (0, 0),
-                      src: tuple = (0, 0), dst_fbits: int = AGENT_FBITS,
+def ctl_message_flits(width: int, msg_type: int | CtlMsgType, meta: CtlMeta, *,
+                      dst: tuple = (0, 0), src: tuple = (0, 0), dst_fbits: int = AGENT_FBITS,
                       src_fbits: int = Fbits.LOCAL0) -> list[tuple[int, int]]:
     """The flits (``(data, last)`` pairs) of a control message at ``width`` bits."""
     return struct_message_flits(width, msg_type, meta, dst=dst, src=src, dst_fbits=dst_fbits,

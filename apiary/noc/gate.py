@@ -13,7 +13,7 @@ from .flit import flit_signature
 __all__ = ["MessageGate", "Verdict"]
 
 
-class Verdict(enum.Enum, shape=2):  # type: ignore[call-arg]
+class Verdict(enum.Enum, shape=2):
     WAIT = 0    # take nothing this cycle
     PASS = 1    # send the (rewritten) head, then the rest of the message
     DROP = 2    # discard the whole message

@@ -26,6 +26,7 @@ from amaranth.lib.wiring import Component, In, Out
 from ..stream.counters import CounterSignature
 from ..stream.layout import check_width
 from .header import field_location, noc_header
+from ..stream.counters import count
 
 
 __all__ = ["FlitMeter", "METER_COUNTERS", "meter"]
@@ -70,15 +71,15 @@ class FlitMeter(Component):
         index = Signal(range(flit_index + 2))       # flit of the message being transferred
         taken = self.valid & self.ready
         with m.If(taken):
-            m.d.sync += c.flits.eq(c.flits + 1)
+            count(m, c.flits)
             with m.If(index <= flit_index):         # count up to one past the header's flit
                 m.d.sync += index.eq(index + 1)
             with m.If(index == flit_index):
-                m.d.sync += c.bytes.eq(c.bytes + self.data[lsb:lsb + size])
+                count(m, c.bytes, self.data[lsb:lsb + size])
             with m.If(self.last):
                 m.d.sync += [c.messages.eq(c.messages + 1), index.eq(0)]
         with m.If(self.valid & ~self.ready):
-            m.d.sync += c.stalls.eq(c.stalls + 1)
+            count(m, c.stalls)
         return m
 
 

@@ -46,12 +46,12 @@ from amaranth import Module, Signal, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect, flipped
 
-from ..noc.framing import MessageReceiver, MessageSender, offer_message
+from ..noc.framing import offer_message
 from ..noc.header import Fbits
-from ..tile import Tile, TileEnv
-from .uapi import KERNEL_META, KernelMsgType, Status
+from ..tile import Receive, Send, Tile, TileEnv
+from .uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType, Status
+from ..stream.counters import count
 
 
 __all__ = ["ErrorManagerTile", "LOG_ENTRY", "MAX_LOG_DEPTH"]
@@ -115,6 +115,11 @@ class ErrorManagerTile(Tile):
     #: The tile holds a request while its reply leaves.
     streaming = True
 
+    inputs = (Receive("requests", KernelMsgType.FAULT, KernelMsgType.FAULT_READ,
+                      KernelMsgType.RELEASE, meta=KERNEL_FORMAT),)
+    outputs = (Send("replies", KernelMsgType.FAULT_ENTRY, KernelMsgType.RELEASE,
+                    meta=KERNEL_FORMAT),)
+
     def __init__(self, env: TileEnv | None = None, *, log_depth: int = 64) -> None:
         if (not isinstance(log_depth, int) or isinstance(log_depth, bool)
                 or not 1 <= log_depth <= MAX_LOG_DEPTH):
@@ -133,14 +138,11 @@ class ErrorManagerTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self.env.width
         depth = self.log_depth
         counters = self.counters
 
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        m.submodules.sender = tx = MessageSender(width, meta_bits=KERNEL_META.size)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        connect(m, sender=tx.o, tile=flipped(self.noc_out))
+        ports = self.message_ports(m)
+        rx, tx = ports.requests, ports.replies
         m.d.comb += rx.o_data.ready.eq(1)          # kernel messages have no payload: discarded
         bad_type = Signal(32)
         m.d.comb += counters.malformed.eq(rx.errors + bad_type)
@@ -197,7 +199,7 @@ class ErrorManagerTile(Tile):
                                 total.eq(total + (total != 0xFFFF)),
                             ]
                             with m.If(full):
-                                m.d.sync += counters.dropped_log.eq(counters.dropped_log + 1)
+                                count(m, counters.dropped_log)
                             with m.Else():
                                 m.d.comb += wr.en.eq(1)
                                 m.d.sync += stored.eq(stored + 1)

@@ -84,14 +84,14 @@ from typing import Any
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data
-from amaranth.lib.wiring import connect, flipped
 
-from ..noc.framing import MessageReceiver, MessageSender, offer_message
+from ..noc.framing import offer_message
 from ..noc.header import Fbits
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .buddy import BuddyAllocator, BuddyOp, lowest_one
 from .paging import PageRange, page_lookup
-from .uapi import KERNEL_META, KernelMsgType, Perm, Status
+from .uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType, Perm, Status
+from ..stream.counters import count
 
 
 __all__ = ["MemoryManagerTile", "ROOT_LEAF_BITS", "MAX_MEMORIES", "make_root", "split_root"]
@@ -157,6 +157,12 @@ class MemoryManagerTile(Tile):
 
     #: The tile holds a request's input while its reply leaves.
     streaming = True
+
+    inputs = (Receive("requests", KernelMsgType.MM_ALLOC, KernelMsgType.MM_DERIVE,
+                      KernelMsgType.MM_FREE, KernelMsgType.CAP_REVOKED, KernelMsgType.TLB_MISS,
+                      meta=KERNEL_FORMAT),)
+    outputs = (Send("replies", KernelMsgType.CAP_INSTALL, KernelMsgType.CAP_REVOKE,
+                    KernelMsgType.TLB_FILL, meta=KERNEL_FORMAT),)
 
     def __init__(self, env: TileEnv | None = None,
                  memories: Sequence[tuple[int, int, int]] = (), *, block_bytes: int = 256,
@@ -247,7 +253,6 @@ class MemoryManagerTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self.env.width
         n_mem = len(self.memories)
         log_bb = self.block_bytes.bit_length() - 1
         tops = [leaves.bit_length() - 1 for leaves in self.leaves]
@@ -255,17 +260,11 @@ class MemoryManagerTile(Tile):
         nh = self.max_holders
         counters = self.counters
 
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        m.submodules.sender = tx = MessageSender(width, meta_bits=KERNEL_META.size)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        connect(m, sender=tx.o, tile=flipped(self.noc_out))
+        ports = self.message_ports(m)
+        rx, tx = ports.requests, ports.replies
         dropped = Signal(32)                        # malformed messages the receiver passed on
         m.d.comb += [counters.malformed.eq(rx.errors + dropped),
                      rx.o_data.ready.eq(1)]         # kernel messages carry no payload
-
-        def count(name: str) -> None:
-            counter = getattr(counters, name)
-            m.d.sync += counter.eq(counter + 1)
 
         allocators = []
         for i, leaves in enumerate(self.leaves):
@@ -310,7 +309,7 @@ class MemoryManagerTile(Tile):
         def alloc_failed(status: int) -> None:
             install(dst=(r_src.x, r_src.y, r_src.fbits), op=KernelMsgType.CAP_ALLOC.value,
                     status=status, user=r_req.user)
-            count("alloc_failed")
+            count(m, counters.alloc_failed)
 
         # -- allocation: the level asked for, the first memory with room -------------------------
         size_m1 = Signal(KERNEL_META["size"].width)
@@ -413,7 +412,7 @@ class MemoryManagerTile(Tile):
                                         root=Cat(index, Const(0, ROOT_LEAF_BITS - len(index)),
                                                  Const(i, 4)),
                                         user=r_req.user)
-                                count("allocs")
+                                count(m, counters.allocs)
                             with m.Else():          # not expected: room said there was some
                                 alloc_failed(Status.NO_MEMORY)
 
@@ -433,19 +432,19 @@ class MemoryManagerTile(Tile):
                         install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.OK,
                                 addr=base, size=size, perm=perm, mem_x=mem_x[mem],
                                 mem_y=mem_y[mem])
-                        count("page_fills")
+                        count(m, counters.page_fills)
                     with m.Else():
                         install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.NO_ENTRY)
-                        count("page_faults")
+                        count(m, counters.page_faults)
                     m.d.sync += r_page.eq(1)
                     m.next = "REPLY"
 
             with m.State("DERIVE"):
                 m.next = "IDLE"
                 with m.If(~root_live | being_freed):
-                    count("bad_derive")
+                    count(m, counters.bad_derive)
                 with m.Elif(~same.any() & ~slot_free):
-                    count("holders_full")
+                    count(m, counters.holders_full)
                 with m.Else():
                     with m.If(~same.any()):
                         for i, h in enumerate(holders):
@@ -459,15 +458,15 @@ class MemoryManagerTile(Tile):
                             addr=r_req.addr, size=r_req.size, perm=r_req.perm,
                             mem_x=r_req.mem_x, mem_y=r_req.mem_y, root=r_req.root,
                             peer_x=r_src.x, peer_y=r_src.y, user=r_req.user)
-                    count("derives")
+                    count(m, counters.derives)
                     m.next = "REPLY"
 
             with m.State("FREE"):
                 with m.If(~root_live | being_freed):
-                    count("bad_free")
+                    count(m, counters.bad_free)
                     m.next = "IDLE"
                 with m.Else():
-                    count("frees")
+                    count(m, counters.frees)
                     m.d.sync += h_pending.eq(h_pending | root_match)
                     with m.If(root_match.any()):
                         m.next = "REVOKE"
@@ -480,13 +479,13 @@ class MemoryManagerTile(Tile):
                              out_meta.root.eq(r_req.root)]
                 with m.If(out_taken):
                     m.d.sync += [h_pending.eq(h_pending & ~pending), h_sent.eq(h_sent | pending)]
-                    count("revokes")
+                    count(m, counters.revokes)
                     with m.If((h_pending & ~pending) == 0):
                         m.next = "IDLE"
 
             with m.State("REVOKED"):
                 with m.If(~ack_any):
-                    count("stray_revoked")
+                    count(m, counters.stray_revoked)
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += [h_valid.eq(h_valid & ~ack), h_sent.eq(h_sent & ~ack)]

@@ -40,17 +40,17 @@ the first of these three counters that applies.
 
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import data, enum, fifo
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib.wiring import Out, connect
 
-from ..noc.framing import (MessageReceiver, MessageSender, decode_meta_message,
-                           meta_message_flits)
+from ..noc.framing import decode_meta_message, meta_message_flits
 from ..noc.header import Fbits, NocHeader, noc_header
 from ..noc.msgtype import register_msg_types
 from ..noc.spec import register_formats
 from ..stream.format import Field, Format
 from ..stream.realign import StreamInsert, StreamStrip
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .memory import MemoryModel, memory_port_signature
+from ..stream.counters import count
 
 
 __all__ = ["MemoryTile", "MemMsgType", "MEM_FORMAT", "MEM_META", "LOAD_MEM", "STORE_MEM",
@@ -217,6 +217,10 @@ class MemoryTile(Tile):
     #: The tile holds a request's input while its reply leaves.
     streaming = True
 
+    inputs = (Receive("requests", MemMsgType.LOAD_MEM, MemMsgType.STORE_MEM, meta=MEM_FORMAT,
+                      empty_packets=True),)
+    outputs = (Send("acks", MemMsgType.LOAD_MEM_ACK, MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT),)
+
     def __init__(self, env: TileEnv | None = None, *, size_bytes: int = 1 << 20,
                  data_width: int | None = None, read_buffer: int = 64,
                  bram: bool = False) -> None:
@@ -272,11 +276,8 @@ class MemoryTile(Tile):
         else:
             mem = self.mem
 
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=MEM_META.size,
-                                                     empty_packets=True)
-        m.submodules.sender = tx = MessageSender(width, meta_bits=MEM_META.size)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
-        connect(m, sender=tx.o, tile=flipped(self.noc_out))
+        ports = self.message_ports(m)
+        rx, tx = ports.requests, ports.acks
         counters = self.counters
         m.d.comb += counters.malformed.eq(rx.errors)
 
@@ -459,11 +460,11 @@ class MemoryTile(Tile):
                     ]
                     with m.If(is_load | is_store):
                         with m.If(bad_wrap):
-                            m.d.sync += counters.bad_wrap.eq(counters.bad_wrap + 1)
+                            count(m, counters.bad_wrap)
                         with m.Elif(oor):
-                            m.d.sync += counters.out_of_range.eq(counters.out_of_range + 1)
+                            count(m, counters.out_of_range)
                         with m.Elif(bad_len):
-                            m.d.sync += counters.bad_length.eq(counters.bad_length + 1)
+                            count(m, counters.bad_length)
                     with m.If(is_load):
                         m.d.sync += [counters.loads.eq(counters.loads + 1), draining.eq(1)]
                         with m.If(~error & (req_size != 0)):
@@ -472,7 +473,7 @@ class MemoryTile(Tile):
                         with m.Else():
                             m.next = "ACK"
                     with m.Elif(is_store):
-                        m.d.sync += counters.stores.eq(counters.stores + 1)
+                        count(m, counters.stores)
                         with m.If(error):
                             m.d.sync += draining.eq(1)
                             m.next = "ACK"

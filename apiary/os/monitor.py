@@ -103,6 +103,7 @@ from .paging import PAGED_COUNTERS, PagedTranslation, check_tlbs
 from .tlb import TlbConfig
 from .uapi import (KERNEL_META, KERNEL_ONLY, OFFSET_BITS, HANDLE_BITS, FaultKind, IpcDir,
                    KernelMsgType as K, Perm, Status)
+from ..stream.counters import count
 
 
 __all__ = ["Monitor", "MonitorConfig", "RateLimit", "SEGMENT", "IPC_ENTRY"]
@@ -321,7 +322,7 @@ class Monitor(Component):
             meter(m, "out_meter", w, self.noc_out, c, "out_")
             meter(m, "in_meter", w, self.noc_in, c, "in_")
             with m.If(self.tile_out.valid & ~self.tile_out.ready):
-                m.d.sync += c.tile_waits.eq(c.tile_waits + 1)
+                count(m, c.tile_waits)
 
         # -- tables --------------------------------------------------------------------------------
         seg = [Signal(SEGMENT, name=f"seg{i}") for i in range(cfg.entries)]
@@ -578,7 +579,7 @@ class Monitor(Component):
             with m.If(quarantined):
                 m.d.comb += og.verdict.eq(Verdict.DROP)
                 with m.If(og.accept):
-                    m.d.sync += c.sunk_out.eq(c.sunk_out + 1)
+                    count(m, c.sunk_out)
             if paging is not None:
                 with m.Elif(translating):
                     m.d.comb += og.verdict.eq(Verdict.WAIT)
@@ -603,7 +604,7 @@ class Monitor(Component):
                 result = dict(op=msg_type, handle=km.handle, size=km.size, perm=km.perm,
                               user=km.user)
                 with m.If(out_accept):
-                    m.d.sync += c.cap_ops.eq(c.cap_ops + 1)
+                    count(m, c.cap_ops)
                     with m.Switch(msg_type):
                         with m.Case(K.CAP_ALLOC.value):
                             with m.If(has_free):
@@ -640,11 +641,11 @@ class Monitor(Component):
                             ]
             with m.Elif(~tokens_ok):
                 m.d.comb += og.verdict.eq(Verdict.WAIT)
-                m.d.sync += c.rate_stalls.eq(c.rate_stalls + 1)
+                count(m, c.rate_stalls)
             with m.Else():
                 m.d.comb += og.verdict.eq(Verdict.PASS)
                 with m.If(out_accept):
-                    m.d.sync += c.passed_out.eq(c.passed_out + 1)
+                    count(m, c.passed_out)
                     m.d.comb += spend.eq(cost)
 
         # -- incoming ------------------------------------------------------------------------------
@@ -672,7 +673,7 @@ class Monitor(Component):
                 with m.If(~kernel_src):
                     m.d.comb += ig.verdict.eq(Verdict.DROP)
                     with m.If(ig.accept):
-                        m.d.sync += c.kernel_denied.eq(c.kernel_denied + 1)
+                        count(m, c.kernel_denied)
                 with m.Else():
                     busy = ~kq.i.ready | i2t_valid | releasing
                     if paging is not None:
@@ -702,18 +703,18 @@ class Monitor(Component):
             with m.Elif(quarantined | ig.short):
                 m.d.comb += ig.verdict.eq(Verdict.DROP)
                 with m.If(ig.accept):
-                    m.d.sync += c.sunk_in.eq(c.sunk_in + 1)
+                    count(m, c.sunk_in)
             with m.Elif(kernel_src | ipc_match(ipc_in, ihdr.src_x, ihdr.src_y, ihdr.dst_fbits)):
                 m.d.comb += ig.verdict.eq(Verdict.PASS)
                 with m.If(in_accept):
-                    m.d.sync += c.passed_in.eq(c.passed_in + 1)
+                    count(m, c.passed_in)
             with m.Else():
                 m.d.comb += ig.verdict.eq(Verdict.DROP)
                 with m.If(in_accept):
                     m.d.sync += [c.sunk_in.eq(c.sunk_in + 1),
                                  c.inbound_denied.eq(c.inbound_denied + 1)]
                     with m.If(kq.i.ready & ~releasing):
-                        m.d.sync += c.faults.eq(c.faults + 1)
+                        count(m, c.faults)
                         m.d.comb += push(K.FAULT, errors, op=FaultKind.INBOUND,
                                          peer_x=ihdr.src_x, peer_y=ihdr.src_y,
                                          peer_fbits=ihdr.dst_fbits, user=itype | 1 << 8)

@@ -58,23 +58,20 @@ on the way).
 """
 
 from dataclasses import dataclass
-from typing import Any
 
-from amaranth.hdl import Module
 from amaranth.lib import enum
-from amaranth.lib.wiring import connect
 
-from ..noc.framing import MessageReceiver, decode_struct_message, struct_message_flits
+from ..noc.framing import decode_struct_message, struct_message_flits
 from ..noc.header import Fbits, NocHeader
 from ..noc.msgtype import register_msg_types
+from ..noc.ports import Receive
 from ..noc.spec import register_formats
-from ..noc.splitter import TypeSplitter
 from ..stream.format import Field, Format
 from ..stream.struct_values import StructValues
 
 
 __all__ = ["KernelMsgType", "KERNEL_FORMAT", "KERNEL_META", "Perm", "IpcDir", "Status", "FaultKind",
-           "monitor_answers",
+           "monitor_input",
            "KernelMeta", "kernel_message_flits", "decode_kernel_message",
            "HANDLE_BITS", "OFFSET_BITS", "virtual_address", "split_address"]
 
@@ -163,19 +160,13 @@ KERNEL_FORMAT = Format("kernel_meta", [
 KERNEL_META = KERNEL_FORMAT.layout()
 register_formats(KernelMsgType, KERNEL_FORMAT)
 
-def monitor_answers(m: Module, width: int, source: Any, rest: Any) -> MessageReceiver:
-    """A tile behind a monitor gets its monitor's ``CAP_RESULT`` and ``CAP_NOTIFY`` on LOCAL0,
-    among its own messages: feed ``source`` (that sub-port's flits) through a
-    :class:`~apiary.noc.splitter.TypeSplitter` (submodule ``by_type`` of ``m``), the other
-    messages to ``rest`` (a receiver's input), and return the receiver of the monitor's
-    (submodule ``k_rx``, :data:`KERNEL_META`)."""
-    m.submodules.by_type = by_type = TypeSplitter(
-        width, [[KernelMsgType.CAP_RESULT.value, KernelMsgType.CAP_NOTIFY.value]])
-    m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-    connect(m, source=source, by_type=by_type.i)
-    connect(m, by_type=by_type.o[0], receiver=k_rx.i)
-    connect(m, by_type=by_type.o[1], receiver=rest)
-    return k_rx
+def monitor_input(fbits: int = Fbits.LOCAL0) -> Receive:
+    """The input by which a tile behind a monitor takes its monitor's ``CAP_RESULT`` and
+    ``CAP_NOTIFY`` (:data:`KERNEL_FORMAT`), named ``monitor``: they arrive on LOCAL0 among the
+    tile's own messages, so a tile declares it before the other input of that sub-port
+    (:mod:`apiary.noc.ports` splits them by type), when it is untrusted."""
+    return Receive("monitor", KernelMsgType.CAP_RESULT, KernelMsgType.CAP_NOTIFY,
+                   meta=KERNEL_FORMAT, fbits=fbits)
 
 
 #: Bits of a handle, and of the segment offset below it in a virtual address.
@@ -214,8 +205,8 @@ class KernelMeta(StructValues, layout=KERNEL_META):
     user: int = 0
 
 
-def kernel_message_flits(width: int, msg_type: int, meta: KernelMeta, *, dst: tuple = (0, 0),
-                         src: tuple = (0, 0), dst_fbits: int = Fbits.LOCAL0,
+def kernel_message_flits(width: int, msg_type: int | KernelMsgType, meta: KernelMeta, *,
+                         dst: tuple = (0, 0), src: tuple = (0, 0), dst_fbits: int = Fbits.LOCAL0,
                          src_fbits: int = Fbits.LOCAL0) -> list[tuple[int, int]]:
     """The flits (``(data, last)`` pairs) of a kernel message at ``width`` bits."""
     return struct_message_flits(width, msg_type, meta, dst=dst, src=src, dst_fbits=dst_fbits,

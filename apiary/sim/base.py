@@ -2,7 +2,7 @@
 
 from collections import deque
 
-from .core import SimError, threshold
+from .core import Frame, SimError, threshold
 from .impair import Impairment
 
 
@@ -57,7 +57,7 @@ class Sim:
         is released when the run ends. :meth:`link` has the counts.
     """
 
-    backend = None
+    backend: str | None = None
 
     def __init__(self, design, top, ports, counter_names, *, seed, stall, gaps, clock_hz,
                  idle_cycles, impair=None):
@@ -87,8 +87,8 @@ class Sim:
         self.clock_hz = clock_hz
         self.idle_cycles = idle_cycles
         self._index = {p.name: i for i, p in enumerate(ports)}
-        self._received = [[] for _ in ports]
-        self._sent = [[] for _ in ports]
+        self._received: list[list[Frame]] = [[] for _ in ports]
+        self._sent: list[list[Frame]] = [[] for _ in ports]
         self._queued = [0] * len(ports)   # frames handed to the back end, not yet taken
         self._closed = False
         # One impaired link per port (named after the port when there are several), or None.
@@ -262,8 +262,8 @@ class PortState:
         self.nb = nb
         self.rx_rng = rx_rng
         self.tx_rng = tx_rng
-        self.queue = deque()
-        self.words = None          # the frame being sent, as words
+        self.queue: deque[bytes] = deque()
+        self.words: list | None = None     # the frame being sent, as words
         self.frame = b""
         self.word = 0
         self.offering = False

@@ -154,7 +154,8 @@ def read_pcap_records(path) -> tuple[int, list[PcapRecord]]:
     magic, = struct.unpack(order + "I", raw[:4])
     scale = 1 if magic == _NS_MAGIC else 1000
     linktype = struct.unpack(order + "I", raw[20:24])[0] & 0xFFFF
-    records, at = [], _HEADER
+    records: list[PcapRecord] = []
+    at = _HEADER
     while at < len(raw):
         number = len(records) + 1
         if at + _RECORD_HEADER > len(raw):

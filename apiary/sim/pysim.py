@@ -13,6 +13,7 @@ import tempfile
 
 from amaranth.sim import Simulator
 
+from ..stream.testbench import end_testbenches
 from .base import Sim, PortState
 from .core import Frame, SimError, Xorshift32, frame_words, seed_state
 from .vcd import crop_vcd
@@ -37,7 +38,7 @@ class PysimSim(Sim):
         self._counters = [s.init for s in self._counter_signals]
         self._cycle = 0
         self._quiet = 0
-        self._request = None
+        self._request: tuple[int, bool] | None = None     # (end cycle, until idle) of run()
         self._paused = True
         self._period = 1.0 / self.clock_hz
         self._sim = Simulator(top)
@@ -146,6 +147,7 @@ class PysimSim(Sim):
                         s.first = t
                     s.word += 1
                     s.offering = False
+                    assert s.words is not None      # a word was offered
                     if s.word == len(s.words):
                         s.sent.append(Frame(s.frame, s.first, t, name))
                         s.words = None
@@ -159,6 +161,7 @@ class PysimSim(Sim):
                         s.out = bytearray()
             self._cycle = t + 1
             self._quiet = 0 if active else self._quiet + 1
+            assert self._request is not None
             end, until_idle = self._request
             if self._cycle >= end or (until_idle and self._idle()):
                 self._counters = [ctx.get(sig) for sig in self._counter_signals]
@@ -166,6 +169,7 @@ class PysimSim(Sim):
                 await ctx.delay(self._period / 4)
 
     def _close(self):
+        end_testbenches(self._sim)      # the bench and the processes, waiting for a next run
         if self._vcd_cm is not None:
             self._vcd_cm.__exit__(None, None, None)
             self._vcd_cm = None

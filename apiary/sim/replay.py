@@ -32,7 +32,7 @@ from amaranth.lib.memory import Memory
 
 from ..noc.header import Message, header_flits
 from ..noc.spec import decode_message, head_bytes
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from ..tiles.log import LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
 from ..tiles.raw_port import frame_message
 from .base import DEFAULT_CLOCK_HZ
@@ -180,7 +180,12 @@ class ReplayTile(Tile):
 
     Counters: ``injected``, messages sent; ``late``, messages sent after their cycle;
     ``discarded``, messages from upstream taken and dropped.
+
+    Message ports: ``discarded`` in and ``trace`` out, any type, as flits (``raw``).
     """
+
+    inputs = (Receive("discarded", raw=True),)
+    outputs = (Send("trace", raw=True),)
 
     def __init__(self, env: TileEnv | None = None, *, trace: Sequence = (),
                  at: int | None = None) -> None:
@@ -205,8 +210,9 @@ class ReplayTile(Tile):
         m = Module()
         width = self.env.width
         counters = self.counters
-        m.d.comb += self.noc_in.ready.eq(1)
-        with m.If(self.noc_in.valid & self.noc_in.payload.last):
+        ports = self.message_ports(m)
+        m.d.comb += ports.discarded.ready.eq(1)
+        with m.If(ports.discarded.valid & ports.discarded.payload.last):
             m.d.sync += counters.discarded.eq(counters.discarded + 1)
         cycle = Signal(64)
         m.d.sync += cycle.eq(cycle + 1)
@@ -223,7 +229,7 @@ class ReplayTile(Tile):
         ptr = Signal(range(len(flits) + 1))
         msg = Signal(range(len(self.trace) + 1))
         first = Signal(init=1)
-        out = self.noc_out
+        out = ports.trace
         m.d.comb += [
             flit_rd.addr.eq(ptr),
             start_rd.addr.eq(msg),

@@ -48,7 +48,7 @@ class TapDevice:
 
     def read_frames(self, limit=256):
         """Every frame waiting on the device (at most ``limit``), without blocking."""
-        frames = []
+        frames: list[bytes] = []
         while len(frames) < limit:
             try:
                 frames.append(os.read(self.fd, _MAX_FRAME))

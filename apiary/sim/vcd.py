@@ -35,7 +35,7 @@ def crop_vcd(src, dst, start, end):
     header, body = text[:cut], text[cut:]
     unit = _timescale(header)
     t0, t1 = round(start / unit), round(end / unit)
-    values = {}
+    values: dict[str, str] = {}
     out = [header, "\n"]
     now = 0
     started = False

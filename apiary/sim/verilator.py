@@ -38,17 +38,37 @@ from ..os.memory import MemoryModel
 from ..top import Progress, design_verilog, no_progress, top_name
 
 
-__all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "BUILD_FLAGS"]
+__all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "build_flags",
+           "model_opt"]
 
 #: Verilator options (the model) and C++ optimisation (the build): chosen for short builds.
 VERILATOR_FLAGS = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                    "--x-assign", "0", "--x-initial", "0", "-O3"]
 CXX_OPT = "-O1"
 BUILD_JOBS = 2
-BUILD_FLAGS = " ".join(VERILATOR_FLAGS) + f" cxx={CXX_OPT}"
+
+#: The C++ optimisation levels a model's per-cycle code may be compiled at (``model_opt``).
+MODEL_OPTS = ("-O0", "-Og", "-O1", "-O2")
+
+
+def model_opt() -> str:
+    """The optimisation of a model's per-cycle code: ``$APIARY_VERILATOR_OPT`` if set, else
+    ``-O1``. ``-O0`` compiles a large design's model in about a quarter of the CPU time of
+    ``-O1`` and runs it a few times slower: the choice for many short simulations (the test
+    suite sets it); ``-O1`` for long ones (benchmarks, pcaps, TAP). Each level is cached apart."""
+    opt = os.environ.get("APIARY_VERILATOR_OPT", "").strip() or CXX_OPT
+    if opt not in MODEL_OPTS:
+        raise BuildError("APIARY_VERILATOR_OPT", f"it is {opt!r}; it takes one of "
+                         f"{', '.join(MODEL_OPTS)}")
+    return opt
+
+
+def build_flags() -> str:
+    """Verilator's flags and the model's C++ optimisation, as the cache key sees them."""
+    return " ".join(VERILATOR_FLAGS) + f" cxx={model_opt()}"
 
 #: Models compiled in this process (for tests: an unchanged design must not add to it).
-builds = []
+builds: list[tuple[str, float]] = []
 
 
 def verilator_root():
@@ -282,7 +302,7 @@ def _toolchain():
 
 def model_key(verilog, trace, cxx):
     h = hashlib.sha256()
-    for part in (verilog, *sorted(_harness_sources().items()), BUILD_FLAGS, cxx,
+    for part in (verilog, *sorted(_harness_sources().items()), build_flags(), cxx,
                  f"trace={bool(trace)}", verilator_version(), "apiary-sim-3"):
         h.update(str(part).encode())
         h.update(b"\0")
@@ -291,7 +311,7 @@ def model_key(verilog, trace, cxx):
 
 def _compile_all(jobs, cwd, env, log):
     """Run compile commands ``[(tool, cmd), ...]``, ``BUILD_JOBS`` at a time."""
-    running = []
+    running: list[tuple] = []     # (tool, cmd, process, output file)
     pending = list(jobs)
     failed = None
     try:
@@ -363,7 +383,7 @@ def _runtime(vroot, cxx, trace, root):
         return objs, []
     os.makedirs(root, exist_ok=True)
     work = tempfile.mkdtemp(prefix="runtime.tmp-", dir=root)
-    log = []
+    log: list[str] = []
     try:
         for name, text in sources.items():
             with open(os.path.join(work, name), "w") as f:
@@ -452,12 +472,12 @@ def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final):
         slow = [n for n in files if "Slow" in n]
         fast = [n for n in files if n not in slow]
         jobs = []
-        for unit, names, opt in (("fast", fast, CXX_OPT), ("slow", slow, "-O0")):
+        for unit, names, opt in (("fast", fast, model_opt()), ("slow", slow, "-O0")):
             with open(os.path.join(obj, f"apiary_{unit}.cpp"), "w") as f:
                 f.write("".join(f'#include "{n}"\n' for n in names))
             jobs.append((cxx, _cxx_cmd(cxx, vroot, opt, f"obj/apiary_{unit}.cpp",
                                        f"{unit}.o", trace=trace, include=["obj"])))
-        jobs.append((cxx, _cxx_cmd(cxx, vroot, CXX_OPT, "glue.cpp", "glue.o", trace=trace,
+        jobs.append((cxx, _cxx_cmd(cxx, vroot, model_opt(), "glue.cpp", "glue.o", trace=trace,
                                    include=["obj", os.path.dirname(runtime[-1])])))
         _compile_all(jobs, work, env, log)
         os.makedirs(os.path.join(work, "out"))
@@ -605,5 +625,5 @@ class VerilatorSim(Sim):
     @property
     def _inflight(self):
         if not hasattr(self, "_inflight_lists"):
-            self._inflight_lists = [[] for _ in self.ports]
+            self._inflight_lists: list[list[bytes]] = [[] for _ in self.ports]
         return self._inflight_lists

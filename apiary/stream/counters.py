@@ -8,13 +8,14 @@ guessing counters from port names: the design's top level gathers every tile's i
 """
 
 from collections.abc import Mapping
+from typing import Any
 
 from amaranth.hdl import unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
 
-__all__ = ["CounterSignature", "COUNTER_WIDTH"]
+__all__ = ["CounterSignature", "COUNTER_WIDTH", "count"]
 
 #: Width of a counter unless declared otherwise.
 COUNTER_WIDTH = 32
@@ -65,3 +66,10 @@ class CounterSignature(wiring.Signature):
 
     def __repr__(self) -> str:
         return f"CounterSignature({list(self.members.keys())})"
+
+
+def count(m: Any, counter: Any, by: Any = 1) -> None:
+    """Add ``by`` (default 1) to ``counter`` on the next clock edge (``m.d.sync``), under the
+    conditions in force where it is called (``with m.If(...)``): one event counted. A counter
+    wraps at its width."""
+    m.d.sync += counter.eq(counter + by)

@@ -4,8 +4,14 @@ Used by the project's tests and by anyone testing a component: put and get singl
 send and receive whole packets on payload streams, with optional seeded random stalls on either
 side; a watchdog, a cycle counter, and :func:`simulate` to run it all. The NoC's own helpers
 (whole messages on flit streams) are in :mod:`apiary.noc.testbench`.
+
+A simulation ends with testbenches still waiting: background ones, and any that were waiting
+when a testbench raised or the driver stopped advancing. :func:`simulate` ends them before it
+returns (:func:`end_testbenches`, which a test that builds its own ``Simulator`` calls too), so
+none is left for the garbage collector to close at some later test.
 """
 
+import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -16,7 +22,7 @@ from amaranth.sim import SimulatorContext
 
 __all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_packet",
            "mac_frame_words", "send_mac_frame", "recv_mac_frame", "transfers", "watchdog",
-           "simulate", "WithCycleCounter"]
+           "simulate", "end_testbenches", "WithCycleCounter"]
 
 
 async def _stall(ctx: SimulatorContext, rng: random.Random | None, stall: float) -> None:
@@ -185,7 +191,42 @@ def simulate(dut: Elaboratable, *testbenches: Callable[[SimulatorContext], Await
         sim.add_testbench(watchdog(timeout), background=True)
     for tb in testbenches:
         sim.add_testbench(tb)
-    sim.run()
+    try:
+        sim.run()
+    finally:
+        end_testbenches(sim)
+
+
+class _SimulationEnded(BaseException):
+    """Thrown into a testbench that still waits when its simulation ends (a ``BaseException``,
+    as ``GeneratorExit`` is, so that ``except Exception`` in a testbench does not catch it)."""
+
+
+def end_testbenches(sim: Any) -> None:
+    """End, now, every testbench and process of the Amaranth ``Simulator`` ``sim`` that has not
+    returned; call it when the simulation is over (it cannot go on after).
+
+    Left suspended, they are closed whenever the garbage collector gets to them, at some later
+    test: on CPython 3.11 one waiting in ``await ctx.tick().until(...)`` or ``.repeat(...)`` (as
+    :func:`stream_put` and :func:`stream_get` do) then fails with "RuntimeError: aclose():
+    asynchronous generator is already running" (an exception Python can only print), and one
+    that never ran warns that it "was never awaited". Here each one still waiting gets an
+    exception thrown in where it waits, and unwinds as from any exception (its ``finally``
+    blocks run, ``until`` closes its trigger); one that never started is closed.
+    """
+    engine = getattr(sim, "_engine", None)     # Amaranth 0.5's PySimEngine holds the coroutines
+    runnables = [*getattr(engine, "_testbenches", ()), *getattr(engine, "_processes", ())]
+    for runnable in runnables:
+        coroutine = getattr(runnable, "coroutine", None)
+        if not inspect.iscoroutine(coroutine):
+            continue                            # a clock, the design's logic, or one finished
+        if inspect.getcoroutinestate(coroutine) == inspect.CORO_SUSPENDED:
+            try:
+                coroutine.throw(_SimulationEnded())
+            except (_SimulationEnded, StopIteration):
+                continue
+        if inspect.getcoroutinestate(coroutine) != inspect.CORO_RUNNING:
+            coroutine.close()                   # never started, or waits again in a finally
 
 
 class WithCycleCounter(Elaboratable):

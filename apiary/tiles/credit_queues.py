@@ -8,21 +8,22 @@ messages, to the tile's next hop (key ``None``), with this tile as source; and `
 """
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
-from ..noc.framing import MessageSender, offer_message
+from ..noc.framing import offer_message
 from ..noc.gate import Verdict
 from ..noc.header import Fbits
 from ..noc.merger import MessageMerger
 from ..noc.message_buffer import MessageBuffer
 from ..noc.rewrite import HeaderRewriter
 from ..stream.token_bucket import Rate, TokenBucket
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .sources import head_field, head_gate, match_source
-from .tx_credit import CREDIT_META, CreditMsgType
+from .tx_credit import CREDIT_FORMAT, CreditMsgType
+from ..stream.counters import count
 
 
 __all__ = ["CreditQueuesTile"]
@@ -62,16 +63,23 @@ class CreditQueuesTile(Tile):
     flits its queue drains while a credit travels back and the next message arrives
     (``buffer_flits >= rate * loop + credit_batch``, the bandwidth-delay product of
     :mod:`apiary.stream.sizing` in flits and cycles).
+
+    Message ports: ``messages`` in, any type, as flits (``raw``); out, merged round-robin a
+    message at a time, ``forwarded`` (the queued messages, any type, as flits) and
+    ``tx_credit`` (``TX_CREDIT``, framed).
     """
 
     streaming = False       # never holds its input waiting for its output
+    inputs = (Receive("messages", raw=True),)
+    outputs = (Send("forwarded", raw=True),
+               Send("tx_credit", CreditMsgType.TX_CREDIT, meta=CREDIT_FORMAT))
 
     def __init__(self, env: TileEnv | None = None, *, sources: Sequence[tuple[int, int]],
                  buffer_flits: int = 64, max_flits: int | None = None,
                  rates: Sequence[Rate | None] | None = None,
                  credit_batch: int | None = None) -> None:
         env = env if env is not None else TileEnv()
-        self.sources = [tuple(s) for s in sources]
+        self.sources = [cast(tuple[int, int], tuple(s)) for s in sources]
         if not self.sources or len(set(self.sources)) != len(self.sources):
             raise ValueError(f"CreditQueuesTile needs distinct (x, y) sources, not {sources!r}")
         self.rates = list(rates) if rates is not None else [None] * len(self.sources)
@@ -113,20 +121,22 @@ class CreditQueuesTile(Tile):
         w, n = self.env.width, len(self.sources)
         c = self.counters
 
+        ports = self.message_ports(m)
+
         # -- in: choose the queue by source --------------------------------------------------
         gate = head_gate(m, w)
-        connect(m, router=flipped(self.noc_in), gate=gate.i)
+        connect(m, router=ports.messages, gate=gate.i)
         found, queue = match_source(m, w, gate.head, self.sources)
         m.d.comb += gate.verdict.eq(Mux(found, Verdict.PASS, Verdict.DROP))
         held = Signal(range(n))
         with m.If(gate.accept):
             m.d.sync += held.eq(queue)
             with m.If(~found):
-                m.d.sync += c.unknown_source.eq(c.unknown_source + 1)
+                count(m, c.unknown_source)
         route = Mux(gate.accept, queue, held)
 
         # -- the queues, each drained at its rate, merged -------------------------------------
-        merge = m.submodules.merge = MessageMerger(w, n)
+        merge = m.submodules.queue_merge = MessageMerger(w, n)
         owed_add = []
         dropped = []
         # The queues never stall (always_ready: a message without room is dropped), so the gate
@@ -143,8 +153,9 @@ class CreditQueuesTile(Tile):
             out = merge.i[k]
             starting = Signal(name=f"q{k}_starting", init=1)    # buf.o shows a first flit
             ok = Signal(name=f"q{k}_ok", init=1)
-            if self.rates[k] is not None:
-                bucket = m.submodules[f"q{k}_rate"] = TokenBucket(self.rates[k])
+            rate = self.rates[k]
+            if rate is not None:
+                bucket = m.submodules[f"q{k}_rate"] = TokenBucket(rate)
                 m.d.comb += [bucket.cost.eq(head_field(w, buf.o.payload.data, "msg_len") + 1),
                              bucket.take.eq(buf.o.valid & out.ready & starting),
                              ok.eq(~starting | bucket.ok)]
@@ -155,7 +166,7 @@ class CreditQueuesTile(Tile):
             with m.If(moved):
                 m.d.sync += starting.eq(buf.o.payload.last)
             owed_add.append(moved)
-        m.d.sync += c.no_credit.eq(c.no_credit + sum(dropped))
+        count(m, c.no_credit, sum(dropped))
 
         hop = self.next_hop
         m.submodules.rewrite = rewrite = HeaderRewriter(w, {
@@ -164,7 +175,7 @@ class CreditQueuesTile(Tile):
         connect(m, merge=merge.o, rewrite=rewrite.i)
 
         # -- credits back -----------------------------------------------------------------------
-        tx = m.submodules.credit_tx = MessageSender(w, meta_bits=CREDIT_META.size)
+        tx = ports.tx_credit
         owed = [Signal(16, name=f"owed{k}") for k in range(n)]
         turn = Signal(range(n))
         xs = Signal(8)
@@ -198,11 +209,8 @@ class CreditQueuesTile(Tile):
         for k in range(n):
             m.d.sync += owed[k].eq(owed[k] + owed_add[k] - Mux(start & (turn == k), current, 0))
 
-        out_merge = m.submodules.out_merge = MessageMerger(w, 2)
-        connect(m, rewrite=rewrite.o, merge=out_merge.i[0])
-        connect(m, credits=tx.o, merge=out_merge.i[1])
-        connect(m, merge=out_merge.o, router=flipped(self.noc_out))
+        connect(m, rewrite=rewrite.o, merge=ports.forwarded)
         m.d.comb += tx.i_data.valid.eq(0)
         with m.If(rewrite.o.valid & rewrite.o.ready & rewrite.o.payload.last):
-            m.d.sync += c.forwarded.eq(c.forwarded + 1)
+            count(m, c.forwarded)
         return m

@@ -5,7 +5,8 @@ from amaranth import Module
 from amaranth.lib.wiring import In, Out
 
 from ..stream.mac import FrameStream
-from ..tile import Tile
+from ..tile import Receive, Send, Tile
+from ..stream.counters import count
 
 
 __all__ = ["ControlPortTile"]
@@ -21,11 +22,17 @@ class ControlPortTile(Tile):
 
     Latency: 0 cycles both ways (combinational). Nothing is buffered: a frame's words enter
     the control NoC as the router takes them.
+
+    Message ports: on the ``ctl`` plane ``to_mac`` in (to ``mac_tx``) and ``from_mac`` out
+    (from ``mac_rx``), any type, as flits (``raw``); on the data plane ``discarded`` in, any
+    type, and nothing out.
     """
 
     planes = ("data", "ctl")
     streaming = False
     controls = True
+    inputs = (Receive("discarded", raw=True), Receive("to_mac", plane="ctl", raw=True))
+    outputs = (Send("from_mac", plane="ctl", raw=True),)
 
     def __init__(self, env=None):
         if env is None or env.width != env.ctl_width:
@@ -38,18 +45,20 @@ class ControlPortTile(Tile):
     def elaborate(self, platform):
         m = Module()
         rx, tx = self.mac_rx, self.mac_tx
+        data = self.message_ports(m)
+        ctl = self.message_ports(m, "ctl")
         m.d.comb += [
-            self.ctl_out.valid.eq(rx.valid),
-            self.ctl_out.payload.data.eq(rx.payload.data),
-            self.ctl_out.payload.last.eq(rx.payload.last),
-            rx.ready.eq(self.ctl_out.ready),
-            tx.valid.eq(self.ctl_in.valid),
-            tx.payload.data.eq(self.ctl_in.payload.data),
+            ctl.from_mac.valid.eq(rx.valid),
+            ctl.from_mac.payload.data.eq(rx.payload.data),
+            ctl.from_mac.payload.last.eq(rx.payload.last),
+            rx.ready.eq(ctl.from_mac.ready),
+            tx.valid.eq(ctl.to_mac.valid),
+            tx.payload.data.eq(ctl.to_mac.payload.data),
             tx.payload.nbytes.eq(self.env.ctl_width // 8),
-            tx.payload.last.eq(self.ctl_in.payload.last),
-            self.ctl_in.ready.eq(tx.ready),
-            self.noc_in.ready.eq(1),
+            tx.payload.last.eq(ctl.to_mac.payload.last),
+            ctl.to_mac.ready.eq(tx.ready),
+            data.discarded.ready.eq(1),
         ]
-        with m.If(self.noc_in.valid & self.noc_in.payload.last):
-            m.d.sync += self.counters.data_in.eq(self.counters.data_in + 1)
+        with m.If(data.discarded.valid & data.discarded.payload.last):
+            count(m, self.counters.data_in)
         return m

@@ -1,10 +1,11 @@
 """A placeholder tile that forwards every message to its declared next hop."""
 
 from amaranth import Module
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from ..noc.rewrite import HeaderRewriter
-from ..tile import Tile
+from ..tile import Receive, Send, Tile
+from ..stream.counters import count
 
 
 __all__ = ["ForwardTile", "next_hop_fields"]
@@ -29,7 +30,13 @@ class ForwardTile(Tile):
     With no next hop declared, or several, messages are dropped and counted in ``dropped``.
 
     Counters: ``dropped``, messages dropped for want of a single next hop.
+
+    Message ports: ``messages`` in and ``forwarded`` out, any type, as flits (``raw``); with
+    ``msg_type``, ``forwarded`` carries that type alone.
     """
+
+    inputs = (Receive("messages", raw=True),)
+    outputs = (Send("forwarded", raw=True),)
 
     def __init__(self, env=None, *, msg_type=None):
         super().__init__(env, counters={
@@ -37,15 +44,17 @@ class ForwardTile(Tile):
         self._fields = next_hop_fields(self.env)
         if self._fields is not None and msg_type is not None:
             self._fields["msg_type"] = int(getattr(msg_type, "value", msg_type))
+            self.outputs = (Send("forwarded", self._fields["msg_type"], raw=True),)
 
     def elaborate(self, platform):
         m = Module()
+        ports = self.message_ports(m)
         if self._fields is None:
-            m.d.comb += self.noc_in.ready.eq(1)
-            with m.If(self.noc_in.valid & self.noc_in.payload.last):
-                m.d.sync += self.counters.dropped.eq(self.counters.dropped + 1)
+            m.d.comb += ports.messages.ready.eq(1)
+            with m.If(ports.messages.valid & ports.messages.payload.last):
+                count(m, self.counters.dropped)
             return m
         m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
-        connect(m, tile=flipped(self.noc_in), rewrite=rewrite.i)
-        connect(m, rewrite=rewrite.o, tile=flipped(self.noc_out))
+        connect(m, tile=ports.messages, rewrite=rewrite.i)
+        connect(m, rewrite=rewrite.o, tile=ports.forwarded)
         return m

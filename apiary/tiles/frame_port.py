@@ -3,13 +3,13 @@
 from amaranth import Module
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..noc.framing import MessageSender, MessageReceiver
 from ..noc.header import noc_header
 from ..noc.msgtype import UNTYPED
 from ..stream.mac import FrameStream
 from ..stream.packet_buffer import PacketBuffer
-from ..tile import Tile
+from ..tile import Receive, Send, Tile
 from .forward import next_hop_fields
+from ..stream.counters import count
 
 
 __all__ = ["FramePortTile"]
@@ -69,11 +69,17 @@ class FramePortTile(Tile):
     Counters: ``rx_frames`` and ``tx_frames`` (frames sent into the NoC, and on ``mac_tx``, each
     counted at its last word), ``rx_dropped`` (frames dropped on receive), ``rx_bad_fcs`` (frames
     the MAC marked bad, dropped).
+
+    Message ports: ``to_mac`` in (any type) and ``from_mac`` out (of type ``msg_type``; none
+    without a single next hop), framed with no metadata and no payload bytes in the header
+    flit (``head=0``).
     """
 
     #: Its NoC input (to ``mac_tx``) never waits for its NoC output (from ``mac_rx``): the two
     #: directions are independent, so the tile adds no in→out dependency to the deadlock check.
     streaming = False
+    inputs: tuple[Receive, ...] = (Receive("to_mac", head=0),)
+    outputs: tuple[Send, ...] = (Send("from_mac", head=0),)
 
     def __init__(self, env=None, *, max_frame=2048, buffer_bytes=None, max_queued=16,
                  msg_type=UNTYPED):
@@ -104,18 +110,20 @@ class FramePortTile(Tile):
         self.buffer_words = 1 << max(1, (words - 1).bit_length())
         self.buffer_bytes = self.buffer_words * nb
         self._fields = next_hop_fields(self.env)
+        self.outputs = ((Send("from_mac", self.msg_type, head=0),) if self._fields is not None
+                        else ())
 
     def elaborate(self, platform):
         m = Module()
         width = self.env.width
+        ports = self.message_ports(m)
 
         # ---- TX: NoC message -> frame ------------------------------------------------------
-        m.submodules.receiver = receiver = MessageReceiver(width)
-        connect(m, tile=flipped(self.noc_in), receiver=receiver.i)
+        receiver = ports.to_mac
         m.d.comb += receiver.o_hdr.ready.eq(1)
         connect(m, receiver=receiver.o_data, tile=flipped(self.mac_tx))
         with m.If(self.mac_tx.valid & self.mac_tx.ready & self.mac_tx.payload.last):
-            m.d.sync += self.counters.tx_frames.eq(self.counters.tx_frames + 1)
+            count(m, self.counters.tx_frames)
 
         # ---- RX: frame -> NoC message ------------------------------------------------------
         rx = self.mac_rx
@@ -123,7 +131,7 @@ class FramePortTile(Tile):
             # Nowhere to send frames: take every word and count every frame as dropped.
             m.d.comb += rx.ready.eq(1)
             with m.If(rx.valid & rx.payload.last):
-                m.d.sync += self.counters.rx_dropped.eq(self.counters.rx_dropped + 1)
+                count(m, self.counters.rx_dropped)
             return m
 
         m.submodules.buffer = buf = PacketBuffer(
@@ -136,8 +144,7 @@ class FramePortTile(Tile):
             self.counters.rx_bad_fcs.eq(buf.aborted),
         ]
 
-        m.submodules.sender = sender = MessageSender(width)
-        connect(m, sender=sender.o, tile=flipped(self.noc_out))
+        sender = ports.from_mac
         hdr = sender.i_hdr
         m.d.comb += [
             hdr.valid.eq(buf.o_desc.valid),

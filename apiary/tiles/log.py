@@ -54,14 +54,15 @@ from typing import Any
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from ..noc.header import field_location, header_flits, noc_header
 from ..noc.rewrite import HeaderRewriter
 from ..stream.registers import Register, Table
 from ..stream.registers import TABLE_MAX_WIDTH
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .forward import next_hop_fields
+from ..stream.counters import count
 
 
 __all__ = ["LogTile", "LogEntry", "entry_width", "ENTRY_FIELDS_BITS", "LINKTYPE_NOC",
@@ -136,7 +137,12 @@ class LogTile(Tile):
     ------
     ValueError
         A bad ``entries``, ``snap`` or ``linktype``.
+
+    Message ports: ``messages`` in and ``forwarded`` out, any type, as flits (``raw``).
     """
+
+    inputs = (Receive("messages", raw=True),)
+    outputs = (Send("forwarded", raw=True),)
 
     def __init__(self, env: TileEnv | None = None, *, entries: int = 2048, snap: int = 64,
                  linktype: int = LINKTYPE_NOC) -> None:
@@ -171,23 +177,25 @@ class LogTile(Tile):
         m = Module()
         width, nb = self.env.width, self.env.width // 8
         counters = self.counters
+        ports = self.message_ports(m)
+        messages = ports.messages
 
         # -- the path: out = in, but for the header's destination and source ---------------------
         out_valid, out_ready, out_data, out_last = Signal(), Signal(), Signal(width), Signal()
         if self._fields is None:
             m.d.comb += [
-                self.noc_in.ready.eq(1),
-                out_valid.eq(self.noc_in.valid), out_ready.eq(1),
-                out_data.eq(self.noc_in.payload.data), out_last.eq(self.noc_in.payload.last),
+                messages.ready.eq(1),
+                out_valid.eq(messages.valid), out_ready.eq(1),
+                out_data.eq(messages.payload.data), out_last.eq(messages.payload.last),
             ]
-            with m.If(self.noc_in.valid & self.noc_in.payload.last):
-                m.d.sync += counters.dropped.eq(counters.dropped + 1)
+            with m.If(messages.valid & messages.payload.last):
+                count(m, counters.dropped)
         else:
             m.submodules.rewrite = rewrite = HeaderRewriter(width, self._fields)
-            connect(m, tile=flipped(self.noc_in), rewrite=rewrite.i)
-            connect(m, rewrite=rewrite.o, tile=flipped(self.noc_out))
+            connect(m, tile=messages, rewrite=rewrite.i)
+            connect(m, rewrite=rewrite.o, tile=ports.forwarded)
             m.d.comb += [
-                out_valid.eq(rewrite.o.valid), out_ready.eq(self.noc_out.ready),
+                out_valid.eq(rewrite.o.valid), out_ready.eq(ports.forwarded.ready),
                 out_data.eq(rewrite.o.payload.data), out_last.eq(rewrite.o.payload.last),
             ]
         moved = Signal()
@@ -260,8 +268,8 @@ class LogTile(Tile):
             m.d.sync += [armed.eq(self.regs.rearm), counters.written.eq(0), counters.lost.eq(0)]
         with m.Elif(pending):
             with m.If(full):
-                m.d.sync += counters.lost.eq(counters.lost + 1)
+                count(m, counters.lost)
             with m.Else():
                 m.d.comb += wr.en.eq(1)
-                m.d.sync += counters.written.eq(counters.written + 1)
+                count(m, counters.written)
         return m

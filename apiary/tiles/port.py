@@ -5,7 +5,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..noc.flit import flit_signature
 from ..noc.rewrite import HeaderRewriter
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .forward import next_hop_fields
 
 
@@ -18,7 +18,13 @@ class PortTile(Tile):
     Messages the router delivers come out on ``rx``. Messages on ``tx`` enter the NoC as given
     (the sender writes the whole header) or, with ``route=True``, addressed to the tile's single
     declared next hop with this tile as source. No latency, no buffering, nothing dropped.
+
+    Message ports: ``delivered`` in (to ``rx``) and ``injected`` out (from ``tx``), any type,
+    as flits (``raw``).
     """
+
+    inputs = (Receive("delivered", raw=True),)
+    outputs = (Send("injected", raw=True),)
 
     def __init__(self, env=None, *, route=False):
         env = env if env is not None else TileEnv()
@@ -32,12 +38,9 @@ class PortTile(Tile):
 
     def elaborate(self, platform):
         m = Module()
+        ports = self.message_ports(m)
         m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
         connect(m, port=flipped(self.tx), rewrite=rewrite.i)
-        connect(m, rewrite=rewrite.o, tile=flipped(self.noc_out))
-        m.d.comb += [
-            self.rx.valid.eq(self.noc_in.valid),
-            self.rx.payload.eq(self.noc_in.payload),
-            self.noc_in.ready.eq(self.rx.ready),
-        ]
+        connect(m, rewrite=rewrite.o, tile=ports.injected)
+        connect(m, tile=ports.delivered, port=flipped(self.rx))
         return m

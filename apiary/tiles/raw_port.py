@@ -6,7 +6,8 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from ..stream.mac import FrameStream
 from ..stream.packet_buffer import PacketBuffer
-from ..tile import Tile
+from ..tile import Receive, Send, Tile
+from ..stream.counters import count
 
 
 __all__ = ["RawPortTile", "message_frame", "frame_message"]
@@ -36,9 +37,14 @@ class RawPortTile(Tile):
     of ``buffer_bytes`` (a frame that does not fit is dropped and counted in ``rx_dropped``; a
     frame that is not whole flits ends with a zero-padded one); transmit is combinational. The
     two directions are independent.
+
+    Message ports: ``to_mac`` in (to ``mac_tx``) and ``from_mac`` out (from ``mac_rx``), any
+    type, as flits (``raw``).
     """
 
     streaming = False
+    inputs = (Receive("to_mac", raw=True),)
+    outputs = (Send("from_mac", raw=True),)
 
     def __init__(self, env=None, *, buffer_bytes: int = 8192, max_frame: int = 4096) -> None:
         width = env.width if env is not None else 512
@@ -56,27 +62,29 @@ class RawPortTile(Tile):
     def elaborate(self, platform):
         m = Module()
         width, nb = self.env.width, self.env.width // 8
+        ports = self.message_ports(m)
+        noc_in, noc_out = ports.to_mac, ports.from_mac
         m.submodules.buffer = buf = PacketBuffer(
             width, max_bytes=self.max_frame, buffer_bytes=self.buffer_bytes, min_bytes=nb,
             verdict=False, always_ready=True)
         connect(m, tile=flipped(self.mac_rx), buffer=buf.i)
         m.d.comb += [
             buf.o_desc.ready.eq(1),
-            self.noc_out.valid.eq(buf.o.valid),
-            self.noc_out.payload.data.eq(buf.o.payload.data),
-            self.noc_out.payload.last.eq(buf.o.payload.last),
-            buf.o.ready.eq(self.noc_out.ready),
+            noc_out.valid.eq(buf.o.valid),
+            noc_out.payload.data.eq(buf.o.payload.data),
+            noc_out.payload.last.eq(buf.o.payload.last),
+            buf.o.ready.eq(noc_out.ready),
             self.counters.rx_messages.eq(buf.packets),
             self.counters.rx_dropped.eq(buf.overflow),
         ]
         tx = self.mac_tx
         m.d.comb += [
-            tx.valid.eq(self.noc_in.valid),
-            tx.payload.data.eq(self.noc_in.payload.data),
+            tx.valid.eq(noc_in.valid),
+            tx.payload.data.eq(noc_in.payload.data),
             tx.payload.nbytes.eq(nb),
-            tx.payload.last.eq(self.noc_in.payload.last),
-            self.noc_in.ready.eq(tx.ready),
+            tx.payload.last.eq(noc_in.payload.last),
+            noc_in.ready.eq(tx.ready),
         ]
         with m.If(tx.valid & tx.ready & tx.payload.last):
-            m.d.sync += self.counters.tx_messages.eq(self.counters.tx_messages + 1)
+            count(m, self.counters.tx_messages)
         return m

@@ -60,9 +60,9 @@ class RxGuardTile(TileWrapper):
                                     max_flits=buffer_flits if max_flits is None else max_flits,
                                     always_ready=True)
 
-    def inbound(self, m: Module, router: Any, tile: Any) -> None:
+    def inbound(self, m: Module, ports: Any, tile: Any) -> None:
         buf = m.submodules.rx_guard = self.buffer
-        connect(m, router=router, buffer=buf.i)
+        connect(m, router=ports.to_tile, buffer=buf.i)
         connect(m, buffer=buf.o, tile=tile)
         c = self.counters
         m.d.sync += [c.rx_guard_dropped.eq(c.rx_guard_dropped + buf.dropped),

@@ -11,16 +11,17 @@ per-tenant state (keys, counters) by it.
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from ..noc.gate import Verdict
 from ..noc.rewrite import HeaderRewriter
 from ..stream.token_bucket import Rate, TokenBucket
-from ..tile import Tile, TileEnv
+from ..tile import Receive, Send, Tile, TileEnv
 from .sources import head_field, head_gate, match_source
+from ..stream.counters import count
 
 
 __all__ = ["TenantShaperTile", "tenant_places"]
@@ -61,9 +62,13 @@ class TenantShaperTile(Tile):
         The tenant of each sending tile's place, 0 to ``len(rates) - 1``.
     rates : sequence of Rate or None
         Each tenant's limit.
+
+    Message ports: ``messages`` in and ``forwarded`` out, any type, as flits (``raw``).
     """
 
     streaming = True
+    inputs = (Receive("messages", raw=True),)
+    outputs = (Send("forwarded", raw=True),)
 
     def __init__(self, env: TileEnv | None = None, *, tenants: Mapping[tuple[int, int], int],
                  rates: Sequence[Rate | None]) -> None:
@@ -72,7 +77,8 @@ class TenantShaperTile(Tile):
         if not self.rates or any(r is not None and not isinstance(r, Rate) for r in self.rates):
             raise ValueError(f"TenantShaperTile rates must be a list of Rate or None, one per "
                              f"tenant, not {rates!r}")
-        self.tenants = {tuple(place): t for place, t in dict(tenants).items()}
+        self.tenants = {cast(tuple[int, int], tuple(place)): t
+                        for place, t in dict(tenants).items()}
         for place, t in self.tenants.items():
             if not isinstance(t, int) or not 0 <= t < len(self.rates):
                 raise ValueError(f"TenantShaperTile: place {place} has tenant {t!r}; tenants are "
@@ -93,8 +99,9 @@ class TenantShaperTile(Tile):
         m = Module()
         w, c = self.env.width, self.counters
         places = list(self.tenants)
+        ports = self.message_ports(m)
         gate = head_gate(m, w)
-        connect(m, router=flipped(self.noc_in), gate=gate.i)
+        connect(m, router=ports.messages, gate=gate.i)
         found, index = match_source(m, w, gate.head, places)
         tenant = Signal(range(max(2, len(self.rates))))
         for k, place in enumerate(places):
@@ -116,7 +123,7 @@ class TenantShaperTile(Tile):
         m.d.comb += gate.verdict.eq(Mux(within, Verdict.PASS, Verdict.DROP))
         with m.If(gate.accept):
             with m.If(~found):
-                m.d.sync += c.unknown_source.eq(c.unknown_source + 1)
+                count(m, c.unknown_source)
             for k in range(len(self.rates)):
                 passed, dropped = getattr(c, f"t{k}_passed"), getattr(c, f"t{k}_dropped")
                 with m.If(found & (tenant == k) & within):
@@ -127,5 +134,5 @@ class TenantShaperTile(Tile):
         m.submodules.rewrite = rewrite = HeaderRewriter(w, {
             "dst_x": hop.x, "dst_y": hop.y, "dst_fbits": hop.fbits})
         connect(m, gate=gate.o, rewrite=rewrite.i)
-        connect(m, rewrite=rewrite.o, router=flipped(self.noc_out))
+        connect(m, rewrite=rewrite.o, router=ports.forwarded)
         return m

@@ -23,21 +23,20 @@ from amaranth import Module, Signal
 from amaranth.lib import data, enum
 from amaranth.lib.wiring import connect
 
-from ..noc.framing import MessageReceiver
 from ..noc.msgtype import register_msg_types
 from ..noc.spec import register_formats
-from ..noc.splitter import TypeSplitter
 from ..stream.format import Field, Format
-from ..tile import TileEnv
+from ..tile import Receive, TileEnv
 from .sources import head_field
 from .wrapper import TileWrapper
+from ..stream.counters import count
 
 
 __all__ = ["CreditMsgType", "CREDIT_META", "TxCreditTile"]
 
 
 @register_msg_types
-class CreditMsgType(enum.Enum, shape=8):  # type: ignore[call-arg]
+class CreditMsgType(enum.Enum, shape=8):
     TX_CREDIT = 0xF1     # far from the values in use (1-50), which other packages extend
 
 
@@ -68,7 +67,14 @@ class TxCreditTile(TileWrapper):
         The credited service's place.
     credits : int
         Flits of this tile's queue in the service (its ``buffer_flits``).
+
+    Message ports: ``tx_credit`` in (``TX_CREDIT``, framed), split by type from ``to_tile`` (every
+    other type, raw flits to the tile); ``from_tile`` out, as for every
+    :class:`~apiary.tiles.wrapper.TileWrapper`.
     """
+
+    inputs = (Receive("tx_credit", CreditMsgType.TX_CREDIT, meta=CREDIT_FORMAT),
+              Receive("to_tile", raw=True))
 
     def __init__(self, env: TileEnv | None = None, *, tile: type, service: tuple[int, int],
                  credits: int, **params: Any) -> None:
@@ -85,23 +91,20 @@ class TxCreditTile(TileWrapper):
         }, **params)
         self._back = Signal(16)         # credits given back this cycle
 
-    def inbound(self, m: Module, router: Any, tile: Any) -> None:
-        w = self.env.width
-        m.submodules.credit_split = split = TypeSplitter(w, [[CreditMsgType.TX_CREDIT.value]])
-        m.submodules.credit_rx = rx = MessageReceiver(w, meta_bits=CREDIT_META.size)
-        connect(m, router=router, split=split.i)
-        connect(m, split=split.o[0], receiver=rx.i)
-        connect(m, split=split.o[1], tile=tile)
+    def inbound(self, m: Module, ports: Any, tile: Any) -> None:
+        rx = ports.tx_credit
+        connect(m, router=ports.to_tile, tile=tile)
         m.d.comb += [rx.o_hdr.ready.eq(1), rx.o_data.ready.eq(1)]
         with m.If(rx.o_hdr.valid):
             m.d.comb += self._back.eq(data.View(CREDIT_META, rx.o_hdr.payload.meta).flits)
-            m.d.sync += self.counters.credits_back.eq(self.counters.credits_back + 1)
+            count(m, self.counters.credits_back)
 
-    def outbound(self, m: Module, tile: Any, router: Any) -> None:
+    def outbound(self, m: Module, tile: Any, ports: Any) -> None:
         # Hold a message to the service at its first flit until its flits are in credit; every
         # flit passes combinationally (nothing stored). While a message waits the credits can
         # only grow, so once offered it stays offered (the stream rules hold).
         w = self.env.width
+        router = ports.from_tile
         data = tile.payload.data
         credits = Signal(range(1 << 16), init=self.credits)
         first = Signal(init=1)
@@ -123,5 +126,5 @@ class TxCreditTile(TileWrapper):
         with m.If(moved & to_service):
             m.d.comb += spent.eq(cost)
         with m.If(tile.valid & blocked):
-            m.d.sync += self.counters.credit_waits.eq(self.counters.credit_waits + 1)
+            count(m, self.counters.credit_waits)
         m.d.sync += credits.eq(credits - spent + self._back)

@@ -19,13 +19,14 @@ and its ``l4_sum`` stays right.
 """
 
 from amaranth import Module, Signal
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from apiary.noc.rewrite import HeaderRewriter
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 from apiary.tiles.forward import next_hop_fields
 
 from ..proto.messages import MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["UdpBusyEchoTile"]
@@ -62,6 +63,10 @@ class UdpBusyEchoTile(Tile):
         If ``cycles`` is not a positive integer.
     """
 
+    # Cut-through: the messages pass as flits, their header rewritten (no framing).
+    inputs = (Receive("segments", MsgType.UDP_RX_SEGMENT, raw=True),)
+    outputs = (Send("replies", MsgType.UDP_TX_SEGMENT, raw=True),)
+
     def __init__(self, env: TileEnv | None = None, *, cycles: int = 16) -> None:
         if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
             raise ValueError(f"UdpBusyEchoTile: cycles must be a positive integer (cycles per "
@@ -76,14 +81,15 @@ class UdpBusyEchoTile(Tile):
 
     def elaborate(self, platform):
         m = Module()
-        i, o = self.noc_in, self.noc_out
+        ports = self.message_ports(m)
+        i = ports.segments
         if self._fields is None:
             m.d.comb += i.ready.eq(1)
             with m.If(i.valid & i.payload.last):
-                m.d.sync += self.counters.dropped.eq(self.counters.dropped + 1)
+                count(m, self.counters.dropped)
             return m
         m.submodules.rewrite = rewrite = HeaderRewriter(self.env.width, self._fields)
-        connect(m, rewrite=rewrite.o, tile=flipped(o))
+        connect(m, rewrite=rewrite.o, tile=ports.replies)
 
         # ``first``: the next flit on ``i`` is a message's first. ``wait``: cycles until the
         # next message may start (``cycles - 1`` in the cycle after a start, counting down).
@@ -104,5 +110,5 @@ class UdpBusyEchoTile(Tile):
         with m.If(take):
             m.d.sync += first.eq(i.payload.last)
             with m.If(i.payload.last):
-                m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
+                count(m, self.counters.forwarded)
         return m

@@ -94,16 +94,17 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from apiary.control.messages import AGENT_FBITS, CTL_META, CtlMsgType, CtlStatus
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.control.messages import AGENT_FBITS, CTL_FORMAT, CTL_META, CtlMsgType, CtlStatus
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.checksum import fold16
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
 from .kernel_ctl import positive_ints
+from apiary.stream.counters import count
 
 
 __all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE", "STATUS_OK",
@@ -291,6 +292,15 @@ class ControllerTile(Tile):
     #: or registers, and the layout check lays out its routes to them and back.
     controls = True
 
+    # Data plane: requests in, replies out. Control plane (submodules ``ctl_rx``, ``ctl_tx``):
+    # register requests to the agents, their acks back.
+    inputs = (Receive("seg_rx", MsgType.UDP_RX_SEGMENT, meta=PACKET_META, empty_packets=True),
+              Receive("rx", CtlMsgType.CTL_ACK, meta=CTL_FORMAT, plane="ctl"))
+    outputs = (Send("rep_tx", MsgType.UDP_TX_SEGMENT, meta=PACKET_META,
+                    keys=[REPLY_KEY, None, TCP_REPLY_KEY]),
+               Send("tx", CtlMsgType.CTL_READ, CtlMsgType.CTL_WRITE, meta=CTL_FORMAT,
+                    plane="ctl"))
+
     def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
                  reply_timeout: int = 1 << 10) -> None:
         self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
@@ -316,7 +326,7 @@ class ControllerTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, cwidth = self.env.width, self.env.ctl_width
+        width = self.env.width
         nb = width // 8
         lanes = width // 32                         # u32 words per memory row
         lane_bits = (lanes - 1).bit_length()
@@ -344,13 +354,13 @@ class ControllerTile(Tile):
             total = slot + plus
             return Mux(total >= slots, total - slots, total)
 
+        # -- the framing of both planes ------------------------------------------------------------
+        data_ports, ctl_ports = self.message_ports(m), self.message_ports(m, "ctl")
+        seg_rx, rep_tx = data_ports.seg_rx, data_ports.rep_tx
+        ctl_rx, ctl_tx = ctl_ports.rx, ctl_ports.tx
+
         # -- input: requests -----------------------------------------------------------------------
-        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
-                                                       empty_packets=True)
-        m.d.comb += [seg_rx.i.valid.eq(self.noc_in.valid),
-                     seg_rx.i.payload.eq(self.noc_in.payload),
-                     self.noc_in.ready.eq(seg_rx.i.ready),
-                     seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
+        m.d.comb += [seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
         seg_stray = Signal(32)
         m.d.comb += counters.dropped.eq(seg_rx.errors + seg_stray)
         in_slot = Signal(range(slots))
@@ -371,7 +381,7 @@ class ControllerTile(Tile):
             with m.If(~is_req):
                 m.d.sync += seg_stray.eq(seg_stray + 1)
             with m.Elif(~free):
-                m.d.sync += counters.overflow.eq(counters.overflow + 1)
+                count(m, counters.overflow)
         word = seg_rx.o_data
         m.d.comb += [w_req.addr.eq(Cat(in_row[:row_bits], in_slot)),
                      w_req.data.eq(word.payload.data)]
@@ -406,10 +416,6 @@ class ControllerTile(Tile):
         word_lane = position[:lane_bits]
 
         # -- control messages out ------------------------------------------------------------------
-        m.submodules.ctl_tx = ctl_tx = MessageSender(cwidth, meta_bits=CTL_META.size)
-        m.d.comb += [self.ctl_out.valid.eq(ctl_tx.o.valid),
-                     self.ctl_out.payload.eq(ctl_tx.o.payload),
-                     ctl_tx.o.ready.eq(self.ctl_out.ready)]
         c_meta = Signal(CTL_META)
         w_word = Signal(32)                         # the word to write (from the slot)
         lane_sel = Array(rd.data[32 * k:32 * k + 32] for k in range(lanes))
@@ -423,11 +429,7 @@ class ControllerTile(Tile):
             meta=c_meta)
 
         # -- acks in -------------------------------------------------------------------------------
-        m.submodules.ctl_rx = ctl_rx = MessageReceiver(cwidth, meta_bits=CTL_META.size)
-        m.d.comb += [ctl_rx.i.valid.eq(self.ctl_in.valid),
-                     ctl_rx.i.payload.eq(self.ctl_in.payload),
-                     self.ctl_in.ready.eq(ctl_rx.i.ready),
-                     ctl_rx.o_hdr.ready.eq(1), ctl_rx.o_data.ready.eq(1)]
+        m.d.comb += [ctl_rx.o_hdr.ready.eq(1), ctl_rx.o_data.ready.eq(1)]
         a_hdr = ctl_rx.o_hdr.payload
         a_meta = data.View(CTL_META, a_hdr.meta)
         waiting = Signal()
@@ -456,10 +458,6 @@ class ControllerTile(Tile):
                      rep_meta.l4_sum_valid.eq(1)]
         reply_bytes = HEADER_BYTES + 4 * n_words
         reply_rows = (reply_bytes + nb - 1) >> (nb.bit_length() - 1)
-        m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
-        m.d.comb += [self.noc_out.valid.eq(rep_tx.o.valid),
-                     self.noc_out.payload.eq(rep_tx.o.payload),
-                     rep_tx.o.ready.eq(self.noc_out.ready)]
         rep_offer = Signal()
         rep_dst: tuple = address_of(self.reply_hop, Fbits.LOCAL0)
         if self.tcp_reply_hop is not None:     # requests that came over TCP go back there
@@ -507,16 +505,16 @@ class ControllerTile(Tile):
                              r_len.eq(slot_len[head]), j.eq(0), total.eq(0)]
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += counters.requests.eq(counters.requests + 1)
+                count(m, counters.requests)
                 with m.If(bad):
                     m.d.sync += [counters.bad_request.eq(counters.bad_request + 1),
                                  *start_reply(STATUS_BAD_REQUEST, 0)]
                     m.next = "REPLY"
                 with m.Elif(is_read):
-                    m.d.sync += counters.reads.eq(counters.reads + 1)
+                    count(m, counters.reads)
                     m.next = "ISSUE"
                 with m.Else():
-                    m.d.sync += counters.writes.eq(counters.writes + 1)
+                    count(m, counters.writes)
                     m.next = "FETCH"
             with m.State("FETCH"):              # a WRITE's word j: its row onto rd.data
                 m.d.comb += [rd.addr.eq(Cat(word_row, head)), rd.en.eq(1)]

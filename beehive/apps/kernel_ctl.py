@@ -101,17 +101,16 @@ from typing import Any
 
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.lib import data, fifo
-from amaranth.lib.wiring import connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
-from apiary.noc.splitter import TypeSplitter
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.os.uapi import KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
+from apiary.os.uapi import KERNEL_FORMAT, KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
 from apiary.stream.checksum import word_sum
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["add_control_service", "CTL_PORT", "KernelCtlTile", "OP_FAULT_READ",
@@ -285,6 +284,15 @@ class KernelCtlTile(Tile):
     #: The input never waits for the output (see the module docstring).
     streaming = False
 
+    # Kernel messages (any kernel type) to one receiver, the rest to the other; the output is
+    # the sender ``ports.select`` names. IPC_GRANT goes to a tile's monitor, on no route.
+    inputs = (Receive("k_rx", *KernelMsgType, meta=KERNEL_FORMAT),
+              Receive("seg_rx", MsgType.UDP_RX_SEGMENT, meta=PACKET_META, empty_packets=True))
+    outputs = (Send("k_tx", KernelMsgType.FAULT_READ, KernelMsgType.RELEASE,
+                    KernelMsgType.IPC_GRANT, meta=KERNEL_FORMAT, keys=[KERNEL_KEY]),
+               Send("rep_tx", MsgType.UDP_TX_SEGMENT, meta=PACKET_META, keys=[REPLY_KEY, None]))
+    merge = "select"
+
     def __init__(self, env: TileEnv | None = None, *, queue: int = 4,
                  reply_timeout: int = 1 << 16) -> None:
         self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
@@ -313,14 +321,9 @@ class KernelCtlTile(Tile):
         me = (self.env.x, self.env.y, Fbits.LOCAL0)
         counters = self.counters
 
-        # -- input: kernel messages (types 32-47) to one receiver, the rest to the other -----------
-        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
-                                                       empty_packets=True)
-        m.submodules.k_rx = k_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        m.submodules.by_type = by_type = TypeSplitter(width, [[t.value for t in KernelMsgType]])
-        connect(m, tile=flipped(self.noc_in), split=by_type.i)
-        connect(m, split=by_type.o[0], receiver=k_rx.i)
-        connect(m, split=by_type.o[1], receiver=seg_rx.i)
+        # -- the framing: kernel messages (types 32-47) to one receiver, the rest to the other ----
+        ports = self.message_ports(m)
+        seg_rx, k_rx, k_tx, rep_tx = ports.seg_rx, ports.k_rx, ports.k_tx, ports.rep_tx
         seg_stray = Signal(32)      # messages of another type
         k_stray = Signal(32)        # kernel messages of another type, unawaited FAULT_ENTRYs
         m.d.comb += counters.dropped.eq(seg_rx.errors + k_rx.errors + seg_stray + k_stray)
@@ -358,7 +361,7 @@ class KernelCtlTile(Tile):
                 with m.Elif(req_q.w_rdy):
                     m.d.comb += req_q.w_en.eq(1)
                 with m.Else():
-                    m.d.sync += counters.overflow.eq(counters.overflow + 1)
+                    count(m, counters.overflow)
 
         # -- the request being served --------------------------------------------------------------
         r_meta = Signal(PACKET_META.layout())
@@ -382,7 +385,6 @@ class KernelCtlTile(Tile):
                                         | (b[6] > 15))))
 
         # -- kernel messages -----------------------------------------------------------------------
-        m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
         k_meta = Signal(KERNEL_META)
         with m.If(is_read):
             m.d.comb += k_meta.handle.eq(b[2])
@@ -428,7 +430,6 @@ class KernelCtlTile(Tile):
         short_words = -(-STATUS_REPLY_BYTES // nb)
         padded = Cat(reply, Const(0, long_words * width - len(reply)))
 
-        m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
         rep_meta = Signal(PACKET_META.layout())
         m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(word_sum(reply, len(reply) // 16)),
                      rep_meta.l4_sum_valid.eq(1)]
@@ -456,12 +457,9 @@ class KernelCtlTile(Tile):
                 m.d.sync += sending_data.eq(0)
 
         # -- the output: one sender at a time ------------------------------------------------------
-        replying = Signal()
+        replying = Signal()         # noc_out carries the reply (else the kernel message)
+        m.d.comb += ports.select.eq(replying)
         o = self.noc_out
-        with m.If(replying):
-            connect(m, sender=rep_tx.o, tile=flipped(o))
-        with m.Else():
-            connect(m, sender=k_tx.o, tile=flipped(o))
         out_last = o.valid & o.ready & o.payload.last
 
         # -- the engine ----------------------------------------------------------------------------
@@ -487,11 +485,11 @@ class KernelCtlTile(Tile):
                     m.next = "REPLY"
                 with m.Else():
                     with m.If(is_read):
-                        m.d.sync += counters.reads.eq(counters.reads + 1)
+                        count(m, counters.reads)
                     with m.Elif(is_release):
-                        m.d.sync += counters.releases.eq(counters.releases + 1)
+                        count(m, counters.releases)
                     with m.Else():
-                        m.d.sync += counters.grants.eq(counters.grants + 1)
+                        count(m, counters.grants)
                     m.next = "KERNEL"
             with m.State("KERNEL"):
                 m.d.comb += k_offer.eq(1)

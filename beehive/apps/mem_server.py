@@ -81,20 +81,19 @@ import struct
 
 from amaranth import Module, Signal, Cat, Const, Mux
 from amaranth.lib import data
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
-from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
-from apiary.noc.splitter import TypeSplitter
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM, STORE_MEM_ACK
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, Perm, Status
+from apiary.os.memory_tile import LOAD_MEM, MEM_FORMAT, MEM_META, STORE_MEM, MemMsgType
+from apiary.os.uapi import KERNEL_FORMAT, KERNEL_META, OFFSET_BITS, KernelMsgType, Perm, Status
 from apiary.stream.checksum import InternetChecksum, ones_sum
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.realign import StreamInsert, StreamStrip
-from apiary.tile import Tile
+from apiary.tile import Receive, Send, Tile
 
 from ..proto.messages import PACKET_META, MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["UdpMemoryTile", "OP_READ", "OP_WRITE", "STATUS_OK", "STATUS_MEMORY_ERROR",
@@ -202,6 +201,20 @@ class UdpMemoryTile(Tile):
     #: The input never waits for the output (see the module docstring).
     streaming = False
 
+    # The input is split by type in this order (the segments take every other type); the
+    # output is the sender ``ports.select`` names. CAP_ALLOC and CAP_RESULT (with ``segment``)
+    # are between the tile and its monitor and follow no route; their framing is built either
+    # way.
+    inputs = (Receive("ack_rx", MemMsgType.LOAD_MEM_ACK, MemMsgType.STORE_MEM_ACK,
+                      meta=MEM_FORMAT, empty_packets=True),
+              Receive("cap_rx", KernelMsgType.CAP_RESULT, meta=KERNEL_FORMAT),
+              Receive("seg_rx", MsgType.UDP_RX_SEGMENT, meta=PACKET_META, empty_packets=True))
+    outputs = (Send("mem_tx", MemMsgType.LOAD_MEM, MemMsgType.STORE_MEM, meta=MEM_FORMAT,
+                    empty_packets=True, keys=[MEMORY_KEY]),
+               Send("rep_tx", MsgType.UDP_TX_SEGMENT, meta=PACKET_META, keys=[REPLY_KEY, None]),
+               Send("cap_tx", KernelMsgType.CAP_ALLOC, meta=KERNEL_FORMAT, keys=()))
+    merge = "select"
+
     def __init__(self, env=None, *, max_read=MAX_READ, segment=None):
         if not isinstance(max_read, int) or isinstance(max_read, bool) or not 1 <= max_read \
                 <= 0xFFFF:
@@ -236,17 +249,10 @@ class UdpMemoryTile(Tile):
         mem_x, mem_y, mem_fbits = address_of(self.memory_hop)
         rep_x, rep_y, rep_fbits = address_of(self.reply_hop)
 
-        # -- input: split by msg_type into the two receivers --------------------------------------
-        m.submodules.seg_rx = seg_rx = MessageReceiver(width, meta_bits=PACKET_META.size,
-                                                       empty_packets=True)
-        m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
-                                                       empty_packets=True)
-        m.submodules.cap_rx = cap_rx = MessageReceiver(width, meta_bits=KERNEL_META.size)
-        m.submodules.by_type = by_type = TypeSplitter(
-            width, [[LOAD_MEM_ACK, STORE_MEM_ACK], [KernelMsgType.CAP_RESULT.value]])
-        connect(m, tile=flipped(self.noc_in), split=by_type.i)
-        for k, rx in enumerate((ack_rx, cap_rx, seg_rx)):
-            connect(m, split=by_type.o[k], receiver=rx.i)
+        # -- the framing: input split by msg_type into the receivers, senders selected -----------
+        ports = self.message_ports(m)
+        seg_rx, ack_rx, cap_rx = ports.seg_rx, ports.ack_rx, ports.cap_rx
+        mem_tx, rep_tx, cap_tx = ports.mem_tx, ports.rep_tx, ports.cap_tx
 
         # -- under Apiary: the segment's handle, from the monitor's CAP_RESULT --------------------
         handle = Signal(8)
@@ -293,20 +299,11 @@ class UdpMemoryTile(Tile):
             ack_buf.verdict.payload.info.eq(info),
         ]
 
-        # -- senders and the output ----------------------------------------------------------------
-        m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size,
-                                                     empty_packets=True)
-        m.submodules.rep_tx = rep_tx = MessageSender(width, meta_bits=PACKET_META.size)
-        m.submodules.cap_tx = cap_tx = MessageSender(width, meta_bits=KERNEL_META.size)
+        # -- the output: one sender at a time ---------------------------------------------------
         replying = Signal()         # noc_out carries the reply sender
-        asking = Signal()           # ... the CAP_ALLOC sender
+        asking = Signal()           # ... the CAP_ALLOC sender (never both; else mem_tx)
+        m.d.comb += ports.select.eq(Cat(replying, asking))     # outputs 1, 2 (else 0)
         o = self.noc_out
-        with m.If(replying):
-            connect(m, sender=rep_tx.o, tile=flipped(o))
-        with m.Elif(asking):
-            connect(m, sender=cap_tx.o, tile=flipped(o))
-        with m.Else():
-            connect(m, sender=mem_tx.o, tile=flipped(o))
         cd = cap_tx.i_hdr.payload
         ask = data.View(KERNEL_META, cd.meta)
         m.d.comb += [
@@ -416,9 +413,9 @@ class UdpMemoryTile(Tile):
                         m.next = "REPLY"
                     with m.Else():
                         with m.If(h_op == OP_WRITE):
-                            m.d.sync += self.counters.writes.eq(self.counters.writes + 1)
+                            count(m, self.counters.writes)
                         with m.Else():
-                            m.d.sync += self.counters.reads.eq(self.counters.reads + 1)
+                            count(m, self.counters.reads)
                         m.next = "MEMORY"
             with m.State("MEMORY"):
                 m.d.comb += mem_tx.i_hdr.valid.eq(~desc_done)
@@ -436,7 +433,7 @@ class UdpMemoryTile(Tile):
                         from_ack.eq(1), replying.eq(1), desc_done.eq(0), head_done.eq(0),
                     ]
                     with m.If(info_r.error):
-                        m.d.sync += self.counters.memory_errors.eq(self.counters.memory_errors + 1)
+                        count(m, self.counters.memory_errors)
                     m.next = "REPLY"
             with m.State("REPLY"):
                 m.d.comb += [rep_tx.i_hdr.valid.eq(~desc_done), ins.hdr.valid.eq(~head_done)]

@@ -47,6 +47,7 @@ from amaranth.lib.wiring import In, Out
 
 from apiary.stream.counters import CounterSignature
 from apiary.stream.layout import check_width, payload_signature
+from apiary.stream.counters import count
 
 
 __all__ = ["GF_POLYNOMIAL", "gf_mul", "generator_polynomial", "parity_coefficients",
@@ -325,7 +326,7 @@ class RsEncoder(wiring.Component):
             with m.Elif(~full | payload.last | final_pos):
                 m.d.sync += [word.eq(0), shard.eq(0)]
                 with m.If(payload.last):
-                    m.d.sync += counters.bad_length.eq(counters.bad_length + 1)
+                    count(m, counters.bad_length)
                 with m.Else():
                     m.d.sync += dropping.eq(1)
             with m.Elif(word == n - 1):

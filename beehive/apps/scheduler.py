@@ -46,20 +46,19 @@ from typing import Any
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect, flipped
 
 from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
 from apiary.noc.header import Fbits
-from apiary.noc.merger import MessageMerger
-from apiary.os.uapi import KERNEL_META, KernelMsgType as K, Status as KStatus, monitor_answers
+from apiary.os.uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType as K, Status as KStatus
 from apiary.stream.queue import Queue
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import APP_META, BufferKind, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
 from ..proto.tcp.segments import GRANT_USER
 from ..proto.tcp.state import slot_bits
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpSchedulerTile", "KEY_WORKER"]
@@ -67,6 +66,11 @@ __all__ = ["TcpSchedulerTile", "KEY_WORKER"]
 
 #: Route key of the workers.
 KEY_WORKER = "worker"
+
+#: The engine's messages: in, and on to the workers.
+_ENGINE = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP)
+_APP_RX = Receive("app_rx", *_ENGINE, meta=APP_META)
+_APP_TX = Send("app_tx", *_ENGINE, meta=APP_META, keys=[KEY_WORKER])
 
 
 class TcpSchedulerTile(Tile):
@@ -82,6 +86,14 @@ class TcpSchedulerTile(Tile):
 
     streaming = False
 
+    # Under Apiary the monitor's messages come in on the same sub-port (split by type: its
+    # CAP_RESULT and CAP_NOTIFY, then the rest), and the CAP_SEND and CAP_FREE go to it, on no
+    # route; a trusted scheduler has the engine's messages alone.
+    inputs: tuple[Receive, ...] = (
+        Receive("k_rx", K.CAP_RESULT, K.CAP_NOTIFY, meta=KERNEL_FORMAT), _APP_RX)
+    outputs: tuple[Send, ...] = (
+        _APP_TX, Send("k_tx", K.CAP_SEND, K.CAP_FREE, meta=KERNEL_FORMAT, keys=()))
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None) -> None:
         config = config_or_default(config)
         self.config = config
@@ -95,6 +107,8 @@ class TcpSchedulerTile(Tile):
         if env is not None and not env.trusted:
             counters["grant_failed"] = "ring capabilities the monitor refused to send on"
         super().__init__(env, counters=counters)
+        if self.env.trusted:
+            self.inputs, self.outputs = (_APP_RX,), (_APP_TX,)
         routes = self.env.next_hops("data")
         workers = routes.get(KEY_WORKER) or []
         if routes and not 1 <= len(workers) <= 16:
@@ -104,27 +118,18 @@ class TcpSchedulerTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, n = self.env.width, len(self.workers)
+        n = len(self.workers)
         flows, sb = self.config.flows, slot_bits(self.config.flows)
         apiary = not self.env.trusted
         counters = self.counters
         here = (self.env.x, self.env.y, Fbits.LOCAL0)
 
-        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
-        m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
-        senders = [app_tx]
+        ports = self.message_ports(m)
+        app_rx, app_tx = ports.app_rx, ports.app_tx
         errors = app_rx.errors
         if apiary:
-            k_rx = monitor_answers(m, width, flipped(self.noc_in), app_rx.i)
-            m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
-            senders.append(k_tx)
+            k_rx, k_tx = ports.k_rx, ports.k_tx
             errors += k_rx.errors
-        else:
-            connect(m, tile=flipped(self.noc_in), receiver=app_rx.i)
-        m.submodules.merge = merge = MessageMerger(width, len(senders))
-        for k, sender in enumerate(senders):
-            connect(m, sender=sender.o, merge=merge.i[k])
-        connect(m, merge=merge.o, tile=flipped(self.noc_out))
 
         # Which worker has each flow slot's connection; the next worker.
         index = range(max(n, 2))                # (a zero-width memory upsets Yosys)
@@ -173,7 +178,7 @@ class TcpSchedulerTile(Tile):
             dst=tuple(worker_field(out.worker, k) for k in range(3)), src=here,
             msg_type=out.msg_type, meta=out.meta))
         with m.If(fwd_q.o.valid & fwd_q.o.ready):
-            m.d.sync += counters.forwarded.eq(counters.forwarded + 1)
+            count(m, counters.forwarded)
         if apiary:
             overflow = overflow + self._grants(m, k_rx, k_tx, assign, worker_field, owner, sb,
                                                here)

@@ -34,16 +34,15 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits
-from apiary.noc.merger import MessageMerger
-from apiary.noc.splitter import FbitsSplitter
-from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_META, STORE_MEM
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
+from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, MEM_FORMAT, MEM_META, STORE_MEM,
+                                   MemMsgType)
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_input
 from apiary.stream.queue import Queue
-from apiary.tile import Endpoint, Tile, TileEnv
+from apiary.tile import Endpoint, Receive, Send, Tile, TileEnv
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
@@ -53,7 +52,8 @@ from ..proto.tcp.segments import GRANT_USER
 
 __all__ = ["TcpAppTile", "FlowTable", "RX_CONTEXT", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM",
            "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
-           "default_chunk", "int_in_range"]
+           "ENGINE_MESSAGES", "ENGINE_REQUESTS", "app_inputs", "app_outputs", "default_chunk",
+           "int_in_range"]
 
 
 #: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
@@ -65,6 +65,29 @@ ENGINE_FBITS, MEMORY_FBITS = Fbits.LOCAL0, Fbits.LOCAL1
 RX_APP_FBITS, TX_APP_FBITS = Fbits.LOCAL2, Fbits.LOCAL0
 #: Where a ring is: a memory tile's coordinates.
 MEM_LOC = data.StructLayout({"x": 8, "y": 8})
+#: The engine's messages to an application, and an application's requests to the engine.
+ENGINE_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP)
+ENGINE_REQUESTS = (MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
+                   MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_CLOSE_REQ)
+
+
+def app_inputs(*more: Receive) -> tuple[Receive, ...]:
+    """The inputs of an application tile (its ``inputs``): the engine's messages on
+    :data:`ENGINE_FBITS` (``app_rx``), the memory acks on :data:`MEMORY_FBITS` (``mem_rx``), then
+    ``more``, the tile's own, each on a sub-port of its own (``fbits``)."""
+    return (Receive("app_rx", *ENGINE_MESSAGES, meta=APP_META, fbits=ENGINE_FBITS),
+            Receive("mem_rx", MemMsgType.LOAD_MEM_ACK, MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT,
+                    fbits=MEMORY_FBITS), *more)
+
+
+def app_outputs(app_senders: int = 1, *more: Send) -> tuple[Send, ...]:
+    """The outputs of an application tile (its ``outputs``): ``app_senders`` senders of engine
+    requests (``app_tx0``, ...), the sender of memory requests (``mem_tx``), then ``more``, the
+    tile's own; merged a whole message at a time, round-robin, in this order."""
+    return (*(Send(f"app_tx{k}", *ENGINE_REQUESTS, meta=APP_META, keys=[KEY_TCP_RX, KEY_TCP_TX])
+              for k in range(app_senders)),
+            Send("mem_tx", MemMsgType.LOAD_MEM, MemMsgType.STORE_MEM, meta=MEM_FORMAT,
+                 keys=[KEY_RX_MEM, KEY_TX_MEM]), *more)
 
 
 #: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per flow slot until the application serves it.
@@ -201,6 +224,11 @@ class TcpAppTile(Tile):
     #: The input never waits for the output: every message is taken within a cycle.
     streaming = False
 
+    #: A subclass with more senders of engine requests, or inputs and outputs of its own,
+    #: declares them with :func:`app_inputs` and :func:`app_outputs`.
+    inputs = app_inputs()
+    outputs = app_outputs()
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  chunk: int | None = None, counters: dict | None = None,
                  registers: dict | None = None, fault_after: int | None = None) -> None:
@@ -216,6 +244,9 @@ class TcpAppTile(Tile):
                             else int_in_range(fault_after, "fault_after", 0, (1 << 32) - 2))
         self._poison = Signal()
         super().__init__(env, counters=counters, registers=registers)
+        if not self.env.trusted:
+            # The monitor's answers arrive on the engine's sub-port, told apart by type.
+            self.inputs = (monitor_input(ENGINE_FBITS), *self.inputs)
         routes = self.env.next_hops("data")
         self.tcp_rx = self._engine(routes, KEY_TCP_RX, RX_APP_FBITS)
         self.tcp_tx = self._engine(routes, KEY_TCP_TX, TX_APP_FBITS)
@@ -244,10 +275,10 @@ class TcpAppTile(Tile):
 
     # -- framing -----------------------------------------------------------------------------------
 
-    def ports(self, m: Module, app_senders: int = 1, *,
-              inputs: dict[int, int] | None = None,
-              senders: tuple[int, ...] = ()) -> SimpleNamespace:
-        """Build the tile's framing and return it:
+    def ports(self, m: Module) -> SimpleNamespace:
+        """Build the tile's framing from its declared ``inputs`` (:func:`app_inputs`) and
+        ``outputs`` (:func:`app_outputs`) with :meth:`~apiary.tile.Tile.message_ports`, and
+        return it:
 
         * ``app``: engine messages in, one a cycle at most, always taken: ``app.valid``,
           ``app.type`` (``msg_type``), ``app.meta`` (a view of :data:`APP_META`), ``app.slot``
@@ -255,57 +286,32 @@ class TcpAppTile(Tile):
         * ``mem``: memory acks in, always taken: ``mem.valid``, ``mem.type``, ``mem.meta`` (a
           view of ``MEM_META``), ``mem.payload_bytes``; their data on ``mem.data``, which the
           caller must take;
-        * ``app_tx``: ``app_senders`` senders of engine requests (:meth:`app_request`);
+        * ``app_tx``: the senders of engine requests (:meth:`app_request`), a list;
           ``mem_tx``: the sender of memory requests (:meth:`mem_request`), whose ``i_data``
           the caller drives for stores;
-        * ``inputs``: a :class:`~apiary.noc.framing.MessageReceiver` for each further sub-port
-          of ``inputs`` (``{fbits: meta_bits}``), in order, whose ``o_hdr`` and ``o_data`` the
-          caller takes; ``senders``: a :class:`~apiary.noc.framing.MessageSender` for each
-          further kind of message the tile sends (their ``meta_bits``);
+        * ``inputs``: the :class:`~apiary.noc.framing.MessageReceiver` of each further input
+          declared, in order, whose ``o_hdr`` and ``o_data`` the caller takes; ``senders``: the
+          :class:`~apiary.noc.framing.MessageSender` of each further output;
         * ``malformed``: messages the framing dropped or reframed (a count).
 
-        Outputs are merged a whole message at a time (round-robin).
+        Outputs are merged a whole message at a time (round-robin). Under Apiary (the tile
+        untrusted) the monitor's messages on :data:`ENGINE_FBITS` are told from the engine's
+        (:func:`~apiary.os.uapi.monitor_input`, :meth:`_context`).
         """
-        inputs = dict(inputs or {})
-        width = self.env.width
-        m.submodules.split = split = FbitsSplitter(
-            width, [ENGINE_FBITS, MEMORY_FBITS, *inputs])
-        connect(m, tile=flipped(self.noc_in), split=split.i)
-        m.submodules.app_rx = app_rx = MessageReceiver(width, meta_bits=APP_META.size)
-        m.submodules.mem_rx = mem_rx = MessageReceiver(width, meta_bits=MEM_META.size)
-        receivers = [app_rx, mem_rx]
-        for k, meta_bits in enumerate(inputs.values()):
-            receiver = MessageReceiver(width, meta_bits=meta_bits)
-            m.submodules[f"rx{k}"] = receiver
-            receivers.append(receiver)
-        for k, receiver in enumerate(receivers):
-            if k or self.env.trusted:
-                connect(m, split=split.o[k], receiver=receiver.i)
-        k_rx = None
-        if not self.env.trusted:
-            k_rx = monitor_answers(m, width, split.o[0], app_rx.i)
-        app_tx = []
-        for k in range(app_senders):
-            sender = MessageSender(width, meta_bits=APP_META.size)
-            m.submodules[f"app_tx{k}"] = sender
-            app_tx.append(sender)
-        m.submodules.mem_tx = mem_tx = MessageSender(width, meta_bits=MEM_META.size)
+        io = self.message_ports(m)
+        app_rx, mem_rx, mem_tx = io.app_rx, io.mem_rx, io.mem_tx
+        receivers = [getattr(io, p.name) for p in self.inputs
+                     if p.plane == "data" and p.name != "monitor"]
+        sent = [p.name for p in self.outputs if p.plane == "data"]
+        app_tx = [getattr(io, name) for name in sent[:sent.index("mem_tx")]]
+        more_tx = [getattr(io, name) for name in sent[sent.index("mem_tx") + 1:]]
+        k_rx = None if self.env.trusted else io.monitor
         if self.fault_after is not None:
             stores = Signal(32)
             hdr_in = mem_tx.i_hdr
             with m.If(hdr_in.valid & hdr_in.ready & (hdr_in.payload.msg_type == STORE_MEM)):
                 m.d.sync += stores.eq(stores + 1)
             m.d.comb += self._poison.eq(stores == self.fault_after)
-        more_tx = []
-        for k, meta_bits in enumerate(senders):
-            sender = MessageSender(width, meta_bits=meta_bits)
-            m.submodules[f"tx{k}"] = sender
-            more_tx.append(sender)
-        outputs = [*app_tx, mem_tx, *more_tx]
-        m.submodules.merge = merge = MessageMerger(width, len(outputs))
-        for k, sender in enumerate(outputs):
-            connect(m, sender=sender.o, merge=merge.i[k])
-        connect(m, merge=merge.o, tile=flipped(self.noc_out))
 
         hdr = app_rx.o_hdr.payload
         meta = data.View(APP_META.layout(), hdr.meta)
@@ -325,7 +331,7 @@ class TcpAppTile(Tile):
         errors = sum(r.errors for r in receivers) + (0 if k_rx is None else k_rx.errors)
         return SimpleNamespace(app=app, mem=mem, app_tx=app_tx, mem_tx=mem_tx,
                                inputs=receivers[2:], senders=more_tx,
-                               malformed=errors + split.dropped)
+                               malformed=errors + io.dropped)
 
     def _context(self, m: Module, app_rx: MessageReceiver, k_rx: MessageReceiver,
                  meta_in: Any) -> tuple[Any, Any, Any]:

@@ -85,14 +85,16 @@ from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
 from apiary.stream.layout import payload_layout
 from apiary.stream.queue import Queue
 from apiary.stream.registers import Register
-from apiary.tile import TileEnv
+from apiary.tile import Receive, Send, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
 from ..proto.tcp.app import GEN_BITS, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
-from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, int_in_range
+from .tcp_app import (MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, app_inputs, app_outputs,
+                      int_in_range)
 from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
@@ -165,6 +167,12 @@ class TcpDatagramTile(TcpAppTile):
         If a parameter is out of range, or a route is missing.
     """
 
+    # Besides an application's: the application's replies in, the requests out to it.
+    inputs = app_inputs(Receive("rx0", MsgType.UDP_TX_SEGMENT, meta=PACKET_META,
+                                fbits=DATAGRAM_FBITS))
+    outputs = app_outputs(1, Send("tx0", MsgType.UDP_RX_SEGMENT, meta=PACKET_META,
+                                  keys=[KEY_APP]))
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  max_record: int | None = None, reply_timeout: int = 1 << 20) -> None:
         config = config_or_default(config)
@@ -200,8 +208,7 @@ class TcpDatagramTile(TcpAppTile):
         width, flows = self.env.width, self.config.flows
         nb = width // 8
         c = self.counters
-        io = self.ports(m, inputs={DATAGRAM_FBITS: PACKET_META.size},
-                        senders=(PACKET_META.size,))
+        io = self.ports(m)
         app_tx, = io.app_tx
         rep_rx, = io.inputs
         req_tx, = io.senders
@@ -373,7 +380,7 @@ class TcpDatagramTile(TcpAppTile):
                 with m.If(m_got & (m_dest == 0)):
                     m.d.sync += m_got.eq(0)
                     with m.If(m_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        count(m, c.mem_errors)
                         m.next = "CLOSE"
                     with m.Elif(dead):
                         m.next = "FLUSH"
@@ -382,11 +389,11 @@ class TcpDatagramTile(TcpAppTile):
 
         def decide_length() -> None:
             with m.If(n > self.max_record):
-                m.d.sync += c.oversized.eq(c.oversized + 1)
+                count(m, c.oversized)
                 m.next = "CLOSE"
             with m.Elif(rx.length - LENGTH_BYTES < n):          # not all in yet
                 with m.If(rx.status == Status.EOF):
-                    m.d.sync += c.truncated.eq(c.truncated + 1)
+                    count(m, c.truncated)
                     m.next = "CLOSE"
                 with m.Else():
                     m.d.sync += ask.eq(n + LENGTH_BYTES)
@@ -433,7 +440,7 @@ class TcpDatagramTile(TcpAppTile):
                 with m.If(r_got):
                     m.d.sync += r_got.eq(0)
                     with m.If(r_bad):
-                        m.d.sync += c.bad_replies.eq(c.bad_replies + 1)
+                        count(m, c.bad_replies)
                         m.next = "CLOSE"
                     with m.Elif(dead):
                         m.next = "FLUSH"

@@ -95,7 +95,8 @@ from apiary.stream.queue import Queue
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS, Status
-from .tcp_app import MEM_LOC, FlowTable, TcpAppTile
+from .tcp_app import MEM_LOC, FlowTable, TcpAppTile, app_outputs
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpEchoTile"]
@@ -192,6 +193,9 @@ class TcpEchoTile(TcpAppTile):
     ``jobs`` job numbers.
     """
 
+    #: Two senders of engine requests (the receive side's, the send side's).
+    outputs = app_outputs(2)
+
     def __init__(self, env=None, *, config=None, chunk=None, jobs=4):
         if not isinstance(jobs, int) or isinstance(jobs, bool) or not 1 <= jobs <= 64:
             raise ValueError(f"jobs must be an integer from 1 to 64, not {jobs!r}")
@@ -210,7 +214,7 @@ class TcpEchoTile(TcpAppTile):
         m = Module()
         flows, sb, nj = self.config.flows, self.slot_bits, self.jobs
         c = self.counters
-        io = self.ports(m, app_senders=2)
+        io = self.ports(m)
         job_tx, fresh_tx = io.app_tx
         a, mem = io.app, io.mem
         meta = a.meta
@@ -252,7 +256,7 @@ class TcpEchoTile(TcpAppTile):
         ended_in, ended_tx = Signal(), Signal()
         drop_app, drop_mem = Signal(), Signal()
         self.count_dropped(m, io, drop_app, drop_mem, table.drop)
-        m.d.sync += c.ended.eq(c.ended + (ended_in | ended_tx))
+        count(m, c.ended, (ended_in | ended_tx))
 
         # -- dispatch: a queued flow to a free job, then its response read (CHECK) -------------
         head = ready_q.o.payload
@@ -312,7 +316,7 @@ class TcpEchoTile(TcpAppTile):
                 with m.Case(_Step.ADJ_TX):
                     self.app_request(m, job_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
                                      flow=handle, ptr=ej.tx.ptr + ej.n)
-                    m.d.sync += c.bytes.eq(c.bytes + Mux(taken, ej.n, 0))
+                    count(m, c.bytes, Mux(taken, ej.n, 0))
                 with m.Case(_Step.ADJ_RX):
                     self.app_request(m, job_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
                                      flow=handle, ptr=ej.rx.ptr + ej.n)
@@ -321,7 +325,7 @@ class TcpEchoTile(TcpAppTile):
                                      flow=handle, length=1)
                 with m.Case(_Step.CLOSE):
                     self.app_request(m, job_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx, flow=handle)
-                    m.d.sync += c.closed.eq(c.closed + taken)
+                    count(m, c.closed, taken)
         with m.If(taken):
             m.d.sync += [eng_hold.eq(0), eng_last.eq(eng_k)]
         with m.Elif(eng_offer):
@@ -389,7 +393,7 @@ class TcpEchoTile(TcpAppTile):
         with m.If(is_load | is_store):
             with m.If(mem.meta.error):
                 # The flow is given up (a job whose connection has not ended holds it).
-                m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                count(m, c.mem_errors)
                 with m.If(~ack_dead):
                     m.d.sync += live.bit_select(ack_slot, 1).eq(0)
             with m.Elif(is_load):

@@ -91,8 +91,9 @@ from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS
 from ..proto.tcp.config import TcpConfig
 from .reed_solomon import RsEncoder, check_shard_bytes, encode_shards
-from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile
+from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, app_outputs
 from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "answer_stream"]
@@ -156,6 +157,9 @@ class TcpRsTile(TcpAppTile):
         its ring.
     """
 
+    #: Two senders of engine requests (the receive side's, the send side's).
+    outputs = app_outputs(2)
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  shard_bytes: int = DEFAULT_SHARD_BYTES, fault_after: int | None = None) -> None:
         super().__init__(env, config=config, fault_after=fault_after, counters={
@@ -183,7 +187,7 @@ class TcpRsTile(TcpAppTile):
         width, flows, sb = self.env.width, self.config.flows, self.slot_bits
         req, ans = self.request_bytes, self.answer_bytes
         c = self.counters
-        io = self.ports(m, app_senders=2)
+        io = self.ports(m)
         front_tx, back_tx = io.app_tx
         a, mem = io.app, io.mem
 
@@ -293,7 +297,7 @@ class TcpRsTile(TcpAppTile):
                     m.d.sync += l_wait.eq(0)
                     m.next = "IDLE"
                     with m.If(mem.meta.error):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        count(m, c.mem_errors)
                         with m.If(~dead):
                             m.next = "CLOSING"
                     with m.Else():
@@ -429,7 +433,7 @@ class TcpRsTile(TcpAppTile):
                     m.d.comb += done.eq(1)
                     m.d.sync += [tx.ptr.eq(tx.ptr + ans), tx_left.eq(tx_left - ans),
                                  tx.addr.eq(ring_add(tx.addr, ans, tx.wrap))]
-                    m.d.sync += c.requests.eq(c.requests + 1)
+                    count(m, c.requests)
                     m.next = "IDLE"
             with m.State("DRAIN"):          # the parity of a connection that ended: away
                 with m.If(~out_drain):

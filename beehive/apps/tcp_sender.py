@@ -58,6 +58,7 @@ from apiary.stream.layout import payload_words
 from ..proto.messages import MsgType
 from ..proto.tcp.app import BufferKind, Status
 from .tcp_app import MEM_LOC, TcpAppTile, int_in_range
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpSenderTile", "STREAM_MODULUS", "stream_bytes"]
@@ -131,7 +132,7 @@ class TcpSenderTile(TcpAppTile):
         width = self.env.width
         nb = width // 8
         c = self.counters
-        io = self.ports(m, app_senders=1)
+        io = self.ports(m)
         app_tx, = io.app_tx
         a, mem = io.app, io.mem
         meta = a.meta
@@ -152,7 +153,7 @@ class TcpSenderTile(TcpAppTile):
         ended_in, ended_job = Signal(), Signal()
         drop_app, drop_mem = Signal(), Signal()
         self.count_dropped(m, io, drop_app, drop_mem)
-        m.d.sync += c.ended.eq(c.ended + (ended_in | ended_job))
+        count(m, c.ended, (ended_in | ended_job))
 
         # -- the stream, a word a cycle: byte j of a word is (base + j) % 251 ----------------------
         base = Signal(range(STREAM_MODULUS))    # the next byte's value
@@ -195,7 +196,7 @@ class TcpSenderTile(TcpAppTile):
                     with m.Else():
                         m.next = "RETRY"
                 with m.Elif(got_tx):
-                    m.d.sync += c.opened.eq(c.opened + 1)
+                    count(m, c.opened)
                     m.next = "NEXT"
             with m.State("RETRY"):
                 m.d.sync += timer.eq(timer + 1)
@@ -238,7 +239,7 @@ class TcpSenderTile(TcpAppTile):
                 with m.If(store_got):
                     m.d.sync += store_got.eq(0)
                     with m.If(store_err):
-                        m.d.sync += c.mem_errors.eq(c.mem_errors + 1)
+                        count(m, c.mem_errors)
                         m.next = "DONE"
                     with m.Elif(ended):
                         m.next = "DONE"
@@ -252,7 +253,7 @@ class TcpSenderTile(TcpAppTile):
             with m.State("CLOSE"):
                 with m.If(self.app_request(m, app_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
                                            flow=handle)):
-                    m.d.sync += c.closed.eq(c.closed + 1)
+                    count(m, c.closed)
                     m.next = "DONE"
             with m.State("DONE"):
                 pass

@@ -75,19 +75,20 @@ from typing import Any
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.checksum import word_sum
 from apiary.stream.header import Header, byte_reverse, header_view
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.realign import StreamInsert
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
 from .kernel_ctl import positive_ints
+from apiary.stream.counters import count
 
 
 __all__ = ["VR_MESSAGE", "MESSAGE_BYTES", "MAGIC", "VrType", "VrStatus", "NackReason",
@@ -260,6 +261,9 @@ class VrWitnessTile(Tile):
     #: The input never waits for the output: requests are queued (see ``queue``).
     streaming = False
 
+    inputs = (Receive("receiver", MsgType.UDP_RX_SEGMENT, meta=PACKET_META, empty_packets=True),)
+    outputs = (Send("sender", MsgType.UDP_TX_SEGMENT, meta=PACKET_META),)
+
     def __init__(self, env: TileEnv | None = None, *, shard: int = 0, log_depth: int = 256,
                  queue: int = 8) -> None:
         if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < 1 << 16:
@@ -298,9 +302,8 @@ class VrWitnessTile(Tile):
         # -- in: the datagram's header and metadata, then its first 48 bytes, queued -----------
         # The input never waits for the output (``streaming = False``): every message is taken
         # at once, and one that finds the queue full is dropped (counted in ``overflow``).
-        m.submodules.receiver = rx = MessageReceiver(width, meta_bits=PACKET_META.size,
-                                                     empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        ports = self.message_ports(m)
+        rx, tx = ports.receiver, ports.sender
         m.submodules.peek = peek = PayloadPeek(width, MESSAGE_BYTES)
         connect(m, receiver=rx.o_data, peek=peek.i)
         m.d.comb += [peek.o.ready.eq(1), peek.verdict.payload.keep.eq(0),  # words discarded
@@ -321,7 +324,7 @@ class VrWitnessTile(Tile):
                      pushed.msg.eq(header_view(VR_MESSAGE, peek.head)),
                      queue.w_data.eq(pushed), queue.w_en.eq(peek.head_valid)]
         with m.If(peek.head_valid & ~queue.w_rdy):
-            m.d.sync += counters.overflow.eq(counters.overflow + 1)
+            count(m, counters.overflow)
         current = Signal(request)
         meta, length, is_segment, msg = (current.meta, current.length, current.is_segment,
                                          current.msg)
@@ -340,10 +343,8 @@ class VrWitnessTile(Tile):
         # -- the reply: a 48-byte header inserted before an empty packet -------------------------
         reply = Signal(VR_MESSAGE.layout())
         reply_bytes = byte_reverse(reply.as_value())        # lane order: first byte in lane 0
-        m.submodules.sender = tx = MessageSender(width, meta_bits=PACKET_META.size)
         m.submodules.insert = ins = StreamInsert(width, MESSAGE_BYTES, fixed=True)
         connect(m, insert=ins.o, sender=tx.i_data)
-        connect(m, sender=tx.o, tile=flipped(self.noc_out))
         m.d.comb += [ins.i.valid.eq(1), ins.i.payload.last.eq(1), ins.i.payload.nbytes.eq(0),
                      ins.hdr.payload.data.eq(reply_bytes)]
         reply_meta = Signal(PACKET_META.layout())
@@ -451,10 +452,6 @@ class VrWitnessTile(Tile):
                      new_entry.request.eq(msg.request), new_entry.digest.eq(msg.digest),
                      wr.addr.eq(msg.op[:index_bits]), wr.data.eq(new_entry)]
 
-        def count(name: str) -> Any:
-            c = getattr(counters, name)
-            return c.eq(c + 1)
-
         # -- the engine ----------------------------------------------------------------------------
         desc_done, head_done = Signal(), Signal()
         with m.FSM(name="vr_witness"):
@@ -467,7 +464,7 @@ class VrWitnessTile(Tile):
                 m.next = "DECIDE"
             with m.State("DECIDE"):
                 with m.If(~good | ~taken):
-                    m.d.sync += count("dropped")
+                    count(m, counters.dropped)
                     m.next = "IDLE"
                 with m.Else():
                     m.d.sync += [view.eq(n_view), op.eq(n_op), commit.eq(n_commit),
@@ -475,17 +472,17 @@ class VrWitnessTile(Tile):
                                  in_view_change.eq(n_in_view_change)]
                     m.d.comb += wr.en.eq(accept_prepare)
                     with m.If(nack):
-                        m.d.sync += count("nacks")
+                        count(m, counters.nacks)
                     with m.If(accept_prepare):
-                        m.d.sync += count("prepares")
+                        count(m, counters.prepares)
                     with m.If(apply_commit):
-                        m.d.sync += count("commits")
+                        count(m, counters.commits)
                     with m.If(begin_change):
-                        m.d.sync += count("view_changes")
+                        count(m, counters.view_changes)
                     with m.If(adopt_view):
-                        m.d.sync += count("start_views")
+                        count(m, counters.start_views)
                     with m.If(r_type == VrType.LOG_ENTRY.value):
-                        m.d.sync += count("queries")
+                        count(m, counters.queries)
                     with m.If(nack | (r_type != 0)):
                         m.d.sync += [reply.eq(answer), desc_done.eq(0), head_done.eq(0)]
                         m.next = "REPLY"

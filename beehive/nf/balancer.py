@@ -52,9 +52,10 @@ from apiary.noc.header import Fbits, field_location, head_lanes, header_flits, n
 from apiary.noc.spec import head_bytes
 from apiary.stream.queue import Queue
 from apiary.stream.registers import Register, Table
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import ETH_META, PACKET_META, MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["LoadBalancerTile", "POLICIES", "FLOWS", "KEY_RESET", "HASH_BITS", "TUPLE_BITS",
@@ -132,6 +133,7 @@ def _probes(width, policy, flow):
     mflits, inline, _ = meta_plan(width, meta_bits=carried.size)
     if flow == "meta":
         base = (hf - 1) * width if inline else hf * width
+        fields: dict[str, tuple[int, int] | list[tuple[int, int]]]
         fields = {name: (base + PACKET_META.offset(name), PACKET_META.width(name))
                   for name in ("peer_ip", "local_ip", "peer_port", "local_port")}
     else:
@@ -213,6 +215,10 @@ class LoadBalancerTile(Tile):
         For an unknown policy or flow, or next hops under more than one key.
     """
 
+    # Messages of any type pass as flits (no framing): in, and out to the chosen replica.
+    inputs = (Receive("messages", raw=True),)
+    outputs = (Send("to_replica", raw=True),)
+
     def __init__(self, env=None, *, policy: str = "round_robin", flow: str = "meta",
                  hash_key: int = KEY_RESET, port_entries: int = 8) -> None:
         if policy not in POLICIES:
@@ -241,7 +247,7 @@ class LoadBalancerTile(Tile):
         counters.update(no_route="messages dropped: the tile has no next hop",
                         dropped="messages dropped: the ports table names a replica that does "
                                 "not exist")
-        registers = {}
+        registers: dict[str, Register | Table] = {}
         if policy == "hash":
             registers["hash_key"] = Register(32, "key of the 4-tuple Toeplitz hash",
                                              reset=hash_key)
@@ -256,7 +262,8 @@ class LoadBalancerTile(Tile):
         m = Module()
         width = self.env.width
         n = len(self.replicas)
-        i, o = self.noc_in, self.noc_out
+        ports = self.message_ports(m)
+        i, o = ports.messages, ports.to_replica
         probes = _probes(width, self.policy, self.flow)
         decide_at = decision_flit(width, self.policy, self.flow)
         accept = i.valid & i.ready
@@ -265,7 +272,7 @@ class LoadBalancerTile(Tile):
             # No next hop: every message is dropped and counted.
             m.d.comb += i.ready.eq(1)
             with m.If(i.valid & i.payload.last):
-                m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
+                count(m, self.counters.no_route)
             return m
 
         # Position of the incoming flit in its message, saturating past the decision flit.
@@ -325,11 +332,11 @@ class LoadBalancerTile(Tile):
             i.ready.eq(flits.i.ready & choices.i.ready),
         ]
         with m.If(decide & drop):
-            m.d.sync += self.counters.dropped.eq(self.counters.dropped + 1)
+            count(m, self.counters.dropped)
         for k, name in enumerate(self.counter_names):
             counter = getattr(self.counters, name)
             with m.If(decide & ~drop & (choice == k)):
-                m.d.sync += counter.eq(counter + 1)
+                count(m, counter)
 
         # Out: the head message's flits with the header's destination and source rewritten.
         hdr = noc_header(width)

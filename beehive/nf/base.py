@@ -40,7 +40,9 @@ from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.stream.registers import Table
 from apiary.tile import Tile
 from beehive.proto.layer import (LENGTH_BITS, Parse, bytes_queue, decide, hold_packet,
-                                 message_overhead, patch_stream, receive, received_packets, send)
+                                 message_overhead, packet_input, packet_output, patch_stream,
+                                 receive, received_packets, send)
+from beehive.proto.messages import MsgType
 
 
 __all__ = ["NfTile", "RuleTable", "UNMATCHED", "rule_values", "checksum_update",
@@ -195,11 +197,12 @@ class NfTile(Tile):
 
     Class attributes a subclass sets: ``head_bytes`` (bytes :meth:`parse` sees), ``key_width``
     (bits of the routing key, 1 for a single next hop), ``msg_type`` (of the messages sent,
-    ``None`` to keep each input message's), ``drop_reasons`` and ``kept_counters``
-    (``{name: description}``), ``strip_counts`` (the byte counts it may strip: a tuple, or
-    ``None`` for no strip stage), ``patch_bytes`` (most bytes it overwrites, 0 for none),
-    ``insert_counts`` (the header lengths it may insert, or ``None``), ``rule_entry`` (the
-    :class:`~apiary.stream.header.Header` of a table entry) and ``table_name``.
+    ``None`` to keep each input message's; the tile's declared ``outputs`` follow it),
+    ``drop_reasons`` and ``kept_counters`` (``{name: description}``), ``strip_counts`` (the
+    byte counts it may strip: a tuple, or ``None`` for no strip stage), ``patch_bytes`` (most
+    bytes it overwrites, 0 for none), ``insert_counts`` (the header lengths it may insert, or
+    ``None``), ``rule_entry`` (the :class:`~apiary.stream.header.Header` of a table entry) and
+    ``table_name``.
 
     Parameters
     ----------
@@ -216,7 +219,7 @@ class NfTile(Tile):
 
     head_bytes = 20
     key_width = 1
-    msg_type = None
+    msg_type: MsgType | None = None
     drop_reasons: dict[str, str] = {}
     kept_counters: dict[str, str] = {}
     strip_counts: tuple[int, ...] | None = None
@@ -226,12 +229,23 @@ class NfTile(Tile):
     table_name = "rules"
     table_description = "rules"
 
+    #: Packet messages of any type in (a receive layer's framing: :func:`packet_input`), of
+    #: ``msg_type`` out (:func:`packet_output`).
+    inputs = (packet_input(),)
+    outputs = (packet_output(),)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "outputs" not in vars(cls):
+            cls.outputs = (packet_output(cls.msg_type),)
+
     def __init__(self, env=None, *, entries: int = 16, rules: Iterable = (),
                  unmatched: str = "pass") -> None:
         what = type(self).__name__
         if unmatched not in UNMATCHED:
             raise ValueError(f"{what}: unmatched must be one of {UNMATCHED}, not {unmatched!r}")
         self.unmatched = unmatched
+        assert self.rule_entry is not None, f"{what} sets no rule_entry"
         self.table = RuleTable(self.rule_entry, entries, rules, self.table_description, what)
         counters = dict(self.drop_reasons)
         counters.update(no_route="packets with no next hop, dropped", forwarded="packets sent on")
@@ -288,7 +302,7 @@ class NfTile(Tile):
         # -- the packets out: strip, patch, insert, frame ------------------------------------
         words = peek.o
         if max_strip:
-            counts = tuple(sorted(set(self.strip_counts) | {0}))
+            counts = tuple(sorted(set(self.strip_counts or ()) | {0}))
             m.submodules.strip = strip = StreamStrip(width, max_strip, counts=counts)
             connect(m, peek=words, strip=strip.i)
             connect(m, cuts=cuts.o, strip=strip.n)
@@ -296,7 +310,7 @@ class NfTile(Tile):
         if self.patch_bytes:
             words = patch_stream(m, width, self.patch_bytes, words, byte_queues["patches"].o)
         if max_insert:
-            counts = tuple(sorted(set(self.insert_counts) | {0}))
+            counts = tuple(sorted(set(self.insert_counts or ()) | {0}))
             m.submodules.insert = insert = StreamInsert(width, max_insert, counts=counts)
             connect(m, words=words, insert=insert.i)
             connect(m, inserts=byte_queues["inserts"].o, insert=insert.hdr)

@@ -66,7 +66,8 @@ def _measure(cls, params, width, payload, meta, packets) -> tuple[int, float]:
     tile = cls(env, **params)
     flits = meta_message_flits(width, NocHeader(dst_x=1, dst_y=1), PACKET_META.pack(meta),
                                META_BITS, payload)
-    stamps_in, stamps_out = [], []
+    stamps_in: list[int] = []
+    stamps_out: list[int] = []
 
     async def clock(ctx):
         cycle, head_in, head_out = 0, True, True

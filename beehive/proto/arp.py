@@ -44,12 +44,13 @@ from apiary.stream.header import Header, header_signal, header_view
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from .addresses import local_addresses
 from .ethernet import BROADCAST, EtherType
-from .layer import RxLayerTile, level_meta, packet_receiver, packet_sender
+from .layer import RxLayerTile, level_meta
 from .messages import META_BITS, PACKET_META, MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["ArpOperation", "ArpMsgType", "ARP", "ARP_BYTES", "ARP_HTYPE_ETHERNET", "RESOLVED_KEY",
@@ -244,6 +245,12 @@ class ArpTile(Tile):
     #: Neither mode can close a cycle through the ARP tile (see above).
     streaming = False
 
+    #: With the resolver; without it, frames alone, passed to and from the responder.
+    inputs = (Receive("requests", MsgType.ETH_RX_FRAME, ArpMsgType.ARP_RESOLVE, meta=PACKET_META,
+                      short_meta=True, empty_packets=True),)
+    outputs = (Send("answers", MsgType.ETH_TX_FRAME, ArpMsgType.ARP_RESOLVED, meta=PACKET_META,
+                    short_meta=True),)
+
     def __init__(self, env=None, *, resolver=None, cache_entries=4, pending_entries=2,
                  retry_cycles=250_000, retries=3):
         env = env if env is not None else TileEnv()
@@ -272,14 +279,17 @@ class ArpTile(Tile):
                                  f"resolver=False")
             self._responder = _ArpResponder(env)
             counters = _ArpResponder.layer_counters()
+            self.inputs = (Receive("requests", MsgType.ETH_RX_FRAME, raw=True),)
+            self.outputs = (Send("answers", MsgType.ETH_TX_FRAME, raw=True),)
         super().__init__(env, counters=counters)
 
     def elaborate(self, platform):
         m = Module()
         if not self.resolver:
             m.submodules.responder = r = self._responder
-            connect(m, tile=flipped(self.noc_in), responder=r.noc_in)
-            connect(m, responder=r.noc_out, tile=flipped(self.noc_out))
+            ports = self.message_ports(m)
+            connect(m, tile=ports.requests, responder=r.noc_in)
+            connect(m, responder=r.noc_out, tile=ports.answers)
             connect(m, responder=r.counters, tile=flipped(self.counters))
             return m
         # Pending entries, then the answer slot; `picked`: the entry whose answer or request
@@ -297,8 +307,7 @@ class ArpTile(Tile):
         """Every message: its header fields and first 28 bytes; ``decide`` in the cycle both are
         in (the packet is then dropped from the peek: nothing is forwarded)."""
         width = self.env.width
-        m.submodules.receiver = rx = packet_receiver(width, empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        rx = self.message_ports(m, direction="in").requests
         m.submodules.peek = peek = PayloadPeek(width, ARP_BYTES)
         connect(m, receiver=rx.o_data, peek=peek.i)
 
@@ -332,9 +341,6 @@ class ArpTile(Tile):
         c = self.counters
         pending, slot = entries[:-1], entries[-1]
 
-        def count(counter, n=1):
-            m.d.sync += counter.eq(counter + n)
-
         truncated, unsupported, not_for_us = Signal(), Signal(), Signal()
         m.d.comb += [
             truncated.eq(head_len < ARP_BYTES),
@@ -367,19 +373,19 @@ class ArpTile(Tile):
                                    for e in pending))
         with m.If(frame):
             with m.If(truncated):
-                count(c.truncated)
+                count(m, c.truncated)
             with m.Elif(unsupported):
-                count(c.unsupported)
+                count(m, c.unsupported)
             with m.Elif(not_for_us):
-                count(c.not_for_us)
+                count(m, c.not_for_us)
             with m.Elif(request & replies.i.ready):
-                count(c.forwarded)
+                count(m, c.forwarded)
             with m.Elif(request):
-                count(c.no_room)
+                count(m, c.no_room)
             with m.Elif(matches.any()):
-                count(c.matched_reply)
+                count(m, c.matched_reply)
             with m.Else():
-                count(c.unmatched_reply)
+                count(m, c.unmatched_reply)
 
         hit, cached = self._cache(m, cur.ip, learn=(frame & request) | matches.any(),
                                   ip=pkt.spa, mac=pkt.sha, vlan=cur.vlan, vlan_tci=cur.vlan_tci)
@@ -403,11 +409,11 @@ class ArpTile(Tile):
             m.d.comb += take.eq(1 << len(pending))
         with m.If(resolve):
             with m.If(take == 0):
-                count(c.resolve_dropped)
+                count(m, c.resolve_dropped)
             with m.Elif(hit):
-                count(c.resolve_cached)
+                count(m, c.resolve_cached)
             with m.Elif(~free.any()):
-                count(c.resolve_busy)
+                count(m, c.resolve_busy)
         for k, e in enumerate(entries):
             waits = ~hit if e is not slot else 0
             with m.If(resolve & take[k]):
@@ -442,8 +448,8 @@ class ArpTile(Tile):
                 m.d.sync += [e.state.eq(_State.DONE), e.mac.eq(pkt.sha), e.vlan.eq(cur.vlan),
                              e.vlan_tci.eq(cur.vlan_tci), e.send.eq(0)]
             timeouts.append(expires & (tries == 0) & ~matches[k])
-        count(c.resolve_timeout, sum(timeouts))
-        count(c.resolve_replied, sum(matches))
+        count(m, c.resolve_timeout, sum(timeouts))
+        count(m, c.resolve_replied, sum(matches))
         return replies.o
 
     def _cache(self, m, lookup, *, learn, **fields):
@@ -474,8 +480,7 @@ class ArpTile(Tile):
         """One message at a time to the sender: a queued reply, else an answer, else a due
         request. Frames take their 28 bytes from a :class:`StreamInsert` of an empty packet."""
         width, c, hop = self.env.width, self.counters, self.tx_hop
-        m.submodules.sender = sender = packet_sender(width)
-        connect(m, sender=sender.o, tile=flipped(self.noc_out))
+        sender = self.message_ports(m, direction="out").answers
         m.submodules.insert = insert = StreamInsert(width, ARP_BYTES, fixed=True)
         m.d.comb += [insert.i.valid.eq(1), insert.i.payload.last.eq(1)]
         connect(m, insert=insert.o, sender=sender.i_data)
@@ -536,7 +541,7 @@ class ArpTile(Tile):
                 request = ~answers.any()
                 m.d.sync += [busy.eq(1), job.frame.eq(request), job.request.eq(request)]
                 with m.If(request):
-                    m.d.sync += c.requests_sent.eq(c.requests_sent + 1)
+                    count(m, c.requests_sent)
         for k, e in enumerate(entries):
             with m.If(picked[k]):
                 m.d.sync += [

@@ -25,6 +25,7 @@ from apiary.stream.packet_buffer import PacketBuffer
 from .addresses import local_addresses
 from .layer import RxLayerTile, TxLayerTile, buffered_packets
 from .messages import MsgType
+from apiary.stream.counters import count
 
 
 __all__ = ["EtherType", "ETHERNET", "VLAN", "BROADCAST", "EthernetRxTile", "EthernetTxTile"]
@@ -75,6 +76,7 @@ class EthernetRxTile(RxLayerTile):
     strip_counts = (14, 18)
     key_width = 16
     msg_type = MsgType.ETH_RX_FRAME
+    inputs = ()                     # frames come from the MAC (mac_rx), not the NoC
     drop_reasons = {
         "runt": "frames shorter than their Ethernet header",
         "not_for_us": "frames to another MAC than the design's or broadcast",
@@ -136,6 +138,7 @@ class EthernetTxTile(TxLayerTile):
     header_counts = (14, 18)
     msg_type = MsgType.ETH_TX_FRAME
     receives = MsgType.ETH_TX_FRAME
+    outputs = ()                    # frames go to the MAC (mac_tx), not the NoC
 
     def __init__(self, env=None):
         width = env.width if env else 512
@@ -160,5 +163,5 @@ class EthernetTxTile(TxLayerTile):
     def sink(self, m, desc, o):
         m.d.comb += desc.ready.eq(1)
         with m.If(desc.valid):
-            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
+            count(m, self.counters.forwarded)
         connect(m, insert=o, mac=flipped(self.mac_tx))

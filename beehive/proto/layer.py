@@ -40,26 +40,28 @@ from types import SimpleNamespace
 from amaranth import Module, Signal, Cat, Const, Mux, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import connect
 
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
-from apiary.noc.spec import head_bytes, head_counts, message_specs
+from apiary.noc.spec import head_counts, message_specs
 from apiary.stream.checksum import InternetChecksum
 from apiary.stream.header import header_signal
 from apiary.stream.hold import HeldStages
 from apiary.stream.layout import payload_layout
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.peek import PayloadPeek
-from apiary.stream.queue import Queue, register_stream
+from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert, StreamStrip
-from apiary.tile import Tile
+from apiary.tile import Receive, Send, Tile
 
-from .messages import META_BITS, PACKET_LEVELS, PACKET_META, packet_format
+from .messages import META_BITS, PACKET_LEVELS, PACKET_META, MsgType, packet_format
+from apiary.stream.counters import count
 
 
 __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_receiver",
+           "packet_input", "packet_output", "declare_packet_ports",
            "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
            "received_packets", "hold_packet", "buffered_packets", "verified_packets",
            "bytes_queue", "decide", "send",
@@ -146,24 +148,44 @@ def packet_layout(msg_type=False):
                               "meta": PACKET_META.layout()})
 
 
-def receive(m, tile):
-    """A :class:`MessageReceiver` (submodule ``receiver``) of the packet messages that come in
-    on ``tile.noc_in``: exactly the level of ``tile.receives`` (a :class:`~.messages.MsgType`)
-    if the tile names one (a message with other metadata is dropped and counted in the
-    receiver's ``errors``), else any (:func:`packet_receiver`). With
-    :func:`pipelined_headers`, behind a two-flit queue in registers (submodule
-    ``noc_in_queue``: a cycle of latency, no path from the router's arbitration into the
-    tile's logic, or back)."""
-    receives = getattr(tile, "receives", None)
+def packet_input(receives=None):
+    """The input of a tile that takes packet messages (:class:`~apiary.noc.ports.Receive`
+    ``"inbound"``): exactly the level of ``receives`` (a :class:`~.messages.MsgType`; a message
+    with other metadata is dropped and counted in the receiver's ``errors``), or with ``None``
+    any level (:func:`packet_receiver`); one packet per message, header-only ones too."""
     if receives is None:
-        rx = packet_receiver(tile.env.width, empty_packets=True)
-    else:
-        rx = MessageReceiver(tile.env.width, meta_bits=packet_format(receives).size,
-                             empty_packets=True, head=head_bytes(tile.env.width, receives))
-    m.submodules.receiver = rx
-    flits = register_stream(m, "noc_in_queue", flipped(tile.noc_in), pipelined_headers(tile.env))
-    connect(m, tile=flits, receiver=rx.i)
-    return rx
+        return Receive("inbound", meta=PACKET_META, short_meta=True, empty_packets=True)
+    return Receive("inbound", receives, meta=packet_format(receives), empty_packets=True)
+
+
+def packet_output(msg_type=None):
+    """The output of a tile that sends packet messages of ``msg_type`` (any, with ``None``),
+    each at its own level (:func:`packet_sender`): :class:`~apiary.noc.ports.Send`
+    ``"outbound"``."""
+    types = () if msg_type is None else (msg_type,)
+    return Send("outbound", *types, meta=PACKET_META, short_meta=True, empty_packets=True)
+
+
+def declare_packet_ports(cls):
+    """Give a layer class its message ports from what it says at its top, unless it declares
+    them itself: ``inputs`` the :func:`packet_input` of ``receives``, ``outputs`` the
+    :func:`packet_output` of ``msg_type``. A class that takes its packets from elsewhere (a
+    MAC, a UART) or sends them there sets ``inputs = ()`` or ``outputs = ()``."""
+    if "inputs" not in vars(cls):
+        cls.inputs = (packet_input(cls.receives),)
+    if "outputs" not in vars(cls):
+        cls.outputs = (packet_output(cls.msg_type),)
+
+
+def receive(m, tile):
+    """The receiver of ``tile``'s one declared data-plane input (``tile.inputs``, e.g.
+    :func:`packet_input`), built and joined to ``tile.noc_in``; with
+    :func:`pipelined_headers` behind a two-flit queue in registers (a cycle of latency, no
+    path from the router's arbitration into the tile's logic, or back)."""
+    port, = [p for p in tile.inputs if p.plane == "data"]
+    ports = tile.message_ports(m, direction="in", overrides={
+        port.name: {"registered": pipelined_headers(tile.env)}})
+    return getattr(ports, port.name)
 
 
 def received_packets(m, rx, msg_type=False):
@@ -295,7 +317,7 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
         first.o.ready.eq(pop),
     ]
     with m.If(buf.verdict.valid & ~ok):
-        m.d.sync += counters.bad_checksum.eq(counters.bad_checksum + 1)
+        count(m, counters.bad_checksum)
     m.d.comb += counters.overflow.eq(buf.overflow)
 
     out_hdr = stream.Signature(packet_layout()).create()
@@ -405,20 +427,20 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
         this = Signal(name=f"drop_{reason}")
         m.d.comb += this.eq(condition)
         with m.If(decision & ~dropped & this):
-            m.d.sync += counter.eq(counter + 1)
+            count(m, counter)
         so_far = Signal(name=f"dropped_{reason}")
         m.d.comb += so_far.eq(dropped | this)
         dropped = so_far
     keep = Signal()
     m.d.comb += keep.eq(~dropped & table.hit)
     with m.If(decision & ~dropped & ~table.hit):
-        m.d.sync += counters.no_route.eq(counters.no_route + 1)
+        count(m, counters.no_route)
     with m.If(decision & keep):
-        m.d.sync += counters.forwarded.eq(counters.forwarded + 1)
+        count(m, counters.forwarded)
         for name, condition in counts:
             counter = getattr(counters, name)
             with m.If(condition):
-                m.d.sync += counter.eq(counter + 1)
+                count(m, counter)
     with m.If(decision):
         m.d.sync += cur_valid.eq(0)
 
@@ -438,10 +460,11 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
 
 def send(m, tile, descs, words):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
-    at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``."""
-    m.submodules.sender = sender = packet_sender(tile.env.width, tile.msg_type,
-                                                 empty_packets=True)
-    connect(m, sender=sender.o, tile=flipped(tile.noc_out))
+    at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``
+    through the sender of ``tile``'s one declared data-plane output (e.g.
+    :func:`packet_output`)."""
+    port, = [p for p in tile.outputs if p.plane == "data"]
+    sender = getattr(tile.message_ports(m, direction="out"), port.name)
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
     connect(m, words=words, sender=sender.i_data)
 
@@ -499,14 +522,18 @@ class RxLayerTile(Tile):
 
     head_bytes = 8
     max_strip = 0
-    strip_counts = None
+    strip_counts: tuple[int, ...] | None = None
     key_width = 1
-    msg_type = None
-    receives = None
+    msg_type: MsgType | None = None
+    receives: MsgType | None = None
     drop_reasons: dict[str, str] = {}
     patch_bytes = 0
-    verify_offset = None
+    verify_offset: int | None = None
     max_packet = 2048
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        declare_packet_ports(cls)
 
     def __init__(self, env=None, members=None, counters=None):
         super().__init__(env, members, {**self.layer_counters(), **(counters or {})})
@@ -594,6 +621,7 @@ class RxLayerTile(Tile):
             patches = bytes_queue(m, "patches", self.patch_bytes)
             queues.append((patches.i, {"data": 0 if p.patch_value is None else p.patch_value,
                                        "nbytes": p.patch_len}))
+        assert self.msg_type is not None, f"{type(self).__name__} sets no msg_type"
         descs = decide(m, self, p, peek=peek, cur_valid=cur_valid,
                        msg_type=self.msg_type.value, out_length=out_length, queues=queues)
         if not pipelined_headers(self.env):
@@ -634,10 +662,14 @@ class TxLayerTile(Tile):
     """
 
     max_header = 8
-    msg_type = None
-    receives = None
+    msg_type: MsgType | None = None
+    receives: MsgType | None = None
     fixed = True
-    header_counts = None
+    header_counts: tuple[int, ...] | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        declare_packet_ports(cls)
 
     def __init__(self, env=None, members=None, counters=None):
         super().__init__(env, members, {
@@ -657,16 +689,16 @@ class TxLayerTile(Tile):
         """Where packets with their new header go: by default a :class:`MessageSender` to the
         tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
         width = self.env.width
-        m.submodules.sender = sender = packet_sender(width, self.msg_type, empty_packets=True)
-        connect(m, sender=sender.o, tile=flipped(self.noc_out))
+        sender = self.message_ports(m, direction="out").outbound
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:
             # No single next hop: count and drop every packet.
             m.d.comb += [desc.ready.eq(1), o.ready.eq(1)]
             with m.If(desc.valid):
-                m.d.sync += self.counters.no_route.eq(self.counters.no_route + 1)
+                count(m, self.counters.no_route)
             return
         hop, = hops
+        assert self.msg_type is not None, f"{type(self).__name__} sets no msg_type"
         meta, meta_flits = level_meta(width, self.msg_type, desc.payload.meta.as_value())
         m.d.comb += [
             sender.i_hdr.valid.eq(desc.valid),
@@ -682,7 +714,7 @@ class TxLayerTile(Tile):
             desc.ready.eq(sender.i_hdr.ready),
         ]
         with m.If(desc.valid & desc.ready):
-            m.d.sync += self.counters.forwarded.eq(self.counters.forwarded + 1)
+            count(m, self.counters.forwarded)
         connect(m, insert=o, sender=sender.i_data)
 
     def elaborate(self, platform):

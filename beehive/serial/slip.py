@@ -21,15 +21,16 @@ line rate from their own ``baud`` parameter.
 """
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib.wiring import In, Out, connect, flipped
+from amaranth.lib.wiring import In, Out
 
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.tile import Tile
 
 from ..proto.ethernet import EtherType
-from ..proto.layer import RxLayerTile, buffered_packets, packet_receiver
+from ..proto.layer import RxLayerTile, buffered_packets, packet_input
 from ..proto.messages import MsgType
 from .uart import UartRx, UartTx, baud_divisor
+from apiary.stream.counters import count
 
 
 __all__ = ["SlipRxTile", "SlipTxTile", "END", "ESC", "ESC_END", "ESC_ESC", "slip_encode",
@@ -133,6 +134,7 @@ class SlipRxTile(RxLayerTile):
     max_strip = 0
     key_width = 16
     msg_type = MsgType.ETH_RX_FRAME
+    inputs = ()                     # frames come from the UART, not the NoC
     drop_reasons: dict[str, str] = {}
 
     def __init__(self, env=None, *, baud=115200, max_packet=1500, buffer_bytes=None,
@@ -188,7 +190,7 @@ class SlipRxTile(RxLayerTile):
             with m.If(byte == END):
                 m.d.sync += [length.eq(0), esc.eq(0), bad.eq(0), long.eq(0)]
                 with m.If(esc & ~bad & ~long):
-                    m.d.sync += self.counters.bad_escape.eq(self.counters.bad_escape + 1)
+                    count(m, self.counters.bad_escape)
             with m.Elif(esc):
                 m.d.sync += esc.eq(0)
                 with m.If(byte == ESC_END):
@@ -198,7 +200,7 @@ class SlipRxTile(RxLayerTile):
                 with m.Else():
                     m.d.sync += bad.eq(1)
                     with m.If(~bad & ~long):
-                        m.d.sync += self.counters.bad_escape.eq(self.counters.bad_escape + 1)
+                        count(m, self.counters.bad_escape)
             with m.Elif(byte == ESC):
                 m.d.sync += esc.eq(1)
             with m.Else():
@@ -225,7 +227,7 @@ class SlipRxTile(RxLayerTile):
             buf.verdict.payload.ok.eq(good),
         ]
         with m.If(buf.i_dropped & good):
-            m.d.sync += self.counters.no_room.eq(self.counters.no_room + 1)
+            count(m, self.counters.no_room)
 
         return buffered_packets(m, buf)
 
@@ -258,6 +260,9 @@ class SlipTxTile(Tile):
     Counters: ``forwarded``, frames sent (counted at their closing ``END``).
     """
 
+    #: Packet messages of any type in (their metadata is ignored); nothing out on the NoC.
+    inputs = (packet_input(),)
+
     def __init__(self, env=None, *, baud=115200):
         super().__init__(env, {"uart_tx": Out(1, init=1)},
                          counters={"forwarded": "frames sent (at their closing END)"})
@@ -268,8 +273,7 @@ class SlipTxTile(Tile):
         m = Module()
         width = self.env.width
         nb = width // 8
-        m.submodules.receiver = rx = packet_receiver(width, empty_packets=True)
-        connect(m, tile=flipped(self.noc_in), receiver=rx.i)
+        rx = getattr(self.message_ports(m), self.inputs[0].name)     # packet_input()'s
         m.d.comb += rx.o_hdr.ready.eq(1)
         m.submodules.uart = uart = UartTx(self.divisor)
         m.d.comb += self.uart_tx.eq(uart.tx)

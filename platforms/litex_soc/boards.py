@@ -49,6 +49,7 @@ class LiteXBoard:
         ``sys`` straight from the PLL (:class:`~.crg.PllCRG`; the DDR3 one's edge clock can be
         unroutable without the DDR3 PHY beside it). Either has the PLL as ``.pll``."""
         if dram:
+            assert self.dram_crg is not None, f"{self.name} has no DRAM clock generator"
             return self.dram_crg(platform, sys_clk_freq)
         from .crg import PllCRG
         return PllCRG(platform, sys_clk_freq, reset_n=self.reset_n)

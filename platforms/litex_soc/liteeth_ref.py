@@ -26,6 +26,7 @@ import contextlib
 import os
 import sys
 import time
+from typing import Any
 
 from migen import Cat, ClockDomainsRenamer, Constant, If, Module, Signal
 from migen.sim import run_simulation
@@ -149,7 +150,8 @@ def build_liteeth_reference(board_name="versa_ecp5", out_dir=None, progress=None
     ``build/liteeth_ref-<board>``) with the flow of our SoC; returns a
     :class:`~platforms.report.BuildReport` (also written as ``report.json``/``report.md``).
     ``run_tools=False`` stops after writing the Verilog and pin file."""
-    from ..flow import Progress
+    from apiary.terminal import StatusLine
+
     from ..report import BuildReport
     from .boards import LITEX_BOARDS
     from .build import SOC_NAME, run_ecp5_tools, write_soc
@@ -157,7 +159,7 @@ def build_liteeth_reference(board_name="versa_ecp5", out_dir=None, progress=None
     if board_name not in LITEX_BOARDS:
         raise ValueError(f"unknown LiteX board {board_name!r}; one of {', '.join(LITEX_BOARDS)}")
     board = LITEX_BOARDS[board_name]
-    progress = progress or Progress()
+    progress = progress or StatusLine()
     out_dir = out_dir or os.path.join("build", f"liteeth_ref-{board_name}")
     os.makedirs(out_dir, exist_ok=True)
     times = {}
@@ -522,11 +524,11 @@ def measure_liteeth_throughput(size=64, packets=50, dw=64, *, keep_cdc=False):
 def measure_ours(design_path="examples/udp_echo.py", payload_sizes=(1, 64, 512, 1472),
                  width=64):
     """Our design's latency at the same sizes, by ``apiary bench``'s own
-    :func:`beehive.bench.echo.measure_latency` (Verilator; one request per size into the idle
+    :func:`harness.bench.echo.measure_latency` (Verilator; one request per size into the idle
     design, replies checked against ``beehive.model.echo_reply``). Returns rows like
     :func:`measure_liteeth_latency`'s (without ``rx_stall_cycles``: our ``mac_rx`` is never
     back-pressured)."""
-    from beehive.bench.echo import measure_latency
+    from harness.bench.echo import measure_latency
     from beehive.proto.addresses import design_addresses
     from apiary.load import load_design
     from apiary.sim import open_sim
@@ -639,7 +641,7 @@ def main(argv=None):
         print(report.markdown(), end="")
         return 0
 
-    results = {"liteeth": {}, "ours": None, "throughput": None}
+    results: dict[str, Any] = {"liteeth": {}, "ours": None, "throughput": None}
     for dw in args.dw:
         t = time.monotonic()
         results["liteeth"][dw] = measure_liteeth_latency(args.sizes, dw, keep_cdc=args.keep_cdc)

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from amaranth import Cat, ClockDomain, ClockSignal, Const, Module, ResetSignal, Signal
 from amaranth.back import verilog
@@ -676,11 +677,12 @@ def run_vivado(project, *, progress=print, vivado="vivado", timeout=None):
     log_path = os.path.join(out_dir, BUILD_LOG)
     t0 = time.monotonic()
     progress(f"running {exe} -mode batch -source build.tcl in {out_dir} (log: {log_path})")
-    tail = []
+    tail: list[str] = []
     with open(log_path, "w") as log:
         proc = subprocess.Popen([exe, "-mode", "batch", "-source", "build.tcl"], cwd=out_dir,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 errors="replace")
+        assert proc.stdout is not None      # stdout=PIPE
         try:
             for line in proc.stdout:
                 log.write(line)
@@ -698,8 +700,8 @@ def run_vivado(project, *, progress=print, vivado="vivado", timeout=None):
         raise VivadoError(f"Vivado failed (exit {rc}) after {seconds:.0f} s; log: {log_path}\n"
                           + "\n".join(tail[-15:]))
     reports = os.path.join(out_dir, "reports")
-    result = {"returncode": rc, "log": log_path, "seconds": seconds, "bitstream": None,
-              "utilization": {}, "timing": {}}
+    result: dict[str, Any] = {"returncode": rc, "log": log_path, "seconds": seconds,
+                              "bitstream": None, "utilization": {}, "timing": {}}
     util = os.path.join(reports, "utilization.rpt")
     timing = os.path.join(reports, "timing_summary.rpt")
     if os.path.exists(util):

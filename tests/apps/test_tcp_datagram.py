@@ -183,7 +183,7 @@ def test_errors_close_their_connection_and_are_counted(width):
 
 class PeerTransport:
     """A :class:`~beehive.control_client.ControlClient` transport over a scapy TCP connection
-    into the simulation (:class:`~beehive.bench.tcp_peer.Peer`, connected): each request is
+    into the simulation (:class:`~harness.bench.tcp_peer.Peer`, connected): each request is
     sent as a record, and the simulation runs until the reply's record is in."""
 
     def __init__(self, peer, *, cycles=500, rounds=200):
@@ -215,7 +215,7 @@ def whole_design(backend, width, *, sweep=True):
     from apiary.sim import open_sim
     from apiary.top import control_map
     from beehive.apps.controller import CONTROL_PORT, STATUS_BAD_REQUEST, parse_reply
-    from beehive.bench.tcp_peer import Peer
+    from harness.bench.tcp_peer import Peer
     from beehive.control_client import ControlClient, SimTransport
 
     d = load_design("examples/tcp_ctl.py", width=width, **TCP_TEST)

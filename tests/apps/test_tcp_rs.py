@@ -245,7 +245,7 @@ def whole_design(backend, width, shard):
     then the design's FIN; the counters say so."""
     from apiary.load import load_design
     from apiary.sim import open_sim
-    from beehive.bench.tcp_peer import Peer, run_peers
+    from harness.bench.tcp_peer import Peer, run_peers
 
     rng = random.Random(width)
     size = DATA_SHARDS * shard

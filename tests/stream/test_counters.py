@@ -61,3 +61,30 @@ def test_bank_refuses_two_counters_of_one_name():
     bank.add("x", CounterSignature({"y_z": "one"}))
     with pytest.raises(ValueError, match="two counters are named 'x_y_z'"):
         bank.add("x_y", CounterSignature({"z": "another"}))
+
+
+def test_count_adds_on_the_next_edge_under_its_condition_and_wraps():
+    from amaranth import Module, Signal
+    from amaranth.sim import Simulator
+
+    from apiary.stream.counters import count
+
+    m = Module()
+    hit, events, bytes_ = Signal(), Signal(2), Signal(8)
+    with m.If(hit):
+        count(m, events)
+        count(m, bytes_, by=5)
+    seen = []
+
+    async def tb(ctx):
+        for k in range(10):
+            ctx.set(hit, k % 3 != 2)            # 7 hits in 10 cycles
+            await ctx.tick()
+            seen.append(ctx.get(events))
+        assert ctx.get(bytes_) == 35
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    assert seen == [1, 2, 2, 3, 0, 0, 1, 2, 2, 3]     # 2 bits: 4 wraps to 0

@@ -4,7 +4,7 @@ tests/sweep/test_sweep.py runs as a sweep's ``test`` job. It passes at width 64 
 import json
 import os
 
-from apiary.sweep.jobs import POINT_VARIABLE
+from harness.sweep.jobs import POINT_VARIABLE
 
 
 def test_width_is_64():

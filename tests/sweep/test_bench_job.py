@@ -8,9 +8,9 @@ import os
 import pytest
 
 from apiary.cli import main as apiary
-from apiary.sweep import Bench, ResultCache, Sweep, run_sweep, to_csv, to_markdown
-from apiary.sweep.cli import main as sweep_main
-from apiary.sweep.document import blocks, update_blocks
+from harness.sweep import Bench, ResultCache, Sweep, run_sweep, to_csv, to_markdown
+from harness.sweep.cli import main as sweep_main
+from harness.sweep.document import blocks, update_blocks
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,7 +101,7 @@ def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
     doc.write_text(DOC)
     sweep_file = tmp_path / "benches.py"
     sweep_file.write_text(
-        "from apiary.sweep import Bench, Sweep\n"
+        "from harness.sweep import Bench, Sweep\n"
         f"sweep = Sweep(None, jobs=[Bench(args={CONTROL!r} + ('--markdown',), name='control', "
         f"cwd={ROOT!r})], name='benches')\n")
     out = tmp_path / "out"
@@ -123,7 +123,7 @@ def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
 def test_performance_md_has_a_block_for_every_job_of_its_sweep():
     """benchmarks/performance.py writes docs/performance.md's tables: each of its jobs has one
     block there, every block has its job, and the sweep checks (without running anything)."""
-    from apiary.sweep.cli import load_sweep
+    from harness.sweep.cli import load_sweep
     sweep = load_sweep(os.path.join(ROOT, "benchmarks", "performance.py"))
     tasks = sweep.tasks()
     with open(os.path.join(ROOT, "docs", "performance.md")) as f:

@@ -1,12 +1,12 @@
-"""apiary.sweep.plot: a sweep's table drawn as PNG and SVG, from outcomes built here (no
+"""harness.sweep.plot: a sweep's table drawn as PNG and SVG, from outcomes built here (no
 simulation): the points plotted are the table's, failed points left out."""
 
 import pathlib
 
 import pytest
 
-from apiary.sweep import Echo, Outcome, Sweep
-from apiary.sweep.plot import plot, series
+from harness.sweep import Echo, Outcome, Sweep
+from harness.sweep.plot import plot, series
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ECHO = str(ROOT / "examples" / "udp_echo.py")
@@ -48,7 +48,7 @@ def test_plot_writes_a_png_and_an_svg(tmp_path, outcomes):
 
 
 def test_the_page_shows_the_table_and_the_svg_plots(tmp_path, outcomes):
-    from apiary.sweep.page import write_page
+    from harness.sweep.page import write_page
     (tmp_path / "plots").mkdir()
     plots = plot(outcomes, "width", "echo latency_cycles", str(tmp_path / "plots" / "latency"))
     page = pathlib.Path(write_page(str(tmp_path / "sweep.html"), outcomes, "a <sweep>", plots))
@@ -63,8 +63,8 @@ def test_the_page_shows_the_table_and_the_svg_plots(tmp_path, outcomes):
 def test_rows_of_a_job_make_a_long_table_to_plot_against_payload_size():
     """Echo(per_size=True) gives a row per payload size, each with the point's other columns
     (here an area), so throughput can be drawn against payload size, a line per width."""
-    from apiary.sweep import Area
-    from apiary.sweep.table import table
+    from harness.sweep import Area
+    from harness.sweep.table import table
     tasks = Sweep(ECHO, grid={"width": [64, 512]},
                   jobs=[Echo(sizes=(64, 1472), per_size=True), Area()]).tasks()
     made = []
@@ -91,7 +91,7 @@ def test_rows_of_a_job_make_a_long_table_to_plot_against_payload_size():
 
 
 def test_the_pareto_front_keeps_the_points_nothing_beats():
-    from apiary.sweep.plot import pareto_front
+    from harness.sweep.plot import pareto_front
     points = [(10, 1.0), (20, 3.0), (15, 0.5), (30, 3.0), (40, 5.0), (20, 3.0), (25, 2.0)]
     # (15, 0.5) is beaten by (10, 1); (30, 3) and (25, 2) by (20, 3); (20, 3) twice is once.
     assert pareto_front(points) == [(10, 1.0), (20, 3.0), (40, 5.0)]
@@ -99,7 +99,7 @@ def test_the_pareto_front_keeps_the_points_nothing_beats():
 
 
 def test_pareto_writes_a_png_and_an_svg_naming_each_point(tmp_path, outcomes):
-    from apiary.sweep.plot import pareto
+    from harness.sweep.plot import pareto
     written = pareto(outcomes, "width", "echo latency_cycles", str(tmp_path / "front"),
                      label="ip_options")
     assert written == [str(tmp_path / "front.png"), str(tmp_path / "front.svg")]

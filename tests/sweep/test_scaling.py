@@ -1,7 +1,7 @@
-"""The scaling model of `python -m apiary.sweep.scaling`: LPT placement and the projection
+"""The scaling model of `python -m harness.sweep.scaling`: LPT placement and the projection
 from a one-worker run."""
 
-from apiary.sweep.scaling import Measured, makespan, project, report
+from harness.sweep.scaling import Measured, makespan, project, report
 
 
 def test_makespan_places_longest_first():

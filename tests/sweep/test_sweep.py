@@ -1,4 +1,4 @@
-"""apiary.sweep: sweeps of the 64-bit echo design on Dask, embedded and as separate processes.
+"""harness.sweep: sweeps of the 64-bit echo design on Dask, embedded and as separate processes.
 
 The echo figures in the tables are compared with the same job run directly (no Dask); a re-run
 is checked against the cache's record of executed jobs; a failing point must not stop the
@@ -16,8 +16,8 @@ import time
 import pytest
 
 from apiary.load import load_design
-from apiary.sweep import Bench, Echo, ResultCache, Sweep, Test, run_sweep, to_csv, to_markdown
-from apiary.sweep.cli import main
+from harness.sweep import Bench, Echo, ResultCache, Sweep, Test, run_sweep, to_csv, to_markdown
+from harness.sweep.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ECHO = str(ROOT / "examples" / "udp_echo.py")
@@ -119,7 +119,7 @@ def test_a_scheduler_and_two_workers_as_separate_processes(tmp_path, direct):
 
 def widths_sweep(path, widths):
     path.write_text(
-        "from apiary.sweep import Sweep, Test\n"
+        "from harness.sweep import Sweep, Test\n"
         f"sweep = Sweep({ECHO!r}, grid={{'width': {widths!r}}}, name='widths',\n"
         f"              jobs=[Test(node={CHECK!r}, cwd={str(ROOT)!r})])\n")
     return str(path)
@@ -177,7 +177,7 @@ def test_a_job_whose_worker_dies_runs_again_on_another(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_cancels_what_is_left_and_keeps_what_finished(tmp_path):
-    from apiary.sweep.run import Progress
+    from harness.sweep.run import Progress
 
     class Interrupting(Progress):
         def finished(self, outcome, running):
@@ -230,7 +230,7 @@ def test_a_sweep_without_a_design_takes_only_benchmarks(sweep, problem, tmp_path
 
 def test_the_command_reports_a_bad_sweep_file_in_one_line(tmp_path, capsys):
     sweep_file = tmp_path / "bad.py"
-    sweep_file.write_text(f"from apiary.sweep import Sweep\nsweep = Sweep({ECHO!r}, "
+    sweep_file.write_text(f"from harness.sweep import Sweep\nsweep = Sweep({ECHO!r}, "
                           f"grid={{'width': [48]}})\n")
     assert main([str(sweep_file), "--scheduler", NOWHERE]) == 1
     err = capsys.readouterr().err
@@ -254,7 +254,7 @@ def test_the_result_cache_keys_on_the_design_and_the_job(tmp_path):
 
 
 def test_the_example_sweep_file_is_a_valid_sweep():
-    from apiary.sweep.cli import load_sweep
+    from harness.sweep.cli import load_sweep
     sweep = load_sweep(str(ROOT / "examples" / "echo_sweep.py"))
     tasks = sweep.tasks()
     assert [t.point for t in tasks] == [{"width": 64, "ip_options": True},
@@ -263,7 +263,7 @@ def test_the_example_sweep_file_is_a_valid_sweep():
 
 
 def test_the_width_sweep_example_is_a_valid_sweep_with_its_plots():
-    from apiary.sweep.cli import load_sweep
+    from harness.sweep.cli import load_sweep
     sweep = load_sweep(str(ROOT / "examples" / "width_sweep.py"))
     tasks = sweep.tasks()
     assert len(tasks) == 16 and {t.point["width"] for t in tasks} == {64, 128, 256, 512}
@@ -272,7 +272,7 @@ def test_the_width_sweep_example_is_a_valid_sweep_with_its_plots():
 
 
 def test_progress_is_one_live_line_on_a_terminal():
-    from apiary.sweep.run import Outcome, Progress
+    from harness.sweep.run import Outcome, Progress
     tasks = Sweep(ECHO, grid={"width": [64, 128, 256]}).tasks()
     screen = io.StringIO()
     progress = Progress(3, screen, live=True)
@@ -292,7 +292,7 @@ def test_progress_is_one_live_line_on_a_terminal():
 
 def test_progress_redraws_while_jobs_run_and_estimates_what_is_left(monkeypatch):
     """The ETA is the jobs left at the pace of the jobs run so far (cached ones excluded)."""
-    from apiary.sweep import run
+    from harness.sweep import run
     clock = [100.0]
     monkeypatch.setattr(run.time, "monotonic", lambda: clock[0])
     tasks = Sweep(ECHO, grid={"width": [64, 128, 256, 512]}).tasks()
@@ -332,7 +332,7 @@ def test_a_build_job_is_the_apiary_build_command_at_its_point(tmp_path):
     """Wired, not run (a build takes minutes): its command line parses as `apiary build` and
     names the design, the platform, the seed and the point; two points build apart."""
     from apiary.cli import _parser, commands
-    from apiary.sweep import Build
+    from harness.sweep import Build
     job = Build(platform="versa_ecp5", seed=3, root=str(tmp_path))
     argv = job.command(load_design(ECHO, width=128), ECHO, {"width": 128, "ipv4": "10.0.0.7"})
     assert argv[1:4] == ["-m", "apiary.cli", "build"]
@@ -349,7 +349,7 @@ def test_a_build_job_is_the_apiary_build_command_at_its_point(tmp_path):
 
 def test_an_area_sweep_gives_the_area_benchmark_figures(tmp_path):
     from apiary.bench.area import tile_areas
-    from apiary.sweep import Area
+    from harness.sweep import Area
     sweep = Sweep(ECHO, points=[{"width": 64}], jobs=[Area(tiles=("echo",))])
     outcomes = run_sweep(sweep, workers=1, cache_dir=str(tmp_path), stream=io.StringIO())
     [(_, _, direct)] = tile_areas(load_design(ECHO, width=64), "xilinx", only=["echo"])

@@ -12,9 +12,9 @@ import pytest
 from apiary.load import load_script
 from apiary.os.uapi import FaultKind
 from apiary.sim import open_sim
-from beehive.bench.rs import closed_loop, rs_service
+from harness.bench.rs import closed_loop, rs_service
 from beehive.apps.kernel_ctl import fault_request
-from beehive.bench.tcp import _connect_all, _peers
+from harness.bench.tcp import _connect_all, _peers
 from test_tcp_apiary import udp_request
 
 pytestmark = pytest.mark.slow        # Verilator models of whole designs

@@ -15,8 +15,8 @@ from apiary.load import load_script
 from apiary.os.uapi import FaultKind, IpcDir
 from apiary.sim import open_sim
 from beehive.apps.kernel_ctl import fault_request, ipc_request, parse_reply
-from beehive.bench.tcp import _close_all
-from beehive.bench.tcp_peer import DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, run_peers
+from harness.bench.tcp import _close_all
+from harness.bench.tcp_peer import DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, run_peers
 
 pytestmark = pytest.mark.slow        # Verilator models of whole designs
 

@@ -19,7 +19,7 @@ from apiary.load import load_script
 from apiary.sim import open_sim
 from apiary.stream.checksum import internet_checksum
 from apiary.tiles.forward import ForwardTile
-from beehive.bench.tcp_peer import (DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, seq_add,
+from harness.bench.tcp_peer import (DESIGN_IP, DESIGN_MAC, PEER_IP, PEER_MAC, Peer, seq_add,
                                     seq_diff)
 
 pytestmark = pytest.mark.slow        # Verilator models of whole designs (minutes to build)

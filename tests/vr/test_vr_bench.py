@@ -1,9 +1,9 @@
-"""python -m beehive.vr.bench: its table (kops/s from cycles at the stated clock, beside the
+"""python -m harness.vr_bench: its table (kops/s from cycles at the stated clock, beside the
 paper's Table 4.3), its arguments, and a short real run on Verilator."""
 
 import pytest
 
-from beehive.vr.bench import BEEHIVE_TABLE_4_3, main, render
+from harness.vr_bench import BEEHIVE_TABLE_4_3, main, render
 
 
 def test_the_table_converts_cycles_at_the_clock_and_quotes_the_paper():

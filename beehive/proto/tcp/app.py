@@ -66,10 +66,12 @@ buffer, carrying the flow, the handle and the buffer kind.
 """
 
 import enum
+from typing import Any
 
 from amaranth.lib import data
 
-from apiary.noc.framing import MessageReceiver, decode_meta_message, meta_message_flits
+from apiary.noc.framing import decode_meta_message, meta_message_flits
+from apiary.noc.ports import Receive
 from apiary.noc.header import Fbits, NocHeader
 from apiary.noc.spec import register_formats
 from apiary.stream.format import Field, Format
@@ -80,7 +82,7 @@ from ..messages import MsgType
 
 __all__ = ["APP_META", "Status", "BufferKind", "SLOT_BITS", "GEN_BITS", "flow_handle",
            "handle_slot", "handle_gen", "app_message_flits", "decode_app_message",
-           "APP_MESSAGES", "APP_REQUEST", "app_requests"]
+           "APP_MESSAGES", "APP_REQUEST", "app_input", "app_requests"]
 
 
 #: Bits of a flow handle that name the engine's flow slot (so at most 4096 flows).
@@ -147,9 +149,9 @@ def app_message_flits(width: int, msg_type: MsgType | int, *, dst: tuple[int, in
                       src_fbits: int = Fbits.LOCAL0, **fields: int) -> list[tuple[int, int]]:
     """The flits of an application message with the :data:`APP_META` ``fields`` given (the
     others zero)."""
+    value: Any = getattr(msg_type, "value", msg_type)      # a MsgType's, or the int
     header = NocHeader(dst_x=dst[0], dst_y=dst[1], dst_fbits=dst_fbits, src_x=src[0],
-                       src_y=src[1], src_fbits=src_fbits,
-                       msg_type=int(getattr(msg_type, "value", msg_type)))
+                       src_y=src[1], src_fbits=src_fbits, msg_type=int(value))
     return meta_message_flits(width, header, APP_META.pack(fields), APP_META.size)
 
 
@@ -164,12 +166,17 @@ APP_REQUEST = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
                                  "meta": APP_META.layout()})
 
 
-def app_requests(m, width, name="app", depth=4):
-    """A receiver of application messages and the queue of :data:`APP_REQUEST` it fills (in
-    ``m``, as submodules ``<name>_rx`` and ``<name>_q``): ``(receiver, queue)``. Connect the
-    receiver's ``i``; take requests from ``queue.o``."""
-    rx = m.submodules[f"{name}_rx"] = MessageReceiver(width, meta_bits=APP_META.size,
-                                                      empty_packets=True)
+def app_input(*types, fbits=None, name="app_rx"):
+    """The input (:class:`~apiary.noc.ports.Receive`) by which an engine tile takes the
+    application messages of ``types``, on sub-port ``fbits``; :func:`app_requests` queues
+    them."""
+    return Receive(name, *types, meta=APP_META, fbits=fbits, empty_packets=True)
+
+
+def app_requests(m, rx, name="app", depth=4):
+    """The queue of :data:`APP_REQUEST` (submodule ``<name>_q`` of ``m``) that the receiver
+    of application messages ``rx`` (:func:`app_input`) fills: take requests from
+    ``queue.o``."""
     q = m.submodules[f"{name}_q"] = Queue(APP_REQUEST, depth)
     hdr = rx.o_hdr.payload
     m.d.comb += [
@@ -178,4 +185,4 @@ def app_requests(m, width, name="app", depth=4):
         q.i.payload.y.eq(hdr.src_y), q.i.payload.fbits.eq(hdr.src_fbits),
         q.i.payload.meta.eq(hdr.meta),
     ]
-    return rx, q
+    return q

@@ -70,31 +70,30 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out, connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
-from apiary.noc.merger import MessageMerger
-from apiary.noc.nexthop import NextHopTable, address_of, first_hop
-from apiary.noc.spec import head_counts
-from apiary.noc.splitter import FbitsSplitter
-from apiary.os.memory_tile import MEM_META, STORE_MEM
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
+from apiary.noc.nexthop import Endpoint, NextHopTable, address_of, first_hop
+from apiary.os.memory_tile import MEM_FORMAT, MEM_META, STORE_MEM, MemMsgType
+from apiary.os.uapi import KERNEL_FORMAT, OFFSET_BITS, KernelMsgType, monitor_input
 from apiary.stream.header import header_signal
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamStrip
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..layer import packet_layout, received_packets, verified_packets
-from ..messages import IP_META, META_BITS, PACKET_META, MsgType
-from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_requests
+from ..messages import IP_META, PACKET_META, MsgType
+from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_input,
+                  app_requests)
 from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
 from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
 from .header import seq_le, seq_lt, seq_max, seq_min
 from .segments import BufferPool
 from .state import RX_EVENT, RX_STATE, ConnState, TcpWires, slot_bits
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpRxTile", "RX_KEY_MEMORY", "RX_KEY_ARP"]
@@ -146,6 +145,27 @@ class TcpRxTile(Tile):
 
     streaming = False
 
+    #: Under Apiary (untrusted) as here; trusted, without ``monitor`` and ``kernel``.
+    inputs: tuple[Receive, ...] = (
+        monitor_input(Fbits.LOCAL0),
+        # Segments come from IPv4 RX as its datagrams, with their head payload bytes.
+        Receive("seg_rx", MsgType.IP_RX_DATAGRAM, MsgType.TCP_RX_SEGMENT, meta=IP_META,
+                fbits=Fbits.LOCAL0, empty_packets=True),
+        Receive("ack_rx", MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT, fbits=Fbits.LOCAL1,
+                empty_packets=True),
+        app_input(MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
+                  fbits=Fbits.LOCAL2),
+        Receive("arp_rx", ArpMsgType.ARP_RESOLVED, meta=PACKET_META, fbits=Fbits.LOCAL3,
+                empty_packets=True),
+    )
+    outputs: tuple[Send, ...] = (
+        Send("store_tx", MemMsgType.STORE_MEM, meta=MEM_FORMAT, empty_packets=True),
+        Send("app_tx", MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, meta=APP_META),
+        Send("arp_tx", ArpMsgType.ARP_RESOLVE, meta=PACKET_META),
+        Send("k_tx", KernelMsgType.CAP_ALLOC, KernelMsgType.CAP_FREE, KernelMsgType.CAP_SEND,
+             meta=KERNEL_FORMAT),
+    )
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None) -> None:
         config = config_or_default(config)
         self.config = config
@@ -174,6 +194,9 @@ class TcpRxTile(Tile):
             "malformed": "messages the receivers dropped or reframed",
         }
         self.apiary = env is not None and not env.trusted
+        if not self.apiary:
+            self.inputs = self.inputs[1:]
+            self.outputs = self.outputs[:-1]
         if self.apiary:
             counters |= {
                 "alloc_failed": "ring allocations the memory manager or the monitor refused "
@@ -182,7 +205,8 @@ class TcpRxTile(Tile):
             }
         super().__init__(env, {"wires": Out(TcpWires(config.flows))}, counters)
         routes = self.env.next_hops("data")
-        self.ports = {k: v for k, v in routes.items() if isinstance(k, int)}
+        self.ports: dict[int | None, list[Endpoint]] = {
+            k: v for k, v in routes.items() if isinstance(k, int)}
         self.rx_mem = first_hop(routes, RX_KEY_MEMORY)
         self.arp = first_hop(routes, RX_KEY_ARP)
         if routes and self.rx_mem is None and not self.apiary:
@@ -199,27 +223,13 @@ class TcpRxTile(Tile):
         wires, counters = self.wires, self.counters
 
         # -- inputs ------------------------------------------------------------------------------
-        m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1,
-                                                           Fbits.LOCAL2, Fbits.LOCAL3])
-        connect(m, tile=flipped(self.noc_in), split=split.i)
-        # Segments come from IPv4 RX as its datagrams, with their head payload bytes.
-        m.submodules.seg_rx = seg_rx = MessageReceiver(
-            width, meta_bits=IP_META.size, empty_packets=True,
-            head=head_counts(width, [MsgType.IP_RX_DATAGRAM, MsgType.TCP_RX_SEGMENT]))
-        m.submodules.ack_rx = ack_rx = MessageReceiver(width, meta_bits=MEM_META.size,
-                                                       empty_packets=True)
-        app_rx, app_q = app_requests(m, width)
-        m.submodules.arp_rx = arp_rx = MessageReceiver(width, meta_bits=META_BITS,
-                                                       empty_packets=True)
-        for k, rx in enumerate((seg_rx, ack_rx, app_rx, arp_rx)):
-            if k or not self.apiary:
-                connect(m, split=split.o[k], receiver=rx.i)
+        ports = self.message_ports(m)
+        seg_rx, ack_rx, app_rx, arp_rx = ports.seg_rx, ports.ack_rx, ports.app_rx, ports.arp_rx
+        app_q = app_requests(m, app_rx)
         errors = seg_rx.errors + ack_rx.errors + app_rx.errors + arp_rx.errors
         if self.apiary:
-            # The monitor's answers arrive on LOCAL0 with the segments.
-            k_rx = monitor_answers(m, width, split.o[0], seg_rx.i)
-            errors += k_rx.errors
-        m.d.comb += counters.malformed.eq(errors + split.dropped)
+            errors += ports.monitor.errors
+        m.d.comb += counters.malformed.eq(errors + ports.dropped)
 
         # Segments: checksummed and stored whole, their header captured.
         hdr = received_packets(m, seg_rx)
@@ -234,7 +244,7 @@ class TcpRxTile(Tile):
         m.d.comb += seg_hdr.ready.eq(~cur_valid)
         with m.If(seg_hdr.valid & seg_hdr.ready):
             m.d.sync += [cur.eq(seg_hdr.payload), cur_valid.eq(1)]
-            m.d.sync += counters.segments.eq(counters.segments + 1)
+            count(m, counters.segments)
         m.submodules.peek = peek = PayloadPeek(width, MAX_HEADER_BYTES, slack=4)
         connect(m, source=seg_data, peek=peek.i)
         tcp = header_signal(m, TCP, peek.head)
@@ -246,7 +256,7 @@ class TcpRxTile(Tile):
         m.d.comb += [ack_rx.o_hdr.ready.eq(1), ack_rx.o_data.ready.eq(1)]
         ack_in = ack_rx.o_hdr.valid
         with m.If(ack_in & data.View(MEM_META, ack_rx.o_hdr.payload.meta).error):
-            m.d.sync += counters.store_errors.eq(counters.store_errors + 1)
+            count(m, counters.store_errors)
         m.d.sync += acks.eq(acks + ack_in - ack_take)
 
         # ARP answers (application requests are queued by app_requests): as they come.
@@ -263,16 +273,13 @@ class TcpRxTile(Tile):
         ]
 
         # -- outputs -----------------------------------------------------------------------------
-        m.submodules.merge = merge = MessageMerger(width, 4 if self.apiary else 3)
-        connect(m, merge=merge.o, tile=flipped(self.noc_out))
         # Stores: descriptor and strip count per kept segment.
         m.submodules.store_q = store_q = Queue(_STORE, 4)
         m.submodules.cut_q = cut_q = Queue(range(MAX_SEGMENT + 1), 4)
         m.submodules.strip = strip = StreamStrip(width, MAX_SEGMENT)
         connect(m, peek=peek.o, strip=strip.i)
         connect(m, cuts=cut_q.o, strip=strip.n)
-        m.submodules.store_tx = store_tx = MessageSender(width, meta_bits=MEM_META.size,
-                                                         empty_packets=True)
+        store_tx = ports.store_tx
         connect(m, strip=strip.o, sender=store_tx.i_data)
         mem = self.rx_mem
         here = (self.env.x, self.env.y)
@@ -285,22 +292,20 @@ class TcpRxTile(Tile):
                 src=(*here, Fbits.LOCAL1), msg_type=STORE_MEM,
                 payload_bytes=store_q.o.payload.size, meta=store_meta)),
         ]
-        connect(m, sender=store_tx.o, merge=merge.i[0])
         # Application messages.
         m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
-        m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
+        app_tx = ports.app_tx
         out = app_out.o.payload
         pool = None
         if self.apiary:
-            pool = self._rings(m, k_rx, out, app_out, merge.i[3], app_tx)
+            pool = self._rings(m, ports.monitor, out, app_out, ports.k_tx, app_tx)
         else:
             m.d.comb += app_out.o.ready.eq(offer_message(
                 m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits),
                 src=(*here, Fbits.LOCAL2), msg_type=out.msg_type, meta=out.meta))
-        connect(m, sender=app_tx.o, merge=merge.i[1])
         # ARP requests.
         m.submodules.arp_out = arp_out = Queue(unsigned(32), 2)
-        m.submodules.arp_tx = arp_tx = MessageSender(width, meta_bits=META_BITS)
+        arp_tx = ports.arp_tx
         resolve = Signal(PACKET_META.layout())
         m.d.comb += [
             resolve.peer_ip.eq(arp_out.o.payload),
@@ -308,7 +313,6 @@ class TcpRxTile(Tile):
                 m, arp_tx, arp_out.o.valid, dst=address_of(self.arp, Fbits.LOCAL1),
                 src=(*here, Fbits.LOCAL3), msg_type=ARP_RESOLVE, meta=resolve)),
         ]
-        connect(m, sender=arp_tx.o, merge=merge.i[2])
         # Events to the transmit tile; commits waiting for their store acks; notifications.
         m.submodules.ev_q = ev_q = Queue(RX_EVENT, 8)
         connect(m, events=ev_q.o, wires=flipped(wires.rx_event))
@@ -454,7 +458,7 @@ class TcpRxTile(Tile):
             ports.key.eq(tcp.dst_port),
         ]
         with m.If(e.app_push & ~app_out.i.ready):
-            m.d.sync += counters.replies_dropped.eq(counters.replies_dropped + 1)
+            count(m, counters.replies_dropped)
         with m.If(e.verdict):
             m.d.sync += cur_valid.eq(0)
         m.d.sync += half_open.eq(half_open + e.half_delta)
@@ -467,7 +471,7 @@ class TcpRxTile(Tile):
 
     def _count(self, m, e, name):
         counter = getattr(e.counters, name)
-        m.d.sync += counter.eq(counter + 1)
+        count(m, counter)
 
     def _respond(self, m, e, msg_type, x, y, fbits, **fields):
         """Queue an application message (fields of :data:`APP_META`)."""
@@ -504,10 +508,10 @@ class TcpRxTile(Tile):
             job.tx.eq(pool.pair.tx), job.flow.eq(self._handle(e, new.gen)),
         ]
 
-    def _rings(self, m, k_rx, out, app_out, merge_in, app_tx):
+    def _rings(self, m, k_rx, out, app_out, k_tx, app_tx):
         """Under Apiary: the ring allocator, its kernel messages, and the application messages,
         of which a notification of a new connection's ring becomes the ring's ``CAP_SEND``."""
-        cfg, width, here = self.config, self.env.width, (self.env.x, self.env.y, Fbits.LOCAL0)
+        cfg, here = self.config, (self.env.x, self.env.y, Fbits.LOCAL0)
         m.submodules.pool = pool = BufferPool(rx_ring=cfg.rx_ring, tx_ring=cfg.tx_ring,
                                               spare=cfg.spare)
         m.d.comb += [
@@ -520,12 +524,10 @@ class TcpRxTile(Tile):
             self.counters.alloc_failed.eq(pool.alloc_failed),
             self.counters.grant_failed.eq(pool.grant_failed),
         ]
-        m.submodules.k_tx = k_tx = MessageSender(width, meta_bits=KERNEL_META.size)
         req = pool.requests
         m.d.comb += req.ready.eq(offer_message(m, k_tx, req.valid, dst=here, src=here,
                                                msg_type=req.payload.msg_type,
                                                meta=req.payload.meta))
-        connect(m, sender=k_tx.o, merge=merge_in)
         is_grant = (out.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (out.meta.status == Status.OK)
         g = pool.grants.payload
         m.d.comb += [

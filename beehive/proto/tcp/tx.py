@@ -52,30 +52,29 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender, offer_message
+from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
-from apiary.noc.merger import MessageMerger
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.noc.splitter import FbitsSplitter
-from apiary.os.memory_tile import LOAD_MEM, MEM_META
-from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_answers
+from apiary.os.memory_tile import LOAD_MEM, MEM_FORMAT, MEM_META, MemMsgType
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_input
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
 from apiary.stream.header import byte_reverse
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
-from apiary.tile import Tile, TileEnv
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..addresses import local_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..messages import PACKET_META, MsgType
-from ..layer import level_meta, packet_sender
-from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_requests
+from ..layer import level_meta
+from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
 from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
 from .state import TIMER, TX_EVENT, TX_STATE, ConnState, TcpWires, TimerKind, slot_bits
+from apiary.stream.counters import count
 
 
 __all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP"]
@@ -123,6 +122,21 @@ class TcpTxTile(Tile):
 
     streaming = False
 
+    #: Under Apiary (untrusted) as here; trusted, without ``monitor``.
+    inputs: tuple[Receive, ...] = (
+        monitor_input(Fbits.LOCAL0),        # CAP_NOTIFY of each connection's send ring
+        app_input(MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_CLOSE_REQ,
+                  fbits=Fbits.LOCAL0),
+        Receive("load_rx", MemMsgType.LOAD_MEM_ACK, meta=MEM_FORMAT, fbits=Fbits.LOCAL1,
+                empty_packets=True),
+    )
+    outputs: tuple[Send, ...] = (
+        Send("seg_tx", MsgType.IP_TX_DATAGRAM, meta=PACKET_META, short_meta=True,
+             empty_packets=True),
+        Send("load_tx", MemMsgType.LOAD_MEM, meta=MEM_FORMAT),
+        Send("app_tx", MsgType.TCP_TX_MSG_RESP, meta=APP_META),
+    )
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  load_depth: int = 4) -> None:
         config = config_or_default(config)
@@ -145,6 +159,8 @@ class TcpTxTile(Tile):
         })
         routes = self.env.next_hops("data")
         self.apiary = not self.env.trusted
+        if not self.apiary:
+            self.inputs = self.inputs[1:]
         self.ip = first_hop(routes, None, TX_KEY_IP)
         self.tx_mem = first_hop(routes, TX_KEY_MEMORY)
         if routes and (self.ip is None or (self.tx_mem is None and not self.apiary)):
@@ -164,20 +180,15 @@ class TcpTxTile(Tile):
                      wires.tx_x.eq(self.env.x), wires.tx_y.eq(self.env.y)]
 
         # -- inputs ------------------------------------------------------------------------------
-        m.submodules.split = split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1])
-        connect(m, tile=flipped(self.noc_in), split=split.i)
-        app_rx, app_q = app_requests(m, width)
-        m.submodules.load_rx = load_rx = MessageReceiver(width, meta_bits=MEM_META.size,
-                                                         empty_packets=True)
-        connect(m, split=split.o[1], receiver=load_rx.i)
-        errors = app_rx.errors + load_rx.errors + split.dropped
+        ports = self.message_ports(m)
+        app_rx, load_rx = ports.app_rx, ports.load_rx
+        app_q = app_requests(m, app_rx)
+        errors = app_rx.errors + load_rx.errors + ports.dropped
         rings = ring_rd = None
         if self.apiary:
-            ring_rd, k_errors = self._rings(m, split.o[0], app_rx)
+            ring_rd = self._rings(m, ports.monitor)
             rings = ring_rd.data
-            errors += k_errors
-        else:
-            connect(m, split=split.o[0], receiver=app_rx.i)
+            errors += ports.monitor.errors
         m.d.comb += counters.malformed.eq(errors)
         # Loaded data: stored whole while summed; loads are only issued with room for them.
         m.submodules.seg_buffer = buf = PacketBuffer(
@@ -196,12 +207,10 @@ class TcpTxTile(Tile):
         ]
 
         # -- outputs -----------------------------------------------------------------------------
-        m.submodules.merge = merge = MessageMerger(width, 3)
-        connect(m, merge=merge.o, tile=flipped(self.noc_out))
         m.submodules.seg_q = seg_q = Queue(_SEG, 8)
-        self._emitter(m, seg_q, buf, merge.i[0])
+        self._emitter(m, seg_q, buf, ports.seg_tx)
         m.submodules.load_q = load_q = Queue(_LOAD, 4)
-        m.submodules.load_tx = load_tx = MessageSender(width, meta_bits=MEM_META.size)
+        load_tx = ports.load_tx
         here = (self.env.x, self.env.y)
         load_meta = Signal(MEM_META)
         m.d.comb += [
@@ -211,14 +220,12 @@ class TcpTxTile(Tile):
                 m, load_tx, load_q.o.valid, dst=address_of(self.tx_mem, Fbits.LOCAL0),
                 src=(*here, Fbits.LOCAL1), msg_type=LOAD_MEM, meta=load_meta)),
         ]
-        connect(m, sender=load_tx.o, merge=merge.i[1])
         m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
-        m.submodules.app_tx = app_tx = MessageSender(width, meta_bits=APP_META.size)
+        app_tx = ports.app_tx
         out = app_out.o.payload
         m.d.comb += app_out.o.ready.eq(offer_message(
             m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits), src=(*here, Fbits.LOCAL0),
             msg_type=MsgType.TCP_TX_MSG_RESP, meta=out.meta))
-        connect(m, sender=app_tx.o, merge=merge.i[2])
         m.submodules.txev_q = txev_q = Queue(TX_EVENT, 4)
         connect(m, events=txev_q.o, wires=flipped(wires.tx_event))
 
@@ -331,7 +338,7 @@ class TcpTxTile(Tile):
         ]
         m.d.sync += loads.eq(loads + e.load_push - load_done)
         with m.If(e.app_push & ~app_out.i.ready):
-            m.d.sync += counters.replies_dropped.eq(counters.replies_dropped + 1)
+            count(m, counters.replies_dropped)
         with m.If(e.requeue & ~queued.bit_select(slot, 1)):
             m.d.comb += [work_q.i.valid.eq(1), work_q.i.payload.eq(slot)]
             m.d.sync += queued.bit_select(slot, 1).eq(1)
@@ -340,16 +347,13 @@ class TcpTxTile(Tile):
 
     # -- the segment emitter ---------------------------------------------------------------------
 
-    def _emitter(self, m, seg_q, buf, out):
+    def _emitter(self, m, seg_q, buf, seg_tx):
         """Segments from ``seg_q`` (with their data from ``buf`` when they have any) to IPv4
-        TX: the checksum completed, the header put in front."""
+        TX through ``seg_tx``: the checksum completed, the header put in front."""
         width = self.env.width
         m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
                                                  counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
-        m.submodules.seg_tx = seg_tx = packet_sender(width, MsgType.IP_TX_DATAGRAM,
-                                                     empty_packets=True)
         connect(m, insert=ins.o, sender=seg_tx.i_data)
-        connect(m, sender=seg_tx.o, merge=out)
         d = seg_q.o.payload
         # A segment starts when its data (if any) is buffered: its kind goes to the insert's
         # queue, its data's descriptor is taken (its sum kept), then its header is offered.
@@ -404,17 +408,17 @@ class TcpTxTile(Tile):
         m.d.comb += kinds.o.ready.eq(end)
         self._load_done = end & kinds.o.payload
         with m.If(seg_tx.i_hdr.valid & seg_tx.i_hdr.ready):
-            m.d.sync += self.counters.segments.eq(self.counters.segments + 1)
+            count(m, self.counters.segments)
 
     # -- the engine's handlers (combinational, in the EXEC cycle) -------------------------------
 
     def _count(self, m, e, name, condition=None):
         counter = getattr(e.counters, name)
         if condition is None:
-            m.d.sync += counter.eq(counter + 1)
+            count(m, counter)
         else:
             with m.If(condition):
-                m.d.sync += counter.eq(counter + 1)
+                count(m, counter)
 
     def _arm(self, m, e, kind, ticks):
         m.d.comb += [e.tnew.armed.eq(1), e.tnew.kind.eq(kind),
@@ -680,13 +684,13 @@ class TcpTxTile(Tile):
                         & ~e.timer.armed):
                 self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
 
-    def _rings(self, m, local0, app_rx):
+    def _rings(self, m, k_rx):
         """Under Apiary: ``CAP_NOTIFY`` of each connection's send ring (from the receive
-        tile, through the monitors) arrive on LOCAL0 with the application requests; the
-        handle of each flow slot's ring is kept, with the connection's generation, for the
-        engine (read at its slot). Returns that read port and the receiver's errors."""
+        tile, through the monitors) arrive on LOCAL0 with the application requests, at the
+        receiver ``k_rx``; the handle of each flow slot's ring is kept, with the
+        connection's generation, for the engine (read at its slot). Returns that read
+        port."""
         cfg = self.config
-        k_rx = monitor_answers(m, self.env.width, local0, app_rx.i)
         ring = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
         m.submodules.rings = rings = Memory(shape=ring, depth=cfg.flows, init=[])
         wr = rings.write_port()
@@ -701,7 +705,7 @@ class TcpTxTile(Tile):
             wr.addr.eq(user.flow[:sb]), wr.data.handle.eq(meta.handle),
             wr.data.gen.eq(user.flow[SLOT_BITS:SLOT_BITS + GEN_BITS]), wr.data.valid.eq(1),
         ]
-        return rd, k_rx.errors
+        return rd
 
     def _answer(self, m, e, status, **fields):
         """Answer the flow's application's ``TCP_TX_MSG_REQ`` (fields of ``APP_META``)."""

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..design import DesignError
-from ..fingerprint import design_fingerprint
-from ..load import load_design
+from apiary.design import DesignError
+from apiary.fingerprint import design_fingerprint
+from apiary.load import load_design
 from .jobs import Job, as_job
 
 
@@ -57,15 +57,15 @@ class Sweep:
     or ``module:function``; a relative path is taken from ``base``, by default the working
     directory). The points are the cartesian product of ``grid`` (``{parameter: [values]}``)
     followed by ``points`` (a list of ``{parameter: value}``), each point once; with neither,
-    one point at the design's defaults. ``jobs`` are :class:`~apiary.sweep.jobs.Job` objects or
+    one point at the design's defaults. ``jobs`` are :class:`~harness.sweep.jobs.Job` objects or
     the names of those that need no parameters (``"echo"``, ``"area"``). ``timeout`` (seconds)
     bounds each job. ``plots`` are the plots ``apiary sweep`` draws from the table: ``(x, y)``
-    or ``(x, y, by)`` column names (see :func:`apiary.sweep.plot.plot`); ``paretos`` its
+    or ``(x, y, by)`` column names (see :func:`harness.sweep.plot.plot`); ``paretos`` its
     Pareto fronts, ``(x, y)`` or ``(x, y, label)``: less ``x`` and more ``y`` is better (see
-    :func:`apiary.sweep.plot.pareto`).
+    :func:`harness.sweep.plot.pareto`).
 
     With ``design=None`` the sweep has one point and only jobs that name what they measure
-    (:class:`~apiary.sweep.jobs.Bench`): a set of benchmarks run together.
+    (:class:`~harness.sweep.jobs.Bench`): a set of benchmarks run together.
     """
     design: str | None
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -146,7 +146,8 @@ class Sweep:
                 except DesignError as e:
                     raise ValueError(f"sweep {self.name!r}, point {i} ({describe(point)}): "
                                      f"{e}") from None
-                fingerprint = design_fingerprint(design)
+                # (the elaborator's sources too, as design_verilog's key has them)
+                fingerprint = design_fingerprint(design, roots=["apiary.top"])
             for job, digest in zip(jobs, digests):
                 key = None
                 if fingerprint is not None:

@@ -3,10 +3,10 @@
 Registered with the ``apiary`` command line through the entry point ``apiary.commands: bench``
 (``pyproject.toml``); this module is light, the benchmarks are imported when run.
 
-Every benchmark runs as a sweep of one job (:class:`apiary.sweep.jobs.Bench`), so a measurement
+Every benchmark runs as a sweep of one job (:class:`harness.sweep.jobs.Bench`), so a measurement
 has one way to run: in this process by default, on a Dask cluster with ``--workers N`` or
 ``--scheduler ADDRESS``, and from the sweep cache when nothing it depends on has changed
-(``--fresh`` measures again). The job calls :func:`beehive.bench.runner.measure`.
+(``--fresh`` measures again). The job calls :func:`harness.bench.runner.measure`.
 """
 
 import argparse
@@ -123,7 +123,7 @@ def _canonical_argv(args):
 
 
 def run(args):
-    """``apiary bench``: the benchmark as a sweep of one :class:`apiary.sweep.jobs.Bench` job,
+    """``apiary bench``: the benchmark as a sweep of one :class:`harness.sweep.jobs.Bench` job,
     its report printed; the benchmark's exit status."""
     if args.design in SUB_BENCHES:
         name = args.design
@@ -152,8 +152,8 @@ def run(args):
 
 def _run_as_sweep(argv, workers=0, scheduler=None, fresh=False):
     import io
-    from apiary.sweep import Bench, Sweep, run_sweep
-    from apiary.sweep.run import Progress
+    from harness.sweep import Bench, Sweep, run_sweep
+    from harness.sweep.run import Progress
     sweep = Sweep(None, jobs=[Bench(args=tuple(argv))], name="bench")
     outcome, = run_sweep(sweep, workers=workers, scheduler=scheduler, fresh=fresh,
                          progress=Progress(1, io.StringIO(), live=False))

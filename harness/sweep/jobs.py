@@ -2,8 +2,9 @@
 
 A job is a small frozen dataclass. :meth:`Job.check` rejects bad parameters before anything runs;
 :meth:`Job.run` does the work on a Dask worker and returns the job's columns, a flat
-``{column: number or text}``. Heavy code (the simulator, Yosys, beehive's benchmarks) is
-imported inside :meth:`Job.run`, so that building and checking a sweep stays cheap.
+``{column: number or text}``. Heavy code (the simulator, Yosys, the benchmarks of
+:mod:`harness.bench`) is imported inside :meth:`Job.run`, so that building and checking a sweep
+stays cheap.
 """
 
 import dataclasses
@@ -13,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..design import Design
+from apiary.design import Design
 
 
 __all__ = ["Job", "Echo", "Area", "Build", "Test", "Bench", "JOBS", "as_job", "Columns"]
@@ -37,7 +38,7 @@ class Job:
     def source_files(self) -> list[str]:
         """The source files the job's result depends on (besides the design's): by default
         those of the modules :attr:`sources`."""
-        from ..fingerprint import package_sources
+        from apiary.fingerprint import package_sources
         return package_sources(self.sources)
 
     def label(self) -> str | None:
@@ -75,7 +76,7 @@ def _down(rate: float) -> float:
 
 @dataclass(frozen=True)
 class Echo(Job):
-    """The UDP echo benchmark's figures (:mod:`beehive.bench.echo`), at a small size: the
+    """The UDP echo benchmark's figures (:mod:`harness.bench.echo`), at a small size: the
     1-byte latency (first word in to last word out, median of ``latency_requests``) and, for
     each payload size, cycles per packet and Gbps of ``packets`` requests back to back.
     ``backend`` is ``"pysim"`` (no build, slow per cycle) or ``"verilator"``; the clock follows
@@ -84,7 +85,7 @@ class Echo(Job):
     ``cycles_per_packet``, ``mpps``, ``gbps``), to plot against the payload size."""
 
     kind: ClassVar[str] = "echo"
-    sources: ClassVar[tuple[str, ...]] = ("beehive.bench.echo", "apiary.sim.core")
+    sources: ClassVar[tuple[str, ...]] = ("harness.bench.echo", "apiary.sim.core")
     sizes: tuple[int, ...] = (64,)
     packets: int = 4
     latency_requests: int = 1
@@ -93,7 +94,7 @@ class Echo(Job):
     per_size: bool = False
 
     def check(self) -> None:
-        from beehive.bench import MAX_PAYLOAD
+        from harness.bench import MAX_PAYLOAD
         if not self.sizes or any(not isinstance(s, int) or not 0 <= s <= MAX_PAYLOAD
                                  for s in self.sizes):
             raise ValueError(f"echo sizes must be payload sizes from 0 to {MAX_PAYLOAD} bytes, "
@@ -109,8 +110,8 @@ class Echo(Job):
 
     def run(self, design: Design, spec: str, overrides: dict[str, Any]) -> Columns:
         from apiary.sim import default_clock_mhz, open_sim
-        from beehive.bench.echo import measure_latency, measure_throughput
         from beehive.proto.addresses import design_addresses
+        from harness.bench.echo import measure_latency, measure_throughput
         clock_mhz = self.clock_mhz or default_clock_mhz(design.width)
         mac, ipv4 = design_addresses(design)
         with open_sim(design, self.backend, clock_hz=clock_mhz * 1e6) as sim:
@@ -251,21 +252,21 @@ class Bench(Job):
     the report and returns the exit status) in the folder ``cwd`` (relative to the sweep file's
     folder, or to the working directory for a sweep made in Python). ``name`` names the job's
     row of the table, its report file (``SWEEP-NAME.md``) and its block in a document that
-    ``apiary sweep --update`` rewrites (:mod:`apiary.sweep.document`).
+    ``apiary sweep --update`` rewrites (:mod:`harness.sweep.document`).
 
     Columns: ``status`` (the exit status; not 0 is a failed job) and ``report`` (what it
     printed). Its cache key covers the sources it can depend on: every module of ``apiary``,
-    ``beehive`` and ``platforms`` that the runner's module, the modules its
+    ``beehive``, ``harness`` and ``platforms`` that the runner's module, the modules its
     ``<function>_modules(args)`` names (the benchmark behind a command) and the files among the
     arguments (a design script) import, at any depth, except the sweep machinery itself
-    (:mod:`apiary.sweep`); and the files themselves."""
+    (:mod:`harness.sweep`); and the files themselves."""
 
     kind: ClassVar[str] = "bench"
-    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "platforms")   # (packages)
+    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "harness", "platforms")  # (packages)
     needs_design: ClassVar[bool] = False
     args: tuple[str, ...] = ()
     name: str = ""
-    runner: str = "beehive.bench.runner:measure"
+    runner: str = "harness.bench.runner:measure"
     cwd: str = "."
 
     def check(self) -> None:
@@ -304,7 +305,7 @@ class Bench(Job):
         return params
 
     def source_files(self) -> list[str]:
-        from ..fingerprint import _imported, import_closure
+        from apiary.fingerprint import _imported, import_closure
         module, function = self._runner()
         roots = [module.__name__]
         named = getattr(module, f"{function}_modules", None)

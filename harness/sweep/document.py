@@ -5,7 +5,7 @@ block
     ...
     <!-- end sweep -->
 
-with the report of the sweep's job named ``LABEL`` (a :class:`~apiary.sweep.jobs.Bench`'s
+with the report of the sweep's job named ``LABEL`` (a :class:`~harness.sweep.jobs.Bench`'s
 ``name``). Text outside the blocks is the author's and is kept as it is; so is a block whose job
 failed, or that the sweep does not have."""
 

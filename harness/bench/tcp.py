@@ -2,9 +2,9 @@
 on port 7 (examples/tcp_echo.py).
 
 Everything is measured cycle-accurately on a Verilator model, through the design's Ethernet
-port, with a scripted peer per connection (:mod:`beehive.bench.tcp_peer`) that checks every
+port, with a scripted peer per connection (:mod:`harness.bench.tcp_peer`) that checks every
 segment's checksums and every echoed byte; a wrong or missing echo stops the benchmark with
-:class:`~beehive.bench.echo.BenchError`.
+:class:`~harness.bench.echo.BenchError`.
 
 * **Connection set-up**: a SYN into the idle design, first word in → last word of the SYN-ACK
   out; and the whole handshake plus a 1-byte echo, SYN's first word in → the echo's last out.
@@ -34,7 +34,7 @@ import sys
 
 from apiary.terminal import StatusLine, render_tables
 
-from ..proto.addresses import design_addresses
+from beehive.proto.addresses import design_addresses
 from .echo import BenchError, TARGET_WIDTH, _cycles, _down, _up, target_cell
 from .tcp_peer import Peer, run_peers, seq_add, seq_diff
 
@@ -110,7 +110,7 @@ def _close_all(sim, peers):
 
 def tcp_flows(design):
     """The flow slots of the design's TCP engine (0 if it has none)."""
-    from ..proto.tcp import TcpRxTile
+    from beehive.proto.tcp import TcpRxTile
     for decl in design.tiles.values():
         if decl.cls is TcpRxTile:
             config = decl.params.get("config")
@@ -228,6 +228,7 @@ def measure_rate(sim, design, flows, rounds, size=64, step=16, patience=4000):
                 resent += 1
     _close_all(sim, peers)
     requests = flows * rounds
+    assert first_in is not None         # requests went in
     cycles = last_out - first_in
     return {"flows": flows, "rounds": rounds, "payload_bytes": size, "requests": requests,
             "cycles": cycles, "cycles_per_request": cycles / requests, "resent": resent}

@@ -18,7 +18,7 @@ __all__ = ["table", "text_of", "to_csv", "to_markdown"]
 
 def table(outcomes: list[Outcome]) -> tuple[list[str], list[dict[str, Any]]]:
     """``(columns, rows)``: one row per point, in the order the points first appear; a job with
-    a :meth:`~apiary.sweep.jobs.Job.label` (a :class:`~apiary.sweep.jobs.Bench`) has a row of
+    a :meth:`~harness.sweep.jobs.Job.label` (a :class:`~harness.sweep.jobs.Bench`) has a row of
     its own, named in the ``job`` column."""
     params: list[str] = []
     measured: list[str] = []

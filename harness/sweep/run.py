@@ -97,7 +97,7 @@ def _error_text(e: BaseException) -> str:
 
 
 def _run_job(task: Task) -> Columns:
-    from ..load import load_design
+    from apiary.load import load_design
     if task.design is None:              # (Sweep.tasks gives no design only to jobs needing none)
         return task.job.run(None, None, task.point)  # type: ignore[arg-type]
     return task.job.run(load_design(task.design, **task.point), task.design, task.point)

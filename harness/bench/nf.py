@@ -16,8 +16,8 @@ from typing import Any
 from apiary.bench.noc import design_area
 from apiary.tile import TileEnv
 
-from ..nf.cost import nf_costs
-from ..nf import IpipDecapTile, IpipEncapTile, NatTile, VxlanDecapTile, VxlanEncapTile
+from beehive.nf.cost import nf_costs
+from beehive.nf import IpipDecapTile, IpipEncapTile, NatTile, VxlanDecapTile, VxlanEncapTile
 
 
 __all__ = ["areas", "markdown", "main"]
@@ -46,8 +46,8 @@ def markdown(rows: list[dict], area: dict[int, dict] | None) -> str:
         cells = {r["width"]: r for r in rows if r["tile"] == tile}
         line = f"| {tile} | {cells[widths[0]]['bytes']} | " + " | ".join(
             f"{cells[w]['latency']} / {cells[w]['cycles_per_packet']:g}" for w in widths) + " |"
-        for w in sorted(area or {}):
-            a = area[w][tile.split(' ')[0]]
+        for _, by_tile in sorted((area or {}).items()):
+            a = by_tile[tile.split(' ')[0]]
             line += f" {a['luts']:,} / {a['lutram']:,} / {a['ffs']:,} |"
         lines.append(line)
     return "\n".join(lines)

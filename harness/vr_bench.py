@@ -1,4 +1,4 @@
-"""The VR witness benchmark: ``python -m beehive.vr.bench [--shards 1,2,3,4] [--ops N]``.
+"""The VR witness benchmark: ``python -m harness.vr_bench [--shards 1,2,3,4] [--ops N]``.
 
 For each shard count it simulates ``examples/vr_witness.py`` (Verilator by default, 512-bit data
 plane, 250 MHz: the Beehive paper's setting) and measures, cycle-accurately:
@@ -31,10 +31,9 @@ from apiary.load import load_design
 from apiary.sim import default_clock_mhz, open_sim
 from apiary.terminal import markdown_table
 from beehive.apps.vr_witness import VrMessage, VrType, request_digest
-
-from .group import Group, run_workload
-from .kv import reference_results, workload
-from .links import SimWitness, udp_replies
+from beehive.vr.group import Group, run_workload
+from beehive.vr.kv import reference_results, workload
+from beehive.vr.links import SimWitness, udp_replies
 
 
 __all__ = ["measure", "render", "main", "BEEHIVE_TABLE_4_3"]
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from amaranth.hdl import UnusedElaboratable
     # A cached Verilator model leaves the design's Amaranth objects unelaborated.
     warnings.filterwarnings("ignore", category=UnusedElaboratable)
-    parser = argparse.ArgumentParser(prog="python -m beehive.vr.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m harness.vr_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", default="1,2,3,4", metavar="N,N,...",
                         help="shard counts to measure (default 1,2,3,4; at most 8)")

@@ -6,9 +6,9 @@ The design is ``examples/replicated_echo.py``: Ethernet RX → load balancer →
 hashes each packet's 4-tuple, read from its IPv4 and UDP headers (``policy="hash"``,
 ``flow="ipv4"``), as Beehive's front load balancer hashes the frames it spreads. Each copy count
 is measured cycle-accurately on a Verilator model with the echo benchmark's own machinery
-(:func:`beehive.bench.echo.measure_throughput`: requests queued at once and offered back to
+(:func:`harness.bench.echo.measure_throughput`: requests queued at once and offered back to
 back, every reply checked byte for byte against the echo model, cycles per packet where the
-replies leave) plus the 1-byte echo latency (:func:`beehive.bench.echo.measure_latency`).
+replies leave) plus the 1-byte echo latency (:func:`harness.bench.echo.measure_latency`).
 
 What bounds the rate is printed beside it, per packet: the MAC's words (the request frame, 106
 bytes at 64-byte payloads: 2 words at 512 bits, 14 at 64), and the flits of the one message per
@@ -40,7 +40,7 @@ from apiary.noc.header import header_flits
 from apiary.noc.spec import head_bytes
 from apiary.sim.base import default_clock_mhz
 
-from ..proto.messages import ETH_META, MsgType
+from beehive.proto.messages import ETH_META, MsgType
 from .echo import (BenchError, measure_latency, request, _addresses, _drops, _expected,
                    _not_an_echo, _per_packet, _run_until_idle)
 
@@ -82,7 +82,7 @@ def bounds(width, size=SIZE):
 
 
 def _throughput(sim, packets, mac, ipv4, clock_mhz):
-    """:func:`beehive.bench.echo.measure_throughput`'s measure, with replies matched to
+    """:func:`harness.bench.echo.measure_throughput`'s measure, with replies matched to
     requests in any order: copies that answer different flows may overtake one another (a flow
     stays on one copy, so its own replies keep their order). Adds ``reordered``, the replies
     that left before the reply to an earlier request."""
@@ -127,7 +127,7 @@ def replicate_row(width, copies, *, packets=200, policy="hash", clock_mhz=250.0,
     """Measure one design: ``copies`` copies at ``width`` bits. ``design`` is a callable
     ``(width, copies, policy) -> Design`` (default: :data:`DESIGN`, or :data:`APP_DESIGN` with
     ``cycles=app_cycles`` when ``app_cycles`` is given). Returns a dict (the keys of
-    :func:`beehive.bench.echo.measure_throughput` and ``reordered``, plus ``width``,
+    :func:`harness.bench.echo.measure_throughput` and ``reordered``, plus ``width``,
     ``copies``, ``policy``, ``packets_per_cycle``, ``latency`` (1-byte, first word in → last
     word out, median), ``per_copy`` (replies each copy sent: its IPv4 TX's ``forwarded``, or
     with ``app_cycles`` the application's), ``bound_mac`` and ``bound_shared``

@@ -2,7 +2,7 @@
 
 ``apiary bench examples/udp_echo.py [--width N] [--sizes 64,128,...] [--packets N]
 [--clock-mhz MHZ] [--json | --markdown]`` (the command and its options are declared in
-:mod:`beehive.bench.cli`).
+:mod:`harness.bench.cli`).
 
 Everything is measured cycle-accurately on a Verilator model of the design, through its Ethernet
 port (:mod:`apiary.sim`), and every reply is checked byte for byte against
@@ -41,8 +41,8 @@ from scapy.layers.l2 import Ether
 
 from apiary.terminal import StatusLine, render_tables
 
-from ..model import echo_reply
-from ..proto.addresses import design_addresses
+from beehive.model import echo_reply
+from beehive.proto.addresses import design_addresses
 from . import MAX_PAYLOAD
 
 
@@ -127,7 +127,7 @@ def _not_an_echo(sim, what):
 def _match(requests, expected, replies, sim):
     """Match ``replies`` (in order) to ``requests``: each reply must be the echo of a later request
     than the previous reply's. Returns ``[(request_index, reply_frame)]``."""
-    matched = []
+    matched: list[tuple] = []          # (request index, reply frame)
     j = 0
     for k, r in enumerate(replies):
         while j < len(expected) and expected[j] != r.data:
@@ -375,7 +375,7 @@ def trace_messages(design, frames, cycles):
     for name, tile in top.tiles.items():
         if "data" in tile.planes:
             streams += [(f"{name}.in", tile.noc_in), (f"{name}.out", tile.noc_out)]
-    moved = {n: [] for n, _ in streams}
+    moved: dict[str, list[tuple[int, bool]]] = {n: [] for n, _ in streams}
     stalls = {n: 0 for n, _ in streams}
 
     async def drive(ctx):
@@ -409,7 +409,7 @@ def trace_messages(design, frames, cycles):
     sim.add_testbench(watch, background=True)
     sim.add_testbench(run)
     sim.run()
-    result = {}
+    result: dict[str, list | int] = {}
     for name, _ in streams:
         messages, first = [], None
         for cycle, last in moved[name]:
@@ -490,17 +490,17 @@ def _tables(res, markdown=False):
     for r in res["throughput"]:
         size = r["payload_bytes"]
         drops = ", ".join(f"{k} {v}" for k, v in r["dropped"].items()) or "0"
-        beehive = target = ""
+        beehive = goal = ""
         if size == 64:
             beehive = (f"{_down(BEEHIVE['cycles_per_packet_64'])} cycles "
                        f"({BEEHIVE['mpps_64']:g} Mpps)")
-            target = target_cell(width, f"≤ {TARGETS['cycles_per_packet_64']} cycles",
+            goal = target_cell(width, f"≤ {TARGETS['cycles_per_packet_64']} cycles",
                                  r["cycles_per_packet"] <= TARGETS["cycles_per_packet_64"],
                                  markdown)
         elif size >= BEEHIVE["line_rate_from_bytes"]:
             beehive = "line rate"
         if size >= TARGETS["link_fraction_from_bytes"]:
-            target = target_cell(width, f"≥ {TARGETS['link_fraction']:.0%}",
+            goal = target_cell(width, f"≥ {TARGETS['link_fraction']:.0%}",
                                  r["link_fraction"] >= TARGETS["link_fraction"], markdown)
         z = r["zero_drop_spacing"]
         t_rows.append([
@@ -510,7 +510,7 @@ def _tables(res, markdown=False):
             _cycles(r["cycles_per_packet"]), _down(r["mpps"]), _down(r["gbps_frames"]),
             _down(r["gbps_payload"]), _down(100 * r["link_fraction"], 1),
             "—" if z is None else f"{_cycles(z)} ({_down(mhz / z)} Mpps)",
-            str(r["idle_latency"]), beehive, target])
+            str(r["idle_latency"]), beehive, goal])
     throughput = (f"Throughput: {res['packets']} requests per size queued at once and offered "
                   f"back to back; cycles/packet where the replies leave; bit rates at {mhz:g} MHz; "
                   f"link = {res['width']} bits × {mhz:g} MHz = {_down(res['link_gbps'])} Gbps",

@@ -3,7 +3,7 @@
 ``apiary bench rs`` builds ``examples/rs_apiary.py`` (the TCP engine and ``tiles`` encoders,
 all untrusted behind monitors, the encoders behind the round-robin scheduler, two memory
 tiles) and drives it on Verilator through its Ethernet port with scripted TCP clients
-(:mod:`beehive.bench.tcp_peer`), checking every parity byte against the Python model:
+(:mod:`harness.bench.tcp_peer`), checking every parity byte against the Python model:
 
 * **Throughput and latency, 1 to 4 encoders** (the thesis's Table 3.3): one connection per
   encoder, each client with one request (8 data shards: 4 KiB by default) outstanding at a time;
@@ -52,7 +52,7 @@ def _request_frames(sim):
     call (a request's first word in)."""
     from scapy.layers.inet import TCP
     from scapy.layers.l2 import Ether
-    first = {}
+    first: dict[int, int] = {}
     for f in sim.sent(clear=True):
         packet = Ether(f.data)
         if TCP in packet and len(packet[TCP].payload):
@@ -80,7 +80,7 @@ def closed_loop(sim, peers, requests, service, *, seed=1, step=8, patience=200_0
     started = {}                        # sport: cycle its request's first word went in
     waiting = {}                        # sport: the request in flight (not seen going in yet)
     latencies = []
-    done_at = {p.sport: [] for p in peers}
+    done_at: dict[int, list[int]] = {p.sport: [] for p in peers}
     first_in = last_out = None
     if until is not None:
         requests = 1 << 30
@@ -125,6 +125,7 @@ def closed_loop(sim, peers, requests, service, *, seed=1, step=8, patience=200_0
                 p.send("A")
     if not latencies:
         raise BenchError("no request was answered")
+    assert first_in is not None and last_out is not None    # set by every answer
     return {"requests": len(latencies), "cycles": last_out - first_in,
             "latency_mean": sum(latencies) / len(latencies), "latency_min": min(latencies),
             "latency_max": max(latencies), "done_at": done_at, "first_in": first_in}
@@ -132,7 +133,7 @@ def closed_loop(sim, peers, requests, service, *, seed=1, step=8, patience=200_0
 
 def rs_service(shard_bytes):
     """Requests of 8 random shards; the reply is their 2 parity shards."""
-    from ..apps.reed_solomon import encode_shards
+    from beehive.apps.reed_solomon import encode_shards
 
     def make(rng):
         return rng.randbytes(8 * shard_bytes)

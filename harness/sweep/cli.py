@@ -9,8 +9,8 @@ import argparse
 import os
 import sys
 
-from ..cli import Command, UsageError
-from ..load import load_script
+from apiary.cli import Command, UsageError
+from apiary.load import load_script
 from .run import Outcome, default_cache_dir, run_sweep
 from .spec import Sweep
 from .table import to_csv, to_markdown
@@ -194,7 +194,7 @@ COMMAND = Command(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``apiary sweep`` on its own (``python -m apiary.sweep.cli FILE ...``)."""
+    """``apiary sweep`` on its own (``python -m harness.sweep.cli FILE ...``)."""
     parser = argparse.ArgumentParser(prog="apiary sweep", description=COMMAND.description)
     _arguments(parser)
     args = parser.parse_args(argv)

@@ -1,10 +1,10 @@
 """How a sweep's wall clock scales with Dask workers: measured at a few worker counts on this
 machine, and projected to many from the measured per-job times.
 
-    python -m apiary.sweep.scaling benchmarks/scaling.py --workers 1,2 --project 100
+    python -m harness.sweep.scaling benchmarks/scaling.py --workers 1,2 --project 100
 
 Each run uses a fresh, empty result cache, so every job executes; the wall clock is from the
-call to :func:`~apiary.sweep.run.run_sweep` to its return, so it includes starting the embedded
+call to :func:`~harness.sweep.run.run_sweep` to its return, so it includes starting the embedded
 cluster and its workers' first imports. The projection is a model, stated with its terms:
 
 - ``start``: the cluster's start-up, measured (the wall clock of one worker minus the jobs'
@@ -127,7 +127,7 @@ def _counts(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     from .cli import load_sweep
-    parser = argparse.ArgumentParser(prog="python -m apiary.sweep.scaling",
+    parser = argparse.ArgumentParser(prog="python -m harness.sweep.scaling",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("file", metavar="FILE", help="a sweep file (`sweep = Sweep(...)`)")
     parser.add_argument("--workers", type=_counts, default=[1, 2], metavar="N,N",

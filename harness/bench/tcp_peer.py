@@ -8,9 +8,13 @@ not to. The tests script everything else (lost segments, windows, resets) segmen
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
+
+if TYPE_CHECKING:
+    from apiary.sim import Sim
 
 DESIGN_MAC, DESIGN_IP = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
@@ -53,7 +57,7 @@ class Seen:
 @dataclass
 class Peer:
     """One connection's far end. ``sport`` is ours, ``dport`` the design's."""
-    sim: object
+    sim: "Sim"
     sport: int = 40000
     dport: int = 7
     isn: int = 1000
@@ -183,7 +187,7 @@ def run_peers(sim, peers, cycles, *, ack=True, lose=None):
     peer's ``others``."""
     sim.run(cycles)
     by_port = {p.sport: p for p in peers}
-    new = {p.sport: [] for p in peers}
+    new: dict[int, list[Seen]] = {p.sport: [] for p in peers}
     for frame in sim.received(clear=True):
         packet = Ether(frame.data)
         if TCP not in packet:

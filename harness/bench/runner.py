@@ -2,8 +2,8 @@
 bench``'s arguments (a design and the UDP/TCP echo options, or a benchmark's name and its own
 options), prints the report and returns the exit status.
 
-This is what the sweep job :class:`apiary.sweep.jobs.Bench` calls, on a worker or in the
-process of ``apiary bench`` (:mod:`beehive.bench.cli`, which runs every benchmark as such a
+This is what the sweep job :class:`harness.sweep.jobs.Bench` calls, on a worker or in the
+process of ``apiary bench`` (:mod:`harness.bench.cli`, which runs every benchmark as such a
 job). The benchmarks themselves are imported when run.
 """
 
@@ -45,7 +45,7 @@ def _packets(text):
 
 def bench_options(parser, defaults=True):
     """The options of ``apiary bench DESIGN`` but ``--width`` (defaults:
-    :mod:`beehive.bench.echo`'s; the clock's follows the width). With ``defaults=False`` an
+    :mod:`harness.bench.echo`'s; the clock's follows the width). With ``defaults=False`` an
     option not given stays out of the namespace."""
     def default(value):
         return value if defaults else argparse.SUPPRESS
@@ -96,13 +96,13 @@ SUB_BENCHES = {
     "noc": "apiary.bench.noc",
     "kernel": "apiary.bench.kernel",
     "control": "apiary.bench.control",
-    "replicate": "beehive.bench.replicate",
-    "nf": "beehive.bench.nf",
-    "rs": "beehive.bench.rs",
+    "replicate": "harness.bench.replicate",
+    "nf": "harness.bench.nf",
+    "rs": "harness.bench.rs",
     "slots": "apiary.bench.slots",
     "area": "apiary.bench.area",
     "timing": "apiary.bench.timing",
-    "vr": "beehive.vr.bench",
+    "vr": "harness.vr_bench",
     "sizing": "apiary.stream.sizing",
 }
 
@@ -138,7 +138,7 @@ def measure_modules(argv):
 def measure(argv):
     """Run the benchmark that ``argv`` (``apiary bench``'s arguments, without the sweep's
     options) names, in this process; print its report and return its exit status. What the
-    sweep job :class:`apiary.sweep.jobs.Bench` calls."""
+    sweep job :class:`harness.sweep.jobs.Bench` calls."""
     if argv and argv[0] in SUB_BENCHES:
         return _run_sub_bench(argv[0], list(argv[1:]))
     args = parse_rest(bench_parser(prog="apiary bench").parse_args(argv))
