@@ -2,9 +2,6 @@
 
 * the sweep result cache (which ``apiary bench`` also reads) is a fresh folder per test session,
   so a test never reads a result another run stored, nor leaves one in the user's cache;
-* Verilator models are compiled at ``-O0`` unless ``APIARY_VERILATOR_OPT`` says otherwise
-  (:func:`apiary.sim.verilator.model_opt`): a quarter of ``-O1``'s compile time for the short
-  simulations tests run, cached apart from the ``-O1`` models of benchmarks and the CLI;
 * the run ends with one line saying how many Verilator models it built and the seconds that
   took (``pytest -n`` included), so a run after an edit shows what the edit cost to rebuild.
 """
@@ -20,7 +17,6 @@ _builds: list[tuple[str, str, float]] = []
 
 def pytest_configure(config):
     os.environ["APIARY_SWEEP_CACHE"] = tempfile.mkdtemp(prefix="apiary-test-sweep-")
-    os.environ.setdefault("APIARY_VERILATOR_OPT", "-O0")
 
 
 def pytest_unconfigure(config):

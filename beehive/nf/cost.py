@@ -15,6 +15,7 @@ from apiary.noc.framing import meta_message_flits
 from apiary.noc.header import NocHeader
 from apiary.noc.nexthop import Endpoint
 from apiary.stream.checksum import internet_checksum
+from apiary.stream.testbench import end_testbenches
 from apiary.tile import TileEnv
 from beehive.proto.addresses import ipv4_to_int, mac_to_int
 from beehive.proto.ipv4 import IPV4
@@ -98,6 +99,7 @@ def _measure(cls, params, width, payload, meta, packets) -> tuple[int, float]:
     sim.add_testbench(feed, background=True)
     sim.add_testbench(clock)
     sim.run()
+    end_testbenches(sim)        # feed, if it still waits for the tile to take its last flits
     latency = stamps_out[0] - stamps_in[0]
     steady = (stamps_out[-1] - stamps_out[packets // 2]) / (packets - 1 - packets // 2)
     return latency, steady

@@ -46,6 +46,19 @@ def kernel_flits(width, msg_type, handle):
                               KERNEL_FORMAT.pack(handle=handle), KERNEL_FORMAT.size)
 
 
+def headers(dut, name, seen):
+    """A background testbench that takes every header the input ``name`` delivers and notes
+    ``(name, msg_type, meta)`` in ``seen``."""
+    async def tb(ctx):
+        rx = getattr(dut.ports, name)
+        ctx.set(rx.o_hdr.ready, 1)
+        async for _, _, valid, t, meta in ctx.tick().sample(
+                rx.o_hdr.valid, rx.o_hdr.payload.msg_type, rx.o_hdr.payload.meta):
+            if valid:
+                seen.append((name, t, meta))
+    return tb
+
+
 @pytest.mark.parametrize("width", [64, 512])
 def test_inputs_split_by_type_with_the_last_taking_the_rest(width):
     """Two inputs on one sub-port: each typed one gets its types, the last every other type,
@@ -55,26 +68,18 @@ def test_inputs_split_by_type_with_the_last_taking_the_rest(width):
     sent = [("mem", mem_flits(width, LOAD, 0x40)), ("kernel", kernel_flits(width,
             KernelMsgType.FAULT, 7)), ("mem", mem_flits(width, STORE, 0x80)),
             ("kernel", kernel_flits(width, KernelMsgType.CAP_RESULT, 9))]
-    got = {"mem": [], "kernel": []}
+    seen = []
 
     async def source(ctx):
         for _, flits in sent:
             await send_flits(ctx, dut.noc_in, flits)
 
-    def sink(name):
-        async def tb(ctx):
-            rx = getattr(dut.ports, name)
-            ctx.set(rx.o_hdr.ready, 1)
-            async for _, _, valid, t, meta in ctx.tick().sample(
-                    rx.o_hdr.valid, rx.o_hdr.payload.msg_type, rx.o_hdr.payload.meta):
-                if valid:
-                    got[name].append((t, meta))
-        return tb
-
     async def wait(ctx):
         await ctx.tick().repeat(20 * len(sent) * (1 + 512 // width))
 
-    simulate(dut, source, wait, background=[sink("mem"), sink("kernel")])
+    simulate(dut, source, wait, background=[headers(dut, "mem", seen),
+                                            headers(dut, "kernel", seen)])
+    got = {name: [(t, meta) for n, t, meta in seen if n == name] for name in ("mem", "kernel")}
     assert [t for t, _ in got["mem"]] == [LOAD.value, STORE.value]
     assert [MEM_FORMAT.unpack(m)["addr"] for _, m in got["mem"]] == [0x40, 0x80]
     assert [t for t, _ in got["kernel"]] == [KernelMsgType.FAULT.value,
@@ -86,27 +91,18 @@ def test_inputs_split_by_sub_port():
     width = 64
     dut = Ports(width, [Receive("a", LOAD, meta=MEM_FORMAT, fbits=Fbits.LOCAL0),
                         Receive("b", LOAD, meta=MEM_FORMAT, fbits=Fbits.LOCAL1)], [])
-    got = []
+    seen = []
 
     async def source(ctx):
         for fbits, addr in [(Fbits.LOCAL1, 8), (Fbits.LOCAL0, 16), (Fbits.LOCAL1, 24)]:
             await send_flits(ctx, dut.noc_in, mem_flits(width, LOAD, addr, fbits))
 
-    def sink(name):
-        async def tb(ctx):
-            rx = getattr(dut.ports, name)
-            ctx.set(rx.o_hdr.ready, 1)
-            async for _, _, valid, meta in ctx.tick().sample(rx.o_hdr.valid,
-                                                             rx.o_hdr.payload.meta):
-                if valid:
-                    got.append((name, MEM_FORMAT.unpack(meta)["addr"]))
-        return tb
-
     async def wait(ctx):
         await ctx.tick().repeat(60)
 
-    simulate(dut, source, wait, background=[sink("a"), sink("b")])
-    assert got == [("b", 8), ("a", 16), ("b", 24)]
+    simulate(dut, source, wait, background=[headers(dut, "a", seen), headers(dut, "b", seen)])
+    assert [(name, MEM_FORMAT.unpack(meta)["addr"]) for name, _, meta in seen] == \
+        [("b", 8), ("a", 16), ("b", 24)]
 
 
 def test_outputs_are_merged_a_message_at_a_time():
@@ -198,29 +194,20 @@ def test_a_message_for_no_sub_port_is_dropped_and_counted():
     width = 64
     dut = Ports(width, [Receive("a", LOAD, meta=MEM_FORMAT, fbits=Fbits.LOCAL0),
                         Receive("b", LOAD, meta=MEM_FORMAT, fbits=Fbits.LOCAL1)], [])
-    got, dropped = [], []
+    seen, dropped = [], []
 
     async def source(ctx):
         for fbits, addr in [(Fbits.LOCAL2, 8), (Fbits.LOCAL0, 16), (Fbits.LOCAL2, 24),
                             (Fbits.LOCAL1, 32)]:
             await send_flits(ctx, dut.noc_in, mem_flits(width, LOAD, addr, fbits))
 
-    def sink(name):
-        async def tb(ctx):
-            rx = getattr(dut.ports, name)
-            ctx.set(rx.o_hdr.ready, 1)
-            async for _, _, valid, meta in ctx.tick().sample(rx.o_hdr.valid,
-                                                             rx.o_hdr.payload.meta):
-                if valid:
-                    got.append((name, MEM_FORMAT.unpack(meta)["addr"]))
-        return tb
-
     async def wait(ctx):
         await ctx.tick().repeat(80)
         dropped.append(ctx.get(dut.ports.dropped))
 
-    simulate(dut, source, wait, background=[sink("a"), sink("b")])
-    assert got == [("a", 16), ("b", 32)]
+    simulate(dut, source, wait, background=[headers(dut, "a", seen), headers(dut, "b", seen)])
+    assert [(name, MEM_FORMAT.unpack(meta)["addr"]) for name, _, meta in seen] == \
+        [("a", 16), ("b", 32)]
     assert dropped == [2]
     one = Ports(width, [Receive("a", LOAD, meta=MEM_FORMAT)], [])
     one.elaborate(None)
