@@ -149,5 +149,15 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
     digest = hashlib.sha256(description.encode())
     for name in sorted(files):
         with open(name, "rb") as f:
-            digest.update(name.encode() + b"\0" + f.read())
+            digest.update(_package_path(name).encode() + b"\0" + f.read())
     return digest.hexdigest()
+
+
+def _package_path(path: str) -> str:
+    """``path`` from the folder that holds its top-level package (``apiary/top.py``; a module
+    outside any package: its file name), so that a checkout elsewhere, sharing the cache,
+    gets the same key."""
+    root = os.path.dirname(path)
+    while os.path.exists(os.path.join(root, "__init__.py")):
+        root = os.path.dirname(root)
+    return os.path.relpath(path, root).replace(os.sep, "/")

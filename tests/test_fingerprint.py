@@ -51,3 +51,20 @@ def test_by_default_the_key_covers_what_the_tiles_import_and_nothing_else():
     # Not the benchmarks, the command line or the simulators: editing them converts nothing.
     assert not any("/bench/" in f or f.endswith("cli.py") or "/sim/" in f for f in files)
     assert design_fingerprint(d) == design_fingerprint(d) is not None
+
+
+def test_source_files_are_keyed_by_their_package_path_not_the_checkout(tmp_path):
+    """Two checkouts in different folders (a CI clone beside a developer's) give the same key
+    for the same files: each file counts by its path below its top-level package's folder."""
+    from apiary.fingerprint import _package_path
+    keys = []
+    for checkout in ("a", "b/c"):
+        pkg = tmp_path / checkout / "pkg" / "sub"
+        pkg.mkdir(parents=True)
+        for folder in (pkg.parent, pkg):
+            (folder / "__init__.py").write_text("")
+        (pkg / "mod.py").write_text("x = 1\n")
+        (tmp_path / checkout / "script.py").write_text("")
+        keys.append((_package_path(str(pkg / "mod.py")),
+                     _package_path(str(tmp_path / checkout / "script.py"))))
+    assert keys[0] == keys[1] == ("pkg/sub/mod.py", "script.py")
