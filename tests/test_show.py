@@ -115,7 +115,8 @@ def test_untrusted_tiles_get_a_monitor_and_granted_routes_a_key():
     assert len(monitors) == 2
     assert sorted(t for t in texts(root) if t == "untrusted") == ["untrusted"] * 2
     keyed = [t for t in texts(root) if t.endswith("⚿")]
-    assert sorted(keyed) == ["app_a → udp_tx [key 'reply'] ⚿", "app_b → udp_tx [key 'reply'] ⚿"]
+    assert sorted(keyed) == ["app_a → udp_tx [key 'reply']  (UDP_TX_SEGMENT) ⚿",
+                            "app_b → udp_tx [key 'reply']  (UDP_TX_SEGMENT) ⚿"]
     assert any("Apiary monitor" in t for t in texts(root))
     plain = parse(render_svg(load_design(str(EXAMPLES / "udp_echo.py"))))
     assert not [g for g in plain.iter(f"{NS}g") if "monitor" in classes(g)]
