@@ -2,7 +2,7 @@
 
 * the sweep result cache (which ``apiary bench`` also reads) is a fresh folder per test session,
   so a test never reads a result another run stored, nor leaves one in the user's cache;
-* the run ends with one line saying how many Verilator models it built and the seconds that
+* the run's summary has one line saying how many Verilator models it built and the seconds that
   took (``pytest -n`` included), so a run after an edit shows what the edit cost to rebuild.
 """
 
