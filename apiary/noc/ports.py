@@ -84,7 +84,7 @@ class MessagePort:
         ``head``: by default the head payload bytes its types carry); for an input also
         ``registered`` (behind a two-flit :class:`~apiary.stream.queue.Queue` in registers,
         submodule ``<name>_queue``: a cycle of latency, no combinational path from the router
-        into the tile) and ``attach`` (see :func:`build_ports`).
+        into the tile).
     """
 
     kind = "port"
@@ -120,7 +120,7 @@ class MessagePort:
 
     def framing_args(self, width: int, overrides: Mapping[str, Any]) -> dict[str, Any]:
         args = {k: v for k, v in {**self.options, **overrides}.items()
-                if k not in ("head", "attach", "registered")}
+                if k not in ("head", "registered")}
         if self.meta is not None:
             args["meta_bits"] = self.meta.size
         head = overrides.get("head", self.head(width))
@@ -242,14 +242,13 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
     """Build the framing of ``inputs`` and ``outputs`` (one plane's) into ``m`` and join it to
     the tile's flit ports ``noc_in`` (into the tile) and ``noc_out``; return a namespace with a
     :class:`MessageReceiver` or :class:`MessageSender` per port name (submodules of the same
-    names), ``flits`` (``{name: the flit stream}`` of each input built with ``attach=False``,
-    which the tile joins to its receiver itself, through whatever it puts between) and, with
-    ``merge="select"``, ``select``: the index of the output that owns ``noc_out``, which the tile
-    drives; ``dropped`` counts the messages the split by sub-port discarded (a ``dst_fbits`` no
-    input names; 0 without that split). ``overrides`` gives per-port framing arguments for this
-    instance (``head``, ``empty_packets``, ``attach``, ``registered``, ...). ``noc_in=None``
-    builds the outputs alone and ``noc_out=None`` the inputs alone (a tile whose two directions
-    are built in different places), leaving the other port to a second call."""
+    names) and, with ``merge="select"``, ``select``: the index of the output that owns
+    ``noc_out``, which the tile drives; ``dropped`` counts the messages the split by sub-port
+    discarded (a ``dst_fbits`` no input names; 0 without that split). ``overrides`` gives
+    per-port framing arguments for this instance (``head``, ``empty_packets``, ``registered``,
+    ...). ``noc_in=None`` builds the outputs alone and ``noc_out=None`` the inputs alone (a tile
+    whose two directions are built in different places), leaving the other port to a second
+    call."""
     inputs, outputs = list(inputs), list(outputs)
     _check(owner, inputs, outputs)
     if merge not in MERGES:
@@ -258,7 +257,7 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
     unknown = sorted(set(overrides) - {p.name for p in (*inputs, *outputs)})
     if unknown:
         raise ValueError(f"{owner}: no message port named {', '.join(unknown)}")
-    ns = SimpleNamespace(flits={}, select=None, dropped=Const(0, 32))
+    ns = SimpleNamespace(select=None, dropped=Const(0, 32))
     if noc_in is None:
         inputs = []
     if noc_out is None:
@@ -273,10 +272,7 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
             flits = register_stream(m, f"{prefix}{p.name}_queue", flits)
         rx = MessageReceiver(width, **p.framing_args(width, extra))
         m.submodules[prefix + p.name] = rx
-        if extra.get("attach", p.options.get("attach", True)):
-            connect(m, flits=flits, receiver=rx.i)
-        else:
-            ns.flits[p.name] = flits
+        connect(m, flits=flits, receiver=rx.i)
         setattr(ns, p.name, rx)
     senders: list[MessageSender | None] = []
     for q in outputs:
