@@ -59,7 +59,19 @@ def package_sources(packages: Iterable[str]) -> list[str]:
 
 def _imported(name: str, path: str, is_package: bool) -> list[str]:
     """The names a module's import statements (anywhere in it) may refer to: modules, and
-    ``package.name`` for each name imported from a package (it may be a submodule)."""
+    ``package.name`` for each name imported from a package (it may be a submodule). Kept per
+    file version: a test session takes the key of every design it simulates."""
+    stat = os.stat(path)
+    key = (name, path, stat.st_mtime_ns, stat.st_size)
+    if key not in _IMPORTED:
+        _IMPORTED[key] = _find_imports(name, path, is_package)
+    return _IMPORTED[key]
+
+
+_IMPORTED: dict[tuple[str, str, int, int], list[str]] = {}
+
+
+def _find_imports(name: str, path: str, is_package: bool) -> list[str]:
     with open(path, "rb") as f:
         tree = ast.parse(f.read(), path)
     base = name if is_package else name.rpartition(".")[0]
@@ -74,33 +86,47 @@ def _imported(name: str, path: str, is_package: bool) -> list[str]:
                 module = ".".join(parts + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
-            found.append(module)
+            # ``module`` itself only through its names: one that is not a submodule is taken
+            # from ``module``'s namespace, and import_closure follows ``module`` then.
             found += [f"{module}.{alias.name}" for alias in node.names]
     return found
 
 
 def import_closure(modules: Iterable[str], packages: Iterable[str]) -> list[str]:
     """Absolute paths of the source files of ``modules``, of their parent packages, and of every
-    module of ``packages`` (top-level names) they import, transitively."""
+    module of ``packages`` (top-level names) they import, transitively.
+
+    A package's ``__init__`` counts, but what it imports only where something is taken from
+    the package itself (``from beehive.proto import UdpRxTile``, ``import beehive.proto``), not
+    where the package is merely the parent of a module imported (``beehive.proto.tcp.rx``): so
+    a TCP design does not depend on every module ``beehive/proto/__init__.py`` gathers."""
     tops = set(packages)
     files: dict[str, str | None] = {}
-    todo = list(modules)
+    followed: set[str] = set()
+    todo = [(name, True) for name in modules]
     while todo:
-        name = todo.pop()
-        if not name or name in files or name.split(".")[0] not in tops:
+        name, follow = todo.pop()
+        if not name or name.split(".")[0] not in tops or name in followed or \
+                (not follow and name in files):
             continue
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not (spec.origin or "").endswith(".py"):
-            files[name] = None
-            continue
-        assert spec.origin is not None
-        files[name] = os.path.abspath(spec.origin)
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += _imported(name, spec.origin, spec.submodule_search_locations is not None)
+        if name not in files:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is None or not (spec.origin or "").endswith(".py"):
+                files[name] = None
+                parent = name.rpartition(".")[0]
+                todo.append((parent, True))        # a name defined in the parent's namespace
+                continue
+            assert spec.origin is not None
+            files[name] = os.path.abspath(spec.origin)
+            parts = name.split(".")
+            todo += [(".".join(parts[:i]), False) for i in range(1, len(parts))]
+        path = files[name]
+        if follow and path:
+            followed.add(name)
+            todo += [(n, True) for n in _imported(name, path, path.endswith("__init__.py"))]
     return sorted({f for f in files.values() if f})
 
 
@@ -148,9 +174,30 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
         files.add(os.path.abspath(source))
     digest = hashlib.sha256(description.encode())
     for name in sorted(files):
-        with open(name, "rb") as f:
-            digest.update(_package_path(name).encode() + b"\0" + f.read())
+        digest.update(_package_path(name).encode() + b"\0" + _code_of(name) + b"\0")
     return digest.hexdigest()
+
+
+def _code_of(path: str) -> bytes:
+    """What of a source file the Verilog can depend on: its syntax tree without docstrings,
+    so that editing a comment or a docstring converts nothing again."""
+    stat = os.stat(path)
+    key = (path, stat.st_mtime_ns, stat.st_size)
+    if key not in _CODE:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and body and isinstance(body[0], ast.Expr) \
+                    and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+        _CODE[key] = ast.dump(tree).encode()
+    return _CODE[key]
+
+
+_CODE: dict[tuple[str, int, int], bytes] = {}
 
 
 def _package_path(path: str) -> str:

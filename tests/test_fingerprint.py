@@ -1,5 +1,7 @@
 """The Verilog cache key: the packages it hashes are passed in (or found from the tiles)."""
 
+import os
+
 from apiary.design import Design
 from apiary.fingerprint import design_fingerprint, import_closure, package_sources, packages_of
 from apiary.load import load_design
@@ -68,3 +70,40 @@ def test_source_files_are_keyed_by_their_package_path_not_the_checkout(tmp_path)
         keys.append((_package_path(str(pkg / "mod.py")),
                      _package_path(str(tmp_path / checkout / "script.py"))))
     assert keys[0] == keys[1] == ("pkg/sub/mod.py", "script.py")
+
+
+def test_a_package_is_followed_only_where_something_is_taken_from_it(tmp_path, monkeypatch):
+    """``beehive/proto/__init__.py`` gathers every protocol's tiles: a module below it (the
+    TCP engine) does not depend on all of them, a ``from beehive.proto import UdpRxTile``
+    does."""
+    pkg = tmp_path / "fpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .gathered import Thing\n")
+    (pkg / "gathered.py").write_text("Thing = 1\n")
+    (pkg / "leaf.py").write_text("import os\n")
+    (pkg / "by_parent.py").write_text("from fpkg import leaf\nfrom . import leaf as again\n")
+    (pkg / "by_name.py").write_text("from fpkg import Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    def names(module):
+        return sorted(os.path.basename(f) for f in import_closure([module], ["fpkg"]))
+    assert names("fpkg.by_parent") == ["__init__.py", "by_parent.py", "leaf.py"]
+    assert names("fpkg.by_name") == ["__init__.py", "by_name.py", "gathered.py"]
+    # In the tree: the UDP echo's key does not cover the TCP engine or the TCP applications.
+    d = load_design("examples/udp_echo.py", width=64)
+    files = import_closure(["beehive.proto.udp", "beehive.apps.echo", "apiary.top"],
+                           packages_of(d))
+    assert any(f.endswith("beehive/proto/udp.py") for f in files)
+    assert not any("/proto/tcp/" in f or "apps/tcp_" in f for f in files)
+
+
+def test_comments_and_docstrings_do_not_change_the_key(tmp_path):
+    from apiary.fingerprint import _code_of
+    source = tmp_path / "tile.py"
+    def code(text):
+        source.write_text(text)
+        os.utime(source, ns=(0, len(text)))        # a new version, whatever the clock's grain
+        return _code_of(str(source))
+    base = code('"""A tile."""\n\nclass T:\n    """Its contract."""\n    x = 1  # one\n')
+    assert code('"""A tile, said better."""\n\n# A comment.\nclass T:\n    """Reworded."""\n'
+                '    x = 1\n') == base
+    assert code('"""A tile."""\n\nclass T:\n    """Its contract."""\n    x = 2\n') != base
