@@ -418,10 +418,14 @@ def test_slots_are_reused_after_close(width):
         assert c["tcp_rx_opened"] == c["tcp_rx_closed"] == 2 * TEST["flows"] + 1
 
 
+#: One tcp_connect design for both active-open tests, so that they share a Verilator model.
+CONNECT = dict(start=500, length=10_000, retry=5000)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
-    length = 10_000
-    d = tcp_connect.design(width=width, start=500, length=length, **TEST)
+    length = CONNECT["length"]
+    d = tcp_connect.design(width=width, **CONNECT, **TEST)
     with open_sim(d, "verilator") as sim:
         sim.run(2000)
         arp = [Ether(f.data) for f in sim.received(clear=True)]
@@ -452,7 +456,7 @@ def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_active_open_refused_then_retried(width):
-    d = tcp_connect.design(width=width, start=500, length=100, retry=5000, **TEST)
+    d = tcp_connect.design(width=width, **CONNECT, **TEST)
     with open_sim(d, "verilator") as sim:
         sim.run(2000)
         sim.received(clear=True)
