@@ -1,0 +1,215 @@
+"""A monitor's capability tables (:mod:`apiary.os.monitor`): segments, IPC out, IPC in.
+
+:class:`CapabilityTables` holds the three tables; the rest of the monitor reads them through
+lookups (a key out, the answer back, combinationally) and changes them by commands (an ``en``
+strobe and its fields, applied at the next clock edge). The signatures here are the asking
+side's; the tables' members are their flipped forms.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from amaranth import Module, Signal, Cat, Array
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out, Component
+
+from .uapi import HANDLE_BITS, IpcDir
+
+
+__all__ = ["SEGMENT", "IPC_ENTRY", "Cap", "ipc_rows", "segment_lookup", "row_lookup",
+           "ipc_lookup", "free_row", "command", "CapabilityTables"]
+
+
+#: A segment capability, one row of the table.
+SEGMENT = data.StructLayout({
+    "valid": 1, "owner": 1, "gen": HANDLE_BITS, "base": 48, "size": 40, "perm": 2,
+    "mem_x": 8, "mem_y": 8, "root": 16,
+})
+
+#: An IPC capability (either direction): ``any`` ignores ``fbits``.
+IPC_ENTRY = data.StructLayout({"valid": 1, "any": 1, "x": 8, "y": 8, "fbits": 4})
+
+Cap = tuple[int, int, int | None]
+
+
+def ipc_rows(caps: Sequence[Cap], size: int, what: str) -> list[dict]:
+    """The ``size`` initial rows of an IPC table holding ``caps`` (``(x, y, fbits or None)``,
+    duplicates once); a ``ValueError`` if they do not fit."""
+    caps = list(dict.fromkeys(caps))
+    if len(caps) > size:
+        raise ValueError(f"the monitor has {size} {what} entries but the design grants "
+                         f"{len(caps)}; raise MonitorConfig")
+    rows = [{"valid": 1, "any": int(f is None), "x": x, "y": y, "fbits": f or 0}
+            for x, y, f in caps]
+    return rows + [{}] * (size - len(rows))
+
+
+def segment_lookup() -> wiring.Signature:
+    """The row a handle names (``handle`` out), and whether the handle is ``current`` (the row
+    is valid and of the handle's generation)."""
+    return wiring.Signature({"handle": Out(HANDLE_BITS), "entry": In(SEGMENT),
+                             "current": In(1)})
+
+
+def row_lookup(entries: int) -> wiring.Signature:
+    """The segment row at ``slot``."""
+    return wiring.Signature({"slot": Out(range(entries)), "entry": In(SEGMENT)})
+
+
+def ipc_lookup() -> wiring.Signature:
+    """Whether a table holds an IPC capability for ``(x, y, fbits)``."""
+    return wiring.Signature({"x": Out(8), "y": Out(8), "fbits": Out(4), "allowed": In(1)})
+
+
+def free_row(entries: int) -> wiring.Signature:
+    """The first free segment row (the tables' side): ``found``, its ``slot`` and the
+    ``handle`` a capability installed there gets."""
+    return wiring.Signature({"found": Out(1), "slot": Out(range(entries)),
+                             "handle": Out(HANDLE_BITS)})
+
+
+def command(**fields: Any) -> wiring.Signature:
+    """A command to the tables: ``en`` and its ``fields`` (name: shape)."""
+    return wiring.Signature({"en": Out(1), **{k: Out(v) for k, v in fields.items()}})
+
+
+class CapabilityTables(Component):
+    """The segment table (``entries`` rows of :data:`SEGMENT`) and the IPC-out and IPC-in
+    tables (:data:`IPC_ENTRY`, initial rows from :func:`ipc_rows`).
+
+    Lookups are combinational (0 cycles): ``mem`` and ``op`` (by handle), ``ack`` and ``walk``
+    (by slot), ``dst`` and ``peer`` (IPC out), ``src`` (IPC in); ``free`` shows the first free
+    segment row. A handle is ``slot | gen << log2(entries)``, cut to ``HANDLE_BITS``.
+
+    Commands take effect at the next clock edge, several in a cycle in this order (a later one
+    wins on the same row):
+
+    * ``drop``: row ``slot`` becomes invalid and its generation moves on (the handle is stale).
+    * ``install``: ``row`` (all but ``valid`` and ``gen``) into the first free row, made
+      valid; only while ``free.found`` (the asker checks).
+    * ``revoke``: every valid row not owned (``owner`` 0) derived from ``root`` is dropped.
+    * ``grant``: with ``add``, an IPC capability for ``(x, y, fbits)`` into the first free row
+      of the ``dir`` table (:class:`~apiary.os.uapi.IpcDir`), unless it is there already (a full
+      table ignores it); without, every capability there matching ``(x, y)`` and ``fbits`` (or
+      any port) is removed.
+    * ``clear``: row ``slot``, if valid, is dropped.
+
+    Members
+    -------
+    mem, op : In(segment_lookup())
+    ack, walk : In(row_lookup(entries))
+    dst, peer, src : In(ipc_lookup())
+    free : Out(free_row(entries))
+    install : In(command(row=SEGMENT))
+    drop, clear : In(command(slot=range(entries)))
+    revoke : In(command(root=16))
+    grant : In(command(dir=2, add=1, x=8, y=8, fbits=4))
+    """
+
+    def __init__(self, entries: int, ipc_out: Sequence[dict], ipc_in: Sequence[dict]) -> None:
+        if entries not in (2, 4, 8, 16, 32, 64):
+            raise ValueError(f"the segment table needs a power of two from 2 to 64 rows, "
+                             f"not {entries!r}")
+        self._entries, self._ipc_out, self._ipc_in = entries, list(ipc_out), list(ipc_in)
+        slot = range(entries)
+        super().__init__({
+            "mem": In(segment_lookup()), "op": In(segment_lookup()),
+            "ack": In(row_lookup(entries)), "walk": In(row_lookup(entries)),
+            "dst": In(ipc_lookup()), "peer": In(ipc_lookup()), "src": In(ipc_lookup()),
+            "free": Out(free_row(entries)),
+            "install": In(command(row=SEGMENT)),
+            "drop": In(command(slot=slot)), "clear": In(command(slot=slot)),
+            "revoke": In(command(root=16)),
+            "grant": In(command(dir=2, add=1, x=8, y=8, fbits=4)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        n = self._entries
+        slot_bits = (n - 1).bit_length()
+        seg = [Signal(SEGMENT, name=f"seg{i}") for i in range(n)]
+        ipc_out = [Signal(IPC_ENTRY, name=f"ipc_out{i}", init=row)
+                   for i, row in enumerate(self._ipc_out)]
+        ipc_in = [Signal(IPC_ENTRY, name=f"ipc_in{i}", init=row)
+                  for i, row in enumerate(self._ipc_in)]
+        seg_raw = Array(s.as_value() for s in seg)
+
+        def row(slot: Any) -> Any:
+            return data.View(SEGMENT, seg_raw[slot])
+
+        free = self.free
+        for i in reversed(range(n)):
+            with m.If(~seg[i].valid):
+                m.d.comb += [free.slot.eq(i), free.found.eq(1)]
+        m.d.comb += free.handle.eq((free.slot | (row(free.slot).gen << slot_bits))[:HANDLE_BITS])
+        for look in (self.mem, self.op):
+            entry = row(look.handle[:slot_bits])
+            gen = look.handle[slot_bits:HANDLE_BITS]
+            current = entry.valid & (entry.gen[:HANDLE_BITS - slot_bits] == gen)
+            m.d.comb += [look.entry.eq(entry), look.current.eq(current)]
+        for look in (self.ack, self.walk):
+            m.d.comb += look.entry.eq(row(look.slot))
+        for look, table in ((self.dst, ipc_out), (self.peer, ipc_out), (self.src, ipc_in)):
+            m.d.comb += look.allowed.eq(Cat(*(
+                e.valid & (e.x == look.x) & (e.y == look.y) & (e.any | (e.fbits == look.fbits))
+                for e in table)).any())
+
+        def retire(e: Any) -> list:
+            return [e.valid.eq(0), e.gen.eq(e.gen + 1)]
+
+        with m.If(self.drop.en):
+            with m.Switch(self.drop.slot):
+                for i, e in enumerate(seg):
+                    with m.Case(i):
+                        m.d.sync += retire(e)
+        self._install(m, seg)
+        with m.If(self.revoke.en):
+            for e in seg:
+                with m.If(e.valid & ~e.owner & (e.root == self.revoke.root)):
+                    m.d.sync += retire(e)
+        with m.If(self.grant.en):
+            self._grant(m, ipc_out, ipc_in)
+        with m.If(self.clear.en):
+            with m.Switch(self.clear.slot):
+                for i, e in enumerate(seg):
+                    with m.Case(i):
+                        with m.If(e.valid):
+                            m.d.sync += retire(e)
+        return m
+
+    def _install(self, m: Module, seg: list) -> None:
+        new = self.install.row
+        with m.If(self.install.en):
+            with m.Switch(self.free.slot):
+                for i, e in enumerate(seg):
+                    with m.Case(i):
+                        m.d.sync += [
+                            e.valid.eq(1), e.owner.eq(new.owner), e.base.eq(new.base),
+                            e.size.eq(new.size), e.perm.eq(new.perm), e.mem_x.eq(new.mem_x),
+                            e.mem_y.eq(new.mem_y), e.root.eq(new.root),
+                        ]
+
+    def _grant(self, m: Module, ipc_out: list, ipc_in: list) -> None:
+        g = self.grant
+        for table, direction in ((ipc_out, IpcDir.OUT), (ipc_in, IpcDir.IN)):
+            with m.If(g.dir == direction):
+                same = [e.valid & (e.x == g.x) & (e.y == g.y) & (e.fbits == g.fbits) & ~e.any
+                        for e in table]
+                with m.If(g.add):
+                    with m.If(~Cat(*same).any()):
+                        chosen = Signal(range(len(table)), name=f"grant_{direction.name}")
+                        found = Signal(name=f"grant_{direction.name}_found")
+                        for i in reversed(range(len(table))):
+                            with m.If(~table[i].valid):
+                                m.d.comb += [chosen.eq(i), found.eq(1)]
+                        with m.If(found):
+                            with m.Switch(chosen):
+                                for i, e in enumerate(table):
+                                    with m.Case(i):
+                                        m.d.sync += [e.valid.eq(1), e.any.eq(0), e.x.eq(g.x),
+                                                     e.y.eq(g.y), e.fbits.eq(g.fbits)]
+                with m.Else():
+                    for e in table:
+                        with m.If(e.valid & (e.x == g.x) & (e.y == g.y)
+                                  & (e.any | (e.fbits == g.fbits))):
+                            m.d.sync += e.valid.eq(0)
