@@ -67,10 +67,15 @@ tile's.)
 
 Structure::
 
-    noc_in ─▶ Receiver(PACKET_META) ─▶ request slots (memory, queue + 1 requests)
-    ctl_in ─▶ Receiver(CTL_META) ─▶ the awaited ack (compared, taken or counted)
-    slots ─▶ engine ─▶ Sender(CTL_META) ─▶ ctl_out
-                   └─▶ the words read, into the request's slot ─▶ Sender(PACKET_META) ─▶ noc_out
+    noc_in ─▶ Receiver(PACKET_META) ─▶ RequestSlots (memory, queue + 1 requests)
+    ctl_in ─▶ Receiver(CTL_META) ─▶ AgentLink: the awaited ack (compared, taken or counted)
+    slots ─▶ ControllerEngine ─▶ AgentLink ─▶ Sender(CTL_META) ─▶ ctl_out
+                   └─▶ the words read, into the request's slot
+                       ─▶ ReplySender ─▶ Sender(PACKET_META) ─▶ noc_out
+
+The data plane's side is :class:`RequestSlots` (requests in) and :class:`ReplySender`
+(replies out), the control plane's :class:`AgentLink`; :class:`ControllerEngine` runs a
+request through them.
 
 Neither input ever waits: a request is written into a free slot of a memory as its words come
 (a request that finds every slot taken is dropped whole, unanswered, counted in ``overflow``;
@@ -87,30 +92,34 @@ builds the reply the tile sends (tests).
 
 import struct
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from amaranth import Module, Signal, Cat, Const, Mux, Array
 from amaranth.hdl import unsigned
-from amaranth.lib import data
-from amaranth.lib.memory import Memory
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory, ReadPort, WritePort
+from amaranth.lib.wiring import In, Out, connect
 
 from apiary.control.messages import AGENT_FBITS, CTL_FORMAT, CTL_META, CtlMsgType, CtlStatus
-from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.checksum import fold16
+from apiary.stream.counters import CounterSignature, count
+from apiary.stream.layout import payload_signature
 from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
+from ..proto.tcp.queues import offer
 from .kernel_ctl import positive_ints
-from apiary.stream.counters import count
 
 
 __all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE", "STATUS_OK",
            "STATUS_BAD_ADDR", "STATUS_READ_ONLY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
            "STATUS_NAMES", "REPLY_KEY", "TCP_REPLY_KEY", "HEADER_BYTES", "ControlReply",
-           "read_request", "write_request", "request_ok", "expected_reply", "parse_reply"]
+           "read_request", "write_request", "request_ok", "expected_reply", "parse_reply",
+           "SlotGeometry", "RequestSlots", "AgentLink", "ReplySender", "ControllerEngine"]
 
 
 #: The controller's UDP port (route key of UDP RX to it).
@@ -245,6 +254,73 @@ def _bswap32(value: Any) -> Any:
     return Cat(value[24:32], value[16:24], value[8:16], value[0:8])
 
 
+@dataclass(frozen=True)
+class SlotGeometry:
+    """How requests are kept: ``slots`` slots of ``2 ** row_bits`` rows of ``width`` bits (a
+    row holds ``lanes`` u32 words), enough for the longest request."""
+    width: int
+    slots: int
+
+    @property
+    def lanes(self) -> int:
+        return self.width // 32
+
+    @property
+    def lane_bits(self) -> int:
+        return (self.lanes - 1).bit_length()
+
+    @property
+    def rows(self) -> int:
+        return -(-_MAX_REQUEST // (self.width // 8))
+
+    @property
+    def row_bits(self) -> int:
+        return max(1, (self.rows - 1).bit_length())
+
+    @property
+    def addr_width(self) -> int:
+        return ((self.slots << self.row_bits) - 1).bit_length()
+
+    def requests(self) -> wiring.Signature:
+        """The slots' side of :class:`RequestSlots` (``Out`` there, ``In`` on the engine)."""
+        shape = unsigned(self.width)
+        return wiring.Signature({
+            "pending": Out(1), "head": Out(range(self.slots)), "meta": Out(PACKET_META.size),
+            "length": Out(range(_MAX_REQUEST + 1)), "release": In(1),
+            "read": Out(ReadPort.Signature(addr_width=self.addr_width, shape=shape)),
+            "reply": Out(WritePort.Signature(addr_width=self.addr_width, shape=shape,
+                                             granularity=32)),
+        })
+
+    def reply(self) -> wiring.Signature:
+        """The engine's side of :class:`ReplySender` (``Out`` there, ``In`` on the sender)."""
+        return wiring.Signature({
+            "request": Out(8 * (HEADER_BYTES - 1)), "status": Out(8),
+            "meta": Out(PACKET_META.layout()), "total": Out(24),
+            "start": Out(1), "words": Out(range(MAX_WORDS + 1)),
+            "fetch": In(1), "fetch_row": In(range(self.rows + 1)), "done": In(1),
+        })
+
+
+#: The engine's side of :class:`AgentLink` (``Out`` on the engine): the word to read or write
+#: at (``x``, ``y``, ``addr``), offered until ``issued``; then, while ``waiting``, its ack
+#: (``ack`` with ``status`` and ``value``) or ``timed_out``.
+AGENT_PORT = wiring.Signature({
+    "x": Out(8), "y": Out(8), "addr": Out(16), "read": Out(1), "data": Out(32),
+    "offer": Out(1), "issued": In(1),
+    "waiting": Out(1), "ack": In(1), "status": In(4), "value": In(32), "timed_out": In(1),
+})
+
+#: What the engine counts (the tile counts the rest).
+ENGINE_COUNTERS = {
+    "requests": "requests answered (all of them, bad ones included)",
+    "reads": "well-formed READ requests",
+    "writes": "well-formed WRITE requests",
+    "bad_request": "requests answered with status 0xFF (bad request)",
+    "timeouts": "requests answered with status 0xFE: an agent did not answer in time",
+}
+
+
 class ControllerTile(Tile):
     """Serve register reads and writes requested in UDP datagrams over the control plane (see
     the module docstring for the formats).
@@ -301,15 +377,12 @@ class ControllerTile(Tile):
                Send("tx", CtlMsgType.CTL_READ, CtlMsgType.CTL_WRITE, meta=CTL_FORMAT,
                     plane="ctl"))
 
+
     def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
                  reply_timeout: int = 1 << 10) -> None:
         self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
         super().__init__(env, counters={
-            "requests": "requests answered (all of them, bad ones included)",
-            "reads": "well-formed READ requests",
-            "writes": "well-formed WRITE requests",
-            "bad_request": "requests answered with status 0xFF (bad request)",
-            "timeouts": "requests answered with status 0xFE: an agent did not answer in time",
+            **ENGINE_COUNTERS,
             "overflow": "requests dropped unanswered: every request slot was taken",
             "stray_acks": "control-plane messages dropped: not the awaited CTL_ACK (late, of "
                           "another tag, address or source, of another type) or malformed",
@@ -324,50 +397,108 @@ class ControllerTile(Tile):
                              f"with key {REPLY_KEY!r} (or no key); it has keys "
                              f"{sorted(map(str, routes))}")
 
+
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self.env.width
-        nb = width // 8
-        lanes = width // 32                         # u32 words per memory row
-        lane_bits = (lanes - 1).bit_length()
-        rows = -(-_MAX_REQUEST // nb)
-        row_bits = max(1, (rows - 1).bit_length())  # a slot is 2**row_bits rows
-        slots = self.queue + 1
+        geometry = SlotGeometry(self.env.width, self.queue + 1)
         me = (self.env.x, self.env.y, Fbits.LOCAL0)
         counters = self.counters
+        data_ports, ctl_ports = self.message_ports(m), self.message_ports(m, "ctl")
+        seg_rx, rep_tx = data_ports.seg_rx, data_ports.rep_tx
+        ctl_rx, ctl_tx = ctl_ports.rx, ctl_ports.tx
 
-        # -- the request slots ---------------------------------------------------------------------
-        m.submodules.mem = mem = Memory(shape=unsigned(width), depth=slots << row_bits, init=[])
+        # Data plane in: requests into their slots.
+        m.submodules.slots = slots = RequestSlots(geometry, seg_rx.o_hdr.payload.shape())
+        connect(m, receiver=seg_rx.o_hdr, slots=slots.hdr)
+        connect(m, receiver=seg_rx.o_data, slots=slots.data)
+        m.d.comb += [counters.overflow.eq(slots.overflow),
+                     counters.dropped.eq(seg_rx.errors + slots.stray)]
+        # The engine: a request at a time, a word at a time.
+        m.submodules.engine = engine = ControllerEngine(geometry)
+        connect(m, slots=slots.requests, engine=engine.requests)
+        for name in ENGINE_COUNTERS:
+            m.d.comb += getattr(counters, name).eq(getattr(engine.counters, name))
+        # Control plane: each word's message to its agent, and the agent's ack.
+        m.submodules.agent = agent = AgentLink(
+            reply_timeout=self.reply_timeout, src=me, descriptor=ctl_tx.i_hdr.payload.shape(),
+            acks=ctl_rx.o_hdr.payload.shape())
+        connect(m, engine=engine.agent, agent=agent.word)
+        connect(m, agent=agent.o, sender=ctl_tx.i_hdr)
+        connect(m, receiver=ctl_rx.o_hdr, agent=agent.acks)
+        m.d.comb += [ctl_rx.o_data.ready.eq(1),
+                     counters.stray_acks.eq(ctl_rx.errors + agent.stray)]
+        # Data plane out: the reply, from the request's slot.
+        tcp_dst = (address_of(self.tcp_reply_hop) if self.tcp_reply_hop is not None else None)
+        m.submodules.reply = reply = ReplySender(
+            geometry, src=me, dst=address_of(self.reply_hop, Fbits.LOCAL0), tcp_dst=tcp_dst,
+            descriptor=rep_tx.i_hdr.payload.shape())
+        connect(m, engine=engine.reply, reply=reply.engine)
+        m.d.comb += reply.row.eq(slots.requests.read.data)
+        connect(m, reply=reply.o_hdr, sender=rep_tx.i_hdr)
+        connect(m, reply=reply.o_data, sender=rep_tx.i_data)
+        return m
+
+
+class RequestSlots(wiring.Component):
+    """The requests, each kept in a slot of one memory from its first word until its reply is
+    sent (data plane in).
+
+    A message on ``hdr`` (a :class:`~apiary.noc.framing.MessageReceiver`'s headers, taken in
+    the cycle they come, as are the words on ``data``) that is a ``UDP_RX_SEGMENT`` takes the
+    next free slot: its first :data:`_MAX_REQUEST` bytes are written there a row a word, its
+    metadata and length (at most that) kept beside. It is pending from the cycle after its last
+    word. One that finds every slot taken is dropped (counted in ``overflow``), a message of
+    another type too (``stray``).
+
+    ``requests`` (:meth:`SlotGeometry.requests`): the oldest pending request's slot (``head``,
+    with its ``meta`` and ``length``; ``pending`` if there is one); ``release`` frees it. The
+    engine reads the memory through ``read`` (one cycle) and writes the words of the reply in
+    place through ``reply`` (32-bit lanes).
+    """
+
+    def __init__(self, geometry: SlotGeometry, hdr: data.StructLayout) -> None:
+        self._geometry = geometry
+        super().__init__({
+            "hdr": In(stream.Signature(hdr)),
+            "data": In(payload_signature(geometry.width)),
+            "requests": Out(geometry.requests()),
+            "overflow": Out(32), "stray": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        g, r = self._geometry, self.requests
+        slots, rows, row_bits = g.slots, g.rows, g.row_bits
+        m.submodules.mem = mem = Memory(shape=unsigned(g.width), depth=slots << row_bits, init=[])
         w_req = mem.write_port()                    # requests coming in, a row at a time
         w_rep = mem.write_port(granularity=32)      # the words read, a lane at a time
         rd = mem.read_port()
+        m.d.comb += [rd.addr.eq(r.read.addr), rd.en.eq(r.read.en), r.read.data.eq(rd.data),
+                     w_rep.addr.eq(r.reply.addr), w_rep.data.eq(r.reply.data),
+                     w_rep.en.eq(r.reply.en)]
         slot_meta = Array(Signal(PACKET_META.size, name=f"slot_meta{k}") for k in range(slots))
         slot_len = Array(Signal(range(_MAX_REQUEST + 1), name=f"slot_len{k}")
                          for k in range(slots))
-        head = Signal(range(slots))                 # the oldest request's slot
+        head = r.head                               # the oldest request's slot
         used = Signal(range(slots + 1))             # slots holding a request (served one too)
         commit = Signal()
-        release = Signal()
-        m.d.sync += used.eq(used + commit - release)
+        m.d.sync += used.eq(used + commit - r.release)
 
         def next_slot(slot: Any, plus: Any) -> Any:
             total = slot + plus
             return Mux(total >= slots, total - slots, total)
 
-        # -- the framing of both planes ------------------------------------------------------------
-        data_ports, ctl_ports = self.message_ports(m), self.message_ports(m, "ctl")
-        seg_rx, rep_tx = data_ports.seg_rx, data_ports.rep_tx
-        ctl_rx, ctl_tx = ctl_ports.rx, ctl_ports.tx
+        m.d.comb += [r.pending.eq(used != 0), r.meta.eq(slot_meta[head]),
+                     r.length.eq(slot_len[head])]
+        with m.If(r.release):
+            m.d.sync += head.eq(next_slot(head, 1))
 
-        # -- input: requests -----------------------------------------------------------------------
-        m.d.comb += [seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
-        seg_stray = Signal(32)
-        m.d.comb += counters.dropped.eq(seg_rx.errors + seg_stray)
+        m.d.comb += [self.hdr.ready.eq(1), self.data.ready.eq(1)]
         in_slot = Signal(range(slots))
         in_keep = Signal()                          # the message is a request with a slot
         in_row = Signal(range(rows + 1))
-        hdr = seg_rx.o_hdr.payload
-        with m.If(seg_rx.o_hdr.valid):
+        hdr = self.hdr.payload
+        with m.If(self.hdr.valid):
             is_req = hdr.msg_type == MsgType.UDP_RX_SEGMENT.value
             free = used < slots
             slot = next_slot(head, used)
@@ -379,10 +510,10 @@ class ControllerTile(Tile):
                                           hdr.payload_bytes)),
                 ]
             with m.If(~is_req):
-                m.d.sync += seg_stray.eq(seg_stray + 1)
+                count(m, self.stray)
             with m.Elif(~free):
-                count(m, counters.overflow)
-        word = seg_rx.o_data
+                count(m, self.overflow)
+        word = self.data
         m.d.comb += [w_req.addr.eq(Cat(in_row[:row_bits], in_slot)),
                      w_req.data.eq(word.payload.data)]
         with m.If(word.valid & in_keep):
@@ -391,15 +522,186 @@ class ControllerTile(Tile):
                 m.d.sync += in_row.eq(in_row + 1)
             with m.If(word.payload.last):
                 m.d.comb += commit.eq(1)
+        return m
 
-        # -- the request being served --------------------------------------------------------------
+
+class AgentLink(wiring.Component):
+    """A word's round trip to a control agent (the control plane side).
+
+    While ``word.offer``, the word's ``CTL_READ`` (``word.read``) or ``CTL_WRITE`` (of
+    ``word.data``) to address ``word.addr`` of the agent at (``word.x``, ``word.y``,
+    :data:`~apiary.control.messages.AGENT_FBITS`) is offered on ``o`` (to the control plane's
+    sender; ``descriptor`` its layout) from ``src``, tagged with the link's own sequence number;
+    ``word.issued`` when it is taken. Then, while ``word.waiting``, the awaited ack is the
+    ``CTL_ACK`` on ``acks`` (a receiver's headers, taken in the cycle they come) from that
+    position with that tag and address: ``word.ack``, with its ``status`` and ``value``, in
+    the cycle it comes. ``word.timed_out`` rises ``reply_timeout`` cycles into the wait without
+    one. The tag moves on with the ack or the time-out, so a late ack is never taken for a
+    later word's. Every other message on ``acks`` is dropped and counted in ``stray``.
+    """
+
+    def __init__(self, *, reply_timeout: int, src: tuple, descriptor: data.StructLayout,
+                 acks: data.StructLayout) -> None:
+        self._reply_timeout, self._src = reply_timeout, src
+        super().__init__({
+            "word": In(AGENT_PORT),
+            "o": Out(stream.Signature(descriptor)),
+            "acks": In(stream.Signature(acks)),
+            "stray": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        w = self.word
+        seq = Signal(8)                             # tag of the control message
+        timer = Signal(range(self._reply_timeout + 1))
+        c_meta = Signal(CTL_META)
+        m.d.comb += [c_meta.tag.eq(seq), c_meta.addr.eq(w.addr),
+                     c_meta.data.eq(Mux(w.read, 0, w.data))]
+        m.d.comb += w.issued.eq(offer(
+            m, self.o, w.offer, dst=(w.x, w.y, AGENT_FBITS), src=self._src,
+            msg_type=Mux(w.read, CtlMsgType.CTL_READ.value, CtlMsgType.CTL_WRITE.value),
+            meta=c_meta))
+        with m.If(w.offer):
+            with m.If(w.issued):                    # taken with the message's last flit
+                m.d.sync += timer.eq(self._reply_timeout)
+
+        a_hdr = self.acks.payload
+        a_meta = data.View(CTL_META, a_hdr.meta)
+        m.d.comb += [
+            self.acks.ready.eq(1),
+            w.ack.eq(self.acks.valid & w.waiting & (a_hdr.msg_type == CtlMsgType.CTL_ACK.value)
+                     & (a_hdr.src_x == w.x) & (a_hdr.src_y == w.y) & (a_meta.tag == seq)
+                     & (a_meta.addr == w.addr)),
+            w.status.eq(a_meta.status), w.value.eq(a_meta.data), w.timed_out.eq(timer == 0),
+        ]
+        with m.If(self.acks.valid & ~w.ack):
+            count(m, self.stray)
+        with m.If(w.waiting):
+            m.d.sync += timer.eq(timer - 1)
+            with m.If(w.ack):
+                m.d.sync += seq.eq(seq + 1)
+            with m.Elif(w.timed_out):
+                m.d.sync += seq.eq(seq + 1)
+        return m
+
+
+class ReplySender(wiring.Component):
+    """A request's reply, built in its slot (data plane out).
+
+    ``engine.start`` (with the reply's ``words``, 0 to :data:`MAX_WORDS`) starts it: its
+    descriptor is offered on ``o_hdr`` (a ``UDP_TX_SEGMENT`` to ``dst``, or ``tcp_dst`` for a
+    request that came over TCP; from ``src``; ``descriptor`` the sender's layout) with the
+    request's ``meta`` and the UDP sum (``l4_sum``) of its bytes (``total``: the words' sum),
+    and its rows are read from the slot (``fetch``, ``fetch_row``: the engine reads the row,
+    which is on ``row`` the next cycle) and sent on ``o_data``, the first with the reply's 8
+    bytes in front (the request's 7 and ``status``), one a cycle as the sender takes them.
+    ``done`` pulses as the last is taken.
+
+    Latency: the descriptor and the first row are offered from the cycle after ``start``,
+    respectively the one after that. Throughput: a row a cycle.
+    """
+
+    def __init__(self, geometry: SlotGeometry, *, src: tuple, dst: tuple,
+                 tcp_dst: tuple | None, descriptor: data.StructLayout) -> None:
+        self._geometry, self._src, self._dst, self._tcp_dst = geometry, src, dst, tcp_dst
+        super().__init__({
+            "engine": In(geometry.reply()),
+            "row": In(geometry.width),
+            "o_hdr": Out(stream.Signature(descriptor)),
+            "o_data": Out(payload_signature(geometry.width)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        e, nb = self.engine, self._geometry.width // 8
+        b = [e.request[8 * k:8 * k + 8] for k in range(HEADER_BYTES - 1)]
+        status, r_meta = e.status, e.meta
+        n_words = Signal(range(MAX_WORDS + 1))      # words in the reply
+        reply_head = Cat(*b, status)
+        head_sum = Cat(b[1], b[0]) + Cat(b[3], b[2]) + Cat(b[5], b[4]) + Cat(status, b[6])
+        rep_meta = Signal(PACKET_META.layout())
+        m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(fold16(e.total + head_sum)),
+                     rep_meta.l4_sum_valid.eq(1)]
+        reply_bytes = HEADER_BYTES + 4 * n_words
+        reply_rows = (reply_bytes + nb - 1) >> (nb.bit_length() - 1)
+        rep_offer = Signal()
+        rep_dst: tuple = self._dst
+        if self._tcp_dst is not None:           # requests that came over TCP go back there
+            over_tcp = r_meta.protocol == IpProtocol.TCP.value
+            rep_dst = tuple(Mux(over_tcp, t, u) for t, u in zip(self._tcp_dst, rep_dst))
+        rep_ready = offer(m, self.o_hdr, rep_offer, dst=rep_dst, src=self._src,
+                          msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta,
+                          payload_bytes=reply_bytes)
+        fetch_row = e.fetch_row                     # the next row to read for the reply
+        cur_row = Signal(range(self._geometry.rows + 1))    # the row on ``row``
+        have = Signal()                             # ``row`` holds a reply row to send
+        sending = Signal()
+        desc_done = Signal()
+        out_row = Signal(self._geometry.width)
+        m.d.comb += out_row.eq(self.row)
+        with m.If(cur_row == 0):
+            m.d.comb += out_row[:8 * HEADER_BYTES].eq(reply_head)
+        m.d.comb += [self.o_data.valid.eq(have), self.o_data.payload.data.eq(out_row),
+                     self.o_data.payload.nbytes.eq(nb),  # the sender frames by payload_bytes
+                     self.o_data.payload.last.eq(cur_row + 1 == reply_rows)]
+        taken = self.o_data.valid & self.o_data.ready
+        fetch = e.fetch
+        m.d.comb += fetch.eq(sending & (~have | taken) & (fetch_row < reply_rows))
+        with m.If(sending):
+            m.d.sync += have.eq(fetch | (have & ~taken))
+            with m.If(fetch):
+                m.d.sync += [fetch_row.eq(fetch_row + 1), cur_row.eq(fetch_row)]
+            m.d.comb += rep_offer.eq(~desc_done)
+            with m.If(rep_ready):
+                m.d.sync += desc_done.eq(1)
+            with m.If(taken & self.o_data.payload.last):
+                m.d.sync += [sending.eq(0), have.eq(0)]
+                m.d.comb += e.done.eq(1)
+        with m.If(e.start):
+            m.d.sync += [n_words.eq(e.words), sending.eq(1), desc_done.eq(0), fetch_row.eq(0),
+                         have.eq(0)]
+        return m
+
+
+class ControllerEngine(wiring.Component):
+    """The controller's engine: a request at a time, a word at a time.
+
+    Takes the oldest pending request (``requests``: :class:`RequestSlots`), reads its first
+    row and decodes its 8 bytes (2 cycles); a malformed one is answered at once (status
+    :data:`STATUS_BAD_REQUEST`). Then for each word: a WRITE's word is read from the slot (1
+    cycle), the word's message is offered to :class:`AgentLink` (``agent``) and its ack awaited;
+    a READ's word is written into its place in the slot (the reply is built there). A failing
+    status or a time-out ends the request (a READ's words from there on are zeroed, a cycle
+    each). The reply (``reply``: :class:`ReplySender`) goes with the request's 7 bytes, the
+    status and the words' sum; its rows are read from the slot as the sender asks, and the slot
+    is released with its last. Counts ``requests``, ``reads``, ``writes``, ``bad_request`` and
+    ``timeouts``.
+    """
+
+    def __init__(self, geometry: SlotGeometry) -> None:
+        self._geometry = geometry
+        super().__init__({
+            "requests": In(geometry.requests()),
+            "agent": Out(AGENT_PORT),
+            "reply": Out(geometry.reply()),
+            "counters": Out(CounterSignature(ENGINE_COUNTERS)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        g = self._geometry
+        r, agent, reply = self.requests, self.agent, self.reply
+        rd = r.read
+        # The request being served.
         r_bytes = Signal(8 * HEADER_BYTES)
         b = [r_bytes[8 * k:8 * k + 8] for k in range(HEADER_BYTES)]
         r_op, r_x, r_y, r_count = b[0], b[2], b[3], b[6]
         r_addr = Cat(b[5], b[4])
         r_meta = Signal(PACKET_META.layout())
         r_len = Signal(range(_MAX_REQUEST + 1))
-        is_read = r_op == OP_READ
+        is_read = Signal()
+        m.d.comb += is_read.eq(r_op == OP_READ)
         bad = Signal()
         m.d.comb += bad.eq(((r_op != OP_READ) & (r_op != OP_WRITE))
                            | (r_count == 0) | (r_count > MAX_WORDS)
@@ -407,108 +709,55 @@ class ControllerTile(Tile):
                            | (r_len < HEADER_BYTES)
                            | (~is_read & (r_len < HEADER_BYTES + 4 * r_count)))
         j = Signal(range(MAX_WORDS + 1))            # the word being asked
-        seq = Signal(8)                             # tag of the control message
+        last = Signal()                             # it is the request's last
+        m.d.comb += last.eq(j + 1 == r_count)
         status = Signal(8)
-        n_words = Signal(range(MAX_WORDS + 1))      # words in the reply
         total = Signal(24)                          # one's-complement sum of the words read
         position = j + 2                            # the word's u32 index in the slot
-        word_row = Cat(position[lane_bits:], Const(0, 1))[:row_bits]
-        word_lane = position[:lane_bits]
-
-        # -- control messages out ------------------------------------------------------------------
-        c_meta = Signal(CTL_META)
-        w_word = Signal(32)                         # the word to write (from the slot)
-        lane_sel = Array(rd.data[32 * k:32 * k + 32] for k in range(lanes))
-        m.d.comb += [w_word.eq(_bswap32(lane_sel[word_lane])),
-                     c_meta.tag.eq(seq), c_meta.addr.eq(r_addr + j),
-                     c_meta.data.eq(Mux(is_read, 0, w_word))]
-        c_offer = Signal()
-        c_ready = offer_message(
-            m, ctl_tx, c_offer, dst=(r_x, r_y, AGENT_FBITS), src=me,
-            msg_type=Mux(is_read, CtlMsgType.CTL_READ.value, CtlMsgType.CTL_WRITE.value),
-            meta=c_meta)
-
-        # -- acks in -------------------------------------------------------------------------------
-        m.d.comb += [ctl_rx.o_hdr.ready.eq(1), ctl_rx.o_data.ready.eq(1)]
-        a_hdr = ctl_rx.o_hdr.payload
-        a_meta = data.View(CTL_META, a_hdr.meta)
-        waiting = Signal()
-        ack = Signal()
-        m.d.comb += ack.eq(ctl_rx.o_hdr.valid & waiting
-                           & (a_hdr.msg_type == CtlMsgType.CTL_ACK.value)
-                           & (a_hdr.src_x == r_x) & (a_hdr.src_y == r_y)
-                           & (a_meta.tag == seq) & (a_meta.addr == (r_addr + j)[:16]))
-        ack_stray = Signal(32)
-        with m.If(ctl_rx.o_hdr.valid & ~ack):
-            m.d.sync += ack_stray.eq(ack_stray + 1)
-        m.d.comb += counters.stray_acks.eq(ctl_rx.errors + ack_stray)
-
-        # the word read goes into its lane of the slot (the reply is built in place)
+        word_row = Cat(position[g.lane_bits:], Const(0, 1))[:g.row_bits]
+        word_lane = position[:g.lane_bits]
+        lane_sel = Array(rd.data[32 * k:32 * k + 32] for k in range(g.lanes))
+        m.d.comb += [agent.x.eq(r_x), agent.y.eq(r_y), agent.addr.eq(r_addr + j),
+                     agent.read.eq(is_read), agent.data.eq(_bswap32(lane_sel[word_lane])),
+                     reply.request.eq(r_bytes[:8 * (HEADER_BYTES - 1)]), reply.status.eq(status),
+                     reply.meta.eq(r_meta), reply.total.eq(total)]
+        # The word read goes into its lane of the slot (the reply is built in place).
         rep_word = Signal(32)
         rep_write = Signal()
-        m.d.comb += [w_rep.addr.eq(Cat(word_row, head)),
-                     w_rep.data.eq(_bswap32(rep_word).replicate(lanes)),
-                     w_rep.en.eq(Mux(rep_write, (Const(1, lanes) << word_lane)[:lanes], 0))]
-
-        # -- the reply -----------------------------------------------------------------------------
-        reply_head = Cat(*b[:HEADER_BYTES - 1], status)
-        head_sum = Cat(b[1], b[0]) + Cat(b[3], b[2]) + Cat(b[5], b[4]) + Cat(status, b[6])
-        rep_meta = Signal(PACKET_META.layout())
-        m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(fold16(total + head_sum)),
-                     rep_meta.l4_sum_valid.eq(1)]
-        reply_bytes = HEADER_BYTES + 4 * n_words
-        reply_rows = (reply_bytes + nb - 1) >> (nb.bit_length() - 1)
-        rep_offer = Signal()
-        rep_dst: tuple = address_of(self.reply_hop, Fbits.LOCAL0)
-        if self.tcp_reply_hop is not None:     # requests that came over TCP go back there
-            over_tcp = r_meta.protocol == IpProtocol.TCP.value
-            rep_dst = tuple(Mux(over_tcp, t, u)
-                            for t, u in zip(address_of(self.tcp_reply_hop), rep_dst))
-        rep_ready = offer_message(
-            m, rep_tx, rep_offer, dst=rep_dst, src=me,
-            msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta, payload_bytes=reply_bytes)
-        fetch_row = Signal(range(rows + 1))         # the next row to read for the reply
-        cur_row = Signal(range(rows + 1))           # the row on rd.data
-        have = Signal()                             # rd.data holds a reply row to send
-        sending = Signal()
-        desc_done = Signal()
-        out_row = Signal(width)
-        m.d.comb += out_row.eq(rd.data)
-        with m.If(cur_row == 0):
-            m.d.comb += out_row[:8 * HEADER_BYTES].eq(reply_head)
-        m.d.comb += [rep_tx.i_data.valid.eq(have), rep_tx.i_data.payload.data.eq(out_row),
-                     rep_tx.i_data.payload.nbytes.eq(nb),  # the sender frames by payload_bytes
-                     rep_tx.i_data.payload.last.eq(cur_row + 1 == reply_rows)]
-        taken = rep_tx.i_data.valid & rep_tx.i_data.ready
-        fetch = Signal()
-        m.d.comb += fetch.eq(sending & (~have | taken) & (fetch_row < reply_rows))
-        with m.If(sending):
-            m.d.sync += have.eq(fetch | (have & ~taken))
-            with m.If(fetch):
-                m.d.sync += [fetch_row.eq(fetch_row + 1), cur_row.eq(fetch_row)]
-
-        # -- the engine ----------------------------------------------------------------------------
-        timer = Signal(range(self.reply_timeout + 1))
+        m.d.comb += [r.reply.addr.eq(Cat(word_row, r.head)),
+                     r.reply.data.eq(_bswap32(rep_word).replicate(g.lanes)),
+                     r.reply.en.eq(Mux(rep_write, (Const(1, g.lanes) << word_lane)[:g.lanes], 0))]
         m.d.comb += rd.en.eq(0)                     # (a read port's enable is 1 by default)
+        req = SimpleNamespace(bytes=r_bytes, meta=r_meta, len=r_len, count=r_count,
+                              is_read=is_read, bad=bad, j=j, last=last, status=status, total=total,
+                              word_row=word_row, rep_word=rep_word, rep_write=rep_write)
+        self._serve(m, req)
+        return m
 
-        def start_reply(code: Any, words: Any) -> list:
-            return [status.eq(code), n_words.eq(words), sending.eq(1), desc_done.eq(0),
-                    fetch_row.eq(0), have.eq(0)]
+    def _serve(self, m: Module, q: SimpleNamespace) -> None:
+        """The engine's states."""
+        r, agent, reply, counters = self.requests, self.agent, self.reply, self.counters
+        rd, head, row_bits = r.read, r.head, self._geometry.row_bits
+        is_read, j, status = q.is_read, q.j, q.status
+
+        def start_reply(code: Any, words: Any) -> None:
+            m.d.sync += status.eq(code)
+            m.d.comb += [reply.start.eq(1), reply.words.eq(words)]
 
         with m.FSM(name="controller"):
             with m.State("IDLE"):
-                m.d.comb += [rd.addr.eq(Cat(Const(0, row_bits), head)), rd.en.eq(used != 0)]
-                with m.If(used != 0):
+                m.d.comb += [rd.addr.eq(Cat(Const(0, row_bits), head)), rd.en.eq(r.pending)]
+                with m.If(r.pending):
                     m.next = "LOAD"
             with m.State("LOAD"):               # the slot's first row is on rd.data
-                m.d.sync += [r_bytes.eq(rd.data[:8 * HEADER_BYTES]), r_meta.eq(slot_meta[head]),
-                             r_len.eq(slot_len[head]), j.eq(0), total.eq(0)]
+                m.d.sync += [q.bytes.eq(rd.data[:8 * HEADER_BYTES]), q.meta.eq(r.meta),
+                             q.len.eq(r.length), j.eq(0), q.total.eq(0)]
                 m.next = "DECODE"
             with m.State("DECODE"):
                 count(m, counters.requests)
-                with m.If(bad):
-                    m.d.sync += [counters.bad_request.eq(counters.bad_request + 1),
-                                 *start_reply(STATUS_BAD_REQUEST, 0)]
+                with m.If(q.bad):
+                    count(m, counters.bad_request)
+                    start_reply(STATUS_BAD_REQUEST, 0)
                     m.next = "REPLY"
                 with m.Elif(is_read):
                     count(m, counters.reads)
@@ -517,32 +766,29 @@ class ControllerTile(Tile):
                     count(m, counters.writes)
                     m.next = "FETCH"
             with m.State("FETCH"):              # a WRITE's word j: its row onto rd.data
-                m.d.comb += [rd.addr.eq(Cat(word_row, head)), rd.en.eq(1)]
+                m.d.comb += [rd.addr.eq(Cat(q.word_row, head)), rd.en.eq(1)]
                 m.next = "ISSUE"
             with m.State("ISSUE"):
-                m.d.comb += c_offer.eq(1)
-                with m.If(c_ready):             # taken with the message's last flit
-                    m.d.sync += timer.eq(self.reply_timeout)
+                m.d.comb += agent.offer.eq(1)
+                with m.If(agent.issued):        # taken with the message's last flit
                     m.next = "WAIT"
             with m.State("WAIT"):
-                m.d.comb += waiting.eq(1)
-                m.d.sync += timer.eq(timer - 1)
-                last_word = j + 1 == r_count
-                with m.If(ack):
-                    m.d.sync += seq.eq(seq + 1)
-                    with m.If(a_meta.status != STATUS_OK):
+                m.d.comb += agent.waiting.eq(1)
+                with m.If(agent.ack):
+                    with m.If(agent.status != STATUS_OK):
                         with m.If(is_read):
-                            m.d.sync += status.eq(a_meta.status)
+                            m.d.sync += status.eq(agent.status)
                             m.next = "ZERO"
                         with m.Else():
-                            m.d.sync += start_reply(a_meta.status, 0)
+                            start_reply(agent.status, 0)
                             m.next = "REPLY"
                     with m.Else():
                         with m.If(is_read):
-                            m.d.comb += [rep_word.eq(a_meta.data), rep_write.eq(1)]
-                            m.d.sync += total.eq(total + a_meta.data[:16] + a_meta.data[16:])
-                        with m.If(last_word):
-                            m.d.sync += start_reply(STATUS_OK, Mux(is_read, r_count, 0))
+                            m.d.comb += [q.rep_word.eq(agent.value), q.rep_write.eq(1)]
+                            m.d.sync += q.total.eq(q.total + agent.value[:16]
+                                                   + agent.value[16:])
+                        with m.If(q.last):
+                            start_reply(STATUS_OK, Mux(is_read, q.count, 0))
                             m.next = "REPLY"
                         with m.Elif(is_read):
                             m.d.sync += j.eq(j + 1)
@@ -550,27 +796,23 @@ class ControllerTile(Tile):
                         with m.Else():
                             m.d.sync += j.eq(j + 1)
                             m.next = "FETCH"
-                with m.Elif(timer == 0):
-                    m.d.sync += [seq.eq(seq + 1), status.eq(STATUS_TIMEOUT),
-                                 counters.timeouts.eq(counters.timeouts + 1)]
+                with m.Elif(agent.timed_out):
+                    count(m, counters.timeouts)
                     with m.If(is_read):
+                        m.d.sync += status.eq(STATUS_TIMEOUT)
                         m.next = "ZERO"
                     with m.Else():
-                        m.d.sync += start_reply(STATUS_TIMEOUT, 0)
+                        start_reply(STATUS_TIMEOUT, 0)
                         m.next = "REPLY"
             with m.State("ZERO"):               # a failed READ: words j.. are zero
-                m.d.comb += [rep_word.eq(0), rep_write.eq(1)]
+                m.d.comb += [q.rep_word.eq(0), q.rep_write.eq(1)]
                 m.d.sync += j.eq(j + 1)
-                with m.If(j + 1 == r_count):
-                    m.d.sync += start_reply(status, r_count)
+                with m.If(q.last):
+                    start_reply(status, q.count)
                     m.next = "REPLY"
             with m.State("REPLY"):
-                m.d.comb += [rep_offer.eq(~desc_done), rd.en.eq(fetch),
-                             rd.addr.eq(Cat(fetch_row[:row_bits], head))]
-                with m.If(rep_ready):
-                    m.d.sync += desc_done.eq(1)
-                with m.If(taken & rep_tx.i_data.payload.last):
-                    m.d.sync += [sending.eq(0), have.eq(0), head.eq(next_slot(head, 1))]
-                    m.d.comb += release.eq(1)
+                m.d.comb += [rd.en.eq(reply.fetch),
+                             rd.addr.eq(Cat(reply.fetch_row[:row_bits], head))]
+                with m.If(reply.done):
+                    m.d.comb += r.release.eq(1)
                     m.next = "IDLE"
-        return m

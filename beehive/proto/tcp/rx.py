@@ -28,14 +28,20 @@ How a segment goes through
 --------------------------
 ::
 
-    noc_in ─▶ fbits ─┬▶ segments ─▶ checksum + PacketBuffer ─▶ PayloadPeek (60-byte header)
-                     │                                             │ head      │ words
-                     │                     options (SYN) ◀─────────┘           ▼
-                     ├▶ store acks ─┐           │                       StreamStrip (header +
-                     ├▶ app requests ┼▶ engine ◀┘  flow table            duplicate bytes)
-                     └▶ ARP answers ─┘  │  │  └──────▶ store descriptor ─▶ STORE_MEM ─┐
-                                        │  └─▶ RX events (wires) ─▶ TX tile           ├▶ noc_out
-                                        └────▶ notifications ─▶ app messages ─────────┘
+    noc_in ─▶ fbits ─┬▶ segments ─▶ checksum + PacketBuffer ─▶ SegmentHead: PayloadPeek
+                     │                                          (60-byte header), TcpOptions
+                     │                                             │ segment      │ words
+                     ├▶ store acks ──┐                             ▼              ▼
+                     ├▶ app requests ┼────────────────────────▶ RxEngine ─▶ SegmentStore ─┐
+                     └▶ ARP answers ─┘  flow table, records,    │  │     (StreamStrip,    │
+                                        CommitQueue             │  │      STORE_MEM)      ├▶ noc_out
+                                        RX events (wires) ◀─────┘  │                      │
+                                        to the TX tile             └─▶ app messages ──────┘
+
+The components: :class:`SegmentHead` holds each segment for the engine's verdict,
+:class:`RxEngine` decides, :class:`SegmentStore` stores a segment's new bytes,
+:class:`CommitQueue` (in the engine) holds its commit until the memory acknowledges the store;
+the messages out wait in an :class:`~beehive.proto.tcp.queues.Outbox` each.
 
 The engine handles one event at a time, in 2 cycles (3 for a segment, whose flow is looked
 up first): it reads the flow's record (and the transmit tile's), decides, writes the record
@@ -63,19 +69,22 @@ on an open connection).
 """
 
 from types import SimpleNamespace
+from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import Endpoint, NextHopTable, address_of, first_hop
 from apiary.os.memory_tile import MEM_FORMAT, MEM_META, STORE_MEM, MemMsgType
 from apiary.os.uapi import KERNEL_FORMAT, OFFSET_BITS, KernelMsgType, monitor_input
+from apiary.stream.counters import CounterSignature, count
 from apiary.stream.header import header_signal
+from apiary.stream.layout import payload_signature
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamStrip
@@ -91,12 +100,13 @@ from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
 from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
 from .header import seq_le, seq_lt, seq_max, seq_min
-from .segments import BufferPool
+from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
+from .segments import POOL_PORT, BufferPool
 from .state import RX_EVENT, RX_STATE, ConnState, TcpWires, slot_bits
-from apiary.stream.counters import count
 
 
-__all__ = ["TcpRxTile", "RX_KEY_MEMORY", "RX_KEY_ARP"]
+__all__ = ["TcpRxTile", "RX_KEY_MEMORY", "RX_KEY_ARP", "TcpOptions", "SegmentHead",
+           "CommitQueue", "SegmentStore", "RxEngine"]
 
 
 #: Route keys of the receive tile: its receive buffer, and the ARP tile it asks for addresses.
@@ -108,13 +118,44 @@ MAX_SEGMENT = 1480
 #: The MSS assumed when a SYN carries none (RFC 9293).
 DEFAULT_MSS = 536
 
-_COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
-                             "store": 1})
-_STORE = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
-_APP_OUT = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
-                              "meta": APP_META.layout()})
-_ARP_IN = data.StructLayout({"peer_ip": 32, "peer_mac": 48, "vlan": 1, "vlan_tci": 16})
-_OPEN = data.StructLayout({"key": FLOW_KEY, "x": 8, "y": 8, "fbits": 4})
+#: A segment offered to the engine: its length and metadata, its header bytes (lane order)
+#: and how many of them there are, and its options (a SYN's).
+RX_SEGMENT = data.StructLayout({"packet": packet_layout(), "head": 8 * MAX_HEADER_BYTES,
+                             "head_len": range(MAX_HEADER_BYTES + 1), "mss": 16, "has_mss": 1,
+                             "ws": 4, "has_ws": 1})
+#: What a store's acknowledgement (or a FIN) commits: ``end`` (and the FIN) becomes ``rcv_nxt``.
+COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
+                            "store": 1})
+#: A segment's store: the request, and the bytes of the segment not to store.
+STORE = data.StructLayout({"store": MEM_REQUEST, "cut": range(MAX_SEGMENT + 1)})
+#: A message to an application.
+APP_MESSAGE = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
+                                 "meta": APP_META.layout()})
+#: An ARP answer.
+ARP_ANSWER = data.StructLayout({"peer_ip": 32, "peer_mac": 48, "vlan": 1, "vlan_tci": 16})
+#: A connection an application is opening, waiting for ARP.
+OPEN = data.StructLayout({"key": FLOW_KEY, "x": 8, "y": 8, "fbits": 4})
+
+#: What the engine counts (the tile counts the rest).
+ENGINE_COUNTERS = {
+    "truncated": "segments under 20 bytes or shorter than their header, dropped",
+    "bad_header": "segments with a data offset under 5, or SYN with FIN or RST, dropped",
+    "no_flow": "segments for no connection (answered with RST unless one), dropped",
+    "no_listener": "SYNs to a port nobody listens on, answered with RST",
+    "syn_dropped": "SYNs that found no free slot or too many half-open connections",
+    "ooo_dropped": "out-of-order segments beyond the one range kept, dropped",
+    "out_of_window": "segments with data outside the receive window, dropped",
+    "duplicate": "segments with nothing new, acknowledged again and dropped",
+    "bad_ack": "segments acknowledging what was never sent, dropped",
+    "rejected": "segments the connection's state does not take, dropped",
+    "stored": "segments whose new data went to the receive buffer",
+    "reordered": "of those, out of order (held in the ring until the gap fills)",
+    "opened": "connections established",
+    "closed": "connections closed by FIN both ways",
+    "reset": "connections reset by the peer, refused, or timed out",
+    "app_bad": "application messages for no open connection, or with bad pointers",
+    "replies_dropped": "error replies to applications lost: the reply queue was full",
+}
 
 # The engine's events.
 _SEG, _COMMIT_EV, _TXEV, _APP, _ARP, _NOTIFY = range(6)
@@ -173,23 +214,7 @@ class TcpRxTile(Tile):
             "segments": "segments received with a good checksum",
             "bad_checksum": "segments whose checksum is wrong, dropped",
             "overflow": "segments that found no room in the segment buffer, dropped",
-            "truncated": "segments under 20 bytes or shorter than their header, dropped",
-            "bad_header": "segments with a data offset under 5, or SYN with FIN or RST, dropped",
-            "no_flow": "segments for no connection (answered with RST unless one), dropped",
-            "no_listener": "SYNs to a port nobody listens on, answered with RST",
-            "syn_dropped": "SYNs that found no free slot or too many half-open connections",
-            "ooo_dropped": "out-of-order segments beyond the one range kept, dropped",
-            "out_of_window": "segments with data outside the receive window, dropped",
-            "duplicate": "segments with nothing new, acknowledged again and dropped",
-            "bad_ack": "segments acknowledging what was never sent, dropped",
-            "rejected": "segments the connection's state does not take, dropped",
-            "stored": "segments whose new data went to the receive buffer",
-            "reordered": "of those, out of order (held in the ring until the gap fills)",
-            "opened": "connections established",
-            "closed": "connections closed by FIN both ways",
-            "reset": "connections reset by the peer, refused, or timed out",
-            "app_bad": "application messages for no open connection, or with bad pointers",
-            "replies_dropped": "error replies to applications lost: the reply queue was full",
+            **ENGINE_COUNTERS,
             "store_errors": "receive-buffer stores the memory refused (a configuration error)",
             "malformed": "messages the receivers dropped or reframed",
         }
@@ -213,16 +238,10 @@ class TcpRxTile(Tile):
             raise ValueError(f"TcpRxTile {self.env.name!r} needs a route to its receive buffer "
                              f"(a memory tile) with key {RX_KEY_MEMORY!r}")
 
-    # -- the whole tile ------------------------------------------------------------------------
-
     def elaborate(self, platform):
         m = Module()
-        cfg, width = self.config, self.env.width
-        flows, sb = cfg.flows, slot_bits(cfg.flows)
-        ring, ring_log2 = cfg.rx_ring, cfg.rx_ring_log2
-        wires, counters = self.wires, self.counters
-
-        # -- inputs ------------------------------------------------------------------------------
+        cfg, width, counters = self.config, self.env.width, self.counters
+        here = (self.env.x, self.env.y)
         ports = self.message_ports(m)
         seg_rx, ack_rx, app_rx, arp_rx = ports.seg_rx, ports.ack_rx, ports.app_rx, ports.arp_rx
         app_q = app_requests(m, app_rx)
@@ -230,8 +249,16 @@ class TcpRxTile(Tile):
         if self.apiary:
             errors += ports.monitor.errors
         m.d.comb += counters.malformed.eq(errors + ports.dropped)
+        rx_mem = (self.rx_mem.x, self.rx_mem.y) if self.rx_mem else (0, 0)
+        m.submodules.engine = engine = RxEngine(cfg, ports=self.ports, rx_mem=rx_mem,
+                                                apiary=self.apiary)
+        connect(m, engine=engine.wires, tile=flipped(self.wires))
+        connect(m, requests=app_q.o, engine=engine.app)
+        for name in ENGINE_COUNTERS:
+            m.d.comb += getattr(counters, name).eq(getattr(engine.counters, name))
 
-        # Segments: checksummed and stored whole, their header captured.
+        # Segments: checksummed and stored whole, their header captured, their new bytes
+        # stored in the receive ring.
         hdr = received_packets(m, seg_rx)
         seg_hdr, seg_data = verified_packets(
             m, width, hdr[0], hdr[1], max_packet=MAX_SEGMENT, offset=0,
@@ -239,28 +266,34 @@ class TcpRxTile(Tile):
                 meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
             buffer_bytes=cfg.segment_buffer, max_queued=32)
-        cur = Signal(packet_layout())
-        cur_valid = Signal()
-        m.d.comb += seg_hdr.ready.eq(~cur_valid)
-        with m.If(seg_hdr.valid & seg_hdr.ready):
-            m.d.sync += [cur.eq(seg_hdr.payload), cur_valid.eq(1)]
+        m.submodules.head = head = SegmentHead(width)
+        connect(m, packets=seg_hdr, head=head.hdr)
+        connect(m, source=seg_data, head=head.data)
+        connect(m, head=head.segment, engine=engine.segment)
+        m.d.comb += head.keep.eq(engine.keep)
+        with m.If(head.taken):
             count(m, counters.segments)
-        m.submodules.peek = peek = PayloadPeek(width, MAX_HEADER_BYTES, slack=4)
-        connect(m, source=seg_data, peek=peek.i)
-        tcp = header_signal(m, TCP, peek.head)
-        opts = self._options(m, peek, tcp)
-
+        store_tx = ports.store_tx
+        m.submodules.store = store = SegmentStore(
+            width, dst=address_of(self.rx_mem, Fbits.LOCAL0), src=(*here, Fbits.LOCAL1),
+            descriptor=store_tx.i_hdr.payload.shape())
+        connect(m, engine=engine.stores, store=store.i)
+        connect(m, head=head.words, store=store.words)
+        connect(m, store=store.o_hdr, sender=store_tx.i_hdr)
+        connect(m, store=store.o_data, sender=store_tx.i_data)
         # Store acknowledgements: counted, payloads (none) discarded.
-        acks = Signal(8)
-        ack_take = Signal()
-        m.d.comb += [ack_rx.o_hdr.ready.eq(1), ack_rx.o_data.ready.eq(1)]
-        ack_in = ack_rx.o_hdr.valid
-        with m.If(ack_in & data.View(MEM_META, ack_rx.o_hdr.payload.meta).error):
+        m.d.comb += [ack_rx.o_hdr.ready.eq(1), ack_rx.o_data.ready.eq(1),
+                     engine.acked.eq(ack_rx.o_hdr.valid)]
+        with m.If(ack_rx.o_hdr.valid & data.View(MEM_META, ack_rx.o_hdr.payload.meta).error):
             count(m, counters.store_errors)
-        m.d.sync += acks.eq(acks + ack_in - ack_take)
 
-        # ARP answers (application requests are queued by app_requests): as they come.
-        m.submodules.arp_q = arp_q = Queue(_ARP_IN, 2)
+        self._arp(m, engine, arp_rx, ports.arp_tx)
+        self._messages(m, engine, ports)
+        return m
+
+    def _arp(self, m, engine, arp_rx, arp_tx):
+        """ARP answers to the engine as they come; its requests to the ARP tile."""
+        m.submodules.arp_q = arp_q = Queue(ARP_ANSWER, 2)
         arp_meta = data.View(PACKET_META.layout(), arp_rx.o_hdr.payload.meta[:PACKET_META.size])
         m.d.comb += [
             arp_q.i.valid.eq(arp_rx.o_hdr.valid),
@@ -271,54 +304,318 @@ class TcpRxTile(Tile):
             arp_rx.o_hdr.ready.eq(arp_q.i.ready),
             arp_rx.o_data.ready.eq(1),
         ]
+        connect(m, answers=arp_q.o, engine=engine.arp)
 
-        # -- outputs -----------------------------------------------------------------------------
-        # Stores: descriptor and strip count per kept segment.
-        m.submodules.store_q = store_q = Queue(_STORE, 4)
-        m.submodules.cut_q = cut_q = Queue(range(MAX_SEGMENT + 1), 4)
-        m.submodules.strip = strip = StreamStrip(width, MAX_SEGMENT)
-        connect(m, peek=peek.o, strip=strip.i)
-        connect(m, cuts=cut_q.o, strip=strip.n)
-        store_tx = ports.store_tx
-        connect(m, strip=strip.o, sender=store_tx.i_data)
-        mem = self.rx_mem
-        here = (self.env.x, self.env.y)
-        store_meta = Signal(MEM_META)
-        m.d.comb += [
-            store_meta.addr.eq(store_q.o.payload.addr), store_meta.size.eq(store_q.o.payload.size),
-            store_meta.wrap.eq(store_q.o.payload.wrap),
-            store_q.o.ready.eq(offer_message(
-                m, store_tx, store_q.o.valid, dst=address_of(mem, Fbits.LOCAL0),
-                src=(*here, Fbits.LOCAL1), msg_type=STORE_MEM,
-                payload_bytes=store_q.o.payload.size, meta=store_meta)),
-        ]
-        # Application messages.
-        m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
+        def resolve(m, peer_ip):
+            meta = Signal(PACKET_META.layout())
+            m.d.comb += meta.peer_ip.eq(peer_ip)
+            return dict(dst=address_of(self.arp, Fbits.LOCAL1),
+                        src=(self.env.x, self.env.y, Fbits.LOCAL3), msg_type=ARP_RESOLVE,
+                        meta=meta)
+        m.submodules.arp_out = arp_out = Outbox(unsigned(32), 2, arp_tx.i_hdr.payload.shape(),
+                                                resolve)
+        connect(m, engine=engine.resolve, outbox=arp_out.i)
+        connect(m, outbox=arp_out.o, sender=arp_tx.i_hdr)
+
+    def _messages(self, m, engine, ports):
+        """The engine's messages to applications; under Apiary, with the ring allocator."""
         app_tx = ports.app_tx
-        out = app_out.o.payload
-        pool = None
+
+        def message(m, out):
+            return dict(dst=(out.x, out.y, out.fbits), src=(self.env.x, self.env.y, Fbits.LOCAL2),
+                        msg_type=out.msg_type, meta=out.meta)
         if self.apiary:
-            pool = self._rings(m, ports.monitor, out, app_out, ports.k_tx, app_tx)
+            m.submodules.app_out = app_out = Queue(APP_MESSAGE, 4)
+            pool = self._rings(m, ports.monitor, app_out.o, ports.k_tx, app_tx, message)
+            m.d.comb += [engine.pool.ready.eq(pool.ready), engine.pool.pair.eq(pool.pair),
+                         pool.take.eq(engine.pool.take), pool.take_job.eq(engine.pool.take_job)]
         else:
-            m.d.comb += app_out.o.ready.eq(offer_message(
-                m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits),
-                src=(*here, Fbits.LOCAL2), msg_type=out.msg_type, meta=out.meta))
-        # ARP requests.
-        m.submodules.arp_out = arp_out = Queue(unsigned(32), 2)
-        arp_tx = ports.arp_tx
-        resolve = Signal(PACKET_META.layout())
+            m.submodules.app_out = app_out = Outbox(APP_MESSAGE, 4, app_tx.i_hdr.payload.shape(),
+                                                    message)
+            connect(m, outbox=app_out.o, sender=app_tx.i_hdr)
+        connect(m, engine=engine.messages, outbox=app_out.i)
+
+    def _rings(self, m, k_rx, messages, k_tx, app_tx, message):
+        """Under Apiary: the ring allocator, its kernel messages, and the application messages,
+        of which a notification of a new connection's ring becomes the ring's ``CAP_SEND``."""
+        cfg, here = self.config, (self.env.x, self.env.y, Fbits.LOCAL0)
+        m.submodules.pool = pool = BufferPool(rx_ring=cfg.rx_ring, tx_ring=cfg.tx_ring,
+                                              spare=cfg.spare)
         m.d.comb += [
-            resolve.peer_ip.eq(arp_out.o.payload),
-            arp_out.o.ready.eq(offer_message(
-                m, arp_tx, arp_out.o.valid, dst=address_of(self.arp, Fbits.LOCAL1),
-                src=(*here, Fbits.LOCAL3), msg_type=ARP_RESOLVE, meta=resolve)),
+            k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
+            pool.result_valid.eq(k_rx.o_hdr.valid
+                                 & (k_rx.o_hdr.payload.msg_type == KernelMsgType.CAP_RESULT)),
+            pool.result.eq(k_rx.o_hdr.payload.meta),
+            pool.tx_x.eq(self.wires.tx_x), pool.tx_y.eq(self.wires.tx_y),
+            pool.tx_fbits.eq(Fbits.LOCAL0),
+            self.counters.alloc_failed.eq(pool.alloc_failed),
+            self.counters.grant_failed.eq(pool.grant_failed),
         ]
-        # Events to the transmit tile; commits waiting for their store acks; notifications.
+        req = pool.requests
+        m.d.comb += req.ready.eq(offer_message(m, k_tx, req.valid, dst=here, src=here,
+                                               msg_type=req.payload.msg_type,
+                                               meta=req.payload.meta))
+        out = messages.payload
+        is_grant = (out.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (out.meta.status == Status.OK)
+        g = pool.grants.payload
+        m.d.comb += [
+            pool.grants.valid.eq(messages.valid & is_grant),
+            g.handle.eq(out.meta.addr[:8]), g.kind.eq(out.meta.kind),
+            g.size_log2.eq(out.meta.size_log2), g.flow.eq(out.meta.flow),
+            g.x.eq(out.x), g.y.eq(out.y), g.fbits.eq(out.fbits),
+        ]
+        sent = offer_message(m, app_tx, messages.valid & ~is_grant, **message(m, out))
+        m.d.comb += messages.ready.eq(Mux(is_grant, pool.grants.ready, sent))
+        return pool
+
+
+class TcpOptions(wiring.Component):
+    """Walk a SYN's options for the MSS and the window scale.
+
+    While ``head_valid`` (the first ``MAX_HEADER_BYTES`` bytes of a segment on ``head``, lane
+    order) and until ``clear``: a SYN with options is walked from byte 20, one option a cycle
+    (a NOP a byte), up to its data offset, an end-of-options, or a malformed option (a length
+    under 2 or past the header: the walk stops there, with what was found before); ``mss`` /
+    ``has_mss`` take a 4-byte MSS option, ``ws`` / ``has_ws`` a 3-byte window scale (at most
+    14). Then ``done`` rises. Any other segment is done at once, with neither option.
+
+    Latency: ``done`` rises 1 cycle after ``head_valid`` for a segment without options to walk,
+    ``2 + n`` for a SYN whose walk takes ``n`` options (NOPs counted) before the end of its
+    options or a malformed one; it falls the cycle after ``clear`` (or ``head_valid`` falling).
+    """
+
+    def __init__(self) -> None:
+        super().__init__({
+            "head": In(8 * MAX_HEADER_BYTES), "head_valid": In(1), "clear": In(1),
+            "done": Out(1), "mss": Out(16), "has_mss": Out(1), "ws": Out(4), "has_ws": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        head, o = self.head, self
+        tcp = header_signal(m, TCP, head)
+        header_len = Cat(Const(0, 2), tcp.data_offset)
+        pos = Signal(range(MAX_HEADER_BYTES + 4))
+        walking = Signal()
+        done = self.done
+
+        def byte(offset):
+            value = Signal(8)
+            with m.Switch(pos):
+                for p in range(MAX_HEADER_BYTES):
+                    if p + offset < MAX_HEADER_BYTES:
+                        with m.Case(p):
+                            m.d.comb += value.eq(head[8 * (p + offset):8 * (p + offset) + 8])
+            return value
+
+        kind, length, b2, b3 = byte(0), byte(1), byte(2), byte(3)
+        with m.If(~self.head_valid | self.clear):
+            m.d.sync += [walking.eq(0), done.eq(0)]
+        with m.Elif(~walking & ~done):
+            with m.If((tcp.flags & SYN).any() & (tcp.data_offset > 5)):
+                m.d.sync += [walking.eq(1), pos.eq(20), o.has_mss.eq(0), o.has_ws.eq(0)]
+            with m.Else():
+                m.d.sync += [done.eq(1), o.has_mss.eq(0), o.has_ws.eq(0)]
+        with m.Elif(walking):
+            end = (pos >= header_len) | (kind == 0)
+            nop = kind == 1
+            bad = ~nop & ((length < 2) | (pos + length > header_len))
+            with m.If(end | bad):
+                m.d.sync += [walking.eq(0), done.eq(1)]
+            with m.Elif(nop):
+                m.d.sync += pos.eq(pos + 1)
+            with m.Else():
+                m.d.sync += pos.eq(pos + length)
+                with m.If((kind == OPT_MSS) & (length == 4)):
+                    m.d.sync += [o.mss.eq(Cat(b3, b2)), o.has_mss.eq(1)]
+                with m.If((kind == OPT_WSCALE) & (length == 3)):
+                    m.d.sync += [o.ws.eq(Mux(b2 > MAX_WSCALE, MAX_WSCALE, b2)), o.has_ws.eq(1)]
+        return m
+
+
+class SegmentHead(wiring.Component):
+    """Hold each verified segment while the engine decides on it.
+
+    A segment's length and metadata are taken from ``hdr`` (one at a time: ``hdr.ready`` is low
+    while one is held) and its header bytes from the first words of ``data``
+    (:class:`~apiary.stream.peek.PayloadPeek`, 60 bytes); once its options are read
+    (:class:`TcpOptions`) all of it is offered on ``segment``. The engine takes it with its
+    verdict: ``segment.ready`` (raised only with ``segment.valid``) and ``keep``; a kept
+    segment's words, header included, go on ``words``, another's are dropped. ``taken``
+    pulses as a segment comes in from ``hdr``.
+
+    Latency: ``segment`` is valid once the header is captured (:class:`PayloadPeek`) and
+    :class:`TcpOptions` is done: 2 cycles after the metadata comes in for a segment that is no
+    SYN whose header comes with it in one word. The next segment's metadata is taken from the
+    cycle after the verdict.
+    """
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+        super().__init__({
+            "hdr": In(stream.Signature(packet_layout())),
+            "data": In(payload_signature(width)),
+            "segment": Out(stream.Signature(RX_SEGMENT)),
+            "keep": In(1),
+            "words": Out(payload_signature(width)),
+            "taken": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        cur = Signal(packet_layout())
+        cur_valid = Signal()
+        m.d.comb += self.hdr.ready.eq(~cur_valid)
+        with m.If(self.hdr.valid & self.hdr.ready):
+            m.d.sync += [cur.eq(self.hdr.payload), cur_valid.eq(1)]
+            m.d.comb += self.taken.eq(1)
+        m.submodules.peek = peek = PayloadPeek(self._width, MAX_HEADER_BYTES, slack=4)
+        connect(m, source=flipped(self.data), peek=peek.i)
+        connect(m, peek=peek.o, store=flipped(self.words))
+        m.submodules.options = opts = TcpOptions()
+        seg = self.segment.payload
+        m.d.comb += [
+            opts.head.eq(peek.head), opts.head_valid.eq(peek.head_valid),
+            opts.clear.eq(peek.verdict.valid),
+            self.segment.valid.eq(cur_valid & peek.head_valid & opts.done),
+            seg.packet.eq(cur), seg.head.eq(peek.head), seg.head_len.eq(peek.head_len),
+            seg.mss.eq(opts.mss), seg.has_mss.eq(opts.has_mss), seg.ws.eq(opts.ws),
+            seg.has_ws.eq(opts.has_ws),
+            peek.verdict.valid.eq(self.segment.ready), peek.verdict.payload.keep.eq(self.keep),
+        ]
+        with m.If(self.segment.ready):
+            m.d.sync += cur_valid.eq(0)
+        return m
+
+
+class CommitQueue(wiring.Component):
+    """Commits waiting for their stores (8 at most), in order.
+
+    ``acked`` pulses with each acknowledgement of a store by the receive buffer; they are
+    counted. The oldest commit is offered on ``o`` if it waits for no store (``store`` clear:
+    a FIN alone) or an acknowledgement is counted, which taking it uses up. Stores are
+    acknowledged in the order they were sent, so each commit's acknowledgement is its store's.
+
+    Latency: a commit is offered from the cycle after it is queued (or after the
+    acknowledgement it waits for). Throughput: one commit a cycle. Nothing is dropped.
+    """
+
+    def __init__(self) -> None:
+        super().__init__({"i": In(stream.Signature(COMMIT)), "o": Out(stream.Signature(COMMIT)),
+                          "acked": In(1)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.queue = queue = Queue(COMMIT, 8)
+        connect(m, engine=flipped(self.i), queue=queue.i)
+        acks = Signal(8)
+        take = Signal()
+        head = queue.o.payload
+        m.d.comb += [self.o.valid.eq(queue.o.valid & (~head.store | (acks != 0))),
+                     self.o.payload.eq(head), queue.o.ready.eq(self.o.ready)]
+        with m.If(self.o.ready):
+            m.d.comb += take.eq(head.store)
+        m.d.sync += acks.eq(acks + self.acked - take)
+        return m
+
+
+class SegmentStore(wiring.Component):
+    """Each kept segment's new bytes to the receive buffer, as a ``STORE_MEM`` message.
+
+    A store on ``i`` (up to 4 wait) is the message's :data:`~.queues.MEM_REQUEST` (to the
+    memory tile at ``dst``, from ``src``) and ``cut``, the bytes of the segment's next packet on
+    ``words`` (the kept segments, whole, in order) not to store: its header and the bytes
+    before the new ones (:class:`~apiary.stream.realign.StreamStrip`). The descriptor goes on
+    ``o_hdr`` (``descriptor``: the sender's layout), the bytes kept on ``o_data``. The engine
+    offers a store only while ``i.ready`` (it checks for room before it takes the segment).
+
+    Latency: the descriptor is offered from the cycle after the store is queued; the bytes
+    follow :class:`~apiary.stream.realign.StreamStrip`'s. Nothing is dropped.
+    """
+
+    def __init__(self, width: int, *, dst: tuple, src: tuple,
+                 descriptor: data.StructLayout) -> None:
+        self._width, self._dst, self._src, self._descriptor = width, dst, src, descriptor
+        super().__init__({
+            "i": In(stream.Signature(STORE)),
+            "words": In(payload_signature(width)),
+            "o_hdr": Out(stream.Signature(descriptor)),
+            "o_data": Out(payload_signature(width)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.stores = stores = memory_requests(
+            self._descriptor, msg_type=STORE_MEM, dst=self._dst, src=self._src, stores=True)
+        m.submodules.cut_q = cut_q = Queue(range(MAX_SEGMENT + 1), 4)
+        m.submodules.strip = strip = StreamStrip(self._width, MAX_SEGMENT)
+        m.d.comb += [
+            stores.i.valid.eq(self.i.valid), stores.i.payload.eq(self.i.payload.store),
+            cut_q.i.valid.eq(self.i.valid), cut_q.i.payload.eq(self.i.payload.cut),
+            self.i.ready.eq(stores.i.ready & cut_q.i.ready),
+        ]
+        connect(m, segments=flipped(self.words), strip=strip.i)
+        connect(m, cuts=cut_q.o, strip=strip.n)
+        connect(m, strip=strip.o, sender=flipped(self.o_data))
+        connect(m, stores=stores.o, sender=flipped(self.o_hdr))
+        return m
+
+
+class RxEngine(wiring.Component):
+    """The receive tile's engine: per-flow receive state, one event at a time (see the module
+    docstring for what it does with them).
+
+    Events, in this order of priority, each taken only when what it may queue has room: a
+    commit whose store is acknowledged (from its :class:`CommitQueue`, which ``acked`` feeds),
+    a transmit event from ``wires``, a segment on ``segment`` (its verdict is
+    ``segment.ready`` with ``keep``), an application request on ``app`` (needs no room: its
+    rare error replies are dropped, counted in ``replies_dropped``, if ``messages`` is full),
+    an ARP answer on ``arp``, a flow's notification (queued by earlier events, each flow once).
+    An event takes 2 cycles (3 for a segment or an ARP answer, which first look the flow up):
+    the flow's record is read, then decided on, written back, and what follows is offered:
+    an event to the transmit tile (``wires``), a store on ``stores`` and its commit, a message
+    to an application on ``messages``, an ARP request on ``resolve``.
+
+    Parameters
+    ----------
+    config : TcpConfig
+    ports : dict
+        The tile's routes by local port (the listeners, :class:`NextHopTable` entries).
+    rx_mem : (x, y)
+        The receive buffer's memory tile, which applications are told of.
+    apiary : bool
+        Under Apiary: a new connection takes a pair of rings from ``pool``
+        (:class:`~.segments.BufferPool`), and rings are addressed by their handles.
+    """
+
+    def __init__(self, config: TcpConfig, *, ports: dict, rx_mem: tuple[int, int],
+                 apiary: bool = False) -> None:
+        self._config, self._ports, self._rx_mem, self._apiary = config, ports, rx_mem, apiary
+        members = {
+            "wires": Out(TcpWires(config.flows)),
+            "segment": In(stream.Signature(RX_SEGMENT)),
+            "keep": Out(1),
+            "app": In(stream.Signature(APP_REQUEST)),
+            "arp": In(stream.Signature(ARP_ANSWER)),
+            "acked": In(1),
+            "stores": Out(stream.Signature(STORE)),
+            "messages": Out(stream.Signature(APP_MESSAGE)),
+            "resolve": Out(stream.Signature(unsigned(32))),
+            "counters": Out(CounterSignature(ENGINE_COUNTERS)),
+        }
+        if apiary:
+            members["pool"] = Out(POOL_PORT)
+        super().__init__(members)
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        cfg, wires, counters = self._config, self.wires, self.counters
+        flows, sb = cfg.flows, slot_bits(cfg.flows)
         m.submodules.ev_q = ev_q = Queue(RX_EVENT, 8)
         connect(m, events=ev_q.o, wires=flipped(wires.rx_event))
-        m.submodules.commit_q = commit_q = Queue(_COMMIT, 8)
-        m.submodules.notify_q = notify_q = Queue(unsigned(sb), flows)
-        queued = Signal(flows)
+        m.submodules.commit_q = commit_q = CommitQueue()
+        m.submodules.notify_q = notify_q = FlowQueue(flows)
+        m.d.comb += commit_q.acked.eq(self.acked)
 
         # -- state -------------------------------------------------------------------------------
         m.submodules.state = state_mem = Memory(shape=RX_STATE, depth=flows, init=[])
@@ -327,65 +624,90 @@ class TcpRxTile(Tile):
         wr = state_mem.write_port()
         m.d.comb += [peer_rd.addr.eq(wires.rx_read_addr), wires.rx_read_data.eq(peer_rd.data)]
         m.submodules.table = table = FlowTable(flows, cfg.ways)
-        m.submodules.ports = ports = NextHopTable(self.ports, 16)
+        m.submodules.ports = ports = NextHopTable(self._ports, 16)
         s = Signal(RX_STATE)
-        t = wires.tx_read_data
         m.d.comb += s.eq(rd.data)
-        half_open = Signal(range(flows + 1))
         clock = Signal(32)              # the ISN clock
         m.d.sync += clock.eq(clock + 1)
-        pending_open = Signal(_OPEN)
-        open_busy = Signal()
+        seg = self.segment.payload
+        tcp = header_signal(m, TCP, seg.head)
 
         # -- the engine ----------------------------------------------------------------------
         e = SimpleNamespace(
-            cfg=cfg, sb=sb, ring=ring, ring_log2=ring_log2, s=s, t=t, tcp=tcp, cur=cur,
-            opts=opts, peek=peek, ports=ports, wires=wires, counters=counters, clock=clock,
-            half_open=half_open, pending_open=pending_open, open_busy=open_busy,
+            cfg=cfg, sb=sb, ring=cfg.rx_ring, ring_log2=cfg.rx_ring_log2, s=s,
+            t=wires.tx_read_data, tcp=tcp, cur=seg.packet, opts=seg, head_len=seg.head_len,
+            ports=ports, wires=wires, counters=counters, clock=clock, rd=rd, table=table,
+            half_open=Signal(range(flows + 1)), pending_open=Signal(OPEN), open_busy=Signal(),
             kind=Signal(range(6)), slot=Signal(sb), gen=Signal(GEN_BITS),
-            app_ev=Signal(APP_REQUEST), arp_ev=Signal(_ARP_IN), commit_ev=Signal(_COMMIT),
+            app_ev=Signal(APP_REQUEST), arp_ev=Signal(ARP_ANSWER), commit_ev=Signal(COMMIT),
             txev=Signal.like(wires.tx_event.payload), found=Signal(), can_alloc=Signal(),
             new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
-            app_msg=Signal(_APP_OUT), app_push=Signal(), store=Signal(_STORE),
-            cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(_COMMIT),
+            app_msg=Signal(APP_MESSAGE), app_push=Signal(), store=Signal(MEM_REQUEST),
+            cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(COMMIT),
             commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
             keep=Signal(),
             tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
-            reply_room=Signal(), arp_room=Signal(), pool=pool,
+            reply_room=Signal(), arp_room=Signal(), pool=self.pool if self._apiary else None,
         )
-        kind, slot = e.kind, e.slot
+        slot = e.slot
         m.d.comb += [e.new.eq(s), e.ev.slot.eq(slot), e.ev.gen.eq(e.new.gen)]
-        seg_ready = cur_valid & peek.head_valid & opts.done
-        commit_ready = commit_q.o.valid & (~commit_q.o.payload.store | (acks != 0))
         # What each event may queue must have room before it is taken, except an application
         # request: the tile's input must never wait for its output, and application requests
         # share that input with the memory's acknowledgements. So a request needs no room: its
         # rare error replies are dropped (counted) if the reply queue is full.
         go = {
-            _COMMIT_EV: commit_ready & ev_q.i.ready,
+            _COMMIT_EV: commit_q.o.valid & ev_q.i.ready,
             _TXEV: wires.tx_event.valid & ev_q.i.ready,
-            _SEG: (seg_ready & ev_q.i.ready & store_q.i.ready & cut_q.i.ready
-                   & commit_q.i.ready),
-            _APP: app_q.o.valid,
-            _ARP: arp_q.o.valid & ev_q.i.ready & app_out.i.ready,
-            _NOTIFY: notify_q.o.valid & app_out.i.ready,
+            _SEG: self.segment.valid & ev_q.i.ready & self.stores.ready & commit_q.i.ready,
+            _APP: self.app.valid,
+            _ARP: self.arp.valid & ev_q.i.ready & self.messages.ready,
+            _NOTIFY: notify_q.o.valid & self.messages.ready,
         }
-        m.d.comb += [e.reply_room.eq(app_out.i.ready), e.arp_room.eq(arp_out.i.ready)]
+        m.d.comb += [e.reply_room.eq(self.messages.ready), e.arp_room.eq(self.resolve.ready)]
         key = Signal(FLOW_KEY)
         m.d.comb += [
-            key.peer_ip.eq(cur.meta.peer_ip), key.peer_port.eq(tcp.src_port),
+            key.peer_ip.eq(e.cur.meta.peer_ip), key.peer_port.eq(tcp.src_port),
             key.local_port.eq(tcp.dst_port),
-            table.key.eq(Mux(kind == _ARP, pending_open.key, key)),
+            table.key.eq(Mux(e.kind == _ARP, e.pending_open.key, key)),
         ]
+        self._dispatch(m, e, go, commit_q.o, notify_q.o)
+        m.d.comb += wires.tx_read_addr.eq(rd.addr)
 
+        # -- effects -------------------------------------------------------------------------
+        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.wake,
+                     e.ev.linger, e.ev.closed, e.ev.rst).any()
+        m.d.comb += [
+            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
+            ev_q.i.valid.eq(ev_any), ev_q.i.payload.eq(e.ev),
+            self.messages.valid.eq(e.app_push), self.messages.payload.eq(e.app_msg),
+            self.stores.valid.eq(e.store_push), self.stores.payload.store.eq(e.store),
+            self.stores.payload.cut.eq(e.cut),
+            commit_q.i.valid.eq(e.commit_push), commit_q.i.payload.eq(e.commit),
+            self.resolve.valid.eq(e.arp_push), self.resolve.payload.eq(e.arp_ip),
+            self.segment.ready.eq(e.verdict), self.keep.eq(e.keep),
+            table.write.eq(e.tbl_write), table.write_valid.eq(e.tbl_valid),
+            table.write_slot.eq(slot),
+            table.write_key.peer_ip.eq(e.new.peer_ip),
+            table.write_key.peer_port.eq(e.new.peer_port),
+            table.write_key.local_port.eq(e.new.local_port),
+            ports.key.eq(tcp.dst_port),
+        ]
+        with m.If(e.app_push & ~self.messages.ready):
+            count(m, counters.replies_dropped)
+        m.d.sync += e.half_open.eq(e.half_open + e.half_delta)
+        m.d.comb += [notify_q.i.valid.eq(e.notify), notify_q.i.payload.eq(slot)]
+        return m
+
+    def _dispatch(self, m, e, go, commits, notify):
+        """Pick an event (IDLE; MATCH for a flow lookup), then handle it (EXEC)."""
+        wires, app, arp, rd, table, pool = self.wires, self.app, self.arp, e.rd, e.table, e.pool
+        kind, slot, sb = e.kind, e.slot, e.sb
         with m.FSM(name="engine"):
             with m.State("IDLE"):
                 with m.If(go[_COMMIT_EV]):
-                    m.d.comb += [rd.addr.eq(commit_q.o.payload.slot), commit_q.o.ready.eq(1),
-                                 ack_take.eq(commit_q.o.payload.store)]
-                    m.d.sync += [kind.eq(_COMMIT_EV), e.commit_ev.eq(commit_q.o.payload),
-                                 slot.eq(commit_q.o.payload.slot),
-                                 e.gen.eq(commit_q.o.payload.gen)]
+                    m.d.comb += [rd.addr.eq(commits.payload.slot), commits.ready.eq(1)]
+                    m.d.sync += [kind.eq(_COMMIT_EV), e.commit_ev.eq(commits.payload),
+                                 slot.eq(commits.payload.slot), e.gen.eq(commits.payload.gen)]
                     m.next = "EXEC"
                 with m.Elif(go[_TXEV]):
                     m.d.comb += [rd.addr.eq(wires.tx_event.payload.slot),
@@ -399,20 +721,18 @@ class TcpRxTile(Tile):
                     m.d.sync += kind.eq(_SEG)
                     m.next = "MATCH"
                 with m.Elif(go[_APP]):
-                    handle = app_q.o.payload.meta.flow
-                    m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_APP), e.app_ev.eq(app_q.o.payload),
-                                 slot.eq(handle[:sb]),
+                    handle = app.payload.meta.flow
+                    m.d.comb += [rd.addr.eq(handle[:sb]), app.ready.eq(1)]
+                    m.d.sync += [kind.eq(_APP), e.app_ev.eq(app.payload), slot.eq(handle[:sb]),
                                  e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
                     m.next = "EXEC"
                 with m.Elif(go[_ARP]):
-                    m.d.comb += [table.lookup.eq(1), arp_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_ARP), e.arp_ev.eq(arp_q.o.payload)]
+                    m.d.comb += [table.lookup.eq(1), arp.ready.eq(1)]
+                    m.d.sync += [kind.eq(_ARP), e.arp_ev.eq(arp.payload)]
                     m.next = "MATCH"
                 with m.Elif(go[_NOTIFY]):
-                    m.d.comb += [rd.addr.eq(notify_q.o.payload), notify_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_NOTIFY), slot.eq(notify_q.o.payload),
-                                 queued.bit_select(notify_q.o.payload, 1).eq(0)]
+                    m.d.comb += [rd.addr.eq(notify.payload), notify.ready.eq(1)]
+                    m.d.sync += [kind.eq(_NOTIFY), slot.eq(notify.payload)]
                     m.next = "EXEC"
             with m.State("MATCH"):
                 chosen = Mux(table.hit, table.slot, table.free_slot)
@@ -436,38 +756,8 @@ class TcpRxTile(Tile):
                     with m.Case(_NOTIFY):
                         self._notify(m, e)
                 m.next = "IDLE"
-        m.d.comb += wires.tx_read_addr.eq(rd.addr)
 
-        # -- effects -------------------------------------------------------------------------
-        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.wake,
-                     e.ev.linger, e.ev.closed, e.ev.rst).any()
-        m.d.comb += [
-            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
-            ev_q.i.valid.eq(ev_any), ev_q.i.payload.eq(e.ev),
-            app_out.i.valid.eq(e.app_push), app_out.i.payload.eq(e.app_msg),
-            store_q.i.valid.eq(e.store_push), store_q.i.payload.eq(e.store),
-            cut_q.i.valid.eq(e.store_push), cut_q.i.payload.eq(e.cut),
-            commit_q.i.valid.eq(e.commit_push), commit_q.i.payload.eq(e.commit),
-            arp_out.i.valid.eq(e.arp_push), arp_out.i.payload.eq(e.arp_ip),
-            peek.verdict.valid.eq(e.verdict), peek.verdict.payload.keep.eq(e.keep),
-            table.write.eq(e.tbl_write), table.write_valid.eq(e.tbl_valid),
-            table.write_slot.eq(slot),
-            table.write_key.peer_ip.eq(e.new.peer_ip),
-            table.write_key.peer_port.eq(e.new.peer_port),
-            table.write_key.local_port.eq(e.new.local_port),
-            ports.key.eq(tcp.dst_port),
-        ]
-        with m.If(e.app_push & ~app_out.i.ready):
-            count(m, counters.replies_dropped)
-        with m.If(e.verdict):
-            m.d.sync += cur_valid.eq(0)
-        m.d.sync += half_open.eq(half_open + e.half_delta)
-        with m.If(e.notify & ~queued.bit_select(slot, 1)):
-            m.d.comb += [notify_q.i.valid.eq(1), notify_q.i.payload.eq(slot)]
-            m.d.sync += queued.bit_select(slot, 1).eq(1)
-        return m
-
-    # -- the engine's event handlers (combinational, in the EXEC cycle) -------------------------
+    # -- the event handlers (combinational, in the EXEC cycle) -----------------------------------
 
     def _count(self, m, e, name):
         counter = getattr(e.counters, name)
@@ -484,14 +774,14 @@ class TcpRxTile(Tile):
         """Where byte ``seq`` of the flow's receive ring is: in the ring of its slot, or under
         Apiary at that offset of its segment (a virtual address)."""
         offset = seq[:e.ring_log2]
-        if self.apiary:
+        if self._apiary:
             return Cat(offset, Const(0, OFFSET_BITS - e.ring_log2), e.s.rx_h)
         return e.cfg.rx_base + Cat(offset, e.slot)
 
     def _reply_addr(self, e, seq):
         """The ``addr`` an application is told for byte ``seq``: under Apiary its offset in the
         ring (the application adds its own handle)."""
-        if self.apiary:
+        if self._apiary:
             return seq[:e.ring_log2]
         return self._store_addr(e, seq)
 
@@ -507,40 +797,6 @@ class TcpRxTile(Tile):
             pool.take.eq(1), job.old.eq(s.bufs), job.old_rx.eq(s.rx_h), job.old_tx.eq(s.tx_h),
             job.tx.eq(pool.pair.tx), job.flow.eq(self._handle(e, new.gen)),
         ]
-
-    def _rings(self, m, k_rx, out, app_out, k_tx, app_tx):
-        """Under Apiary: the ring allocator, its kernel messages, and the application messages,
-        of which a notification of a new connection's ring becomes the ring's ``CAP_SEND``."""
-        cfg, here = self.config, (self.env.x, self.env.y, Fbits.LOCAL0)
-        m.submodules.pool = pool = BufferPool(rx_ring=cfg.rx_ring, tx_ring=cfg.tx_ring,
-                                              spare=cfg.spare)
-        m.d.comb += [
-            k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
-            pool.result_valid.eq(k_rx.o_hdr.valid
-                                 & (k_rx.o_hdr.payload.msg_type == KernelMsgType.CAP_RESULT)),
-            pool.result.eq(k_rx.o_hdr.payload.meta),
-            pool.tx_x.eq(self.wires.tx_x), pool.tx_y.eq(self.wires.tx_y),
-            pool.tx_fbits.eq(Fbits.LOCAL0),
-            self.counters.alloc_failed.eq(pool.alloc_failed),
-            self.counters.grant_failed.eq(pool.grant_failed),
-        ]
-        req = pool.requests
-        m.d.comb += req.ready.eq(offer_message(m, k_tx, req.valid, dst=here, src=here,
-                                               msg_type=req.payload.msg_type,
-                                               meta=req.payload.meta))
-        is_grant = (out.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (out.meta.status == Status.OK)
-        g = pool.grants.payload
-        m.d.comb += [
-            pool.grants.valid.eq(app_out.o.valid & is_grant),
-            g.handle.eq(out.meta.addr[:8]), g.kind.eq(out.meta.kind),
-            g.size_log2.eq(out.meta.size_log2), g.flow.eq(out.meta.flow),
-            g.x.eq(out.x), g.y.eq(out.y), g.fbits.eq(out.fbits),
-        ]
-        sent = offer_message(m, app_tx, app_out.o.valid & ~is_grant, dst=(out.x, out.y, out.fbits),
-                             src=(self.env.x, self.env.y, Fbits.LOCAL2), msg_type=out.msg_type,
-                             meta=out.meta)
-        m.d.comb += app_out.o.ready.eq(Mux(is_grant, pool.grants.ready, sent))
-        return pool
 
     def _handle(self, e, gen=None):
         return Cat(e.slot, Const(0, SLOT_BITS - e.sb), e.s.gen if gen is None else gen)
@@ -589,7 +845,7 @@ class TcpRxTile(Tile):
                      seq_end.eq(tcp.seq + seg_len)]
         seq, ackn, win = tcp.seq, tcp.ack, tcp.window
 
-        with m.If((e.peek.head_len < 20)
+        with m.If((e.head_len < 20)
                   | ((tcp.data_offset >= 5) & (header_len > cur.length))):
             self._count(m, e, "truncated")
         with m.Elif((tcp.data_offset < 5) | (f_syn & (f_fin | f_rst))):
@@ -883,7 +1139,7 @@ class TcpRxTile(Tile):
         app = (s.app_x, s.app_y, s.app_fbits)
         handle = self._handle(e)
         live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.TIME_WAIT)
-        mem = self.rx_mem
+        mem_x, mem_y = self._rx_mem
         with m.If(s.state == ConnState.ABORTED):
             m.d.comb += [new.state.eq(ConnState.FREE), e.write.eq(1)]
             with m.If(s.announced != 0):
@@ -895,15 +1151,15 @@ class TcpRxTile(Tile):
             send = s.announced == 1
             base_rx = cfg.rx_base + Cat(Const(0, e.ring_log2), e.slot)
             base_tx = cfg.tx_base + Cat(Const(0, cfg.tx_ring_log2), e.slot)
-            if self.apiary:                 # the ring's handle, which the grant sends
+            if self._apiary:                # the ring's handle, which the grant sends
                 base_rx, base_tx = s.rx_h, s.tx_h
             self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, *app, flow=handle,
                           status=Status.OK,
                           kind=Mux(send, BufferKind.SEND, BufferKind.RECEIVE),
                           addr=Mux(send, base_tx, base_rx),
                           size_log2=Mux(send, cfg.tx_ring_log2, e.ring_log2),
-                          mem_x=Mux(send, e.wires.tx_mem_x, mem.x if mem else 0),
-                          mem_y=Mux(send, e.wires.tx_mem_y, mem.y if mem else 0),
+                          mem_x=Mux(send, e.wires.tx_mem_x, mem_x),
+                          mem_y=Mux(send, e.wires.tx_mem_y, mem_y),
                           peer_ip=s.peer_ip, peer_port=s.peer_port, local_port=s.local_port)
             m.d.comb += [new.announced.eq(s.announced + 1), e.write.eq(1), e.notify.eq(1)]
         with m.Elif(live & s.rx_req):
@@ -915,51 +1171,5 @@ class TcpRxTile(Tile):
                               ptr=s.rx_head - s.irs - 1,
                               addr=self._reply_addr(e, s.rx_head),
                               size_log2=e.ring_log2, length=avail,
-                              mem_x=mem.x if mem else 0, mem_y=mem.y if mem else 0)
+                              mem_x=mem_x, mem_y=mem_y)
                 m.d.comb += [new.rx_req.eq(0), e.write.eq(1)]
-
-    # -- segment input helpers -------------------------------------------------------------------
-
-    def _options(self, m, peek, tcp):
-        """Walk a SYN's options, one per cycle, for MSS and window scale; other segments are
-        done at once. Returns a namespace of ``done``, ``mss``/``has_mss``, ``ws``/``has_ws``."""
-        head = peek.head
-        header_len = Cat(Const(0, 2), tcp.data_offset)
-        pos = Signal(range(MAX_HEADER_BYTES + 4))
-        walking = Signal()
-        done = Signal()
-        o = SimpleNamespace(done=done, mss=Signal(16), has_mss=Signal(), ws=Signal(4),
-                            has_ws=Signal())
-
-        def byte(offset):
-            value = Signal(8)
-            with m.Switch(pos):
-                for p in range(MAX_HEADER_BYTES):
-                    if p + offset < MAX_HEADER_BYTES:
-                        with m.Case(p):
-                            m.d.comb += value.eq(head[8 * (p + offset):8 * (p + offset) + 8])
-            return value
-
-        kind, length, b2, b3 = byte(0), byte(1), byte(2), byte(3)
-        with m.If(~peek.head_valid | peek.verdict.valid):
-            m.d.sync += [walking.eq(0), done.eq(0)]
-        with m.Elif(~walking & ~done):
-            with m.If((tcp.flags & SYN).any() & (tcp.data_offset > 5)):
-                m.d.sync += [walking.eq(1), pos.eq(20), o.has_mss.eq(0), o.has_ws.eq(0)]
-            with m.Else():
-                m.d.sync += [done.eq(1), o.has_mss.eq(0), o.has_ws.eq(0)]
-        with m.Elif(walking):
-            end = (pos >= header_len) | (kind == 0)
-            nop = kind == 1
-            bad = ~nop & ((length < 2) | (pos + length > header_len))
-            with m.If(end | bad):
-                m.d.sync += [walking.eq(0), done.eq(1)]
-            with m.Elif(nop):
-                m.d.sync += pos.eq(pos + 1)
-            with m.Else():
-                m.d.sync += pos.eq(pos + length)
-                with m.If((kind == OPT_MSS) & (length == 4)):
-                    m.d.sync += [o.mss.eq(Cat(b3, b2)), o.has_mss.eq(1)]
-                with m.If((kind == OPT_WSCALE) & (length == 3)):
-                    m.d.sync += [o.ws.eq(Mux(b2 > MAX_WSCALE, MAX_WSCALE, b2)), o.has_ws.eq(1)]
-        return o

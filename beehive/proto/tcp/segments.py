@@ -37,7 +37,8 @@ freed when the slot's next connection takes a new one, so the engine holds at mo
 """
 
 from amaranth import Cat, Const, Elaboratable, Module, Mux, Signal
-from amaranth.lib import data, stream
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from apiary.os.uapi import KERNEL_META, KernelMsgType as K, Perm, Status
 from apiary.stream.queue import Queue
@@ -45,7 +46,8 @@ from apiary.stream.queue import Queue
 from .app import BufferKind
 
 
-__all__ = ["GRANT_USER", "KERNEL_REQUEST", "ALLOC_RX", "ALLOC_TX", "BufferPool"]
+__all__ = ["GRANT_USER", "KERNEL_REQUEST", "ALLOC_RX", "ALLOC_TX", "RING_PAIR", "RING_JOB",
+           "POOL_PORT", "BufferPool"]
 
 
 #: The ``user`` word of a ring's ``CAP_SEND``: the flow handle, which ring, its size.
@@ -57,8 +59,14 @@ ALLOC_RX, ALLOC_TX = 1, 2
 #: Cycles before an allocation the manager refused is asked again.
 RETRY_CYCLES = 1024
 
-_PAIR = data.StructLayout({"rx": 8, "tx": 8})
-_JOB = data.StructLayout({"old": 1, "old_rx": 8, "old_tx": 8, "tx": 8, "flow": 16})
+#: A pair of rings (their handles), and a pair taken: the flow it goes to, the slot's previous
+#: pair to free.
+RING_PAIR = data.StructLayout({"rx": 8, "tx": 8})
+RING_JOB = data.StructLayout({"old": 1, "old_rx": 8, "old_tx": 8, "tx": 8, "flow": 16})
+#: The engine's side of a :class:`BufferPool` (``Out`` on the engine): ``ready``, ``pair``,
+#: ``take``, ``take_job`` as the pool has them.
+POOL_PORT = wiring.Signature({"ready": In(1), "pair": In(RING_PAIR), "take": Out(1),
+                              "take_job": Out(RING_JOB)})
 #: A connection's ring granted to its application (from the receive tile's notifications).
 GRANT = data.StructLayout({"handle": 8, "kind": 2, "size_log2": 6, "flow": 16,
                            "x": 8, "y": 8, "fbits": 4})
@@ -85,9 +93,9 @@ class BufferPool(Elaboratable):
     def __init__(self, *, rx_ring: int, tx_ring: int, spare: int = 2) -> None:
         self.rx_ring, self.tx_ring, self.spare = rx_ring, tx_ring, spare
         self.ready = Signal()
-        self.pair = Signal(_PAIR)
+        self.pair = Signal(RING_PAIR)
         self.take = Signal()
-        self.take_job = Signal(_JOB)
+        self.take_job = Signal(RING_JOB)
         self.grants = stream.Signature(GRANT).flip().create()
         self.result_valid = Signal()
         self.result = Signal(KERNEL_META)
@@ -98,8 +106,8 @@ class BufferPool(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.pairs = pairs = Queue(_PAIR, self.spare)
-        m.submodules.jobs = jobs = Queue(_JOB, 4)
+        m.submodules.pairs = pairs = Queue(RING_PAIR, self.spare)
+        m.submodules.jobs = jobs = Queue(RING_JOB, 4)
         m.d.comb += [self.ready.eq(pairs.o.valid & jobs.i.ready), self.pair.eq(pairs.o.payload),
                      pairs.o.ready.eq(self.take), jobs.i.valid.eq(self.take),
                      jobs.i.payload.eq(self.take_job)]
@@ -111,7 +119,7 @@ class BufferPool(Elaboratable):
         is_alloc = self.result_valid & (res.op == K.CAP_ALLOC.value)
         ok = res.status == Status.OK
         asking = Signal()           # a CAP_ALLOC is out
-        have = Signal(_PAIR)        # the rings of the next pair allocated so far
+        have = Signal(RING_PAIR)        # the rings of the next pair allocated so far
         got = Signal(2)             # ... which of them (bit 0 receive, bit 1 send)
         tx_first = Signal()         # this pair's send ring is asked for first
         wait = Signal(range(RETRY_CYCLES + 1))

@@ -42,23 +42,30 @@ and the buffer holds that many segments, so ``LOAD_MEM_ACK`` never waits for ``n
 
 Every segment after the SYN carries ACK, the receive tile's ``rcv_nxt`` and the window left
 in the receive ring (scaled if both sides offered window scaling).
+
+The components: :class:`TxEngine` (the records, the work queue, :class:`TimerScan`) decides;
+:class:`SegmentEmitter` sends its segments with their data; the loads and the answers to
+applications wait in an :class:`~beehive.proto.tcp.queues.Outbox` each; under Apiary
+:class:`SendRings` keeps each flow's send ring.
 """
 
 from types import SimpleNamespace
+from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, connect, flipped
+from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
-from apiary.os.memory_tile import LOAD_MEM, MEM_FORMAT, MEM_META, MemMsgType
+from apiary.os.memory_tile import LOAD_MEM, MEM_FORMAT, MemMsgType
 from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_input
 from apiary.stream.checksum import InternetChecksum, ones_sum, word_sum
+from apiary.stream.counters import CounterSignature, count
 from apiary.stream.header import byte_reverse
+from apiary.stream.layout import payload_signature
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
@@ -70,27 +77,45 @@ from ..messages import PACKET_META, MsgType
 from ..layer import level_meta
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
+from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests, offer
 from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
 from .state import TIMER, TX_EVENT, TX_STATE, ConnState, TcpWires, TimerKind, slot_bits
-from apiary.stream.counters import count
 
 
-__all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP"]
+__all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP", "SegmentEmitter",
+           "TimerScan", "SendRings", "TxEngine"]
 
 
 #: Route keys of the transmit tile: its send buffer, IPv4 TX, and the applications it answers.
 TX_KEY_MEMORY, TX_KEY_IP, TX_KEY_APP = "tx_mem", "ip", "app"
 
-_SEG = data.StructLayout({
+#: A segment to send, from the engine to the emitter.
+TX_SEGMENT = data.StructLayout({
     "peer_mac": 48, "vlan": 1, "vlan_tci": 16, "peer_ip": 32,
     "header": 8 * SYN_HEADER_BYTES,     # lane order, checksum zero
     "header_len": 6, "data_len": 16, "has_data": 1, "header_sum": 16,
 })
-_LOAD = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
-_APP_OUT = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
-_EXPIRY = data.StructLayout({"slot": 12})
+#: An answer to an application.
+ANSWER = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
+#: A flow whose timer is due.
+EXPIRY = data.StructLayout({"slot": 12})
+#: A flow slot's send ring under Apiary.
+RING = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
+
+#: What the engine counts (the tile's counters but ``segments`` and ``malformed``).
+ENGINE_COUNTERS = {
+    "data_segments": "segments sent with data",
+    "retransmits": "data segments sent again (after a timeout or a fast retransmit)",
+    "fast_retransmits": "fast retransmits (third duplicate ACK, or a partial ACK)",
+    "timeouts": "retransmission timer expiries",
+    "probes": "zero-window probes sent",
+    "resets": "RST segments sent",
+    "aborts": "connections dropped after too many retransmissions",
+    "app_bad": "application messages for no open connection, or with bad pointers",
+    "replies_dropped": "CLOSED answers to applications lost: the answer queue was full",
+}
 
 _RXEV, _APP, _EXPIRE, _WORK = range(4)
 
@@ -145,16 +170,7 @@ class TcpTxTile(Tile):
         self.config = config
         self.load_depth = load_depth
         super().__init__(env, {"wires": In(TcpWires(config.flows))}, {
-            "segments": "segments sent",
-            "data_segments": "segments sent with data",
-            "retransmits": "data segments sent again (after a timeout or a fast retransmit)",
-            "fast_retransmits": "fast retransmits (third duplicate ACK, or a partial ACK)",
-            "timeouts": "retransmission timer expiries",
-            "probes": "zero-window probes sent",
-            "resets": "RST segments sent",
-            "aborts": "connections dropped after too many retransmissions",
-            "app_bad": "application messages for no open connection, or with bad pointers",
-            "replies_dropped": "CLOSED answers to applications lost: the answer queue was full",
+            "segments": "segments sent", **ENGINE_COUNTERS,
             "malformed": "messages the receivers dropped or reframed",
         })
         routes = self.env.next_hops("data")
@@ -171,189 +187,113 @@ class TcpTxTile(Tile):
 
     def elaborate(self, platform):
         m = Module()
-        cfg, width = self.config, self.env.width
-        flows, sb = cfg.flows, slot_bits(cfg.flows)
-        wires, counters = self.wires, self.counters
-        max_seg = cfg.mss
-        m.d.comb += [wires.tx_mem_x.eq(self.tx_mem.x if self.tx_mem else 0),
-                     wires.tx_mem_y.eq(self.tx_mem.y if self.tx_mem else 0),
-                     wires.tx_x.eq(self.env.x), wires.tx_y.eq(self.env.y)]
-
-        # -- inputs ------------------------------------------------------------------------------
+        cfg, counters = self.config, self.counters
+        here = (self.env.x, self.env.y)
         ports = self.message_ports(m)
-        app_rx, load_rx = ports.app_rx, ports.load_rx
+        app_rx, load_rx, seg_tx = ports.app_rx, ports.load_rx, ports.seg_tx
         app_q = app_requests(m, app_rx)
+        tx_mem = (self.tx_mem.x, self.tx_mem.y) if self.tx_mem else (0, 0)
+        m.submodules.engine = engine = TxEngine(cfg, load_depth=self.load_depth, here=here,
+                                                tx_mem=tx_mem, apiary=self.apiary)
+        connect(m, engine=engine.wires, tile=flipped(self.wires))
+        connect(m, requests=app_q.o, engine=engine.app)
+        for name in ENGINE_COUNTERS:
+            m.d.comb += getattr(counters, name).eq(getattr(engine.counters, name))
         errors = app_rx.errors + load_rx.errors + ports.dropped
-        rings = ring_rd = None
         if self.apiary:
-            ring_rd = self._rings(m, ports.monitor)
-            rings = ring_rd.data
-            errors += ports.monitor.errors
+            k_rx = ports.monitor
+            m.submodules.rings = rings = SendRings(cfg.flows, k_rx.o_hdr.payload.shape())
+            connect(m, receiver=k_rx.o_hdr, rings=rings.notify)
+            m.d.comb += [k_rx.o_data.ready.eq(1), rings.addr.eq(engine.ring_addr),
+                         engine.ring.eq(rings.ring)]
+            errors += k_rx.errors
         m.d.comb += counters.malformed.eq(errors)
+
+        # Segments: the engine's headers, their data from the send buffer.
+        m.submodules.emitter = emitter = SegmentEmitter(
+            self.env.width, max_bytes=cfg.mss, depth=self.load_depth, local_ip=self.local_ip,
+            dst=address_of(self.ip, Fbits.LOCAL0), src=(*here, Fbits.LOCAL0),
+            descriptor=seg_tx.i_hdr.payload.shape())
+        m.d.comb += load_rx.o_hdr.ready.eq(1)
+        connect(m, receiver=load_rx.o_data, emitter=emitter.data)
+        connect(m, engine=engine.segments, emitter=emitter.segments)
+        connect(m, emitter=emitter.o_hdr, sender=seg_tx.i_hdr)
+        connect(m, emitter=emitter.o_data, sender=seg_tx.i_data)
+        m.d.comb += engine.load_done.eq(emitter.load_done)
+        with m.If(emitter.sent):
+            count(m, counters.segments)
+
+        # Loads from the send buffer; answers to the applications.
+        m.submodules.loads = loads = memory_requests(
+            ports.load_tx.i_hdr.payload.shape(), msg_type=LOAD_MEM,
+            dst=address_of(self.tx_mem, Fbits.LOCAL0), src=(*here, Fbits.LOCAL1))
+        connect(m, engine=engine.loads, outbox=loads.i)
+        connect(m, outbox=loads.o, sender=ports.load_tx.i_hdr)
+
+        def answer(m, a):
+            return dict(dst=(a.x, a.y, a.fbits), src=(*here, Fbits.LOCAL0),
+                        msg_type=MsgType.TCP_TX_MSG_RESP, meta=a.meta)
+        m.submodules.answers = answers = Outbox(ANSWER, 4, ports.app_tx.i_hdr.payload.shape(),
+                                                answer)
+        connect(m, engine=engine.answers, outbox=answers.i)
+        connect(m, outbox=answers.o, sender=ports.app_tx.i_hdr)
+        return m
+
+
+class SegmentEmitter(wiring.Component):
+    """Segments out to IPv4 TX: each header the engine queues on ``segments`` (up to 8 wait),
+    with the data the send buffer returns for it on ``data`` when it has any, its checksum
+    completed and the header put in front.
+
+    A data segment's bytes are stored whole while they are summed (``depth`` segments of up to
+    ``max_bytes`` bytes: the engine has at most that many loads in flight); the data must come
+    in the order of the segments that carry it. A segment leaves once its data (if any) is
+    stored: its message's descriptor on ``o_hdr`` (to IPv4 TX at ``dst``, from ``src``;
+    ``descriptor``: the sender's layout) and its bytes, header and data, on ``o_data``.
+
+    Latency: a segment without data taken on ``segments`` in cycle *t* is offered on ``o_hdr``
+    and its header on ``o_data`` from cycle *t* + 2; one with data from the cycle after both
+    it and its data's sum (:class:`~apiary.stream.checksum.InternetChecksum`, 2 cycles after
+    its last word) are there. Throughput: one segment at a time, its words one per cycle.
+    Nothing is dropped. ``load_done`` pulses as a data segment's last word goes out (its load's
+    room is free again), ``sent`` as a segment's descriptor is taken.
+    """
+
+    def __init__(self, width: int, *, max_bytes: int, depth: int, local_ip: int, dst: tuple,
+                 src: tuple, descriptor: data.StructLayout) -> None:
+        self._width, self._max_bytes, self._depth = width, max_bytes, depth
+        self._local_ip, self._dst, self._src = local_ip, dst, src
+        super().__init__({
+            "segments": In(stream.Signature(TX_SEGMENT)),
+            "data": In(payload_signature(width)),
+            "o_hdr": Out(stream.Signature(descriptor)),
+            "o_data": Out(payload_signature(width)),
+            "load_done": Out(1),
+            "sent": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width = self._width
         # Loaded data: stored whole while summed; loads are only issued with room for them.
         m.submodules.seg_buffer = buf = PacketBuffer(
-            width, max_bytes=max_seg, buffer_bytes=self.load_depth * max_seg,
-            max_queued=self.load_depth, info_width=16)
+            width, max_bytes=self._max_bytes, buffer_bytes=self._depth * self._max_bytes,
+            max_queued=self._depth, info_width=16)
         m.submodules.seg_sum = seg_sum = InternetChecksum(width, max_offset=0)
-        m.d.comb += load_rx.o_hdr.ready.eq(1)
-        connect(m, receiver=load_rx.o_data, buffer=buf.i)
+        connect(m, receiver=flipped(self.data), buffer=buf.i)
         m.d.comb += [
-            seg_sum.i.valid.eq(load_rx.o_data.valid & load_rx.o_data.ready),
-            seg_sum.i.payload.eq(load_rx.o_data.payload),
+            seg_sum.i.valid.eq(self.data.valid & self.data.ready),
+            seg_sum.i.payload.eq(self.data.payload),
             seg_sum.offset.eq(0), seg_sum.initial.eq(0),
             buf.verdict.valid.eq(seg_sum.o.valid),
             buf.verdict.payload.ok.eq(1),
             buf.verdict.payload.info.eq(seg_sum.o.payload.sum),
         ]
-
-        # -- outputs -----------------------------------------------------------------------------
-        m.submodules.seg_q = seg_q = Queue(_SEG, 8)
-        self._emitter(m, seg_q, buf, ports.seg_tx)
-        m.submodules.load_q = load_q = Queue(_LOAD, 4)
-        load_tx = ports.load_tx
-        here = (self.env.x, self.env.y)
-        load_meta = Signal(MEM_META)
-        m.d.comb += [
-            load_meta.addr.eq(load_q.o.payload.addr), load_meta.size.eq(load_q.o.payload.size),
-            load_meta.wrap.eq(load_q.o.payload.wrap),
-            load_q.o.ready.eq(offer_message(
-                m, load_tx, load_q.o.valid, dst=address_of(self.tx_mem, Fbits.LOCAL0),
-                src=(*here, Fbits.LOCAL1), msg_type=LOAD_MEM, meta=load_meta)),
-        ]
-        m.submodules.app_out = app_out = Queue(_APP_OUT, 4)
-        app_tx = ports.app_tx
-        out = app_out.o.payload
-        m.d.comb += app_out.o.ready.eq(offer_message(
-            m, app_tx, app_out.o.valid, dst=(out.x, out.y, out.fbits), src=(*here, Fbits.LOCAL0),
-            msg_type=MsgType.TCP_TX_MSG_RESP, meta=out.meta))
-        m.submodules.txev_q = txev_q = Queue(TX_EVENT, 4)
-        connect(m, events=txev_q.o, wires=flipped(wires.tx_event))
-
-        # -- state, timers, work -----------------------------------------------------------------
-        m.submodules.state = state_mem = Memory(shape=TX_STATE, depth=flows, init=[])
-        rd = state_mem.read_port(transparent_for=())
-        peer_rd = state_mem.read_port(transparent_for=())
-        wr = state_mem.write_port()
-        m.d.comb += [peer_rd.addr.eq(wires.tx_read_addr), wires.tx_read_data.eq(peer_rd.data)]
-        m.submodules.timers = timer_mem = Memory(shape=TIMER, depth=flows, init=[])
-        trd = timer_mem.read_port(transparent_for=())
-        scan_rd = timer_mem.read_port(transparent_for=())
-        twr = timer_mem.write_port()
-
-        tick = cfg.tick_cycles
-        prescale = Signal(range(tick))
-        now = Signal(32)
-        m.d.sync += prescale.eq(prescale + 1)
-        with m.If(prescale == tick - 1):
-            m.d.sync += now.eq(now + 1)
-
-        m.submodules.work_q = work_q = Queue(unsigned(sb), flows)
-        queued = Signal(flows)
-        m.submodules.expiry_q = expiry_q = Queue(_EXPIRY, 4)
-        expiring = Signal(flows)
-        # The scanner: one flow's timer a cycle.
-        scan = Signal(sb)
-        scan_r = Signal(sb)
-        m.d.sync += [scan.eq(scan + 1), scan_r.eq(scan)]
-        m.d.comb += scan_rd.addr.eq(scan)
-        due = (scan_rd.data.armed & ~(now - scan_rd.data.deadline)[31]
-               & ~expiring.bit_select(scan_r, 1))
-        with m.If(due & expiry_q.i.ready):
-            m.d.comb += [expiry_q.i.valid.eq(1), expiry_q.i.payload.slot.eq(scan_r)]
-            m.d.sync += expiring.bit_select(scan_r, 1).eq(1)
-
-        loads = Signal(range(self.load_depth + 1))      # data segments loaded, not yet sent
-        load_done = Signal()
-
-        # -- the engine ----------------------------------------------------------------------
-        t = Signal(TX_STATE)
-        m.d.comb += t.eq(rd.data)
-        e = SimpleNamespace(
-            cfg=cfg, sb=sb, m=m, t=t, r=wires.rx_read_data, timer=trd.data, now=now,
-            counters=counters, wires=wires, loads=loads,
-            kind=Signal(range(4)), slot=Signal(sb), rxev=Signal.like(wires.rx_event.payload),
-            app_ev=Signal(APP_REQUEST), gen=Signal(GEN_BITS),
-            new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
-            seg=Signal(_SEG), seg_push=Signal(), load=Signal(_LOAD), load_push=Signal(),
-            app_msg=Signal(_APP_OUT), app_push=Signal(), txev=Signal(TX_EVENT),
-            requeue=Signal(), rings=rings,
-        )
-        kind, slot = e.kind, e.slot
-        if ring_rd is not None:
-            m.d.comb += ring_rd.addr.eq(slot)
-        m.d.comb += [e.new.eq(t), e.tnew.eq(e.timer), e.txev.slot.eq(slot),
-                     e.txev.gen.eq(t.gen)]
-        # As in the receive tile, an application request needs no room (its error answers are
-        # dropped, counted, if the answer queue is full): the input must never wait.
-        go_rxev = wires.rx_event.valid & seg_q.i.ready
-        go_expire = expiry_q.o.valid & txev_q.i.ready
-        go_work = (work_q.o.valid & seg_q.i.ready & load_q.i.ready & app_out.i.ready
-                   & txev_q.i.ready & (loads != self.load_depth))
-        with m.FSM(name="engine"):
-            with m.State("IDLE"):
-                with m.If(go_rxev):
-                    ev = wires.rx_event.payload
-                    m.d.comb += [rd.addr.eq(ev.slot), wires.rx_event.ready.eq(1)]
-                    m.d.sync += [kind.eq(_RXEV), slot.eq(ev.slot), e.rxev.eq(ev)]
-                    m.next = "EXEC"
-                with m.Elif(app_q.o.valid):
-                    handle = app_q.o.payload.meta.flow
-                    m.d.comb += [rd.addr.eq(handle[:sb]), app_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_APP), slot.eq(handle[:sb]), e.app_ev.eq(app_q.o.payload),
-                                 e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
-                    m.next = "EXEC"
-                with m.Elif(go_expire):
-                    which = expiry_q.o.payload.slot
-                    m.d.comb += [rd.addr.eq(which), expiry_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_EXPIRE), slot.eq(which),
-                                 expiring.bit_select(which, 1).eq(0)]
-                    m.next = "EXEC"
-                with m.Elif(go_work):
-                    m.d.comb += [rd.addr.eq(work_q.o.payload), work_q.o.ready.eq(1)]
-                    m.d.sync += [kind.eq(_WORK), slot.eq(work_q.o.payload),
-                                 queued.bit_select(work_q.o.payload, 1).eq(0)]
-                    m.next = "EXEC"
-            with m.State("EXEC"):
-                with m.Switch(kind):
-                    with m.Case(_RXEV):
-                        self._rx_event(m, e)
-                    with m.Case(_APP):
-                        self._app(m, e)
-                    with m.Case(_EXPIRE):
-                        self._expire(m, e)
-                    with m.Case(_WORK):
-                        self._work(m, e)
-                m.next = "IDLE"
-        m.d.comb += [wires.rx_read_addr.eq(rd.addr), trd.addr.eq(rd.addr)]
-
-        # -- effects -------------------------------------------------------------------------
-        txev_any = e.txev.fin_sent | e.txev.expire | e.txev.abort
-        m.d.comb += [
-            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
-            twr.addr.eq(slot), twr.en.eq(e.twrite), twr.data.eq(e.tnew),
-            seg_q.i.valid.eq(e.seg_push), seg_q.i.payload.eq(e.seg),
-            load_q.i.valid.eq(e.load_push), load_q.i.payload.eq(e.load),
-            app_out.i.valid.eq(e.app_push), app_out.i.payload.eq(e.app_msg),
-            txev_q.i.valid.eq(txev_any), txev_q.i.payload.eq(e.txev),
-        ]
-        m.d.sync += loads.eq(loads + e.load_push - load_done)
-        with m.If(e.app_push & ~app_out.i.ready):
-            count(m, counters.replies_dropped)
-        with m.If(e.requeue & ~queued.bit_select(slot, 1)):
-            m.d.comb += [work_q.i.valid.eq(1), work_q.i.payload.eq(slot)]
-            m.d.sync += queued.bit_select(slot, 1).eq(1)
-        m.d.comb += load_done.eq(self._load_done)
-        return m
-
-    # -- the segment emitter ---------------------------------------------------------------------
-
-    def _emitter(self, m, seg_q, buf, seg_tx):
-        """Segments from ``seg_q`` (with their data from ``buf`` when they have any) to IPv4
-        TX through ``seg_tx``: the checksum completed, the header put in front."""
-        width = self.env.width
+        m.submodules.seg_q = seg_q = Queue(TX_SEGMENT, 8)
+        connect(m, engine=flipped(self.segments), queue=seg_q.i)
         m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
                                                  counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
-        connect(m, insert=ins.o, sender=seg_tx.i_data)
+        connect(m, insert=ins.o, sender=flipped(self.o_data))
         d = seg_q.o.payload
         # A segment starts when its data (if any) is buffered: its kind goes to the insert's
         # queue, its data's descriptor is taken (its sum kept), then its header is offered.
@@ -367,7 +307,7 @@ class TcpTxTile(Tile):
         ready = started
         tcp_len = d.header_len + d.data_len
         checksum = Signal(16)
-        m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(Const(self.local_ip, 32), d.peer_ip,
+        m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(Const(self._local_ip, 32), d.peer_ip,
                                                             IpProtocol.TCP.value, tcp_len),
                                           d.header_sum, data_sum))
         header = Signal(8 * SYN_HEADER_BYTES)
@@ -375,22 +315,20 @@ class TcpTxTile(Tile):
         m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
         meta = Signal(PACKET_META.layout())
         seg_meta, seg_flits = level_meta(width, MsgType.IP_TX_DATAGRAM, meta.as_value())
-        m.d.comb += seg_tx.i_hdr.payload.meta_flits.eq(seg_flits)
+        m.d.comb += self.o_hdr.payload.meta_flits.eq(seg_flits)
         desc_done = Signal()
         head_done = Signal()
         m.d.comb += [
             meta.peer_mac.eq(d.peer_mac), meta.vlan.eq(d.vlan), meta.vlan_tci.eq(d.vlan_tci),
-            meta.peer_ip.eq(d.peer_ip), meta.local_ip.eq(self.local_ip),
+            meta.peer_ip.eq(d.peer_ip), meta.local_ip.eq(self._local_ip),
             meta.protocol.eq(IpProtocol.TCP.value),
             ins.hdr.valid.eq(ready & ~head_done),
             ins.hdr.payload.data.eq(header),
             ins.hdr.payload.nbytes.eq(d.header_len),
         ]
-        offer_message(m, seg_tx, ready & ~desc_done, dst=address_of(self.ip, Fbits.LOCAL0),
-                      src=(self.env.x, self.env.y, Fbits.LOCAL0),
-                      msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len,
-                      meta=seg_meta)
-        desc_taken = seg_tx.i_hdr.valid & seg_tx.i_hdr.ready
+        offer(m, self.o_hdr, ready & ~desc_done, dst=self._dst, src=self._src,
+              msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len, meta=seg_meta)
+        desc_taken = self.o_hdr.valid & self.o_hdr.ready
         head_taken = ins.hdr.valid & ins.hdr.ready
         with m.If(desc_taken):
             m.d.sync += desc_done.eq(1)
@@ -405,12 +343,247 @@ class TcpTxTile(Tile):
         with m.Elif(kinds.o.valid):
             m.d.comb += [ins.i.valid.eq(1), ins.i.payload.last.eq(1), ins.i.payload.nbytes.eq(0)]
         end = ins.i.valid & ins.i.ready & ins.i.payload.last
-        m.d.comb += kinds.o.ready.eq(end)
-        self._load_done = end & kinds.o.payload
-        with m.If(seg_tx.i_hdr.valid & seg_tx.i_hdr.ready):
-            count(m, self.counters.segments)
+        m.d.comb += [kinds.o.ready.eq(end), self.load_done.eq(end & kinds.o.payload),
+                     self.sent.eq(self.o_hdr.valid & self.o_hdr.ready)]
+        return m
 
-    # -- the engine's handlers (combinational, in the EXEC cycle) -------------------------------
+
+class TimerScan(wiring.Component):
+    """The clock of the flows' timers, and the scanner that finds the timers due.
+
+    ``now`` counts ticks of ``tick`` cycles. The scanner reads one flow's timer a cycle, slot
+    after slot (``timer_addr``; the timer memory answers on ``timer`` the next cycle), and
+    queues the slot of each armed timer whose deadline has come (``now - deadline`` not
+    negative) on ``expiries`` (4 wait), once: a slot is not queued again until it has been
+    taken. One found while the queue is full is found again on the next round.
+
+    Latency: a due timer is queued within ``flows`` + 1 cycles, 2 cycles after its slot is on
+    ``timer_addr``.
+    """
+
+    def __init__(self, flows: int, tick: int) -> None:
+        self._flows, self._tick = flows, tick
+        super().__init__({
+            "timer_addr": Out(unsigned(slot_bits(flows))),
+            "timer": In(TIMER),
+            "now": Out(32),
+            "expiries": Out(stream.Signature(EXPIRY)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        tick, now = self._tick, self.now
+        sb = slot_bits(self._flows)
+        prescale = Signal(range(tick))
+        m.d.sync += prescale.eq(prescale + 1)
+        with m.If(prescale == tick - 1):
+            m.d.sync += now.eq(now + 1)
+        m.submodules.expiry_q = expiry_q = Queue(EXPIRY, 4)
+        connect(m, queue=expiry_q.o, engine=flipped(self.expiries))
+        expiring = Signal(self._flows)
+        scan = Signal(sb)
+        scan_r = Signal(sb)
+        m.d.sync += [scan.eq(scan + 1), scan_r.eq(scan)]
+        m.d.comb += self.timer_addr.eq(scan)
+        due = (self.timer.armed & ~(now - self.timer.deadline)[31]
+               & ~expiring.bit_select(scan_r, 1))
+        with m.If(due & expiry_q.i.ready):
+            m.d.comb += [expiry_q.i.valid.eq(1), expiry_q.i.payload.slot.eq(scan_r)]
+            m.d.sync += expiring.bit_select(scan_r, 1).eq(1)
+        with m.If(self.expiries.ready):         # raised only with valid
+            m.d.sync += expiring.bit_select(self.expiries.payload.slot, 1).eq(0)
+        return m
+
+
+class SendRings(wiring.Component):
+    """Under Apiary: the handle of each flow slot's send ring, from the ``CAP_NOTIFY`` that
+    brings it (sent by the receive tile, through the monitors).
+
+    ``notify`` takes the headers of a :class:`~apiary.noc.framing.MessageReceiver` (layout
+    ``notify``), one a cycle: a ``CAP_NOTIFY`` writes its handle, with the connection's
+    generation, into the entry of the flow (its ``user`` word, a :data:`GRANT_USER`); other
+    messages are ignored. ``ring`` is the entry of slot ``addr``, combinationally, valid from
+    the cycle after the notification.
+    """
+
+    def __init__(self, flows: int, notify: data.StructLayout) -> None:
+        self._flows = flows
+        super().__init__({
+            "notify": In(stream.Signature(notify)),
+            "addr": In(unsigned(slot_bits(flows))),
+            "ring": Out(RING),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        flows = self._flows
+        m.submodules.rings = rings = Memory(shape=RING, depth=flows, init=[])
+        wr = rings.write_port()
+        rd = rings.read_port(domain="comb")
+        hdr = self.notify.payload
+        meta = data.View(KERNEL_META, hdr.meta)
+        user = data.View(GRANT_USER, meta.user[:GRANT_USER.size])
+        sb = slot_bits(flows)
+        m.d.comb += [
+            self.notify.ready.eq(1),
+            wr.en.eq(self.notify.valid & (hdr.msg_type == KernelMsgType.CAP_NOTIFY.value)),
+            wr.addr.eq(user.flow[:sb]), wr.data.handle.eq(meta.handle),
+            wr.data.gen.eq(user.flow[SLOT_BITS:SLOT_BITS + GEN_BITS]), wr.data.valid.eq(1),
+            rd.addr.eq(self.addr), self.ring.eq(rd.data),
+        ]
+        return m
+
+
+class TxEngine(wiring.Component):
+    """The transmit tile's engine: per-flow send state, timers and work, one event at a time
+    (see the module docstring for what it does with them).
+
+    Each event takes 2 cycles: in the first the engine picks one, in this order of priority:
+    a receive event from ``wires`` (when ``segments`` has room), an application request on
+    ``app``, a timer due (when the event queue to the receive tile has room), a flow's turn
+    (when every output has room and fewer than ``load_depth`` loads are in flight), and reads
+    the flow's records; in the second it decides, writes them back and offers what follows:
+    at most one segment on ``segments``, one load on ``loads``, one answer on ``answers``, one
+    event to the receive tile, the flow's next turn. An application request needs no room: an
+    error answer that finds ``answers`` full is dropped and counted (``replies_dropped``).
+    ``load_done`` (from the emitter) frees a load's room.
+
+    Parameters
+    ----------
+    config : TcpConfig
+    load_depth : int
+        Loads in flight at most.
+    here, tx_mem : (x, y)
+        The tile's position, and its send buffer's (for the receive tile, over ``wires``, and
+        the answers).
+    apiary : bool
+        Under Apiary: loads address the send ring by its handle, read from ``ring`` (the entry
+        of slot ``ring_addr``, a :class:`SendRings`'), and data waits until it is there.
+    """
+
+    def __init__(self, config: TcpConfig, *, load_depth: int, here: tuple[int, int],
+                 tx_mem: tuple[int, int], apiary: bool = False) -> None:
+        self._config, self._load_depth, self._here, self._tx_mem = config, load_depth, here, tx_mem
+        self._apiary = apiary
+        members = {
+            "wires": In(TcpWires(config.flows)),
+            "app": In(stream.Signature(APP_REQUEST)),
+            "segments": Out(stream.Signature(TX_SEGMENT)),
+            "loads": Out(stream.Signature(MEM_REQUEST)),
+            "answers": Out(stream.Signature(ANSWER)),
+            "load_done": In(1),
+            "counters": Out(CounterSignature(ENGINE_COUNTERS)),
+        }
+        if apiary:
+            members |= {"ring_addr": Out(unsigned(slot_bits(config.flows))), "ring": In(RING)}
+        super().__init__(members)
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        cfg = self._config
+        flows, sb = cfg.flows, slot_bits(cfg.flows)
+        wires, counters = self.wires, self.counters
+        m.d.comb += [wires.tx_mem_x.eq(self._tx_mem[0]), wires.tx_mem_y.eq(self._tx_mem[1]),
+                     wires.tx_x.eq(self._here[0]), wires.tx_y.eq(self._here[1])]
+        m.submodules.txev_q = txev_q = Queue(TX_EVENT, 4)
+        connect(m, events=txev_q.o, wires=flipped(wires.tx_event))
+
+        # -- state, timers, work -----------------------------------------------------------------
+        m.submodules.state = state_mem = Memory(shape=TX_STATE, depth=flows, init=[])
+        rd = state_mem.read_port(transparent_for=())
+        peer_rd = state_mem.read_port(transparent_for=())
+        wr = state_mem.write_port()
+        m.d.comb += [peer_rd.addr.eq(wires.tx_read_addr), wires.tx_read_data.eq(peer_rd.data)]
+        m.submodules.timers = timer_mem = Memory(shape=TIMER, depth=flows, init=[])
+        trd = timer_mem.read_port(transparent_for=())
+        scan_rd = timer_mem.read_port(transparent_for=())
+        twr = timer_mem.write_port()
+        m.submodules.scan = scan = TimerScan(flows, cfg.tick_cycles)
+        m.d.comb += [scan_rd.addr.eq(scan.timer_addr), scan.timer.eq(scan_rd.data)]
+        m.submodules.work = work = FlowQueue(flows)
+        loads = Signal(range(self._load_depth + 1))      # data segments loaded, not yet sent
+
+        # -- the engine ----------------------------------------------------------------------
+        t = Signal(TX_STATE)
+        m.d.comb += t.eq(rd.data)
+        e = SimpleNamespace(
+            cfg=cfg, sb=sb, m=m, t=t, r=wires.rx_read_data, timer=trd.data, now=scan.now,
+            counters=counters, wires=wires, loads=loads, rd=rd,
+            kind=Signal(range(4)), slot=Signal(sb), rxev=Signal.like(wires.rx_event.payload),
+            app_ev=Signal(APP_REQUEST), gen=Signal(GEN_BITS),
+            new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
+            seg=Signal(TX_SEGMENT), seg_push=Signal(), load=Signal(MEM_REQUEST), load_push=Signal(),
+            app_msg=Signal(ANSWER), app_push=Signal(), txev=Signal(TX_EVENT),
+            requeue=Signal(), rings=self.ring if self._apiary else None,
+        )
+        slot = e.slot
+        if self._apiary:
+            m.d.comb += self.ring_addr.eq(slot)
+        m.d.comb += [e.new.eq(t), e.tnew.eq(e.timer), e.txev.slot.eq(slot),
+                     e.txev.gen.eq(t.gen)]
+        # As in the receive tile, an application request needs no room (its error answers are
+        # dropped, counted, if the answer queue is full): the input must never wait.
+        go_rxev = wires.rx_event.valid & self.segments.ready
+        go_expire = scan.expiries.valid & txev_q.i.ready
+        go_work = (work.o.valid & self.segments.ready & self.loads.ready & self.answers.ready
+                   & txev_q.i.ready & (loads != self._load_depth))
+        self._dispatch(m, e, go_rxev, go_expire, go_work, scan.expiries, work.o)
+        m.d.comb += [wires.rx_read_addr.eq(rd.addr), trd.addr.eq(rd.addr)]
+
+        # -- effects -------------------------------------------------------------------------
+        txev_any = e.txev.fin_sent | e.txev.expire | e.txev.abort
+        m.d.comb += [
+            wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
+            twr.addr.eq(slot), twr.en.eq(e.twrite), twr.data.eq(e.tnew),
+            self.segments.valid.eq(e.seg_push), self.segments.payload.eq(e.seg),
+            self.loads.valid.eq(e.load_push), self.loads.payload.eq(e.load),
+            self.answers.valid.eq(e.app_push), self.answers.payload.eq(e.app_msg),
+            txev_q.i.valid.eq(txev_any), txev_q.i.payload.eq(e.txev),
+        ]
+        m.d.sync += loads.eq(loads + e.load_push - self.load_done)
+        with m.If(e.app_push & ~self.answers.ready):
+            count(m, counters.replies_dropped)
+        m.d.comb += [work.i.valid.eq(e.requeue), work.i.payload.eq(slot)]
+        return m
+
+    def _dispatch(self, m, e, go_rxev, go_expire, go_work, expiries, work):
+        """Pick an event (IDLE: its flow's records are read), then handle it (EXEC)."""
+        wires, app, rd, kind, slot, sb = self.wires, self.app, e.rd, e.kind, e.slot, e.sb
+        with m.FSM(name="engine"):
+            with m.State("IDLE"):
+                with m.If(go_rxev):
+                    ev = wires.rx_event.payload
+                    m.d.comb += [rd.addr.eq(ev.slot), wires.rx_event.ready.eq(1)]
+                    m.d.sync += [kind.eq(_RXEV), slot.eq(ev.slot), e.rxev.eq(ev)]
+                    m.next = "EXEC"
+                with m.Elif(app.valid):
+                    handle = app.payload.meta.flow
+                    m.d.comb += [rd.addr.eq(handle[:sb]), app.ready.eq(1)]
+                    m.d.sync += [kind.eq(_APP), slot.eq(handle[:sb]), e.app_ev.eq(app.payload),
+                                 e.gen.eq(handle[SLOT_BITS:SLOT_BITS + GEN_BITS])]
+                    m.next = "EXEC"
+                with m.Elif(go_expire):
+                    which = expiries.payload.slot
+                    m.d.comb += [rd.addr.eq(which), expiries.ready.eq(1)]
+                    m.d.sync += [kind.eq(_EXPIRE), slot.eq(which)]
+                    m.next = "EXEC"
+                with m.Elif(go_work):
+                    m.d.comb += [rd.addr.eq(work.payload), work.ready.eq(1)]
+                    m.d.sync += [kind.eq(_WORK), slot.eq(work.payload)]
+                    m.next = "EXEC"
+            with m.State("EXEC"):
+                with m.Switch(kind):
+                    with m.Case(_RXEV):
+                        self._rx_event(m, e)
+                    with m.Case(_APP):
+                        self._app(m, e)
+                    with m.Case(_EXPIRE):
+                        self._expire(m, e)
+                    with m.Case(_WORK):
+                        self._work(m, e)
+                m.next = "IDLE"
+
+    # -- the handlers (combinational, in the EXEC cycle) -----------------------------------------
 
     def _count(self, m, e, name, condition=None):
         counter = getattr(e.counters, name)
@@ -608,23 +781,6 @@ class TcpTxTile(Tile):
         if e.rings is not None:
             ring_ok = e.rings.valid & (e.rings.gen == t.gen)
 
-        def send_data(start, length, is_retransmit):
-            self._segment(m, e, peer=r, seq=start, ack=r.rcv_nxt, flags=ACK | PSH,
-                          window=self._window(e), data_len=length)
-            offset = start[:cfg.tx_ring_log2]
-            m.d.comb += [
-                e.load_push.eq(1),
-                e.load.addr.eq(Cat(offset, Const(0, OFFSET_BITS - cfg.tx_ring_log2),
-                                   e.rings.handle) if e.rings is not None
-                               else cfg.tx_base + Cat(offset, e.slot)),
-                e.load.size.eq(length), e.load.wrap.eq(cfg.tx_ring_log2),
-                new.ack_pending.eq(0), e.requeue.eq(1),
-            ]
-            self._count(m, e, "data_segments")
-            self._count(m, e, "retransmits", is_retransmit)
-            with m.If(timer_idle):
-                self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
-
         with m.If(live):
             m.d.comb += e.write.eq(1)
             # The application's answer, if it waits for room.
@@ -654,7 +810,7 @@ class TcpTxTile(Tile):
             with m.Elif(t.rtx_pending & seq_lt(una, t.snd_max)):
                 m.d.comb += new.rtx_pending.eq(0)
                 with m.If((rtx_len != 0) & ring_ok):
-                    send_data(una, Mux(rtx_len > mss, mss, rtx_len), 1)
+                    self._send_data(m, e, una, Mux(rtx_len > mss, mss, rtx_len), 1, timer_idle)
                     self._count(m, e, "fast_retransmits")
                 with m.Elif(rtx_len != 0):
                     m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
@@ -669,7 +825,7 @@ class TcpTxTile(Tile):
                 m.d.comb += e.requeue.eq(1)
             with m.Elif(seq_lt(nxt, data_end)):
                 length = Mux(new_len > mss, mss, new_len)
-                send_data(nxt, length, seq_lt(nxt, t.snd_max))
+                self._send_data(m, e, nxt, length, seq_lt(nxt, t.snd_max), timer_idle)
                 m.d.comb += [new.snd_nxt.eq(nxt + length),
                              new.snd_max.eq(seq_max(t.snd_max, nxt + length))]
             with m.Elif(t.fin_req & (nxt == tail)):
@@ -684,38 +840,34 @@ class TcpTxTile(Tile):
                         & ~e.timer.armed):
                 self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
 
-    def _rings(self, m, k_rx):
-        """Under Apiary: ``CAP_NOTIFY`` of each connection's send ring (from the receive
-        tile, through the monitors) arrive on LOCAL0 with the application requests, at the
-        receiver ``k_rx``; the handle of each flow slot's ring is kept, with the
-        connection's generation, for the engine (read at its slot). Returns that read
-        port."""
-        cfg = self.config
-        ring = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
-        m.submodules.rings = rings = Memory(shape=ring, depth=cfg.flows, init=[])
-        wr = rings.write_port()
-        rd = rings.read_port(domain="comb")
-        hdr = k_rx.o_hdr.payload
-        meta = data.View(KERNEL_META, hdr.meta)
-        user = data.View(GRANT_USER, meta.user[:GRANT_USER.size])
-        sb = slot_bits(cfg.flows)
+    def _send_data(self, m, e, start, length, is_retransmit, timer_idle):
+        """A data segment from ``start``: its header, and the load of its bytes."""
+        cfg, t, r, new = e.cfg, e.t, e.r, e.new
+        self._segment(m, e, peer=r, seq=start, ack=r.rcv_nxt, flags=ACK | PSH,
+                      window=self._window(e), data_len=length)
+        offset = start[:cfg.tx_ring_log2]
         m.d.comb += [
-            k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
-            wr.en.eq(k_rx.o_hdr.valid & (hdr.msg_type == KernelMsgType.CAP_NOTIFY.value)),
-            wr.addr.eq(user.flow[:sb]), wr.data.handle.eq(meta.handle),
-            wr.data.gen.eq(user.flow[SLOT_BITS:SLOT_BITS + GEN_BITS]), wr.data.valid.eq(1),
+            e.load_push.eq(1),
+            e.load.addr.eq(Cat(offset, Const(0, OFFSET_BITS - cfg.tx_ring_log2),
+                               e.rings.handle) if e.rings is not None
+                           else cfg.tx_base + Cat(offset, e.slot)),
+            e.load.size.eq(length), e.load.wrap.eq(cfg.tx_ring_log2),
+            new.ack_pending.eq(0), e.requeue.eq(1),
         ]
-        return rd
+        self._count(m, e, "data_segments")
+        self._count(m, e, "retransmits", is_retransmit)
+        with m.If(timer_idle):
+            self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
 
     def _answer(self, m, e, status, **fields):
         """Answer the flow's application's ``TCP_TX_MSG_REQ`` (fields of ``APP_META``)."""
         t, msg = e.t, e.app_msg
-        mem = self.tx_mem
+        mem_x, mem_y = self._tx_mem
         m.d.comb += [
             e.app_push.eq(1), msg.x.eq(t.app_x), msg.y.eq(t.app_y), msg.fbits.eq(t.app_fbits),
             msg.meta.flow.eq(Cat(e.slot, Const(0, SLOT_BITS - e.sb), t.gen)),
             msg.meta.status.eq(status), msg.meta.size_log2.eq(e.cfg.tx_ring_log2),
-            msg.meta.mem_x.eq(mem.x if mem else 0), msg.meta.mem_y.eq(mem.y if mem else 0),
+            msg.meta.mem_x.eq(mem_x), msg.meta.mem_y.eq(mem_y),
         ]
         for name, value in fields.items():
             m.d.comb += getattr(msg.meta, name).eq(value)

@@ -1,0 +1,121 @@
+"""The queues both TCP engine tiles use: requests waiting to leave as NoC messages
+(:class:`Outbox`) and flows waiting for a turn of the engine (:class:`FlowQueue`)."""
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any, cast
+
+from amaranth import Module, Signal
+from amaranth.hdl import ShapeLike, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from apiary.noc.framing import MessageSender, offer_message
+from apiary.os.memory_tile import MEM_META
+from apiary.stream.queue import Queue
+
+from .state import slot_bits
+
+
+__all__ = ["Outbox", "FlowQueue", "offer", "MEM_REQUEST", "memory_requests"]
+
+
+#: A request to a memory tile (``LOAD_MEM``, ``STORE_MEM``): its address, its size in bytes
+#: and the size (log2) of the ring it wraps in.
+MEM_REQUEST = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
+
+
+def offer(m: Module, descriptors: Any, valid: Any, **fields: Any) -> Any:
+    """:func:`~apiary.noc.framing.offer_message` to a stream of descriptors (a component's
+    member that the tile joins to a sender's ``i_hdr``) rather than to the sender: drive it
+    while ``valid`` from ``fields``; returns its ``ready``."""
+    return offer_message(m, cast(MessageSender, SimpleNamespace(i_hdr=descriptors)), valid,
+                         **fields)
+
+
+class Outbox(wiring.Component):
+    """Hold up to ``depth`` requests of ``layout``, and offer the oldest to a
+    :class:`~apiary.noc.framing.MessageSender` as its message's descriptor.
+
+    ``describe(m, request)`` gives the descriptor's fields as :func:`offer_message` takes them
+    (``dst``, ``src``, ``msg_type`` and optionally ``payload_bytes``, ``meta``), from the
+    request at the head of the queue.
+
+    Latency: a request taken on ``i`` in cycle *t* is offered on ``o`` from cycle *t* + 1 (the
+    :class:`~apiary.stream.queue.Queue`'s); it leaves the queue in the cycle ``o`` is taken.
+    Throughput: one request per cycle. Nothing is dropped: ``i.ready`` is low while the queue
+    is full.
+
+    Members
+    -------
+    i : In(stream.Signature(layout))
+        The requests.
+    o : Out(stream.Signature(descriptor))
+        To the sender's ``i_hdr`` (``descriptor``: its layout).
+    """
+
+    def __init__(self, layout: ShapeLike, depth: int, descriptor: data.StructLayout,
+                 describe: Callable[[Module, Any], dict[str, Any]]) -> None:
+        self._layout, self._depth, self._describe = layout, depth, describe
+        super().__init__({"i": In(stream.Signature(layout)),
+                          "o": Out(stream.Signature(descriptor))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.queue = queue = Queue(self._layout, self._depth)
+        connect(m, requests=flipped(self.i), queue=queue.i)
+        m.d.comb += queue.o.ready.eq(offer(m, self.o, queue.o.valid,
+                                           **self._describe(m, queue.o.payload)))
+        return m
+
+
+class FlowQueue(wiring.Component):
+    """The flow slots waiting for a turn, each at most once, in the order they first asked.
+
+    A slot offered on ``i`` is queued unless it already waits (then the offer is merged into
+    the waiting one); ``i.ready`` is always high, since the queue has room for every slot.
+    ``o`` is the oldest waiting slot; the taker raises ``o.ready`` only while ``o.valid`` is
+    high. A slot taken may be queued again from the next cycle on (an offer of it in the cycle
+    it is taken is merged into it).
+
+    Latency: a slot offered in cycle *t* to an empty queue is on ``o`` from cycle *t* + 1.
+    Throughput: one slot in and one out per cycle.
+
+    Members
+    -------
+    i : In(stream.Signature(unsigned(slot_bits(flows))))
+    o : Out(stream.Signature(unsigned(slot_bits(flows))))
+    """
+
+    def __init__(self, flows: int) -> None:
+        self._flows = flows
+        slot = unsigned(slot_bits(flows))
+        super().__init__({"i": In(stream.Signature(slot)), "o": Out(stream.Signature(slot))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        flows = self._flows
+        m.submodules.queue = queue = Queue(unsigned(slot_bits(flows)), flows)
+        connect(m, queue=queue.o, taker=flipped(self.o))
+        queued = Signal(flows)
+        with m.If(self.o.ready):
+            m.d.sync += queued.bit_select(self.o.payload, 1).eq(0)
+        m.d.comb += self.i.ready.eq(1)
+        with m.If(self.i.valid & ~queued.bit_select(self.i.payload, 1)):
+            m.d.comb += [queue.i.valid.eq(1), queue.i.payload.eq(self.i.payload)]
+            m.d.sync += queued.bit_select(self.i.payload, 1).eq(1)
+        return m
+
+
+def memory_requests(descriptor: data.StructLayout, *, msg_type: Any, dst: tuple, src: tuple,
+                    stores: bool = False, depth: int = 4) -> Outbox:
+    """An :class:`Outbox` of :data:`MEM_REQUEST`: each a ``msg_type`` message to the memory
+    tile at ``dst`` from ``src`` with the request in its ``MEM_META``; with ``stores`` its
+    payload is the ``size`` bytes to store (``STORE_MEM``), else it has none."""
+    def describe(m: Module, request: Any) -> dict[str, Any]:
+        meta = Signal(MEM_META)
+        m.d.comb += [meta.addr.eq(request.addr), meta.size.eq(request.size),
+                     meta.wrap.eq(request.wrap)]
+        size = {"payload_bytes": request.size} if stores else {}
+        return dict(dst=dst, src=src, msg_type=msg_type, meta=meta, **size)
+    return Outbox(MEM_REQUEST, depth, descriptor, describe)
