@@ -77,10 +77,15 @@ key=REPLY_KEY)``. The log holds at most 256 entries (``FAULT_READ`` names one by
 
 Structure::
 
-    noc_in ─▶ split by msg_type ─┬▶ Receiver(PACKET_META) ─▶ first 7 bytes + meta ─▶ request queue
-                                 └▶ Receiver(KERNEL_META) ─▶ FAULT_ENTRY register
-    request queue ─▶ engine ─▶ Sender(KERNEL_META) ─┐
-                           └─▶ Sender(PACKET_META) ─┴▶ noc_out
+    noc_in ─▶ split by msg_type ─┬▶ Receiver(PACKET_META) ─▶ CtlIntake: first 7 bytes + meta, queued
+                                 └▶ Receiver(KERNEL_META) ─▶ CtlAnswers: the awaited FAULT_ENTRY
+    CtlIntake ─▶ engine (CtlDecoder) ─▶ Sender(KERNEL_META) ─────────────┐
+                                   └─▶ CtlReply ─▶ Sender(PACKET_META) ─┴▶ noc_out
+
+The components are those of this module; the tile's ``elaborate`` joins them and runs the
+engine (its states ``IDLE``, ``DECODE``, ``KERNEL``, ``WAIT``, ``REPLY``). :class:`OfferOnce`
+and :func:`offer_reply` serve the other UDP services too
+(:class:`~beehive.apps.mem_server.UdpMemoryTile`, :class:`~beehive.apps.vr_witness.VrWitnessTile`).
 
 The input never waits for the output: a request is kept as its first 7 bytes and metadata in a
 queue of ``queue`` entries (a request that finds the queue full is dropped unanswered, counted
@@ -100,21 +105,23 @@ import struct
 from typing import Any
 
 from amaranth import Module, Signal, Cat, Const, Mux
-from amaranth.lib import data, fifo
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out, connect
 
-from apiary.noc.framing import offer_message
+from apiary.noc.framing import MessageReceiver, offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.uapi import KERNEL_FORMAT, KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
 from apiary.stream.checksum import word_sum
+from apiary.stream.layout import payload_signature
 from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
 from apiary.stream.counters import count
 
 
-__all__ = ["add_control_service", "CTL_PORT", "KernelCtlTile", "OP_FAULT_READ",
-           "OP_RELEASE", "OP_IPC_GRANT", "OP_IPC_REVOKE",
+__all__ = ["add_control_service", "CTL_PORT", "KernelCtlTile", "OfferOnce", "offer_reply",
+           "OP_FAULT_READ", "OP_RELEASE", "OP_IPC_GRANT", "OP_IPC_REVOKE",
            "STATUS_OK", "STATUS_NO_ENTRY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
            "KERNEL_KEY", "REPLY_KEY", "FAULT_REPLY_BYTES", "STATUS_REPLY_BYTES",
            "fault_request", "release_request", "ipc_request", "request_ok", "fault_reply",
@@ -240,10 +247,322 @@ def positive_ints(**values: int) -> tuple[int, ...]:
     return tuple(values.values())
 
 
+class OfferOnce(wiring.Component):
+    """Offer a transfer once per message: a descriptor or a header that must go out exactly
+    once while a tile sends one message (the UDP services here use it for their replies).
+
+    ``valid`` follows ``offer`` combinationally (0 cycles) until the transfer (a cycle with
+    ``valid`` and ``ready`` high); from the next cycle on it stays low, whatever ``offer``
+    does, until a cycle with ``start`` high (the next message): from the cycle after that it
+    follows ``offer`` again. A ``start`` in the cycle of a transfer wins. One bit is
+    registered: whether the transfer was made.
+
+    Members
+    -------
+    start : In(1)
+        A new message: offer again from the next cycle on.
+    offer : In(1)
+        Offer the transfer now (if it has not been made).
+    valid : Out(1)
+        To the consumer's ``valid``.
+    ready : In(1)
+        The consumer's ``ready``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__({"start": In(1), "offer": In(1), "valid": Out(1), "ready": In(1)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        done = Signal()
+        with m.If(self.offer):
+            m.d.comb += self.valid.eq(~done)
+            with m.If(self.ready):
+                m.d.sync += done.eq(1)
+        with m.If(self.start):
+            m.d.sync += done.eq(0)
+        return m
+
+
+def offer_reply(m: Module, tile: Any, sender: Any, valid: Any, *, request_meta: Any,
+                l4_sum: Any, payload_bytes: Any) -> Any:
+    """Offer ``sender`` (a ``UDP_TX_SEGMENT`` sender of ``tile``, a UDP service with a
+    ``reply_hop``) the descriptor of a reply while ``valid``: to UDP TX, with the request's
+    :data:`~beehive.proto.messages.PACKET_META` ``request_meta`` and the reply's ``l4_sum``
+    (valid), ``payload_bytes`` long. Returns the sender's ``ready``."""
+    meta = Signal(PACKET_META.layout(), name="reply_meta")
+    m.d.comb += [meta.eq(request_meta), meta.l4_sum.eq(l4_sum), meta.l4_sum_valid.eq(1)]
+    return offer_message(m, sender, valid, dst=address_of(tile.reply_hop, Fbits.LOCAL0),
+                         src=(tile.env.x, tile.env.y, Fbits.LOCAL0),
+                         msg_type=MsgType.UDP_TX_SEGMENT.value, payload_bytes=payload_bytes,
+                         meta=meta)
+
+
 def _be(value: Any, nbytes: int) -> list[Any]:
     """The bytes of ``value`` (``nbytes`` wide), most significant first (network order)."""
     value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
     return [value[8 * k:8 * k + 8] for k in reversed(range(nbytes))]
+
+
+#: A request as queued: its metadata, its first 7 bytes and its length (up to 7).
+REQUEST = data.StructLayout({"meta": PACKET_META.size, "bytes": 8 * _KEPT,
+                             "length": range(_KEPT + 1)})
+#: A NoC address.
+_ADDRESS = data.StructLayout({"x": 8, "y": 8, "fbits": 4})
+
+
+class CtlIntake(wiring.Component):
+    """Keep each request's metadata, first 7 bytes and length in a queue: the
+    input never waits for the engine.
+
+    ``hdr`` and ``i`` are always ready. A message's ``hdr`` transfer keeps its metadata, its
+    length (saturated at 7) and whether it is a ``UDP_RX_SEGMENT``; its first
+    payload word gives the bytes (``empty_packets``: every message has one). With its last
+    word a UDP segment enters the queue (a ``SyncFIFOBuffered`` of ``depth`` entries; on ``o``
+    2 cycles later when the queue was empty). Throughput: one word per cycle.
+
+    Drops, each counted once per message: a message of another type (``stray``); a request
+    that finds the queue full (``overflow``).
+
+    Members
+    -------
+    hdr : In(stream.Signature(MessageReceiver.header_layout(width, meta_bits=PACKET_META.size)))
+        The receiver's header transfers.
+    i : In(payload_signature(width))
+        The receiver's payload words.
+    o : Out(stream.Signature(REQUEST))
+        The requests, oldest first.
+    stray, overflow : Out(32)
+        The drops above.
+    """
+
+    def __init__(self, width: int, depth: int) -> None:
+        self._depth = depth
+        super().__init__({
+            "hdr": In(stream.Signature(MessageReceiver.header_layout(
+                width, meta_bits=PACKET_META.size))),
+            "i": In(payload_signature(width)),
+            "o": Out(stream.Signature(REQUEST)),
+            "stray": Out(32), "overflow": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.requests = req_q = fifo.SyncFIFOBuffered(width=REQUEST.size,
+                                                             depth=self._depth)
+        s_meta = Signal(PACKET_META.size)
+        s_keep = Signal()           # the message is a UDP segment
+        s_length = Signal(range(_KEPT + 1))
+        s_bytes = Signal(8 * _KEPT)
+        s_first = Signal(init=1)    # the next payload word is the message's first
+        hdr = self.hdr.payload
+        m.d.comb += [self.hdr.ready.eq(1), self.i.ready.eq(1)]
+        with m.If(self.hdr.valid):
+            m.d.sync += [
+                s_meta.eq(hdr.meta[:PACKET_META.size]),
+                s_keep.eq(hdr.msg_type == MsgType.UDP_RX_SEGMENT.value),
+                s_length.eq(Mux(hdr.payload_bytes > _KEPT, _KEPT, hdr.payload_bytes)),
+            ]
+        word = self.i
+        first_bytes = Signal(8 * _KEPT)
+        m.d.comb += first_bytes.eq(Mux(s_first, word.payload.data[:8 * _KEPT], s_bytes))
+        pushed = Signal(REQUEST)
+        m.d.comb += [pushed.meta.eq(s_meta), pushed.bytes.eq(first_bytes),
+                     pushed.length.eq(s_length), req_q.w_data.eq(pushed),
+                     self.o.payload.eq(req_q.r_data), self.o.valid.eq(req_q.r_rdy),
+                     req_q.r_en.eq(self.o.ready)]
+        with m.If(word.valid):
+            m.d.sync += s_first.eq(word.payload.last)
+            with m.If(s_first):
+                m.d.sync += s_bytes.eq(word.payload.data[:8 * _KEPT])
+            with m.If(word.payload.last):
+                with m.If(~s_keep):
+                    count(m, self.stray)
+                with m.Elif(req_q.w_rdy):
+                    m.d.comb += req_q.w_en.eq(1)
+                with m.Else():
+                    count(m, self.overflow)
+        return m
+
+
+class CtlDecoder(wiring.Component):
+    """Decode a request (its first 7 ``bytes`` and its ``length``) combinationally (0 cycles):
+    whether it is a bad request (see the module docstring), which op it is, and the kernel
+    message it turns into, to the error manager at ``kernel_hop`` (a read or a release) or to
+    the monitor of the tile it names (an IPC grant or revoke).
+
+    Members
+    -------
+    bytes : In(56)
+        Byte ``k`` in bits ``8k..8k+7``.
+    length : In(range(_KEPT + 1))
+    bad, read, release : Out(1)
+        A bad request; op 1; op 2 (else op 3 or 4, when not bad).
+    k_type : Out(8)
+        The kernel message's type (``FAULT_READ``, ``RELEASE`` or ``IPC_GRANT``).
+    k_dst : Out(StructLayout({"x": 8, "y": 8, "fbits": 4}))
+        Its destination.
+    k_meta : Out(KERNEL_META)
+        Its metadata.
+    """
+
+    def __init__(self, kernel_hop: Any) -> None:
+        self._kernel = address_of(kernel_hop, Fbits.LOCAL0)
+        super().__init__({"bytes": In(8 * _KEPT), "length": In(range(_KEPT + 1)),
+                          "bad": Out(1), "read": Out(1), "release": Out(1),
+                          "k_type": Out(8), "k_dst": Out(_ADDRESS), "k_meta": Out(KERNEL_META)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        b = [self.bytes[8 * k:8 * k + 8] for k in range(_KEPT)]
+        r_op = b[0]
+        need = Signal(range(_KEPT + 1))
+        with m.Switch(r_op):
+            for op, n in REQUEST_BYTES.items():
+                with m.Case(op):
+                    m.d.comb += need.eq(n)
+        is_read = r_op == OP_FAULT_READ
+        is_release = r_op == OP_RELEASE
+        is_ipc = (r_op == OP_IPC_GRANT) | (r_op == OP_IPC_REVOKE)
+        m.d.comb += [
+            self.read.eq(is_read), self.release.eq(is_release),
+            self.bad.eq((need == 0) | (self.length < need)
+                        | (is_release & (b[3] > 15))
+                        | (is_ipc & (((b[3] != IpcDir.OUT) & (b[3] != IpcDir.IN))
+                                     | (b[6] > 15)))),
+        ]
+        k_meta = self.k_meta
+        with m.If(is_read):
+            m.d.comb += k_meta.handle.eq(b[2])
+        with m.Elif(is_release):
+            m.d.comb += [k_meta.peer_x.eq(b[1]), k_meta.peer_y.eq(b[2]),
+                         k_meta.peer_fbits.eq(b[3])]
+        with m.Else():
+            m.d.comb += [k_meta.status.eq(r_op == OP_IPC_GRANT), k_meta.perm.eq(b[3]),
+                         k_meta.peer_x.eq(b[4]), k_meta.peer_y.eq(b[5]),
+                         k_meta.peer_fbits.eq(b[6])]
+        kx, ky, kf = self._kernel
+        m.d.comb += [
+            self.k_type.eq(Mux(is_read, KernelMsgType.FAULT_READ.value,
+                               Mux(is_release, KernelMsgType.RELEASE.value,
+                                   KernelMsgType.IPC_GRANT.value))),
+            self.k_dst.x.eq(Mux(is_ipc, b[1], kx)), self.k_dst.y.eq(Mux(is_ipc, b[2], ky)),
+            self.k_dst.fbits.eq(Mux(is_ipc, Fbits.LOCAL0, kf)),
+        ]
+        return m
+
+
+class CtlAnswers(wiring.Component):
+    """Take the ``FAULT_ENTRY`` a read waits for from the kernel messages, and drop every other
+    one: the input is always ready and never waits.
+
+    ``answer`` is high (combinationally, 0 cycles) in the cycle of a ``FAULT_ENTRY``'s
+    ``hdr`` transfer, ``entry`` its metadata then. A message that comes while ``waiting`` is
+    low, or of another type, is counted in ``stray`` (from the next cycle on); so is a
+    ``FAULT_ENTRY`` no read waits for.
+
+    Members
+    -------
+    hdr : In(stream.Signature(MessageReceiver.header_layout(width, meta_bits=KERNEL_META.size)))
+        The kernel messages' headers.
+    i : In(payload_signature(width))
+        Their payload words (none are expected; discarded).
+    waiting : In(1)
+        A read waits for its ``FAULT_ENTRY``.
+    answer : Out(1)
+    entry : Out(KERNEL_META)
+    stray : Out(32)
+    """
+
+    def __init__(self, width: int) -> None:
+        super().__init__({
+            "hdr": In(stream.Signature(MessageReceiver.header_layout(
+                width, meta_bits=KERNEL_META.size))),
+            "i": In(payload_signature(width)),
+            "waiting": In(1), "answer": Out(1), "entry": Out(KERNEL_META), "stray": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        hdr = self.hdr
+        m.d.comb += [hdr.ready.eq(1), self.i.ready.eq(1), self.entry.eq(hdr.payload.meta),
+                     self.answer.eq(hdr.valid & (hdr.payload.msg_type
+                                                 == KernelMsgType.FAULT_ENTRY.value))]
+        with m.If(hdr.valid & ~(self.answer & self.waiting)):
+            count(m, self.stray)
+        return m
+
+
+class CtlReply(wiring.Component):
+    """Send a reply as payload words: the 36-byte fault reply (``long``) or the 8-byte status
+    reply, built from the fields held on the inputs (which must stay put while it is sent).
+
+    ``start`` sends the reply from its first word on: ``o.valid`` rises in the next cycle and
+    stays high until the reply's last word (``last`` set, ``nbytes`` the full width: the
+    sender frames by ``payload_bytes``) is taken; ``o.valid`` does not wait for ``o.ready``.
+    One word per cycle while ``o`` is ready. ``l4_sum`` (the reply's ones' complement sum)
+    and ``payload_bytes`` follow the inputs combinationally.
+
+    Members
+    -------
+    request : In(56)
+        The request's first bytes (byte ``k`` in bits ``8k..8k+7``): ``op`` (byte 0), the
+        ``index`` of a read, the bytes a status reply echoes.
+    status : In(8)
+    long : In(1)
+        The fault reply (else the status reply).
+    entry : In(KERNEL_META)
+        The fault reply's fields (``root`` is ``total``).
+    start : In(1)
+    o : Out(payload_signature(width))
+    l4_sum : Out(16)
+    payload_bytes : Out(range(FAULT_REPLY_BYTES + 1))
+    """
+
+    def __init__(self, width: int) -> None:
+        self._width = width
+        super().__init__({"request": In(8 * _KEPT), "status": In(8), "long": In(1),
+                          "entry": In(KERNEL_META), "start": In(1),
+                          "o": Out(payload_signature(width)), "l4_sum": Out(16),
+                          "payload_bytes": Out(range(FAULT_REPLY_BYTES + 1))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width, nb = self._width, self._width // 8
+        e, b = self.entry, [self.request[8 * k:8 * k + 8] for k in range(_KEPT)]
+        index = Cat(b[2], b[1])
+        long_reply = Cat(b[0], self.status, *_be(e.root, 2), *_be(index, 2), e.mem_x, e.mem_y,
+                         e.op, Const(0, 2), e.handle, e.perm, Const(0, 6), e.peer_x, e.peer_y,
+                         e.peer_fbits, Const(0, 4), Const(0, 16), *_be(e.addr, 8),
+                         *_be(e.size, 8), *_be(e.user, 4))
+        assert len(long_reply) == 8 * FAULT_REPLY_BYTES
+        short_reply = Cat(b[0], self.status, *b[1:])
+        reply = Signal(8 * FAULT_REPLY_BYTES)
+        m.d.comb += [reply.eq(Mux(self.long, long_reply, short_reply)),
+                     self.l4_sum.eq(word_sum(reply, len(reply) // 16)),
+                     self.payload_bytes.eq(Mux(self.long, FAULT_REPLY_BYTES,
+                                               STATUS_REPLY_BYTES))]
+        long_words = -(-FAULT_REPLY_BYTES // nb)
+        short_words = -(-STATUS_REPLY_BYTES // nb)
+        padded = Cat(reply, Const(0, long_words * width - len(reply)))
+
+        word_index = Signal(range(long_words))
+        final = Signal()
+        m.d.comb += final.eq(word_index == Mux(self.long, long_words - 1, short_words - 1))
+        sending = Signal()
+        with m.Switch(word_index):
+            for k in range(long_words):
+                with m.Case(k):
+                    m.d.comb += self.o.payload.data.eq(padded[k * width:(k + 1) * width])
+        m.d.comb += [self.o.valid.eq(sending), self.o.payload.last.eq(final),
+                     self.o.payload.nbytes.eq(nb)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += word_index.eq(word_index + 1)
+            with m.If(final):
+                m.d.sync += sending.eq(0)
+        with m.If(self.start):
+            m.d.sync += [sending.eq(1), word_index.eq(0)]
+        return m
 
 
 class KernelCtlTile(Tile):
@@ -316,177 +635,67 @@ class KernelCtlTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self.env.width
-        nb = width // 8
-        me = (self.env.x, self.env.y, Fbits.LOCAL0)
         counters = self.counters
 
-        # -- the framing: kernel messages (types 32-47) to one receiver, the rest to the other ----
+        # Kernel messages (types 32-47) to one receiver, the rest to the other.
         ports = self.message_ports(m)
         seg_rx, k_rx, k_tx, rep_tx = ports.seg_rx, ports.k_rx, ports.k_tx, ports.rep_tx
-        seg_stray = Signal(32)      # messages of another type
-        k_stray = Signal(32)        # kernel messages of another type, unawaited FAULT_ENTRYs
-        m.d.comb += counters.dropped.eq(seg_rx.errors + k_rx.errors + seg_stray + k_stray)
+        m.submodules.intake = intake = CtlIntake(self.env.width, self.queue)
+        connect(m, receiver=seg_rx.o_hdr, intake=intake.hdr)
+        connect(m, receiver=seg_rx.o_data, intake=intake.i)
+        m.submodules.answers = answers = CtlAnswers(self.env.width)
+        connect(m, receiver=k_rx.o_hdr, answers=answers.hdr)
+        connect(m, receiver=k_rx.o_data, answers=answers.i)
+        m.d.comb += [counters.dropped.eq(seg_rx.errors + k_rx.errors + intake.stray
+                                         + answers.stray),
+                     counters.overflow.eq(intake.overflow)]
 
-        # -- requests: the first bytes and the metadata, queued ------------------------------------
-        entry = data.StructLayout({"meta": PACKET_META.size, "bytes": 8 * _KEPT,
-                                   "length": range(_KEPT + 1)})
-        m.submodules.requests = req_q = fifo.SyncFIFOBuffered(width=entry.size, depth=self.queue)
-        s_meta = Signal(PACKET_META.size)
-        s_keep = Signal()           # the message is a UDP segment
-        s_length = Signal(range(_KEPT + 1))
-        s_bytes = Signal(8 * _KEPT)
-        s_first = Signal(init=1)    # the next payload word is the message's first
-        seg_hdr = seg_rx.o_hdr.payload
-        m.d.comb += [seg_rx.o_hdr.ready.eq(1), seg_rx.o_data.ready.eq(1)]
-        with m.If(seg_rx.o_hdr.valid):
-            m.d.sync += [
-                s_meta.eq(seg_hdr.meta[:PACKET_META.size]),
-                s_keep.eq(seg_hdr.msg_type == MsgType.UDP_RX_SEGMENT.value),
-                s_length.eq(Mux(seg_hdr.payload_bytes > _KEPT, _KEPT, seg_hdr.payload_bytes)),
-            ]
-        word = seg_rx.o_data
-        first_bytes = Signal(8 * _KEPT)
-        m.d.comb += first_bytes.eq(Mux(s_first, word.payload.data[:8 * _KEPT], s_bytes))
-        pushed = Signal(entry)
-        m.d.comb += [pushed.meta.eq(s_meta), pushed.bytes.eq(first_bytes),
-                     pushed.length.eq(s_length), req_q.w_data.eq(pushed)]
-        with m.If(word.valid):
-            m.d.sync += s_first.eq(word.payload.last)
-            with m.If(s_first):
-                m.d.sync += s_bytes.eq(word.payload.data[:8 * _KEPT])
-            with m.If(word.payload.last):
-                with m.If(~s_keep):
-                    m.d.sync += seg_stray.eq(seg_stray + 1)
-                with m.Elif(req_q.w_rdy):
-                    m.d.comb += req_q.w_en.eq(1)
-                with m.Else():
-                    count(m, counters.overflow)
-
-        # -- the request being served --------------------------------------------------------------
+        # The request being served, decoded, and its kernel message.
         r_meta = Signal(PACKET_META.layout())
         r_bytes = Signal(8 * _KEPT)
         r_length = Signal(range(_KEPT + 1))
-        b = [r_bytes[8 * k:8 * k + 8] for k in range(_KEPT)]
-        r_op = b[0]
-        index = Cat(b[2], b[1])
-        need = Signal(range(_KEPT + 1))
-        with m.Switch(r_op):
-            for op, n in REQUEST_BYTES.items():
-                with m.Case(op):
-                    m.d.comb += need.eq(n)
-        is_read = r_op == OP_FAULT_READ
-        is_release = r_op == OP_RELEASE
-        is_ipc = (r_op == OP_IPC_GRANT) | (r_op == OP_IPC_REVOKE)
-        bad = Signal()
-        m.d.comb += bad.eq((need == 0) | (r_length < need)
-                           | (is_release & (b[3] > 15))
-                           | (is_ipc & (((b[3] != IpcDir.OUT) & (b[3] != IpcDir.IN))
-                                        | (b[6] > 15))))
-
-        # -- kernel messages -----------------------------------------------------------------------
-        k_meta = Signal(KERNEL_META)
-        with m.If(is_read):
-            m.d.comb += k_meta.handle.eq(b[2])
-        with m.Elif(is_release):
-            m.d.comb += [k_meta.peer_x.eq(b[1]), k_meta.peer_y.eq(b[2]),
-                         k_meta.peer_fbits.eq(b[3])]
-        with m.Else():
-            m.d.comb += [k_meta.status.eq(r_op == OP_IPC_GRANT), k_meta.perm.eq(b[3]),
-                         k_meta.peer_x.eq(b[4]), k_meta.peer_y.eq(b[5]),
-                         k_meta.peer_fbits.eq(b[6])]
-        kx, ky, kf = address_of(self.kernel_hop, Fbits.LOCAL0)
-        k_type = Mux(is_read, KernelMsgType.FAULT_READ.value,
-                     Mux(is_release, KernelMsgType.RELEASE.value, KernelMsgType.IPC_GRANT.value))
+        m.submodules.decoder = dec = CtlDecoder(self.kernel_hop)
+        m.d.comb += [dec.bytes.eq(r_bytes), dec.length.eq(r_length)]
         k_offer = Signal()
-        k_ready = offer_message(m, k_tx, k_offer,
-                                dst=(Mux(is_ipc, b[1], kx), Mux(is_ipc, b[2], ky),
-                                     Mux(is_ipc, Fbits.LOCAL0, kf)),
-                                src=me, msg_type=k_type, meta=k_meta)
+        k_ready = offer_message(m, k_tx, k_offer, dst=(dec.k_dst.x, dec.k_dst.y, dec.k_dst.fbits),
+                                src=(self.env.x, self.env.y, Fbits.LOCAL0), msg_type=dec.k_type,
+                                meta=dec.k_meta)
 
-        # -- FAULT_ENTRY answers -------------------------------------------------------------------
-        r_entry = Signal(KERNEL_META)
-        r_status = Signal(8)
-        k_hdr = k_rx.o_hdr.payload
-        k_in = data.View(KERNEL_META, k_hdr.meta)
-        m.d.comb += [k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1)]
-        waiting = Signal()
-        answer = k_rx.o_hdr.valid & (k_hdr.msg_type == KernelMsgType.FAULT_ENTRY.value)
-        with m.If(k_rx.o_hdr.valid & ~(answer & waiting)):
-            m.d.sync += k_stray.eq(k_stray + 1)
-
-        # -- the reply -----------------------------------------------------------------------------
-        r_long = Signal()           # the fault reply (else the status reply)
-        e = r_entry
-        long_reply = Cat(r_op, r_status, *_be(e.root, 2), *_be(index, 2), e.mem_x, e.mem_y,
-                         e.op, Const(0, 2), e.handle, e.perm, Const(0, 6), e.peer_x, e.peer_y,
-                         e.peer_fbits, Const(0, 4), Const(0, 16), *_be(e.addr, 8),
-                         *_be(e.size, 8), *_be(e.user, 4))
-        assert len(long_reply) == 8 * FAULT_REPLY_BYTES
-        short_reply = Cat(r_op, r_status, *b[1:_KEPT])
-        reply = Signal(8 * FAULT_REPLY_BYTES)
-        m.d.comb += reply.eq(Mux(r_long, long_reply, short_reply))
-        long_words = -(-FAULT_REPLY_BYTES // nb)
-        short_words = -(-STATUS_REPLY_BYTES // nb)
-        padded = Cat(reply, Const(0, long_words * width - len(reply)))
-
-        rep_meta = Signal(PACKET_META.layout())
-        m.d.comb += [rep_meta.eq(r_meta), rep_meta.l4_sum.eq(word_sum(reply, len(reply) // 16)),
-                     rep_meta.l4_sum_valid.eq(1)]
-        rep_offer = Signal()
-        rep_ready = offer_message(
-            m, rep_tx, rep_offer, dst=address_of(self.reply_hop, Fbits.LOCAL0), src=me,
-            msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta,
-            payload_bytes=Mux(r_long, FAULT_REPLY_BYTES, STATUS_REPLY_BYTES))
-        word_index = Signal(range(long_words))
-        final = Signal()
-        m.d.comb += final.eq(word_index == Mux(r_long, long_words - 1, short_words - 1))
-        sending_data = Signal()
-        with m.Switch(word_index):
-            for k in range(long_words):
-                with m.Case(k):
-                    m.d.comb += rep_tx.i_data.payload.data.eq(padded[k * width:(k + 1) * width])
-        m.d.comb += [
-            rep_tx.i_data.valid.eq(sending_data),
-            rep_tx.i_data.payload.last.eq(final),
-            rep_tx.i_data.payload.nbytes.eq(nb),    # the sender frames by payload_bytes
-        ]
-        with m.If(rep_tx.i_data.valid & rep_tx.i_data.ready):
-            m.d.sync += word_index.eq(word_index + 1)
-            with m.If(final):
-                m.d.sync += sending_data.eq(0)
-
-        # -- the output: one sender at a time ------------------------------------------------------
+        # The reply, and the output: one sender at a time.
+        r_long, r_status, r_entry = Signal(), Signal(8), Signal(KERNEL_META)
+        m.submodules.reply = reply = CtlReply(self.env.width)
+        connect(m, reply=reply.o, sender=rep_tx.i_data)
+        m.d.comb += [reply.request.eq(r_bytes), reply.status.eq(r_status),
+                     reply.long.eq(r_long), reply.entry.eq(r_entry)]
+        m.submodules.desc_once = desc = OfferOnce()
+        m.d.comb += desc.ready.eq(offer_reply(m, self, rep_tx, desc.valid, request_meta=r_meta,
+                                              l4_sum=reply.l4_sum,
+                                              payload_bytes=reply.payload_bytes))
         replying = Signal()         # noc_out carries the reply (else the kernel message)
         m.d.comb += ports.select.eq(replying)
         o = self.noc_out
         out_last = o.valid & o.ready & o.payload.last
-
-        # -- the engine ----------------------------------------------------------------------------
         timer = Signal(range(self.reply_timeout + 1))
-        desc_done = Signal()
 
         def start_reply(long: bool, status: Any) -> list:
-            return [r_long.eq(long), r_status.eq(status), replying.eq(1), desc_done.eq(0),
-                    sending_data.eq(1), word_index.eq(0)]
+            m.d.comb += [reply.start.eq(1), desc.start.eq(1)]
+            return [r_long.eq(long), r_status.eq(status), replying.eq(1)]
 
         with m.FSM(name="kernel_ctl"):
             with m.State("IDLE"):
-                m.d.comb += req_q.r_en.eq(1)
-                with m.If(req_q.r_rdy):
-                    got = data.View(entry, req_q.r_data)
-                    m.d.sync += [r_meta.eq(got.meta), r_bytes.eq(got.bytes),
-                                 r_length.eq(got.length)]
+                m.d.comb += intake.o.ready.eq(1)
+                with m.If(intake.o.valid):
+                    m.d.sync += Cat(r_meta, r_bytes, r_length).eq(intake.o.payload)   # REQUEST
                     m.next = "DECODE"
             with m.State("DECODE"):
-                with m.If(bad):
-                    m.d.sync += [counters.bad_request.eq(counters.bad_request + 1),
-                                 *start_reply(False, STATUS_BAD_REQUEST)]
+                with m.If(dec.bad):
+                    count(m, counters.bad_request)
+                    m.d.sync += start_reply(False, STATUS_BAD_REQUEST)
                     m.next = "REPLY"
                 with m.Else():
-                    with m.If(is_read):
+                    with m.If(dec.read):
                         count(m, counters.reads)
-                    with m.Elif(is_release):
+                    with m.Elif(dec.release):
                         count(m, counters.releases)
                     with m.Else():
                         count(m, counters.grants)
@@ -494,17 +703,18 @@ class KernelCtlTile(Tile):
             with m.State("KERNEL"):
                 m.d.comb += k_offer.eq(1)
                 with m.If(k_ready):         # taken with the message's last flit
-                    with m.If(is_read):
+                    with m.If(dec.read):
                         m.d.sync += timer.eq(self.reply_timeout)
                         m.next = "WAIT"
                     with m.Else():
                         m.d.sync += start_reply(False, STATUS_OK)
                         m.next = "REPLY"
             with m.State("WAIT"):
-                m.d.comb += waiting.eq(1)
+                m.d.comb += answers.waiting.eq(1)
                 m.d.sync += timer.eq(timer - 1)
-                with m.If(answer):
-                    high = b[1] != 0        # an index the 8-bit handle cannot name
+                with m.If(answers.answer):
+                    k_in = answers.entry
+                    high = r_bytes[8:16] != 0   # an index the 8-bit handle cannot name
                     found = ~high & (k_in.status == Status.OK)
                     m.d.sync += [
                         r_entry.eq(Mux(found, k_in, 0)), r_entry.root.eq(k_in.root),
@@ -512,13 +722,11 @@ class KernelCtlTile(Tile):
                     ]
                     m.next = "REPLY"
                 with m.Elif(timer == 0):
-                    m.d.sync += [counters.timeouts.eq(counters.timeouts + 1), r_entry.eq(0),
-                                 *start_reply(True, STATUS_TIMEOUT)]
+                    count(m, counters.timeouts)
+                    m.d.sync += [r_entry.eq(0), *start_reply(True, STATUS_TIMEOUT)]
                     m.next = "REPLY"
             with m.State("REPLY"):
-                m.d.comb += rep_offer.eq(~desc_done)
-                with m.If(rep_ready):
-                    m.d.sync += desc_done.eq(1)
+                m.d.comb += desc.offer.eq(1)
                 with m.If(out_last):
                     m.d.sync += replying.eq(0)
                     m.next = "IDLE"

@@ -73,21 +73,21 @@ import hashlib
 from typing import Any
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect
+from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import offer_message
-from apiary.noc.header import Fbits
-from apiary.noc.nexthop import address_of, first_hop
+from apiary.noc.framing import MessageReceiver
+from apiary.noc.nexthop import first_hop
 from apiary.stream.checksum import word_sum
 from apiary.stream.header import Header, byte_reverse, header_view
+from apiary.stream.layout import payload_signature
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.realign import StreamInsert
 from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import PACKET_META, MsgType
-from .kernel_ctl import positive_ints
+from .kernel_ctl import OfferOnce, offer_reply, positive_ints
 from apiary.stream.counters import count
 
 
@@ -207,7 +207,7 @@ def chain_digest(summary: int, op: int, client: int, request: int, digest: int) 
     whose summary was ``summary`` (0 for the empty log): ``(rotl64(summary, 5) ^ digest ^
     client << 32 ^ request) + op`` modulo 2**64. Cheap in hardware (an XOR and one 64-bit add),
     order-sensitive, and not cryptographic: it tells logs apart, it does not authenticate them.
-    The tile computes the same (:meth:`VrWitnessTile.elaborate`)."""
+    The tile computes the same (:class:`VrUpdate`)."""
     return ((_rotl64(summary, 5) ^ digest ^ (client << 32 | request)) + op) & _MASK64
 
 
@@ -215,6 +215,232 @@ def chain_digest(summary: int, op: int, client: int, request: int, digest: int) 
 
 def _log_entry_layout() -> data.StructLayout:
     return data.StructLayout({"op": 64, "client": 32, "request": 32, "digest": 64})
+
+
+#: A message as queued for the engine: its metadata, payload length, whether it is a UDP
+#: segment, and its first :data:`MESSAGE_BYTES` payload bytes read as a VR message.
+REQUEST = data.StructLayout({"meta": PACKET_META.layout(), "length": 16, "is_segment": 1,
+                             "msg": VR_MESSAGE.layout()})
+#: The witness's state: one group member's VR state and the log summary.
+STATE = data.StructLayout({"view": 32, "normal_view": 32, "op": 64, "commit": 64,
+                           "summary": 64, "in_view_change": 1})
+#: What a message does: the reply's type (0: none), the NACK reason (0: none; a NACK is sent
+#: then) and the updates that apply.
+ACTIONS = data.StructLayout({"reply": 8, "reason": 8, "accept_prepare": 1, "apply_commit": 1,
+                             "begin_change": 1, "adopt_view": 1})
+
+
+class VrIntake(wiring.Component):
+    """Take every message at once and queue it for the engine as a :data:`REQUEST`: its header
+    fields and its first :data:`MESSAGE_BYTES` payload bytes. The input never waits for the
+    engine.
+
+    ``hdr`` is always ready: each transfer keeps the message's metadata, ``payload_bytes`` and
+    whether it is a ``UDP_RX_SEGMENT``. Its payload words on ``i`` go through a
+    :class:`~apiary.stream.peek.PayloadPeek`, which captures the first :data:`MESSAGE_BYTES`
+    bytes and discards every word. Latency: the request enters the queue (a
+    ``SyncFIFOBuffered`` of ``depth`` entries) in the cycle after the word that completes its
+    head (the one with its 48th byte, or its last), and is on ``o`` 2 cycles later when the
+    queue was empty: 3 cycles in all. Throughput: one word per cycle on ``i``.
+
+    Drops: a request that finds the queue full, counted in ``overflow``; payload bytes past the
+    first :data:`MESSAGE_BYTES` are never kept.
+
+    Members
+    -------
+    hdr : In(stream.Signature(MessageReceiver.header_layout(width, meta_bits=PACKET_META.size)))
+        The receiver's header transfers.
+    i : In(payload_signature(width))
+        The receiver's payload words (a packet per message: ``empty_packets``).
+    o : Out(stream.Signature(REQUEST))
+        The requests, oldest first.
+    overflow : Out(32)
+        Requests dropped: the queue was full.
+    """
+
+    def __init__(self, width: int, depth: int) -> None:
+        self._width, self._depth = width, depth
+        super().__init__({
+            "hdr": In(stream.Signature(MessageReceiver.header_layout(
+                width, meta_bits=PACKET_META.size))),
+            "i": In(payload_signature(width)),
+            "o": Out(stream.Signature(REQUEST)),
+            "overflow": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.peek = peek = PayloadPeek(self._width, MESSAGE_BYTES)
+        connect(m, intake=flipped(self.i), peek=peek.i)
+        m.d.comb += [peek.o.ready.eq(1), peek.verdict.payload.keep.eq(0),  # words discarded
+                     peek.verdict.valid.eq(1), self.hdr.ready.eq(1)]
+        m.submodules.requests = queue = fifo.SyncFIFOBuffered(width=REQUEST.size,
+                                                              depth=self._depth)
+        arriving = Signal(REQUEST)          # the message whose head the peek is capturing
+        with m.If(self.hdr.valid):
+            h = self.hdr.payload
+            m.d.sync += [arriving.meta.eq(h.meta[:PACKET_META.size]),
+                         arriving.length.eq(h.payload_bytes),
+                         arriving.is_segment.eq(h.msg_type == MsgType.UDP_RX_SEGMENT)]
+        pushed = Signal(REQUEST)
+        m.d.comb += [pushed.eq(arriving),
+                     pushed.msg.eq(header_view(VR_MESSAGE, peek.head)),
+                     queue.w_data.eq(pushed), queue.w_en.eq(peek.head_valid),
+                     self.o.payload.eq(queue.r_data), self.o.valid.eq(queue.r_rdy),
+                     queue.r_en.eq(self.o.ready)]
+        with m.If(peek.head_valid & ~queue.w_rdy):
+            count(m, self.overflow)
+        return m
+
+
+class VrRules(wiring.Component):
+    """What a message does to the witness of shard ``shard`` (the table of the module
+    docstring), decided combinationally (0 cycles) from the queued ``request``, the witness's
+    ``state`` and the ring ``entry`` read for it (the entry of the message's op for a
+    LOG_QUERY, of ``state.op`` otherwise).
+
+    ``drop``: the request is malformed, for another shard, or of a type the witness does not
+    take; it is dropped, whatever ``act`` says. Otherwise ``act`` says which reply it gets
+    (``reason`` set: a NACK) and which updates apply.
+
+    Members
+    -------
+    request : In(REQUEST)
+    state : In(STATE)
+    entry : In(log entry: op, client, request, digest)
+    act : Out(ACTIONS)
+    drop : Out(1)
+    """
+
+    def __init__(self, shard: int) -> None:
+        self._shard = shard
+        super().__init__({"request": In(REQUEST), "state": In(STATE),
+                          "entry": In(_log_entry_layout()), "act": Out(ACTIONS),
+                          "drop": Out(1)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        msg, w, act = self.request.msg, self.state, self.act
+        good = Signal()
+        m.d.comb += good.eq(self.request.is_segment & (self.request.length == MESSAGE_BYTES)
+                            & (msg.magic == MAGIC) & (msg.shard == self._shard)
+                            & (msg.status <= max(s.value for s in VrStatus))
+                            & (msg.reason <= max(r.value for r in NackReason)))
+        same_view = (msg.view == w.view)
+        view_nack = Mux(msg.view < w.view, NackReason.OLD_VIEW.value, NackReason.NEW_VIEW.value)
+        normal = ~w.in_view_change
+        with m.Switch(msg.type):
+            with m.Case(VrType.PREPARE.value):
+                with m.If(~normal):
+                    m.d.comb += act.reason.eq(NackReason.VIEW_CHANGE.value)
+                with m.Elif(~same_view):
+                    m.d.comb += act.reason.eq(view_nack)
+                with m.Elif(msg.op > w.op + 1):
+                    m.d.comb += act.reason.eq(NackReason.GAP.value)
+                with m.Elif(msg.op != w.op + 1):
+                    m.d.comb += act.reason.eq(NackReason.STALE_OP.value)
+                with m.Else():
+                    m.d.comb += [act.accept_prepare.eq(1), act.reply.eq(VrType.PREPARE_OK.value)]
+            with m.Case(VrType.COMMIT.value):
+                with m.If(~normal):
+                    m.d.comb += act.reason.eq(NackReason.VIEW_CHANGE.value)
+                with m.Elif(~same_view):
+                    m.d.comb += act.reason.eq(view_nack)
+                with m.Else():
+                    m.d.comb += act.apply_commit.eq(1)
+            with m.Case(VrType.START_VIEW_CHANGE.value):
+                with m.If((msg.view > w.view) | (same_view & w.in_view_change)):
+                    m.d.comb += [act.begin_change.eq(msg.view > w.view),
+                                 act.reply.eq(VrType.DO_VIEW_CHANGE.value)]
+                with m.Else():
+                    m.d.comb += act.reason.eq(NackReason.OLD_VIEW.value)
+            with m.Case(VrType.START_VIEW.value):
+                with m.If(msg.view >= w.view):
+                    m.d.comb += [act.adopt_view.eq(1), act.reply.eq(VrType.PREPARE_OK.value)]
+                with m.Else():
+                    m.d.comb += act.reason.eq(NackReason.OLD_VIEW.value)
+            with m.Case(VrType.LOG_QUERY.value):
+                with m.If((msg.op != 0) & (msg.op <= w.op) & (self.entry.op == msg.op)):
+                    m.d.comb += act.reply.eq(VrType.LOG_ENTRY.value)
+                with m.Else():
+                    m.d.comb += act.reason.eq(NackReason.NOT_IN_LOG.value)
+        taken = Signal()                                    # a type the witness takes
+        m.d.comb += taken.eq((msg.type == VrType.PREPARE.value)
+                             | (msg.type == VrType.COMMIT.value)
+                             | (msg.type == VrType.START_VIEW_CHANGE.value)
+                             | (msg.type == VrType.START_VIEW.value)
+                             | (msg.type == VrType.LOG_QUERY.value))
+        m.d.comb += self.drop.eq(~good | ~taken)
+        return m
+
+
+class VrUpdate(wiring.Component):
+    """The witness's state after a message, and the reply it sends, combinationally (0
+    cycles) from the message, the ``state`` before, the ring ``entry`` read for it and what
+    :class:`VrRules` decided (``act``).
+
+    ``after`` is the state to keep once the message is served (``state`` itself if nothing
+    applies); ``answer`` the reply's fields: a NACK if ``act.reason`` is set, else of type
+    ``act.reply``, from the state after (see the module docstring for which fields).
+
+    Members
+    -------
+    msg : In(VR_MESSAGE.layout())
+    state : In(STATE)
+    entry : In(log entry: op, client, request, digest)
+    act : In(ACTIONS)
+    after : Out(STATE)
+    answer : Out(VR_MESSAGE.layout())
+    """
+
+    def __init__(self, shard: int) -> None:
+        self._shard = shard
+        super().__init__({"msg": In(VR_MESSAGE.layout()), "state": In(STATE),
+                          "entry": In(_log_entry_layout()), "act": In(ACTIONS),
+                          "after": Out(STATE), "answer": Out(VR_MESSAGE.layout())})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        msg, w, got, act = self.msg, self.state, self.entry, self.act
+        accept_prepare, adopt_view = act.accept_prepare, act.adopt_view
+        nack = act.reason != 0
+        last_known = got.op == w.op                         # the ring still holds W.op
+        n_view = Mux(act.begin_change | adopt_view, msg.view, w.view)
+        n_op = Mux(accept_prepare | adopt_view, msg.op, w.op)
+        capped = Mux(msg.commit < n_op, msg.commit, n_op)   # min(commit, op)
+        n_commit = Mux(adopt_view, capped,
+                       Mux((accept_prepare | act.apply_commit) & (capped > w.commit), capped,
+                           w.commit))
+        rotated = Cat(w.summary[59:64], w.summary[0:59])   # rotl64(summary, 5)
+        n_summary = Mux(adopt_view, msg.digest,
+                        Mux(accept_prepare,
+                            ((rotated ^ msg.digest ^ Cat(msg.request, msg.client))
+                             + msg.op)[:64], w.summary))
+        n_normal_view = Mux(adopt_view, msg.view, w.normal_view)
+        n_in_view_change = Mux(adopt_view, 0, Mux(act.begin_change, 1, w.in_view_change))
+        after = self.after
+        m.d.comb += [after.view.eq(n_view), after.op.eq(n_op), after.commit.eq(n_commit),
+                     after.summary.eq(n_summary), after.normal_view.eq(n_normal_view),
+                     after.in_view_change.eq(n_in_view_change)]
+
+        answer = self.answer
+        m.d.comb += [
+            answer.magic.eq(MAGIC), answer.shard.eq(self._shard),
+            answer.type.eq(Mux(nack, VrType.NACK.value, act.reply)),
+            answer.reason.eq(act.reason),
+            answer.status.eq(n_in_view_change), answer.view.eq(n_view),
+            answer.normal_view.eq(n_normal_view), answer.commit.eq(n_commit),
+            answer.op.eq(Mux(act.reply == VrType.LOG_ENTRY.value, msg.op, n_op)),
+            answer.client.eq(msg.client), answer.request.eq(msg.request),
+            answer.digest.eq(Mux(accept_prepare, msg.digest, n_summary)),
+        ]
+        with m.If(act.reply == VrType.DO_VIEW_CHANGE.value):
+            m.d.comb += [answer.client.eq(Mux(last_known, got.client, 0)),
+                         answer.request.eq(Mux(last_known, got.request, 0))]
+        with m.If(act.reply == VrType.LOG_ENTRY.value):
+            m.d.comb += [answer.client.eq(got.client), answer.request.eq(got.request),
+                         answer.digest.eq(got.digest)]
+        return m
 
 
 class VrWitnessTile(Tile):
@@ -296,204 +522,94 @@ class VrWitnessTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self.env.width
         counters = self.counters
 
-        # -- in: the datagram's header and metadata, then its first 48 bytes, queued -----------
         # The input never waits for the output (``streaming = False``): every message is taken
-        # at once, and one that finds the queue full is dropped (counted in ``overflow``).
+        # at once and queued, and one that finds the queue full is dropped.
         ports = self.message_ports(m)
         rx, tx = ports.receiver, ports.sender
-        m.submodules.peek = peek = PayloadPeek(width, MESSAGE_BYTES)
-        connect(m, receiver=rx.o_data, peek=peek.i)
-        m.d.comb += [peek.o.ready.eq(1), peek.verdict.payload.keep.eq(0),  # words discarded
-                     peek.verdict.valid.eq(1), rx.o_hdr.ready.eq(1),
-                     counters.framing.eq(rx.errors)]
-        request = data.StructLayout({"meta": PACKET_META.layout(), "length": 16,
-                                     "is_segment": 1, "msg": VR_MESSAGE.layout()})
-        m.submodules.requests = queue = fifo.SyncFIFOBuffered(width=request.size,
-                                                              depth=self.queue)
-        arriving = Signal(request)          # the message whose head the peek is capturing
-        with m.If(rx.o_hdr.valid):
-            h = rx.o_hdr.payload
-            m.d.sync += [arriving.meta.eq(h.meta[:PACKET_META.size]),
-                         arriving.length.eq(h.payload_bytes),
-                         arriving.is_segment.eq(h.msg_type == MsgType.UDP_RX_SEGMENT)]
-        pushed = Signal(request)
-        m.d.comb += [pushed.eq(arriving),
-                     pushed.msg.eq(header_view(VR_MESSAGE, peek.head)),
-                     queue.w_data.eq(pushed), queue.w_en.eq(peek.head_valid)]
-        with m.If(peek.head_valid & ~queue.w_rdy):
-            count(m, counters.overflow)
-        current = Signal(request)
-        meta, length, is_segment, msg = (current.meta, current.length, current.is_segment,
-                                         current.msg)
+        m.submodules.intake = intake = VrIntake(self.env.width, self.queue)
+        connect(m, receiver=rx.o_hdr, intake=intake.hdr)
+        connect(m, receiver=rx.o_data, intake=intake.i)
+        m.d.comb += [counters.framing.eq(rx.errors), counters.overflow.eq(intake.overflow)]
+        current = Signal(REQUEST)           # the request being served
+        msg = current.msg
 
-        # -- the witness's state and the op-metadata ring ----------------------------------------
+        # The witness's state (a register each) and the op-metadata ring.
         view, normal_view, op, commit, summary = (Signal(32), Signal(32), Signal(64), Signal(64),
                                                   Signal(64))
         in_view_change = Signal()
+        state = Cat(view, normal_view, op, commit, summary, in_view_change)    # STATE
         entry = _log_entry_layout()
         m.submodules.ring = ring = Memory(shape=entry, depth=self.log_depth, init=[])
         rd, wr = ring.read_port(), ring.write_port()
         index_bits = (self.log_depth - 1).bit_length()
-        kind = msg.type
-        m.d.comb += rd.addr.eq(Mux(kind == VrType.LOG_QUERY.value, msg.op, op)[:index_bits])
-
-        # -- the reply: a 48-byte header inserted before an empty packet -------------------------
-        reply = Signal(VR_MESSAGE.layout())
-        reply_bytes = byte_reverse(reply.as_value())        # lane order: first byte in lane 0
-        m.submodules.insert = ins = StreamInsert(width, MESSAGE_BYTES, fixed=True)
-        connect(m, insert=ins.o, sender=tx.i_data)
-        m.d.comb += [ins.i.valid.eq(1), ins.i.payload.last.eq(1), ins.i.payload.nbytes.eq(0),
-                     ins.hdr.payload.data.eq(reply_bytes)]
-        reply_meta = Signal(PACKET_META.layout())
-        m.d.comb += [reply_meta.eq(meta), reply_meta.l4_sum_valid.eq(1),
-                     reply_meta.l4_sum.eq(word_sum(reply_bytes, MESSAGE_BYTES // 2))]
-        desc_offer, head_offer = Signal(), Signal()
-        desc_ready = offer_message(m, tx, desc_offer, dst=address_of(self.reply_hop),
-                                   src=(self.env.x, self.env.y, Fbits.LOCAL0),
-                                   msg_type=MsgType.UDP_TX_SEGMENT,
-                                   payload_bytes=MESSAGE_BYTES, meta=reply_meta)
-        m.d.comb += ins.hdr.valid.eq(head_offer)
-        o = self.noc_out
-        sent = o.valid & o.ready & o.payload.last
-
-        # -- the decision (combinational, from msg, the state and the ring entry read) -----------
-        good = Signal()
-        m.d.comb += good.eq(is_segment & (length == MESSAGE_BYTES) & (msg.magic == MAGIC)
-                            & (msg.shard == self.shard)
-                            & (msg.status <= max(s.value for s in VrStatus))
-                            & (msg.reason <= max(r.value for r in NackReason)))
-        same_view = (msg.view == view)
-        view_nack = Mux(msg.view < view, NackReason.OLD_VIEW.value, NackReason.NEW_VIEW.value)
-        normal = ~in_view_change
-        got = data.View(entry, rd.data)
-        last_known = got.op == op                           # the ring still holds W.op
-        # What the message does: a reply type (0: none), a NACK reason, and the updates.
-        r_type, r_reason = Signal(8), Signal(8)
-        accept_prepare, apply_commit, begin_change, adopt_view = (Signal(), Signal(), Signal(),
-                                                                  Signal())
-        with m.Switch(kind):
-            with m.Case(VrType.PREPARE.value):
-                with m.If(~normal):
-                    m.d.comb += r_reason.eq(NackReason.VIEW_CHANGE.value)
-                with m.Elif(~same_view):
-                    m.d.comb += r_reason.eq(view_nack)
-                with m.Elif(msg.op > op + 1):
-                    m.d.comb += r_reason.eq(NackReason.GAP.value)
-                with m.Elif(msg.op != op + 1):
-                    m.d.comb += r_reason.eq(NackReason.STALE_OP.value)
-                with m.Else():
-                    m.d.comb += [accept_prepare.eq(1), r_type.eq(VrType.PREPARE_OK.value)]
-            with m.Case(VrType.COMMIT.value):
-                with m.If(~normal):
-                    m.d.comb += r_reason.eq(NackReason.VIEW_CHANGE.value)
-                with m.Elif(~same_view):
-                    m.d.comb += r_reason.eq(view_nack)
-                with m.Else():
-                    m.d.comb += apply_commit.eq(1)
-            with m.Case(VrType.START_VIEW_CHANGE.value):
-                with m.If((msg.view > view) | (same_view & in_view_change)):
-                    m.d.comb += [begin_change.eq(msg.view > view),
-                                 r_type.eq(VrType.DO_VIEW_CHANGE.value)]
-                with m.Else():
-                    m.d.comb += r_reason.eq(NackReason.OLD_VIEW.value)
-            with m.Case(VrType.START_VIEW.value):
-                with m.If(msg.view >= view):
-                    m.d.comb += [adopt_view.eq(1), r_type.eq(VrType.PREPARE_OK.value)]
-                with m.Else():
-                    m.d.comb += r_reason.eq(NackReason.OLD_VIEW.value)
-            with m.Case(VrType.LOG_QUERY.value):
-                with m.If((msg.op != 0) & (msg.op <= op) & (got.op == msg.op)):
-                    m.d.comb += r_type.eq(VrType.LOG_ENTRY.value)
-                with m.Else():
-                    m.d.comb += r_reason.eq(NackReason.NOT_IN_LOG.value)
-        taken = Signal()                                    # a type the witness takes
-        m.d.comb += taken.eq((kind == VrType.PREPARE.value) | (kind == VrType.COMMIT.value)
-                             | (kind == VrType.START_VIEW_CHANGE.value)
-                             | (kind == VrType.START_VIEW.value)
-                             | (kind == VrType.LOG_QUERY.value))
-        nack = r_reason != 0
-
-        # The state after the message.
-        n_view = Mux(begin_change | adopt_view, msg.view, view)
-        n_op = Mux(accept_prepare | adopt_view, msg.op, op)
-        capped = Mux(msg.commit < n_op, msg.commit, n_op)   # min(commit, op)
-        n_commit = Mux(adopt_view, capped,
-                       Mux((accept_prepare | apply_commit) & (capped > commit), capped, commit))
-        rotated = Cat(summary[59:64], summary[0:59])        # rotl64(summary, 5)
-        n_summary = Mux(adopt_view, msg.digest,
-                        Mux(accept_prepare,
-                            ((rotated ^ msg.digest ^ Cat(msg.request, msg.client))
-                             + msg.op)[:64], summary))
-        n_normal_view = Mux(adopt_view, msg.view, normal_view)
-        n_in_view_change = Mux(adopt_view, 0, Mux(begin_change, 1, in_view_change))
-
-        # The reply's fields.
-        answer = Signal(VR_MESSAGE.layout())
-        m.d.comb += [
-            answer.magic.eq(MAGIC), answer.shard.eq(self.shard),
-            answer.type.eq(Mux(nack, VrType.NACK.value, r_type)), answer.reason.eq(r_reason),
-            answer.status.eq(n_in_view_change), answer.view.eq(n_view),
-            answer.normal_view.eq(n_normal_view), answer.commit.eq(n_commit),
-            answer.op.eq(Mux(r_type == VrType.LOG_ENTRY.value, msg.op, n_op)),
-            answer.client.eq(msg.client), answer.request.eq(msg.request),
-            answer.digest.eq(Mux(accept_prepare, msg.digest, n_summary)),
-        ]
-        with m.If(r_type == VrType.DO_VIEW_CHANGE.value):
-            m.d.comb += [answer.client.eq(Mux(last_known, got.client, 0)),
-                         answer.request.eq(Mux(last_known, got.request, 0))]
-        with m.If(r_type == VrType.LOG_ENTRY.value):
-            m.d.comb += [answer.client.eq(got.client), answer.request.eq(got.request),
-                         answer.digest.eq(got.digest)]
         new_entry = Signal(entry)
-        m.d.comb += [new_entry.op.eq(msg.op), new_entry.client.eq(msg.client),
+        m.d.comb += [rd.addr.eq(Mux(msg.type == VrType.LOG_QUERY.value, msg.op, op)[:index_bits]),
+                     new_entry.op.eq(msg.op), new_entry.client.eq(msg.client),
                      new_entry.request.eq(msg.request), new_entry.digest.eq(msg.digest),
                      wr.addr.eq(msg.op[:index_bits]), wr.data.eq(new_entry)]
 
-        # -- the engine ----------------------------------------------------------------------------
-        desc_done, head_done = Signal(), Signal()
+        # The decision and its outcome (combinational, from the request, the state and the
+        # ring entry read).
+        m.submodules.rules = rules = VrRules(self.shard)
+        m.submodules.update = update = VrUpdate(self.shard)
+        act = rules.act
+        m.d.comb += [rules.request.eq(current), rules.state.eq(state), rules.entry.eq(rd.data),
+                     update.msg.eq(msg), update.state.eq(state), update.entry.eq(rd.data),
+                     update.act.eq(act)]
+
+        # The reply: a 48-byte header inserted before an empty packet.
+        reply = Signal(VR_MESSAGE.layout())
+        reply_bytes = byte_reverse(reply.as_value())        # lane order: first byte in lane 0
+        m.submodules.insert = ins = StreamInsert(self.env.width, MESSAGE_BYTES, fixed=True)
+        connect(m, insert=ins.o, sender=tx.i_data)
+        m.d.comb += [ins.i.valid.eq(1), ins.i.payload.last.eq(1), ins.i.payload.nbytes.eq(0),
+                     ins.hdr.payload.data.eq(reply_bytes)]
+        m.submodules.desc_once = desc = OfferOnce()
+        m.submodules.head_once = head = OfferOnce()
+        m.d.comb += [
+            desc.ready.eq(offer_reply(m, self, tx, desc.valid, request_meta=current.meta,
+                                      l4_sum=word_sum(reply_bytes, MESSAGE_BYTES // 2),
+                                      payload_bytes=MESSAGE_BYTES)),
+            ins.hdr.valid.eq(head.valid), head.ready.eq(ins.hdr.ready),
+        ]
+        o = self.noc_out
+        sent = o.valid & o.ready & o.payload.last
+
+        nack = act.reason != 0
+        answered = Signal()                 # the message gets a reply (a NACK among them)
         with m.FSM(name="vr_witness"):
             with m.State("IDLE"):
-                m.d.comb += queue.r_en.eq(1)
-                with m.If(queue.r_rdy):
-                    m.d.sync += current.eq(queue.r_data)
+                m.d.comb += intake.o.ready.eq(1)
+                with m.If(intake.o.valid):
+                    m.d.sync += current.eq(intake.o.payload)
                     m.next = "READ"
             with m.State("READ"):                           # the ring's read address is set
                 m.next = "DECIDE"
             with m.State("DECIDE"):
-                with m.If(~good | ~taken):
+                with m.If(rules.drop):
                     count(m, counters.dropped)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += [view.eq(n_view), op.eq(n_op), commit.eq(n_commit),
-                                 summary.eq(n_summary), normal_view.eq(n_normal_view),
-                                 in_view_change.eq(n_in_view_change)]
-                    m.d.comb += wr.en.eq(accept_prepare)
-                    with m.If(nack):
-                        count(m, counters.nacks)
-                    with m.If(accept_prepare):
-                        count(m, counters.prepares)
-                    with m.If(apply_commit):
-                        count(m, counters.commits)
-                    with m.If(begin_change):
-                        count(m, counters.view_changes)
-                    with m.If(adopt_view):
-                        count(m, counters.start_views)
-                    with m.If(r_type == VrType.LOG_ENTRY.value):
-                        count(m, counters.queries)
-                    with m.If(nack | (r_type != 0)):
-                        m.d.sync += [reply.eq(answer), desc_done.eq(0), head_done.eq(0)]
+                    m.d.sync += state.eq(update.after)
+                    m.d.comb += [wr.en.eq(act.accept_prepare), answered.eq(nack | (act.reply != 0))]
+                    for event, counter in [
+                            (nack, counters.nacks), (act.accept_prepare, counters.prepares),
+                            (act.apply_commit, counters.commits),
+                            (act.begin_change, counters.view_changes),
+                            (act.adopt_view, counters.start_views),
+                            (act.reply == VrType.LOG_ENTRY.value, counters.queries)]:
+                        with m.If(event):
+                            count(m, counter)
+                    with m.If(answered):
+                        m.d.sync += reply.eq(update.answer)
+                        m.d.comb += [desc.start.eq(1), head.start.eq(1)]
                         m.next = "REPLY"
                     with m.Else():
                         m.next = "IDLE"
             with m.State("REPLY"):
-                m.d.comb += [desc_offer.eq(~desc_done), head_offer.eq(~head_done)]
-                with m.If(desc_offer & desc_ready):
-                    m.d.sync += desc_done.eq(1)
-                with m.If(ins.hdr.valid & ins.hdr.ready):
-                    m.d.sync += head_done.eq(1)
+                m.d.comb += [desc.offer.eq(1), head.offer.eq(1)]
                 with m.If(sent):
                     m.next = "IDLE"
         return m
