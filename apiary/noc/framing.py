@@ -20,6 +20,7 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..stream.counters import count
 from ..stream.lanes import lane_mask
 from ..stream.layout import check_width, payload_signature, payload_words
 from ..stream.realign import StreamInsert
@@ -31,8 +32,8 @@ from .header import Fbits, Message, NocHeader, noc_header, header_flits, spare_b
 S = TypeVar("S", bound=StructValues)
 
 
-__all__ = ["MessageSender", "MessageReceiver", "PayloadFramer", "meta_plan", "head_room",
-           "meta_message_flits",
+__all__ = ["MessageSender", "MessageFlits", "MessageReceiver", "PayloadFramer", "meta_plan",
+           "head_room", "meta_message_flits",
            "decode_meta_message", "offer_message",
            "DESCRIPTOR_FIELDS", "struct_message_flits", "decode_struct_message"]
 
@@ -174,16 +175,23 @@ def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[
     return sender.i_hdr.ready
 
 
+def _head_counts(heads: dict) -> list[int]:
+    """The head payload byte counts a message may take by ``heads`` (:func:`_check_head`), in
+    increasing order: the one count for every type, or 0 and each type's."""
+    if None in heads:
+        return [heads[None]]
+    return [0, *sorted(set(heads.values()))]
+
+
 def _head_split(m: Module, heads: dict, msg_type: Any,
                 payload_bytes: Any) -> tuple[Any, list[int], Signal]:
     """``(k, ks, rest)``: the head payload bytes of a message of ``msg_type`` by ``heads``
     (:func:`_check_head`; a constant if one count holds for every type), the counts it may
     take, and the payload bytes left for the payload flits."""
+    ks = _head_counts(heads)
     if None in heads:
         k: Any = Const(heads[None], range(heads[None] + 1))
-        ks = [heads[None]]
     else:
-        ks = [0, *sorted(set(heads.values()))]
         k = Signal(range(ks[-1] + 1), name="head")
         with m.Switch(msg_type):
             for t, v in heads.items():
@@ -358,6 +366,8 @@ class MessageSender(wiring.Component):
     does not wait for payload), and 0 cycles from a payload word on ``i_data`` to ``o`` once the
     header and metadata are out. ``o`` is combinational (not registered).
     Throughput: one flit per cycle, back-to-back messages without idle cycles.
+    The header and metadata flits come from a :class:`MessageFlits`, the payload words through a
+    :class:`PayloadFramer`.
 
     Errors: framing trusts ``payload_bytes``; ``i_data``'s ``nbytes`` is ignored. If ``i_data``
     ends (``last``) early, the message is completed with zero words; if it does not end on the
@@ -435,6 +445,8 @@ class MessageSender(wiring.Component):
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
         self._heads = _check_head(width, head, self._meta_words, self._inline)
+        self._meta_args = (meta_words, meta_bits)
+        self._head = head
         super().__init__({
             "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits,
                                                                 short_meta))),
@@ -445,49 +457,24 @@ class MessageSender(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, meta_words = self._width, self._meta_words
-        nb = width // 8
-        nh = header_flits(width)
-        heads = self._heads
-        m.submodules.framer = framer = PayloadFramer(width, early=bool(heads))
+        width = self._width
+        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads))
+        meta_words, meta_bits = self._meta_args
+        m.submodules.flits = flits = MessageFlits(width, meta_words, meta_bits=meta_bits,
+                                                  short_meta=self._short_meta, head=self._head)
+        # Which header/metadata flit is on `o`.
+        index = Signal(range(header_flits(width) + self._meta_words), name="index")
+        m.d.comb += [flits.desc.eq(self.i_hdr.payload), flits.index.eq(index)]
+        if self._heads:
+            self._send_with_head(m, framer, flits, index)
+        else:
+            self._send(m, framer, flits, index)
+        count(m, self.length_errors, by=framer.error)
+        return m
 
-        desc = self.i_hdr.payload
-        # Metadata flits of this message: all of them, or with short_meta the descriptor's.
-        sent = desc.meta_flits if self._short_meta else meta_words
-        count = Signal(range(nh + meta_words + 1))  # flits built from the descriptor
-        m.d.comb += count.eq(nh + sent)
-        words, _ = payload_words(desc.payload_bytes, width)
-        out_words: Any = words                      # payload flits of the message
-        if heads:
-            k, ks, rest = _head_split(m, heads, desc.msg_type, desc.payload_bytes)
-            out_words, _ = payload_words(rest, width)
-        header = Signal(noc_header(width).layout())
-        for name in DESCRIPTOR_FIELDS:
-            m.d.comb += getattr(header, name).eq(getattr(desc, name))
-        m.d.comb += [
-            header.msg_len.eq(nh - 1 + sent + out_words),
-            header.metadata_flits.eq(sent),
-        ]
-        if self._inline:
-            inline_meta = desc.meta
-            if heads:       # the lanes a type's head bytes take carry none of its metadata
-                inline_meta = desc.meta & _below_head(width, k, ks)
-            m.d.comb += header.as_value()[:self._inline].eq(inline_meta)
-        raw = header.as_value()
-        flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
-        if meta_words:
-            meta = Cat(desc.meta, Const(0, meta_words * width - self._meta_bits))
-            flits += [meta[j * width:(j + 1) * width] for j in range(meta_words)]
-
-        index = Signal(range(nh + meta_words), name="index")  # which descriptor flit is on `o`
-        flit = Signal(width)
-        with m.Switch(index):
-            for j, value in enumerate(flits):
-                with m.Case(j):
-                    m.d.comb += flit.eq(value)
-        final = Signal()
-        m.d.comb += final.eq(index == count - 1)
-
+    def _links(self, framer: PayloadFramer) -> tuple[list[Any], list[Any]]:
+        """``(feed, passing)``: the statements that pass ``i_data`` to ``framer``, and those
+        that also pass its words on to ``o``."""
         feed = [
             framer.i.valid.eq(self.i_data.valid),
             framer.i.payload.data.eq(self.i_data.payload.data),
@@ -501,98 +488,215 @@ class MessageSender(wiring.Component):
             self.o.payload.last.eq(framer.o.payload.last),
             framer.o.ready.eq(self.o.ready),
         ]
+        return feed, passing
+
+    def _discard(self, m: Module, discard: Signal) -> None:
+        """While ``discard``: take and drop ``i_data``'s words up to its ``last`` (the packet
+        of a header-only message, with ``empty_packets``)."""
+        m.d.comb += self.i_data.ready.eq(1)
+        with m.If(self.i_data.valid & self.i_data.payload.last):
+            m.d.sync += discard.eq(0)
+
+    def _send(self, m: Module, framer: PayloadFramer, flits: "MessageFlits",
+              index: Signal) -> None:
+        """Without head payload bytes: the header and metadata flits (``index`` counting
+        them), then the framer's payload words."""
+        _, passing = self._links(framer)
+        final, words = flits.final, flits.words
         sent_flit = self.o.valid & self.o.ready
         discard = Signal()          # taking the packet of a header-only message (empty_packets)
-        if heads:
-            # The header flit takes the payload's first word: its first `k` bytes ride there
-            # (head_lanes), the rest waits in `carry` to start the first payload flit, which
-            # each later word completes; the last payload flit may be `carry` alone.
-            spare = spare_bytes(width)
-            word = framer.o.payload.data
-            head_now = Signal()
-            m.d.comb += head_now.eq((k != 0) & (words != 0))
-            region = _pick(k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
-            k_held = Signal.like(k, name="k_held")
-            carry = Signal(width)
-            left = Signal(len(out_words), name="left")  # payload flits still to send
-            done = Signal()                             # the payload's last word is taken
-            heading = Signal()                          # sending the payload flits
-            start = Signal()                            # a headless payload starts (k = 0)
-            start_bytes = Signal.like(desc.payload_bytes)
-            rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
+        with m.If(framer.busy):
+            m.d.comb += passing
+        with m.Elif(discard):
+            self._discard(m, discard)
+        with m.Else():
+            m.d.comb += [
+                self.o.valid.eq(self.i_hdr.valid),
+                self.o.payload.data.eq(flits.flit),
+                self.o.payload.last.eq(final & (words == 0)),
+                self.i_hdr.ready.eq(self.o.ready & final),
+                framer.load_bytes.eq(self.i_hdr.payload.payload_bytes),
+            ]
+            with m.If(sent_flit):
+                m.d.sync += index.eq(Mux(final, 0, index + 1))
+                m.d.comb += framer.load.eq(final & (words != 0))
+                if self._empty_packets:
+                    m.d.sync += discard.eq(final & (words == 0))
 
-            with m.If(heading):
-                joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
-                m.d.comb += [
-                    *feed,
-                    self.o.valid.eq(done | framer.o.valid),
-                    self.o.payload.data.eq(carry | Mux(done, 0, joined[:width])),
-                    self.o.payload.last.eq(left == 1),
-                    framer.o.ready.eq(self.o.ready & ~done),
-                ]
-                with m.If(sent_flit):
-                    m.d.sync += left.eq(left - 1)
-                    with m.If(left == 1):
-                        m.d.sync += heading.eq(0)
-                    with m.If(~done):
-                        m.d.sync += [carry.eq(rest_of), done.eq(framer.o.payload.last)]
-                    with m.Else():
-                        m.d.sync += carry.eq(0)
-            with m.Elif(framer.busy | start):
-                m.d.comb += [*passing, framer.load.eq(start), framer.load_bytes.eq(start_bytes)]
-                with m.If(sent_flit):
-                    m.d.sync += start.eq(0)
-            with m.Elif(discard):
-                m.d.comb += self.i_data.ready.eq(1)
-                with m.If(self.i_data.valid & self.i_data.payload.last):
-                    m.d.sync += discard.eq(0)
-            with m.Else():
-                taking = final & head_now
-                m.d.comb += [
-                    self.o.valid.eq(self.i_hdr.valid & (~taking | framer.o.valid)),
-                    self.o.payload.data.eq(flit | Mux(taking, region, 0)),
-                    self.o.payload.last.eq(final & (out_words == 0)),
-                    self.i_hdr.ready.eq(self.o.ready & final & (~taking | framer.o.valid)),
-                    framer.load_bytes.eq(desc.payload_bytes),
-                ]
+    def _send_with_head(self, m: Module, framer: PayloadFramer, flits: "MessageFlits",
+                        index: Signal) -> None:
+        """With head payload bytes: the header flit takes the payload's first word: its first
+        `k` bytes ride there (head_lanes), the rest waits in `carry` to start the first payload
+        flit, which each later word completes; the last payload flit may be `carry` alone."""
+        width = self._width
+        nb = width // 8
+        desc = self.i_hdr.payload
+        feed, passing = self._links(framer)
+        final, words, out_words, k = flits.final, flits.words, flits.out_words, flits.head
+        ks = _head_counts(self._heads)
+        sent_flit = self.o.valid & self.o.ready
+        discard = Signal()          # taking the packet of a header-only message (empty_packets)
+        spare = spare_bytes(width)
+        word = framer.o.payload.data
+        head_now = Signal()
+        m.d.comb += head_now.eq((k != 0) & (words != 0))
+        region = _pick(k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
+        k_held = Signal.like(k, name="k_held")
+        carry = Signal(width)
+        left = Signal(len(out_words), name="left")  # payload flits still to send
+        done = Signal()                             # the payload's last word is taken
+        heading = Signal()                          # sending the payload flits
+        start = Signal()                            # a headless payload starts (k = 0)
+        start_bytes = Signal.like(desc.payload_bytes)
+        rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
+
+        with m.If(heading):
+            joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
+            m.d.comb += [
+                *feed,
+                self.o.valid.eq(done | framer.o.valid),
+                self.o.payload.data.eq(carry | Mux(done, 0, joined[:width])),
+                self.o.payload.last.eq(left == 1),
+                framer.o.ready.eq(self.o.ready & ~done),
+            ]
+            with m.If(sent_flit):
+                m.d.sync += left.eq(left - 1)
+                with m.If(left == 1):
+                    m.d.sync += heading.eq(0)
+                with m.If(~done):
+                    m.d.sync += [carry.eq(rest_of), done.eq(framer.o.payload.last)]
+                with m.Else():
+                    m.d.sync += carry.eq(0)
+        with m.Elif(framer.busy | start):
+            m.d.comb += [*passing, framer.load.eq(start), framer.load_bytes.eq(start_bytes)]
+            with m.If(sent_flit):
+                m.d.sync += start.eq(0)
+        with m.Elif(discard):
+            self._discard(m, discard)
+        with m.Else():
+            taking = final & head_now
+            m.d.comb += [
+                self.o.valid.eq(self.i_hdr.valid & (~taking | framer.o.valid)),
+                self.o.payload.data.eq(flits.flit | Mux(taking, region, 0)),
+                self.o.payload.last.eq(final & (out_words == 0)),
+                self.i_hdr.ready.eq(self.o.ready & final & (~taking | framer.o.valid)),
+                framer.load_bytes.eq(desc.payload_bytes),
+            ]
+            with m.If(taking):
+                m.d.comb += [*feed, framer.load.eq(self.i_hdr.valid),
+                             framer.o.ready.eq(self.o.ready)]
+            with m.If(sent_flit):
+                m.d.sync += index.eq(Mux(final, 0, index + 1))
                 with m.If(taking):
-                    m.d.comb += [*feed, framer.load.eq(self.i_hdr.valid),
-                                 framer.o.ready.eq(self.o.ready)]
-                with m.If(sent_flit):
-                    m.d.sync += index.eq(Mux(final, 0, index + 1))
-                    with m.If(taking):
-                        m.d.sync += [
-                            heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
-                            carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
-                            done.eq(framer.o.payload.last),
-                        ]
-                    with m.Else():
-                        m.d.sync += [start.eq(final & (words != 0)),
-                                     start_bytes.eq(desc.payload_bytes)]
-                    if self._empty_packets:
-                        m.d.sync += discard.eq(final & (words == 0))
-        else:
-            with m.If(framer.busy):
-                m.d.comb += passing
-            with m.Elif(discard):
-                m.d.comb += self.i_data.ready.eq(1)
-                with m.If(self.i_data.valid & self.i_data.payload.last):
-                    m.d.sync += discard.eq(0)
-            with m.Else():
-                m.d.comb += [
-                    self.o.valid.eq(self.i_hdr.valid),
-                    self.o.payload.data.eq(flit),
-                    self.o.payload.last.eq(final & (words == 0)),
-                    self.i_hdr.ready.eq(self.o.ready & final),
-                    framer.load_bytes.eq(desc.payload_bytes),
-                ]
-                with m.If(sent_flit):
-                    m.d.sync += index.eq(Mux(final, 0, index + 1))
-                    m.d.comb += framer.load.eq(final & (words != 0))
-                    if self._empty_packets:
-                        m.d.sync += discard.eq(final & (words == 0))
+                    m.d.sync += [
+                        heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
+                        carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
+                        done.eq(framer.o.payload.last),
+                    ]
+                with m.Else():
+                    m.d.sync += [start.eq(final & (words != 0)),
+                                 start_bytes.eq(desc.payload_bytes)]
+                if self._empty_packets:
+                    m.d.sync += discard.eq(final & (words == 0))
 
-        m.d.sync += self.length_errors.eq(self.length_errors + framer.error)
+
+class MessageFlits(wiring.Component):
+    """The header and metadata flits of a :class:`MessageSender`'s message, built from its
+    descriptor; one of them at a time, by ``index``.
+
+    Combinational: ``flit`` is flit ``index`` of the message's header and metadata flits:
+    the NoC header (flit 0 holding its top bits) with the descriptor's
+    :data:`DESCRIPTOR_FIELDS`, ``msg_len`` and ``metadata_flits`` computed and every other
+    field zero, inline metadata (:func:`meta_plan`) in the header flit's low bits below the
+    head payload bytes' lanes (which stay zero here), then the metadata flits (word 0 first).
+    ``final`` is high on the last of them: flit ``header_flits(width) - 1 + meta_words``, or
+    with ``short_meta`` the descriptor's ``meta_flits``. ``words`` is the number of words
+    ``payload_bytes`` fills, ``out_words`` the payload flits the message carries (``words``
+    less the head bytes', with ``head``), ``head`` the message's head payload bytes by its
+    ``msg_type`` (only with ``head``).
+
+    Parameters
+    ----------
+    width, meta_words, meta_bits, short_meta, head
+        As for :class:`MessageSender`.
+
+    Members
+    -------
+    desc : In(MessageSender.descriptor_layout(width, meta_words, meta_bits, short_meta))
+        The descriptor.
+    index : In(range(header_flits(width) + meta_words))
+        Which flit to show.
+    flit : Out(width)
+        That flit.
+    final : Out(1)
+        It is the message's last header or metadata flit.
+    words, out_words : Out(unsigned)
+        Payload words, payload flits.
+    head : Out(range(max_head + 1))
+        Head payload bytes (only with ``head``).
+    """
+
+    def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
+                 short_meta: bool = False, head: "int | Mapping[int, int]" = 0) -> None:
+        self._width = check_width(width)
+        self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
+        self._short_meta = bool(short_meta)
+        self._heads = _check_head(width, head, self._meta_words, self._inline)
+        payload_bytes = Signal(noc_header(width).width("payload_bytes"))
+        words_bits = len(Value.cast(payload_words(payload_bytes, width)[0]))
+        members = {
+            "desc": In(MessageSender.descriptor_layout(width, meta_words, meta_bits,
+                                                       short_meta)),
+            "index": In(range(header_flits(width) + self._meta_words)),
+            "flit": Out(width),
+            "final": Out(1),
+            "words": Out(words_bits),
+            "out_words": Out(words_bits),
+        }
+        if self._heads:
+            members["head"] = Out(range(max(_head_counts(self._heads)) + 1))
+        super().__init__(members)
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width, meta_words = self._width, self._meta_words
+        nh = header_flits(width)
+        heads = self._heads
+        desc = self.desc
+        # Metadata flits of this message: all of them, or with short_meta the descriptor's.
+        sent = desc.meta_flits if self._short_meta else meta_words
+        count = Signal(range(nh + meta_words + 1))  # flits built from the descriptor
+        m.d.comb += count.eq(nh + sent)
+        words, _ = payload_words(desc.payload_bytes, width)
+        m.d.comb += self.words.eq(words)
+        if heads:
+            k, ks, rest = _head_split(m, heads, desc.msg_type, desc.payload_bytes)
+            m.d.comb += [self.head.eq(k), self.out_words.eq(payload_words(rest, width)[0])]
+        else:
+            m.d.comb += self.out_words.eq(self.words)
+        header = Signal(noc_header(width).layout())
+        for name in DESCRIPTOR_FIELDS:
+            m.d.comb += getattr(header, name).eq(getattr(desc, name))
+        m.d.comb += [
+            header.msg_len.eq(nh - 1 + sent + self.out_words),
+            header.metadata_flits.eq(sent),
+        ]
+        if self._inline:
+            inline_meta = desc.meta
+            if heads:       # the lanes a type's head bytes take carry none of its metadata
+                inline_meta = desc.meta & _below_head(width, k, ks)
+            m.d.comb += header.as_value()[:self._inline].eq(inline_meta)
+        raw = header.as_value()
+        flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
+        if meta_words:
+            meta = Cat(desc.meta, Const(0, meta_words * width - self._meta_bits))
+            flits += [meta[j * width:(j + 1) * width] for j in range(meta_words)]
+
+        with m.Switch(self.index):
+            for j, value in enumerate(flits):
+                with m.Case(j):
+                    m.d.comb += self.flit.eq(value)
+        m.d.comb += self.final.eq(self.index == count - 1)
         return m
 
 

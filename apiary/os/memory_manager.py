@@ -83,7 +83,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 
 from ..noc.framing import offer_message
 from ..noc.header import Fbits
@@ -94,7 +95,8 @@ from .uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType, Perm, Status
 from ..stream.counters import count
 
 
-__all__ = ["MemoryManagerTile", "ROOT_LEAF_BITS", "MAX_MEMORIES", "make_root", "split_root"]
+__all__ = ["MemoryManagerTile", "AllocPlacement", "HolderTable", "ROOT_LEAF_BITS", "MAX_MEMORIES",
+           "make_root", "split_root"]
 
 #: Bits of a root that hold the block's first leaf; the memory's index is above them.
 ROOT_LEAF_BITS = 12
@@ -122,6 +124,10 @@ def _is_int(value: object) -> bool:
 
 class MemoryManagerTile(Tile):
     """The memory manager (see the module docstring for its messages and behaviour).
+
+    One controller serves the messages, with a :class:`~apiary.os.buddy.BuddyAllocator` per
+    memory, an :class:`AllocPlacement` that picks an allocation's level and memory, and a
+    :class:`HolderTable` of the receivers of derived capabilities.
 
     Drops: messages of any other type, and messages with a payload, are dropped and counted in
     ``malformed``, as are those the :class:`~apiary.noc.framing.MessageReceiver` drops (wrong
@@ -225,27 +231,6 @@ class MemoryManagerTile(Tile):
                if self.paging else {}),
         })
 
-    def _placement(self, m: Module, fits: Signal, n_mem: int) -> tuple[Any, ...]:
-        """The memory an allocation goes to, of those with room (``fits``): ``(one-hot,
-        index, any, start)``, the first one, or with rotation the first at or after ``start``
-        (a register the caller moves past each allocation; ``None`` without rotation)."""
-        if self.placement == "first" or n_mem == 1:
-            return (*lowest_one(m, fits, "memory"), None)
-        start = Signal(range(n_mem), name="next_memory")
-        rotated = Signal(n_mem)
-        with m.Switch(start):
-            for r in range(n_mem):
-                with m.Case(r):
-                    m.d.comb += rotated.eq(Cat(fits[r:], fits[:r]))
-        _, offset, found = lowest_one(m, rotated, "memory")
-        index = Signal(range(n_mem), name="memory_index")
-        total = Signal(range(2 * n_mem))
-        m.d.comb += [total.eq(offset + start),
-                     index.eq(Mux(total >= n_mem, total - n_mem, total))]
-        pick = Signal(n_mem, name="memory_pick")
-        m.d.comb += pick.eq(Mux(found, Const(1, n_mem) << index, 0))
-        return pick, index, found, start
-
     @property
     def largest_bytes(self) -> int:
         """The largest allocation: the largest memory's leaves times ``block_bytes``."""
@@ -253,13 +238,7 @@ class MemoryManagerTile(Tile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        n_mem = len(self.memories)
-        log_bb = self.block_bytes.bit_length() - 1
-        tops = [leaves.bit_length() - 1 for leaves in self.leaves]
-        max_top = max(tops)
-        nh = self.max_holders
         counters = self.counters
-
         ports = self.message_ports(m)
         rx, tx = ports.requests, ports.replies
         dropped = Signal(32)                        # malformed messages the receiver passed on
@@ -270,65 +249,380 @@ class MemoryManagerTile(Tile):
         for i, leaves in enumerate(self.leaves):
             allocators.append(BuddyAllocator(leaves))
             m.submodules[f"buddy{i}"] = allocators[-1]
+        m.submodules.placement = placement = AllocPlacement(
+            self.leaves, block_bytes=self.block_bytes, rotate=self.placement == "rotate")
+        m.submodules.holders = holders = HolderTable(self.max_holders)
+        s = _Serving(m, tx, self.env, self.memories)
 
-        # -- the message being served ----------------------------------------------------------
-        hdr = rx.o_hdr.payload
-        r_src = Signal(_DST)
-        r_req = Signal(KERNEL_META)
-        r_mem = Signal(range(MAX_MEMORIES))         # the memory of the allocation under way
-        root_mem = r_req.root[ROOT_LEAF_BITS:]
-        root_leaf = r_req.root[:ROOT_LEAF_BITS]
-
-        # Is r_req.root a live (allocated) block?
+        # Is the root served a live (allocated) block, and not being freed?
+        root_mem, root_leaf = s.req.root[ROOT_LEAF_BITS:], s.req.root[:ROOT_LEAF_BITS]
         root_live = Signal()
         for i, (alloc, leaves) in enumerate(zip(allocators, self.leaves)):
             m.d.comb += alloc.query_index.eq(root_leaf)
             with m.If(root_mem == i):
                 m.d.comb += root_live.eq((root_leaf < leaves) & alloc.query_found)
+        dead = Signal()                             # a free or derive of it is refused
+        m.d.comb += dead.eq(~root_live | holders.being_freed)
 
-        # -- the reply (registered) and the descriptor offered to the sender --------------------
-        r_dst = Signal(_DST)
-        r_out = Signal(KERNEL_META)
-        out_valid = Signal()
-        out_dst = Signal(_DST)
-        out_type = Signal(8)
-        out_meta = Signal(KERNEL_META)
-        out_ready = offer_message(m, tx, out_valid, dst=(out_dst.x, out_dst.y, out_dst.fbits),
-                                  src=(self.env.x, self.env.y, Fbits.LOCAL0),
-                                  msg_type=out_type, meta=out_meta)
-        out_taken = out_valid & out_ready
-        r_page = Signal()                           # the reply is a TLB_FILL
+        m.d.comb += placement.size.eq(s.req.size)
+        for i, alloc in enumerate(allocators):
+            m.d.comb += placement.rooms[i].eq(alloc.room)
+        granted = Signal()                          # the picked allocator takes the request
+        m.d.comb += granted.eq((placement.pick & Cat(a.req.ready for a in allocators)).any())
+        m.d.comb += [
+            holders.root.eq(s.req.root),
+            holders.peer.x.eq(s.req.peer_x), holders.peer.y.eq(s.req.peer_y),
+            holders.peer.fbits.eq(s.req.peer_fbits),
+            holders.src.x.eq(s.src.x), holders.src.y.eq(s.src.y),
+        ]
 
-        def install(**fields: Any) -> None:
-            """Register a CAP_INSTALL with ``fields`` (all others zero) to ``dst``."""
-            dst = fields.pop("dst")
-            m.d.sync += [r_out.eq(0), r_dst.x.eq(dst[0]), r_dst.y.eq(dst[1]),
-                         r_dst.fbits.eq(dst[2]), r_page.eq(0)]
-            m.d.sync += [getattr(r_out, name).eq(value) for name, value in fields.items()]
+        with m.FSM(name="memory_manager"):
+            with m.State("IDLE"):
+                self._receive(m, rx, s, dropped)
+            self._allocate(m, s, allocators, placement, granted)
+            with m.State("REPLY"):
+                m.d.comb += [s.out_valid.eq(1), s.out_dst.eq(s.dst),
+                             s.out_type.eq(Mux(s.page, KernelMsgType.TLB_FILL.value,
+                                               KernelMsgType.CAP_INSTALL.value)),
+                             s.out_meta.eq(s.out)]
+                with m.If(s.out_taken):
+                    m.next = "IDLE"
+            if self.paging:
+                with m.State("PAGE"):           # answer a TLB_MISS (apiary/os/paging.py)
+                    self._page(m, s)
+            with m.State("DERIVE"):
+                self._derive(m, s, holders, dead)
+            self._free(m, s, holders, dead)
+            self._release(m, s, allocators)
+        return m
 
-        def alloc_failed(status: int) -> None:
-            install(dst=(r_src.x, r_src.y, r_src.fbits), op=KernelMsgType.CAP_ALLOC.value,
-                    status=status, user=r_req.user)
-            count(m, counters.alloc_failed)
+    def _receive(self, m: Module, rx: Any, s: "_Serving", dropped: Signal) -> None:
+        """State ``IDLE``: take a message, go to the state that serves its type, or drop it."""
+        hdr = rx.o_hdr.payload
+        m.d.comb += rx.o_hdr.ready.eq(1)
+        with m.If(rx.o_hdr.valid):
+            m.d.sync += [s.src.x.eq(hdr.src_x), s.src.y.eq(hdr.src_y),
+                         s.src.fbits.eq(hdr.src_fbits), s.req.eq(hdr.meta)]
+            with m.If(hdr.payload_bytes != 0):
+                m.d.sync += dropped.eq(dropped + 1)
+            with m.Elif(hdr.msg_type == KernelMsgType.MM_ALLOC.value):
+                m.next = "ALLOC"
+            with m.Elif(hdr.msg_type == KernelMsgType.MM_DERIVE.value):
+                m.next = "DERIVE"
+            with m.Elif(hdr.msg_type == KernelMsgType.MM_FREE.value):
+                m.next = "FREE"
+            with m.Elif(hdr.msg_type == KernelMsgType.CAP_REVOKED.value):
+                m.next = "REVOKED"
+            if self.paging:
+                with m.Elif(hdr.msg_type == KernelMsgType.TLB_MISS.value):
+                    m.next = "PAGE"
+            with m.Else():
+                m.d.sync += dropped.eq(dropped + 1)
 
-        # -- allocation: the level asked for, the first memory with room -------------------------
-        size_m1 = Signal(KERNEL_META["size"].width)
-        m.d.comb += size_m1.eq(r_req.size - 1)
-        bad_size = Signal()
-        m.d.comb += bad_size.eq((r_req.size == 0) | (r_req.size > self.largest_bytes))
-        level = Signal(range(max_top + 2))          # log2 of the blocks the size needs, rounded up
+    def _alloc_failed(self, m: Module, s: "_Serving", status: int) -> None:
+        s.install(dst=s.to_src(), op=KernelMsgType.CAP_ALLOC.value, status=status,
+                  user=s.req.user)
+        count(m, self.counters.alloc_failed)
+
+    def _allocate(self, m: Module, s: "_Serving", allocators: list[BuddyAllocator],
+                  placement: "AllocPlacement", granted: Signal) -> None:
+        """States ``ALLOC`` and ``ALLOC_WAIT``: ask the picked memory's allocator for a block
+        of the level, and register the answer."""
+        log_bb = self.block_bytes.bit_length() - 1
+        with m.State("ALLOC"):
+            with m.If(placement.bad_size):
+                self._alloc_failed(m, s, Status.BAD_SIZE)
+                m.next = "REPLY"
+            with m.Elif(~placement.found):
+                self._alloc_failed(m, s, Status.NO_MEMORY)
+                m.next = "REPLY"
+            with m.Else():
+                for i, alloc in enumerate(allocators):
+                    m.d.comb += [alloc.req.valid.eq(placement.pick[i]),
+                                 alloc.req.payload.op.eq(BuddyOp.ALLOC),
+                                 alloc.req.payload.level.eq(placement.level)]
+                with m.If(granted):
+                    m.d.sync += s.mem.eq(placement.index)
+                    m.d.comb += placement.placed.eq(1)
+                    m.next = "ALLOC_WAIT"
+
+        with m.State("ALLOC_WAIT"):
+            for i, alloc in enumerate(allocators):
+                with m.If(s.mem == i):
+                    m.d.comb += alloc.resp.ready.eq(1)
+                    with m.If(alloc.resp.valid):
+                        index = alloc.resp.payload.index
+                        m.next = "REPLY"
+                        with m.If(alloc.resp.payload.ok):
+                            s.install(dst=s.to_src(),
+                                      op=KernelMsgType.CAP_ALLOC.value, status=Status.OK,
+                                      addr=index << log_bb, size=s.req.size,
+                                      perm=Mux(s.req.perm == 0, Perm.RW, s.req.perm),
+                                      mem_x=s.mem_x[i], mem_y=s.mem_y[i],
+                                      root=Cat(index, Const(0, ROOT_LEAF_BITS - len(index)),
+                                               Const(i, 4)),
+                                      user=s.req.user)
+                            count(m, self.counters.allocs)
+                        with m.Else():          # not expected: room said there was some
+                            self._alloc_failed(m, s, Status.NO_MEMORY)
+
+    def _page(self, m: Module, s: "_Serving") -> None:
+        """State ``PAGE``: answer a ``TLB_MISS`` from the pages given."""
+        found, base, size, mem, perm = page_lookup(m, self.pages, s.src.x, s.src.y,
+                                                   s.req.addr)
+        with m.If(found):
+            s.install(dst=s.to_src(), status=Status.OK, addr=base, size=size, perm=perm,
+                      mem_x=s.mem_x[mem], mem_y=s.mem_y[mem])
+            count(m, self.counters.page_fills)
+        with m.Else():
+            s.install(dst=s.to_src(), status=Status.NO_ENTRY)
+            count(m, self.counters.page_faults)
+        m.d.sync += s.page.eq(1)
+        m.next = "REPLY"
+
+    def _derive(self, m: Module, s: "_Serving", holders: "HolderTable", dead: Signal) -> None:
+        """State ``DERIVE``: record the receiver and install the capability there."""
+        m.next = "IDLE"
+        with m.If(dead):
+            count(m, self.counters.bad_derive)
+        with m.Elif(holders.full):
+            count(m, self.counters.holders_full)
+        with m.Else():
+            m.d.comb += holders.derive.eq(1)
+            s.install(dst=(s.req.peer_x, s.req.peer_y, s.req.peer_fbits),
+                      op=KernelMsgType.CAP_SEND.value, status=Status.OK,
+                      addr=s.req.addr, size=s.req.size, perm=s.req.perm,
+                      mem_x=s.req.mem_x, mem_y=s.req.mem_y, root=s.req.root,
+                      peer_x=s.src.x, peer_y=s.src.y, user=s.req.user)
+            count(m, self.counters.derives)
+            m.next = "REPLY"
+
+    def _free(self, m: Module, s: "_Serving", holders: "HolderTable", dead: Signal) -> None:
+        """States ``FREE``, ``REVOKE`` and ``REVOKED``: revoke every holder of the root, one
+        message each, and count their acks; the block is released after the last."""
+        counters = self.counters
+        with m.State("FREE"):
+            with m.If(dead):
+                count(m, counters.bad_free)
+                m.next = "IDLE"
+            with m.Else():
+                count(m, counters.frees)
+                m.d.comb += holders.free.eq(1)
+                with m.If(holders.held):
+                    m.next = "REVOKE"
+                with m.Else():
+                    m.next = "RELEASE"
+
+        with m.State("REVOKE"):
+            m.d.comb += [s.out_valid.eq(1), s.out_dst.eq(holders.revokee),
+                         s.out_type.eq(KernelMsgType.CAP_REVOKE.value),
+                         s.out_meta.root.eq(s.req.root)]
+            with m.If(s.out_taken):
+                m.d.comb += holders.sent.eq(1)
+                count(m, counters.revokes)
+                with m.If(holders.last):
+                    m.next = "IDLE"
+
+        with m.State("REVOKED"):
+            with m.If(holders.stray):
+                count(m, counters.stray_revoked)
+                m.next = "IDLE"
+            with m.Else():
+                m.d.comb += holders.acked.eq(1)
+                with m.If(holders.awaited):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "RELEASE"
+
+    def _release(self, m: Module, s: "_Serving", allocators: list[BuddyAllocator]) -> None:
+        """States ``RELEASE`` and ``RELEASE_WAIT``: give the root's block back to its
+        memory's allocator."""
+        root_mem, root_leaf = s.req.root[ROOT_LEAF_BITS:], s.req.root[:ROOT_LEAF_BITS]
+        with m.State("RELEASE"):
+            for i, alloc in enumerate(allocators):
+                with m.If(root_mem == i):
+                    m.d.comb += [alloc.req.valid.eq(1),
+                                 alloc.req.payload.op.eq(BuddyOp.FREE),
+                                 alloc.req.payload.index.eq(root_leaf),
+                                 alloc.req.payload.level.eq(alloc.query_level)]
+                    with m.If(alloc.req.ready):
+                        m.d.sync += s.mem.eq(i)
+                        m.next = "RELEASE_WAIT"
+
+        with m.State("RELEASE_WAIT"):
+            for i, alloc in enumerate(allocators):
+                with m.If(s.mem == i):
+                    m.d.comb += alloc.resp.ready.eq(1)
+                    with m.If(alloc.resp.valid):
+                        m.next = "IDLE"
+
+
+class _Serving:
+    """The manager's registers and its offer to the sender: the message being served (its
+    source ``src`` and metadata ``req``, taken in ``IDLE``), the allocator awaited (``mem``;
+    ``mem_x``, ``mem_y``: the memories' tiles by index),
+    the reply registered for it (``dst``, ``out``, ``page`` for a ``TLB_FILL``), and the
+    descriptor offered (``out_valid``, ``out_dst``, ``out_type``, ``out_meta``; taken on
+    ``out_taken``)."""
+
+    def __init__(self, m: Module, tx: Any, env: TileEnv,
+                 memories: Sequence[tuple[int, ...]]) -> None:
+        self.m = m
+        self.mem_x = Array(Const(x, 8) for x, _, _ in memories)     # each memory's tile
+        self.mem_y = Array(Const(y, 8) for _, y, _ in memories)
+        self.src = Signal(_DST, name="r_src")
+        self.req = Signal(KERNEL_META, name="r_req")
+        self.mem = Signal(range(MAX_MEMORIES), name="r_mem")  # the allocator awaited
+        self.dst = Signal(_DST, name="r_dst")
+        self.out = Signal(KERNEL_META, name="r_out")
+        self.page = Signal(name="r_page")           # the reply is a TLB_FILL
+        self.out_valid = Signal()
+        self.out_dst = Signal(_DST)
+        self.out_type = Signal(8)
+        self.out_meta = Signal(KERNEL_META)
+        out_ready = offer_message(m, tx, self.out_valid,
+                                  dst=(self.out_dst.x, self.out_dst.y, self.out_dst.fbits),
+                                  src=(env.x, env.y, Fbits.LOCAL0), msg_type=self.out_type,
+                                  meta=self.out_meta)
+        self.out_taken = Signal()
+        m.d.comb += self.out_taken.eq(self.out_valid & out_ready)
+
+    def to_src(self) -> tuple[Any, Any, Any]:
+        """The served message's source, as a reply's destination."""
+        return self.src.x, self.src.y, self.src.fbits
+
+    def install(self, **fields: Any) -> None:
+        """Register a reply with ``fields`` (all others zero) to ``dst``."""
+        dst = fields.pop("dst")
+        self.m.d.sync += [self.out.eq(0), self.dst.x.eq(dst[0]), self.dst.y.eq(dst[1]),
+                          self.dst.fbits.eq(dst[2]), self.page.eq(0)]
+        self.m.d.sync += [getattr(self.out, name).eq(value) for name, value in fields.items()]
+
+
+class AllocPlacement(wiring.Component):
+    """Where an allocation of ``size`` bytes goes: the buddy level it needs and the memory
+    that takes it (combinational).
+
+    ``level`` is the smallest ``k`` with ``2**k`` blocks of ``block_bytes`` holding ``size``;
+    ``bad_size`` is high for ``size`` 0 or above the largest memory. Of the memories whose
+    allocator has a free block of that level or above (``rooms[i]``, bit ``k``: the
+    :class:`~apiary.os.buddy.BuddyAllocator`'s ``room``), ``pick`` (one-hot) and ``index``
+    name the first, or with ``rotate`` the first at or after the one that follows the memory
+    of the last allocation (``placed``, one cycle: an allocation went to ``index``; it moves
+    the start on the next cycle); ``found`` is low when none has room.
+
+    Parameters
+    ----------
+    leaves : sequence of int
+        Each memory's leaves, a power of two.
+    block_bytes : int
+        The bytes of a leaf.
+    rotate : bool
+        Rotating placement (see above).
+    """
+
+    def __init__(self, leaves: Sequence[int], *, block_bytes: int,
+                 rotate: bool = False) -> None:
+        self._leaves = list(leaves)
+        self._block_bytes = block_bytes
+        self._rotate = bool(rotate) and len(self._leaves) > 1
+        n = len(self._leaves)
+        max_top = max(leaves).bit_length() - 1
+        super().__init__({
+            "size": In(KERNEL_META["size"].width),
+            "rooms": In(max_top + 1).array(n),
+            "level": Out(range(max_top + 2)),
+            "bad_size": Out(1),
+            "pick": Out(n),
+            "index": Out(max(1, (n - 1).bit_length())),
+            "found": Out(1),
+            "placed": In(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        n_mem = len(self._leaves)
+        log_bb = self._block_bytes.bit_length() - 1
+        max_top = max(self._leaves).bit_length() - 1
+        size_m1 = Signal(len(self.size))
+        m.d.comb += size_m1.eq(self.size - 1)
+        m.d.comb += self.bad_size.eq((self.size == 0)
+                                     | (self.size > max(self._leaves) * self._block_bytes))
+        level = self.level                          # log2 of the blocks the size needs
         for b in range(max_top):
             with m.If(size_m1[log_bb + b]):
                 m.d.comb += level.eq(b + 1)
         fits = Signal(n_mem)
-        for i, (alloc, top) in enumerate(zip(allocators, tops)):
-            room = Cat(alloc.room, Const(0, max_top + 1 - top))
-            m.d.comb += fits[i].eq(room.bit_select(level, 1))
-        pick, pick_index, pick_any, next_memory = self._placement(m, fits, n_mem)
-        mem_x = Array(Const(x, 8) for x, _, _ in self.memories)
-        mem_y = Array(Const(y, 8) for _, y, _ in self.memories)
+        for i in range(n_mem):
+            m.d.comb += fits[i].eq(self.rooms[i].bit_select(level, 1))
 
-        # -- the holder table ------------------------------------------------------------------
+        if not self._rotate:
+            pick, index, found = lowest_one(m, fits, "memory")
+            m.d.comb += [self.pick.eq(pick), self.index.eq(index), self.found.eq(found)]
+            return m
+        start = Signal(range(n_mem), name="next_memory")
+        rotated = Signal(n_mem)
+        with m.Switch(start):
+            for r in range(n_mem):
+                with m.Case(r):
+                    m.d.comb += rotated.eq(Cat(fits[r:], fits[:r]))
+        _, offset, found = lowest_one(m, rotated, "memory")
+        index = self.index
+        total = Signal(range(2 * n_mem))
+        m.d.comb += [total.eq(offset + start),
+                     index.eq(Mux(total >= n_mem, total - n_mem, total)),
+                     self.found.eq(found)]
+        m.d.comb += self.pick.eq(Mux(found, Const(1, n_mem) << index, 0))
+        with m.If(self.placed):
+            m.d.sync += start.eq(Mux(index == n_mem - 1, 0, index + 1))
+        return m
+
+
+class HolderTable(wiring.Component):
+    """Who holds a capability derived from each root, and the revocations under way.
+
+    ``entries`` entries, each a receiver ``(root, x, y, fbits)`` (valid, *pending*: a
+    ``CAP_REVOKE`` to send it, or *sent*: its ``CAP_REVOKED`` awaited). Combinational, for
+    the root ``root`` (and ``peer``, ``src``): ``being_freed`` (an entry of the root pending
+    or sent), ``held`` (any entry of the root), ``full`` (``peer`` holds no entry of the
+    root and no entry is free), ``revokee`` (the lowest pending entry: where the next
+    ``CAP_REVOKE`` goes), ``last`` (it is the only one pending), ``stray`` (no sent entry of
+    the root is at ``src``), ``awaited`` (a sent entry of the root other than the one
+    ``acked`` would clear).
+    Each command takes one cycle and shows the next: ``derive`` records ``peer`` for
+    ``root`` in the lowest free entry unless it already holds it; ``free`` marks every entry
+    of ``root`` pending; ``sent`` moves ``revokee`` from pending to sent; ``acked`` clears
+    the lowest sent entry of ``root`` at ``src``.
+
+    Parameters
+    ----------
+    entries : int
+        Entries of the table.
+    """
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        super().__init__({
+            "root": In(_HOLDER["root"].shape),
+            "peer": In(_DST),
+            "src": In(data.StructLayout({"x": 8, "y": 8})),
+            "derive": In(1),
+            "free": In(1),
+            "sent": In(1),
+            "acked": In(1),
+            "being_freed": Out(1),
+            "held": Out(1),
+            "full": Out(1),
+            "revokee": Out(_DST),
+            "last": Out(1),
+            "stray": Out(1),
+            "awaited": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        nh = self._entries
+        root, peer, src = self.root, self.peer, self.src
         holders = [Signal(_HOLDER, name=f"holder{i}") for i in range(nh)]
         h_valid = Signal(nh)
         h_pending = Signal(nh)                      # a revoke to send
@@ -337,178 +631,39 @@ class MemoryManagerTile(Tile):
         same = Signal(nh)                           # the derive's receiver already holds it
         acked = Signal(nh)                          # the CAP_REVOKED's sender, awaited
         m.d.comb += [
-            root_match.eq(Cat(h_valid[i] & (h.root == r_req.root)
-                              for i, h in enumerate(holders))),
-            same.eq(Cat(root_match[i] & (h.x == r_req.peer_x) & (h.y == r_req.peer_y)
-                        & (h.fbits == r_req.peer_fbits) for i, h in enumerate(holders))),
-            acked.eq(Cat(root_match[i] & h_sent[i] & (h.x == r_src.x) & (h.y == r_src.y)
+            root_match.eq(Cat(h_valid[i] & (h.root == root) for i, h in enumerate(holders))),
+            same.eq(Cat(root_match[i] & (h.x == peer.x) & (h.y == peer.y)
+                        & (h.fbits == peer.fbits) for i, h in enumerate(holders))),
+            acked.eq(Cat(root_match[i] & h_sent[i] & (h.x == src.x) & (h.y == src.y)
                          for i, h in enumerate(holders))),
         ]
-        being_freed = Signal()
-        m.d.comb += being_freed.eq((root_match & (h_pending | h_sent)).any())
+        m.d.comb += self.being_freed.eq((root_match & (h_pending | h_sent)).any())
         slot, _, slot_free = lowest_one(m, ~h_valid, "slot")
         pending, pending_index, _ = lowest_one(m, h_pending, "pending")
         ack, _, ack_any = lowest_one(m, acked, "ack")
-        revokee = Signal(_DST)                      # the holder the next revoke goes to
+        revokee = self.revokee
         m.d.comb += [revokee.x.eq(Array(h.x for h in holders)[pending_index]),
                      revokee.y.eq(Array(h.y for h in holders)[pending_index]),
                      revokee.fbits.eq(Array(h.fbits for h in holders)[pending_index])]
+        m.d.comb += [
+            self.full.eq(~same.any() & ~slot_free),
+            self.held.eq(root_match.any()),
+            self.last.eq((h_pending & ~pending) == 0),
+            self.stray.eq(~ack_any),
+            self.awaited.eq((root_match & h_sent & ~ack).any()),
+        ]
 
-        # -- the controller --------------------------------------------------------------------
-        with m.FSM(name="memory_manager"):
-            with m.State("IDLE"):
-                m.d.comb += rx.o_hdr.ready.eq(1)
-                with m.If(rx.o_hdr.valid):
-                    m.d.sync += [r_src.x.eq(hdr.src_x), r_src.y.eq(hdr.src_y),
-                                 r_src.fbits.eq(hdr.src_fbits), r_req.eq(hdr.meta)]
-                    with m.If(hdr.payload_bytes != 0):
-                        m.d.sync += dropped.eq(dropped + 1)
-                    with m.Elif(hdr.msg_type == KernelMsgType.MM_ALLOC.value):
-                        m.next = "ALLOC"
-                    with m.Elif(hdr.msg_type == KernelMsgType.MM_DERIVE.value):
-                        m.next = "DERIVE"
-                    with m.Elif(hdr.msg_type == KernelMsgType.MM_FREE.value):
-                        m.next = "FREE"
-                    with m.Elif(hdr.msg_type == KernelMsgType.CAP_REVOKED.value):
-                        m.next = "REVOKED"
-                    if self.paging:
-                        with m.Elif(hdr.msg_type == KernelMsgType.TLB_MISS.value):
-                            m.next = "PAGE"
-                    with m.Else():
-                        m.d.sync += dropped.eq(dropped + 1)
-
-            with m.State("ALLOC"):
-                with m.If(bad_size):
-                    alloc_failed(Status.BAD_SIZE)
-                    m.next = "REPLY"
-                with m.Elif(~pick_any):
-                    alloc_failed(Status.NO_MEMORY)
-                    m.next = "REPLY"
-                with m.Else():
-                    for i, alloc in enumerate(allocators):
-                        m.d.comb += [alloc.req.valid.eq(pick[i]),
-                                     alloc.req.payload.op.eq(BuddyOp.ALLOC),
-                                     alloc.req.payload.level.eq(level)]
-                    with m.If((pick & Cat(a.req.ready for a in allocators)).any()):
-                        m.d.sync += r_mem.eq(pick_index)
-                        if next_memory is not None:
-                            m.d.sync += next_memory.eq(
-                                Mux(pick_index == n_mem - 1, 0, pick_index + 1))
-                        m.next = "ALLOC_WAIT"
-
-            with m.State("ALLOC_WAIT"):
-                for i, alloc in enumerate(allocators):
-                    with m.If(r_mem == i):
-                        m.d.comb += alloc.resp.ready.eq(1)
-                        with m.If(alloc.resp.valid):
-                            index = alloc.resp.payload.index
-                            m.next = "REPLY"
-                            with m.If(alloc.resp.payload.ok):
-                                install(dst=(r_src.x, r_src.y, r_src.fbits),
-                                        op=KernelMsgType.CAP_ALLOC.value, status=Status.OK,
-                                        addr=index << log_bb, size=r_req.size,
-                                        perm=Mux(r_req.perm == 0, Perm.RW, r_req.perm),
-                                        mem_x=mem_x[i], mem_y=mem_y[i],
-                                        root=Cat(index, Const(0, ROOT_LEAF_BITS - len(index)),
-                                                 Const(i, 4)),
-                                        user=r_req.user)
-                                count(m, counters.allocs)
-                            with m.Else():          # not expected: room said there was some
-                                alloc_failed(Status.NO_MEMORY)
-
-            with m.State("REPLY"):
-                m.d.comb += [out_valid.eq(1), out_dst.eq(r_dst),
-                             out_type.eq(Mux(r_page, KernelMsgType.TLB_FILL.value,
-                                             KernelMsgType.CAP_INSTALL.value)),
-                             out_meta.eq(r_out)]
-                with m.If(out_taken):
-                    m.next = "IDLE"
-
-            if self.paging:
-                with m.State("PAGE"):           # answer a TLB_MISS (apiary/os/paging.py)
-                    found, base, size, mem, perm = page_lookup(m, self.pages, r_src.x, r_src.y,
-                                                               r_req.addr)
-                    with m.If(found):
-                        install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.OK,
-                                addr=base, size=size, perm=perm, mem_x=mem_x[mem],
-                                mem_y=mem_y[mem])
-                        count(m, counters.page_fills)
-                    with m.Else():
-                        install(dst=(r_src.x, r_src.y, r_src.fbits), status=Status.NO_ENTRY)
-                        count(m, counters.page_faults)
-                    m.d.sync += r_page.eq(1)
-                    m.next = "REPLY"
-
-            with m.State("DERIVE"):
-                m.next = "IDLE"
-                with m.If(~root_live | being_freed):
-                    count(m, counters.bad_derive)
-                with m.Elif(~same.any() & ~slot_free):
-                    count(m, counters.holders_full)
-                with m.Else():
-                    with m.If(~same.any()):
-                        for i, h in enumerate(holders):
-                            with m.If(slot[i]):
-                                m.d.sync += [h.root.eq(r_req.root), h.x.eq(r_req.peer_x),
-                                             h.y.eq(r_req.peer_y),
-                                             h.fbits.eq(r_req.peer_fbits)]
-                        m.d.sync += h_valid.eq(h_valid | slot)
-                    install(dst=(r_req.peer_x, r_req.peer_y, r_req.peer_fbits),
-                            op=KernelMsgType.CAP_SEND.value, status=Status.OK,
-                            addr=r_req.addr, size=r_req.size, perm=r_req.perm,
-                            mem_x=r_req.mem_x, mem_y=r_req.mem_y, root=r_req.root,
-                            peer_x=r_src.x, peer_y=r_src.y, user=r_req.user)
-                    count(m, counters.derives)
-                    m.next = "REPLY"
-
-            with m.State("FREE"):
-                with m.If(~root_live | being_freed):
-                    count(m, counters.bad_free)
-                    m.next = "IDLE"
-                with m.Else():
-                    count(m, counters.frees)
-                    m.d.sync += h_pending.eq(h_pending | root_match)
-                    with m.If(root_match.any()):
-                        m.next = "REVOKE"
-                    with m.Else():
-                        m.next = "RELEASE"
-
-            with m.State("REVOKE"):
-                m.d.comb += [out_valid.eq(1), out_dst.eq(revokee),
-                             out_type.eq(KernelMsgType.CAP_REVOKE.value),
-                             out_meta.root.eq(r_req.root)]
-                with m.If(out_taken):
-                    m.d.sync += [h_pending.eq(h_pending & ~pending), h_sent.eq(h_sent | pending)]
-                    count(m, counters.revokes)
-                    with m.If((h_pending & ~pending) == 0):
-                        m.next = "IDLE"
-
-            with m.State("REVOKED"):
-                with m.If(~ack_any):
-                    count(m, counters.stray_revoked)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += [h_valid.eq(h_valid & ~ack), h_sent.eq(h_sent & ~ack)]
-                    with m.If((root_match & h_sent & ~ack).any()):
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.next = "RELEASE"
-
-            with m.State("RELEASE"):
-                for i, alloc in enumerate(allocators):
-                    with m.If(root_mem == i):
-                        m.d.comb += [alloc.req.valid.eq(1),
-                                     alloc.req.payload.op.eq(BuddyOp.FREE),
-                                     alloc.req.payload.index.eq(root_leaf),
-                                     alloc.req.payload.level.eq(alloc.query_level)]
-                        with m.If(alloc.req.ready):
-                            m.d.sync += r_mem.eq(i)
-                            m.next = "RELEASE_WAIT"
-
-            with m.State("RELEASE_WAIT"):
-                for i, alloc in enumerate(allocators):
-                    with m.If(r_mem == i):
-                        m.d.comb += alloc.resp.ready.eq(1)
-                        with m.If(alloc.resp.valid):
-                            m.next = "IDLE"
+        with m.If(self.derive):
+            with m.If(~same.any()):
+                for i, h in enumerate(holders):
+                    with m.If(slot[i]):
+                        m.d.sync += [h.root.eq(root), h.x.eq(peer.x), h.y.eq(peer.y),
+                                     h.fbits.eq(peer.fbits)]
+                m.d.sync += h_valid.eq(h_valid | slot)
+        with m.If(self.free):
+            m.d.sync += h_pending.eq(h_pending | root_match)
+        with m.If(self.sent):
+            m.d.sync += [h_pending.eq(h_pending & ~pending), h_sent.eq(h_sent | pending)]
+        with m.If(self.acked):
+            m.d.sync += [h_valid.eq(h_valid & ~ack), h_sent.eq(h_sent & ~ack)]
         return m

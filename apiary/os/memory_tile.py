@@ -38,24 +38,24 @@ than one message can carry (4 MiB - 1); a request that breaks several rules is c
 the first of these three counters that applies.
 """
 
-from amaranth import Module, Signal, Cat, Mux
-from amaranth.lib import data, enum, fifo
-from amaranth.lib.wiring import Out, connect
+from amaranth import Module, Signal, Mux
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
 
-from ..noc.framing import decode_meta_message, meta_message_flits
+from ..noc.framing import MessageReceiver, MessageSender, decode_meta_message, meta_message_flits
 from ..noc.header import Fbits, NocHeader, noc_header
 from ..noc.msgtype import register_msg_types
 from ..noc.spec import register_formats
 from ..stream.format import Field, Format
-from ..stream.realign import StreamInsert, StreamStrip
 from ..tile import Receive, Send, Tile, TileEnv
 from .memory import MemoryModel, memory_port_signature
+from .memory_access import MemoryLoad, MemoryStore
 from ..stream.counters import count
 
 
-__all__ = ["MemoryTile", "MemMsgType", "MEM_FORMAT", "MEM_META", "LOAD_MEM", "STORE_MEM",
-           "LOAD_MEM_ACK", "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta", "mem_message_flits",
-           "decode_mem_message"]
+__all__ = ["MemoryTile", "MemRequest", "MemMsgType", "MEM_FORMAT", "MEM_META", "LOAD_MEM",
+           "STORE_MEM", "LOAD_MEM_ACK", "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta",
+           "mem_message_flits", "decode_mem_message"]
 
 
 @register_msg_types
@@ -144,6 +144,11 @@ class MemoryTile(Tile):
                         │ descriptor                                                     │
                         ▼                                                                ▼
         noc_out ◀─ MessageSender ◀───────────────────────────────────────── StreamStrip ◀┘
+
+    The controller keeps the request in a :class:`MemRequest` (decoder, registers, the ack's
+    descriptor); the two data paths are :class:`~apiary.os.memory_access.MemoryStore` (insert,
+    byte enables, write queue) and :class:`~apiary.os.memory_access.MemoryLoad` (read
+    commands, read buffer, strip).
 
     A store's payload is shifted up by ``addr % (width/8)`` lanes (a
     :class:`~apiary.stream.realign.StreamInsert` of that many pad bytes) so that each word lands on
@@ -265,30 +270,168 @@ class MemoryTile(Tile):
     def elaborate(self, platform):
         m = Module()
         width = self.env.width
-        nb = width // 8
-        log_nb = nb.bit_length() - 1
         aw = self.addr_width
         if self.bram:
             # On-chip: the memory model (an Amaranth Memory) as the memory, latency 1.
             m.submodules.bram = bram = MemoryModel(width, aw, depth_words=self.depth_words,
                                                    latency=1)
-            mem = bram.port
+            memory = bram.port                      # the memory's side of the port
         else:
-            mem = self.mem
+            memory = flipped(self.mem)
 
         ports = self.message_ports(m)
         rx, tx = ports.requests, ports.acks
         counters = self.counters
         m.d.comb += counters.malformed.eq(rx.errors)
 
-        # -- decode the request on offer (combinational, latched when it is taken) ---------------
-        hdr = rx.o_hdr.payload
+        m.submodules.request = request = MemRequest(width, size_bytes=self.size_bytes,
+                                                    addr_width=aw, src=(self.env.x, self.env.y))
+        m.submodules.load = load = MemoryLoad(width, addr_width=aw,
+                                              read_buffer=self.read_buffer)
+        m.submodules.store = store = MemoryStore(width, addr_width=aw)
+        take = Signal()                             # the request on offer is taken
+        m.d.comb += [
+            take.eq(rx.o_hdr.valid & rx.o_hdr.ready),
+            request.hdr.eq(rx.o_hdr.payload),
+            request.take.eq(take),
+            tx.i_hdr.payload.eq(request.ack),
+        ]
+        for path in (load, store):
+            m.d.comb += [path.addr.eq(request.first_word), path.wmask.eq(request.wmask),
+                         path.off.eq(request.off), path.start.eq(take),
+                         path.cmd_ready.eq(memory.cmd.ready)]
+        m.d.comb += [load.words.eq(request.words), load.tail.eq(request.tail)]
+        connect(m, memory=memory.rdata, load=load.rdata)
+        connect(m, load=load.o, sender=tx.i_data)
+        connect(m, receiver=rx.o_data, store=store.i)
+        connect(m, store=store.wdata, memory=memory.wdata)
+        # The memory's command stream: reads while loading, writes while storing.
+        m.d.comb += [
+            memory.cmd.valid.eq(load.read_cmd | store.write_cmd),
+            memory.cmd.payload.we.eq(store.write_cmd),
+            memory.cmd.payload.addr.eq(Mux(store.write_cmd, store.write_addr, load.read_addr)),
+        ]
+        desc_taken = tx.i_hdr.valid & tx.i_hdr.ready
+        load_done = tx.i_data.valid & tx.i_data.ready & tx.i_data.payload.last
+
+        with m.FSM(name="memory_tile"):
+            with m.State("IDLE"):
+                m.d.comb += rx.o_hdr.ready.eq(store.idle)
+                with m.If(take):
+                    self._serve(m, request, load, store)
+            with m.State("LOAD"):
+                m.d.comb += [request.with_data.eq(1), tx.i_hdr.valid.eq(1)]
+                with m.If(desc_taken):
+                    m.next = "LOAD_DATA"
+            with m.State("LOAD_DATA"):
+                with m.If(load_done):
+                    m.next = "IDLE"
+            with m.State("STORE"):
+                m.d.comb += tx.i_hdr.valid.eq(store.done)
+                with m.If(desc_taken):
+                    m.next = "IDLE"
+            with m.State("ACK"):
+                m.d.comb += tx.i_hdr.valid.eq(1)
+                with m.If(desc_taken):
+                    m.next = "IDLE"
+        return m
+
+    def _serve(self, m, request, load, store):
+        """The cycle a request is taken (in state ``IDLE``): count it, start its load, its
+        store or the discarding of its payload, and go on to the state that acks it."""
+        counters = self.counters
+        with m.If(request.is_load | request.is_store):
+            with m.If(request.bad_wrap):
+                count(m, counters.bad_wrap)
+            with m.Elif(request.out_of_range):
+                count(m, counters.out_of_range)
+            with m.Elif(request.bad_length):
+                count(m, counters.bad_length)
+        with m.If(request.is_load):
+            count(m, counters.loads)
+            m.d.comb += store.drain.eq(1)
+            with m.If(request.reads):
+                m.d.comb += load.read.eq(1)
+                m.next = "LOAD"
+            with m.Else():
+                m.next = "ACK"
+        with m.Elif(request.is_store):
+            count(m, counters.stores)
+            with m.If(request.error):
+                m.d.comb += store.drain.eq(1)
+                m.next = "ACK"
+            with m.Else():
+                m.d.comb += store.store.eq(1)
+                m.next = "STORE"
+        with m.Else():
+            count(m, counters.bad_type)
+            m.d.comb += store.drain.eq(1)
+
+
+class MemRequest(wiring.Component):
+    """A :class:`MemoryTile`'s request: decode the one on offer, hold the one being served,
+    and build its ack's descriptor.
+
+    Combinational, from ``hdr`` (the header of the request on offer): whether it is a load
+    or a store, what is wrong with it (``bad_wrap``, ``out_of_range``, ``bad_length``, as the
+    module docstring defines them; ``error`` if any), whether a load of it has words to
+    read (``reads``: no error and ``size`` above 0), its first memory word, and ``words``, the
+    memory words its range touches. On ``take`` (one cycle) the request is held: ``wmask``
+    (the word-address bits that count: the ring's, with ``wrap``), ``off`` (``addr``'s byte
+    in its word) and ``tail`` (bytes of the range in its last word, 1 to ``width // 8``) from
+    the next cycle on, and ``ack``, the descriptor of its ack: to the request's
+    ``src_x/y/fbits`` from ``src``, ``LOAD_MEM_ACK`` for a load (else ``STORE_MEM_ACK``),
+    the request's ``addr``, ``size``, ``wrap`` and ``tag``, ``error``, and a payload of
+    ``size`` bytes while ``with_data`` is high (else none).
+
+    Parameters
+    ----------
+    width : int
+        The NoC and memory word width.
+    size_bytes : int
+        The memory's size.
+    addr_width : int
+        Bits of a word address.
+    src : (int, int)
+        The tile's coordinates, the acks' source.
+    """
+
+    def __init__(self, width, *, size_bytes, addr_width, src):
+        self._width = width
+        self._size_bytes = size_bytes
+        self._addr_width = addr_width
+        self._src = src
+        log_nb = (width // 8).bit_length() - 1
+        super().__init__({
+            "hdr": In(MessageReceiver.header_layout(width, meta_bits=MEM_META.size)),
+            "take": In(1),
+            "is_load": Out(1),
+            "is_store": Out(1),
+            "bad_wrap": Out(1),
+            "out_of_range": Out(1),
+            "bad_length": Out(1),
+            "error": Out(1),
+            "reads": Out(1),
+            "first_word": Out(addr_width),
+            "words": Out(32 - log_nb),
+            "wmask": Out(addr_width),
+            "off": Out(max(1, log_nb)),
+            "tail": Out(range(width // 8 + 1)),
+            "with_data": In(1),
+            "ack": Out(MessageSender.descriptor_layout(width, meta_bits=MEM_META.size)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        nb = self._width // 8
+        log_nb = nb.bit_length() - 1
+        aw = self._addr_width
+        hdr = self.hdr
         req = data.View(MEM_META, hdr.meta)
         req_addr = Signal(48)
         req_size = Signal(30)
         m.d.comb += [req_addr.eq(req.addr), req_size.eq(req.size)]
-        is_load = Signal()
-        is_store = Signal()
+        is_load, is_store = self.is_load, self.is_store
         m.d.comb += [
             is_load.eq(hdr.msg_type == LOAD_MEM),
             is_store.eq(hdr.msg_type == STORE_MEM),
@@ -306,196 +449,53 @@ class MemoryTile(Tile):
             ring_mask.eq(ring_bytes - 1),
             ring_end.eq((req_addr & ~ring_mask) + ring_bytes),
         ]
-        bad_wrap = Signal()
+        bad_wrap, oor, bad_len = self.bad_wrap, self.out_of_range, self.bad_length
         m.d.comb += bad_wrap.eq(wrapped & ((req.wrap < log_nb) | (req_size > ring_bytes)))
-        oor = Signal()
-        m.d.comb += oor.eq(Mux(wrapped, ring_end, end) > self.size_bytes)
+        m.d.comb += oor.eq(Mux(wrapped, ring_end, end) > self._size_bytes)
         req_wmask = Signal(aw)                      # word-address bits that count up and wrap
         m.d.comb += req_wmask.eq(Mux(wrapped, ring_mask[log_nb:], (1 << aw) - 1))
-        bad_len = Signal()
         m.d.comb += bad_len.eq(Mux(is_store, hdr.payload_bytes != req_size,
                                    req_size >= 1 << _PAYLOAD_BITS))
+        m.d.comb += [
+            self.error.eq(bad_wrap | oor | bad_len),
+            self.reads.eq(~self.error & (req_size != 0)),
+            self.first_word.eq(req_addr[log_nb:log_nb + aw]),
+        ]
         req_off = Signal(max(1, log_nb))
         if log_nb:
             m.d.comb += req_off.eq(req_addr[:log_nb])
         span = Signal(32)                           # bytes of the words the range touches
         m.d.comb += span.eq(req_off + req_size)
-        req_words = Signal(32 - log_nb)
+        req_words = self.words
         m.d.comb += req_words.eq((span + (nb - 1))[log_nb:])
         req_tail = Signal(range(nb + 1))            # bytes of the last word in the range
         m.d.comb += req_tail.eq(Mux(span[:log_nb] == 0, nb, span[:log_nb]))
 
-        # -- the request being served ------------------------------------------------------------
+        # The request being served, and its ack.
         r_addr = Signal(48)
         r_size = Signal(30)
         r_error = Signal()
         r_wrap = Signal(6)
         r_tag = Signal(8)
-        r_wmask = Signal(aw)
-        r_off = Signal.like(req_off)
-        r_tail = Signal.like(req_tail)
-        r_type = Signal(8)                          # of the ack
+        r_type = Signal(8)
         r_dst = Signal(data.StructLayout({"x": 8, "y": 8, "fbits": 4}))
-        draining = Signal()                         # discarding the request's payload packet
-
-        # -- the reply -------------------------------------------------------------------------
-        desc = tx.i_hdr.payload
+        with m.If(self.take):
+            m.d.sync += [
+                r_addr.eq(req_addr), r_size.eq(req_size), r_error.eq(self.error),
+                r_wrap.eq(req.wrap), r_tag.eq(req.tag), self.wmask.eq(req_wmask),
+                self.off.eq(req_off), self.tail.eq(req_tail),
+                r_dst.x.eq(hdr.src_x), r_dst.y.eq(hdr.src_y), r_dst.fbits.eq(hdr.src_fbits),
+                r_type.eq(Mux(is_load, LOAD_MEM_ACK, STORE_MEM_ACK)),
+            ]
+        desc = self.ack
         reply = data.View(MEM_META, desc.meta)
-        with_data = Signal()                        # the reply carries the load's data
         m.d.comb += [
             desc.dst_x.eq(r_dst.x), desc.dst_y.eq(r_dst.y), desc.dst_fbits.eq(r_dst.fbits),
-            desc.src_x.eq(self.env.x), desc.src_y.eq(self.env.y),
+            desc.src_x.eq(self._src[0]), desc.src_y.eq(self._src[1]),
             desc.src_fbits.eq(Fbits.LOCAL0),
             desc.msg_type.eq(r_type),
-            desc.payload_bytes.eq(Mux(with_data, r_size[:_PAYLOAD_BITS], 0)),
+            desc.payload_bytes.eq(Mux(self.with_data, r_size[:_PAYLOAD_BITS], 0)),
             reply.addr.eq(r_addr), reply.size.eq(r_size), reply.error.eq(r_error),
             reply.wrap.eq(r_wrap), reply.tag.eq(r_tag),
         ]
-        desc_taken = tx.i_hdr.valid & tx.i_hdr.ready
-
-        def next_word(addr):
-            """The word after ``addr``: plain, or wrapping within the ring's words."""
-            return (addr + 1) & r_wmask | addr & ~r_wmask
-
-        # -- load: read commands, the read buffer, the strip --------------------------------------
-        m.submodules.read_buffer = rbuf = fifo.SyncFIFO(width=width, depth=self.read_buffer)
-        m.submodules.strip = strip = StreamStrip(width, max(1, nb - 1))
-        rd_addr = Signal(aw)
-        rd_left = Signal.like(req_words)            # reads still to issue
-        resp_left = Signal.like(req_words)          # words still to pass to the strip
-        reserved = Signal(range(self.read_buffer + 1))   # reads issued, not yet out of the buffer
-        issue = Signal()
-        read_cmd = Signal()
-        m.d.comb += [
-            read_cmd.eq((rd_left != 0) & (reserved != self.read_buffer)),
-            mem.rdata.ready.eq(rbuf.w_rdy),
-            rbuf.w_en.eq(mem.rdata.valid),
-            rbuf.w_data.eq(mem.rdata.payload.data),
-            strip.i.valid.eq(rbuf.r_rdy),
-            strip.i.payload.data.eq(rbuf.r_data),
-            strip.i.payload.nbytes.eq(Mux(resp_left == 1, r_tail, nb)),
-            strip.i.payload.last.eq(resp_left == 1),
-            rbuf.r_en.eq(strip.i.ready),
-            strip.n.valid.eq(1),
-            strip.n.payload.eq(r_off),
-        ]
-        connect(m, strip=strip.o, sender=tx.i_data)
-        popped = rbuf.r_rdy & rbuf.r_en
-        m.d.sync += reserved.eq(reserved + issue - popped)
-        with m.If(popped):
-            m.d.sync += resp_left.eq(resp_left - 1)
-        with m.If(issue):
-            m.d.sync += [rd_addr.eq(next_word(rd_addr)), rd_left.eq(rd_left - 1)]
-        load_done = tx.i_data.valid & tx.i_data.ready & tx.i_data.payload.last
-
-        # -- store: the insert, write commands, the write queue -----------------------------------
-        m.submodules.insert = ins = StreamInsert(width, max(1, nb - 1))
-        m.submodules.write_queue = wq = fifo.SyncFIFO(width=width + nb, depth=4)
-        wr_addr = Signal(aw)
-        wr_first = Signal()                         # the next word is the store's first
-        wr_in_done = Signal()                       # the insert has passed the last word
-        storing = Signal()                          # the request's payload goes to the insert
-        m.d.comb += [
-            ins.hdr.valid.eq(storing),
-            ins.hdr.payload.nbytes.eq(r_off),
-            ins.hdr.payload.data.eq(0),
-        ]
-        word = ins.o.payload
-        we = Signal(nb)
-        m.d.comb += we.eq(Cat((word.nbytes > lane) & (~wr_first | (r_off <= lane))
-                              for lane in range(nb)))
-        any_we = Signal()
-        m.d.comb += any_we.eq(we != 0)
-        write_cmd = Signal()
-        m.d.comb += [
-            write_cmd.eq(ins.o.valid & any_we & wq.w_rdy),
-            ins.o.ready.eq(~any_we | (wq.w_rdy & mem.cmd.ready)),
-            wq.w_data.eq(Cat(word.data, we)),
-            mem.wdata.valid.eq(wq.r_rdy),
-            mem.wdata.payload.data.eq(wq.r_data[:width]),
-            mem.wdata.payload.we.eq(wq.r_data[width:]),
-            wq.r_en.eq(mem.wdata.ready),
-        ]
-        with m.If(ins.o.valid & ins.o.ready):
-            m.d.sync += [wr_addr.eq(next_word(wr_addr)), wr_first.eq(0)]
-            with m.If(word.last):
-                m.d.sync += wr_in_done.eq(1)
-
-        # Request payload: to the insert while storing, else discarded.
-        with m.If(storing):
-            connect(m, receiver=rx.o_data, insert=ins.i)
-            with m.If(rx.o_data.valid & rx.o_data.ready & rx.o_data.payload.last):
-                m.d.sync += storing.eq(0)
-        with m.Elif(draining):
-            m.d.comb += rx.o_data.ready.eq(1)
-            with m.If(rx.o_data.valid & rx.o_data.payload.last):
-                m.d.sync += draining.eq(0)
-
-        # -- the memory's command stream: reads while loading, writes while storing -------------
-        m.d.comb += [
-            mem.cmd.valid.eq(read_cmd | write_cmd),
-            mem.cmd.payload.we.eq(write_cmd),
-            mem.cmd.payload.addr.eq(Mux(write_cmd, wr_addr, rd_addr)),
-            issue.eq(read_cmd & mem.cmd.ready),
-            wq.w_en.eq(write_cmd & mem.cmd.ready),
-        ]
-
-        # -- the controller ----------------------------------------------------------------------
-        with m.FSM(name="memory_tile"):
-            with m.State("IDLE"):
-                m.d.comb += rx.o_hdr.ready.eq(~draining & ~storing)
-                with m.If(rx.o_hdr.valid & rx.o_hdr.ready):
-                    error = bad_wrap | oor | bad_len
-                    m.d.sync += [
-                        r_addr.eq(req_addr), r_size.eq(req_size), r_error.eq(error),
-                        r_wrap.eq(req.wrap), r_tag.eq(req.tag), r_wmask.eq(req_wmask),
-                        r_off.eq(req_off), r_tail.eq(req_tail),
-                        r_dst.x.eq(hdr.src_x), r_dst.y.eq(hdr.src_y),
-                        r_dst.fbits.eq(hdr.src_fbits),
-                        r_type.eq(Mux(is_load, LOAD_MEM_ACK, STORE_MEM_ACK)),
-                        rd_addr.eq(req_addr[log_nb:log_nb + aw]),
-                        wr_addr.eq(req_addr[log_nb:log_nb + aw]),
-                        wr_first.eq(1), wr_in_done.eq(0),
-                        rd_left.eq(0), resp_left.eq(req_words),
-                    ]
-                    with m.If(is_load | is_store):
-                        with m.If(bad_wrap):
-                            count(m, counters.bad_wrap)
-                        with m.Elif(oor):
-                            count(m, counters.out_of_range)
-                        with m.Elif(bad_len):
-                            count(m, counters.bad_length)
-                    with m.If(is_load):
-                        m.d.sync += [counters.loads.eq(counters.loads + 1), draining.eq(1)]
-                        with m.If(~error & (req_size != 0)):
-                            m.d.sync += rd_left.eq(req_words)
-                            m.next = "LOAD"
-                        with m.Else():
-                            m.next = "ACK"
-                    with m.Elif(is_store):
-                        count(m, counters.stores)
-                        with m.If(error):
-                            m.d.sync += draining.eq(1)
-                            m.next = "ACK"
-                        with m.Else():
-                            m.d.sync += storing.eq(1)
-                            m.next = "STORE"
-                    with m.Else():
-                        m.d.sync += [counters.bad_type.eq(counters.bad_type + 1),
-                                     draining.eq(1)]
-            with m.State("LOAD"):
-                m.d.comb += [with_data.eq(1), tx.i_hdr.valid.eq(1)]
-                with m.If(desc_taken):
-                    m.next = "LOAD_DATA"
-            with m.State("LOAD_DATA"):
-                with m.If(load_done):
-                    m.next = "IDLE"
-            with m.State("STORE"):
-                m.d.comb += tx.i_hdr.valid.eq(wr_in_done & ~wq.r_rdy)
-                with m.If(desc_taken):
-                    m.next = "IDLE"
-            with m.State("ACK"):
-                m.d.comb += tx.i_hdr.valid.eq(1)
-                with m.If(desc_taken):
-                    m.next = "IDLE"
         return m

@@ -11,13 +11,14 @@ from typing import Any
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
+from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 
+from .counters import count
 from .layout import check_width, payload_signature, payload_words
 
 
-__all__ = ["PacketBuffer"]
+__all__ = ["PacketBuffer", "PacketWriter", "PacketQueue", "PacketReader"]
 
 
 def _check_int(value: object, name: str, low: int, what: str) -> int:
@@ -86,6 +87,10 @@ class PacketBuffer(wiring.Component):
     included (each rejected packet between them costs one cycle). ``o`` comes from a synchronous
     ``Memory`` read port (the port's data register is the output register); ``o_desc`` is
     registered.
+
+    Inside, three components share the ring: :class:`PacketWriter` (drops, and writes what it
+    keeps), :class:`PacketQueue` (byte counts and verdicts in order) and
+    :class:`PacketReader` (descriptors, then words).
 
     Parameters
     ----------
@@ -215,68 +220,158 @@ class PacketBuffer(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width = self._width
-        nb = width // 8
         depth = self.buffer_words
-        abits = (depth - 1).bit_length()
-        qbits = max(1, (self.max_queued - 1).bit_length())
-        max_words = -(-self.max_bytes // nb)
+        m.submodules.mem = mem = Memory(shape=self._width, depth=depth, init=[])
+        m.submodules.writer = writer = PacketWriter(
+            self._width, depth=depth, max_bytes=self.max_bytes, min_bytes=self.min_bytes,
+            always_ready=self.always_ready)
+        m.submodules.queue = queue = PacketQueue(
+            max_bytes=self.max_bytes, max_queued=self.max_queued, info_width=self.info_width,
+            verdict=self.has_verdict, late_verdicts=self.late_verdicts)
+        m.submodules.reader = reader = PacketReader(
+            self._width, depth=depth, max_bytes=self.max_bytes, info_width=self.info_width,
+            verdict=self.has_verdict)
 
-        m.submodules.mem = mem = Memory(shape=width, depth=depth, init=[])
-        wr = mem.write_port()
-        rd = mem.read_port(transparent_for=())
-        # Per stored packet, by queue index: its byte count, and (with a verdict) ok and info.
-        m.submodules.lengths = lengths = Memory(shape=range(self.max_bytes + 1),
-                                                depth=1 << qbits, init=[])
-        len_w = lengths.write_port()
-        len_r = lengths.read_port(domain="comb")
+        wiring.connect(m, buffer=wiring.flipped(self.i), writer=writer.i)
+        wiring.connect(m, writer=writer.words, memory=mem.write_port())
+        wiring.connect(m, reader=reader.words, memory=mem.read_port(transparent_for=()))
+        wiring.connect(m, writer=writer.stored, queue=queue.push)
+        if self.has_verdict:
+            wiring.connect(m, buffer=wiring.flipped(self.verdict), queue=queue.verdict)
+            m.d.comb += self.rejected.eq(queue.rejected)
+        wiring.connect(m, queue=queue.head, reader=reader.head)
+        wiring.connect(m, reader=reader.o_desc, buffer=wiring.flipped(self.o_desc))
+        wiring.connect(m, reader=reader.o, buffer=wiring.flipped(self.o))
+        m.d.comb += [
+            writer.rptr.eq(reader.rptr),
+            writer.queue_room.eq(queue.room),
+            queue.accepted.eq(writer.accepted),
+            self.accepted.eq(writer.accepted),
+            self.i_dropped.eq(writer.i_dropped),
+            self.overflow.eq(writer.overflow),
+            self.aborted.eq(writer.aborted),
+            self.packets.eq(reader.packets),
+        ]
+        return m
+
+
+def _queue_bits(max_queued: int) -> int:
+    """Bits of an index into the queue of stored packets (its memories have ``1 << bits``
+    entries)."""
+    return max(1, (max_queued - 1).bit_length())
+
+
+class PacketWriter(wiring.Component):
+    """A :class:`PacketBuffer`'s receive side: judge each packet on ``i`` and write the words of
+    those it keeps into the ring.
+
+    Each word taken on ``i`` that the packet keeps is written through ``words`` (a write port of
+    the ring's ``Memory``, combinational: in the cycle the word is taken) at the next free word,
+    its lanes past ``nbytes`` zeroed; an empty packet takes one word, a last word with
+    ``nbytes == 0`` after full words none. In the cycle a packet's last word is taken exactly
+    one of ``accepted`` and ``i_dropped`` is high (combinational from ``i``); with
+    ``accepted``, ``stored`` carries the packet's byte count (``stored.valid`` is that cycle's
+    pulse, never refused). A packet is dropped as :class:`PacketBuffer` says (too long, too
+    short, malformed, aborted; with ``always_ready`` also for want of a ring word or of
+    ``queue_room``), its words up to ``last`` discarded and its ring words given back at once;
+    each drop counts once, in ``aborted`` if its last word is an abort, else in ``overflow``
+    (registered: one cycle after ``i_dropped``).
+
+    The ring is full when the writer is ``depth`` words ahead of ``rptr`` (the reader's next
+    word; pointers carry one bit more than an address). Without ``always_ready``, ``i.ready``
+    is low while the ring is full (unless the packet already holds ``max_bytes``) or while
+    ``queue_room`` is low, high while a dropped packet is being discarded; it depends on
+    registers and ``queue_room`` only. Throughput: one word per cycle.
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits.
+    depth : int
+        Ring words, a power of two.
+    max_bytes, min_bytes, always_ready
+        As for :class:`PacketBuffer`.
+
+    Members
+    -------
+    i : In(payload_signature(width))
+        Packets in.
+    accepted, i_dropped : Out(1)
+        The packet whose last word is taken is stored, or dropped.
+    stored : Out(stream.Signature(range(max_bytes + 1), always_ready=True))
+        The byte count of each stored packet, with ``accepted``.
+    words : In(WritePort.Signature(addr_width=log2(depth), shape=width))
+        The ring's write port, driven.
+    rptr : In(log2(depth) + 1)
+        The reader's pointer: ring words from it on up to the writer's are in use.
+    queue_room : In(1)
+        The queue of stored packets can take one more.
+    overflow, aborted : Out(32)
+        Dropped packets, as for :class:`PacketBuffer`.
+    """
+
+    def __init__(self, width: int, *, depth: int, max_bytes: int, min_bytes: int = 0,
+                 always_ready: bool = False) -> None:
+        self._width = check_width(width)
+        self._depth = depth
+        self._max_bytes = max_bytes
+        self._min_bytes = min_bytes
+        self._always_ready = bool(always_ready)
+        abits = (depth - 1).bit_length()
+        super().__init__({
+            "i": In(payload_signature(width)),
+            "accepted": Out(1),
+            "i_dropped": Out(1),
+            "stored": Out(stream.Signature(range(max_bytes + 1), always_ready=True)),
+            "words": In(WritePort.Signature(addr_width=abits, shape=width)),
+            "rptr": In(abits + 1),
+            "queue_room": In(1),
+            "overflow": Out(32),
+            "aborted": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        nb = self._width // 8
+        depth = self._depth
+        abits = (depth - 1).bit_length()
+        wr = self.words
 
         # Word pointers carry one extra bit so that a full buffer differs from an empty one.
         wptr = Signal(abits + 1)      # next word to write
         commit = Signal(abits + 1)    # first word of the packet being received
-        rptr = Signal(abits + 1)      # next word to read
         used = Signal(abits + 1)
-        m.d.comb += used.eq(wptr - rptr)
+        m.d.comb += used.eq(wptr - self.rptr)
         room = Signal()
         m.d.comb += room.eq(used != depth)
-        # Queue pointers (extra bit too): packets [qrd, qvd) are judged, [qvd, qwr) wait for
-        # their verdicts.
-        qwr = Signal(qbits + 1)
-        qvd = Signal(qbits + 1)
-        qrd = Signal(qbits + 1)
-        queued = Signal(qbits + 1)
-        m.d.comb += queued.eq(qwr - qrd)
-        qroom = Signal()
-        m.d.comb += qroom.eq(queued != self.max_queued)
+        qroom = self.queue_room
 
-        # ---- receive ---------------------------------------------------------------------------
         i = self.i
         word = i.payload
-        fbytes = Signal(range(self.max_bytes + 1))     # bytes of the packet so far
+        fbytes = Signal(range(self._max_bytes + 1))    # bytes of the packet so far
         dropping = Signal()                            # discarding the rest of a packet
         nbytes = word.nbytes
-        total = Signal(range(self.max_bytes + (1 << len(nbytes))))
+        total = Signal(range(self._max_bytes + (1 << len(nbytes))))
         m.d.comb += total.eq(fbytes + nbytes)
         stores = Signal()       # the word takes a buffer word: it has bytes or is an empty packet
         m.d.comb += stores.eq((nbytes != 0) | (fbytes == 0))
-        bad = ((nbytes > nb) | (~word.last & (nbytes != nb)) | (total > self.max_bytes))
-        if self.min_bytes:
-            bad |= word.last & (total < self.min_bytes)
-        if self.always_ready:
+        bad = ((nbytes > nb) | (~word.last & (nbytes != nb)) | (total > self._max_bytes))
+        if self._min_bytes:
+            bad |= word.last & (total < self._min_bytes)
+        if self._always_ready:
             bad |= (stores & ~room) | (word.last & ~qroom)
             m.d.comb += i.ready.eq(1)
         else:
             # A packet that already holds max_bytes needs no more room: its next word either
             # ends it without bytes or makes it too long.
-            m.d.comb += i.ready.eq(dropping | (qroom & (room | (fbytes >= self.max_bytes))))
+            m.d.comb += i.ready.eq(dropping | (qroom & (room | (fbytes >= self._max_bytes))))
 
         masked = Cat(Mux(nbytes > lane, word.data[8 * lane:8 * lane + 8], 0)
                      for lane in range(nb))
         m.d.comb += [
             wr.addr.eq(wptr[:abits]),
             wr.data.eq(masked),
-            len_w.addr.eq(qwr[:qbits]),
-            len_w.data.eq(total),
+            self.stored.payload.eq(total),
         ]
         taken = i.valid & i.ready
         m.d.comb += [
@@ -292,12 +387,11 @@ class PacketBuffer(wiring.Component):
             with m.Else():
                 m.d.comb += wr.en.eq(stores)
                 with m.If(word.last):
-                    m.d.comb += len_w.en.eq(1)
+                    m.d.comb += self.stored.valid.eq(1)
                     m.d.sync += [
                         wptr.eq(wptr + stores),
                         commit.eq(wptr + stores),
                         fbytes.eq(0),
-                        qwr.eq(qwr + 1),
                     ]
                 with m.Else():
                     m.d.sync += [wptr.eq(wptr + 1), fbytes.eq(total)]
@@ -305,20 +399,114 @@ class PacketBuffer(wiring.Component):
         # Counters count under a condition (an enable) rather than adding it, so that their
         # carry chains start at their own registers, not at the end of the input's logic.
         with m.If(self.i_dropped & ~aborted):
-            m.d.sync += self.overflow.eq(self.overflow + 1)
+            count(m, self.overflow)
         with m.If(self.i_dropped & aborted):
-            m.d.sync += self.aborted.eq(self.aborted + 1)
+            count(m, self.aborted)
+        return m
 
-        # ---- verdicts --------------------------------------------------------------------------
-        if self.has_verdict:
+
+class PacketQueue(wiring.Component):
+    """A :class:`PacketBuffer`'s queue of stored packets: each one's byte count and, with
+    ``verdict``, its verdict, from the writer to the reader in order.
+
+    ``push`` adds a packet (its byte count; never refused: the writer checks ``room``, low
+    while ``max_queued`` packets are queued, the one on ``head`` included until it is taken).
+    With ``verdict``, each pushed packet takes one transfer on ``verdict``, in order;
+    ``verdict.ready`` is high while a pushed packet waits for its verdict, and (without
+    ``late_verdicts``) also with ``accepted``, the writer's pulse in the cycle of the push.
+    Verdicts with ``ok = 0`` count in ``rejected``.
+
+    ``head`` offers the oldest packet whose verdict is known (without ``verdict``: the oldest
+    pushed), its byte count and verdict read combinationally from the queue's memories
+    (``ok`` and ``info`` only with ``verdict``, ``info`` only with ``info_width``); taking it
+    pops it. A push or verdict shows on ``head`` the cycle after it.
+
+    Parameters
+    ----------
+    max_bytes, max_queued, info_width, verdict, late_verdicts
+        As for :class:`PacketBuffer`.
+
+    Members
+    -------
+    push : In(stream.Signature(range(max_bytes + 1), always_ready=True))
+        The byte count of each stored packet.
+    room : Out(1)
+        Fewer than ``max_queued`` packets are queued.
+    accepted : In(1)
+        A packet is pushed in this cycle (verdicts may come with it).
+    verdict : In(stream.Signature(PacketBuffer.verdict_layout(info_width)))
+        One verdict per pushed packet, in order (only with ``verdict``).
+    head : Out(stream.Signature(PacketQueue.head_layout(max_bytes, info_width, verdict)))
+        The oldest packet ready to send or skip.
+    rejected : Out(32)
+        Verdicts with ``ok = 0``.
+    """
+
+    @staticmethod
+    def head_layout(max_bytes: int, info_width: int = 0,
+                    verdict: bool = True) -> data.StructLayout:
+        """``{bytes, ok, info}``: ``ok`` only with ``verdict``, ``info`` only with
+        ``info_width``."""
+        fields: dict[str, Any] = {"bytes": range(max_bytes + 1)}
+        if verdict:
+            fields.update(PacketBuffer.verdict_layout(info_width).members)
+        return data.StructLayout(fields)
+
+    def __init__(self, *, max_bytes: int, max_queued: int, info_width: int = 0,
+                 verdict: bool = True, late_verdicts: bool = False) -> None:
+        self._max_bytes = max_bytes
+        self._max_queued = max_queued
+        self._info_width = info_width
+        self._verdict = bool(verdict)
+        self._late_verdicts = bool(late_verdicts)
+        members = {
+            "push": In(stream.Signature(range(max_bytes + 1), always_ready=True)),
+            "room": Out(1),
+            "accepted": In(1),
+        }
+        if verdict:
+            members["verdict"] = In(stream.Signature(PacketBuffer.verdict_layout(info_width)))
+        members.update({
+            "head": Out(stream.Signature(self.head_layout(max_bytes, info_width, verdict))),
+            "rejected": Out(32),
+        })
+        super().__init__(members)
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        qbits = _queue_bits(self._max_queued)
+        # Per stored packet, by queue index: its byte count, and (with a verdict) ok and info.
+        m.submodules.lengths = lengths = Memory(shape=range(self._max_bytes + 1),
+                                                depth=1 << qbits, init=[])
+        len_w = lengths.write_port()
+        len_r = lengths.read_port(domain="comb")
+        # Queue pointers (extra bit too): packets [qrd, qvd) are judged, [qvd, qwr) wait for
+        # their verdicts.
+        qwr = Signal(qbits + 1)
+        qvd = Signal(qbits + 1)
+        qrd = Signal(qbits + 1)
+        queued = Signal(qbits + 1)
+        m.d.comb += queued.eq(qwr - qrd)
+        m.d.comb += self.room.eq(queued != self._max_queued)
+
+        m.d.comb += [
+            len_w.addr.eq(qwr[:qbits]),
+            len_w.data.eq(self.push.payload),
+            len_w.en.eq(self.push.valid),
+        ]
+        with m.If(self.push.valid):
+            m.d.sync += qwr.eq(qwr + 1)
+
+        head = self.head
+        if self._verdict:
             v = self.verdict
             m.submodules.verdicts = verdicts = Memory(
-                shape=self.verdict_layout(self.info_width), depth=1 << qbits, init=[])
+                shape=PacketBuffer.verdict_layout(self._info_width), depth=1 << qbits, init=[])
             ver_w = verdicts.write_port()
             ver_r = verdicts.read_port(domain="comb")
             judged = Signal()
             m.d.comb += [
-                v.ready.eq((qvd != qwr) if self.late_verdicts else
+                v.ready.eq((qvd != qwr) if self._late_verdicts else
                            ((qvd != qwr) | self.accepted)),
                 judged.eq(v.valid & v.ready),
                 ver_w.addr.eq(qvd[:qbits]),
@@ -329,23 +517,97 @@ class PacketBuffer(wiring.Component):
             with m.If(judged):
                 m.d.sync += qvd.eq(qvd + 1)
             with m.If(judged & ~v.payload.ok):
-                m.d.sync += self.rejected.eq(self.rejected + 1)
-            head_valid = qrd != qvd
-            head_ok = ver_r.data.ok
-            head_info = ver_r.data.info if self.info_width else None
+                count(m, self.rejected)
+            m.d.comb += [head.valid.eq(qrd != qvd), head.payload.ok.eq(ver_r.data.ok)]
+            if self._info_width:
+                m.d.comb += head.payload.info.eq(ver_r.data.info)
         else:
-            head_valid = qrd != qwr
-            head_ok = 1
-            head_info = None
+            m.d.comb += head.valid.eq(qrd != qwr)
 
-        # ---- send ------------------------------------------------------------------------------
+        m.d.comb += [
+            len_r.addr.eq(qrd[:qbits]),
+            head.payload.bytes.eq(len_r.data),
+        ]
+        with m.If(head.ready):
+            m.d.sync += qrd.eq(qrd + 1)
+        return m
+
+
+class PacketReader(wiring.Component):
+    """A :class:`PacketBuffer`'s send side: send each packet ``head`` offers with an ``ok``
+    verdict as a descriptor on ``o_desc`` and then its words on ``o``, skip the others.
+
+    A packet is started (taken from ``head``, its descriptor loaded into the ``o_desc``
+    register) once the previous packet's last word is being read; its words are then read, in
+    ring order from ``rptr``, through ``words`` (a synchronous read port of the ring's
+    ``Memory``, whose data register drives ``o``), each held there while its own packet's
+    descriptor is still on ``o_desc``. A packet with ``ok = 0`` is taken from ``head`` and its
+    ring words passed over, one cycle per packet. Every word on ``o`` is full but the last
+    (``nbytes`` from the byte count); an empty packet is one word with ``nbytes == 0``.
+
+    Latency: a packet on ``head`` while nothing is being read has its descriptor valid on
+    ``o_desc`` the next cycle, and its first word valid on ``o`` the cycle after ``o_desc`` is
+    taken. Throughput: one word per cycle, back to back packets without idle cycles when
+    ``o_desc`` and ``o`` are always ready. ``packets`` counts the packets sent (at their last
+    word).
+
+    Parameters
+    ----------
+    width : int
+        Word width in bits.
+    depth : int
+        Ring words, a power of two.
+    max_bytes, info_width, verdict
+        As for :class:`PacketBuffer` (without ``verdict`` every packet on ``head`` is sent).
+
+    Members
+    -------
+    head : In(stream.Signature(PacketQueue.head_layout(max_bytes, info_width, verdict)))
+        The next packet to send or skip.
+    words : In(ReadPort.Signature(addr_width=log2(depth), shape=width))
+        The ring's read port, driven (``transparent_for=()``).
+    rptr : Out(log2(depth) + 1)
+        The next ring word to read: the words before it are free.
+    o_desc, o, packets
+        As for :class:`PacketBuffer`.
+    """
+
+    def __init__(self, width: int, *, depth: int, max_bytes: int, info_width: int = 0,
+                 verdict: bool = True) -> None:
+        self._width = check_width(width)
+        self._depth = depth
+        self._max_bytes = max_bytes
+        self._info_width = info_width
+        self._verdict = bool(verdict)
+        abits = (depth - 1).bit_length()
+        super().__init__({
+            "head": In(stream.Signature(PacketQueue.head_layout(max_bytes, info_width,
+                                                                verdict))),
+            "words": In(ReadPort.Signature(addr_width=abits, shape=width)),
+            "rptr": Out(abits + 1),
+            "o_desc": Out(stream.Signature(PacketBuffer.desc_layout(max_bytes, info_width))),
+            "o": Out(payload_signature(width)),
+            "packets": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        width = self._width
+        nb = width // 8
+        abits = (self._depth - 1).bit_length()
+        max_words = -(-self._max_bytes // nb)
+        rd = self.words
+        rptr = self.rptr
+        head_valid = self.head.valid
+        head_ok = self.head.payload.ok if self._verdict else 1
+        head_info = self.head.payload.info if self._info_width else None
+
         # The packet at the queue head is started (its descriptor loaded into `desc_*`, its
         # words counted in `left`) once the previous packet's last word is being read; its words
         # are then read into the read port's data register, which is `o`. A word waits there
         # (`hold`) while its own packet's descriptor is still on `o_desc`: `parity` tells the
         # started packet from the one whose word is on `o`.
-        m.d.comb += len_r.addr.eq(qrd[:qbits])
-        hbytes = len_r.data
+        hbytes = self.head.payload.bytes
         hwords, htail = payload_words(hbytes, width)
         empty = hbytes == 0
         skip_words = Mux(empty, 1, hwords)
@@ -407,8 +669,7 @@ class PacketBuffer(wiring.Component):
             ]
             if head_info is not None:
                 m.d.sync += desc.payload.info.eq(head_info)
-        with m.If(start | skip):
-            m.d.sync += qrd.eq(qrd + 1)
+        m.d.comb += self.head.ready.eq(start | skip)
         with m.If(o.valid & o.ready & o.payload.last):
-            m.d.sync += self.packets.eq(self.packets + 1)
+            count(m, self.packets)
         return m
