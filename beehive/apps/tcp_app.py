@@ -20,27 +20,36 @@ requests go to the memory tile a flow's ``TCP_NEW_FLOW_NOTIF`` names (``mem_x``,
 LOCAL0). Routes ``"rx_mem"`` and ``"tx_mem"`` may be declared for the deadlock check; they are
 not used to address anything.
 
-:class:`TcpAppTile` is the base of both applications (:class:`~beehive.apps.tcp_echo.TcpEchoTile`,
-:class:`~beehive.apps.tcp_sender.TcpSenderTile`): it checks the configuration, finds the
-engine's endpoints, and builds the framing (:meth:`TcpAppTile.ports`) and the request
-descriptors (:meth:`TcpAppTile.app_request`, :meth:`TcpAppTile.mem_request`).
+:class:`TcpAppTile` is the base of the applications (:class:`~beehive.apps.tcp_echo.TcpEchoTile`,
+:class:`~beehive.apps.tcp_sender.TcpSenderTile`, :class:`~beehive.apps.tcp_datagram.
+TcpDatagramTile`, :class:`~beehive.apps.tcp_rs.TcpRsTile`): it checks the configuration, finds
+the engine's endpoints, and builds the framing (:meth:`TcpAppTile.ports`: the engine's
+messages and the memory acks as interfaces, :func:`engine_message` and :func:`mem_acks`, that
+the tile's components take) and the request descriptors (:func:`app_request`,
+:func:`mem_request`; :class:`Requests` for a component). :class:`FlowTable` is the component
+that keeps the connections the engine announces, one entry per flow slot; the steps the
+applications share on top of it are in :mod:`beehive.apps.tcp_steps`.
 """
 
+import functools
+import operator
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import connect
+from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import MessageReceiver, MessageSender
-from apiary.noc.header import Fbits
+from apiary.noc.framing import MessageReceiver
+from apiary.noc.header import Fbits, noc_header
 from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, MEM_FORMAT, MEM_META, STORE_MEM,
                                    MemMsgType)
 from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType, monitor_input
+from apiary.stream.counters import count
 from apiary.stream.queue import Queue
 from apiary.tile import Endpoint, Receive, Send, Tile, TileEnv
 
@@ -50,10 +59,12 @@ from ..proto.tcp.config import TcpConfig, config_or_default
 from ..proto.tcp.segments import GRANT_USER
 
 
-__all__ = ["TcpAppTile", "FlowTable", "RX_CONTEXT", "KEY_TCP_RX", "KEY_TCP_TX", "KEY_RX_MEM",
-           "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS", "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC",
-           "ENGINE_MESSAGES", "ENGINE_REQUESTS", "app_inputs", "app_outputs", "default_chunk",
-           "int_in_range"]
+__all__ = ["TcpAppTile", "FlowTable", "Requests", "RX_CONTEXT", "TABLE_MEMORIES", "KEY_TCP_RX",
+           "KEY_TCP_TX", "KEY_RX_MEM", "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS",
+           "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC", "ENGINE_MESSAGES", "ENGINE_REQUESTS",
+           "app_inputs", "app_outputs", "default_chunk", "int_in_range", "engine_message",
+           "mem_acks", "read_port", "app_request", "mem_request", "mem_ack", "mem_data_to",
+           "handle_of", "TO_RX"]
 
 
 #: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
@@ -69,6 +80,8 @@ MEM_LOC = data.StructLayout({"x": 8, "y": 8})
 ENGINE_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP)
 ENGINE_REQUESTS = (MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
                    MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_CLOSE_REQ)
+#: The engine requests the RX tile takes (the others go to the TX tile).
+TO_RX = ENGINE_REQUESTS[:3]
 
 
 def app_inputs(*more: Receive) -> tuple[Receive, ...]:
@@ -93,53 +106,140 @@ def app_outputs(app_senders: int = 1, *more: Send) -> tuple[Send, ...]:
 #: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per flow slot until the application serves it.
 RX_CONTEXT = data.StructLayout({"gen": GEN_BITS, "status": 4, "length": 32, "ptr": 32,
                                 "addr": 48, "size_log2": 6})
+#: The memories of a :class:`FlowTable`, one entry per flow slot, and what each holds.
+TABLE_MEMORIES = {"gens": unsigned(GEN_BITS), "ctx": RX_CONTEXT, "rx_locs": MEM_LOC,
+                  "tx_locs": MEM_LOC}
+_MSG_TYPE_BITS = noc_header(64).width("msg_type")
+_PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 
 
-class FlowTable:
+def engine_message(slot_bits: int) -> wiring.Signature:
+    """The engine's messages as an application's components take them (the producer's side,
+    all ``Out``; ``io.app`` of :meth:`TcpAppTile.ports`): ``valid`` (one this cycle, always
+    taken), ``type`` (its ``msg_type``), ``meta`` (:data:`APP_META`), ``slot`` and ``gen`` (of
+    ``meta.flow``, ``slot_bits`` bits of slot) and ``ok`` (``status`` is OK or EOF)."""
+    return wiring.Signature({"valid": Out(1), "type": Out(_MSG_TYPE_BITS),
+                             "meta": Out(APP_META.layout()), "slot": Out(slot_bits),
+                             "gen": Out(GEN_BITS), "ok": Out(1)})
+
+
+def mem_acks() -> wiring.Signature:
+    """The memory acks' headers as an application's components take them (the producer's side,
+    all ``Out``; ``io.mem`` of :meth:`TcpAppTile.ports`, whose words are on ``io.mem.data``):
+    ``valid``, ``type``, ``meta`` (``MEM_META``), ``payload_bytes``."""
+    return wiring.Signature({"valid": Out(1), "type": Out(_MSG_TYPE_BITS), "meta": Out(MEM_META),
+                             "payload_bytes": Out(_PAYLOAD_BITS)})
+
+
+def read_port(slot_bits: int, shape: Any) -> wiring.Signature:
+    """A read port of one of a :class:`FlowTable`'s memories, as the table sees it: the slot
+    to read in (``addr``), its entry out (``data``)."""
+    return wiring.Signature({"addr": In(unsigned(slot_bits)), "data": Out(shape)})
+
+
+class FlowTable(wiring.Component):
     """What an application keeps of the engine's connections, one entry per flow slot, and its
-    handling of the messages that announce them and report their data
-    (:meth:`track`).
+    handling of the messages that announce them and report their data.
 
-    * ``live``, ``fresh``, ``queued`` (``flows`` bits): a connection the application serves
-      holds the slot; the slot is in ``new_q``; the slot is in ``ready_q``;
-    * memories ``gens`` (each slot's connection's generation), ``ctx`` (the latest
-      ``TCP_RX_MSG_RESP``, as :data:`RX_CONTEXT`), ``rx_locs`` and ``tx_locs`` (where its
-      rings are, :data:`MEM_LOC`), written here; the application adds the read ports it needs;
-    * queues of slots: ``new_q`` (new connections, each slot at most once: a slot reused
-      before it is taken is not queued again) and ``ready_q`` (slots with a response in
-      ``ctx``, each at most once: a newer response overwrites the entry). The application pops
-      them and clears the slot's ``fresh`` or ``queued`` bit as it does.
+    Parameters
+    ----------
+    flows : int
+        Flow slots (the engine's ``flows``).
+    slot_bits : int
+        Bits of a slot number.
+    reads : dict
+        The read ports the application wants, ``{name: (memory, domain)}``: a member ``name``
+        (:func:`read_port`) on one of :data:`TABLE_MEMORIES` (``"gens"``, each slot's
+        connection's generation; ``"ctx"``, its latest ``TCP_RX_MSG_RESP`` as
+        :data:`RX_CONTEXT`; ``"rx_locs"`` and ``"tx_locs"``, where its rings are, as
+        :data:`MEM_LOC`), ``"comb"`` (the entry the same cycle) or ``"sync"`` (the next
+        cycle; not transparent: a write the same cycle is not seen).
+    forgets : int
+        Places that forget connections: ``forget[k]`` (``en``, ``slot``) clears that slot's
+        ``live`` bit (the application is done with it, or the engine ended it).
 
-    :meth:`track` drives, for the cycle's engine message (``io.app`` of
-    :meth:`TcpAppTile.ports`), the one-cycle signals ``announced`` (a new connection's receive
-    buffer, status OK), ``send_ring`` (the current connection's send-buffer notification),
-    ``ended`` (its connection reset, timed out or closed: a
-    ``TCP_RX_MSG_RESP`` of another status than OK or EOF for the slot's current connection),
+    Members
+    -------
+    app : In(:func:`engine_message`)
+        The engine's messages, each handled the cycle it comes (below).
+    live : Out(flows)
+        A connection the application serves holds the slot.
+    new, ready : Out(stream of a slot)
+        Queues of slots: ``new`` the new connections, ``ready`` those with a response in
+        ``ctx``; each slot is in each at most once (a slot announced again before it is taken
+        is not queued again; a newer response overwrites the entry), so ``flows`` entries
+        always suffice. Taking a slot makes it queueable again.
+
+    For the cycle's engine message, one-cycle signals: ``announced`` (a new connection's
+    receive buffer, status OK: ``live``, its generation and receive ring kept, the slot queued
+    in ``new``), ``send_ring`` (the current connection's send-buffer notification: its send
+    ring kept), ``ended`` (its connection reset, timed out or closed: a ``TCP_RX_MSG_RESP`` of
+    another status than OK or EOF for the slot's current connection; ``live`` cleared),
     ``kill`` (either: the slot's previous connection is over), ``drop`` (a notification or
-    response that matches no current connection) and ``current`` (the message is about the
-    slot's current connection); ``handled`` says the message is one of those two kinds.
+    response that matches no current connection), ``current`` (the message is about the
+    slot's current connection) and ``handled`` (a ``TCP_NEW_FLOW_NOTIF`` or
+    ``TCP_RX_MSG_RESP``: the message is the table's). A ``TCP_RX_MSG_RESP`` of status OK or
+    EOF for the current connection is kept in ``ctx`` and the slot queued in ``ready``.
+    Everything takes effect at the next clock edge; a new connection's ``live`` wins over a
+    ``forget`` of the same slot in the same cycle.
     """
 
-    def __init__(self, m: Module, flows: int, slot_bits: int) -> None:
-        self.live, self.fresh, self.queued = Signal(flows), Signal(flows), Signal(flows)
-        m.submodules.gens = self.gens = Memory(shape=unsigned(GEN_BITS), depth=flows, init=[])
-        m.submodules.ctx = self.ctx = Memory(shape=RX_CONTEXT, depth=flows, init=[])
-        m.submodules.rx_locs = self.rx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        m.submodules.tx_locs = self.tx_locs = Memory(shape=MEM_LOC, depth=flows, init=[])
-        m.submodules.new_q = self.new_q = Queue(unsigned(slot_bits), flows)
-        m.submodules.ready_q = self.ready_q = Queue(unsigned(slot_bits), flows)
-        self.announced, self.send_ring = Signal(), Signal()
-        self.ended, self.kill = Signal(), Signal()
-        self.drop, self.current, self.handled = Signal(), Signal(), Signal()
+    def __init__(self, flows: int, slot_bits: int, *, reads: dict | None = None,
+                 forgets: int = 0) -> None:
+        self._flows, self._slot_bits, self._forgets = flows, slot_bits, forgets
+        self._reads = dict(reads or {})
+        members: dict[str, Any] = {
+            "app": In(engine_message(slot_bits)),
+            "live": Out(flows),
+            "new": Out(stream.Signature(unsigned(slot_bits))),
+            "ready": Out(stream.Signature(unsigned(slot_bits))),
+            "forget": In(data.ArrayLayout(data.StructLayout({"en": 1, "slot": slot_bits}),
+                                          forgets)),
+        }
+        for name in ("announced", "send_ring", "ended", "kill", "drop", "current", "handled"):
+            members[name] = Out(1)
+        for name, (memory, domain) in self._reads.items():
+            if memory not in TABLE_MEMORIES or domain not in ("comb", "sync") \
+                    or name in members:
+                raise ValueError(f"read port {name!r} must be a new name on one of "
+                                 f"{sorted(TABLE_MEMORIES)}, 'comb' or 'sync', not "
+                                 f"{(memory, domain)!r}")
+            members[name] = Out(read_port(slot_bits, TABLE_MEMORIES[memory]))
+        super().__init__(members)
 
-    def track(self, m: Module, a: SimpleNamespace) -> None:
-        """Handle ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (see the class docstring). Call
-        it after any logic of the application's that clears ``live`` bits, so that a new
-        connection's wins in the cycle both happen."""
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        flows, sb = self._flows, self._slot_bits
+        mems = {}
+        for name, shape in TABLE_MEMORIES.items():
+            mems[name] = m.submodules[name] = Memory(shape=shape, depth=flows, init=[])
+        for name, (memory, domain) in self._reads.items():
+            port, mine = mems[memory].read_port(domain=domain), getattr(self, name)
+            m.d.comb += [port.addr.eq(mine.addr), mine.data.eq(port.data)]
+        m.submodules.new_q = new_q = Queue(unsigned(sb), flows)
+        m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
+        connect(m, new_q=new_q.o, table=flipped(self.new))
+        connect(m, ready_q=ready_q.o, table=flipped(self.ready))
+        fresh, queued = Signal(flows), Signal(flows)        # the slot is in new_q, ready_q
+        with m.If(self.new.ready):
+            m.d.sync += fresh.bit_select(self.new.payload, 1).eq(0)
+        with m.If(self.ready.ready):
+            m.d.sync += queued.bit_select(self.ready.payload, 1).eq(0)
+        for k in range(self._forgets):
+            with m.If(self.forget[k].en):
+                m.d.sync += self.live.bit_select(self.forget[k].slot, 1).eq(0)
+        self._track(m, mems, new_q, ready_q, fresh, queued)
+        return m
+
+    def _track(self, m: Module, mems: dict, new_q: Queue, ready_q: Queue, fresh: Signal,
+               queued: Signal) -> None:
+        """Handle ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (see the class docstring),
+        after the ``forget`` ports, so that a new connection's wins in the cycle both happen."""
+        a = self.app
         meta = a.meta
-        gen_in = self.gens.read_port(domain="comb")
-        gen_w, ctx_w = self.gens.write_port(), self.ctx.write_port()
-        rx_loc_w, tx_loc_w = self.rx_locs.write_port(), self.tx_locs.write_port()
+        gen_in = mems["gens"].read_port(domain="comb")
+        gen_w, ctx_w = mems["gens"].write_port(), mems["ctx"].write_port()
+        rx_loc_w, tx_loc_w = mems["rx_locs"].write_port(), mems["tx_locs"].write_port()
         live = self.live
         m.d.comb += [gen_in.addr.eq(a.slot),
                      self.current.eq(live.bit_select(a.slot, 1) & (gen_in.data == a.gen)),
@@ -155,9 +255,9 @@ class FlowTable:
                     rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
                 ]
                 m.d.sync += live.bit_select(a.slot, 1).eq(1)
-                with m.If(~self.fresh.bit_select(a.slot, 1)):
-                    m.d.comb += [self.new_q.i.valid.eq(1), self.new_q.i.payload.eq(a.slot)]
-                    m.d.sync += self.fresh.bit_select(a.slot, 1).eq(1)
+                with m.If(~fresh.bit_select(a.slot, 1)):
+                    m.d.comb += [new_q.i.valid.eq(1), new_q.i.payload.eq(a.slot)]
+                    m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
             with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
                         & self.current):
                 m.d.comb += [
@@ -176,9 +276,9 @@ class FlowTable:
                     ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
                     ctx_w.data.addr.eq(meta.addr), ctx_w.data.size_log2.eq(meta.size_log2),
                 ]
-                with m.If(~self.queued.bit_select(a.slot, 1)):
-                    m.d.comb += [self.ready_q.i.valid.eq(1), self.ready_q.i.payload.eq(a.slot)]
-                    m.d.sync += self.queued.bit_select(a.slot, 1).eq(1)
+                with m.If(~queued.bit_select(a.slot, 1)):
+                    m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
+                    m.d.sync += queued.bit_select(a.slot, 1).eq(1)
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += live.bit_select(a.slot, 1).eq(0)
@@ -196,6 +296,102 @@ def default_chunk(config: TcpConfig) -> int:
     """The largest step an application moves by default: a segment, at most half the send
     ring."""
     return min(config.mss, config.tx_ring // 2)
+
+
+def handle_of(slot: Any, gen: Any) -> Any:
+    """The 16-bit flow handle of a flow slot and generation (Amaranth values)."""
+    return Cat(slot, Const(0, SLOT_BITS - len(slot)), gen)
+
+
+def app_request(m: Module, hdr: Any, msg_type: Any, dst: Endpoint, src: tuple[int, int],
+                **fields: Any) -> Any:
+    """Offer an engine request on ``hdr`` (a stream of a sender's descriptors) this cycle:
+    ``msg_type`` to the engine tile ``dst`` from the tile at ``src`` (its ``(x, y)``, answers
+    to :data:`ENGINE_FBITS`), with the :data:`APP_META` ``fields`` given (the others zero).
+    Call it from one place per cycle; returns the cycle's ``taken``."""
+    d = hdr.payload
+    meta = data.View(APP_META.layout(), d.meta)
+    m.d.comb += [
+        hdr.valid.eq(1),
+        d.dst_x.eq(dst.x), d.dst_y.eq(dst.y), d.dst_fbits.eq(dst.fbits),
+        d.src_x.eq(src[0]), d.src_y.eq(src[1]), d.src_fbits.eq(ENGINE_FBITS),
+        d.msg_type.eq(msg_type), d.payload_bytes.eq(0),
+    ]
+    for name, value in fields.items():
+        m.d.comb += getattr(meta, name).eq(value)
+    return hdr.ready
+
+
+def mem_request(m: Module, hdr: Any, src: tuple[int, int], *, store: bool, loc: Any, addr: Any,
+                size: Any, wrap: Any) -> Any:
+    """Offer ``LOAD_MEM`` (``store=False``) or ``STORE_MEM`` (its ``size`` bytes then go on the
+    sender's data) on ``hdr`` to the memory tile at ``loc`` (a :data:`MEM_LOC`), from the tile
+    at ``src``, answered on its :data:`MEMORY_FBITS`. Returns the cycle's ``taken``."""
+    d = hdr.payload
+    meta = data.View(MEM_META, d.meta)
+    m.d.comb += [
+        hdr.valid.eq(1),
+        d.dst_x.eq(loc.x), d.dst_y.eq(loc.y), d.dst_fbits.eq(Fbits.LOCAL0),
+        d.src_x.eq(src[0]), d.src_y.eq(src[1]), d.src_fbits.eq(MEMORY_FBITS),
+        d.msg_type.eq(STORE_MEM if store else LOAD_MEM),
+        d.payload_bytes.eq(size if store else 0),
+        meta.addr.eq(addr), meta.size.eq(size), meta.wrap.eq(wrap),
+    ]
+    return hdr.ready
+
+
+def mem_ack(mem: Any, msg_type: int, expect: Any, addr: Any, size: Any, wrap: Any) -> Any:
+    """Whether the memory ack on offer (``mem``: :func:`mem_acks`) is the one expected
+    (``expect``): its type, the ``addr``, ``size`` and ``wrap`` of the request, and its payload
+    (``size`` bytes for a ``LOAD_MEM_ACK`` without ``error``, none otherwise)."""
+    meta = mem.meta
+    payload = size if msg_type == LOAD_MEM_ACK else 0
+    return (mem.valid & expect & (mem.type == msg_type) & (meta.addr == addr)
+            & (meta.size == size) & (meta.wrap == wrap)
+            & (mem.payload_bytes == Mux(meta.error, 0, payload)))
+
+
+def mem_data_to(m: Module, words: Any, flag: Signal, sink: Any) -> None:
+    """While ``flag`` is set, the memory acks' words (``words``: ``mem.data``) go to ``sink``
+    (a stream), and ``flag`` clears after the last; otherwise they are taken and thrown
+    away."""
+    with m.If(flag):
+        connect(m, receiver=words, sink=sink)
+        with m.If(words.valid & words.ready & words.payload.last):
+            m.d.sync += flag.eq(0)
+    with m.Else():
+        m.d.comb += words.ready.eq(1)
+
+
+@dataclass(frozen=True)
+class Requests:
+    """How an application's components address their requests (``io.requests`` of
+    :meth:`TcpAppTile.ports`): the tile's coordinates, the engine's tiles, and the descriptor
+    layouts of its senders of engine requests and of memory requests."""
+    x: int
+    y: int
+    tcp_rx: Endpoint
+    tcp_tx: Endpoint
+    app_layout: Any
+    mem_layout: Any
+
+    def app_signature(self) -> stream.Signature:
+        """A stream of engine requests (an ``Out`` member, joined to a sender's ``i_hdr``)."""
+        return stream.Signature(self.app_layout)
+
+    def mem_signature(self) -> stream.Signature:
+        """A stream of memory requests (an ``Out`` member, joined to a sender's ``i_hdr``)."""
+        return stream.Signature(self.mem_layout)
+
+    def engine(self, m: Module, hdr: Any, msg_type: Any, **fields: Any) -> Any:
+        """:func:`app_request` from this tile, to the engine's tile that takes ``msg_type``
+        (:data:`TO_RX`: the RX tile; the others: the TX tile)."""
+        dst = self.tcp_rx if msg_type in TO_RX else self.tcp_tx
+        return app_request(m, hdr, msg_type, dst, (self.x, self.y), **fields)
+
+    def mem(self, m: Module, hdr: Any, **request: Any) -> Any:
+        """:func:`mem_request` from this tile."""
+        return mem_request(m, hdr, (self.x, self.y), **request)
 
 
 class TcpAppTile(Tile):
@@ -271,7 +467,7 @@ class TcpAppTile(Tile):
 
     def handle(self, slot, gen):
         """The 16-bit flow handle of a slot and generation."""
-        return Cat(slot, Const(0, SLOT_BITS - len(slot)), gen)
+        return handle_of(slot, gen)
 
     # -- framing -----------------------------------------------------------------------------------
 
@@ -280,15 +476,16 @@ class TcpAppTile(Tile):
         ``outputs`` (:func:`app_outputs`) with :meth:`~apiary.tile.Tile.message_ports`, and
         return it:
 
-        * ``app``: engine messages in, one a cycle at most, always taken: ``app.valid``,
-          ``app.type`` (``msg_type``), ``app.meta`` (a view of :data:`APP_META`), ``app.slot``
-          and ``app.gen`` (of ``meta.flow``), ``app.ok`` (``status`` is OK or EOF);
-        * ``mem``: memory acks in, always taken: ``mem.valid``, ``mem.type``, ``mem.meta`` (a
-          view of ``MEM_META``), ``mem.payload_bytes``; their data on ``mem.data``, which the
-          caller must take;
+        * ``app``: engine messages in, one a cycle at most, always taken: an interface of
+          :func:`engine_message` (``app.valid``, ``app.type``, ``app.meta``, ``app.slot``,
+          ``app.gen``, ``app.ok``), which may be connected to several components;
+        * ``mem``: memory acks in, always taken: an interface of :func:`mem_acks`
+          (``mem.valid``, ``mem.type``, ``mem.meta``, ``mem.payload_bytes``); their data on
+          ``mem.data``, which the caller must take;
         * ``app_tx``: the senders of engine requests (:meth:`app_request`), a list;
           ``mem_tx``: the sender of memory requests (:meth:`mem_request`), whose ``i_data``
-          the caller drives for stores;
+          the caller drives for stores; ``requests``: how the tile's components address
+          requests (:class:`Requests`);
         * ``inputs``: the :class:`~apiary.noc.framing.MessageReceiver` of each further input
           declared, in order, whose ``o_hdr`` and ``o_data`` the caller takes; ``senders``: the
           :class:`~apiary.noc.framing.MessageSender` of each further output;
@@ -321,17 +518,22 @@ class TcpAppTile(Tile):
         valid, msg_type = app_rx.o_hdr.valid, hdr.msg_type
         if k_rx is not None:
             valid, msg_type, meta = self._context(m, app_rx, k_rx, meta)
-        app = SimpleNamespace(valid=valid, type=msg_type, meta=meta,
-                              slot=meta.flow[:sb], gen=meta.flow[SLOT_BITS:SLOT_BITS + GEN_BITS],
-                              ok=(meta.status == Status.OK) | (meta.status == Status.EOF))
-        mem = SimpleNamespace(valid=mem_rx.o_hdr.valid, type=mem_rx.o_hdr.payload.msg_type,
-                              meta=data.View(MEM_META, mem_rx.o_hdr.payload.meta),
-                              payload_bytes=mem_rx.o_hdr.payload.payload_bytes,
-                              data=mem_rx.o_data)
+        app = engine_message(sb).create(path=("app",))
+        m.d.comb += [app.valid.eq(valid), app.type.eq(msg_type), app.meta.eq(meta),
+                     app.slot.eq(meta.flow[:sb]),
+                     app.gen.eq(meta.flow[SLOT_BITS:SLOT_BITS + GEN_BITS]),
+                     app.ok.eq((meta.status == Status.OK) | (meta.status == Status.EOF))]
+        mem = mem_acks().create(path=("mem",))
+        ack = mem_rx.o_hdr.payload
+        m.d.comb += [mem.valid.eq(mem_rx.o_hdr.valid), mem.type.eq(ack.msg_type),
+                     mem.meta.eq(ack.meta), mem.payload_bytes.eq(ack.payload_bytes)]
+        mem.data = mem_rx.o_data
         errors = sum(r.errors for r in receivers) + (0 if k_rx is None else k_rx.errors)
+        requests = Requests(self.env.x, self.env.y, self.tcp_rx, self.tcp_tx,
+                            app_tx[0].i_hdr.payload.shape(), mem_tx.i_hdr.payload.shape())
         return SimpleNamespace(app=app, mem=mem, app_tx=app_tx, mem_tx=mem_tx,
                                inputs=receivers[2:], senders=more_tx,
-                               malformed=errors + io.dropped)
+                               malformed=errors + io.dropped, requests=requests)
 
     def _context(self, m: Module, app_rx: MessageReceiver, k_rx: MessageReceiver,
                  meta_in: Any) -> tuple[Any, Any, Any]:
@@ -384,63 +586,38 @@ class TcpAppTile(Tile):
 
     # -- requests ----------------------------------------------------------------------------------
 
-    def app_request(self, m: Module, sender: MessageSender, msg_type, dst: Endpoint,
-                    **fields) -> Signal:
-        """Offer an engine request on ``sender`` this cycle: ``msg_type`` to the engine tile
-        ``dst`` (:attr:`tcp_rx` or :attr:`tcp_tx`) with the :data:`APP_META` ``fields`` given
-        (the others zero). Call it from one place per cycle; returns the cycle's ``taken``."""
-        d = sender.i_hdr.payload
-        meta = data.View(APP_META.layout(), d.meta)
-        m.d.comb += [
-            sender.i_hdr.valid.eq(1),
-            d.dst_x.eq(dst.x), d.dst_y.eq(dst.y), d.dst_fbits.eq(dst.fbits),
-            d.src_x.eq(self.env.x), d.src_y.eq(self.env.y), d.src_fbits.eq(ENGINE_FBITS),
-            d.msg_type.eq(msg_type), d.payload_bytes.eq(0),
-        ]
-        for name, value in fields.items():
-            m.d.comb += getattr(meta, name).eq(value)
-        return sender.i_hdr.ready
+    def app_request(self, m: Module, hdr: Any, msg_type, dst: Endpoint, **fields) -> Any:
+        """Offer an engine request on ``hdr`` (a sender's ``i_hdr``) this cycle:
+        :func:`app_request` from this tile."""
+        return app_request(m, hdr, msg_type, dst, (self.env.x, self.env.y), **fields)
 
-    def mem_request(self, m: Module, sender: MessageSender, *, store: bool, loc, addr, size,
-                    wrap) -> Signal:
-        """Offer ``LOAD_MEM`` (``store=False``) or ``STORE_MEM`` (its ``size`` bytes then come
-        from ``sender.i_data``) to the memory tile at ``loc`` (a :data:`MEM_LOC`), answered on
-        this tile's LOCAL1. Returns the cycle's ``taken``."""
-        d = sender.i_hdr.payload
-        meta = data.View(MEM_META, d.meta)
-        m.d.comb += [
-            sender.i_hdr.valid.eq(1),
-            d.dst_x.eq(loc.x), d.dst_y.eq(loc.y), d.dst_fbits.eq(Fbits.LOCAL0),
-            d.src_x.eq(self.env.x), d.src_y.eq(self.env.y), d.src_fbits.eq(MEMORY_FBITS),
-            d.msg_type.eq(STORE_MEM if store else LOAD_MEM),
-            d.payload_bytes.eq(size if store else 0),
-            meta.addr.eq(addr), meta.size.eq(size), meta.wrap.eq(wrap),
-        ]
+    def mem_request(self, m: Module, hdr: Any, *, store: bool, loc, addr, size, wrap) -> Any:
+        """Offer a memory request on ``hdr`` (a sender's ``i_hdr``) this cycle:
+        :func:`mem_request` from this tile; a store goes astray if the tile's fault is due
+        (``fault_after``)."""
+        ready = mem_request(m, hdr, (self.env.x, self.env.y), store=store, loc=loc, addr=addr,
+                            size=size, wrap=wrap)
         if store and self.fault_after is not None:
+            meta = data.View(MEM_META, hdr.payload.meta)
             m.d.comb += meta.addr.eq(addr + Mux(self._poison, Const(1, 48) << wrap, 0))
-        return sender.i_hdr.ready
+        return ready
 
-    @staticmethod
-    def mem_ack(mem: SimpleNamespace, msg_type: int, expect, addr, size, wrap):
-        """Whether the memory ack on offer is the one expected (``expect``): its type, the
-        ``addr``, ``size`` and ``wrap`` of the request, and its payload (``size`` bytes for a
-        ``LOAD_MEM_ACK`` without ``error``, none otherwise)."""
-        meta = mem.meta
-        payload = size if msg_type == LOAD_MEM_ACK else 0
-        return (mem.valid & expect & (mem.type == msg_type) & (meta.addr == addr)
-                & (meta.size == size) & (meta.wrap == wrap)
-                & (mem.payload_bytes == Mux(meta.error, 0, payload)))
+    mem_ack = staticmethod(mem_ack)
+    mem_data_to = staticmethod(mem_data_to)
 
-    @staticmethod
-    def mem_data_to(m: Module, mem: SimpleNamespace, flag: Signal, sink: Any) -> None:
-        """While ``flag`` is set, the memory acks' words (``mem.data``) go to ``sink`` (a stream),
-        and ``flag`` clears after the last; otherwise they are taken and thrown away."""
-        with m.If(flag):
-            connect(m, receiver=mem.data, sink=sink)
-            with m.If(mem.data.valid & mem.data.ready & mem.data.payload.last):
-                m.d.sync += flag.eq(0)
-        with m.Else():
-            m.d.comb += mem.data.ready.eq(1)
+    def count_flows(self, m: Module, table: FlowTable, *ended: Any) -> None:
+        """Count ``flows`` (connections announced: ``table.announced``) and ``ended`` (those the
+        engine ended: ``table.ended``, or one of the one-cycle pulses ``ended``)."""
+        c = self.counters
+        count(m, c.ended, functools.reduce(operator.or_, ended, table.ended))
+        count(m, c.flows, table.announced)
+
+    def count_events(self, m: Module, **pulses: Any) -> None:
+        """Count each one-cycle pulse in its counter (``name=pulse``): one event each, the
+        counter's register enabled by its pulse."""
+        for name, pulse in pulses.items():
+            with m.If(pulse):
+                count(m, getattr(self.counters, name))
 
     def count_dropped(self, m: Module, io: SimpleNamespace, *pulses) -> None:
         """Drive the ``dropped`` counter: the messages the tile's logic drops (one-cycle

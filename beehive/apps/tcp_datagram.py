@@ -69,32 +69,38 @@ after the ``TCP_RX_MSG_RESP``, the request to the application 1 cycle after the 
 word; the ``TCP_TX_MSG_REQ`` 1 cycle after the reply's last word. Throughput: one record at a
 time, with 6 round trips to the engine and the memories per record: a control protocol's rate,
 not a data path.
+
+Structure: the connections are kept by a :class:`~beehive.apps.tcp_app.FlowTable`; the
+records are served by :class:`_Records` (a :class:`~beehive.apps.tcp_steps.FlowServer`: the
+sequence above), with :class:`_RecordMemory` (its memory requests and acks),
+:class:`_Replies` (the application's replies), :class:`_RecordBuffer` (the record's bytes,
+then its reply's) and :class:`~beehive.apps.tcp_steps.TxAnswer` (the room in the send ring).
 """
 
-from collections.abc import Callable
 from typing import Any
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
+from amaranth.lib.stream import Signature as StreamSignature
+from amaranth.lib.wiring import In, Out, connect
 
 from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
-from apiary.stream.layout import payload_layout
+from apiary.stream.layout import payload_layout, payload_signature
 from apiary.stream.queue import Queue
 from apiary.stream.registers import Register
 from apiary.tile import Receive, Send, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
-from ..proto.tcp.app import GEN_BITS, Status
+from ..proto.tcp.app import Status
 from ..proto.tcp.config import TcpConfig, config_or_default
-from .tcp_app import (MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, app_inputs, app_outputs,
-                      int_in_range)
-from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
-from apiary.stream.counters import count
+from .tcp_app import (MEM_LOC, FlowTable, Requests, TcpAppTile, app_inputs, app_outputs,
+                      int_in_range, mem_ack, mem_acks)
+from .tcp_steps import AckWait, FlowServer, TxAnswer, ring_add
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
@@ -136,6 +142,386 @@ def split_records(stream: bytes) -> tuple[list[bytes], bytes]:
         records.append(bytes(stream[pos + LENGTH_BYTES:pos + LENGTH_BYTES + n]))
         pos += LENGTH_BYTES + n
     return records, bytes(stream[pos:])
+
+
+# -- the tile's components -------------------------------------------------------------------------
+
+#: A memory request of the record being served (``length``: the load of a record's length
+#: prefix, whose bytes go to ``n``, not to the buffer).
+_MREQ = data.StructLayout({"store": 1, "length": 1, "addr": 48, "size": 16, "wrap": 6})
+
+
+def _memory_control() -> wiring.Signature:
+    """Between :class:`_Records` (the ``Out`` side) and :class:`_RecordMemory`: the request
+    (``req``) to offer while ``go``; its ``taken``; its ack seen (``done``, with its words
+    in), with ``err``; ``clear`` (the ack taken); ``n``, the last length prefix loaded."""
+    return wiring.Signature({"req": Out(_MREQ), "go": Out(1), "taken": In(1), "done": In(1),
+                             "err": In(1), "clear": Out(1), "n": In(16)})
+
+
+def _buffer_control() -> wiring.Signature:
+    """Between :class:`_Records` (the ``Out`` side) and :class:`_RecordBuffer`: pulses that
+    start the buffer's draining (``start_app``: to the application; ``start_prefix``: the
+    reply's length, then ``start_store``: its bytes, to the store; ``flush``: away) and its
+    state (``to_app``, ``to_store``, ``valid``: a word in it)."""
+    return wiring.Signature({"start_app": Out(1), "start_prefix": Out(1), "start_store": Out(1),
+                             "flush": Out(1), "to_app": In(1), "to_store": In(1),
+                             "valid": In(1)})
+
+
+def _reply_control() -> wiring.Signature:
+    """Between :class:`_Records` (the ``Out`` side) and :class:`_Replies`: ``expect`` (a
+    request went out with ``tag``), ``give_up`` (its time is up), ``take`` (the reply seen);
+    ``awaiting``, ``got`` (the reply is in: ``r`` bytes, ``bad`` if too long)."""
+    return wiring.Signature({"expect": Out(1), "give_up": Out(1), "take": Out(1),
+                             "tag": Out(48), "awaiting": In(1), "got": In(1), "bad": In(1),
+                             "r": In(16)})
+
+
+#: What :class:`_Records` counts, a pulse each.
+_EVENTS = ("records", "oversized", "timeouts", "bad_replies", "mem_errors")
+
+
+class _RecordMemory(wiring.Component):
+    """The record's memory requests, one at a time (``ctl``: :func:`_memory_control`): the
+    request offered on ``req`` while ``ctl.go`` (a load from the receive ring's memory tile
+    ``rx_loc``, a store to the send ring's ``tx_loc``), its ack found among the memory acks
+    (``mem``, always taken; a load's words on ``data``: a length prefix into ``ctl.n``, a body
+    onto ``words``); ``ctl.done`` once the ack and its words are in. Any other ack pulses
+    ``drop`` (its words thrown away)."""
+
+    def __init__(self, requests: Requests, width: int) -> None:
+        self._requests = requests
+        super().__init__({
+            "ctl": In(_memory_control()), "rx_loc": In(MEM_LOC), "tx_loc": In(MEM_LOC),
+            "mem": In(mem_acks()), "data": In(payload_signature(width)),
+            "req": Out(requests.mem_signature()), "words": Out(payload_signature(width)),
+            "drop": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        ctl, mem, mreq = self.ctl, self.mem, self.ctl.req
+        m.submodules.ack = ack = AckWait()
+        loc = Signal(MEM_LOC)
+        dest = Signal(2)            # where the ack's bytes go: 0 nowhere, 1 the length, 2 words
+        m.d.comb += [
+            loc.eq(Mux(mreq.store, self.tx_loc, self.rx_loc)),
+            ack.match.eq(
+                mem_ack(mem, LOAD_MEM_ACK, ack.wait & ~mreq.store, mreq.addr, mreq.size,
+                        mreq.wrap)
+                | mem_ack(mem, STORE_MEM_ACK, ack.wait & mreq.store, mreq.addr, mreq.size,
+                          mreq.wrap)),
+            ack.error.eq(mem.meta.error), ack.clear.eq(ctl.clear),
+            ctl.err.eq(ack.err), ctl.done.eq(ack.got & (dest == 0)),
+        ]
+        with m.If(mem.valid):
+            m.d.sync += dest.eq(0)
+            with m.If(ack.match):
+                with m.If(~mem.meta.error & ~mreq.store):
+                    m.d.sync += dest.eq(Mux(mreq.length, 1, 2))
+            with m.Else():
+                m.d.comb += self.drop.eq(1)
+        word = self.data
+        m.d.comb += word.ready.eq(1)
+        with m.If(word.valid):
+            with m.If(dest == 1):
+                m.d.sync += ctl.n.eq(Cat(word.payload.data[8:16], word.payload.data[0:8]))
+            with m.If(dest == 2):
+                m.d.comb += [self.words.valid.eq(1), self.words.payload.eq(word.payload)]
+            with m.If(word.payload.last):
+                m.d.sync += dest.eq(0)
+        with m.If(ctl.go):
+            for store in (False, True):
+                with m.If(mreq.store == store):
+                    self._requests.mem(m, self.req, store=store, loc=loc, addr=mreq.addr,
+                                       size=mreq.size, wrap=mreq.wrap)
+        m.d.comb += [ctl.taken.eq(ctl.go & self.req.ready), ack.issue.eq(ctl.taken)]
+        return m
+
+
+class _Replies(wiring.Component):
+    """The application's replies (``hdr`` and ``data`` of a receiver, always taken): while
+    ``ctl.awaiting`` (from ``ctl.expect`` to the reply or ``ctl.give_up``), a
+    ``UDP_TX_SEGMENT`` whose ``peer_mac`` is ``ctl.tag`` is the reply: its length into
+    ``ctl.r``, its bytes onto ``words`` (none if longer than ``max_record``: ``ctl.bad``), and
+    ``ctl.got`` after its last word (at once if it has none or is too long), until
+    ``ctl.take``. Any other message pulses ``drop``."""
+
+    def __init__(self, hdr_layout: Any, width: int, max_record: int) -> None:
+        self._max_record = max_record
+        super().__init__({
+            "ctl": In(_reply_control()), "hdr": In(StreamSignature(hdr_layout)),
+            "data": In(payload_signature(width)), "words": Out(payload_signature(width)),
+            "drop": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        ctl, reply = self.ctl, self.hdr.payload
+        reply_meta = data.View(PACKET_META.layout(), reply.meta)
+        dest = Signal()             # the reply's bytes go to words
+        m.d.comb += [self.hdr.ready.eq(1), self.data.ready.eq(1)]
+        with m.If(self.hdr.valid):
+            ours = ctl.awaiting & (reply.msg_type == MsgType.UDP_TX_SEGMENT.value) \
+                & (reply_meta.peer_mac == ctl.tag)
+            with m.If(ours):
+                fits = reply.payload_bytes <= self._max_record
+                m.d.sync += [ctl.awaiting.eq(0), ctl.bad.eq(~fits), ctl.r.eq(reply.payload_bytes),
+                             dest.eq(fits & (reply.payload_bytes != 0)),
+                             ctl.got.eq(~fits | (reply.payload_bytes == 0))]
+            with m.Else():
+                m.d.comb += self.drop.eq(1)
+        with m.If(self.data.valid & dest):
+            m.d.comb += [self.words.valid.eq(1), self.words.payload.eq(self.data.payload)]
+            with m.If(self.data.payload.last):
+                m.d.sync += [dest.eq(0), ctl.got.eq(1)]
+        with m.If(ctl.expect):
+            m.d.sync += [ctl.awaiting.eq(1), ctl.got.eq(0)]
+        with m.If(ctl.give_up):
+            m.d.sync += ctl.awaiting.eq(0)
+        with m.If(ctl.take):
+            m.d.sync += ctl.got.eq(0)
+        return m
+
+
+class _RecordBuffer(wiring.Component):
+    """The record's bytes (``mem_words``), then its reply's (``reply_words``), wait here: a
+    queue of ``max_record`` bytes, never full (nothing waits to go in). From the cycle after
+    ``ctl.start_app`` its words go to the application (``app``); after ``ctl.start_prefix``,
+    the reply's 2-byte length ``r`` goes to the store (``store``), then after
+    ``ctl.start_store`` its words; while ``ctl.flush`` they are thrown away."""
+
+    def __init__(self, width: int, max_record: int) -> None:
+        self._width, self._words = width, -(-max_record // (width // 8))
+        super().__init__({
+            "ctl": In(_buffer_control()), "r": In(16),
+            "mem_words": In(payload_signature(width)), "reply_words": In(payload_signature(width)),
+            "app": Out(payload_signature(width)), "store": Out(payload_signature(width)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        ctl, r = self.ctl, self.r
+        m.submodules.buf = buf = Queue(payload_layout(self._width), self._words + 1)
+        for words in (self.mem_words, self.reply_words):
+            m.d.comb += words.ready.eq(1)
+            with m.If(words.valid):
+                m.d.comb += [buf.i.valid.eq(1), buf.i.payload.eq(words.payload)]
+        prefix = Signal()           # the reply's length is on store
+        with m.If(ctl.start_app):
+            m.d.sync += ctl.to_app.eq(1)
+        with m.If(ctl.start_prefix):
+            m.d.sync += prefix.eq(1)
+        with m.If(ctl.start_store):
+            m.d.sync += ctl.to_store.eq(1)
+        with m.If(ctl.to_app):
+            m.d.comb += [self.app.valid.eq(buf.o.valid), self.app.payload.eq(buf.o.payload),
+                         buf.o.ready.eq(self.app.ready)]
+        with m.If(buf.o.valid & buf.o.ready & buf.o.payload.last):
+            m.d.sync += [ctl.to_app.eq(0), ctl.to_store.eq(0)]
+        with m.If(prefix):
+            m.d.comb += [self.store.valid.eq(1),
+                         self.store.payload.data.eq(Cat(r[8:16], r[0:8])),
+                         self.store.payload.nbytes.eq(LENGTH_BYTES),
+                         self.store.payload.last.eq(1)]
+            with m.If(self.store.ready):
+                m.d.sync += prefix.eq(0)
+        with m.Elif(ctl.to_store):
+            m.d.comb += [self.store.valid.eq(buf.o.valid), self.store.payload.eq(buf.o.payload),
+                         buf.o.ready.eq(self.store.ready)]
+        with m.If(ctl.flush):
+            m.d.comb += buf.o.ready.eq(1)
+        m.d.comb += ctl.valid.eq(buf.o.valid)
+        return m
+
+
+class _Records(FlowServer):
+    """The records of the tile's connections, one at a time (see the module docstring for the
+    sequence), as a :class:`~beehive.apps.tcp_steps.FlowServer`: the record's memory requests
+    through ``mem`` (:class:`_RecordMemory`), its bytes and its reply's through ``buf``
+    (:class:`_RecordBuffer`), the request to the application offered on ``req_go`` (with
+    ``ctl`` of ``reply``: :class:`_Replies`), room in the send ring awaited on ``tx_wait``
+    (answered by :class:`~beehive.apps.tcp_steps.TxAnswer` on ``tx_answered``, ``tx_ok``).
+    ``events`` pulse what the tile counts (:data:`_EVENTS`). ``timeout``: cycles a request
+    waits for its reply (taken as it is sent)."""
+
+    fsm_name = "records"
+    close_after = "FLUSH"
+
+    def __init__(self, requests: Requests, *, flows: int, slot_bits: int,
+                 max_record: int) -> None:
+        self._max_record = max_record
+        super().__init__(requests, flows=flows, slot_bits=slot_bits, need=LENGTH_BYTES,
+                         ask=Signal(range(max_record + LENGTH_BYTES + 1), name="ask"),
+                         members={
+                             "mem": Out(_memory_control()), "buf": Out(_buffer_control()),
+                             "reply": Out(_reply_control()),
+                             "req_go": Out(1), "req_taken": In(1), "timeout": In(32),
+                             "tx_wait": Out(1), "tx_answered": In(1), "tx_ok": In(1),
+                             "events": Out(data.StructLayout({e: 1 for e in _EVENTS})),
+                         })
+        self.tx = Signal(data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6}))
+        self.tx_got = Signal()      # tx holds the room granted
+        self.seq = Signal(32)       # the request's tag, with the handle
+        self.timer = Signal(32)
+
+    def on_pop(self) -> list:
+        return [self._ask.eq(LENGTH_BYTES)]
+
+    def _memory(self, store: bool, addr: Any, size: Any, wrap: Any, length: bool = False) -> list:
+        mreq = self.mem.req
+        return [mreq.store.eq(store), mreq.length.eq(length), mreq.addr.eq(addr),
+                mreq.size.eq(size), mreq.wrap.eq(wrap)]
+
+    def whole(self, m: Module, cx: Any) -> None:
+        m.d.sync += self._memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
+        m.next = "LOAD_LENGTH"
+
+    def _memory_states(self, m: Module, name: str, *, after: Any,
+                       on_issue: Signal | None = None) -> None:
+        """State ``name`` offers the memory request; ``WAIT_<name>`` takes its ack (and a
+        load's bytes): an error closes the connection, a connection that ended meanwhile is
+        dropped, and else ``after()`` picks the next state."""
+        mem = self.mem
+        with m.State(name):
+            m.d.comb += [self.busy.eq(1), mem.go.eq(1)]
+            with m.If(mem.taken):
+                if on_issue is not None:
+                    m.d.comb += on_issue.eq(1)
+                m.next = f"WAIT_{name}"
+        with m.State(f"WAIT_{name}"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(mem.done):
+                m.d.comb += mem.clear.eq(1)
+                with m.If(mem.err):
+                    m.d.comb += self.events.mem_errors.eq(1)
+                    m.next = "CLOSE"
+                with m.Elif(self.dead):
+                    m.next = "FLUSH"
+                with m.Else():
+                    after()
+
+    def _decide_length(self, m: Module) -> None:
+        n, rx = self.mem.n, self.rx
+        too_long, partial, eof, empty = self._length_checks
+        with m.If(too_long):
+            m.d.comb += self.events.oversized.eq(1)
+            m.next = "CLOSE"
+        with m.Elif(partial):
+            with m.If(eof):
+                m.d.comb += self.truncated.eq(1)
+                m.next = "CLOSE"
+            with m.Else():
+                m.d.sync += self._ask.eq(n + LENGTH_BYTES)
+                m.next = "ASK"
+        with m.Elif(empty):
+            m.next = "ADJUST_RX"
+        with m.Else():
+            m.d.sync += self._memory(False, ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
+                                     rx.size_log2)
+            m.next = "LOAD_BODY"
+
+    def _store_reply(self, m: Module) -> None:
+        r, tx = self.reply.r, self.tx
+        with m.If(r == 0):
+            m.next = "ADJUST_TX"
+        with m.Else():
+            m.d.sync += self._memory(True, ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
+            m.next = "STORE_REPLY"
+
+    def states(self, m: Module) -> None:
+        def goto(state: str) -> Any:
+            def go() -> None:
+                m.next = state
+            return go
+        self._memory_states(m, "LOAD_LENGTH", after=lambda: self._decide_length(m))
+        self._memory_states(m, "LOAD_BODY", after=goto("ADJUST_RX"))    # (the body in buf)
+        self._request_states(m)
+        self._memory_states(m, "STORE_LENGTH", on_issue=self.buf.start_prefix,
+                            after=lambda: self._store_reply(m))
+        self._memory_states(m, "STORE_REPLY", on_issue=self.buf.start_store,
+                            after=goto("ADJUST_TX"))
+        r = self.reply.r
+        with m.State("ADJUST_TX"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_TX_ADJUST_PTR,
+                                   ptr=self.tx.ptr + LENGTH_BYTES + r)):
+                m.d.comb += self.events.records.eq(1)
+                m.d.sync += self._ask.eq(LENGTH_BYTES)
+                m.next = "ASK"
+        with m.State("FLUSH"):          # what the record left in buf is thrown away
+            with m.If(~self.buf.to_app & ~self.buf.to_store):
+                m.d.comb += self.buf.flush.eq(1)
+                with m.If(~self.buf.valid):
+                    m.next = "IDLE"
+
+    def _request_states(self, m: Module) -> None:
+        """From the record's body to the room for its reply."""
+        n, reply, tx_wait, tx_got = self.mem.n, self.reply, self.tx_wait, self.tx_got
+        timed_out = self._timed_out
+        with m.State("ADJUST_RX"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_RX_ADJUST_PTR,
+                                   ptr=self.rx.ptr + LENGTH_BYTES + n)):
+                m.d.sync += self.seq.eq(self.seq + 1)     # the request's tag
+                m.next = "REQUEST"
+        with m.State("REQUEST"):
+            m.d.comb += [self.busy.eq(1), self.req_go.eq(1)]
+            with m.If(self.req_taken):
+                m.d.comb += [self.buf.start_app.eq(n != 0), reply.expect.eq(1)]
+                m.d.sync += self.timer.eq(self.timeout)
+                m.next = "WAIT_REPLY"
+        with m.State("WAIT_REPLY"):
+            m.d.comb += self.busy.eq(1)
+            m.d.sync += self.timer.eq(self.timer - 1)
+            with m.If(reply.got):
+                m.d.comb += reply.take.eq(1)
+                with m.If(reply.bad):
+                    m.d.comb += self.events.bad_replies.eq(1)
+                    m.next = "CLOSE"
+                with m.Elif(self.dead):
+                    m.next = "FLUSH"
+                with m.Else():
+                    m.next = "TX_REQ"
+            with m.Elif(timed_out):
+                m.d.comb += [reply.give_up.eq(1), self.events.timeouts.eq(1)]
+                m.next = "CLOSE"
+        with m.State("TX_REQ"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_TX_MSG_REQ,
+                                   length=reply.r + LENGTH_BYTES)):
+                m.d.sync += tx_wait.eq(1)
+                m.next = "WAIT_TX"
+        with m.State("WAIT_TX"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
+                m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
+                m.next = "FLUSH"
+            with m.Elif(tx_got):
+                m.d.sync += tx_got.eq(0)
+                m.d.sync += self._memory(True, self.tx.addr, LENGTH_BYTES, self.tx.wrap)
+                m.next = "STORE_LENGTH"
+
+    def before(self, m: Module) -> None:
+        n, rx, reply = self.mem.n, self.rx, self.reply
+        too_long, partial, eof, empty = Signal(), Signal(), Signal(), Signal()
+        self._length_checks = too_long, partial, eof, empty
+        self._timed_out = timed_out = Signal()
+        m.d.comb += [too_long.eq(n > self._max_record),
+                     partial.eq(rx.length - LENGTH_BYTES < n),     # not all in yet
+                     eof.eq(rx.status == Status.EOF), empty.eq(n == 0),
+                     reply.tag.eq(Cat(self.handle, self.seq)),
+                     timed_out.eq(reply.awaiting & (self.timer == 0))]
+
+    def after(self, m: Module) -> None:
+        # the answer to TX_REQ, after the states (as the tile's take_tx_answer was)
+        meta = self.app.meta
+        with m.If(self.tx_answered):
+            m.d.sync += self.tx_wait.eq(0)
+        with m.If(self.tx_ok):
+            m.d.sync += [self.tx_got.eq(1), self.tx.ptr.eq(meta.ptr),
+                         self.tx.addr.eq(meta.addr), self.tx.wrap.eq(meta.size_log2)]
 
 
 # -- the tile --------------------------------------------------------------------------------------
@@ -205,295 +591,73 @@ class TcpDatagramTile(TcpAppTile):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, flows = self.env.width, self.config.flows
-        nb = width // 8
-        c = self.counters
+        width, flows, sb = self.env.width, self.config.flows, self.slot_bits
         io = self.ports(m)
         app_tx, = io.app_tx
         rep_rx, = io.inputs
         req_tx, = io.senders
-        a, mem = io.app, io.mem
-        meta = a.meta
+        a = io.app
+        m.submodules.table = table = FlowTable(flows, sb, forgets=2, reads={
+            **FlowServer.READS, "rx_loc": ("rx_locs", "comb"), "tx_loc": ("tx_locs", "comb")})
+        m.submodules.records = records = _Records(io.requests, flows=flows, slot_bits=sb,
+                                                  max_record=self.max_record)
+        m.submodules.memory = memory = _RecordMemory(io.requests, width)
+        m.submodules.replies = replies = _Replies(rep_rx.o_hdr.payload.shape(), width,
+                                                  self.max_record)
+        m.submodules.buffer = buffer = _RecordBuffer(width, self.max_record)
+        m.submodules.tx_answer = tx_answer = TxAnswer(sb)
+        connect(m, app=a, table=table.app, records=records.app, tx_answer=tx_answer.app)
+        records.join(m, table)
+        connect(m, records=records.mem, memory=memory.ctl)
+        connect(m, records=records.buf, buffer=buffer.ctl)
+        connect(m, records=records.reply, replies=replies.ctl)
+        connect(m, records=records.app_tx, sender=app_tx.i_hdr)
+        connect(m, memory=memory.req, sender=io.mem_tx.i_hdr)
+        connect(m, receiver=io.mem, memory=memory.mem)
+        connect(m, receiver=io.mem.data, memory=memory.data)
+        connect(m, memory=memory.words, buffer=buffer.mem_words)
+        connect(m, receiver=rep_rx.o_hdr, replies=replies.hdr)
+        connect(m, receiver=rep_rx.o_data, replies=replies.data)
+        connect(m, replies=replies.words, buffer=buffer.reply_words)
+        connect(m, buffer=buffer.app, sender=req_tx.i_data)
+        connect(m, buffer=buffer.store, sender=io.mem_tx.i_data)
+        m.d.comb += [
+            records.timeout.eq(self.regs.reply_timeout),
+            table.rx_loc.addr.eq(records.slot), table.tx_loc.addr.eq(records.slot),
+            memory.rx_loc.eq(table.rx_loc.data), memory.tx_loc.eq(table.tx_loc.data),
+            buffer.r.eq(records.reply.r),
+            table.forget[0].en.eq(records.forget), table.forget[0].slot.eq(records.slot),
+            table.forget[1].en.eq(tx_answer.ended), table.forget[1].slot.eq(a.slot),
+            tx_answer.handled.eq(table.handled), tx_answer.wait.eq(records.tx_wait),
+            tx_answer.handle[0].eq(records.handle),
+            records.tx_answered.eq(tx_answer.answered), records.tx_ok.eq(tx_answer.ok),
+        ]
+        m.d.comb += records.req_taken.eq(self._request(m, req_tx, table, records, memory.ctl.n))
+        self.count_dropped(m, io, tx_answer.drop, memory.drop, replies.drop, table.drop)
+        self.count_flows(m, table, tx_answer.ended)
+        self.count_events(m, closed=records.forget, truncated=records.truncated,
+                          **{name: getattr(records.events, name) for name in _EVENTS})
+        return m
 
-        # -- per-flow state ----------------------------------------------------------------------
-        sb = self.slot_bits
-        table = FlowTable(m, flows, sb)
-        live = table.live
-        rx_loc_r = table.rx_locs.read_port(domain="comb")
-        tx_loc_r = table.tx_locs.read_port(domain="comb")
-        m.submodules.peers = peers = Memory(shape=_PEER, depth=flows, init=[])
+    def _request(self, m: Module, req_tx: Any, table: FlowTable, records: _Records,
+                 n: Any) -> Any:
+        """The request to the application (``UDP_RX_SEGMENT``, ``n`` bytes, tagged), offered
+        while ``records.req_go``, with its connection's peer (kept per flow slot, written as
+        ``table`` announces it). Returns its ``taken``."""
+        meta = table.app.meta
+        m.submodules.peers = peers = Memory(shape=_PEER, depth=self.config.flows, init=[])
         peer_w, peer_r = peers.write_port(), peers.read_port(domain="comb")
-
-        # -- the record being served -------------------------------------------------------------
-        slot = Signal(sb)
-        gen = Signal(GEN_BITS)
-        handle = self.handle(slot, gen)
-        dead = Signal()             # its connection ended under it
-        rx = Signal(RX_CONTEXT)     # the response being served
-        n = Signal(16)              # the request's length
-        r = Signal(16)              # the reply's length
-        ask = Signal(range(self.max_record + LENGTH_BYTES + 1))    # bytes the next RX_MSG_REQ
-        tx = Signal(data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6}))
-        seq = Signal(32)
-        tag = Cat(handle, seq)
-        timer = Signal(32)
-        picker = FlowPicker(m, table, slot)
-        m.d.comb += [peer_r.addr.eq(slot), rx_loc_r.addr.eq(slot),
-                     tx_loc_r.addr.eq(slot)]
-
-        # The record's bytes, then its reply's, wait here.
-        words = -(-self.max_record // nb)
-        m.submodules.buf = buf = Queue(payload_layout(width), words + 1)
-        to_app, to_store = Signal(), Signal()       # the buffer drains into a message
-        with m.If(to_app):
-            m.d.comb += [req_tx.i_data.valid.eq(buf.o.valid),
-                         req_tx.i_data.payload.eq(buf.o.payload),
-                         buf.o.ready.eq(req_tx.i_data.ready)]
-        drained = buf.o.valid & buf.o.ready & buf.o.payload.last
-        with m.If(drained):
-            m.d.sync += [to_app.eq(0), to_store.eq(0)]
-
-        # -- memory requests and acks (one outstanding) ------------------------------------------
-        # (`length`: the load of a record's length prefix, whose bytes go to n, not to buf)
-        mreq = Signal(data.StructLayout({"store": 1, "length": 1, "addr": 48, "size": 16,
-                                         "wrap": 6}))
-        mreq_loc = Signal(MEM_LOC)
-        m.d.comb += mreq_loc.eq(Mux(mreq.store, tx_loc_r.data, rx_loc_r.data))
-        m_wait = Signal()           # its ack is awaited
-        m_got, m_err = Signal(), Signal()
-        m_dest = Signal(2)          # where the ack's bytes go: 0 nowhere, 1 the length, 2 buf
-        prefix = Signal()           # the 2-byte length of the reply is on mem_tx.i_data
-        with m.If(prefix):
-            m.d.comb += [io.mem_tx.i_data.valid.eq(1),
-                         io.mem_tx.i_data.payload.data.eq(Cat(r[8:16], r[0:8])),
-                         io.mem_tx.i_data.payload.nbytes.eq(LENGTH_BYTES),
-                         io.mem_tx.i_data.payload.last.eq(1)]
-            with m.If(io.mem_tx.i_data.ready):
-                m.d.sync += prefix.eq(0)
-        with m.Elif(to_store):
-            m.d.comb += [io.mem_tx.i_data.valid.eq(buf.o.valid),
-                         io.mem_tx.i_data.payload.eq(buf.o.payload),
-                         buf.o.ready.eq(io.mem_tx.i_data.ready)]
-        expected = Signal()
-        m.d.comb += expected.eq(
-            self.mem_ack(mem, LOAD_MEM_ACK, m_wait & ~mreq.store, mreq.addr, mreq.size,
-                         mreq.wrap)
-            | self.mem_ack(mem, STORE_MEM_ACK, m_wait & mreq.store, mreq.addr, mreq.size,
-                           mreq.wrap))
-        drop_mem = Signal()
-        with m.If(mem.valid):
-            m.d.sync += m_dest.eq(0)
-            with m.If(expected):
-                m.d.sync += [m_wait.eq(0), m_got.eq(1), m_err.eq(mem.meta.error)]
-                with m.If(~mem.meta.error & ~mreq.store):
-                    m.d.sync += m_dest.eq(Mux(mreq.length, 1, 2))
-            with m.Else():
-                m.d.comb += drop_mem.eq(1)
-        word = mem.data
-        m.d.comb += word.ready.eq(1)
-        with m.If(word.valid):
-            with m.If(m_dest == 1):
-                m.d.sync += n.eq(Cat(word.payload.data[8:16], word.payload.data[0:8]))
-            with m.If(m_dest == 2):
-                m.d.comb += [buf.i.valid.eq(1), buf.i.payload.eq(word.payload)]
-            with m.If(word.payload.last):
-                m.d.sync += m_dest.eq(0)
-        mem_go = Signal()           # offer mreq
-        with m.If(mem_go):
-            for store in (False, True):
-                with m.If(mreq.store == store):
-                    self.mem_request(m, io.mem_tx, store=store, loc=mreq_loc, addr=mreq.addr,
-                                     size=mreq.size, wrap=mreq.wrap)
-        mem_taken = mem_go & io.mem_tx.i_hdr.ready
-        with m.If(mem_taken):
-            m.d.sync += [m_wait.eq(1), m_got.eq(0)]
-
-        def memory(store: bool, addr: Any, size: Any, wrap: Any, length: bool = False) -> list:
-            return [mreq.store.eq(store), mreq.length.eq(length), mreq.addr.eq(addr),
-                    mreq.size.eq(size), mreq.wrap.eq(wrap)]
-
-        # -- the application's replies (always taken) --------------------------------------------
-        reply = rep_rx.o_hdr.payload
-        reply_meta = data.View(PACKET_META.layout(), reply.meta)
-        awaiting = Signal()
-        r_got, r_bad = Signal(), Signal()
-        r_dest = Signal()           # the reply's bytes go to buf
-        drop_reply = Signal()
-        m.d.comb += [rep_rx.o_hdr.ready.eq(1), rep_rx.o_data.ready.eq(1)]
-        with m.If(rep_rx.o_hdr.valid):
-            ours = awaiting & (reply.msg_type == MsgType.UDP_TX_SEGMENT.value) \
-                & (reply_meta.peer_mac == tag)
-            with m.If(ours):
-                fits = reply.payload_bytes <= self.max_record
-                m.d.sync += [awaiting.eq(0), r_bad.eq(~fits), r.eq(reply.payload_bytes),
-                             r_dest.eq(fits & (reply.payload_bytes != 0)),
-                             r_got.eq(~fits | (reply.payload_bytes == 0))]
-            with m.Else():
-                m.d.comb += drop_reply.eq(1)
-        with m.If(rep_rx.o_data.valid & r_dest):
-            m.d.comb += [buf.i.valid.eq(1), buf.i.payload.eq(rep_rx.o_data.payload)]
-            with m.If(rep_rx.o_data.payload.last):
-                m.d.sync += [r_dest.eq(0), r_got.eq(1)]
-
-        # -- requests to the application ---------------------------------------------------------
+        with m.If(table.announced):
+            m.d.comb += [peer_w.en.eq(1), peer_w.addr.eq(table.app.slot),
+                         peer_w.data.ip.eq(meta.peer_ip), peer_w.data.port.eq(meta.peer_port),
+                         peer_w.data.local_port.eq(meta.local_port)]
         req_meta = Signal(PACKET_META.layout())
-        m.d.comb += [req_meta.peer_mac.eq(tag), req_meta.protocol.eq(IpProtocol.TCP.value),
+        m.d.comb += [peer_r.addr.eq(records.slot),
+                     req_meta.peer_mac.eq(records.reply.tag),
+                     req_meta.protocol.eq(IpProtocol.TCP.value),
                      req_meta.peer_ip.eq(peer_r.data.ip), req_meta.peer_port.eq(peer_r.data.port),
                      req_meta.local_port.eq(peer_r.data.local_port)]
-        req_go = Signal()
-        req_taken = offer_message(
-            m, req_tx, req_go, dst=address_of(self.app_hop), src=(self.env.x, self.env.y,
-                                                                   DATAGRAM_FBITS),
-            msg_type=MsgType.UDP_RX_SEGMENT.value, meta=req_meta, payload_bytes=n)
-
-        # -- engine messages (always taken) ------------------------------------------------------
-        tx_wait, tx_got = Signal(), Signal()
-        ended_tx = Signal()
-        drop_app = Signal()
-        self.count_dropped(m, io, drop_app, drop_mem, drop_reply, table.drop)
-        m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
-                     c.flows.eq(c.flows + table.announced)]
-        busy = Signal()             # the engine serves `slot`
-        with m.If(table.kill & busy & (a.slot == slot)):
-            m.d.sync += dead.eq(1)
-        forget = Signal()           # the engine is done with the record's connection
-        with m.If(forget):
-            m.d.sync += live.bit_select(slot, 1).eq(0)
-
-        # -- the engine ----------------------------------------------------------------------------
-        def goto(state: str) -> Callable[[], None]:
-            def go() -> None:
-                m.next = state
-            return go
-
-        def memory_states(name: str, *, after: Callable[[], None], on_issue: tuple = ()) -> None:
-            """State ``name`` offers ``mreq``; ``WAIT_<name>`` takes its ack (and a load's
-            bytes): an error closes the connection, a connection that ended meanwhile is
-            dropped, and else ``after()`` picks the next state."""
-            with m.State(name):
-                m.d.comb += [busy.eq(1), mem_go.eq(1)]
-                with m.If(mem_taken):
-                    m.d.sync += list(on_issue)
-                    m.next = f"WAIT_{name}"
-            with m.State(f"WAIT_{name}"):
-                m.d.comb += busy.eq(1)
-                with m.If(m_got & (m_dest == 0)):
-                    m.d.sync += m_got.eq(0)
-                    with m.If(m_err):
-                        count(m, c.mem_errors)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "FLUSH"
-                    with m.Else():
-                        after()
-
-        def decide_length() -> None:
-            with m.If(n > self.max_record):
-                count(m, c.oversized)
-                m.next = "CLOSE"
-            with m.Elif(rx.length - LENGTH_BYTES < n):          # not all in yet
-                with m.If(rx.status == Status.EOF):
-                    count(m, c.truncated)
-                    m.next = "CLOSE"
-                with m.Else():
-                    m.d.sync += ask.eq(n + LENGTH_BYTES)
-                    m.next = "ASK"
-            with m.Elif(n == 0):
-                m.next = "ADJUST_RX"
-            with m.Else():
-                m.d.sync += memory(False, ring_add(rx.addr, LENGTH_BYTES, rx.size_log2), n,
-                                   rx.size_log2)
-                m.next = "LOAD_BODY"
-
-        def store_reply() -> None:
-            with m.If(r == 0):
-                m.next = "ADJUST_TX"
-            with m.Else():
-                m.d.sync += memory(True, ring_add(tx.addr, LENGTH_BYTES, tx.wrap), r, tx.wrap)
-                m.next = "STORE_REPLY"
-
-        def load_length(cx: Any) -> None:
-            m.d.sync += memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
-            m.next = "LOAD_LENGTH"
-
-        with m.FSM(name="records"):
-            picker.states(m, gen=gen, dead=dead, busy=busy, rx=rx, need=LENGTH_BYTES,
-                          whole=load_length, ask="ASK", close="CLOSE", truncated=c.truncated,
-                          on_pop=(ask.eq(LENGTH_BYTES),))
-            memory_states("LOAD_LENGTH", after=decide_length)       # (the length is in n)
-            memory_states("LOAD_BODY", after=goto("ADJUST_RX"))   # (the body is in buf)
-            with m.State("ADJUST_RX"):
-                m.d.comb += busy.eq(1)
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
-                                           flow=handle, ptr=rx.ptr + LENGTH_BYTES + n)):
-                    m.d.sync += seq.eq(seq + 1)     # the request's tag
-                    m.next = "REQUEST"
-            with m.State("REQUEST"):
-                m.d.comb += [busy.eq(1), req_go.eq(1)]
-                with m.If(req_taken):
-                    m.d.sync += [to_app.eq(n != 0), awaiting.eq(1), r_got.eq(0),
-                                 timer.eq(self.regs.reply_timeout)]
-                    m.next = "WAIT_REPLY"
-            with m.State("WAIT_REPLY"):
-                m.d.comb += busy.eq(1)
-                m.d.sync += timer.eq(timer - 1)
-                with m.If(r_got):
-                    m.d.sync += r_got.eq(0)
-                    with m.If(r_bad):
-                        count(m, c.bad_replies)
-                        m.next = "CLOSE"
-                    with m.Elif(dead):
-                        m.next = "FLUSH"
-                    with m.Else():
-                        m.next = "TX_REQ"
-                with m.Elif(awaiting & (timer == 0)):
-                    m.d.sync += [awaiting.eq(0), c.timeouts.eq(c.timeouts + 1)]
-                    m.next = "CLOSE"
-            # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
-            # is looked at before one is offered, not while)
-            with m.State("TX_REQ"):
-                m.d.comb += busy.eq(1)
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                           flow=handle, length=r + LENGTH_BYTES)):
-                    m.d.sync += tx_wait.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                m.d.comb += busy.eq(1)
-                with m.If(dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
-                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
-                    m.next = "FLUSH"
-                with m.Elif(tx_got):
-                    m.d.sync += tx_got.eq(0)
-                    m.d.sync += memory(True, tx.addr, LENGTH_BYTES, tx.wrap)
-                    m.next = "STORE_LENGTH"
-            memory_states("STORE_LENGTH", on_issue=(prefix.eq(1),), after=store_reply)
-            memory_states("STORE_REPLY", on_issue=(to_store.eq(1),), after=goto("ADJUST_TX"))
-            with m.State("ADJUST_TX"):
-                m.d.comb += busy.eq(1)
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                           flow=handle, ptr=tx.ptr + LENGTH_BYTES + r)):
-                    m.d.sync += [c.records.eq(c.records + 1), ask.eq(LENGTH_BYTES)]
-                    m.next = "ASK"
-            with m.State("ASK"):            # the next record (or the rest of this one)
-                m.d.comb += busy.eq(1)
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                           flow=handle, length=ask)):
-                    m.next = "IDLE"
-            close_state(m, self, app_tx, handle=handle, dead=dead, busy=busy, forget=forget,
-                        closed=c.closed, after="FLUSH")
-            with m.State("FLUSH"):          # what the record left in buf is thrown away
-                with m.If(~to_app & ~to_store):
-                    m.d.comb += buf.o.ready.eq(1)
-                    with m.If(~buf.o.valid):
-                        m.next = "IDLE"
-
-        # -- engine messages, after the engine: a new connection's `live` wins over the old one
-        # being forgotten ----------------------------------------------------------------------
-        table.track(m, a)
-        with m.If(table.announced):
-            m.d.comb += [peer_w.en.eq(1), peer_w.addr.eq(a.slot), peer_w.data.ip.eq(meta.peer_ip),
-                         peer_w.data.port.eq(meta.peer_port),
-                         peer_w.data.local_port.eq(meta.local_port)]
-        take_tx_answer(m, a, table, wait=tx_wait, got=tx_got, handle=handle, ring=tx,
-                       ended=ended_tx, drop=drop_app)
-        return m
+        return offer_message(
+            m, req_tx, records.req_go, dst=address_of(self.app_hop),
+            src=(self.env.x, self.env.y, DATAGRAM_FBITS), msg_type=MsgType.UDP_RX_SEGMENT.value,
+            meta=req_meta, payload_bytes=n)

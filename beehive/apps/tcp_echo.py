@@ -48,24 +48,27 @@ comes for it afterwards is dropped. A memory ack with ``error`` set gives the fl
 Structure: the input is never held (``streaming = False``); each message is handled the cycle
 it is offered, with room guaranteed for whatever it leaves behind:
 
-* per flow (indexed by the handle's slot): the generation of the connection it holds, whether
-  it is live, its receive and send rings' memory tiles, and the latest ``TCP_RX_MSG_RESP``;
+* per flow (indexed by the handle's slot; :class:`~beehive.apps.tcp_app.FlowTable`): the
+  generation of the connection it holds, whether it is live, its receive and send rings'
+  memory tiles, and the latest ``TCP_RX_MSG_RESP``;
 * a FIFO of flows whose notification arrived (their first ``TCP_RX_MSG_REQ`` goes out from it,
-  whatever the jobs do) and a FIFO of flows with a response to serve: each flow is in each at
-  most once (a bit per flow says so), so ``flows`` entries always suffice;
+  whatever the jobs do: :class:`_FirstRequests`) and a FIFO of flows with a response to serve
+  (:class:`_Dispatch`): each flow is in each at most once (a bit per flow says so), so
+  ``flows`` entries always suffice;
 * up to ``jobs`` jobs at once, each on a different flow slot (the flow at the head of the
   FIFO waits while a job of its slot's previous connection, ended, still awaits a memory ack).
   A job is a record (flow, ``n``, both rings) and a step, with at most one request or answer
   outstanding: a flow waiting for room in its send ring holds only its own job (only when all
-  ``jobs`` wait for room does everything wait). Engine requests leave on one sender, the
-  jobs' in turn (round-robin); memory requests on another, the oldest loaded chunk's store
-  before loads. A request once offered stays on offer until taken; a dead job's request not
-  yet offered is withdrawn;
+  ``jobs`` wait for room does everything wait (:class:`_Jobs`). Engine requests leave on one
+  sender, the jobs' in turn (round-robin: :class:`_EngineRequests`); memory requests on
+  another, the oldest loaded chunk's store before loads (:class:`_MemRequests`). A request once
+  offered stays on offer until taken; a dead job's request not yet offered is withdrawn;
 * answers are matched to the job awaiting them: ``TCP_TX_MSG_RESP`` by its flow handle,
   ``LOAD_MEM_ACK`` and ``STORE_MEM_ACK`` by the ``addr``, ``size`` and ``wrap`` of the job's
   request (each job is on its own flow slot, and each slot's ring has its own address). No
   order is assumed: acks may come back in any order, from any number of memory tiles, with
-  any number of loads outstanding to each. Anything else is dropped and counted;
+  any number of loads outstanding to each (:class:`~beehive.apps.tcp_steps.TxAnswer`,
+  :class:`_MemAcks`). Anything else is dropped and counted;
 * loaded bytes go into a :class:`~apiary.stream.packet_buffer.PacketBuffer` of ``jobs``
   chunks: a job has at most one chunk loaded or on its way, so its room is reserved before
   its ``LOAD_MEM`` leaves. Chunks are stored in the order their acks came; the chunk of a job
@@ -84,19 +87,25 @@ were jobs), 8.9 with 2, 7.0 with 4; with memory acks 20 cycles late 55, 27.6 and
 bits 68, 45 and 39.5.
 """
 
+from typing import Any
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data, enum
-from amaranth.lib.wiring import connect
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
+from apiary.stream.counters import count
+from apiary.stream.layout import payload_signature
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.queue import Queue
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS, Status
-from .tcp_app import MEM_LOC, FlowTable, TcpAppTile, app_outputs
-from apiary.stream.counters import count
+from .tcp_app import (MEM_LOC, RX_CONTEXT, TABLE_MEMORIES, FlowTable, Requests, TcpAppTile,
+                      app_outputs, engine_message, handle_of, mem_ack, mem_acks, mem_data_to,
+                      read_port)
+from .tcp_steps import ChunkOut, HeldOffer, TxAnswer
 
 
 __all__ = ["TcpEchoTile"]
@@ -124,9 +133,18 @@ class _Step(enum.Enum, shape=4):
     CLOSE = 11
 
 
+#: The steps that send an engine request.
+_REQUESTS = (_Step.TX_REQ, _Step.ADJ_TX, _Step.ADJ_RX, _Step.RX_REQ, _Step.CLOSE)
 #: The step after an engine request is taken.
 _AFTER = {_Step.TX_REQ: _Step.WAIT_TX, _Step.ADJ_TX: _Step.ADJ_RX, _Step.ADJ_RX: _Step.RX_REQ,
           _Step.RX_REQ: _Step.FREE, _Step.CLOSE: _Step.FREE}
+
+
+def _fill(chunk: int) -> data.StructLayout:
+    """What a job takes of its flow's response: its generation, the bytes to echo, its
+    receive ring, its send ring's memory tile."""
+    return data.StructLayout({"gen": GEN_BITS, "n": range(chunk + 1), "rx": _RING,
+                              "tx_loc": MEM_LOC})
 
 
 def _bits(n):
@@ -170,6 +188,393 @@ def _one_of(step, steps):
     return Cat(step == s for s in steps).any()
 
 
+def _record(slot_bits: int, chunk: int) -> data.StructLayout:
+    """A job: its flow, the bytes it echoes, and both rings."""
+    return data.StructLayout({"slot": slot_bits, "gen": GEN_BITS, "n": range(chunk + 1),
+                              "rx": _RING, "tx": _RING})
+
+
+def _jobs_view(jobs: int, record: data.StructLayout) -> wiring.Signature:
+    """The jobs as :class:`_Jobs` shows them (the ``Out`` side): each one's record, step,
+    ``dead`` bit (its connection ended under it) and ``active`` bit (not ``FREE``)."""
+    return wiring.Signature({"job": Out(data.ArrayLayout(record, jobs)),
+                             "step": Out(data.ArrayLayout(_Step, jobs)),
+                             "dead": Out(jobs), "active": Out(jobs)})
+
+
+def _dispatch_signature(jobs: int, slot_bits: int, fill: data.StructLayout) -> wiring.Signature:
+    """From :class:`_Dispatch` (the ``Out`` side) to :class:`_Jobs`: ``pop`` the flow slot
+    ``head`` into the free job ``free_k``; a cycle later (``chk_valid``) job ``chk_job`` gets
+    its response (``fill``) and its next step (``chk_next``)."""
+    return wiring.Signature({"pop": Out(1), "free_k": Out(_bits(jobs)), "head": Out(slot_bits),
+                             "chk_valid": Out(1), "chk_job": Out(_bits(jobs)),
+                             "chk_next": Out(_Step), "fill": Out(fill)})
+
+
+def _request_events(jobs: int) -> wiring.Signature:
+    """From a sender of the jobs' requests (the ``Out`` side) to :class:`_Jobs`, a bit per
+    job: ``mine`` (its request is on offer, held until taken) and the pulses of its
+    requests taken (``sent``: an engine request; ``load_sent``, ``store_sent``; ``drained``:
+    its chunk thrown away, its connection having ended)."""
+    return wiring.Signature({"mine": Out(jobs), "sent": Out(jobs), "load_sent": Out(jobs),
+                             "store_sent": Out(jobs), "drained": Out(jobs)})
+
+
+def _ack_events(jobs: int) -> wiring.Signature:
+    """From :class:`_MemAcks` (the ``Out`` side) to :class:`_Jobs`: a pulse per job as its
+    load or its store is acknowledged, and the ack's ``error``."""
+    return wiring.Signature({"loaded": Out(jobs), "stored": Out(jobs), "error": Out(1)})
+
+
+class _Jobs(wiring.Component):
+    """The jobs: each one's record, step and ``dead`` bit (``view``), and their steps (see
+    :class:`_Step` and the module docstring): a free job takes the flow ``dispatch`` pops and
+    is filled a cycle later; a request step moves on once ``engine.sent`` (or
+    ``memory.load_sent``, ``store_sent``) says its request was taken, the waits on the answer
+    (``tx_ok``, ``tx_fail`` of :class:`~beehive.apps.tcp_steps.TxAnswer`, which also fill in
+    the send ring; ``acks``). A job whose connection the table kills (``kill`` of ``app.slot``)
+    is ``dead``: it ends at its next step, or once what it awaits comes back (a request on
+    offer is never withdrawn). ``tx_wait`` and ``handle`` say which jobs await a
+    ``TCP_TX_MSG_RESP`` and for which flow. Registers: every event takes effect at the next
+    clock edge."""
+
+    def __init__(self, jobs: int, slot_bits: int, record: data.StructLayout,
+                 fill: data.StructLayout) -> None:
+        self._jobs = jobs
+        super().__init__({
+            "view": Out(_jobs_view(jobs, record)),
+            "tx_wait": Out(jobs), "handle": Out(data.ArrayLayout(unsigned(16), jobs)),
+            "app": In(engine_message(slot_bits)), "kill": In(1),
+            "dispatch": In(_dispatch_signature(jobs, slot_bits, fill)),
+            "engine": In(_request_events(jobs)), "memory": In(_request_events(jobs)),
+            "acks": In(_ack_events(jobs)),
+            "tx_answered": In(jobs), "tx_ok": In(jobs), "tx_fail": In(jobs),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        d, a, view = self.dispatch, self.app, self.view
+        job, step, dead = view.job, view.step, view.dead
+        for k in range(self._jobs):
+            j = job[k]
+            m.d.comb += [view.active[k].eq(step[k] != _Step.FREE),
+                         self.tx_wait[k].eq((step[k] == _Step.WAIT_TX) & ~dead[k]),
+                         self.handle[k].eq(handle_of(j.slot, j.gen))]
+            with m.If(d.pop & (d.free_k == k)):
+                m.d.sync += [j.slot.eq(d.head), dead[k].eq(0)]
+            with m.If(d.chk_valid & (d.chk_job == k)):
+                m.d.sync += [j.gen.eq(d.fill.gen), j.n.eq(d.fill.n), j.rx.eq(d.fill.rx),
+                             j.tx.loc.eq(d.fill.tx_loc)]
+            self._steps(m, k)
+            with m.If(self.kill & view.active[k] & (j.slot == a.slot)):
+                m.d.sync += dead[k].eq(1)
+            with m.If(self.tx_answered[k]):
+                m.d.sync += [j.tx.ptr.eq(a.meta.ptr), j.tx.addr.eq(a.meta.addr),
+                             j.tx.wrap.eq(a.meta.size_log2)]
+        return m
+
+    def _steps(self, m: Module, k: int) -> None:
+        """Job ``k``'s step."""
+        d, eng, mem, acks = self.dispatch, self.engine, self.memory, self.acks
+        s, dead = self.view.step[k], self.view.dead[k]
+        with m.Switch(s):
+            with m.Case(_Step.FREE):
+                with m.If(d.pop & (d.free_k == k)):
+                    m.d.sync += s.eq(_Step.CHECK)
+            with m.Case(_Step.CHECK):
+                m.d.sync += s.eq(d.chk_next)
+            with m.Case(*_REQUESTS):
+                with m.If(eng.sent[k]):
+                    with m.Switch(s):
+                        for now, after in _AFTER.items():
+                            with m.Case(now):
+                                m.d.sync += s.eq(after)
+                with m.Elif(dead & ~eng.mine[k]):
+                    m.d.sync += s.eq(_Step.FREE)
+            with m.Case(_Step.WAIT_TX):
+                with m.If(dead | self.tx_fail[k]):    # the engine will not answer / said no
+                    m.d.sync += s.eq(_Step.FREE)
+                with m.Elif(self.tx_ok[k]):
+                    m.d.sync += s.eq(_Step.LOAD)
+            with m.Case(_Step.LOAD):
+                with m.If(mem.load_sent[k]):
+                    m.d.sync += s.eq(_Step.WAIT_LOAD)
+                with m.Elif(dead & ~mem.mine[k]):
+                    m.d.sync += s.eq(_Step.FREE)
+            with m.Case(_Step.WAIT_LOAD):
+                with m.If(acks.loaded[k] & acks.error):
+                    m.d.sync += s.eq(_Step.FREE)
+                with m.Elif(acks.loaded[k]):
+                    m.d.sync += s.eq(_Step.LOADED)
+            with m.Case(_Step.LOADED):
+                with m.If(mem.store_sent[k]):
+                    m.d.sync += s.eq(_Step.WAIT_STORE)
+                with m.Elif(mem.drained[k]):
+                    m.d.sync += s.eq(_Step.FREE)
+            with m.Case(_Step.WAIT_STORE):
+                with m.If(acks.stored[k] & (acks.error | dead)):
+                    m.d.sync += s.eq(_Step.FREE)
+                with m.Elif(acks.stored[k]):
+                    m.d.sync += s.eq(_Step.ADJ_TX)
+
+
+class _Dispatch(wiring.Component):
+    """A flow with a response (``ready``, the table's queue) to a free job, unless a job of
+    its slot is still active (the slot's previous connection, ended, awaiting a memory ack):
+    ``pop`` (``out``) and, the next cycle, the response read (``ctx``, with its rings'
+    memory tiles ``rx_loc``, ``tx_loc``; not transparent: a response written as its slot is
+    popped is a newer connection's, queued again for it) and checked: stale (another status
+    than OK or EOF, or the slot's connection ended or is another one) ``FREE``, bytes to echo
+    ``TX_REQ`` (``min(length, chunk)`` of them), none at EOF ``CLOSE``, else ``RX_REQ``."""
+
+    def __init__(self, jobs: int, slot_bits: int, flows: int, chunk: int,
+                 record: data.StructLayout, fill: data.StructLayout) -> None:
+        self._chunk = chunk
+        super().__init__({
+            "jobs": In(_jobs_view(jobs, record)), "out": Out(_dispatch_signature(jobs, slot_bits,
+                                                                                fill)),
+            "ready": In(stream.Signature(unsigned(slot_bits))), "live": In(flows),
+            "ctx": In(read_port(slot_bits, RX_CONTEXT)),
+            "rx_loc": In(read_port(slot_bits, MEM_LOC)),
+            "tx_loc": In(read_port(slot_bits, MEM_LOC)),
+            "gen_chk": In(read_port(slot_bits, TABLE_MEMORIES["gens"])),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        jobs, out, ready = self.jobs, self.out, self.ready
+        n = len(jobs.active)
+        head = ready.payload
+        free, free_k = _first(m, [~jobs.active[k] for k in range(n)])
+        head_busy = Cat(jobs.active[k] & (jobs.job[k].slot == head) for k in range(n)).any()
+        chk_slot = Signal.like(head)
+        m.d.comb += [
+            out.pop.eq(ready.valid & free & ~head_busy), ready.ready.eq(out.pop),
+            out.free_k.eq(free_k), out.head.eq(head),
+            self.ctx.addr.eq(head), self.rx_loc.addr.eq(head), self.tx_loc.addr.eq(head),
+            self.gen_chk.addr.eq(chk_slot),
+        ]
+        m.d.sync += [out.chk_valid.eq(out.pop), out.chk_job.eq(free_k), chk_slot.eq(head)]
+        cx, fill = self.ctx.data, out.fill
+        with m.If(((cx.status != Status.OK) & (cx.status != Status.EOF))
+                  | ~self.live.bit_select(chk_slot, 1) | (self.gen_chk.data != cx.gen)):
+            m.d.comb += out.chk_next.eq(_Step.FREE)         # stale: the flow ended since
+        with m.Elif(cx.length != 0):
+            m.d.comb += out.chk_next.eq(_Step.TX_REQ)
+        with m.Elif(cx.status == Status.EOF):
+            m.d.comb += out.chk_next.eq(_Step.CLOSE)
+        with m.Else():
+            m.d.comb += out.chk_next.eq(_Step.RX_REQ)
+        m.d.comb += [
+            fill.gen.eq(cx.gen), fill.n.eq(Mux(cx.length > self._chunk, self._chunk, cx.length)),
+            fill.rx.ptr.eq(cx.ptr), fill.rx.addr.eq(cx.addr), fill.rx.wrap.eq(cx.size_log2),
+            fill.rx.loc.eq(self.rx_loc.data), fill.tx_loc.eq(self.tx_loc.data),
+        ]
+        return m
+
+
+class _EngineRequests(wiring.Component):
+    """The jobs' engine requests, on one sender (``app_tx``), the jobs in turn (round-robin
+    from the last served): the request of a job's step (:data:`_REQUESTS`), for its flow. A
+    request, once offered, stays on offer until taken (``events.mine``: at 64 bits it is
+    several flits); a dead job's request is withdrawn only if it was not offered yet.
+    ``events.sent`` pulses as a job's is taken; ``adjusted`` (a ``TCP_TX_ADJUST_PTR`` taken,
+    handing ``bytes`` to the engine) and ``closed`` (a ``TCP_CLOSE_REQ`` taken) are to
+    count."""
+
+    def __init__(self, requests: Requests, jobs: int, record: data.StructLayout,
+                 chunk: int) -> None:
+        self._requests, self._jobs, self._record = requests, jobs, record
+        super().__init__({
+            "jobs": In(_jobs_view(jobs, record)), "events": Out(_request_events(jobs)),
+            "app_tx": Out(requests.app_signature()),
+            "adjusted": Out(1), "bytes": Out(range(chunk + 1)), "closed": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        r, nj, jobs, ev = self._requests, self._jobs, self.jobs, self.events
+        m.submodules.hold = hold = HeldOffer({"k": unsigned(_bits(nj))})
+        last = Signal(_bits(nj))
+        steps = [jobs.step[k] for k in range(nj)]
+        wants, want_k = _first(m, [_one_of(steps[k], _REQUESTS) & ~jobs.dead[k]
+                                   for k in range(nj)], after=last)
+        m.d.comb += [hold.want.eq(wants), hold.choice.k.eq(want_k),
+                     hold.ready.eq(self.app_tx.ready)]
+        k = hold.chosen.k
+        ej = _select(m, self._record, [jobs.job[i] for i in range(nj)], k)
+        e_step = _select(m, _Step, steps, k)
+        handle = handle_of(ej.slot, ej.gen)
+        taken = hold.taken
+        with m.If(hold.offer):
+            with m.Switch(e_step):
+                with m.Case(_Step.TX_REQ):
+                    r.engine(m, self.app_tx, MsgType.TCP_TX_MSG_REQ, flow=handle, length=ej.n)
+                with m.Case(_Step.ADJ_TX):
+                    r.engine(m, self.app_tx, MsgType.TCP_TX_ADJUST_PTR, flow=handle,
+                             ptr=ej.tx.ptr + ej.n)
+                    m.d.comb += [self.adjusted.eq(taken), self.bytes.eq(ej.n)]
+                with m.Case(_Step.ADJ_RX):
+                    r.engine(m, self.app_tx, MsgType.TCP_RX_ADJUST_PTR, flow=handle,
+                             ptr=ej.rx.ptr + ej.n)
+                with m.Case(_Step.RX_REQ):
+                    r.engine(m, self.app_tx, MsgType.TCP_RX_MSG_REQ, flow=handle, length=1)
+                with m.Case(_Step.CLOSE):
+                    r.engine(m, self.app_tx, MsgType.TCP_CLOSE_REQ, flow=handle)
+                    m.d.comb += self.closed.eq(taken)
+        with m.If(taken):
+            m.d.sync += last.eq(k)
+        for i in range(nj):
+            m.d.comb += [ev.sent[i].eq(taken & (k == i)),
+                         ev.mine[i].eq(hold.hold & (hold.held.k == i))]
+        return m
+
+
+class _MemRequests(wiring.Component):
+    """The jobs' memory requests, on one sender (``mem_tx``): the store of the oldest loaded
+    chunk (``loaded``, the jobs' numbers in the order their chunks came; ``desc`` and
+    ``chunk``, the chunks' buffer) before the loads of the jobs at ``LOAD``. A request, once
+    offered, stays on offer until taken (``events.mine``); the chunk of a job that died
+    meanwhile is thrown away instead of stored (``events.drained``). ``events.load_sent`` and
+    ``store_sent`` pulse as a job's request is taken; a store's words go on ``data``."""
+
+    def __init__(self, requests: Requests, jobs: int, record: data.StructLayout, width: int,
+                 desc: Any) -> None:
+        self._requests, self._jobs, self._record, self._width = requests, jobs, record, width
+        super().__init__({
+            "jobs": In(_jobs_view(jobs, record)), "events": Out(_request_events(jobs)),
+            "loaded": In(stream.Signature(unsigned(_bits(jobs)))),
+            "desc": In(stream.Signature(desc)), "chunk": In(payload_signature(width)),
+            "mem_tx": Out(requests.mem_signature()), "data": Out(payload_signature(width)),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        r, nj, jobs, ev = self._requests, self._jobs, self.jobs, self.events
+        m.submodules.hold = hold = HeldOffer({"store": 1, "k": unsigned(_bits(nj))})
+        m.submodules.out = out = ChunkOut(self._width)
+        connect(m, chunk=flipped(self.chunk), out=out.i)
+        connect(m, out=out.o, sender=flipped(self.data))
+        first = self.loaded.payload
+        first_dead = _select(m, 1, [jobs.dead[k] for k in range(nj)], first)
+        chunk_ready = self.loaded.valid & self.desc.valid & ~out.storing & ~out.draining
+        loads, load_k = _first(m, [(jobs.step[k] == _Step.LOAD) & ~jobs.dead[k]
+                                   for k in range(nj)])
+        m.d.comb += [hold.choice.store.eq(chunk_ready & ~first_dead), hold.choice.k.eq(load_k),
+                     hold.want.eq(hold.choice.store | loads), hold.ready.eq(self.mem_tx.ready)]
+        to_store, load_kk, taken = hold.chosen.store, hold.chosen.k, hold.taken
+        sj = _select(m, self._record, [jobs.job[k] for k in range(nj)], first)
+        lj = _select(m, self._record, [jobs.job[k] for k in range(nj)], load_kk)
+        with m.If(to_store):
+            r.mem(m, self.mem_tx, store=True, loc=sj.tx.loc, addr=sj.tx.addr, size=sj.n,
+                  wrap=sj.tx.wrap)
+        with m.Elif(hold.offer):
+            r.mem(m, self.mem_tx, store=False, loc=lj.rx.loc, addr=lj.rx.addr, size=lj.n,
+                  wrap=lj.rx.wrap)
+        drain = chunk_ready & first_dead & ~(hold.hold & hold.held.store)
+        m.d.comb += [out.store.eq(taken & to_store), out.drain.eq(drain)]
+        with m.If(out.store | drain):
+            m.d.comb += [self.desc.ready.eq(1), self.loaded.ready.eq(1)]
+        for k in range(nj):
+            m.d.comb += [
+                ev.load_sent[k].eq(taken & ~to_store & (load_kk == k)),
+                ev.store_sent[k].eq(taken & to_store & (first == k)),
+                ev.drained[k].eq(drain & (first == k)),
+                ev.mine[k].eq(hold.hold & ~hold.held.store & (hold.held.k == k)),
+            ]
+        return m
+
+
+class _MemAcks(wiring.Component):
+    """The memory acks (``mem``, always taken), each found by the request it answers: a job
+    awaiting its load's or its store's ack with the ``addr``, ``size`` and ``wrap`` it asked
+    for (``events``). A load's words go to the buffer (``chunk``) and its job's number to
+    ``loaded``; an ack with ``error`` gives the job's flow up (``forget``, unless the job is
+    dead; counted in ``mem_error``). Any other ack pulses ``drop`` (its words thrown away)."""
+
+    def __init__(self, jobs: int, slot_bits: int, record: data.StructLayout,
+                 width: int) -> None:
+        self._jobs = jobs
+        super().__init__({
+            "jobs": In(_jobs_view(jobs, record)), "events": Out(_ack_events(jobs)),
+            "mem": In(mem_acks()), "data": In(payload_signature(width)),
+            "chunk": Out(payload_signature(width)),
+            "loaded": Out(stream.Signature(unsigned(_bits(jobs)))),
+            "forget": Out(1), "forget_slot": Out(slot_bits), "mem_error": Out(1), "drop": Out(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        nj, jobs, ev, mem = self._jobs, self.jobs, self.events, self.mem
+        steps, job = [jobs.step[k] for k in range(nj)], [jobs.job[k] for k in range(nj)]
+        is_load, load_hit = _first(m, [
+            mem_ack(mem, LOAD_MEM_ACK, s == _Step.WAIT_LOAD, j.rx.addr, j.n, j.rx.wrap)
+            for s, j in zip(steps, job)])
+        is_store, store_hit = _first(m, [
+            mem_ack(mem, STORE_MEM_ACK, s == _Step.WAIT_STORE, j.tx.addr, j.n, j.tx.wrap)
+            for s, j in zip(steps, job)])
+        ack_k = Mux(is_load, load_hit, store_hit)
+        ack_dead = _select(m, 1, [jobs.dead[k] for k in range(nj)], ack_k)
+        m.d.comb += [self.forget_slot.eq(_select(m, self.forget_slot.shape(),
+                                                 [j.slot for j in job], ack_k)),
+                     ev.error.eq(mem.meta.error)]
+        to_buf = Signal()           # the payload coming is a job's loaded bytes
+        for k in range(nj):
+            m.d.comb += [ev.loaded[k].eq(is_load & (load_hit == k)),
+                         ev.stored[k].eq(is_store & (store_hit == k))]
+        with m.If(is_load | is_store):
+            with m.If(mem.meta.error):
+                # The flow is given up (a job whose connection has not ended holds it).
+                m.d.comb += self.mem_error.eq(1)
+                with m.If(~ack_dead):
+                    m.d.comb += self.forget.eq(1)
+            with m.Elif(is_load):
+                m.d.comb += [self.loaded.valid.eq(1), self.loaded.payload.eq(load_hit)]
+                m.d.sync += to_buf.eq(1)
+        with m.Elif(mem.valid):
+            m.d.comb += self.drop.eq(1)
+            m.d.sync += to_buf.eq(0)
+        mem_data_to(m, flipped(self.data), to_buf, flipped(self.chunk))
+        return m
+
+
+class _FirstRequests(wiring.Component):
+    """The first ``TCP_RX_MSG_REQ`` (1 byte) of each new connection (``new``, the table's
+    queue), on a sender of its own (``app_tx``), never behind a job: a connection announced
+    the cycle its slot is taken is asked for at once (``announced``, ``app``), one whose slot
+    is still live with the generation it holds (``gen_new``); one at a time, held until
+    taken."""
+
+    def __init__(self, requests: Requests, slot_bits: int, flows: int) -> None:
+        self._requests = requests
+        super().__init__({
+            "new": In(stream.Signature(unsigned(slot_bits))), "live": In(flows),
+            "app": In(engine_message(slot_bits)), "announced": In(1),
+            "gen_new": In(read_port(slot_bits, TABLE_MEMORIES["gens"])),
+            "app_tx": Out(requests.app_signature()),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        r, new, a = self._requests, self.new, self.app
+        fresh_valid = Signal()
+        fresh_handle = Signal(16)
+        new_slot = new.payload
+        m.d.comb += self.gen_new.addr.eq(new_slot)
+        with m.If(~fresh_valid & new.valid):
+            m.d.comb += new.ready.eq(1)
+            with m.If(self.announced & (a.slot == new_slot)):   # its newest connection, now
+                m.d.sync += [fresh_valid.eq(1), fresh_handle.eq(handle_of(new_slot, a.gen))]
+            with m.Elif(self.live.bit_select(new_slot, 1)):
+                m.d.sync += [fresh_valid.eq(1),
+                             fresh_handle.eq(handle_of(new_slot, self.gen_new.data))]
+        with m.If(fresh_valid):
+            with m.If(r.engine(m, self.app_tx, MsgType.TCP_RX_MSG_REQ, flow=fresh_handle,
+                               length=1)):
+                m.d.sync += fresh_valid.eq(0)
+        return m
+
+
 class TcpEchoTile(TcpAppTile):
     """Echo every connection's bytes back on it, then close; serve up to ``jobs`` connections
     at once (see the module docstring).
@@ -210,289 +615,68 @@ class TcpEchoTile(TcpAppTile):
             "dropped": "messages that match nothing (stray, stale, unknown, malformed)",
         })
 
-    def elaborate(self, platform):
+    def elaborate(self, platform: Any) -> Module:
         m = Module()
-        flows, sb, nj = self.config.flows, self.slot_bits, self.jobs
+        flows, sb, nj, width = self.config.flows, self.slot_bits, self.jobs, self.env.width
         c = self.counters
         io = self.ports(m)
         job_tx, fresh_tx = io.app_tx
-        a, mem = io.app, io.mem
-        meta = a.meta
-
-        # -- per-flow state --------------------------------------------------------------------
-        table = FlowTable(m, flows, sb)
-        live, fresh, queued = table.live, table.fresh, table.queued
-        new_q, ready_q = table.new_q, table.ready_q
-        gen_new, gen_chk = (table.gens.read_port(domain="comb") for _ in range(2))
-        # Not transparent: a response written as its slot is dispatched is a newer
-        # connection's (the slot is queued again for it); the job reads the one it was queued
-        # for, now stale, and ends at once.
-        ctx_r = table.ctx.read_port()
-        rx_loc_r, tx_loc_r = table.rx_locs.read_port(), table.tx_locs.read_port()
-
-        # -- the jobs: a record, a step and a `dead` bit each ----------------------------------
-        record = data.StructLayout({"slot": sb, "gen": GEN_BITS, "n": range(self.chunk + 1),
-                                    "rx": _RING, "tx": _RING})
-        job = [Signal(record, name=f"job{k}") for k in range(nj)]
-        step = [Signal(_Step, name=f"step{k}") for k in range(nj)]
-        dead = [Signal(name=f"dead{k}") for k in range(nj)]  # its connection ended under it
-        active = [s != _Step.FREE for s in step]
-        jbits = _bits(nj)
-
-        def events(name):
-            return [Signal(name=f"{name}{k}") for k in range(nj)]
-        sent, tx_ok, tx_fail = events("sent"), events("tx_ok"), events("tx_fail")
-        load_sent, loaded, store_sent, drained, stored = (
-            events("load_sent"), events("loaded"), events("store_sent"), events("drained"),
-            events("stored"))
-
+        a = io.app
+        record, fill = _record(sb, self.chunk), _fill(self.chunk)
+        m.submodules.table = table = FlowTable(flows, sb, forgets=2, reads={
+            "gen_new": ("gens", "comb"), "gen_chk": ("gens", "comb"), "ctx": ("ctx", "sync"),
+            "rx_loc": ("rx_locs", "sync"), "tx_loc": ("tx_locs", "sync")})
+        m.submodules.jobs = jobs = _Jobs(nj, sb, record, fill)
+        m.submodules.dispatch = dispatch = _Dispatch(nj, sb, flows, self.chunk, record, fill)
+        m.submodules.engine = engine = _EngineRequests(io.requests, nj, record, self.chunk)
+        m.submodules.tx_answer = tx_answer = TxAnswer(sb, nj)
+        m.submodules.first = first = _FirstRequests(io.requests, sb, flows)
         # Loaded chunks, in the order their acks came, and which job each is for.
-        words = -(-self.chunk // (self.env.width // 8))
+        words = -(-self.chunk // (width // 8))
         m.submodules.buf = buf = PacketBuffer(
-            self.env.width, max_bytes=self.chunk, buffer_bytes=nj * words * self.env.width // 8,
-            max_queued=nj, verdict=False)
-        m.submodules.loaded_q = loaded_q = Queue(unsigned(jbits), nj)
+            width, max_bytes=self.chunk, buffer_bytes=nj * words * width // 8, max_queued=nj,
+            verdict=False)
+        m.submodules.loaded_q = loaded_q = Queue(unsigned(_bits(nj)), nj)
+        m.submodules.memory = memory = _MemRequests(io.requests, nj, record, width,
+                                                    buf.o_desc.payload.shape())
+        m.submodules.acks = acks = _MemAcks(nj, sb, record, width)
 
-        ended_in, ended_tx = Signal(), Signal()
-        drop_app, drop_mem = Signal(), Signal()
-        self.count_dropped(m, io, drop_app, drop_mem, table.drop)
-        count(m, c.ended, (ended_in | ended_tx))
-
-        # -- dispatch: a queued flow to a free job, then its response read (CHECK) -------------
-        head = ready_q.o.payload
-        free, free_k = _first(m, [~x for x in active])
-        head_busy = Cat(act & (j.slot == head) for act, j in zip(active, job)).any()
-        pop = Signal()
-        chk_valid, chk_job, chk_slot = Signal(), Signal(jbits), Signal(sb)
+        connect(m, app=a, table=table.app, jobs=jobs.app, tx_answer=tx_answer.app,
+                first=first.app)
+        connect(m, jobs=jobs.view, dispatch=dispatch.jobs, engine=engine.jobs,
+                memory=memory.jobs, acks=acks.jobs)
+        connect(m, dispatch=dispatch.out, jobs=jobs.dispatch)
+        connect(m, engine=engine.events, jobs=jobs.engine)
+        connect(m, memory=memory.events, jobs=jobs.memory)
+        connect(m, acks=acks.events, jobs=jobs.acks)
+        for name in ("ready", "ctx", "rx_loc", "tx_loc", "gen_chk"):
+            connect(m, table=getattr(table, name), dispatch=getattr(dispatch, name))
+        connect(m, table=table.new, first=first.new)
+        connect(m, table=table.gen_new, first=first.gen_new)
+        connect(m, engine=engine.app_tx, sender=job_tx.i_hdr)
+        connect(m, first=first.app_tx, sender=fresh_tx.i_hdr)
+        connect(m, memory=memory.mem_tx, sender=io.mem_tx.i_hdr)
+        connect(m, memory=memory.data, sender=io.mem_tx.i_data)
+        connect(m, loaded_q=loaded_q.o, memory=memory.loaded)
+        connect(m, buf=buf.o_desc, memory=memory.desc)
+        connect(m, buf=buf.o, memory=memory.chunk)
+        connect(m, receiver=io.mem, acks=acks.mem)
+        connect(m, receiver=io.mem.data, acks=acks.data)
+        connect(m, acks=acks.chunk, buf=buf.i)
+        connect(m, acks=acks.loaded, loaded_q=loaded_q.i)
         m.d.comb += [
-            pop.eq(ready_q.o.valid & free & ~head_busy),
-            ready_q.o.ready.eq(pop),
-            ctx_r.addr.eq(head), rx_loc_r.addr.eq(head), tx_loc_r.addr.eq(head),
-            gen_chk.addr.eq(chk_slot),
+            jobs.kill.eq(table.kill), dispatch.live.eq(table.live),
+            first.live.eq(table.live), first.announced.eq(table.announced),
+            table.forget[0].en.eq(acks.forget), table.forget[0].slot.eq(acks.forget_slot),
+            table.forget[1].en.eq(tx_answer.ended), table.forget[1].slot.eq(a.slot),
+            tx_answer.handled.eq(table.handled), tx_answer.wait.eq(jobs.tx_wait),
+            tx_answer.handle.eq(jobs.handle), jobs.tx_answered.eq(tx_answer.answered),
+            jobs.tx_ok.eq(tx_answer.ok), jobs.tx_fail.eq(tx_answer.fail),
         ]
-        m.d.sync += [chk_valid.eq(pop), chk_job.eq(free_k), chk_slot.eq(head)]
-        with m.If(pop):
-            m.d.sync += queued.bit_select(head, 1).eq(0)
-        cx = ctx_r.data
-        chk_next = Signal(_Step)
-        with m.If(((cx.status != Status.OK) & (cx.status != Status.EOF))
-                  | ~live.bit_select(chk_slot, 1) | (gen_chk.data != cx.gen)):
-            m.d.comb += chk_next.eq(_Step.FREE)         # stale: the flow ended since
-        with m.Elif(cx.length != 0):
-            m.d.comb += chk_next.eq(_Step.TX_REQ)
-        with m.Elif(cx.status == Status.EOF):
-            m.d.comb += chk_next.eq(_Step.CLOSE)
-        with m.Else():
-            m.d.comb += chk_next.eq(_Step.RX_REQ)
-        for k, j in enumerate(job):
-            with m.If(pop & (free_k == k)):
-                m.d.sync += [j.slot.eq(head), dead[k].eq(0)]
-            with m.If(chk_valid & (chk_job == k)):
-                m.d.sync += [
-                    j.gen.eq(cx.gen), j.n.eq(self.step(cx.length)),
-                    j.rx.ptr.eq(cx.ptr), j.rx.addr.eq(cx.addr), j.rx.wrap.eq(cx.size_log2),
-                    j.rx.loc.eq(rx_loc_r.data), j.tx.loc.eq(tx_loc_r.data),
-                ]
-
-        # -- engine requests: one sender, the jobs in turn --------------------------------------
-        # A request, once offered, stays on offer until taken (at 64 bits it is several
-        # flits): a dead job's request is withdrawn only if it was not offered yet.
-        requests = (_Step.TX_REQ, _Step.ADJ_TX, _Step.ADJ_RX, _Step.RX_REQ, _Step.CLOSE)
-        eng_hold, eng_held, eng_last = Signal(), Signal(jbits), Signal(jbits)
-        wants, want_k = _first(m, [_one_of(s, requests) & ~d for s, d in zip(step, dead)],
-                               after=eng_last)
-        eng_k = Mux(eng_hold, eng_held, want_k)
-        eng_offer = eng_hold | wants
-        ej = _select(m, record, job, eng_k)
-        e_step = _select(m, _Step, step, eng_k)
-        handle = self.handle(ej.slot, ej.gen)
-        taken = Signal()
-        m.d.comb += taken.eq(eng_offer & job_tx.i_hdr.ready)
-        with m.If(eng_offer):
-            with m.Switch(e_step):
-                with m.Case(_Step.TX_REQ):
-                    self.app_request(m, job_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                     flow=handle, length=ej.n)
-                with m.Case(_Step.ADJ_TX):
-                    self.app_request(m, job_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                     flow=handle, ptr=ej.tx.ptr + ej.n)
-                    count(m, c.bytes, Mux(taken, ej.n, 0))
-                with m.Case(_Step.ADJ_RX):
-                    self.app_request(m, job_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
-                                     flow=handle, ptr=ej.rx.ptr + ej.n)
-                with m.Case(_Step.RX_REQ):
-                    self.app_request(m, job_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                     flow=handle, length=1)
-                with m.Case(_Step.CLOSE):
-                    self.app_request(m, job_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx, flow=handle)
-                    count(m, c.closed, taken)
-        with m.If(taken):
-            m.d.sync += [eng_hold.eq(0), eng_last.eq(eng_k)]
-        with m.Elif(eng_offer):
-            m.d.sync += [eng_hold.eq(1), eng_held.eq(eng_k)]
-        for k in range(nj):
-            m.d.comb += sent[k].eq(taken & (eng_k == k))
-
-        # -- memory requests: the oldest loaded chunk's store first, then loads ----------------
-        out_store, out_drain = Signal(), Signal()   # a chunk's words go to the store / away
-        mem_hold, mem_held_store, mem_held = Signal(), Signal(), Signal(jbits)
-        first = loaded_q.o.payload
-        first_dead = _select(m, 1, dead, first)
-        chunk_ready = loaded_q.o.valid & buf.o_desc.valid & ~out_store & ~out_drain
-        store_wanted = mem_hold & mem_held_store
-        loads, load_k = _first(m, [(s == _Step.LOAD) & ~d for s, d in zip(step, dead)])
-        to_store = Mux(mem_hold, mem_held_store, chunk_ready & ~first_dead)
-        load_kk = Mux(mem_hold, mem_held, load_k)
-        mem_offer = mem_hold | (chunk_ready & ~first_dead) | loads
-        sj = _select(m, record, job, first)
-        lj = _select(m, record, job, load_kk)
-        with m.If(to_store):
-            self.mem_request(m, io.mem_tx, store=True, loc=sj.tx.loc, addr=sj.tx.addr,
-                             size=sj.n, wrap=sj.tx.wrap)
-        with m.Elif(mem_offer):
-            self.mem_request(m, io.mem_tx, store=False, loc=lj.rx.loc, addr=lj.rx.addr,
-                             size=lj.n, wrap=lj.rx.wrap)
-        mem_taken = Signal()
-        m.d.comb += mem_taken.eq(mem_offer & io.mem_tx.i_hdr.ready)
-        with m.If(mem_taken):
-            m.d.sync += mem_hold.eq(0)
-        with m.Elif(mem_offer):
-            m.d.sync += [mem_hold.eq(1), mem_held_store.eq(to_store), mem_held.eq(load_kk)]
-        drain = chunk_ready & first_dead & ~store_wanted
-        with m.If((mem_taken & to_store) | drain):
-            m.d.comb += [buf.o_desc.ready.eq(1), loaded_q.o.ready.eq(1)]
-            m.d.sync += [out_store.eq(~drain), out_drain.eq(drain)]
-        for k in range(nj):
-            m.d.comb += [
-                load_sent[k].eq(mem_taken & ~to_store & (load_kk == k)),
-                store_sent[k].eq(mem_taken & to_store & (first == k)),
-                drained[k].eq(drain & (first == k)),
-            ]
-        # The chunk's words: to the store, or discarded for a dead job.
-        with m.If(out_store):
-            connect(m, buffer=buf.o, sender=io.mem_tx.i_data)
-        with m.Elif(out_drain):
-            m.d.comb += buf.o.ready.eq(1)
-        with m.If(buf.o.valid & buf.o.ready & buf.o.payload.last):
-            m.d.sync += [out_store.eq(0), out_drain.eq(0)]
-
-        # -- memory acks (always taken), found by the request they answer ----------------------
-        is_load, load_hit = _first(m, [
-            self.mem_ack(mem, LOAD_MEM_ACK, s == _Step.WAIT_LOAD, j.rx.addr, j.n, j.rx.wrap)
-            for s, j in zip(step, job)])
-        is_store, store_hit = _first(m, [
-            self.mem_ack(mem, STORE_MEM_ACK, s == _Step.WAIT_STORE, j.tx.addr, j.n, j.tx.wrap)
-            for s, j in zip(step, job)])
-        ack_k = Mux(is_load, load_hit, store_hit)
-        ack_dead = _select(m, 1, dead, ack_k)
-        ack_slot = _select(m, unsigned(sb), [j.slot for j in job], ack_k)
-        to_buf = Signal()           # the payload coming is a job's loaded bytes
-        for k in range(nj):
-            m.d.comb += [loaded[k].eq(is_load & (load_hit == k)),
-                         stored[k].eq(is_store & (store_hit == k))]
-        with m.If(is_load | is_store):
-            with m.If(mem.meta.error):
-                # The flow is given up (a job whose connection has not ended holds it).
-                count(m, c.mem_errors)
-                with m.If(~ack_dead):
-                    m.d.sync += live.bit_select(ack_slot, 1).eq(0)
-            with m.Elif(is_load):
-                m.d.comb += [loaded_q.i.valid.eq(1), loaded_q.i.payload.eq(load_hit)]
-                m.d.sync += to_buf.eq(1)
-        with m.Elif(mem.valid):
-            m.d.comb += drop_mem.eq(1)
-            m.d.sync += to_buf.eq(0)
-        self.mem_data_to(m, mem, to_buf, buf.i)
-
-        # -- each job's steps ------------------------------------------------------------------
-        for k, s in enumerate(step):
-            eng_mine = eng_hold & (eng_held == k)
-            mem_mine = mem_hold & ~mem_held_store & (mem_held == k)
-            with m.Switch(s):
-                with m.Case(_Step.FREE):
-                    with m.If(pop & (free_k == k)):
-                        m.d.sync += s.eq(_Step.CHECK)
-                with m.Case(_Step.CHECK):
-                    m.d.sync += s.eq(chk_next)
-                with m.Case(*requests):
-                    with m.If(sent[k]):
-                        with m.Switch(s):
-                            for now, after in _AFTER.items():
-                                with m.Case(now):
-                                    m.d.sync += s.eq(after)
-                    with m.Elif(dead[k] & ~eng_mine):
-                        m.d.sync += s.eq(_Step.FREE)
-                with m.Case(_Step.WAIT_TX):
-                    with m.If(dead[k] | tx_fail[k]):    # the engine will not answer / said no
-                        m.d.sync += s.eq(_Step.FREE)
-                    with m.Elif(tx_ok[k]):
-                        m.d.sync += s.eq(_Step.LOAD)
-                with m.Case(_Step.LOAD):
-                    with m.If(load_sent[k]):
-                        m.d.sync += s.eq(_Step.WAIT_LOAD)
-                    with m.Elif(dead[k] & ~mem_mine):
-                        m.d.sync += s.eq(_Step.FREE)
-                with m.Case(_Step.WAIT_LOAD):
-                    with m.If(loaded[k] & mem.meta.error):
-                        m.d.sync += s.eq(_Step.FREE)
-                    with m.Elif(loaded[k]):
-                        m.d.sync += s.eq(_Step.LOADED)
-                with m.Case(_Step.LOADED):
-                    with m.If(store_sent[k]):
-                        m.d.sync += s.eq(_Step.WAIT_STORE)
-                    with m.Elif(drained[k]):
-                        m.d.sync += s.eq(_Step.FREE)
-                with m.Case(_Step.WAIT_STORE):
-                    with m.If(stored[k] & (mem.meta.error | dead[k])):
-                        m.d.sync += s.eq(_Step.FREE)
-                    with m.Elif(stored[k]):
-                        m.d.sync += s.eq(_Step.ADJ_TX)
-
-        # -- engine messages (always taken; after the jobs, so that a new connection's `live`
-        # wins over a job forgetting the slot's previous one) ------------------------------------
-        table.track(m, a)
-        kill, announced = table.kill, table.announced   # the connection in a.slot is over
-        m.d.comb += ended_in.eq(table.ended)
-        m.d.sync += [c.flows.eq(c.flows + announced),
-                     c.send_notifs.eq(c.send_notifs + table.send_ring)]
-        for k, j in enumerate(job):
-            with m.If(kill & active[k] & (j.slot == a.slot)):
-                m.d.sync += dead[k].eq(1)
-        tx_wait = [(s == _Step.WAIT_TX) & ~d & (meta.flow == self.handle(j.slot, j.gen))
-                   for s, d, j in zip(step, dead, job)]
-        with m.If(a.valid & ~table.handled):
-            with m.Switch(a.type):
-                with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    ok = meta.status == Status.OK
-                    for k, j in enumerate(job):
-                        m.d.comb += [tx_ok[k].eq(tx_wait[k] & ok),
-                                     tx_fail[k].eq(tx_wait[k] & ~ok)]
-                        with m.If(tx_wait[k]):
-                            m.d.sync += [j.tx.ptr.eq(meta.ptr), j.tx.addr.eq(meta.addr),
-                                         j.tx.wrap.eq(meta.size_log2)]
-                    with m.If(~Cat(tx_wait).any()):
-                        m.d.comb += drop_app.eq(1)
-                    with m.Elif(~ok):           # the connection is over: forget it
-                        m.d.comb += ended_tx.eq(1)
-                        m.d.sync += live.bit_select(a.slot, 1).eq(0)
-                with m.Default():
-                    m.d.comb += drop_app.eq(1)
-
-        # -- first requests of new connections (their own sender: never behind a job) ------------
-        fresh_valid = Signal()
-        fresh_handle = Signal(16)
-        new_slot = new_q.o.payload
-        m.d.comb += gen_new.addr.eq(new_slot)
-        with m.If(~fresh_valid & new_q.o.valid):
-            m.d.comb += new_q.o.ready.eq(1)
-            m.d.sync += fresh.bit_select(new_slot, 1).eq(0)
-            with m.If(announced & (a.slot == new_slot)):       # its newest connection, now
-                m.d.sync += [fresh_valid.eq(1), fresh_handle.eq(self.handle(new_slot, a.gen))]
-            with m.Elif(live.bit_select(new_slot, 1)):
-                m.d.sync += [fresh_valid.eq(1),
-                             fresh_handle.eq(self.handle(new_slot, gen_new.data))]
-        with m.If(fresh_valid):
-            with m.If(self.app_request(m, fresh_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                       flow=fresh_handle, length=1)):
-                m.d.sync += fresh_valid.eq(0)
+        self.count_dropped(m, io, tx_answer.drop, acks.drop, table.drop)
+        self.count_flows(m, table, tx_answer.ended)
+        count(m, c.send_notifs, table.send_ring)
+        with m.If(engine.adjusted):
+            count(m, c.bytes, engine.bytes)
+        self.count_events(m, closed=engine.closed, mem_errors=acks.mem_error)
         return m

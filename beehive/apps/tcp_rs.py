@@ -48,7 +48,10 @@ Per request (*R* = ``8 * S``, *P* = ``2 * S``), in two stages::
 The front loads one request at a time, every whole request a response reported, and hands
 each to the back once its load is answered; the back finishes requests in order, asking for
 room in the send ring while the parity is still being computed, so one request's parity is
-stored (and its pointers moved) while the next ones' bytes are loaded and encoded.
+stored (and its pointers moved) while the next ones' bytes are loaded and encoded. (The front
+is :class:`_Front`, a :class:`~beehive.apps.tcp_steps.FlowServer`; the back :class:`_Back`,
+the requests between them in :class:`_BackQueue`; the connections are kept by a
+:class:`~beehive.apps.tcp_app.FlowTable`.)
 
 The inputs never wait (``streaming = False``): engine messages and memory acks are taken the
 cycle they come, and a load's words go straight into the encoder at one word a cycle. That
@@ -79,8 +82,8 @@ ends it (as :class:`~beehive.apps.tcp_datagram.TcpDatagramTile` serves one recor
 from typing import Any
 
 from amaranth import Cat, Module, Signal
-from amaranth.lib import data
-from amaranth.lib.wiring import connect
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out, connect
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
 from apiary.stream.layout import payload_layout
@@ -91,9 +94,9 @@ from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS
 from ..proto.tcp.config import TcpConfig
 from .reed_solomon import RsEncoder, check_shard_bytes, encode_shards
-from .tcp_app import MEM_LOC, RX_CONTEXT, FlowTable, TcpAppTile, app_outputs
-from .tcp_steps import FlowPicker, close_state, ring_add, take_tx_answer
-from apiary.stream.counters import count
+from .tcp_app import (MEM_LOC, TABLE_MEMORIES, FlowTable, Requests, TcpAppTile, app_outputs,
+                      engine_message, handle_of, mem_ack, mem_acks, read_port)
+from .tcp_steps import AckWait, ChunkOut, FlowServer, HeldOffer, TxAnswer, ring_add
 
 
 __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "answer_stream"]
@@ -125,6 +128,296 @@ _JOBS = _ANSWERS + 2
 
 #: Where a request's answer goes: the send ring's pointer and address of its first byte.
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
+
+
+#: A request the back holds: its flow, where it starts in the receive ring, and whether the
+#: connection's next request is to be asked for once its pointer is moved.
+def _job_layout(slot_bits: int) -> data.StructLayout:
+    return data.StructLayout({"slot": slot_bits, "gen": GEN_BITS, "rx_ptr": 32, "ask": 1})
+
+
+def _queue_push(slot_bits: int) -> wiring.Signature:
+    """From :class:`_Front` (the ``Out`` side) to :class:`_BackQueue`: ``push`` a request
+    (``job``); whether a request of flow slot ``slot`` is held (``slot_busy``), one of that slot
+    of another generation than ``gen`` (``slot_other``: a connection before the current one)."""
+    return wiring.Signature({"push": Out(1), "job": Out(_job_layout(slot_bits)),
+                             "slot": Out(slot_bits), "gen": Out(GEN_BITS),
+                             "slot_busy": In(1), "slot_other": In(1)})
+
+
+def _queue_head(slot_bits: int) -> wiring.Signature:
+    """From :class:`_BackQueue` (the ``Out`` side) to :class:`_Back`: the oldest request
+    (``job``, while ``valid``), taken away with ``done``."""
+    return wiring.Signature({"job": Out(_job_layout(slot_bits)), "valid": Out(1),
+                             "done": In(1)})
+
+
+class _BackQueue(wiring.Component):
+    """The back's requests, oldest first (at most ``_JOBS``; never more are pushed): ``front``
+    (:func:`_queue_push`) adds one from the next cycle, ``head.done`` (:func:`_queue_head`)
+    takes ``head.job`` away (both may come together); ``front.slot_busy`` and
+    ``front.slot_other`` look up the requests held. Registers, and combinational lookups."""
+
+    def __init__(self, slot_bits: int) -> None:
+        super().__init__({"front": In(_queue_push(slot_bits)), "head": Out(_queue_head(slot_bits))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        front, head = self.front, self.head
+        layout = front.job.shape()
+        jobs = [Signal(layout, name=f"job{k}") for k in range(_JOBS)]
+        job_v = [Signal(name=f"job{k}_valid") for k in range(_JOBS)]
+        with m.If(head.done):
+            m.d.sync += [dst.eq(src) for dst, src in zip(jobs, jobs[1:])]
+            m.d.sync += [dst.eq(src) for dst, src in zip(job_v, [*job_v[1:], 0])]
+        with m.If(front.push):
+            index = sum(job_v) - head.done
+            for k in range(_JOBS):
+                with m.If(index == k):
+                    m.d.sync += [jobs[k].eq(front.job), job_v[k].eq(1)]
+
+        def slot_jobs(other_gen: Any = None) -> Any:
+            return Cat(v & (j.slot == front.slot)
+                       & (1 if other_gen is None else j.gen != other_gen)
+                       for v, j in zip(job_v, jobs)).any()
+        m.d.comb += [head.job.eq(jobs[0]), head.valid.eq(job_v[0]),
+                     front.slot_busy.eq(slot_jobs()), front.slot_other.eq(slot_jobs(front.gen))]
+        return m
+
+
+class _Front(FlowServer):
+    """The front: the requests a response reported, one ``LOAD_MEM`` each, as a
+    :class:`~beehive.apps.tcp_steps.FlowServer` (``need`` a whole request). ``SLOT`` waits
+    until the back holds no request of the slot's earlier connection; ``LOAD`` asks for the
+    load (``load_want``, at ``load``) once the encoder can take it without stalling
+    (``pending`` answers at most ``_ANSWERS``; a load already on offer, ``hold`` and not
+    ``held_store``, stays); ``WAIT_LOAD`` takes its ack (``loaded``, from ``mem``): an error
+    closes the connection (``mem_error``), else the request goes to the back (``queue``), its
+    words to the encoder (``start_enc``; ``to_enc`` while they come) and, if the response
+    reported another, ``NEXT`` loads it once these words are in; ``CLOSING`` waits until the
+    back holds no request of the flow (``queue``), then ``CLOSE``."""
+
+    fsm_name = "front"
+    closing = "CLOSING"
+
+    def __init__(self, requests: Requests, *, flows: int, slot_bits: int, req: int) -> None:
+        super().__init__(requests, flows=flows, slot_bits=slot_bits, need=req, ask=req, members={
+            "mem": In(mem_acks()), "pending": In(range(_ANSWERS + 2)),
+            "hold": In(1), "held_store": In(1), "load_sent": In(1),
+            "load_want": Out(1), "load": Out(data.StructLayout({"addr": 48, "wrap": 6})),
+            "loaded": Out(1), "mem_error": Out(1),
+            "to_enc": In(1), "start_enc": Out(1), "queue": Out(_queue_push(slot_bits)),
+        })
+        self._req = req
+        self.l_wait = Signal()      # the load is awaiting its ack
+
+    def whole(self, m: Module, cx: Any) -> None:
+        m.next = "SLOT"
+
+    def before(self, m: Module) -> None:
+        rx = self.rx
+        m.d.comb += [self.queue.slot.eq(self.slot), self.queue.gen.eq(self.gen),
+                     self.load.addr.eq(rx.addr), self.load.wrap.eq(rx.size_log2),
+                     self.loaded.eq(mem_ack(self.mem, LOAD_MEM_ACK, self.l_wait, rx.addr,
+                                            self._req, rx.size_log2))]
+
+    def states(self, m: Module) -> None:
+        dead, busy = self.dead, self.busy
+        with m.State("SLOT"):           # the slot's earlier connection is done with first
+            m.d.comb += busy.eq(1)
+            with m.If(dead):
+                m.next = "IDLE"
+            with m.Elif(~self.queue.slot_other):
+                m.next = "LOAD"
+        with m.State("LOAD"):           # once the encoder can take it without stalling
+            m.d.comb += busy.eq(1)
+            with m.If(self.hold & ~self.held_store):
+                m.d.comb += self.load_want.eq(1)
+            with m.Elif(dead):
+                m.next = "IDLE"
+            with m.Elif(self.pending <= _ANSWERS):
+                m.d.comb += self.load_want.eq(1)
+            with m.If(self.load_sent):
+                m.d.sync += self.l_wait.eq(1)
+                m.next = "WAIT_LOAD"
+        self._wait_load(m)
+        with m.State("NEXT"):           # the flow's next load once this one's words are in
+            m.d.comb += busy.eq(1)
+            with m.If(dead):
+                m.next = "IDLE"
+            with m.Elif(~self.to_enc):
+                m.next = "LOAD"
+        with m.State("CLOSING"):        # every answer of the flow's out first
+            m.d.comb += busy.eq(1)
+            with m.If(dead):
+                m.next = "IDLE"
+            with m.Elif(~self.queue.slot_busy):
+                m.next = "CLOSE"
+
+    def _wait_load(self, m: Module) -> None:
+        """``WAIT_LOAD``: the ack comes even if the connection ended."""
+        rx, req, dead, new = self.rx, self._req, self.dead, self.queue.job
+        with m.State("WAIT_LOAD"):
+            m.d.comb += self.busy.eq(1)
+            more = rx.length >= 2 * req         # the response reported another request
+            with m.If(self.loaded):
+                m.d.sync += self.l_wait.eq(0)
+                m.next = "IDLE"
+                with m.If(self.mem.meta.error):
+                    m.d.comb += self.mem_error.eq(1)
+                    with m.If(~dead):
+                        m.next = "CLOSING"
+                with m.Else():
+                    m.d.comb += [self.queue.push.eq(1), new.slot.eq(self.slot),
+                                 new.gen.eq(self.gen),
+                                 new.rx_ptr.eq(rx.ptr), new.ask.eq(~more), self.start_enc.eq(1)]
+                    m.d.sync += [rx.ptr.eq(rx.ptr + req),
+                                 rx.addr.eq(ring_add(rx.addr, req, rx.size_log2)),
+                                 rx.length.eq(rx.length - req)]
+                    with m.If(more & ~dead):
+                        m.next = "NEXT"
+
+
+class _Back(wiring.Component):
+    """The back: the requests of ``queue`` (:func:`_queue_head`), one at a time and in order,
+    each finished with ``queue.done``: room in the send ring asked for
+    (``TCP_TX_MSG_REQ`` on ``app_tx``, answered on ``tx_answered``, ``tx_ok`` for ``handle``
+    while ``tx_wait``) while its parity is still being computed, unless room is left from the
+    last answer for the same connection (``credit``); once the parity is there
+    (``parity_valid``), ``RX_ADJUST_PTR`` (and ``RX_MSG_REQ`` after the last request a response
+    held), the store (``store_want``, to ``tx``; ``store_issue`` as it is taken; its ack found
+    in ``mem``, ``stored``) and ``TX_ADJUST_PTR`` (``answered``). The parity of a connection
+    that ended goes away (``drain``, until ``draining`` is over); a store's error gives the
+    flow up (``forget``, ``mem_error``)."""
+
+    def __init__(self, requests: Requests, *, flows: int, slot_bits: int, req: int,
+                 ans: int) -> None:
+        self._requests, self._req, self._ans = requests, req, ans
+        super().__init__({
+            "app": In(engine_message(slot_bits)), "kill": In(1), "live": In(flows),
+            "gen_cur": In(read_port(slot_bits, TABLE_MEMORIES["gens"])),
+            "tx_loc": In(read_port(slot_bits, MEM_LOC)),
+            "queue": In(_queue_head(slot_bits)),
+            "app_tx": Out(requests.app_signature()), "handle": Out(16),
+            "tx_wait": Out(1), "tx_answered": In(1), "tx_ok": In(1),
+            "parity_valid": In(1), "drain": Out(1), "draining": In(1),
+            "store_want": Out(1), "store_issue": In(1), "tx": Out(_RING),
+            "mem": In(mem_acks()), "stored": Out(1),
+            "forget": Out(1), "mem_error": Out(1), "answered": Out(1),
+        })
+
+    #: An engine request for the job's flow (``handle``) on ``app_tx``.
+    request = FlowServer.request
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        job, tx, ans = self.queue.job, self.tx, self._ans
+        sb = len(job.slot)
+        m.submodules.store = store = AckWait()
+        dead, busy, tx_got = Signal(), Signal(), Signal()
+        credit = Signal()           # tx is where the next answer of flow tx_for goes, and
+        tx_for = Signal(16)         # tx_left bytes of room are granted from there
+        tx_left = Signal(32)
+        current = Signal()          # the job's connection is still the slot's, and live
+        lost = Signal()             # its connection ended, or the room was refused
+        m.d.comb += [
+            self.handle.eq(handle_of(job.slot, job.gen)),
+            self.gen_cur.addr.eq(job.slot), self.tx_loc.addr.eq(job.slot),
+            self.stored.eq(mem_ack(self.mem, STORE_MEM_ACK, store.wait, tx.addr, ans, tx.wrap)),
+            store.match.eq(self.stored), store.error.eq(self.mem.meta.error),
+            store.issue.eq(self.store_issue),
+            current.eq(self.live.bit_select(job.slot, 1) & (self.gen_cur.data == job.gen)
+                       & ~dead),
+            lost.eq(dead | (~self.tx_wait & ~tx_got)),
+        ]
+        with m.FSM(name="back"):
+            with m.State("IDLE"):
+                with m.If(self.queue.valid):
+                    m.d.sync += dead.eq(0)
+                    m.next = "TX_REQ"
+                    with m.If(credit & (tx_for == self.handle) & (tx_left >= ans)):
+                        m.next = "ENCODED"          # room left from the last response
+            with m.State("TX_REQ"):         # room for the answer, asked before it is there
+                m.d.comb += busy.eq(1)
+                with m.If(self.request(m, MsgType.TCP_TX_MSG_REQ, length=ans)):
+                    m.d.sync += self.tx_wait.eq(1)
+                    m.next = "WAIT_TX"
+            with m.State("WAIT_TX"):
+                m.d.comb += busy.eq(1)
+                with m.If(lost):            # ended, or answered not OK
+                    m.d.comb += self.drain.eq(1)
+                    m.d.sync += [self.tx_wait.eq(0), tx_got.eq(0)]
+                    m.next = "DRAIN"
+                with m.Elif(tx_got):
+                    m.d.sync += [tx_got.eq(0), tx.loc.eq(self.tx_loc.data), credit.eq(1),
+                                 tx_for.eq(self.handle)]
+                    m.next = "ENCODED"
+            with m.State("ENCODED"):        # its bytes are all read once its parity comes
+                m.d.comb += busy.eq(1)
+                with m.If(self.parity_valid):
+                    with m.If(current):
+                        m.next = "ADJUST_RX"
+                    with m.Else():
+                        m.d.comb += self.drain.eq(1)
+                        m.next = "DRAIN"
+            self._store_states(m, busy, current, credit, tx_left, store)
+            with m.State("DRAIN"):          # the parity of a connection that ended: away
+                with m.If(~self.draining):
+                    m.d.comb += self.queue.done.eq(1)
+                    m.next = "IDLE"
+        with m.If(self.kill & busy & (self.app.slot == job.slot)):
+            m.d.sync += dead.eq(1)
+        with m.If(self.kill & (self.app.slot == tx_for[:sb])):
+            m.d.sync += credit.eq(0)
+        # the answer to TX_REQ, after the states (its `got` wins)
+        meta = self.app.meta
+        with m.If(self.tx_answered):
+            m.d.sync += self.tx_wait.eq(0)
+        with m.If(self.tx_ok):
+            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr), tx.addr.eq(meta.addr),
+                         tx.wrap.eq(meta.size_log2), tx_left.eq(meta.length)]
+        return m
+
+    def _store_states(self, m: Module, busy: Signal, current: Signal, credit: Signal,
+                      tx_left: Signal, store: AckWait) -> None:
+        """From the receive pointer moved to the send pointer moved."""
+        job, tx, req, ans = self.queue.job, self.tx, self._req, self._ans
+        with m.State("ADJUST_RX"):
+            m.d.comb += busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_RX_ADJUST_PTR, ptr=job.rx_ptr + req)):
+                m.next = "STORE"
+                with m.If(job.ask):
+                    m.next = "ASK"
+        with m.State("ASK"):            # the connection's next request
+            m.d.comb += busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_RX_MSG_REQ, length=req)):
+                m.next = "STORE"
+        with m.State("STORE"):
+            m.d.comb += [busy.eq(1), self.store_want.eq(1)]
+            with m.If(self.store_issue):
+                m.next = "WAIT_STORE"
+        with m.State("WAIT_STORE"):
+            m.d.comb += busy.eq(1)
+            with m.If(store.got):
+                m.d.comb += store.clear.eq(1)
+                m.next = "IDLE"
+                with m.If(store.err):
+                    m.d.comb += self.mem_error.eq(1)
+                    m.d.sync += credit.eq(0)
+                    with m.If(current):       # the flow is given up
+                        m.d.comb += self.forget.eq(1)
+                    m.d.comb += self.queue.done.eq(1)
+                with m.Elif(current):
+                    m.next = "ADJUST_TX"
+                with m.Else():
+                    m.d.comb += self.queue.done.eq(1)
+        with m.State("ADJUST_TX"):
+            m.d.comb += busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_TX_ADJUST_PTR, ptr=tx.ptr + ans)):
+                m.d.comb += [self.queue.done.eq(1), self.answered.eq(1)]
+                m.d.sync += [tx.ptr.eq(tx.ptr + ans), tx_left.eq(tx_left - ans),
+                             tx.addr.eq(ring_add(tx.addr, ans, tx.wrap))]
+                m.next = "IDLE"
 
 
 class TcpRsTile(TcpAppTile):
@@ -186,270 +479,87 @@ class TcpRsTile(TcpAppTile):
         m = Module()
         width, flows, sb = self.env.width, self.config.flows, self.slot_bits
         req, ans = self.request_bytes, self.answer_bytes
-        c = self.counters
         io = self.ports(m)
         front_tx, back_tx = io.app_tx
         a, mem = io.app, io.mem
-
-        # -- per-flow state ----------------------------------------------------------------------
-        table = FlowTable(m, flows, sb)
-        live = table.live
-        gen_back = table.gens.read_port(domain="comb")
-        rx_loc_r = table.rx_locs.read_port(domain="comb")
-        tx_loc_r = table.tx_locs.read_port(domain="comb")
-        drop_app, drop_mem, ended_tx = Signal(), Signal(), Signal()
-        self.count_dropped(m, io, drop_app, drop_mem, table.drop)
-        m.d.sync += [c.ended.eq(c.ended + (table.ended | ended_tx)),
-                     c.flows.eq(c.flows + table.announced)]
-
-        # -- the encoder and the buffer of its answers -------------------------------------------
+        m.submodules.table = table = FlowTable(flows, sb, forgets=3, reads={
+            **FlowServer.READS, "gen_back": ("gens", "comb"), "rx_loc": ("rx_locs", "comb"),
+            "tx_loc": ("tx_locs", "comb")})
+        m.submodules.front = front = _Front(io.requests, flows=flows, slot_bits=sb, req=req)
+        m.submodules.jobs = jobs = _BackQueue(sb)
+        m.submodules.back = back = _Back(io.requests, flows=flows, slot_bits=sb, req=req,
+                                         ans=ans)
+        m.submodules.tx_answer = tx_answer = TxAnswer(sb)
         m.submodules.encoder = enc = RsEncoder(width, self.shard_bytes, data=DATA_SHARDS,
                                                parity=PARITY_SHARDS)
         m.submodules.parity = parity = Queue(payload_layout(width),
-                                                _ANSWERS * enc.shard_words * PARITY_SHARDS)
+                                             _ANSWERS * enc.shard_words * PARITY_SHARDS)
+        m.submodules.chunk = chunk = ChunkOut(width)
+        connect(m, app=a, table=table.app, front=front.app, back=back.app,
+                tx_answer=tx_answer.app)
+        connect(m, mem=mem, front=front.mem, back=back.mem)
+        front.join(m, table)
+        connect(m, table=table.gen_back, back=back.gen_cur)
+        connect(m, table=table.tx_loc, back=back.tx_loc)
+        connect(m, front=front.app_tx, sender=front_tx.i_hdr)
+        connect(m, back=back.app_tx, sender=back_tx.i_hdr)
         connect(m, encoder=enc.o, parity=parity.i)
-        pending = Signal(range(_ANSWERS + 2))  # loads whose answer is not out of `parity`
-        load_sent, answer_gone = Signal(), Signal()
-        m.d.sync += pending.eq(pending + load_sent - answer_gone)
+        connect(m, parity=parity.o, chunk=chunk.i)
+        connect(m, chunk=chunk.o, sender=io.mem_tx.i_data)
+        connect(m, front=front.queue, jobs=jobs.front)
+        connect(m, jobs=jobs.head, back=back.queue)
+        m.d.comb += [
+            back.kill.eq(table.kill), back.live.eq(table.live),
+            table.rx_loc.addr.eq(front.slot),
+            back.parity_valid.eq(parity.o.valid), back.draining.eq(chunk.draining),
+            chunk.drain.eq(back.drain),
+            table.forget[0].en.eq(front.forget), table.forget[0].slot.eq(front.slot),
+            table.forget[1].en.eq(back.forget), table.forget[1].slot.eq(back.queue.job.slot),
+            table.forget[2].en.eq(tx_answer.ended), table.forget[2].slot.eq(a.slot),
+            tx_answer.handled.eq(table.handled), tx_answer.wait.eq(back.tx_wait),
+            tx_answer.handle[0].eq(back.handle),
+            back.tx_answered.eq(tx_answer.answered), back.tx_ok.eq(tx_answer.ok),
+        ]
+        self._memory(m, io, table, front, back, chunk, enc)
 
-        # -- memory requests: one sender, loads before stores --------------------------------------
-        load_want, store_want = Signal(), Signal()
-        hold, held_store = Signal(), Signal()
-        is_store = Signal()
-        m.d.comb += is_store.eq(hold & held_store | ~hold & store_want & ~load_want)
-        mem_offer = hold | load_want | store_want
-        mem_taken = mem_offer & io.mem_tx.i_hdr.ready
-        with m.If(mem_taken):
-            m.d.sync += hold.eq(0)
-        with m.Elif(mem_offer):
-            m.d.sync += [hold.eq(1), held_store.eq(is_store)]
-        m.d.comb += load_sent.eq(mem_taken & ~is_store)
-
-        # -- the back's requests, oldest first: one per answer in `pending`, and the oldest's
-        # whose answer is out but not yet acknowledged -------------------------------------------
-        job_layout = data.StructLayout({"slot": sb, "gen": GEN_BITS, "rx_ptr": 32, "ask": 1})
-        jobs = [Signal(job_layout, name=f"job{k}") for k in range(_JOBS)]
-        job_v = [Signal(name=f"job{k}_valid") for k in range(_JOBS)]
-        push, done = Signal(), Signal()
-        new_job = Signal(job_layout)
-        with m.If(done):
-            m.d.sync += [dst.eq(src) for dst, src in zip(jobs, jobs[1:])]
-            m.d.sync += [dst.eq(src) for dst, src in zip(job_v, [*job_v[1:], 0])]
-        with m.If(push):
-            index = sum(job_v) - done
-            for k in range(_JOBS):
-                with m.If(index == k):
-                    m.d.sync += [jobs[k].eq(new_job), job_v[k].eq(1)]
-
-        def slot_jobs(slot: Any, other_gen: Any = None) -> Any:
-            """Whether the back holds a request of ``slot`` (of a generation other than
-            ``other_gen``, if given)."""
-            return Cat(v & (j.slot == slot) & (1 if other_gen is None else j.gen != other_gen)
-                       for v, j in zip(job_v, jobs)).any()
-
-        # ======== front: the requests a response reported, one load each ========================
-        slot = Signal(sb)
-        gen = Signal(GEN_BITS)
-        handle = self.handle(slot, gen)
-        dead = Signal()             # the front's connection ended under it
-        front_busy = Signal()
-        rx = Signal(RX_CONTEXT)
-        l_wait = Signal()           # the front's load is awaiting its ack
-        to_enc = Signal()           # the words coming are the load's
-        picker = FlowPicker(m, table, slot)
-        m.d.comb += rx_loc_r.addr.eq(slot)
-        with m.If(table.kill & front_busy & (a.slot == slot)):
-            m.d.sync += dead.eq(1)
-        loaded = self.mem_ack(mem, LOAD_MEM_ACK, l_wait, rx.addr, req, rx.size_log2)
-        drop_front = Signal()       # the front's flow is forgotten
-        with m.If(drop_front):
-            m.d.sync += live.bit_select(slot, 1).eq(0)
-
-        def whole(cx: Any) -> None:
-            m.next = "SLOT"
-
-        with m.FSM(name="front"):
-            picker.states(m, gen=gen, dead=dead, busy=front_busy, rx=rx, need=req, whole=whole,
-                          ask="ASK", close="CLOSING", truncated=c.truncated)
-            # (a request on offer is never withdrawn: at 64 bits it is several flits, so `dead`
-            # is looked at before one is offered, not while)
-            with m.State("SLOT"):           # the slot's earlier connection is done with first
-                m.d.comb += front_busy.eq(1)
-                with m.If(dead):
-                    m.next = "IDLE"
-                with m.Elif(~slot_jobs(slot, gen)):
-                    m.next = "LOAD"
-            with m.State("LOAD"):           # once the encoder can take it without stalling
-                m.d.comb += front_busy.eq(1)
-                with m.If(hold & ~held_store):
-                    m.d.comb += load_want.eq(1)
-                with m.Elif(dead):
-                    m.next = "IDLE"
-                with m.Elif(pending <= _ANSWERS):
-                    m.d.comb += load_want.eq(1)
-                with m.If(load_sent):
-                    m.d.sync += l_wait.eq(1)
-                    m.next = "WAIT_LOAD"
-            with m.State("WAIT_LOAD"):      # (the ack comes even if the connection ended)
-                m.d.comb += front_busy.eq(1)
-                more = rx.length >= 2 * req         # the response reported another request
-                with m.If(loaded):
-                    m.d.sync += l_wait.eq(0)
-                    m.next = "IDLE"
-                    with m.If(mem.meta.error):
-                        count(m, c.mem_errors)
-                        with m.If(~dead):
-                            m.next = "CLOSING"
-                    with m.Else():
-                        m.d.comb += [push.eq(1), new_job.slot.eq(slot), new_job.gen.eq(gen),
-                                     new_job.rx_ptr.eq(rx.ptr), new_job.ask.eq(~more)]
-                        m.d.sync += [to_enc.eq(1), rx.ptr.eq(rx.ptr + req),
-                                     rx.addr.eq(ring_add(rx.addr, req, rx.size_log2)),
-                                     rx.length.eq(rx.length - req)]
-                        with m.If(more & ~dead):
-                            m.next = "NEXT"
-            with m.State("NEXT"):           # the flow's next load once this one's words are in
-                m.d.comb += front_busy.eq(1)
-                with m.If(dead):
-                    m.next = "IDLE"
-                with m.Elif(~to_enc):
-                    m.next = "LOAD"
-            with m.State("ASK"):            # a new connection's first request, or the rest
-                m.d.comb += front_busy.eq(1)
-                with m.If(self.app_request(m, front_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                           flow=handle, length=req)):
-                    m.next = "IDLE"
-            with m.State("CLOSING"):        # every answer of the flow's out first
-                m.d.comb += front_busy.eq(1)
-                with m.If(dead):
-                    m.next = "IDLE"
-                with m.Elif(~slot_jobs(slot)):
-                    m.next = "CLOSE"
-            close_state(m, self, front_tx, handle=handle, dead=dead, busy=front_busy,
-                        forget=drop_front, closed=c.closed, after="IDLE")
-        with m.If(load_want & ~is_store):
-            self.mem_request(m, io.mem_tx, store=False, loc=rx_loc_r.data, addr=rx.addr,
-                             size=req, wrap=rx.size_log2)
-        # An error ack carries no words: its answer will never be.
-        m.d.comb += answer_gone.eq((parity.o.valid & parity.o.ready & parity.o.payload.last)
-                                   | (loaded & mem.meta.error))
-
-        # The load's words go to the encoder; any other ack's are thrown away.
-        with m.If(mem.valid & ~loaded):
-            m.d.sync += to_enc.eq(0)
-        self.mem_data_to(m, mem, to_enc, enc.i)
-
-        # ======== back: pointers, room, the parity stored, request by request ====================
-        job = jobs[0]
-        b_dead = Signal()           # its connection ended under it
-        b_busy = Signal()
-        tx = Signal(_RING)
-        tx_wait, tx_got = Signal(), Signal()
-        credit = Signal()           # tx is where the next answer of flow tx_for goes, and
-        tx_for = Signal(16)         # tx_left bytes of room are granted from there
-        tx_left = Signal(32)
-        s_wait, s_got, s_err = Signal(), Signal(), Signal()
-        out_store, out_drain = Signal(), Signal()
-        b_handle = self.handle(job.slot, job.gen)
-        m.d.comb += [gen_back.addr.eq(job.slot), tx_loc_r.addr.eq(job.slot)]
-        with m.If(out_store):
-            connect(m, parity=parity.o, sender=io.mem_tx.i_data)
-        with m.Elif(out_drain):
-            m.d.comb += parity.o.ready.eq(1)
-        with m.If(parity.o.valid & parity.o.ready & parity.o.payload.last):
-            m.d.sync += [out_store.eq(0), out_drain.eq(0)]
-        store_ack = self.mem_ack(mem, STORE_MEM_ACK, s_wait, tx.addr, ans, tx.wrap)
-        with m.If(store_ack):
-            m.d.sync += [s_wait.eq(0), s_got.eq(1), s_err.eq(mem.meta.error)]
-        with m.If(mem.valid & ~loaded & ~store_ack):
-            m.d.comb += drop_mem.eq(1)
-        b_current = live.bit_select(job.slot, 1) & (gen_back.data == job.gen) & ~b_dead
-
-        with m.FSM(name="back"):
-            with m.State("IDLE"):
-                with m.If(job_v[0]):
-                    m.d.sync += b_dead.eq(0)
-                    m.next = "TX_REQ"
-                    with m.If(credit & (tx_for == b_handle) & (tx_left >= ans)):
-                        m.next = "ENCODED"          # room left from the last response
-            with m.State("TX_REQ"):         # room for the answer, asked before it is there
-                m.d.comb += b_busy.eq(1)
-                with m.If(self.app_request(m, back_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                           flow=b_handle, length=ans)):
-                    m.d.sync += tx_wait.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                m.d.comb += b_busy.eq(1)
-                with m.If(b_dead | (~tx_wait & ~tx_got)):  # ended, or answered not OK
-                    m.d.sync += [tx_wait.eq(0), tx_got.eq(0), out_drain.eq(1)]
-                    m.next = "DRAIN"
-                with m.Elif(tx_got):
-                    m.d.sync += [tx_got.eq(0), tx.loc.eq(tx_loc_r.data), credit.eq(1),
-                                 tx_for.eq(b_handle)]
-                    m.next = "ENCODED"
-            with m.State("ENCODED"):        # its bytes are all read once its parity comes
-                m.d.comb += b_busy.eq(1)
-                with m.If(parity.o.valid):
-                    with m.If(b_current):
-                        m.next = "ADJUST_RX"
-                    with m.Else():
-                        m.d.sync += out_drain.eq(1)
-                        m.next = "DRAIN"
-            with m.State("ADJUST_RX"):
-                m.d.comb += b_busy.eq(1)
-                with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_ADJUST_PTR, self.tcp_rx,
-                                           flow=b_handle, ptr=job.rx_ptr + req)):
-                    m.next = "STORE"
-                    with m.If(job.ask):
-                        m.next = "ASK"
-            with m.State("ASK"):            # the connection's next request
-                m.d.comb += b_busy.eq(1)
-                with m.If(self.app_request(m, back_tx, MsgType.TCP_RX_MSG_REQ, self.tcp_rx,
-                                           flow=b_handle, length=req)):
-                    m.next = "STORE"
-            with m.State("STORE"):
-                m.d.comb += [b_busy.eq(1), store_want.eq(1)]
-                with m.If(mem_taken & is_store):
-                    m.d.sync += [out_store.eq(1), s_wait.eq(1), s_got.eq(0)]
-                    m.next = "WAIT_STORE"
-            with m.State("WAIT_STORE"):
-                m.d.comb += b_busy.eq(1)
-                with m.If(s_got):
-                    m.d.sync += s_got.eq(0)
-                    m.next = "IDLE"
-                    with m.If(s_err):
-                        m.d.sync += [c.mem_errors.eq(c.mem_errors + 1), credit.eq(0)]
-                        with m.If(b_current):       # the flow is given up
-                            m.d.sync += live.bit_select(job.slot, 1).eq(0)
-                        m.d.comb += done.eq(1)
-                    with m.Elif(b_current):
-                        m.next = "ADJUST_TX"
-                    with m.Else():
-                        m.d.comb += done.eq(1)
-            with m.State("ADJUST_TX"):
-                m.d.comb += b_busy.eq(1)
-                with m.If(self.app_request(m, back_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                           flow=b_handle, ptr=tx.ptr + ans)):
-                    m.d.comb += done.eq(1)
-                    m.d.sync += [tx.ptr.eq(tx.ptr + ans), tx_left.eq(tx_left - ans),
-                                 tx.addr.eq(ring_add(tx.addr, ans, tx.wrap))]
-                    count(m, c.requests)
-                    m.next = "IDLE"
-            with m.State("DRAIN"):          # the parity of a connection that ended: away
-                with m.If(~out_drain):
-                    m.d.comb += done.eq(1)
-                    m.next = "IDLE"
-        with m.If(is_store):
-            self.mem_request(m, io.mem_tx, store=True, loc=tx.loc, addr=tx.addr, size=ans,
-                             wrap=tx.wrap)
-        with m.If(table.kill & b_busy & (a.slot == job.slot)):
-            m.d.sync += b_dead.eq(1)
-        with m.If(table.kill & (a.slot == tx_for[:sb])):
-            m.d.sync += credit.eq(0)
-
-        # -- engine messages, after the stages: a new connection's `live` wins over the old one
-        # being forgotten ----------------------------------------------------------------------
-        table.track(m, a)
-        take_tx_answer(m, a, table, wait=tx_wait, got=tx_got, handle=b_handle, ring=tx,
-                       ended=ended_tx, drop=drop_app, left=tx_left)
+        drop_mem = Signal()
+        m.d.comb += drop_mem.eq(mem.valid & ~front.loaded & ~back.stored)
+        self.count_dropped(m, io, tx_answer.drop, drop_mem, table.drop)
+        self.count_flows(m, table, tx_answer.ended)
+        self.count_events(m, closed=front.forget, truncated=front.truncated,
+                          requests=back.answered, mem_errors=front.mem_error)
+        self.count_events(m, mem_errors=back.mem_error)     # (never both in a cycle)
         return m
+
+    def _memory(self, m: Module, io: Any, table: FlowTable, front: _Front, back: _Back,
+                chunk: ChunkOut, enc: RsEncoder) -> None:
+        """The memory requests, on one sender, the front's loads before the back's stores (a
+        request once offered held until taken); the loads' words into the encoder, and the
+        answers it owes (``pending``: loads whose answer is not out of the parity buffer)."""
+        mem, req, ans = io.mem, self.request_bytes, self.answer_bytes
+        m.submodules.requests = r = HeldOffer({"store": 1})
+        store_issue = Signal()
+        m.d.comb += [r.want.eq(front.load_want | back.store_want),
+                     r.choice.store.eq(back.store_want & ~front.load_want),
+                     r.ready.eq(io.mem_tx.i_hdr.ready),
+                     front.hold.eq(r.hold), front.held_store.eq(r.held.store),
+                     front.load_sent.eq(r.taken & ~r.chosen.store),
+                     store_issue.eq(r.taken & r.chosen.store), back.store_issue.eq(store_issue),
+                     chunk.store.eq(store_issue)]
+        with m.If(front.load_want & ~r.chosen.store):
+            self.mem_request(m, io.mem_tx.i_hdr, store=False, loc=table.rx_loc.data,
+                             addr=front.load.addr, size=req, wrap=front.load.wrap)
+        with m.If(r.chosen.store):
+            self.mem_request(m, io.mem_tx.i_hdr, store=True, loc=back.tx.loc,
+                             addr=back.tx.addr, size=ans, wrap=back.tx.wrap)
+        to_enc = Signal()           # the words coming are the front's load's
+        pending = Signal(range(_ANSWERS + 2))
+        # An error ack carries no words: its answer will never be.
+        m.d.sync += pending.eq(pending + front.load_sent
+                               - (chunk.done | (front.loaded & mem.meta.error)))
+        m.d.comb += [front.pending.eq(pending), front.to_enc.eq(to_enc)]
+        with m.If(front.start_enc):
+            m.d.sync += to_enc.eq(1)
+        with m.If(mem.valid & ~front.loaded):
+            m.d.sync += to_enc.eq(0)
+        self.mem_data_to(m, mem.data, to_enc, enc.i)

@@ -44,21 +44,25 @@ offered; one request of each kind is outstanding at a time; messages that match 
 dropped and counted (``dropped``). Throughput: ``chunk`` bytes per round of TX request, store
 and adjust (latency-bound; with an engine and memory that answer at once, 12 cycles per
 100-byte chunk at 512 bits, 22 per 730 bytes, 44 and 123 at 64 bits); the stream is generated
-at one word per cycle.
+at one word per cycle. (The sequence is :class:`_Steps`, the connection as the engine reports
+it :class:`_Connection`, the stream's words :class:`_Stream`.)
 """
 
 import ipaddress
+from typing import Any
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out, connect
 
 from apiary.os.memory_tile import STORE_MEM_ACK
-from apiary.stream.layout import payload_words
+from apiary.stream.counters import count
+from apiary.stream.layout import payload_signature, payload_words
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import BufferKind, Status
-from .tcp_app import MEM_LOC, TcpAppTile, int_in_range
-from apiary.stream.counters import count
+from .tcp_app import MEM_LOC, Requests, TcpAppTile, engine_message, int_in_range, mem_ack, mem_acks
+from .tcp_steps import AckWait
 
 
 __all__ = ["TcpSenderTile", "STREAM_MODULUS", "stream_bytes"]
@@ -71,6 +75,273 @@ STREAM_MODULUS = 251
 def stream_bytes(length: int, start: int = 0) -> bytes:
     """Bytes ``start`` to ``start + length`` of the stream the tile sends."""
     return bytes((start + k) % STREAM_MODULUS for k in range(length))
+
+
+def _stream_control(chunk: int, width: int) -> wiring.Signature:
+    """Between :class:`_Steps` (the ``Out`` side) and :class:`_Stream`: ``start`` the next
+    chunk of the stream, ``size`` bytes in ``words`` words, ``tail`` bytes in the last; ``n``,
+    the size of the chunk started last."""
+    nb = width // 8
+    return wiring.Signature({"start": Out(1), "size": Out(range(chunk + 1)),
+                             "words": Out(range(-(-chunk // nb) + 1)),
+                             "tail": Out(range(nb + 1)), "n": In(range(chunk + 1))})
+
+
+#: The room granted in the send ring: the answer's status, pointer, address and ring size.
+_TX = data.StructLayout({"status": 4, "ptr": 32, "addr": 48, "wrap": 6})
+
+
+def _connection_control() -> wiring.Signature:
+    """Between :class:`_Steps` (the ``Out`` side) and :class:`_Connection`: pulses ``open`` (an
+    open request taken), ``ask`` (a ``TCP_TX_MSG_REQ`` taken), ``take`` (its answer seen),
+    ``fail`` (the answer refused room: the connection is over), ``stop`` (no answer will come);
+    the connection's state: its ``handle``, ``ended``, ``open_failed``, ``got_tx`` (both
+    notifications in: open), ``tx_got`` (the answer to ``ask`` is in ``tx``), ``tx_loc`` (its
+    send ring's memory tile)."""
+    return wiring.Signature({"open": Out(1), "ask": Out(1), "take": Out(1), "fail": Out(1),
+                             "stop": Out(1), "handle": In(16), "ended": In(1),
+                             "open_failed": In(1), "got_tx": In(1), "tx_got": In(1),
+                             "tx": In(_TX), "tx_loc": In(MEM_LOC)})
+
+
+#: What :class:`_Steps` counts, a pulse each (``sent``: ``bytes`` handed to the engine).
+_EVENTS = ("opens", "opened", "closed", "mem_errors", "sent", "ended")
+
+
+class _Stream(wiring.Component):
+    """The stream's bytes, a word a cycle on ``o`` (byte ``k`` is ``k % 251``, counted from
+    the first byte sent): ``ctl.start`` (:func:`_stream_control`) queues a chunk of
+    ``ctl.size`` bytes (kept in ``ctl.n``), ``ctl.words`` words with ``ctl.tail`` bytes in the
+    last, from the next cycle on. Pulse it only once the words before are out."""
+
+    def __init__(self, chunk: int, width: int) -> None:
+        self._chunk, self._width = chunk, width
+        super().__init__({"ctl": In(_stream_control(chunk, width)),
+                          "o": Out(payload_signature(width))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        nb = self._width // 8
+        base = Signal(range(STREAM_MODULUS))    # the next byte's value
+        left = Signal(range(-(-self._chunk // nb) + 1))
+        tail = Signal(range(nb + 1))
+
+        def mod(value: Any) -> Any:
+            return Mux(value >= STREAM_MODULUS, value - STREAM_MODULUS, value)[:8]
+
+        out = self.o
+        step = Mux(left == 1, tail, nb)
+        m.d.comb += [
+            out.valid.eq(left != 0),
+            out.payload.data.eq(Cat(mod(base + j) for j in range(nb))),
+            out.payload.nbytes.eq(step),
+            out.payload.last.eq(left == 1),
+        ]
+        with m.If(out.valid & out.ready):
+            m.d.sync += [left.eq(left - 1), base.eq(mod(base + step))]
+        with m.If(self.ctl.start):
+            m.d.sync += [self.ctl.n.eq(self.ctl.size), left.eq(self.ctl.words),
+                         tail.eq(self.ctl.tail)]
+        return m
+
+
+class _Connection(wiring.Component):
+    """The sender's connection as the engine's messages (``app``, always taken) report it,
+    and as :class:`_Steps` drives it (``ctl``: :func:`_connection_control`). While an open is
+    unanswered, a ``TCP_NEW_FLOW_NOTIF`` for ``peer`` (IPv4 address, port, local port) is its
+    answer: another status than OK fails it (``failed`` pulses; ``open_failed``), RECEIVE
+    gives the ``handle``, then SEND the send ring (``got_tx``: open). A ``TCP_RX_MSG_RESP``
+    ending the flow sets ``ended`` (``ended_in`` pulses); the ``TCP_TX_MSG_RESP`` awaited
+    (after ``ctl.ask``, not ended) is kept in ``tx`` (``tx_got``). Anything else pulses
+    ``drop``. Registers: each message takes effect at the next clock edge."""
+
+    def __init__(self, slot_bits: int, peer: tuple[int, int, int]) -> None:
+        self._peer = peer
+        super().__init__({"app": In(engine_message(slot_bits)), "ctl": In(_connection_control()),
+                          "failed": Out(1), "ended_in": Out(1), "drop": Out(1)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        ctl, a, meta = self.ctl, self.app, self.app.meta
+        peer_ip, peer_port, local_port = self._peer
+        got_rx, opening, await_tx = Signal(), Signal(), Signal()
+        with m.If(ctl.open):
+            m.d.sync += [opening.eq(1), ctl.open_failed.eq(0), got_rx.eq(0), ctl.got_tx.eq(0)]
+        with m.If(ctl.ask):
+            m.d.sync += await_tx.eq(1)
+        with m.If(ctl.take):
+            m.d.sync += ctl.tx_got.eq(0)
+        with m.If(ctl.fail):
+            m.d.sync += ctl.ended.eq(1)
+        with m.If(ctl.stop):
+            m.d.sync += await_tx.eq(0)
+        answer = (opening & (meta.peer_ip == peer_ip) & (meta.peer_port == peer_port)
+                  & (meta.local_port == local_port))
+        ours = got_rx & (meta.flow == ctl.handle)
+        with m.If(a.valid):
+            with m.Switch(a.type):
+                with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
+                    with m.If(answer & (meta.status != Status.OK)):
+                        m.d.comb += self.failed.eq(1)
+                        m.d.sync += [opening.eq(0), ctl.open_failed.eq(1)]
+                    with m.Elif(answer & (meta.kind == BufferKind.RECEIVE) & ~got_rx):
+                        m.d.sync += [ctl.handle.eq(meta.flow), got_rx.eq(1)]
+                    with m.Elif(answer & (meta.kind == BufferKind.SEND) & ours):
+                        m.d.sync += [opening.eq(0), ctl.got_tx.eq(1), ctl.tx_loc.x.eq(meta.mem_x),
+                                     ctl.tx_loc.y.eq(meta.mem_y)]
+                    with m.Else():
+                        m.d.comb += self.drop.eq(1)
+                with m.Case(MsgType.TCP_RX_MSG_RESP):
+                    with m.If(ours & ~a.ok & ~ctl.ended):
+                        m.d.comb += self.ended_in.eq(1)
+                        m.d.sync += [ctl.ended.eq(1), opening.eq(0)]
+                    with m.Else():
+                        m.d.comb += self.drop.eq(1)
+                with m.Case(MsgType.TCP_TX_MSG_RESP):
+                    with m.If(await_tx & ~ctl.ended & (meta.flow == ctl.handle)):
+                        m.d.sync += [await_tx.eq(0), ctl.tx_got.eq(1),
+                                     ctl.tx.status.eq(meta.status), ctl.tx.ptr.eq(meta.ptr),
+                                     ctl.tx.addr.eq(meta.addr), ctl.tx.wrap.eq(meta.size_log2)]
+                    with m.Else():
+                        m.d.comb += self.drop.eq(1)
+                with m.Default():
+                    m.d.comb += self.drop.eq(1)
+        return m
+
+
+class _Steps(wiring.Component):
+    """The sender's sequence (see the module docstring): ``start`` cycles after reset the open
+    (``TCP_OPEN_REQ`` on ``app_tx`` for ``peer``), again ``retry`` cycles after a failed one,
+    ``attempts`` opens at most; once open, ``length`` bytes a chunk (``chunk`` at most) at a
+    time: room in the send ring, the store (``STORE_MEM`` on ``mem_tx``, its bytes from
+    :class:`_Stream` through ``stream``, its ack found in ``mem``) and the pointer moved; then
+    ``TCP_CLOSE_REQ``. The connection is kept by :class:`_Connection` (``conn``). ``events``
+    pulse what the tile counts (:data:`_EVENTS`; ``bytes``, the chunk's, for ``sent``);
+    ``drop`` a memory ack that is not the one awaited."""
+
+    def __init__(self, requests: Requests, *, width: int, chunk: int,
+                 peer: tuple[int, int, int], length: int, start: int, retry: int,
+                 attempts: int) -> None:
+        self._requests, self._width, self._chunk, self._peer = requests, width, chunk, peer
+        self._length, self._start, self._retry, self._attempts = length, start, retry, attempts
+        super().__init__({
+            "app_tx": Out(requests.app_signature()), "mem_tx": Out(requests.mem_signature()),
+            "conn": Out(_connection_control()), "stream": Out(_stream_control(chunk, width)),
+            "mem": In(mem_acks()), "drop": Out(1),
+            "events": Out(data.StructLayout({e: 1 for e in _EVENTS})),
+            "bytes": Out(range(chunk + 1)),
+        })
+        self.timer = Signal(32)
+
+    def _step(self, length: Any) -> Any:
+        return Mux(length > self._chunk, self._chunk, length)
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        m.submodules.store = store = AckWait()
+        tx = self.conn.tx
+        m.d.comb += [store.match.eq(mem_ack(self.mem, STORE_MEM_ACK, store.wait, tx.addr,
+                                            self.stream.n, tx.wrap)),
+                     store.error.eq(self.mem.meta.error), self.drop.eq(self.mem.valid)]
+        with m.If(store.match):
+            m.d.comb += self.drop.eq(0)
+        with m.FSM(name="sender"):
+            self._open_states(m)
+            self._send_states(m, store)
+            with m.State("DONE"):
+                pass
+        return m
+
+    def _open_states(self, m: Module) -> None:
+        """From reset to the connection open (or given up)."""
+        conn, ev, timer, r = self.conn, self.events, self.timer, self._requests
+        tries = Signal(range(self._attempts + 1))
+        with m.State("START"):
+            m.d.sync += timer.eq(timer + 1)
+            with m.If(timer >= self._start):
+                m.next = "OPEN"
+        with m.State("OPEN"):
+            peer_ip, peer_port, local_port = self._peer
+            with m.If(r.engine(m, self.app_tx, MsgType.TCP_OPEN_REQ, peer_ip=peer_ip,
+                               peer_port=peer_port, local_port=local_port)):
+                m.d.comb += [ev.opens.eq(1), conn.open.eq(1)]
+                m.d.sync += tries.eq(tries + 1)
+                m.next = "WAIT_OPEN"
+        with m.State("WAIT_OPEN"):
+            with m.If(conn.ended):           # reset between its two notifications
+                m.next = "DONE"
+            with m.Elif(conn.open_failed):
+                m.d.sync += timer.eq(0)
+                with m.If(tries == self._attempts):
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "RETRY"
+            with m.Elif(conn.got_tx):
+                m.d.comb += ev.opened.eq(1)
+                m.next = "NEXT"
+        with m.State("RETRY"):
+            m.d.sync += timer.eq(timer + 1)
+            with m.If(timer >= self._retry):
+                m.next = "OPEN"
+
+    def _send_states(self, m: Module, store: AckWait) -> None:
+        """From the connection open to its close."""
+        conn, ev, n, r = self.conn, self.events, self.stream.n, self._requests
+        tx, handle, ended = conn.tx, conn.handle, conn.ended
+        m.d.comb += self.bytes.eq(n)
+        remaining = Signal(32, init=self._length)
+        with m.State("NEXT"):
+            words, last_bytes = payload_words(self._step(remaining), self._width)
+            m.d.comb += [self.stream.start.eq(1), self.stream.size.eq(self._step(remaining)),
+                         self.stream.words.eq(words), self.stream.tail.eq(last_bytes)]
+            with m.If(ended):
+                m.next = "DONE"
+            with m.Elif(remaining == 0):
+                m.next = "CLOSE"
+            with m.Else():
+                m.next = "TX_REQ"
+        with m.State("TX_REQ"):
+            with m.If(r.engine(m, self.app_tx, MsgType.TCP_TX_MSG_REQ, flow=handle, length=n)):
+                m.d.comb += conn.ask.eq(1)
+                m.next = "WAIT_TX"
+        with m.State("WAIT_TX"):
+            with m.If(conn.tx_got):
+                m.d.comb += conn.take.eq(1)
+                with m.If(ended):
+                    m.next = "DONE"
+                with m.Elif(tx.status == Status.OK):
+                    m.next = "STORE"
+                with m.Else():
+                    m.d.comb += [ev.ended.eq(1), conn.fail.eq(1)]
+                    m.next = "DONE"
+            with m.Elif(ended):         # the engine will not answer: stop waiting
+                m.d.comb += conn.stop.eq(1)
+                m.next = "DONE"
+        with m.State("STORE"):
+            with m.If(r.mem(m, self.mem_tx, store=True, loc=conn.tx_loc, addr=tx.addr, size=n,
+                            wrap=tx.wrap)):
+                m.d.comb += store.issue.eq(1)
+                m.next = "WAIT_STORE"
+        with m.State("WAIT_STORE"):
+            with m.If(store.got):
+                m.d.comb += store.clear.eq(1)
+                with m.If(store.err):
+                    m.d.comb += ev.mem_errors.eq(1)
+                    m.next = "DONE"
+                with m.Elif(ended):
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "ADJUST"
+        with m.State("ADJUST"):
+            with m.If(r.engine(m, self.app_tx, MsgType.TCP_TX_ADJUST_PTR, flow=handle,
+                               ptr=tx.ptr + n)):
+                m.d.comb += ev.sent.eq(1)
+                m.d.sync += remaining.eq(remaining - n)
+                m.next = "NEXT"
+        with m.State("CLOSE"):
+            with m.If(r.engine(m, self.app_tx, MsgType.TCP_CLOSE_REQ, flow=handle)):
+                m.d.comb += ev.closed.eq(1)
+                m.next = "DONE"
 
 
 class TcpSenderTile(TcpAppTile):
@@ -129,172 +400,27 @@ class TcpSenderTile(TcpAppTile):
 
     def elaborate(self, platform):
         m = Module()
-        width = self.env.width
-        nb = width // 8
         c = self.counters
         io = self.ports(m)
         app_tx, = io.app_tx
-        a, mem = io.app, io.mem
-        meta = a.meta
-
-        handle = Signal(16)
-        got_rx, got_tx = Signal(), Signal()
-        opening = Signal()          # an open request is unanswered
-        open_failed = Signal()
-        ended = Signal()
-        tries = Signal(range(self.attempts + 1))
-        timer = Signal(32)
-        remaining = Signal(32, init=self.length)
-        n = Signal(range(self.chunk + 1))
-        tx = Signal(data.StructLayout({"status": 4, "ptr": 32, "addr": 48, "wrap": 6}))
-        tx_loc = Signal(MEM_LOC)
-        await_tx, tx_got = Signal(), Signal()
-        await_store, store_got, store_err = Signal(), Signal(), Signal()
-        ended_in, ended_job = Signal(), Signal()
-        drop_app, drop_mem = Signal(), Signal()
-        self.count_dropped(m, io, drop_app, drop_mem)
-        count(m, c.ended, (ended_in | ended_job))
-
-        # -- the stream, a word a cycle: byte j of a word is (base + j) % 251 ----------------------
-        base = Signal(range(STREAM_MODULUS))    # the next byte's value
-        left = Signal(range(-(-self.chunk // nb) + 1))
-        tail = Signal(range(nb + 1))
-
-        def mod(value):
-            return Mux(value >= STREAM_MODULUS, value - STREAM_MODULUS, value)[:8]
-
-        out = io.mem_tx.i_data
-        step = Mux(left == 1, tail, nb)
-        m.d.comb += [
-            out.valid.eq(left != 0),
-            out.payload.data.eq(Cat(mod(base + j) for j in range(nb))),
-            out.payload.nbytes.eq(step),
-            out.payload.last.eq(left == 1),
-        ]
-        with m.If(out.valid & out.ready):
-            m.d.sync += [left.eq(left - 1), base.eq(mod(base + step))]
-
-        with m.FSM(name="sender"):
-            with m.State("START"):
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(timer >= self.start):
-                    m.next = "OPEN"
-            with m.State("OPEN"):
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_OPEN_REQ, self.tcp_rx,
-                                           peer_ip=self.peer_ip, peer_port=self.peer_port,
-                                           local_port=self.local_port)):
-                    m.d.sync += [c.opens.eq(c.opens + 1), tries.eq(tries + 1), opening.eq(1),
-                                 open_failed.eq(0), got_rx.eq(0), got_tx.eq(0)]
-                    m.next = "WAIT_OPEN"
-            with m.State("WAIT_OPEN"):
-                with m.If(ended):           # reset between its two notifications
-                    m.next = "DONE"
-                with m.Elif(open_failed):
-                    m.d.sync += timer.eq(0)
-                    with m.If(tries == self.attempts):
-                        m.next = "DONE"
-                    with m.Else():
-                        m.next = "RETRY"
-                with m.Elif(got_tx):
-                    count(m, c.opened)
-                    m.next = "NEXT"
-            with m.State("RETRY"):
-                m.d.sync += timer.eq(timer + 1)
-                with m.If(timer >= self.retry):
-                    m.next = "OPEN"
-            with m.State("NEXT"):
-                words, last_bytes = payload_words(self.step(remaining), width)
-                m.d.sync += [n.eq(self.step(remaining)), left.eq(words), tail.eq(last_bytes)]
-                with m.If(ended):
-                    m.next = "DONE"
-                with m.Elif(remaining == 0):
-                    m.next = "CLOSE"
-                with m.Else():
-                    m.next = "TX_REQ"
-            with m.State("TX_REQ"):
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_MSG_REQ, self.tcp_tx,
-                                           flow=handle, length=n)):
-                    m.d.sync += await_tx.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                with m.If(tx_got):
-                    m.d.sync += tx_got.eq(0)
-                    with m.If(ended):
-                        m.next = "DONE"
-                    with m.Elif(tx.status == Status.OK):
-                        m.next = "STORE"
-                    with m.Else():
-                        m.d.comb += ended_job.eq(1)
-                        m.d.sync += ended.eq(1)
-                        m.next = "DONE"
-                with m.Elif(ended):         # the engine will not answer: stop waiting
-                    m.d.sync += await_tx.eq(0)
-                    m.next = "DONE"
-            with m.State("STORE"):
-                with m.If(self.mem_request(m, io.mem_tx, store=True, loc=tx_loc, addr=tx.addr,
-                                           size=n, wrap=tx.wrap)):
-                    m.d.sync += await_store.eq(1)
-                    m.next = "WAIT_STORE"
-            with m.State("WAIT_STORE"):
-                with m.If(store_got):
-                    m.d.sync += store_got.eq(0)
-                    with m.If(store_err):
-                        count(m, c.mem_errors)
-                        m.next = "DONE"
-                    with m.Elif(ended):
-                        m.next = "DONE"
-                    with m.Else():
-                        m.next = "ADJUST"
-            with m.State("ADJUST"):
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_TX_ADJUST_PTR, self.tcp_tx,
-                                           flow=handle, ptr=tx.ptr + n)):
-                    m.d.sync += [c.bytes.eq(c.bytes + n), remaining.eq(remaining - n)]
-                    m.next = "NEXT"
-            with m.State("CLOSE"):
-                with m.If(self.app_request(m, app_tx, MsgType.TCP_CLOSE_REQ, self.tcp_tx,
-                                           flow=handle)):
-                    count(m, c.closed)
-                    m.next = "DONE"
-            with m.State("DONE"):
-                pass
-
-        # -- store acks (always taken) -----------------------------------------------------------
-        m.d.comb += mem.data.ready.eq(1)
-        with m.If(self.mem_ack(mem, STORE_MEM_ACK, await_store, tx.addr, n, tx.wrap)):
-            m.d.sync += [await_store.eq(0), store_got.eq(1), store_err.eq(mem.meta.error)]
-        with m.Elif(mem.valid):
-            m.d.comb += drop_mem.eq(1)
-
-        # -- engine messages (always taken) ------------------------------------------------------
-        answer = (opening & (meta.peer_ip == self.peer_ip) & (meta.peer_port == self.peer_port)
-                  & (meta.local_port == self.local_port))
-        ours = got_rx & (meta.flow == handle)
-        with m.If(a.valid):
-            with m.Switch(a.type):
-                with m.Case(MsgType.TCP_NEW_FLOW_NOTIF):
-                    with m.If(answer & (meta.status != Status.OK)):
-                        m.d.sync += [opening.eq(0), open_failed.eq(1),
-                                     c.failed.eq(c.failed + 1)]
-                    with m.Elif(answer & (meta.kind == BufferKind.RECEIVE) & ~got_rx):
-                        m.d.sync += [handle.eq(meta.flow), got_rx.eq(1)]
-                    with m.Elif(answer & (meta.kind == BufferKind.SEND) & ours):
-                        m.d.sync += [opening.eq(0), got_tx.eq(1), tx_loc.x.eq(meta.mem_x),
-                                     tx_loc.y.eq(meta.mem_y)]
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Case(MsgType.TCP_RX_MSG_RESP):
-                    with m.If(ours & ~a.ok & ~ended):
-                        m.d.comb += ended_in.eq(1)
-                        m.d.sync += [ended.eq(1), opening.eq(0)]
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Case(MsgType.TCP_TX_MSG_RESP):
-                    with m.If(await_tx & ~ended & (meta.flow == handle)):
-                        m.d.sync += [await_tx.eq(0), tx_got.eq(1), tx.status.eq(meta.status),
-                                     tx.ptr.eq(meta.ptr), tx.addr.eq(meta.addr),
-                                     tx.wrap.eq(meta.size_log2)]
-                    with m.Else():
-                        m.d.comb += drop_app.eq(1)
-                with m.Default():
-                    m.d.comb += drop_app.eq(1)
+        peer = (self.peer_ip, self.peer_port, self.local_port)
+        m.submodules.steps = steps = _Steps(
+            io.requests, width=self.env.width, chunk=self.chunk, peer=peer, length=self.length,
+            start=self.start, retry=self.retry, attempts=self.attempts)
+        m.submodules.connection = connection = _Connection(self.slot_bits, peer)
+        m.submodules.stream = stream = _Stream(self.chunk, self.env.width)
+        connect(m, steps=steps.app_tx, sender=app_tx.i_hdr)
+        connect(m, steps=steps.mem_tx, sender=io.mem_tx.i_hdr)
+        connect(m, steps=steps.conn, connection=connection.ctl)
+        connect(m, steps=steps.stream, stream=stream.ctl)
+        connect(m, stream=stream.o, sender=io.mem_tx.i_data)
+        connect(m, receiver=io.app, connection=connection.app)
+        connect(m, receiver=io.mem, steps=steps.mem)
+        m.d.comb += io.mem.data.ready.eq(1)
+        self.count_dropped(m, io, connection.drop, steps.drop)
+        count(m, c.ended, connection.ended_in | steps.events.ended)
+        with m.If(steps.events.sent):
+            count(m, c.bytes, steps.bytes)
+        self.count_events(m, failed=connection.failed,
+                          **{name: getattr(steps.events, name) for name in _EVENTS[:-2]})
         return m
