@@ -163,16 +163,25 @@ def offer_message(m: Module, sender: "MessageSender", valid: Any, *, dst: tuple[
     """Offer a descriptor to ``sender`` (a :class:`MessageSender`) while ``valid``: ``dst`` and
     ``src`` are ``(x, y, fbits)``, each an int or an Amaranth value, ``meta`` the metadata (if
     the sender carries any). Returns ``sender.i_hdr.ready``: the source's ``ready``."""
-    d = sender.i_hdr.payload
+    return offer_descriptor(m, sender.i_hdr, valid, dst=dst, src=src, msg_type=msg_type,
+                            payload_bytes=payload_bytes, meta=meta)
+
+
+def offer_descriptor(m: Module, descriptors: Any, valid: Any, *, dst: tuple[Any, Any, Any],
+                     src: tuple[Any, Any, Any], msg_type: Any, payload_bytes: Any = 0,
+                     meta: Any = None) -> Any:
+    """:func:`offer_message` to a stream of descriptors (``descriptors``: a sender's ``i_hdr``,
+    or a component's member a tile joins to one). Returns ``descriptors.ready``."""
+    d = descriptors.payload
     m.d.comb += [
-        sender.i_hdr.valid.eq(valid),
+        descriptors.valid.eq(valid),
         d.dst_x.eq(dst[0]), d.dst_y.eq(dst[1]), d.dst_fbits.eq(dst[2]),
         d.src_x.eq(src[0]), d.src_y.eq(src[1]), d.src_fbits.eq(src[2]),
         d.msg_type.eq(msg_type), d.payload_bytes.eq(payload_bytes),
     ]
     if meta is not None:
         m.d.comb += d.meta.eq(meta)
-    return sender.i_hdr.ready
+    return descriptors.ready
 
 
 def _head_counts(heads: dict) -> list[int]:

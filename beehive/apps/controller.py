@@ -102,6 +102,7 @@ from amaranth.lib.memory import Memory, ReadPort, WritePort
 from amaranth.lib.wiring import In, Out, connect
 
 from apiary.control.messages import AGENT_FBITS, CTL_FORMAT, CTL_META, CtlMsgType, CtlStatus
+from apiary.noc.framing import offer_descriptor
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.checksum import fold16
@@ -111,7 +112,6 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
-from ..proto.tcp.queues import offer
 from .kernel_ctl import positive_ints
 
 
@@ -558,7 +558,7 @@ class AgentLink(wiring.Component):
         c_meta = Signal(CTL_META)
         m.d.comb += [c_meta.tag.eq(seq), c_meta.addr.eq(w.addr),
                      c_meta.data.eq(Mux(w.read, 0, w.data))]
-        m.d.comb += w.issued.eq(offer(
+        m.d.comb += w.issued.eq(offer_descriptor(
             m, self.o, w.offer, dst=(w.x, w.y, AGENT_FBITS), src=self._src,
             msg_type=Mux(w.read, CtlMsgType.CTL_READ.value, CtlMsgType.CTL_WRITE.value),
             meta=c_meta))
@@ -630,7 +630,7 @@ class ReplySender(wiring.Component):
         if self._tcp_dst is not None:           # requests that came over TCP go back there
             over_tcp = r_meta.protocol == IpProtocol.TCP.value
             rep_dst = tuple(Mux(over_tcp, t, u) for t, u in zip(self._tcp_dst, rep_dst))
-        rep_ready = offer(m, self.o_hdr, rep_offer, dst=rep_dst, src=self._src,
+        rep_ready = offer_descriptor(m, self.o_hdr, rep_offer, dst=rep_dst, src=self._src,
                           msg_type=MsgType.UDP_TX_SEGMENT.value, meta=rep_meta,
                           payload_bytes=reply_bytes)
         fetch_row = e.fetch_row                     # the next row to read for the reply

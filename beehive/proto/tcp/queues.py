@@ -2,35 +2,26 @@
 (:class:`Outbox`) and flows waiting for a turn of the engine (:class:`FlowQueue`)."""
 
 from collections.abc import Callable
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 from amaranth import Module, Signal
 from amaranth.hdl import ShapeLike, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import MessageSender, offer_message
+from apiary.noc.framing import offer_descriptor
 from apiary.os.memory_tile import MEM_META
 from apiary.stream.queue import Queue
 
 from .state import slot_bits
 
 
-__all__ = ["Outbox", "FlowQueue", "offer", "MEM_REQUEST", "memory_requests"]
+__all__ = ["Outbox", "FlowQueue", "MEM_REQUEST", "memory_requests"]
 
 
 #: A request to a memory tile (``LOAD_MEM``, ``STORE_MEM``): its address, its size in bytes
 #: and the size (log2) of the ring it wraps in.
 MEM_REQUEST = data.StructLayout({"addr": 48, "size": 30, "wrap": 6})
-
-
-def offer(m: Module, descriptors: Any, valid: Any, **fields: Any) -> Any:
-    """:func:`~apiary.noc.framing.offer_message` to a stream of descriptors (a component's
-    member that the tile joins to a sender's ``i_hdr``) rather than to the sender: drive it
-    while ``valid`` from ``fields``; returns its ``ready``."""
-    return offer_message(m, cast(MessageSender, SimpleNamespace(i_hdr=descriptors)), valid,
-                         **fields)
 
 
 class Outbox(wiring.Component):
@@ -64,7 +55,7 @@ class Outbox(wiring.Component):
         m = Module()
         m.submodules.queue = queue = Queue(self._layout, self._depth)
         connect(m, requests=flipped(self.i), queue=queue.i)
-        m.d.comb += queue.o.ready.eq(offer(m, self.o, queue.o.valid,
+        m.d.comb += queue.o.ready.eq(offer_descriptor(m, self.o, queue.o.valid,
                                            **self._describe(m, queue.o.payload)))
         return m
 

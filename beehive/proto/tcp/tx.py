@@ -58,6 +58,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from apiary.noc.framing import offer_descriptor
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.memory_tile import LOAD_MEM, MEM_FORMAT, MemMsgType
@@ -77,7 +78,7 @@ from ..messages import PACKET_META, MsgType
 from ..layer import level_meta
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
-from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests, offer
+from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
 from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
@@ -326,7 +327,7 @@ class SegmentEmitter(wiring.Component):
             ins.hdr.payload.data.eq(header),
             ins.hdr.payload.nbytes.eq(d.header_len),
         ]
-        offer(m, self.o_hdr, ready & ~desc_done, dst=self._dst, src=self._src,
+        offer_descriptor(m, self.o_hdr, ready & ~desc_done, dst=self._dst, src=self._src,
               msg_type=MsgType.IP_TX_DATAGRAM, payload_bytes=tcp_len, meta=seg_meta)
         desc_taken = self.o_hdr.valid & self.o_hdr.ready
         head_taken = ins.hdr.valid & ins.hdr.ready
