@@ -1,6 +1,7 @@
 """The repository keeps its promises: CI runs exactly the README's test command, with the
 tested versions of every dependency."""
 
+import os
 import pathlib
 import re
 import tomllib
@@ -49,3 +50,34 @@ def test_constraints_pin_every_dependency_inside_its_range():
         assert ranges[name].contains(version), f"{name}=={version} is outside {ranges[name]}"
     # Ranges, not pins: a user may install beside other packages.
     assert not [n for n, s in ranges.items() if any(x.operator == "==" for x in s)]
+
+
+GROUPED_TESTS = '''
+import os
+import pytest
+
+@pytest.mark.parametrize("group", [
+    pytest.param(g, marks=pytest.mark.xdist_group(g), id=f"{g}-{i}")
+    for g in ("red", "blue") for i in range(6)])
+def test_worker(group, request):
+    ran = request.config.rootpath / f"{group}-{os.environ['PYTEST_XDIST_WORKER']}"
+    with open(ran, "a") as f:
+        print("ran", file=f)
+'''
+
+
+def test_xdist_groups_run_on_one_worker(tmp_path):
+    """Tests sharing a Verilator model are grouped with ``xdist_group`` so that one worker builds
+    it; with the pinned pytest and pytest-xdist, each group's tests all run on one worker."""
+    import subprocess
+    import sys
+    (tmp_path / "test_grouped.py").write_text(GROUPED_TESTS)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
+         "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(tmp_path),
+         str(tmp_path / "test_grouped.py")],
+        capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = {f.name: len(f.read_text().split()) for f in tmp_path.glob("*-gw*")}
+    assert sum(ran.values()) == 12, run.stdout
+    assert sorted(name.split("-")[0] for name in ran) == ["blue", "red"], ran

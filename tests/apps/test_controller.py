@@ -606,12 +606,6 @@ def whole_design(backend, width):
 
 
 @pytest.mark.slow
-def test_whole_design_pysim():
-    """pysim, 64-bit data plane."""
-    whole_design("pysim", 64)
-
-
-@pytest.mark.slow
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane (the model tests/test_ctl_cli.py uses too; the tile alone
     runs at 512 bits above)."""

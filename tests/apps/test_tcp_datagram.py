@@ -206,11 +206,11 @@ class PeerTransport:
 TCP_TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
 
 
-def whole_design(backend, width, *, sweep=True):
+def whole_design(backend, width):
     """examples/tcp_ctl.py: counters read, a register written and a bad request answered over
     two TCP connections and over UDP in one simulation, each reply on its own transport; a
     record too long for the controller closes its connection; a connection the client closes
-    is closed. ``sweep``: also read every counter over TCP (a request per tile)."""
+    is closed; every counter read over TCP (a request per tile)."""
     from apiary.load import load_design
     from apiary.sim import open_sim
     from apiary.top import control_map
@@ -231,15 +231,14 @@ def whole_design(backend, width, *, sweep=True):
         assert [over_tcp.read("ctl_tcp.records") for _ in range(3)] == [0, 1, 2]
         assert over_udp.read("ctl_tcp.records") == 3
         over_second = ControlClient(dmap, PeerTransport(second))
-        if sweep:
-            # Every counter over the second connection: a request per tile, in the map's order.
-            every = over_second.counters()
-            order = [t.name for t in dmap if t.of_kind("counter")]
-            assert every["ctl_tcp.flows"] == 2 and every["tcp_rx.bad_checksum"] == 0
-            assert every["ctl_tcp.records"] == 3 + order.index("ctl_tcp")
-            assert every["ctl.requests"] == 5 + order.index("ctl")    # (counted as read)
-            assert set(every) == {f"{t.name}.{e.name}" for t in dmap
-                                  for e in t.of_kind("counter")}
+        # Every counter over the second connection: a request per tile, in the map's order.
+        every = over_second.counters()
+        order = [t.name for t in dmap if t.of_kind("counter")]
+        assert every["ctl_tcp.flows"] == 2 and every["tcp_rx.bad_checksum"] == 0
+        assert every["ctl_tcp.records"] == 3 + order.index("ctl_tcp")
+        assert every["ctl.requests"] == 5 + order.index("ctl")    # (counted as read)
+        assert set(every) == {f"{t.name}.{e.name}" for t in dmap
+                              for e in t.of_kind("counter")}
         # A register: written over TCP, read back over UDP.
         over_second.write("ctl_tcp.reply_timeout", 12345)
         assert over_udp.read("ctl_tcp.reply_timeout") == 12345
@@ -266,12 +265,6 @@ def until_fin(peer, step=1000, most=20_000):
         if peer.fin:
             return
     raise AssertionError(f"no FIN from the design in {most} cycles: {peer.seen[-3:]!r}")
-
-
-@pytest.mark.slow
-def test_whole_design_pysim():
-    """pysim, 64-bit data plane (without the sweep of every counter: minutes in pysim)."""
-    whole_design("pysim", 64, sweep=False)
 
 
 @pytest.mark.slow

@@ -279,12 +279,6 @@ def whole_design(backend, width, shard):
 
 
 @pytest.mark.slow
-def test_whole_design_pysim():
-    """pysim, 64-bit data plane, 256-byte requests (a minute or two)."""
-    whole_design("pysim", 64, 32)
-
-
-@pytest.mark.slow
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane, 256-byte requests (a few minutes to build the model, once:
     it is cached; seconds to run)."""

@@ -32,7 +32,9 @@ def test_the_recording_is_a_real_exchange():
     assert len(replies) == 8
 
 
-@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
+# At 512 bits, the model of tests/proto/test_udp_echo.py's 512-bit tests, on their worker.
+@pytest.mark.parametrize("width", [64, pytest.param(512, id="512", marks=[
+    pytest.mark.slow, pytest.mark.xdist_group("udp512")])])
 def test_replay_gives_the_recorded_replies(width):
     requests, replies = recording()
     design = load_design(str(ROOT / "examples" / "udp_echo.py"), width=width)

@@ -24,7 +24,12 @@ from beehive.model import echo_reply
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAC, IPV4 = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
-WIDTHS = [64, 512]
+#: The 512-bit tests share one Verilator model (tests/proto/test_pcaps.py's too): one xdist
+#: worker builds it (--dist loadgroup).
+W512 = pytest.param(512, marks=pytest.mark.xdist_group("udp512"), id="512")
+SLOW_W512 = pytest.param(512, marks=[pytest.mark.slow, pytest.mark.xdist_group("udp512")],
+                         id="512")
+WIDTHS = [64, W512]
 
 
 def echo_design(**overrides):
@@ -148,7 +153,7 @@ def zero_checksum_udp(payload):
     return bytes(frame)
 
 
-@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("width", [64, SLOW_W512])
 def test_protocol_mix_on_both_backends(width):
     """ARP, ping, UDP, IP options and VLAN tags: replies equal the model's byte for byte, and
     both back ends give the same frames on the same cycles."""
@@ -298,7 +303,7 @@ def test_bad_input_is_dropped_counted_and_the_next_request_is_echoed(width):
         assert total_drops == len(cases)
 
 
-@pytest.mark.parametrize("width", [64, pytest.param(512, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("width", [64, SLOW_W512])
 def test_backpressure_and_gaps_lose_nothing(width):
     """A random mix of requests with the wire holding mac_tx back 30 % of the time and gaps
     between input words: every reply still arrives, intact."""
