@@ -552,7 +552,7 @@ def check_sweep(sweep, bank, moved=()):
             assert bool(sweep[name]) == (name in moved), (name, sweep[name])
 
 
-def whole_design(backend, width):
+def whole_design(width):
     """Counters, registers and a table of examples/udp_echo_ctl.py read and written through
     its controller, with scapy frames into the simulated design (SimTransport)."""
     from apiary.load import load_design
@@ -563,7 +563,7 @@ def whole_design(backend, width):
     d = load_design("examples/udp_echo_ctl.py", width=width)
     dmap = control_map(d)
     assert dmap.controller == (3, 1) and "ctl" in dmap.tiles
-    with open_sim(d, backend) as sim:
+    with open_sim(d, "verilator") as sim:
         client = ControlClient(dmap, SimTransport(sim))
         frames = bad_frames()
         sim.send_many(frames.values())
@@ -609,4 +609,4 @@ def whole_design(backend, width):
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane (the model tests/test_ctl_cli.py uses too; the tile alone
     runs at 512 bits above)."""
-    whole_design("verilator", 64)
+    whole_design(64)

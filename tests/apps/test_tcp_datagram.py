@@ -206,7 +206,7 @@ class PeerTransport:
 TCP_TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
 
 
-def whole_design(backend, width):
+def whole_design(width):
     """examples/tcp_ctl.py: counters read, a register written and a bad request answered over
     two TCP connections and over UDP in one simulation, each reply on its own transport; a
     record too long for the controller closes its connection; a connection the client closes
@@ -220,7 +220,7 @@ def whole_design(backend, width):
 
     d = load_design("examples/tcp_ctl.py", width=width, **TCP_TEST)
     dmap = control_map(d)
-    with open_sim(d, backend) as sim:
+    with open_sim(d, "verilator") as sim:
         first, second = (Peer(sim, sport=sport, dport=CONTROL_PORT) for sport in (41000, 41001))
         first.connect()
         second.connect()
@@ -271,4 +271,4 @@ def until_fin(peer, step=1000, most=20_000):
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane (a 512-bit model of this 16-tile design costs minutes of
     build per CI run; the tile is tested at 512 bits above)."""
-    whole_design("verilator", 64)
+    whole_design(64)

@@ -238,7 +238,7 @@ def test_answer_stream_is_reedsolo_per_column():
 TCP_TEST = dict(flows=8, ring=4096, rto=20_000, linger=30_000, syn_retries=2, max_retries=3)
 
 
-def whole_design(backend, width, shard):
+def whole_design(width, shard):
     """examples/rs_tcp.py: two connections at once, each sending its requests in segments
     that do not line up with them; every parity byte comes back on its own connection; a
     connection that closes in the middle of a request gets the answers to its whole requests,
@@ -250,7 +250,7 @@ def whole_design(backend, width, shard):
     rng = random.Random(width)
     size = DATA_SHARDS * shard
     d = load_design("examples/rs_tcp.py", width=width, shard_bytes=shard, **TCP_TEST)
-    with open_sim(d, backend) as sim:
+    with open_sim(d, "verilator") as sim:
         peers = [Peer(sim, sport=sport, dport=7300) for sport in (42000, 42001)]
         for peer in peers:
             peer.connect()
@@ -282,4 +282,4 @@ def whole_design(backend, width, shard):
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane, 256-byte requests (a few minutes to build the model, once:
     it is cached; seconds to run)."""
-    whole_design("verilator", 64, 32)
+    whole_design(64, 32)

@@ -10,6 +10,7 @@ from scapy.utils import rdpcap
 
 from apiary.load import load_design
 from apiary.sim import open_sim
+from test_udp_echo import SLOW_W512
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PCAP = pathlib.Path(__file__).parent / "pcaps" / "linux_echo.pcap"
@@ -32,9 +33,7 @@ def test_the_recording_is_a_real_exchange():
     assert len(replies) == 8
 
 
-# At 512 bits, the model of tests/proto/test_udp_echo.py's 512-bit tests, on their worker.
-@pytest.mark.parametrize("width", [64, pytest.param(512, id="512", marks=[
-    pytest.mark.slow, pytest.mark.xdist_group("udp512")])])
+@pytest.mark.parametrize("width", [64, SLOW_W512])     # test_udp_echo.py's 512-bit model
 def test_replay_gives_the_recorded_replies(width):
     requests, replies = recording()
     design = load_design(str(ROOT / "examples" / "udp_echo.py"), width=width)

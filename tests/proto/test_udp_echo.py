@@ -27,8 +27,7 @@ PEER_MAC, PEER_IP = "52:54:00:12:34:56", "10.0.0.1"
 #: The 512-bit tests share one Verilator model (tests/proto/test_pcaps.py's too): one xdist
 #: worker builds it (--dist loadgroup).
 W512 = pytest.param(512, marks=pytest.mark.xdist_group("udp512"), id="512")
-SLOW_W512 = pytest.param(512, marks=[pytest.mark.slow, pytest.mark.xdist_group("udp512")],
-                         id="512")
+SLOW_W512 = pytest.param(512, marks=[pytest.mark.slow, *W512.marks], id="512")
 WIDTHS = [64, W512]
 
 
