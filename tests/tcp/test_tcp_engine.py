@@ -417,13 +417,16 @@ def test_slots_are_reused_after_close(width):
 #: One tcp_connect design for both active-open tests, so that they share a Verilator model; at
 #: 64 bits only (a 512-bit model of it costs four CPU-minutes per cold run, and the segments it
 #: sends and receives at 512 bits take the paths the echo's take above).
-CONNECT = dict(start=500, length=10_000, retry=5000)
+#: 32 flows (8 buckets of 4), not TEST's 8 (2 buckets): the peer's key lands in bucket 5, so an
+#: open that searched the table with any other key (the stale segment key, as before the fix
+#: of 2026-11-29) would be filed where the SYN-ACK's search cannot find it.
+CONNECT = dict(TEST, start=500, length=10_000, retry=5000, flows=32)
 
 
 @pytest.mark.parametrize("width", [W64])
 def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
     length = CONNECT["length"]
-    d = tcp_connect.design(width=width, **CONNECT, **TEST)
+    d = tcp_connect.design(width=width, **CONNECT)
     with open_sim(d, "verilator") as sim:
         sim.run(2000)
         arp = [Ether(f.data) for f in sim.received(clear=True)]
@@ -454,7 +457,7 @@ def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
 
 @pytest.mark.parametrize("width", [W64])
 def test_active_open_refused_then_retried(width):
-    d = tcp_connect.design(width=width, **CONNECT, **TEST)
+    d = tcp_connect.design(width=width, **CONNECT)
     with open_sim(d, "verilator") as sim:
         sim.run(2000)
         sim.received(clear=True)

@@ -665,10 +665,13 @@ class RxEngine(wiring.Component):
         }
         m.d.comb += [e.reply_room.eq(self.messages.ready), e.arp_room.eq(self.resolve.ready)]
         key = Signal(FLOW_KEY)
+        # The flow table is searched in IDLE, when `kind` still names the previous event: an
+        # ARP answer being taken searches for the pending open's key, anything else for the
+        # segment's.
         m.d.comb += [
             key.peer_ip.eq(e.cur.meta.peer_ip), key.peer_port.eq(tcp.src_port),
             key.local_port.eq(tcp.dst_port),
-            table.key.eq(Mux(e.kind == _ARP, e.pending_open.key, key)),
+            table.key.eq(Mux(self.arp.ready, e.pending_open.key, key)),
         ]
         self._dispatch(m, e, go, commit_q.o, notify_q.o)
         m.d.comb += wires.tx_read_addr.eq(rd.addr)
