@@ -15,16 +15,18 @@ The core is never patched: every flow instantiates the design's Verilog (or elab
 wraps it.
 """
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from apiary.terminal import StatusLine
 
-from .flow import BuildFailed
+from .flow import BuildFailed, TimingFailed
 from .report import BuildReport
 
 
-__all__ = ["build", "platform_names", "resolve", "BuildFailed", "BuildReport", "Target"]
+__all__ = ["build", "judge_timing", "platform_names", "resolve", "BuildFailed", "TimingFailed",
+           "BuildReport", "Target"]
 
 
 @dataclass(frozen=True)
@@ -124,18 +126,27 @@ def _build_vivado(design, board, out_dir, progress, run_tools):
                                       "available": row.get("available", 0)}
     timing = result["timing"]
     if timing.get("wns") is not None:
+        report.wns_ns = timing["wns"]
         report.notes.append(f"worst negative slack {timing['wns']:+.3f} ns "
                             f"({'met' if timing.get('met') else 'NOT met'})")
     return report
 
 
-def build(design, target, out_dir, *, progress=None, run_tools=True, **options):
+def build(design, target, out_dir, *, progress=None, run_tools=True,
+          allow_timing_failure=False, **options):
     """Build ``design`` for ``target`` (a :class:`Target` or a name) in ``out_dir``; returns a
     :class:`BuildReport`, also written to ``out_dir/report.json`` and ``report.md``. It reports
-    to ``progress`` (default: a :class:`~apiary.terminal.StatusLine` on stderr)."""
+    to ``progress`` (default: a :class:`~apiary.terminal.StatusLine` on stderr). ``options``
+    go to the flow: ``seed`` (place and route), ``tries`` (that many seeds from ``seed``, the
+    best kept; not Vivado's), ``counters`` (LiteX boards).
+
+    A clock that misses its target fails the build (:func:`judge_timing`): :class:`TimingFailed`
+    names each such clock, and the bitstream is deleted unless ``allow_timing_failure``."""
     progress = progress or StatusLine()
     if isinstance(target, str):
         target = resolve(target)
+    if target.flow == "vivado" and options.get("tries", 1) != 1:
+        raise BuildFailed("--seeds is for the nextpnr flows; Vivado boards build with one run")
     if target.flow == "litex":
         from .litex_soc.build import build_litex_board
         report = build_litex_board(design, target.board, out_dir, progress,
@@ -146,5 +157,28 @@ def build(design, target, out_dir, *, progress=None, run_tools=True, **options):
         from .amaranth_boards import build_amaranth_board
         report = build_amaranth_board(design, target.board, out_dir, progress,
                                       run_tools=run_tools, **options)
-    report.write()
+    judge_timing(report, allow_timing_failure, progress)
     return report
+
+
+def judge_timing(report, allow_failure=False, progress=None):
+    """Write ``report``; if a clock missed its target, say so: with ``allow_failure`` in a note
+    (the bitstream is kept), otherwise by deleting the bitstream and raising
+    :class:`TimingFailed`, one line per failing clock."""
+    failures = report.timing_failures()
+    if failures and allow_failure:
+        report.notes.append(f"timing NOT met on {len(failures)} clock(s); the bitstream is kept "
+                            f"(--allow-timing-failure): " + "; ".join(failures))
+        if progress is not None:
+            progress.note(report.notes[-1])
+    elif failures:
+        if report.bitstream and os.path.exists(report.bitstream):
+            os.remove(report.bitstream)
+        report.bitstream = None
+        report.notes.append("timing NOT met: no bitstream kept (--allow-timing-failure keeps it)")
+    report.write()
+    if failures and not allow_failure:
+        where = os.path.join(report.out_dir, "report.md")
+        raise TimingFailed(report, f"timing not met on {len(failures)} clock(s), so no bitstream "
+                           f"(--allow-timing-failure keeps it; report: {where}):\n"
+                           + "\n".join(f"  {line}" for line in failures))

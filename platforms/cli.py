@@ -6,9 +6,9 @@ Registered with the ``apiary`` command line through the entry point ``apiary.com
 
 import os
 
-from apiary.cli import Command, load
+from apiary.cli import Command, UsageError, load
 
-from .flow import BuildFailed
+from .flow import BuildFailed, TimingFailed
 
 
 __all__ = ["COMMAND"]
@@ -21,6 +21,13 @@ def _arguments(build):
     build.add_argument("-o", "--output", metavar="DIR",
                        help="build directory (default: build/<design>-<platform>)")
     build.add_argument("--seed", type=int, default=1, help="place-and-route seed (default 1)")
+    build.add_argument("--seeds", type=int, default=1, metavar="N",
+                       help="place and route with N seeds from --seed in parallel (jobs of a "
+                            "Dask sweep, a worker per core) and keep the best; the report "
+                            "gives every seed's Fmax")
+    build.add_argument("--allow-timing-failure", action="store_true",
+                       help="keep the bitstream even if a clock misses its target (the build "
+                            "still says which; without this it exits 1 and keeps none)")
     build.add_argument("--no-run", action="store_true",
                        help="write the sources (and the Vivado project) but run no tool")
     build.add_argument("--counters", action="store_true",
@@ -39,13 +46,22 @@ def _run(args):
     design.check()
     out_dir = args.output or os.path.join(
         "build", f"{design.name}-{args.platform.replace(':', '_')}")
-    options = {} if target.flow == "vivado" else {"seed": args.seed}
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be 1 or more, not {args.seeds}")
+    options = {} if target.flow == "vivado" else {"seed": args.seed, "tries": args.seeds}
+    if target.flow == "vivado" and args.seeds > 1:
+        raise BuildFailed("--seeds is for the nextpnr flows; Vivado boards build with one run")
     if args.counters:
         if target.flow != "litex":
             raise BuildFailed(f"--counters is for LiteX boards; {args.platform} has no bus to "
                               f"read them on")
         options["counters"] = True
-    report = build(design, target, out_dir, run_tools=not args.no_run, **options)
+    try:
+        report = build(design, target, out_dir, run_tools=not args.no_run,
+                       allow_timing_failure=args.allow_timing_failure, **options)
+    except TimingFailed as e:
+        print(e.report.markdown())
+        raise
     print(report.markdown())
     print(f"report: {os.path.join(out_dir, 'report.md')}")
     return 0
@@ -62,6 +78,8 @@ COMMAND = Command(
                 "module, e.g. amaranth:icebreaker): Amaranth's own build, for designs without "
                 "Ethernet or DRAM ports. Without --width, LiteX and amaranth boards build the "
                 "design at 64 bits and Vivado boards at 512. Writes report.md and report.json "
-                "(resources, Fmax per clock, step times) into the build directory.",
+                "(resources, Fmax per clock, step times) into the build directory. A clock "
+                "that misses its target fails the build (exit status 1, one line per such "
+                "clock) and no bitstream is kept, unless --allow-timing-failure.",
     arguments=_arguments, errors=(BuildFailed,))
 """The ``build`` command (entry point ``apiary.commands: build``)."""

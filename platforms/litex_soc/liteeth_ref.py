@@ -180,11 +180,12 @@ def build_liteeth_reference(board_name="versa_ecp5", out_dir=None, progress=None
         notes=[f"'NoC width' is LiteEth's datapath width (dw = {dw})"])
     report.times = times
     if run_tools:
-        resources, clocks, tool_times, bitstream = run_ecp5_tools(
-            os.path.join(out_dir, "gateware"), [f"{SOC_NAME}.v"], board, progress,
-            device=soc.platform.device, seed=seed)
-        report.resources, report.clocks, report.bitstream = resources, clocks, bitstream
-        times.update(tool_times)
+        tools = run_ecp5_tools(os.path.join(out_dir, "gateware"), [f"{SOC_NAME}.v"], board,
+                               progress, device=soc.platform.device, seed=seed)
+        report.resources, report.clocks, report.bitstream = (tools.resources, tools.clocks,
+                                                             tools.bitstream)
+        report.seed = tools.seed
+        times.update(tools.times)
     report.write()
     return report
 

