@@ -224,13 +224,13 @@ def load_design(spec, defaults=None, **overrides):
 
 
 def _accepted(fn, values):
-    """The items of ``values`` that ``fn`` takes as keyword arguments."""
+    """The items of ``values`` that ``fn`` names as keyword parameters. A ``**more`` takes none
+    of them: such a function passes its extra keywords on (``tcp_echo.design``'s go to
+    ``TcpConfig``), and a board's ``clock_hz`` there was a TypeError from deep inside."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return {}
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return dict(values)
     return {k: v for k, v in values.items()
             if k in params and params[k].kind in (params[k].POSITIONAL_OR_KEYWORD,
                                                   params[k].KEYWORD_ONLY)}

@@ -165,6 +165,23 @@ def test_load_override_not_accepted(tmp_path):
                                           f"accept width=64; its parameters are ().")
 
 
+def test_defaults_go_only_to_named_parameters(tmp_path):
+    """A board's defaults (``width``, ``clock_hz``) reach a design function that names them,
+    not its ``**more``, which passes them on (``examples/tcp_echo.py``'s go to ``TcpConfig``:
+    ``apiary build examples/tcp_echo.py --platform ecpix5`` failed with a TypeError there)."""
+    path = script(tmp_path, """\
+        from apiary.design import Design
+
+        def design(width=512, **more):
+            assert not more, more
+            return Design("x", cols=1, rows=1, width=width)
+    """)
+    design = load_design(path, defaults={"width": 64, "clock_hz": 75_000_000})
+    assert design.width == 64
+    tcp = load_design("examples/tcp_echo.py", defaults={"width": 64, "clock_hz": 37_500_000})
+    assert tcp.width == 64
+
+
 def test_load_module_level_design_object(tmp_path):
     path = script(tmp_path, """\
         from apiary.design import Design

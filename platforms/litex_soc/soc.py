@@ -142,8 +142,9 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     * Its Ethernet port, if it has one, is wired to ``soc.ethmac``, a LiteEth
       ``LiteEthMACCore`` on the PHY ``ethphy`` (preamble, FCS, padding; the datapath at the
       PHY's width in its clock domains, converted to the core's width and crossed into
-      ``sys``). The core's own MAC edge runs on ``sys`` (LITEX_MAC's ``mac`` domain) and crosses
-      into ``clock_domain``; with LITEX_MAC_SYS there is no crossing.
+      ``sys``; registers between its transmit stages, :func:`_pipeline_tx`). The core's own
+      MAC edge runs on ``sys`` (LITEX_MAC's ``mac`` domain) and crosses into
+      ``clock_domain``; with LITEX_MAC_SYS there is no crossing.
     * With ``counters``, ``soc.core_counters`` (:class:`CoreCounters`): the counter bank behind
       the CSRs ``core_counters_sel`` and ``core_counters_value``; the SoC must give them a bus
       (a CPU, ``add_uartbone``, Etherbone).
@@ -175,9 +176,7 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
         if ethphy is None:
             raise ValueError(f"the design has an Ethernet port ({port.member}): give add_core "
                              f"the LiteEth PHY (ethphy=)")
-        from liteeth.mac.core import LiteEthMACCore
-        soc.ethmac = mac = LiteEthMACCore(ethphy, core.width, with_sys_datapath=False)
-        _cut_tx_ready(mac)
+        soc.ethmac = mac = LiteEthMac(ethphy, core.width)
         sig = core.signature.members[port.member].signature
         rx = CoreStreamPort(f"{port.member}__rx", sig.members["rx"].signature)
         tx = CoreStreamPort(f"{port.member}__tx", sig.members["tx"].signature)
@@ -206,23 +205,75 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     soc.specials += Instance(core.top_name, **args)
 
 
-def _cut_tx_ready(mac):
-    """Register the ready of the transmit CDC's read side in ``mac`` (a ``LiteEthMACCore``
-    with its datapath in the PHY's domains, before it is finalised).
+class LiteEthMac(Module):
+    """LiteEth's MAC core (``LiteEthMACCore``: preamble, FCS and padding at the PHY's 8 bits in
+    its 125 MHz domains) on ``ethphy``, with ``sink`` and ``source`` of ``width`` bits in
+    ``sys``, as :func:`add_core` wires it to a core:
 
-    Left alone, the PHY's ready goes combinationally back through the CRC, padding, ``last_be``
-    and 64 → 8 converter stages into the CDC's ``AsyncFIFO`` read enable, its next read address
-    (Gray to binary, increment) and the LUT RAM behind it: the 125 MHz clock's critical path on
-    every board (8.6 ns on the Versa, 11 ns on the 5A-75B's speed-6 part). A ``PipeReady``
-    after the CDC ends that path at a register; it adds no latency unless the PHY stalls."""
+    * the clock crossings are ``CDC_WIDTH`` (32) bits wide and the transmit one 16 deep
+      (LiteEth's default: the core's width, 32 deep), with ``width`` ⇄ 32 converters in ``sys``.
+      The crossing's read side, its next read address into LUT RAM, is the PHY clock's
+      critical path on a slow part (the LFE5U-25F's speed 6): half the width is half the RAM
+      that address fans out to, and 16 entries are one LUT RAM cell deep, no read mux. 32 bits
+      at ``sys`` keep up with gigabit Ethernet from 31.25 MHz.
+    * registers between its transmit stages (:func:`_pipeline_tx`).
+    """
+
+    CDC_WIDTH = 32
+
+    def __init__(self, ethphy, width):
+        from litex.soc.interconnect import stream
+        from liteeth.common import eth_phy_description
+        from liteeth.mac.core import LiteEthMACCore
+        cdc_width = min(width, self.CDC_WIDTH)
+        self.submodules.core = core = LiteEthMACCore(ethphy, cdc_width, with_sys_datapath=False,
+                                                     tx_cdc_depth=16)
+        _pipeline_tx(core)
+        self.sink, self.source = core.sink, core.source
+        if width != cdc_width:
+            self.submodules.tx_converter = down = stream.StrideConverter(
+                eth_phy_description(width), eth_phy_description(cdc_width))
+            self.submodules.rx_converter = up = stream.StrideConverter(
+                eth_phy_description(cdc_width), eth_phy_description(width))
+            self.comb += [down.source.connect(core.sink), core.source.connect(up.sink)]
+            self.sink, self.source = down.sink, up.source
+
+
+def _pipeline_tx(mac):
+    """Registers between the transmit stages of ``mac`` (a ``LiteEthMACCore`` with its datapath
+    in the PHY's domains, before it is finalised).
+
+    Left alone, the PHY's ready goes combinationally back through the gap inserter, preamble,
+    CRC, padding, ``last_be`` and 64 → 8 converter stages into the CDC's ``AsyncFIFO`` read
+    enable, its next read address (Gray to binary, increment) and the LUT RAM behind it: the
+    125 MHz clock's critical path on every board (8.6 ns on the Versa, 11 ns on the 5A-75B's
+    speed-6 part). A ``PipeReady`` after the CDC ends that path at a register; even so, on the
+    5A-75B the valid out of the CRC stage and the ready back into it still crossed the chip
+    to the I/O pins and back (10.4 ns, 97.58 MHz), so each stage from padding to the PHY gets
+    a register slice (``Buffer``, valid and ready registered, 8 bits wide) before it. Each adds a
+    cycle of latency at 125 MHz and none of throughput."""
     from litex.soc.interconnect import stream
     from liteeth.common import eth_phy_description
-    pipeline = mac.tx_datapath.pipeline
+    datapath = mac.tx_datapath
+    pipeline = datapath.pipeline
+
+    def insert(at, pipe_valid):
+        width = len(pipeline[at - 1].source.data)
+        buffer = ClockDomainsRenamer("eth_tx")(stream.Buffer(
+            eth_phy_description(width), pipe_valid=pipe_valid, pipe_ready=True))
+        datapath.submodules += buffer       # (the Pipeline only connects its stages)
+        pipeline.insert(at, buffer)
+
     cdc = next(i for i, m in enumerate(pipeline) if isinstance(m, stream.ClockDomainCrossing))
-    width = len(pipeline[cdc].source.data)
-    mac.tx_datapath.cut_ready = cut = ClockDomainsRenamer("eth_tx")(
-        stream.Buffer(eth_phy_description(width), pipe_valid=False, pipe_ready=True))
-    pipeline.insert(cdc + 1, cut)
+    insert(cdc + 1, pipe_valid=False)
+    slices = [m for m in pipeline[cdc + 2:] if type(m).__name__ in _SLICED_TX_STAGES]
+    for stage in slices + [pipeline[-1]]:       # and before the PHY
+        insert(pipeline.index(stage), pipe_valid=True)
+
+
+#: The transmit stages of LiteEth's MAC that :func:`_pipeline_tx` puts a register slice before.
+_SLICED_TX_STAGES = ("LiteEthMACPaddingInserter", "LiteEthMACCRC32Inserter",
+                     "LiteEthMACPreambleInserter", "LiteEthMACGap")
 
 
 class ApiarySoC(SoCMini):

@@ -294,20 +294,32 @@ def test_add_core_needs_a_phy_for_an_ethernet_port(tmp_path):
         add_core(soc, core)
 
 
-def test_the_tx_ready_cut_passes_frames_through_under_phy_stalls():
-    """add_core registers LiteEth's transmit ready after its CDC (the 125 MHz clock's critical
-    path ran from the PHY's ready into the CDC's read address). LiteEth's MAC at 64 bits, its
-    datapath in eth_tx, on a fake 8-bit PHY that stalls at random: every byte arrives, in order,
-    each frame ending where it should."""
+PREAMBLE = bytes([0x55] * 7 + [0xD5])
+
+
+def _wire_frame(frame):
+    """``frame`` as the PHY sees it: preamble, padded to 60 bytes, FCS."""
+    import zlib
+    padded = frame + bytes(max(0, 60 - len(frame)))
+    return PREAMBLE + padded + zlib.crc32(padded).to_bytes(4, "little")
+
+
+def test_liteeth_mac_as_add_core_builds_it_carries_frames_both_ways():
+    """LiteEth's MAC as add_core builds it (:class:`~platforms.litex_soc.soc.LiteEthMac`):
+    64 bits in ``sys``, converted to 32 for the clock crossings, its datapath at the PHY's 8
+    bits and 125 MHz with a register on the ready after the CDC and a register slice before
+    each transmit stage from padding to the PHY (the 125 MHz clock's critical paths). On a fake
+    8-bit PHY that stalls at random, every frame leaves with its preamble, padding and FCS;
+    frames that arrive with them reach the core without, each ending on the right byte
+    (``last_be``), whether their last 64-bit word is full, half full or less."""
     import random
     from migen import ClockDomain, run_simulation
     from litex.soc.interconnect import stream
     from liteeth.common import eth_phy_description
-    from liteeth.mac.core import LiteEthMACCore
-    from platforms.litex_soc.soc import _cut_tx_ready
+    from platforms.litex_soc.soc import LiteEthMac
 
     class Phy:
-        dw, with_preamble_crc, with_padding, integrated_ifg_inserter = 8, False, False, True
+        dw, with_preamble_crc, with_padding, integrated_ifg_inserter = 8, True, True, False
 
         def __init__(self):
             self.sink = stream.Endpoint(eth_phy_description(8))
@@ -318,15 +330,19 @@ def test_the_tx_ready_cut_passes_frames_through_under_phy_stalls():
             for name in ("sys", "eth_tx", "eth_rx"):
                 setattr(self.clock_domains, f"cd_{name}", ClockDomain(name))
             self.phy = Phy()
-            self.submodules.mac = LiteEthMACCore(self.phy, 64, with_sys_datapath=False)
-            _cut_tx_ready(self.mac)
+            self.submodules.mac = LiteEthMac(self.phy, 64)
 
     bench = Bench()
-    assert [type(m).__name__ for m in bench.mac.tx_datapath.pipeline][1:4] == [
-        "ClockDomainCrossing", "Buffer", "StrideConverter"]
+    names = [type(m).__name__ for m in bench.mac.core.tx_datapath.pipeline]
+    assert names[1:] == [
+        "ClockDomainCrossing", "Buffer", "StrideConverter", "LiteEthMACTXLastBE",
+        "Buffer", "LiteEthMACPaddingInserter", "Buffer", "LiteEthMACCRC32Inserter",
+        "Buffer", "LiteEthMACPreambleInserter", "Buffer", "LiteEthMACGap", "Buffer", "Phy"]
     rng = random.Random(5)
-    frames = [bytes(rng.randrange(256) for _ in range(n)) for n in (60, 61, 67, 64, 100)]
-    got, current = [], bytearray()
+    # A word and 5 bytes, 8 words, 3 words and 1 byte, and one padded to 60 bytes.
+    frames = [bytes(rng.randrange(256) for _ in range(n)) for n in (61, 64, 25, 14)]
+    sent, current = [], bytearray()
+    received, words = [], bytearray()
 
     def send():
         sink = bench.mac.sink
@@ -343,18 +359,46 @@ def test_the_tx_ready_cut_passes_frames_through_under_phy_stalls():
                     yield
             yield sink.valid.eq(0)
 
-    def receive():
+    def transmit():
         sink = bench.phy.sink
-        while len(got) < len(frames):
+        while len(sent) < len(frames):
             ready = rng.random() < 0.6
             yield sink.ready.eq(int(ready))
             yield
             if ready and (yield sink.valid):
                 current.append((yield sink.data))
                 if (yield sink.last):
-                    got.append(bytes(current))
+                    sent.append(bytes(current))
                     current.clear()
 
-    run_simulation(bench, {"sys": [send()], "eth_tx": [receive()]},
+    def arrive():
+        source = bench.phy.source
+        for frame in frames:
+            wire = _wire_frame(frame)
+            for i, byte in enumerate(wire):
+                yield source.valid.eq(1)
+                yield source.data.eq(byte)
+                yield source.last.eq(int(i == len(wire) - 1))
+                yield
+            yield source.valid.eq(0)
+            for _ in range(12):                     # the inter-frame gap
+                yield
+
+    def core():
+        source = bench.mac.source
+        yield source.ready.eq(1)
+        while len(received) < len(frames):
+            yield
+            if (yield source.valid):
+                last_be = yield source.last_be
+                data = (yield source.data).to_bytes(8, "little")
+                words.extend(data[:last_be.bit_length()] if (yield source.last) else data)
+                if (yield source.last):
+                    received.append(bytes(words))
+                    words.clear()
+
+    run_simulation(bench, {"sys": [send(), core()], "eth_tx": [transmit()],
+                           "eth_rx": [arrive()]},
                    clocks={"sys": 10, "eth_tx": 8, "eth_rx": 8})
-    assert got == frames
+    assert sent == [_wire_frame(f) for f in frames]
+    assert received == [f + bytes(max(0, 60 - len(f))) for f in frames]
