@@ -145,8 +145,11 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
     progress = progress or StatusLine()
     if isinstance(target, str):
         target = resolve(target)
-    if target.flow == "vivado" and options.get("tries", 1) != 1:
-        raise BuildFailed("--seeds is for the nextpnr flows; Vivado boards build with one run")
+    if target.flow == "vivado":         # (one Vivado run: its seed is its own)
+        options.pop("seed", None)
+        if options.pop("tries", 1) != 1:
+            raise BuildFailed("--seeds is for the nextpnr flows; Vivado boards build with one "
+                              "run")
     if target.flow == "litex":
         from .litex_soc.build import build_litex_board
         report = build_litex_board(design, target.board, out_dir, progress,

@@ -48,9 +48,7 @@ def _run(args):
         "build", f"{design.name}-{args.platform.replace(':', '_')}")
     if args.seeds < 1:
         raise UsageError(f"--seeds must be 1 or more, not {args.seeds}")
-    options = {} if target.flow == "vivado" else {"seed": args.seed, "tries": args.seeds}
-    if target.flow == "vivado" and args.seeds > 1:
-        raise BuildFailed("--seeds is for the nextpnr flows; Vivado boards build with one run")
+    options = {"seed": args.seed, "tries": args.seeds}
     if args.counters:
         if target.flow != "litex":
             raise BuildFailed(f"--counters is for LiteX boards; {args.platform} has no bus to "

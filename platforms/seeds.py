@@ -18,12 +18,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from harness.sweep import Job, Sweep, run_sweep
 
-from .flow import BuildFailed, find_tool
+from .flow import BuildFailed, find_tool, run_step
 from .report import nextpnr_clocks
 
 
@@ -107,12 +108,13 @@ def _digest(cwd: str, argv: list[str]) -> str:
 
 
 def place_and_route_seeds(argv: list[str], cwd: str, seeds: list[int], log_name: str,
-                          progress: Any, *, workers: int | None = None
+                          progress: Any, *, workers: int | None = None, explain: Any = None
                           ) -> tuple[int, dict[int, dict[str, Any]]]:
     """Run the nextpnr command ``argv`` (without ``--seed``) in ``cwd`` once per seed, in
     parallel, and copy the best seed's outputs (and its log, as ``log_name``) to where ``argv``
     names them. Returns ``(winner, {seed: clocks})``; raises :class:`BuildFailed` if no seed
-    placed and routed, with the first failure's log."""
+    placed and routed, with the first seed's log, and in one line what ``explain(log text)``
+    makes of it (as :func:`~.flow.run_step` does for one seed: the design does not fit)."""
     netlist = _digest(cwd, argv)
     jobs = [PlaceAndRoute(argv=tuple(argv), cwd=os.path.abspath(cwd), seed=s, netlist=netlist)
             for s in seeds]
@@ -120,13 +122,12 @@ def place_and_route_seeds(argv: list[str], cwd: str, seeds: list[int], log_name:
                   f"parallel (seed-<k>/)")
     outcomes = run_sweep(Sweep(None, jobs=list(jobs), name="seeds"), fresh=True,
                          workers=workers or min(len(seeds), os.cpu_count() or 1))
-    results = {o.task.job.seed: o.columns["clocks"] for o in outcomes  # type: ignore[attr-defined]
-               if o.ok}
+    results = {seed: o.columns["clocks"] for seed, o in zip(seeds, outcomes) if o.ok}
     if not results:
-        job = jobs[0]
-        log = os.path.join(job.folder(), "nextpnr.log")
-        reason = outcomes[0].error or "failed"
-        raise BuildFailed(f"pnr failed with every seed ({reason}); log of seed {job.seed}: {log}")
+        log = os.path.join(jobs[0].folder(), "nextpnr.log")
+        with open(log, errors="replace") as f:
+            reason = (explain(f.read()) if explain else None) or outcomes[0].error or "failed"
+        raise BuildFailed(f"pnr failed with every seed: {reason} (log of seed {seeds[0]}: {log})")
     winner = max(sorted(results), key=lambda s: worst_ratio(results[s]))
     won = jobs[seeds.index(winner)]
     for i, arg in enumerate(argv):
@@ -142,8 +143,6 @@ def place_and_route(argv: list[str], cwd: str, log_name: str, progress: Any, *, 
     """nextpnr ``argv`` (without ``--seed``) in ``cwd``: with ``seed`` alone (``tries=1``,
     logged to ``log_name`` as any step), or with seeds ``seed`` to ``seed + tries - 1`` through
     :func:`place_and_route_seeds`. Returns ``(seconds, seed kept, {seed: clocks} if several)``."""
-    import time
-    from .flow import run_step
     if tries < 1:
         raise BuildFailed(f"--seeds must be at least 1, not {tries}")
     if tries == 1:
@@ -152,7 +151,7 @@ def place_and_route(argv: list[str], cwd: str, log_name: str, progress: Any, *, 
         return seconds, seed, {}
     start = time.monotonic()
     winner, results = place_and_route_seeds(argv, cwd, list(range(seed, seed + tries)),
-                                            log_name, progress)
+                                            log_name, progress, explain=explain)
     seconds = time.monotonic() - start
     progress.note(f"  pnr done in {seconds:.1f} s: seed {winner} kept of "
                   f"{seed}-{seed + tries - 1}")

