@@ -207,6 +207,22 @@ class BuddyAllocator(wiring.Component):
             free_ok.eq((r_level <= top) & ~misaligned & used.bit_select(free_pos, 1)),
         ]
 
+        # Each bitmap takes at most one bit write a cycle, through one decoder: a bit_select
+        # write per state would make a case over every position for each (and Yosys's
+        # WebAssembly build runs out of memory on them at 256 leaves).
+        writes = {}
+        for name, bitmap in (("free", free), ("used", used)):
+            we, at, value = Signal(name=f"{name}_we"), Signal(pos_bits, name=f"{name}_at"), Signal()
+            bit = Signal(2 * leaves, name=f"{name}_bit")
+            m.d.comb += bit.eq(Const(1, 2 * leaves) << at)
+            with m.If(we):
+                m.d.sync += bitmap.eq(Mux(value, bitmap | bit, bitmap & ~bit))
+            writes[name] = (we, at, value)
+
+        def write(name: str, pos: Value, value: int) -> None:
+            we, at, bit = writes[name]
+            m.d.comb += [we.eq(1), at.eq(pos), bit.eq(value)]
+
         with m.FSM(name="buddy"):
             with m.State("IDLE"):
                 m.d.comb += self.req.ready.eq(~self.resp.valid)
@@ -223,9 +239,9 @@ class BuddyAllocator(wiring.Component):
                     respond(0)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.sync += free.bit_select(pick_pos, 1).eq(0)
+                    write("free", pick_pos, 0)
                     with m.If(pick_pos >= r_target):            # of level r_level: no split
-                        m.d.sync += used.bit_select(pick_pos, 1).eq(1)
+                        write("used", pick_pos, 1)
                         respond(1, index_of(pick_pos))
                         m.next = "IDLE"
                     with m.Else():
@@ -234,14 +250,16 @@ class BuddyAllocator(wiring.Component):
             with m.State("SPLIT"):
                 child = Signal(pos_bits)
                 m.d.comb += child.eq(r_pos << 1)
-                m.d.sync += [free.bit_select(child | 1, 1).eq(1), r_pos.eq(child)]
+                write("free", child | 1, 1)
+                m.d.sync += r_pos.eq(child)
                 with m.If(child >= r_target):
-                    m.d.sync += used.bit_select(child, 1).eq(1)
+                    write("used", child, 1)
                     respond(1, index_of(child))
                     m.next = "IDLE"
             with m.State("FREE"):
                 with m.If(free_ok):
-                    m.d.sync += [used.bit_select(free_pos, 1).eq(0), r_pos.eq(free_pos)]
+                    write("used", free_pos, 0)
+                    m.d.sync += r_pos.eq(free_pos)
                     m.next = "MERGE"
                 with m.Else():
                     m.d.sync += self.bad_frees.eq(self.bad_frees + 1)
@@ -251,9 +269,10 @@ class BuddyAllocator(wiring.Component):
                 buddy = Signal(pos_bits)
                 m.d.comb += buddy.eq(r_pos ^ 1)
                 with m.If((r_pos != 1) & free.bit_select(buddy, 1)):
-                    m.d.sync += [free.bit_select(buddy, 1).eq(0), r_pos.eq(r_pos >> 1)]
+                    write("free", buddy, 0)
+                    m.d.sync += r_pos.eq(r_pos >> 1)
                 with m.Else():
-                    m.d.sync += free.bit_select(r_pos, 1).eq(1)
+                    write("free", r_pos, 1)
                     respond(1)
                     m.next = "IDLE"
         return m

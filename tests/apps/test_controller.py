@@ -8,9 +8,13 @@ metadata and its l4_sum. Statuses (BAD_ADDR, READ_ONLY, timeouts), bad requests,
 stray and late acks are counted."""
 
 import collections
+import pathlib
 import random
 
 import pytest
+
+from apiary.bench.area import tile_areas
+from apiary.load import load_design
 
 from apiary.control.messages import (AGENT_FBITS, CtlMeta, CtlMsgType, CtlStatus,
                                      ctl_message_flits, decode_ctl_message)
@@ -26,6 +30,7 @@ from beehive.apps.controller import (MAX_WORDS, OP_READ, OP_WRITE, STATUS_BAD_RE
 from beehive.proto.messages import PACKET_META, MsgType
 
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CTL = (3, 2)
 UDP_RX = (2, 0)
 UDP_TX = (2, 1)
@@ -610,3 +615,14 @@ def test_whole_design_verilator():
     """Verilator, 64-bit data plane (the model tests/test_ctl_cli.py uses too; the tile alone
     runs at 512 bits above)."""
     whole_design(64)
+
+
+@pytest.mark.slow
+def test_request_slots_are_block_ram_on_an_ecp5():
+    """Each of the slots' two memories has one write port and one read port, so Yosys maps
+    them to block RAM (with the reply's words written into the requests' memory, three ports,
+    the 64-bit tile was 25,050 LUTs and 13,958 flip-flops: the memory in registers)."""
+    design = load_design(str(ROOT / "examples" / "nat_echo.py"), width=64)
+    [(_, _, area)] = tile_areas(design, target="ecp5", only=["ctl"])
+    assert area["brams"] >= 2
+    assert area["ffs"] < 4000 and area["luts"] < 8000

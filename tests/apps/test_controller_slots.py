@@ -2,7 +2,8 @@
 into their slots as their words come (the engine reads them back), pending from the cycle after
 their last word, oldest first, with their metadata and length; a message of another type is
 counted in ``stray``, one that finds every slot taken in ``overflow``; ``release`` frees the
-oldest; the engine's reply words land in their lanes."""
+oldest; the engine's reply words land in their lanes of the reply rows (``reply_row``),
+leaving the request's rows as they came."""
 
 import random
 
@@ -32,13 +33,14 @@ async def message(ctx, dut, width, payload, msg_type=MsgType.UDP_RX_SEGMENT.valu
     ctx.set(dut.data.valid, 0)
 
 
-async def read_row(ctx, dut, geometry, slot, row):
+async def read_row(ctx, dut, geometry, slot, row, *, reply=False):
+    """A row of a slot: of the request, or (``reply``) of its reply."""
     r = dut.requests.read
     ctx.set(r.addr, row | slot << geometry.row_bits)
     ctx.set(r.en, 1)
     await ctx.tick()
     ctx.set(r.en, 0)
-    return ctx.get(r.data)
+    return ctx.get(dut.requests.reply_row if reply else r.data)
 
 
 @pytest.mark.parametrize("width", [64, 512])
@@ -75,8 +77,12 @@ def test_requests_fill_their_slots_in_order(width):
 def test_reply_words_go_into_their_lanes():
     geometry, dut = slots(128)
     r = dut.requests
+    request = bytes(range(1, 17))
 
     async def bench(ctx):
+        for _ in range(2):                  # slot 2
+            await message(ctx, dut, 128, b"\0" * 8)
+        await message(ctx, dut, 128, request)
         # Lane 1 of row 0 of slot 2, then lane 3: the others keep what was there (zero).
         for lane, value in ((1, 0x11223344), (3, 0x55667788)):
             ctx.set(r.reply.addr, 2 << geometry.row_bits)
@@ -84,8 +90,10 @@ def test_reply_words_go_into_their_lanes():
             ctx.set(r.reply.en, 1 << lane)
             await ctx.tick()
         ctx.set(r.reply.en, 0)
-        row = int(await read_row(ctx, dut, geometry, 2, 0))
+        row = int(await read_row(ctx, dut, geometry, 2, 0, reply=True))
         assert [row >> 32 * k & 0xFFFF_FFFF for k in range(4)] == [0, 0x11223344, 0,
                                                                     0x55667788]
+        row = int(await read_row(ctx, dut, geometry, 2, 0))
+        assert row.to_bytes(16, "little") == request
 
     simulate(dut, bench, timeout=100)

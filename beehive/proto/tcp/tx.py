@@ -104,6 +104,23 @@ ANSWER = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout(
 EXPIRY = data.StructLayout({"slot": 12})
 #: A flow slot's send ring under Apiary.
 RING = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
+#: A flow's turn, worked out from its records the cycle before it is taken (sequence
+#: arithmetic in series is too long for one cycle of the core's clock on an ECP5).
+WORK_PLAN = data.StructLayout({
+    "una": 32, "nxt": 32,       # the oldest unacknowledged byte, the next byte to send
+    "rtx_len": 16,              # bytes from ``una`` to resend, at most one segment
+    "rtx_any": 1,               # there are such bytes (else only the FIN is outstanding)
+    "una_lt_max": 1,            # something is outstanding
+    "new_len": 16,              # bytes from ``nxt`` that may go now, at most one segment
+    "more": 1,                  # there are such bytes
+    "room": 32,                 # free bytes in the send ring
+    "room_ok": 1,               # the application's waiting request fits
+    "rto_at": 32,               # the deadline of a retransmission timer armed now
+    "due": 1,                   # the flow's timer is due (an expiry)
+    "backoff": 4,               # the back-off after this expiry
+    "backoff_at": 32,           # the deadline of a timer re-armed after this expiry
+    "ssthresh": 32,             # the slow-start threshold after a retransmission timeout
+})
 
 #: What the engine counts (the tile's counters but ``segments`` and ``malformed``).
 ENGINE_COUNTERS = {
@@ -439,11 +456,13 @@ class TxEngine(wiring.Component):
     """The transmit tile's engine: per-flow send state, timers and work, one event at a time
     (see the module docstring for what it does with them).
 
-    Each event takes 2 cycles: in the first the engine picks one, in this order of priority:
-    a receive event from ``wires`` (when ``segments`` has room), an application request on
-    ``app``, a timer due (when the event queue to the receive tile has room), a flow's turn
-    (when every output has room and fewer than ``load_depth`` loads are in flight), and reads
-    the flow's records; in the second it decides, writes them back and offers what follows:
+    Each event takes 2 cycles, a timer due or a flow's turn 3: in the first the engine picks
+    one, in this order of priority: a receive event from ``wires`` (when ``segments`` has
+    room), an application request on ``app``, a timer due (when the event queue to the receive
+    tile has room), a flow's turn (when every output has room and fewer than ``load_depth``
+    loads are in flight), and reads the flow's records; a timer or a turn is then planned from
+    them (the window, what may go, the timer's next deadline); in the last cycle it decides,
+    writes the records back and offers what follows:
     at most one segment on ``segments``, one load on ``loads``, one answer on ``answers``, one
     event to the receive tile, the flow's next turn. An application request needs no room: an
     error answer that finds ``answers`` full is dropped and counted (``replies_dropped``).
@@ -516,6 +535,7 @@ class TxEngine(wiring.Component):
             seg=Signal(TX_SEGMENT), seg_push=Signal(), load=Signal(MEM_REQUEST), load_push=Signal(),
             app_msg=Signal(ANSWER), app_push=Signal(), txev=Signal(TX_EVENT),
             requeue=Signal(), rings=self.ring if self._apiary else None,
+            plan=Signal(WORK_PLAN),
         )
         slot = e.slot
         if self._apiary:
@@ -567,11 +587,15 @@ class TxEngine(wiring.Component):
                     which = expiries.payload.slot
                     m.d.comb += [rd.addr.eq(which), expiries.ready.eq(1)]
                     m.d.sync += [kind.eq(_EXPIRE), slot.eq(which)]
-                    m.next = "EXEC"
+                    m.next = "PLAN"
                 with m.Elif(go_work):
                     m.d.comb += [rd.addr.eq(work.payload), work.ready.eq(1)]
                     m.d.sync += [kind.eq(_WORK), slot.eq(work.payload)]
-                    m.next = "EXEC"
+                    m.next = "PLAN"
+            with m.State("PLAN"):           # a turn or an expiry: read the records again, plan
+                m.d.comb += rd.addr.eq(slot)
+                self._plan(m, e)
+                m.next = "EXEC"
             with m.State("EXEC"):
                 with m.Switch(kind):
                     with m.Case(_RXEV):
@@ -594,9 +618,10 @@ class TxEngine(wiring.Component):
             with m.If(condition):
                 count(m, counter)
 
-    def _arm(self, m, e, kind, ticks):
+    def _arm(self, m, e, kind, ticks=None, *, at=None):
+        """Arm the flow's timer ``ticks`` from now, or for the deadline ``at``."""
         m.d.comb += [e.tnew.armed.eq(1), e.tnew.kind.eq(kind),
-                     e.tnew.deadline.eq(e.now + ticks), e.twrite.eq(1)]
+                     e.tnew.deadline.eq(e.now + ticks if at is None else at), e.twrite.eq(1)]
 
     def _disarm(self, m, e):
         m.d.comb += [e.tnew.armed.eq(0), e.twrite.eq(1)]
@@ -722,9 +747,9 @@ class TxEngine(wiring.Component):
         self._count(m, e, "app_bad", bad)
 
     def _expire(self, m, e):
-        cfg, t, r, new, timer = e.cfg, e.t, e.r, e.new, e.timer
-        due = timer.armed & ~(e.now - timer.deadline)[31]
-        with m.If(due & t.active):
+        """A timer due (planned the cycle before, ``e.plan``)."""
+        cfg, t, r, new, timer, p = e.cfg, e.t, e.r, e.new, e.timer, e.plan
+        with m.If(p.due & t.active):
             with m.If(timer.kind == TimerKind.LINGER):
                 m.d.comb += e.txev.expire.eq(1)
                 self._disarm(m, e)
@@ -737,30 +762,23 @@ class TxEngine(wiring.Component):
                     self._disarm(m, e)
                     self._count(m, e, "aborts")
                 with m.Else():
-                    backoff = Mux(t.backoff == 15, 15, t.backoff + 1)
-                    m.d.comb += [new.retries.eq(t.retries + 1), new.backoff.eq(backoff),
+                    m.d.comb += [new.retries.eq(t.retries + 1), new.backoff.eq(p.backoff),
                                  e.write.eq(1), e.requeue.eq(1)]
                     with m.If(timer.kind == TimerKind.PERSIST):
                         m.d.comb += new.probe_pending.eq(1)
-                        self._arm(m, e, TimerKind.PERSIST, self._rto(e, backoff))
+                        self._arm(m, e, TimerKind.PERSIST, at=p.backoff_at)
                     with m.Else():
-                        una = seq_max(t.snd_una, r.snd_una)
-                        mss = self._mss(e)
                         if cfg.cc == "newreno":
-                            half = (t.snd_max - una) >> 1
-                            m.d.comb += [new.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
-                                         new.cwnd.eq(mss), new.in_recovery.eq(0),
-                                         new.recover.eq(t.snd_max), new.ca_acc.eq(0)]
-                        m.d.comb += [new.snd_nxt.eq(Mux(handshake, t.iss, una)),
+                            m.d.comb += [new.ssthresh.eq(p.ssthresh), new.cwnd.eq(self._mss(e)),
+                                         new.in_recovery.eq(0), new.recover.eq(t.snd_max),
+                                         new.ca_acc.eq(0)]
+                        m.d.comb += [new.snd_nxt.eq(Mux(handshake, t.iss, p.una)),
                                      new.rtx_pending.eq(0)]
-                        self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, backoff))
+                        self._arm(m, e, TimerKind.RETRANSMIT, at=p.backoff_at)
 
-    def _work(self, m, e):
-        """A flow's turn: at most one segment, and the application's answer if it waits."""
-        cfg, t, r, new = e.cfg, e.t, e.r, e.new
-        live = t.active & (t.gen == r.gen)
-        synced = (r.state == ConnState.ESTABLISHED) | (r.state == ConnState.TIME_WAIT)
-        handshake = (r.state == ConnState.SYN_SENT) | (r.state == ConnState.SYN_RCVD)
+    def _plan(self, m, e):
+        """Work out a flow's turn from its records (registered into ``e.plan`` for EXEC)."""
+        cfg, t, r, plan = e.cfg, e.t, e.r, e.plan
         una = Signal(32)
         nxt = Signal(32)
         m.d.comb += [una.eq(seq_max(t.snd_una, r.snd_una)), nxt.eq(seq_max(t.snd_nxt, una))]
@@ -769,11 +787,45 @@ class TxEngine(wiring.Component):
         if cfg.cc == "newreno":
             window = Mux(t.cwnd < r.snd_wnd, t.cwnd, r.snd_wnd)
         limit = Signal(32)
-        m.d.comb += limit.eq(una + window)
-        tail = t.tail
-        fin_seq = tail
         data_end = Signal(32)               # the end of the data that may go now
-        m.d.comb += data_end.eq(Mux(seq_lt(limit, tail), limit, tail))
+        rtx_len = Signal(32)
+        new_len = Signal(32)
+        room = Signal(32)
+        m.d.comb += [
+            limit.eq(una + window),
+            data_end.eq(Mux(seq_lt(limit, t.tail), limit, t.tail)),
+            rtx_len.eq(Mux(seq_lt(t.snd_max, t.tail), t.snd_max, t.tail) - una),
+            new_len.eq(data_end - nxt),
+            room.eq(cfg.tx_ring - (t.tail - una)),
+        ]
+        # The timer: due, and what it is re-armed for after an expiry or when data goes now.
+        timer = e.timer
+        backoff = Signal(4)
+        half = Signal(32)
+        m.d.comb += [backoff.eq(Mux(t.backoff == 15, 15, t.backoff + 1)),
+                     half.eq((t.snd_max - una) >> 1)]
+        m.d.sync += [
+            plan.due.eq(timer.armed & ~(e.now - timer.deadline)[31]),
+            plan.backoff.eq(backoff), plan.backoff_at.eq(e.now + self._rto(e, backoff)),
+            plan.rto_at.eq(e.now + self._rto(e, t.backoff)),
+            plan.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
+        ]
+        m.d.sync += [
+            plan.una.eq(una), plan.nxt.eq(nxt),
+            plan.rtx_len.eq(Mux(rtx_len > mss, mss, rtx_len)), plan.rtx_any.eq(rtx_len != 0),
+            plan.una_lt_max.eq(seq_lt(una, t.snd_max)),
+            plan.new_len.eq(Mux(new_len > mss, mss, new_len)), plan.more.eq(seq_lt(nxt, data_end)),
+            plan.room.eq(room), plan.room_ok.eq(room >= t.tx_req_len),
+        ]
+
+    def _work(self, m, e):
+        """A flow's turn (planned the cycle before, ``e.plan``): at most one segment, and the
+        application's answer if it waits."""
+        cfg, t, r, new, p = e.cfg, e.t, e.r, e.new, e.plan
+        live = t.active & (t.gen == r.gen)
+        synced = (r.state == ConnState.ESTABLISHED) | (r.state == ConnState.TIME_WAIT)
+        handshake = (r.state == ConnState.SYN_SENT) | (r.state == ConnState.SYN_RCVD)
+        una, nxt, tail = p.una, p.nxt, t.tail
         timer_idle = ~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)
 
         # Under Apiary, data waits (the flow takes its turn again) until the send ring's
@@ -785,18 +837,12 @@ class TxEngine(wiring.Component):
         with m.If(live):
             m.d.comb += e.write.eq(1)
             # The application's answer, if it waits for room.
-            free = Signal(32)
-            m.d.comb += free.eq(cfg.tx_ring - (tail - una))
-            with m.If(t.tx_req & synced & (free >= t.tx_req_len)):
+            with m.If(t.tx_req & synced & p.room_ok):
                 m.d.comb += new.tx_req.eq(0)
-                self._answer(m, e, Status.OK, ptr=tail - t.iss - 1, length=free,
+                self._answer(m, e, Status.OK, ptr=tail - t.iss - 1, length=p.room,
                              addr=tail[:cfg.tx_ring_log2] if e.rings is not None
                              else cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
             # At most one segment.
-            rtx_len = Signal(32)
-            m.d.comb += rtx_len.eq(Mux(seq_lt(t.snd_max, tail), t.snd_max, tail) - una)
-            new_len = Signal(32)
-            m.d.comb += new_len.eq(data_end - nxt)
             with m.If(handshake & (nxt == t.iss)):
                 active = r.state == ConnState.SYN_SENT
                 self._segment(m, e, peer=r, seq=t.iss, ack=r.rcv_nxt,
@@ -805,32 +851,32 @@ class TxEngine(wiring.Component):
                 m.d.comb += [new.snd_nxt.eq(t.iss + 1),
                              new.snd_max.eq(seq_max(t.snd_max, t.iss + 1))]
                 with m.If(timer_idle):
-                    self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+                    self._arm(m, e, TimerKind.RETRANSMIT, at=p.rto_at)
             with m.Elif(~synced):
                 pass
-            with m.Elif(t.rtx_pending & seq_lt(una, t.snd_max)):
+            with m.Elif(t.rtx_pending & p.una_lt_max):
                 m.d.comb += new.rtx_pending.eq(0)
-                with m.If((rtx_len != 0) & ring_ok):
-                    self._send_data(m, e, una, Mux(rtx_len > mss, mss, rtx_len), 1, timer_idle)
+                with m.If(p.rtx_any & ring_ok):
+                    self._send_data(m, e, una, p.rtx_len, 1, timer_idle)
                     self._count(m, e, "fast_retransmits")
-                with m.Elif(rtx_len != 0):
+                with m.Elif(p.rtx_any):
                     m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
                 with m.Else():          # only the FIN is outstanding
-                    self._fin(m, e, fin_seq)
+                    self._fin(m, e, tail)
             with m.Elif(t.probe_pending):
                 m.d.comb += new.probe_pending.eq(0)
                 self._segment(m, e, peer=r, seq=una - 1, ack=r.rcv_nxt, flags=ACK,
                               window=self._window(e))
                 self._count(m, e, "probes")
-            with m.Elif(seq_lt(nxt, data_end) & ~ring_ok):
+            with m.Elif(p.more & ~ring_ok):
                 m.d.comb += e.requeue.eq(1)
-            with m.Elif(seq_lt(nxt, data_end)):
-                length = Mux(new_len > mss, mss, new_len)
-                self._send_data(m, e, nxt, length, seq_lt(nxt, t.snd_max), timer_idle)
-                m.d.comb += [new.snd_nxt.eq(nxt + length),
-                             new.snd_max.eq(seq_max(t.snd_max, nxt + length))]
+            with m.Elif(p.more):
+                end = Signal(32)
+                m.d.comb += end.eq(nxt + p.new_len)
+                self._send_data(m, e, nxt, p.new_len, seq_lt(nxt, t.snd_max), timer_idle)
+                m.d.comb += [new.snd_nxt.eq(end), new.snd_max.eq(seq_max(t.snd_max, end))]
             with m.Elif(t.fin_req & (nxt == tail)):
-                self._fin(m, e, fin_seq)
+                self._fin(m, e, tail)
                 m.d.comb += [new.snd_nxt.eq(tail + 1), new.snd_max.eq(seq_max(t.snd_max,
                                                                                tail + 1))]
             with m.Elif(t.ack_pending):
@@ -839,11 +885,11 @@ class TxEngine(wiring.Component):
                 m.d.comb += new.ack_pending.eq(0)
             with m.Elif(seq_lt(nxt, tail) & (r.snd_wnd == 0) & (una == t.snd_max)
                         & ~e.timer.armed):
-                self._arm(m, e, TimerKind.PERSIST, self._rto(e, t.backoff))
+                self._arm(m, e, TimerKind.PERSIST, at=p.rto_at)
 
     def _send_data(self, m, e, start, length, is_retransmit, timer_idle):
         """A data segment from ``start``: its header, and the load of its bytes."""
-        cfg, t, r, new = e.cfg, e.t, e.r, e.new
+        cfg, r, new = e.cfg, e.r, e.new
         self._segment(m, e, peer=r, seq=start, ack=r.rcv_nxt, flags=ACK | PSH,
                       window=self._window(e), data_len=length)
         offset = start[:cfg.tx_ring_log2]
@@ -858,7 +904,7 @@ class TxEngine(wiring.Component):
         self._count(m, e, "data_segments")
         self._count(m, e, "retransmits", is_retransmit)
         with m.If(timer_idle):
-            self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+            self._arm(m, e, TimerKind.RETRANSMIT, at=e.plan.rto_at)
 
     def _answer(self, m, e, status, **fields):
         """Answer the flow's application's ``TCP_TX_MSG_REQ`` (fields of ``APP_META``)."""
@@ -881,7 +927,7 @@ class TxEngine(wiring.Component):
         with m.If(~t.fin_announced):
             m.d.comb += [new.fin_announced.eq(1), e.txev.fin_sent.eq(1), e.txev.seq.eq(seq)]
         with m.If(~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)):
-            self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, t.backoff))
+            self._arm(m, e, TimerKind.RETRANSMIT, at=e.plan.rto_at)
 
     def _window(self, e, syn=False):
         """The window to advertise: the room left in the receive ring, scaled (never in a
