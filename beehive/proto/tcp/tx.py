@@ -456,13 +456,14 @@ class TxEngine(wiring.Component):
     """The transmit tile's engine: per-flow send state, timers and work, one event at a time
     (see the module docstring for what it does with them).
 
-    Each event takes 2 cycles, a timer due or a flow's turn 3: in the first the engine picks
-    one, in this order of priority: a receive event from ``wires`` (when ``segments`` has
-    room), an application request on ``app``, a timer due (when the event queue to the receive
-    tile has room), a flow's turn (when every output has room and fewer than ``load_depth``
-    loads are in flight), and reads the flow's records; a timer or a turn is then planned from
-    them (the window, what may go, the timer's next deadline); in the last cycle it decides,
-    writes the records back and offers what follows:
+    Each event takes 2 cycles, a timer due or a flow's turn 3 (a turn 2 when its flow's
+    records were read ahead, in a cycle that read nothing else, as the head of the work queue):
+    in the first the engine picks one, in this order of priority: a receive event from
+    ``wires`` (when ``segments`` has room), an application request on ``app``, a timer due
+    (when the event queue to the receive tile has room), a flow's turn (when every output has
+    room and fewer than ``load_depth`` loads are in flight), and reads the flow's records; a
+    timer or a turn is then planned from them (the window, what may go, the timer's next
+    deadline); in the last cycle it decides, writes the records back and offers what follows:
     at most one segment on ``segments``, one load on ``loads``, one answer on ``answers``, one
     event to the receive tile, the flow's next turn. An application request needs no room: an
     error answer that finds ``answers`` full is dropped and counted (``replies_dropped``).
@@ -568,8 +569,17 @@ class TxEngine(wiring.Component):
         return m
 
     def _dispatch(self, m, e, go_rxev, go_expire, go_work, expiries, work):
-        """Pick an event (IDLE: its flow's records are read), then handle it (EXEC)."""
+        """Pick an event (IDLE: its flow's records are read), then handle it (EXEC); a timer due
+        or a flow's turn is planned in between (PLAN), or, for a turn whose records were read
+        ahead, in IDLE itself."""
         wires, app, rd, kind, slot, sb = self.wires, self.app, e.rd, e.kind, e.slot, e.sb
+        # In a cycle that reads nothing else, the records of the flow at the head of the work
+        # queue are read ahead: valid in the next cycle if no write to them crossed the read.
+        ahead_slot = Signal(sb)
+        ahead_ok = Signal()
+        m.d.comb += rd.addr.eq(work.payload)
+        m.d.sync += [ahead_slot.eq(rd.addr),
+                     ahead_ok.eq(~((e.write | e.twrite) & (slot == rd.addr)))]
         with m.FSM(name="engine"):
             with m.State("IDLE"):
                 with m.If(go_rxev):
@@ -591,7 +601,11 @@ class TxEngine(wiring.Component):
                 with m.Elif(go_work):
                     m.d.comb += [rd.addr.eq(work.payload), work.ready.eq(1)]
                     m.d.sync += [kind.eq(_WORK), slot.eq(work.payload)]
-                    m.next = "PLAN"
+                    with m.If(ahead_ok & (ahead_slot == work.payload)):
+                        self._plan(m, e)    # from the records read ahead
+                        m.next = "EXEC"
+                    with m.Else():
+                        m.next = "PLAN"
             with m.State("PLAN"):           # a turn or an expiry: read the records again, plan
                 m.d.comb += rd.addr.eq(slot)
                 self._plan(m, e)
