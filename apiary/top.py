@@ -45,7 +45,8 @@ from .tile import NOC_PORTS, Tile
 
 
 __all__ = ["DesignTop", "Attachment", "MacPortInfo", "top_name", "design_verilog",
-           "router_depths", "generate_verilog", "control_map", "Progress", "no_progress"]
+           "router_depths", "generate_verilog", "control_map", "Progress", "no_progress",
+           "write_cached"]
 
 #: How a long step is reported: ``progress(label, summary)`` is a context manager around the
 #: step, ``label`` says what runs ("building Verilator model (64 bits, 14 tiles)") and
@@ -513,12 +514,18 @@ def design_verilog(top: DesignTop, cache_dir: str | None = None,
                   lambda s: f"converted {design.name!r} to Verilog in {s:.1f} s{where}"):
         text = verilog.convert(top, name=top_name(design), emit_src=False)
     if path:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        write_cached(path, text)
     return text
+
+
+def write_cached(path: str, text: str) -> None:
+    """Write ``text`` to the cache file ``path`` (its folder made if need be) all at once: a
+    reader sees the whole file or none (a temporary file renamed into place)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def generate_verilog(design: Design, path: str | None = None) -> str:

@@ -125,7 +125,8 @@ def elaborate(design: Any, memory_latency: object = None, backend: str = "pysim"
 
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
              clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
-             vcd_window=None, cache_dir=None, progress=None, memory_latency=None, impair=None):
+             vcd_window=None, cache_dir=None, progress=None, memory_latency=None, impair=None,
+             netlist=None):
     """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
 
     Parameters
@@ -170,6 +171,11 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         sent pass its ``to_design`` direction, frames received its ``from_design`` one;
         ``sim.link()`` has the counts. ``None`` (or an all-zero one): a perfect link, exactly
         as without.
+    netlist : "ecp5" or None
+        Verilator only: build the model from the design's netlist instead of its RTL: ``"ecp5"``,
+        the core as Yosys's ``synth_ecp5`` leaves it (the board builds' script), simulated with
+        the ECP5 cells' models; the memory models stay RTL (:mod:`apiary.sim.netlist`). The
+        netlist and the model are cached as models are. ``None``: the RTL.
 
     Raises
     ------
@@ -184,6 +190,14 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
     if backend not in BACKENDS:
         raise SimError(f"unknown simulation back end {backend!r}; choose one of "
                        f"{', '.join(BACKENDS)}")
+    source = None
+    if netlist is not None:
+        from .netlist import NETLISTS
+        if netlist not in NETLISTS:
+            raise SimError(f"unknown netlist {netlist!r}; choose one of {', '.join(NETLISTS)}")
+        if backend != "verilator":
+            raise SimError(f"netlist={netlist!r} runs on Verilator, not on {backend!r}")
+        source = NETLISTS[netlist]
     if vcd_window is not None:
         if (not isinstance(vcd_window, (tuple, list)) or len(vcd_window) != 2
                 or not all(isinstance(c, int) and c >= 0 for c in vcd_window)
@@ -201,5 +215,5 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         return PysimSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window, **common)
     from .verilator import VerilatorSim
     return VerilatorSim(design, top, ports, counters, vcd=vcd, vcd_window=vcd_window,
-                        cache_dir=cache_dir, progress=progress or no_progress,
+                        cache_dir=cache_dir, progress=progress or no_progress, source=source,
                         **common)

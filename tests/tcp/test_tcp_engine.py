@@ -58,28 +58,40 @@ def data_segments(segments):
     return [s for s in segments if s.data]
 
 
+def peer_closes(p, runs):
+    """The peer ``p`` sends its FIN, then runs 3,000 cycles at a time, at most ``runs`` times,
+    until the design's FIN has come; asserts that it has."""
+    p.send("FA")
+    p.snd_nxt = seq_add(p.snd_nxt, 1)
+    for _ in range(runs):
+        p.run(3000)
+        if p.fin:
+            break
+    assert p.fin, p.seen
+
+
+def handshake_echo_and_close(p):
+    """The peer ``p`` connects to the echo (a design of :data:`TEST`'s rings), sends 12 bytes
+    and has them back, and closes; the design's FIN follows, and its counters say one
+    connection opened and closed (tests/sim/test_netlist.py runs it on the ECP5 netlist too)."""
+    synack = p.connect()
+    options = dict(synack.tcp.options)
+    # Our MSS and window scale (0: a 4 KiB ring needs none), no SACK, no timestamps.
+    assert options == {"MSS": 1460, "NOP": None, "WScale": 0}
+    assert synack.tcp.window == 4096
+    assert p.exchange(b"hello, world", cycles=3000) == b"hello, world"
+    # The peer closes; the echo closes its side after the end of the stream.
+    peer_closes(p, 10)
+    p.run(3000)
+    c = counters(p.sim)
+    assert c["tcp_rx_opened"] == 1 and c["tcp_rx_closed"] == 1
+    assert c["tcp_echo_bytes"] == 12
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_handshake_options_echo_and_close(width):
     with echo_sim(width) as sim:
-        p = Peer(sim)
-        synack = p.connect()
-        options = dict(synack.tcp.options)
-        # Our MSS and window scale (0: a 4 KiB ring needs none), no SACK, no timestamps.
-        assert options == {"MSS": 1460, "NOP": None, "WScale": 0}
-        assert synack.tcp.window == 4096
-        assert p.exchange(b"hello, world", cycles=3000) == b"hello, world"
-        # The peer closes; the echo closes its side after the end of the stream.
-        p.send("FA")
-        p.snd_nxt = seq_add(p.snd_nxt, 1)
-        for _ in range(10):
-            p.run(3000)
-            if p.fin:
-                break
-        assert p.fin, p.seen
-        p.run(3000)
-        c = counters(sim)
-        assert c["tcp_rx_opened"] == 1 and c["tcp_rx_closed"] == 1
-        assert c["tcp_echo_bytes"] == 12
+        handshake_echo_and_close(Peer(sim))
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -402,13 +414,7 @@ def test_slots_are_reused_after_close(width):
             p = Peer(sim, sport=20000 + i, isn=i * 7919)
             p.connect()
             assert p.exchange(bytes([i]) * 10, cycles=3000) == bytes([i]) * 10
-            p.send("FA")
-            p.snd_nxt = seq_add(p.snd_nxt, 1)
-            for _ in range(5):
-                p.run(3000)
-                if p.fin:
-                    break
-            assert p.fin
+            peer_closes(p, 5)
             p.run(2000)
         c = counters(sim)
         assert c["tcp_rx_opened"] == c["tcp_rx_closed"] == 2 * TEST["flows"] + 1
