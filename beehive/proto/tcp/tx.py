@@ -104,8 +104,9 @@ ANSWER = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout(
 EXPIRY = data.StructLayout({"slot": 12})
 #: A flow slot's send ring under Apiary.
 RING = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
-#: A flow's turn, worked out from its records the cycle before it is taken (sequence
-#: arithmetic in series is too long for one cycle of the core's clock on an ECP5).
+#: A flow's turn or a timer's expiry, worked out from the flow's records the cycle before it
+#: is taken (sequence arithmetic in series is too long for one cycle of the core's clock on an
+#: ECP5).
 WORK_PLAN = data.StructLayout({
     "una": 32, "nxt": 32,       # the oldest unacknowledged byte, the next byte to send
     "rtx_len": 16,              # bytes from ``una`` to resend, at most one segment
@@ -580,6 +581,7 @@ class TxEngine(wiring.Component):
         m.d.comb += rd.addr.eq(work.payload)
         m.d.sync += [ahead_slot.eq(rd.addr),
                      ahead_ok.eq(~((e.write | e.twrite) & (slot == rd.addr)))]
+        planned = self._plan(m, e)          # from the records on the read ports, either way
         with m.FSM(name="engine"):
             with m.State("IDLE"):
                 with m.If(go_rxev):
@@ -602,13 +604,13 @@ class TxEngine(wiring.Component):
                     m.d.comb += [rd.addr.eq(work.payload), work.ready.eq(1)]
                     m.d.sync += [kind.eq(_WORK), slot.eq(work.payload)]
                     with m.If(ahead_ok & (ahead_slot == work.payload)):
-                        self._plan(m, e)    # from the records read ahead
+                        m.d.sync += e.plan.eq(planned)      # from the records read ahead
                         m.next = "EXEC"
                     with m.Else():
                         m.next = "PLAN"
             with m.State("PLAN"):           # a turn or an expiry: read the records again, plan
                 m.d.comb += rd.addr.eq(slot)
-                self._plan(m, e)
+                m.d.sync += e.plan.eq(planned)
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.Switch(kind):
@@ -791,8 +793,10 @@ class TxEngine(wiring.Component):
                         self._arm(m, e, TimerKind.RETRANSMIT, at=p.backoff_at)
 
     def _plan(self, m, e):
-        """Work out a flow's turn from its records (registered into ``e.plan`` for EXEC)."""
-        cfg, t, r, plan = e.cfg, e.t, e.r, e.plan
+        """A flow's turn or expiry worked out from its records on the read ports (a
+        :data:`WORK_PLAN`, registered into ``e.plan`` for EXEC)."""
+        cfg, t, r = e.cfg, e.t, e.r
+        plan = Signal(WORK_PLAN)
         una = Signal(32)
         nxt = Signal(32)
         m.d.comb += [una.eq(seq_max(t.snd_una, r.snd_una)), nxt.eq(seq_max(t.snd_nxt, una))]
@@ -818,19 +822,20 @@ class TxEngine(wiring.Component):
         half = Signal(32)
         m.d.comb += [backoff.eq(Mux(t.backoff == 15, 15, t.backoff + 1)),
                      half.eq((t.snd_max - una) >> 1)]
-        m.d.sync += [
+        m.d.comb += [
             plan.due.eq(timer.armed & ~(e.now - timer.deadline)[31]),
             plan.backoff.eq(backoff), plan.backoff_at.eq(e.now + self._rto(e, backoff)),
             plan.rto_at.eq(e.now + self._rto(e, t.backoff)),
             plan.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
         ]
-        m.d.sync += [
+        m.d.comb += [
             plan.una.eq(una), plan.nxt.eq(nxt),
             plan.rtx_len.eq(Mux(rtx_len > mss, mss, rtx_len)), plan.rtx_any.eq(rtx_len != 0),
             plan.una_lt_max.eq(seq_lt(una, t.snd_max)),
             plan.new_len.eq(Mux(new_len > mss, mss, new_len)), plan.more.eq(seq_lt(nxt, data_end)),
             plan.room.eq(room), plan.room_ok.eq(room >= t.tx_req_len),
         ]
+        return plan
 
     def _work(self, m, e):
         """A flow's turn (planned the cycle before, ``e.plan``): at most one segment, and the
