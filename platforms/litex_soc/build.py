@@ -60,13 +60,15 @@ def write_soc(make_soc, out_dir, what="SoC"):
     return soc
 
 
-def generate_soc(board, core, out_dir, *, sys_clk_freq=None, counters=False):
+def generate_soc(board, core, out_dir, *, sys_clk_freq=None, counters=False,
+                 core_clk_freq=None):
     """Write the :class:`~.soc.ApiarySoC` of ``core`` on ``board`` (see :func:`write_soc`),
     and ``counters.csv``: the core's counter bank, one line per counter (index, name, bits,
     what it counts), the indices the SoC's ``core_counters_sel`` register takes."""
     from .soc import ApiarySoC
     soc = write_soc(lambda: ApiarySoC(board, core, sys_clk_freq=sys_clk_freq,
-                                      counters=counters), out_dir, board.name)
+                                      core_clk_freq=core_clk_freq, counters=counters),
+                    out_dir, board.name)
     write_counters_csv(core.counters, os.path.join(out_dir, "counters.csv"))
     return soc
 
@@ -125,9 +127,10 @@ def run_ecp5_tools(gateware, sources, board, progress, *, device=None, top=SOC_N
 
 
 def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, seed=1,
-                      tries=1, run_tools=True, counters=False):
+                      tries=1, run_tools=True, counters=False, core_clk_freq=None):
     """Build ``design`` for ``board``; returns a :class:`BuildReport`. With ``counters``, the
-    core's counter bank is readable over a UART bridge (see :mod:`.soc`)."""
+    core's counter bank is readable over a UART bridge (see :mod:`.soc`); with
+    ``core_clk_freq`` (Hz), the core runs on a clock of its own at that frequency."""
     from ..core import core_info
     from .soc import litex_mac
 
@@ -135,12 +138,14 @@ def build_litex_board(design, board, out_dir, progress, *, sys_clk_freq=None, se
     times = {}
     start = time.monotonic()
     progress.note(f"core: elaborating {design.name} ({design.width}-bit NoC) to Verilog")
-    core = core_info(design, out_dir, mac=litex_mac(board, design))
+    core = core_info(design, out_dir,
+                     mac=litex_mac(board, design, own_clock=core_clk_freq is not None))
     times["core"] = time.monotonic() - start
 
     start = time.monotonic()
     progress.note(f"soc: LiteX SoC for {board.name} ({board.description})")
-    soc = generate_soc(board, core, out_dir, sys_clk_freq=sys_clk_freq, counters=counters)
+    soc = generate_soc(board, core, out_dir, sys_clk_freq=sys_clk_freq, counters=counters,
+                       core_clk_freq=core_clk_freq)
     times["soc"] = time.monotonic() - start
     gateware = os.path.join(out_dir, "gateware")
     core_file = os.path.basename(core.verilog_path)

@@ -59,14 +59,15 @@ LITEX_MAC = MacOptions(byte_enables="last_be", pad_to=0, domain="mac", fifo_dept
 LITEX_MAC_SYS = MacOptions(byte_enables="last_be", pad_to=0)
 
 
-def litex_mac(board, design=None):
+def litex_mac(board, design=None, own_clock=False):
     """The MAC options of a core for ``board``: :data:`LITEX_MAC_SYS` if the board runs its
-    core on ``sys`` (``core_clk_freq`` is ``None``) and ``design`` (if given) has no memory
-    port, else :data:`LITEX_MAC`: a core with memory ports gets its own clock
+    core on ``sys`` (``core_clk_freq`` is ``None``), ``design`` (if given) has no memory
+    port and no ``own_clock`` is asked for, else :data:`LITEX_MAC`: a core with memory ports
+    gets its own clock
     (:data:`~.boards.OWN_CORE_CLK_FREQ`), as LiteDRAM's controller shares ``sys`` and the memory
     service's receive paths do not close at the Versa's 75 MHz (52.78 MHz measured with the
     core on ``sys``)."""
-    if board.core_clk_freq is not None:
+    if own_clock or board.core_clk_freq is not None:
         return LITEX_MAC
     if design is not None:
         from ..core import memory_ports

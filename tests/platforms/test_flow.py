@@ -253,3 +253,17 @@ def test_seeds_are_refused_where_they_cannot_apply(tmp_path):
         "apiary build: --seeds is for the nextpnr flows; Vivado boards build with one run")
     zero = cli_build(tmp_path / "z", dict(os.environ), "--seeds", "0")
     assert zero.returncode == 2 and "--seeds must be 1 or more, not 0" in zero.stderr
+
+
+def test_core_clock_is_checked_before_anything_is_built(tmp_path):
+    """--core-clock: a LiteX board's option, in MHz; a bad value or a board it cannot apply to
+    is a usage error naming the option (exit status 2), before the design is converted."""
+    zero = cli_build(tmp_path / "z", dict(os.environ), "--core-clock", "0")
+    assert zero.returncode == 2 and "--core-clock must be 1 to 500 (MHz), not 0" in zero.stderr
+    assert not (tmp_path / "z").exists()
+    vivado = subprocess.run(
+        [sys.executable, "-m", "apiary.cli", "build", "examples/udp_echo.py", "--platform",
+         "u200", "--core-clock", "100", "--no-run", "-o", str(tmp_path / "v")],
+        capture_output=True, text=True)
+    assert vivado.returncode == 2
+    assert "--core-clock is for LiteX boards, not u200" in vivado.stderr

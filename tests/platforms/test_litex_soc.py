@@ -237,6 +237,26 @@ def test_a_core_with_memory_ports_gets_its_own_clock(tmp_path, loopback_dram, bo
     assert soc.core_clk_freq == 37.5e6 and hasattr(soc, "sdram")
 
 
+def test_a_core_clock_of_its_own_on_request(tmp_path):
+    """`apiary build --core-clock MHZ`: a core that would run on sys (the UDP echo on the
+    ECPIX-5) is built with LITEX_MAC and runs on a clock of its own at that frequency, from
+    the board PLL, crossing from sys; the design gets that clock as clock_hz."""
+    from platforms import resolve
+    b = LITEX_BOARDS["ecpix5"]
+    echo = load_design("examples/udp_echo.py", width=64)
+    assert litex_mac(b, echo) == LITEX_MAC_SYS
+    assert litex_mac(b, echo, own_clock=True) == LITEX_MAC
+    assert resolve("ecpix5").core_clock_hz(echo, 50e6) == 50e6
+    core = core_info(echo, str(tmp_path), mac=litex_mac(b, echo, own_clock=True))
+    soc = generate_soc(b, core, str(tmp_path), core_clk_freq=50e6)
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
+    connected = dict(re.findall(r"\.(\w+)\s*\(([^)]*)\)", inst.group(1)))
+    assert connected["clk"].strip() == "core_clk" and connected["mac_clk"].strip() == "sys_clk"
+    assert soc.core_clk_freq == 50e6 and soc.cd_core is not None
+    assert not hasattr(soc, "sdram")
+
+
 def test_the_colorlight_refuses_a_memory_port(tmp_path, loopback_dram):
     from platforms import BuildFailed
     core = core_info(loopback_dram(size_bytes=1 << 16), str(tmp_path), mac=LITEX_MAC)

