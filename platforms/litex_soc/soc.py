@@ -317,13 +317,16 @@ class ApiarySoC(SoCMini):
             self.ddrphy = phy_cls(platform.request("ddram"), sys_clk_freq=sys_clk_freq)
             self.comb += self.crg.stop.eq(self.ddrphy.init.stop)
             self.comb += self.crg.reset.eq(self.ddrphy.init.reset)
-            # Registered bank-machine command buffers: `sys`'s critical path on the ECPIX-5 ran
-            # through LiteDRAM's controller (refresh timer, bank machines, tFAW, tRC), 70-73 MHz
-            # of 75 without them, 75.81 with (2026-11-29, docs/platforms.md).
+            # Registered bank-machine command buffers, and the ZQ-calibration timer's pulse
+            # from a register (.refresh): `sys`'s critical path on the ECPIX-5 ran through
+            # LiteDRAM's controller from that timer (refresh state machine, bank machines,
+            # tFAW, tRC), 70-73 MHz of 75 without the buffers, 75.81 with (docs/platforms.md).
             from litedram.core.controller import ControllerSettings
+            from .refresh import RegisteredZqRefresher
             self.add_sdram("sdram", phy=self.ddrphy, module=module_cls(sys_clk_freq, rate),
                            with_soc_interconnect=False,
-                           controller_settings=ControllerSettings(cmd_buffer_buffered=True))
+                           controller_settings=ControllerSettings(
+                               cmd_buffer_buffered=True, refresh_cls=RegisteredZqRefresher))
             self.dram_init = DFIInitSequencer(self.sdram.dfii, self.ddrphy.settings,
                                               self.sdram.controller.settings.timing)
             self.specials += MultiReg(self.dram_init.done, self.dram_done, odomain=domain)
