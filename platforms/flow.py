@@ -37,9 +37,9 @@ class TimingFailed(BuildFailed):
         self.report = report
 
 
-#: Tools by name: where each comes from.
 def find_tool(name):
-    """The path of ``name`` on PATH, or :class:`BuildFailed` saying how to install it."""
+    """The path of ``name`` on PATH (:func:`apiary.synth.find_tool`, whose ``TOOLS`` says
+    where each comes from), or :class:`BuildFailed` saying how to install it."""
     try:
         return synth.find_tool(name)
     except synth.ToolMissing as error:

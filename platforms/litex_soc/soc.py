@@ -320,7 +320,8 @@ class ApiarySoC(SoCMini):
             # Registered bank-machine command buffers, and the ZQ-calibration timer's pulse
             # from a register (.refresh): `sys`'s critical path on the ECPIX-5 ran through
             # LiteDRAM's controller from that timer (refresh state machine, bank machines,
-            # tFAW, tRC), 70-73 MHz of 75 without the buffers, 75.81 with (docs/platforms.md).
+            # tFAW, tRC): udp_dram.py reached 70-73 MHz of 75 with neither, 75.81 with the
+            # buffers, 79.20 with both (docs/platforms.md).
             from litedram.core.controller import ControllerSettings
             from .refresh import RegisteredZqRefresher
             self.add_sdram("sdram", phy=self.ddrphy, module=module_cls(sys_clk_freq, rate),

@@ -738,13 +738,13 @@ class RxEngine(wiring.Component):
         seq_end = (tcp.seq + seg_len)[:32]
         p = SimpleNamespace(
             truncated=Signal(), bad_header=Signal(), header_len=Signal(6), has_data=Signal(),
-            seg_len=Signal(16), seq_end=Signal(32), seq_end1=Signal(32), rst_ack=Signal(32),
-            ack_m1=Signal(32), seq_mring=Signal(32), end_mring=Signal(32))
+            seq_end=Signal(32), seq_end1=Signal(32), rst_ack=Signal(32), ack_m1=Signal(32),
+            seq_mring=Signal(32), end_mring=Signal(32))
         m.d.sync += [
             p.truncated.eq((seg.head_len < 20)
                            | ((tcp.data_offset >= 5) & (header_len > cur.length))),
             p.bad_header.eq((tcp.data_offset < 5) | (f_syn & (f_fin | f_rst))),
-            p.header_len.eq(header_len), p.seg_len.eq(seg_len), p.has_data.eq(seg_len != 0),
+            p.header_len.eq(header_len), p.has_data.eq(seg_len != 0),
             p.seq_end.eq(seq_end), p.seq_end1.eq(seq_end + 1),
             p.rst_ack.eq(seq_end + f_syn + f_fin), p.ack_m1.eq(tcp.ack - 1),
             p.seq_mring.eq(tcp.seq - ring), p.end_mring.eq(seq_end - ring),
