@@ -27,9 +27,14 @@ MAX_L4 = 1480
 BROADCAST = b"\xff" * 6
 
 
-def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64):
+def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64, ip_options=True,
+               verify_checksums=True):
     """``(reply, counter)``: the frame the echo design sends for ``frame`` (bytes, or ``None``
-    if it sends nothing) and the name of the counter that counts what happened."""
+    if it sends nothing) and the name of the counter that counts what happened.
+    ``ip_options`` and ``verify_checksums`` are the design's (``udp_echo.design``): without
+    options a datagram with any is dropped (``ip_rx_options``); without verification UDP and
+    ICMP checksums are not checked, a UDP reply carries checksum 0 and an ICMP reply the
+    request's checksum updated for the new type (RFC 1624), right only if the request's was."""
     frame = bytes(frame)
     my_mac, my_ip = mac_to_int(mac).to_bytes(6, "big"), ipv4_to_int(ipv4)
     if len(frame) > MAX_FRAME:
@@ -61,7 +66,7 @@ def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64):
         return _arp(body, ether, mac, ipv4, my_ip)
     if ethertype != 0x0800:
         return None, "eth_rx_no_route"
-    return _ipv4(body, ether, mac, ipv4, my_ip, port, ttl)
+    return _ipv4(body, ether, mac, ipv4, my_ip, port, ttl, ip_options, verify_checksums)
 
 
 def _arp(body, ether, mac, ipv4, my_ip):
@@ -83,14 +88,16 @@ def _arp(body, ether, mac, ipv4, my_ip):
     return bytes(eth / reply[ARP]), "arp_forwarded"
 
 
-def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl):
-    if len(body) < 20 or len(body) < 4 * (body[0] & 0xF):
+def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl, ip_options, verify):
+    if len(body) < 20 or (ip_options and len(body) < 4 * (body[0] & 0xF)):
         return None, "ip_rx_truncated"
     version, ihl = body[0] >> 4, body[0] & 0xF
     if version != 4:
         return None, "ip_rx_bad_version"
     if ihl < 5:
         return None, "ip_rx_bad_header_length"
+    if ihl > 5 and not ip_options:
+        return None, "ip_rx_options"
     hlen = 4 * ihl
     if ones_complement_sum(body[:hlen]) != 0xFFFF:
         return None, "ip_rx_bad_checksum"
@@ -111,9 +118,9 @@ def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl):
     ip = IP(src=ipv4, dst=peer_ip, id=0, flags="DF", ttl=ttl)
 
     if protocol == 1:
-        if len(payload) > MAX_L4:
+        if verify and len(payload) > MAX_L4:
             return None, "icmp_overflow"
-        if ones_complement_sum(payload) != 0xFFFF:
+        if verify and ones_complement_sum(payload) != 0xFFFF:
             return None, "icmp_bad_checksum"
         if len(payload) < 8:
             return None, "icmp_truncated"
@@ -121,18 +128,23 @@ def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl):
             return None, "icmp_not_echo_request"
         ident, seq = struct.unpack_from("!HH", payload, 4)
         reply = ICMP(type=0, code=0, id=ident, seq=seq) / payload[8:]
+        if not verify:
+            # RFC 1624: only the type changes, 8 -> 0.
+            checksum, = struct.unpack_from("!H", payload, 2)
+            total = (~checksum & 0xFFFF) + 0xF7FF
+            reply.chksum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
         return bytes(ether(0x0800) / ip / reply), "icmp_forwarded"
     if protocol != 17:
         return None, "ip_rx_no_route"
 
-    if len(payload) > MAX_L4:
+    if verify and len(payload) > MAX_L4:
         return None, "udp_rx_overflow"
     # The checksum is verified before the header is parsed, over the datagram as received;
     # a datagram too short for a header reads as zeros past its end.
     padded = payload + bytes(max(0, 8 - len(payload)))
     sport, dport, length, checksum = struct.unpack_from("!HHHH", padded)
     pseudo = src + dst + bytes([0, 17]) + length.to_bytes(2, "big")
-    if checksum and ones_complement_sum(pseudo + padded) != 0xFFFF:
+    if verify and checksum and ones_complement_sum(pseudo + padded) != 0xFFFF:
         return None, "udp_rx_bad_checksum"
     if len(payload) < 8:
         return None, "udp_rx_truncated"
@@ -140,5 +152,5 @@ def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl):
         return None, "udp_rx_bad_length"
     if dport != port:
         return None, "udp_rx_no_route"
-    reply = UDP(sport=dport, dport=sport) / payload[8:]
+    reply = UDP(sport=dport, dport=sport, chksum=None if verify else 0) / payload[8:]
     return bytes(ether(0x0800) / ip / reply), "udp_rx_forwarded"

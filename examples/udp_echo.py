@@ -18,7 +18,10 @@ Every packet moves through the stack in protocol order, so the layout is deadloc
 ``design(mac=..., ipv4=..., width=...)`` overrides the defaults (MAC 02:00:00:00:00:02, IPv4
 10.0.0.2, 512-bit data plane). ``ip_options=False`` (``--set ip_options=False``) puts
 :class:`~beehive.proto.ipv4.Ipv4RxNoOptionsTile` in IPv4 RX's place: half its area, and a
-datagram with IP options is dropped and counted instead of answered (small boards' default).
+datagram with IP options is dropped and counted instead of answered. ``verify_checksums=False``
+leaves the UDP and ICMP checksums unchecked (:func:`beehive.proto.layer.verify_checksums`): UDP RX
+and ICMP become cut-through, without their packet buffers, and UDP replies carry checksum 0. The
+25F board (``colorlight_5a_75b``) builds with both off, as LiteEth's own stack would be.
 """
 
 from apiary.design import Design
@@ -33,9 +36,10 @@ from beehive.proto.ipv4 import IpProtocol
 ECHO_PORT = 7
 
 
-def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_options=True):
+def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_options=True,
+           verify_checksums=True):
     d = Design("udp_echo", cols=3, rows=3, width=width)
-    d.settings.update(mac=mac, ipv4=ipv4)
+    d.settings.update(mac=mac, ipv4=ipv4, verify_checksums=verify_checksums)
     return build_stack(d, port, ip_options=ip_options)
 
 

@@ -41,6 +41,7 @@ class Target:
     def design_defaults(self):
         """Keyword arguments a design function gets if it takes them and the user set none."""
         defaults = {"width": self.default_width}
+        defaults.update(getattr(self.board, "design_options", ()))
         if self.clock_hz:
             defaults["clock_hz"] = int(self.clock_hz)
         return defaults

@@ -27,6 +27,7 @@ FLOWS = {
     "ecp5-25f-udp_echo": ("examples/udp_echo.py", "colorlight_5a_75b"),
     "ecp5-udp_dram": ("examples/udp_dram.py", "ecpix5"),      # 90 % of the Versa: the 85F
     "ecp5-liteeth_udp": (None, "versa_ecp5"),
+    "ecp5-25f-liteeth_udp": (None, "colorlight_5a_75b"),     # beside ecp5-25f-udp_echo
     "u200-udp_echo": ("examples/udp_echo.py", "u200"),
     "enzian-udp_echo": ("examples/udp_echo.py", "enzian"),
 }

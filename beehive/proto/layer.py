@@ -10,7 +10,8 @@ Ethernet), peeks at the first ``head_bytes`` of each, decides from them whether 
 where to (its next-hop table, keyed by the EtherType, protocol or port it parsed), how many header
 bytes to strip and what to add to the packet's metadata, then streams the rest of the packet on,
 cut-through. Optionally it first stores each packet whole while an Internet checksum is summed
-over it (``verify_offset``), so that a packet with a bad checksum is never forwarded. A subclass
+over it (``verify_offset``), so that a packet with a bad checksum is never forwarded (unless the
+design's ``verify_checksums`` setting is off: :func:`verify_checksums`). A subclass
 writes :meth:`RxLayerTile.parse` and names its drop reasons; the rest is here::
 
     source ─▶ [PacketBuffer + checksum] ─▶ PayloadPeek ─▶ StreamStrip ─▶ [patch] ─▶ MessageSender
@@ -54,7 +55,7 @@ from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert, StreamStrip
-from apiary.tile import Receive, Send, Tile
+from apiary.tile import Receive, Send, Tile, TileEnv
 
 from .messages import META_BITS, PACKET_LEVELS, PACKET_META, MsgType, packet_format
 from apiary.stream.counters import count
@@ -65,7 +66,7 @@ __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_recei
            "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
            "received_packets", "hold_packet", "buffered_packets", "verified_packets",
            "bytes_queue", "decide", "send",
-           "patch_stream", "LENGTH_BITS", "pipelined_headers"]
+           "patch_stream", "LENGTH_BITS", "pipelined_headers", "verify_checksums"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -79,6 +80,17 @@ def pipelined_headers(env):
     128 bits up), both are taken in the cycle their inputs arrive, and a 512-bit tile keeps its
     one packet per cycle or two."""
     return bool(env.settings.get("pipelined_headers", env.width <= 64))
+
+
+def verify_checksums(env):
+    """Whether the layers that can verify a checksum over the whole packet (UDP RX, ICMP) do:
+    the design setting ``verify_checksums``, on by default. Off, such a layer is cut-through:
+    no packet buffer, no ``bad_checksum`` or ``overflow`` counter, and a packet with a wrong
+    checksum goes on like any other (UDP RX then marks its payload's sum unknown, so a UDP
+    reply built from it carries checksum 0, "none"). IPv4 RX verifies its header checksum
+    either way. For the smallest FPGAs (at 64 bits about 1,100 LUT4s, 210 LUT RAM cells and
+    4 block RAMs fewer: docs/performance.md), as LiteEth, which checks no UDP or ICMP checksum."""
+    return bool(env.settings.get("verify_checksums", True))
 
 
 def message_overhead(width):
@@ -536,16 +548,20 @@ class RxLayerTile(Tile):
         declare_packet_ports(cls)
 
     def __init__(self, env=None, members=None, counters=None):
-        super().__init__(env, members, {**self.layer_counters(), **(counters or {})})
+        env = env if env is not None else TileEnv()
+        self.verifies = self.verify_offset is not None and verify_checksums(env)
+        super().__init__(env, members,
+                         {**self.layer_counters(self.verifies), **(counters or {})})
         self.routes = self.env.next_hops("data")
 
     @classmethod
-    def layer_counters(cls):
-        """``{name: description}`` of the counters every receive layer of this class has."""
+    def layer_counters(cls, verifies=None):
+        """``{name: description}`` of the counters every receive layer of this class has
+        (``verifies``: whether it verifies its checksum; by default, whether the class can)."""
         counters = dict(cls.drop_reasons)
         counters.update(no_route="packets with no next hop for their key, dropped",
                         forwarded="packets sent on")
-        if cls.verify_offset is not None:
+        if cls.verify_offset is not None if verifies is None else verifies:
             counters.update(bad_checksum="packets whose checksum is wrong, dropped",
                             overflow=f"packets over {cls.max_packet} bytes, or that found no "
                                      f"room, dropped")
@@ -585,7 +601,7 @@ class RxLayerTile(Tile):
         m = Module()
         width = self.env.width
         hdr, data_ = self.source(m)
-        if self.verify_offset is not None:
+        if self.verifies:
             hdr, data_ = self._verify_stage(m, hdr, data_)
 
         # The packet being decided: its length and metadata, held until its verdict.

@@ -38,6 +38,9 @@ class LiteXBoard:
     # its own PLL output behind crossing FIFOs.
     core_clk_freq: Optional[float] = OWN_CORE_CLK_FREQ
     led_active_low: bool = False
+    # Design function arguments for this board, given to a design function that takes them
+    # unless the user sets them (platforms.Target.design_defaults).
+    design_options: tuple = ()
 
     @property
     def core_hz(self) -> float:
@@ -123,7 +126,10 @@ def _colorlight_5a_75b(revision, name):
                     f"(port 0 of 2), no DRAM used",
         platform=_colorlight_5a_75b_platform(revision), eth_phy=_colorlight_eth, dram=None,
         nextpnr_args=ECP5_PARTS["25f"],
-        sys_clk_freq=50e6, core_clk_freq=None)
+        sys_clk_freq=50e6, core_clk_freq=None,
+        # The 25F's stack as small as LiteEth's: IPv4 RX without options, UDP and ICMP
+        # checksums not verified (examples/udp_echo.py; docs/performance.md gives the areas).
+        design_options=(("ip_options", False), ("verify_checksums", False)))
 
 
 LITEX_BOARDS = {

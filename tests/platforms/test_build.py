@@ -62,16 +62,20 @@ def test_colorlight_udp_echo_fits_the_25f_with_every_clock_met(tmp_path):
     its routes) with LiteEth on the Colorlight 5A-75B's LFE5U-25F, to a bitstream. It fits
     since the routers were pruned (27,637 LUT4s before: the build then said so in one line);
     the PHY's 125 MHz clock closes on the speed-6 part since LiteEth's crossings are 32 bits
-    wide and its transmit stages registered (97.58 MHz before, when the build failed)."""
+    wide and its transmit stages registered (97.58 MHz before, when the build failed). The
+    board's design options (no IP options, UDP and ICMP checksums not verified) took it from
+    19,150 LUT4s to 14,882 (2026-11-29)."""
     target = resolve("colorlight_5a_75b")
     design = load_design("examples/udp_echo.py", defaults=target.design_defaults())
     assert design.width == 64 and target.clock_hz == 50e6
+    assert design.tiles["ip_rx"].cls_name == "Ipv4RxNoOptionsTile"
+    assert design.settings["verify_checksums"] is False
     out = str(tmp_path / "colorlight")
     report = build(design, target, out)                     # a missed clock would raise
     _check_report(out, report, 300_000)                     # 412,210 bytes when measured
     assert report.device.startswith("LFE5U-25F")
     luts = report.resources["LUT4s"]
-    assert 15_000 < luts["used"] <= luts["available"] == 24_288
+    assert 12_000 < luts["used"] <= 15_500 and luts["available"] == 24_288
     # The core runs on sys (LiteEth's MAC domain) at 50 MHz: the PLL's own output.
     assert report.clocks["apiarysoc_crg_clkout"]["target_mhz"] == pytest.approx(50, abs=0.1)
     assert report.clocks["eth_clocks0_rx"]["target_mhz"] == pytest.approx(125, abs=0.1)

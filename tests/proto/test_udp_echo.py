@@ -59,8 +59,10 @@ def exchange(sim, frames, batch=16):
     return [f.data for f in sim.received(clear=True)]
 
 
-def expected(frames):
-    results = [echo_reply(bytes(f)) for f in frames]
+def expected(frames, **design):
+    """The model's replies to ``frames`` and its count of each counter, for the design built
+    with ``design`` (``ip_options``, ``verify_checksums``)."""
+    results = [echo_reply(bytes(f), **design) for f in frames]
     replies = [r for r, _ in results if r is not None]
     return replies, Counter(c for _, c in results)
 
@@ -79,7 +81,8 @@ def test_design_is_checked_and_drawn():
     for tile in ("eth_rx", "ip_rx", "udp_rx", "echo", "udp_tx", "ip_tx", "eth_tx", "arp", "icmp"):
         assert tile in svg
     other = echo_design(width=64, mac="02:00:00:00:00:09", ipv4="192.168.7.2")
-    assert other.settings == {"mac": "02:00:00:00:00:09", "ipv4": "192.168.7.2"}
+    assert other.settings == {"mac": "02:00:00:00:00:09", "ipv4": "192.168.7.2",
+                              "verify_checksums": True}
 
 
 def test_cli_checks_and_draws_it(tmp_path, capsys):
@@ -188,6 +191,38 @@ def test_without_ip_options_support():
         assert sorted(f.data for f in sim.received()) == sorted(replies)
         assert_counters(sim, counts)
         assert sim.counters()["ip_rx_options"] == 2
+
+
+def test_the_25f_stack_checks_no_udp_or_icmp_checksum():
+    """The Colorlight's design options (``colorlight_5a_75b``: no IP options, checksums not
+    verified): a UDP datagram or ping with a wrong checksum is answered like any other, the
+    UDP reply with checksum 0 and the ICMP reply with the request's checksum updated (still
+    wrong, so the sender sees it), and no checksum counter exists; every other frame gets the
+    model's reply (Amaranth's simulator, 64 bits)."""
+    from platforms import resolve
+    defaults = resolve("colorlight_5a_75b").design_defaults()
+    assert defaults["ip_options"] is False and defaults["verify_checksums"] is False
+    design = load_design(str(ROOT / "examples" / "udp_echo.py"), defaults=defaults)
+    assert design.width == 64 and design.settings["verify_checksums"] is False
+    options = dict(ip_options=False, verify_checksums=False)
+    good = bytes(udp(b"0123456789abcdef"))
+    bad_udp = patch(good, 14 + 20 + 6, b"\xbe\xef")
+    bad_ping = patch(bytes(ping()), 14 + 20 + 2, b"\x00\x01")
+    frames = protocol_mix() + [zero_checksum_udp(b"no checksum here"), bad_udp, bad_ping]
+    replies, counts = expected(frames, **options)
+    assert counts["udp_rx_forwarded"] == 6 and counts["icmp_forwarded"] == 5
+    by_request = {bytes(f): echo_reply(bytes(f), **options)[0] for f in (bad_udp, bad_ping)}
+    assert Ether(by_request[bad_udp])[UDP].chksum == 0
+    assert Ether(by_request[bad_udp])[UDP].load == b"0123456789abcdef"
+    assert internet_checksum(bytes(Ether(by_request[bad_ping])[ICMP])) != 0
+    with open_sim(design, "pysim", idle_cycles=300) as sim:
+        sim.send_many(frames)
+        sim.run()
+        assert sorted(f.data for f in sim.received()) == sorted(replies)
+        assert_counters(sim, counts)
+        got = sim.counters()
+        assert "udp_rx_bad_checksum" not in got and "icmp_bad_checksum" not in got
+        assert got["ip_rx_options"] == 2
 
 
 def with_ip(frame, **changes):
