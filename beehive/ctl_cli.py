@@ -185,7 +185,8 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     transport_arguments(parser, port=DEFAULT_PORT, service="the control service", timeout=1.0)
     parser.add_argument("--release", metavar="X,Y",
                         help="after printing the log, release tile (X,Y): its monitor resets "
-                             "it, gives back its memory and lifts its quarantine")
+                             "it, gives back its memory and lifts its quarantine (a tile that "
+                             "has not faulted, a hung one say, is killed and restarted so)")
     parser.add_argument("--json", action="store_true",
                         help="print the log (and the release) as one JSON object")
 
@@ -225,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(
-    "faults", "read a running design's fault log over UDP; release a quarantined tile", _run,
+    "faults", "read a running design's fault log over UDP; release (restart) a tile", _run,
     description="Read the whole fault log of a running Apiary design through its kernel "
                 "control service (beehive.apps.kernel_ctl, UDP port 7100 in "
                 "examples/apiary_fault.py) and print one line per fault: the faulting tile, "

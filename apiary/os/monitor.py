@@ -41,8 +41,9 @@ always so below 512 bits); segment translation stays the default.
 Every message passed out leaves with the tile's own ``src_x, src_y``, whatever the tile wrote
 there: a tile cannot have a memory tile's ack (or any reply) sent to another tile.
 
-With a :class:`RateLimit`, every passed message costs ``msg_len + 1`` tokens (its flits) from a
-token bucket; without enough the message waits (``on_excess="stall"``) or is a violation
+With a :class:`RateLimit`, every passed message and every capability operation (``CAP_ALLOC``,
+``CAP_FREE``, ``CAP_SEND`` ...: each costs the kernel work) costs ``msg_len + 1`` tokens (its
+flits) from a token bucket; without enough it waits (``on_excess="stall"``) or is a violation
 (``"fault"``). A message of more flits than ``burst`` costs ``burst``: it waits for a full bucket.
 
 Incoming: load and store acks from a memory tile get their virtual address back (from the handle
@@ -64,9 +65,20 @@ the tile: from then on every message from it and to it is sunk and counted, kern
 the monitor excepted, and whatever was already on its way to the tile is drained, not delivered
 (so a tile that stops reading holds up nothing behind it). ``RELEASE`` (through the error
 manager) holds the tile in reset while the monitor gives back the memory it owns (``MM_FREE`` per
-owned segment) and drops its segment capabilities, then lifts the quarantine (a ``RELEASE`` of a
-tile that is not quarantined is ignored: resetting a tile in the middle of a message would cut
-it). The rest of the NoC never notices.
+owned segment) and drops its segment capabilities, then lifts the quarantine. A ``RELEASE`` of a
+tile that has not faulted (hung, say) is a *kill*: it quarantines the tile and releases it the
+same way; a message the reset cuts part way is ended on the NoC (below). The rest of the NoC never
+notices.
+
+**A tile that stops reading** (``MonitorConfig.stall_limit``, 65,536 cycles by default) is
+quarantined the same way, with a ``FAULT`` of kind ``STALLED``: a message it was offered and
+left untaken for that many cycles in a row, in cycles when it was not itself waiting to send
+(:class:`~apiary.os.monitor_stall.StallWatch`). The quarantine drains what waited for it, so a
+memory tile's answer to a hung tile holds up no one. A message the tile began and sent no more of
+for that many cycles is ended on the NoC with one more flit marked ``last``
+(:class:`~apiary.os.monitor_stall.MessageCut`: no router path stays held; the rest of it, should
+it come, is discarded) and reported as ``UNFINISHED``, with the quarantine; so is a message a
+``RELEASE``'s reset cuts.
 
 **Revocation.** ``CAP_FREE`` of a handle drops the entry (its generation moves on, so the handle
 is stale from then on) and, when the tile owns the segment, asks the manager to free it; the
@@ -86,8 +98,9 @@ per message. Area (Yosys ``synth_xilinx``, default :class:`MonitorConfig`, ``api
 :class:`~apiary.os.monitor_out.OutgoingRules`, :class:`~apiary.os.monitor_out.TileOps`, the
 rate limit's :class:`~apiary.stream.token_bucket.TokenBucket` and the paged translation) and
 :class:`~apiary.os.monitor_in.IncomingCheck`; the
-:class:`~apiary.os.monitor_tables.CapabilityTables` they share; the quarantine and its
-:class:`~apiary.os.monitor_release.Release`; and a
+:class:`~apiary.os.monitor_tables.CapabilityTables` they share; the quarantine, its
+:class:`~apiary.os.monitor_release.Release` and the
+:class:`~apiary.os.monitor_stall.StallWatch`; and a
 :class:`~apiary.os.monitor_messages.RequestSender` for each of the four ways the monitor's own
 messages go (out side to the NoC and to the tile, in side to the tile and, behind the kernel
 queue, to the NoC), merged with the gates' traffic by
@@ -98,7 +111,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from amaranth import Module, ResetInserter
+from amaranth import Cat, Module, ResetInserter
+from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
 from ..noc.flit import flit_layout, flit_signature
@@ -112,9 +126,11 @@ from .monitor_in import IncomingCheck
 from .monitor_messages import REQUEST, HeadFormat, RequestSender, judge, merge_requests
 from .monitor_out import OutgoingCheck
 from .monitor_release import Release
+from .monitor_stall import MessageCut, StallWatch
 from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, check_tlbs
 from .tlb import TlbConfig
+from .uapi import FaultKind
 
 
 __all__ = ["Monitor", "MonitorConfig", "RateLimit", "SEGMENT", "IPC_ENTRY"]
@@ -156,6 +172,10 @@ class MonitorConfig:
     #: Registers on every signal crossing the slot (the tile's) boundary, for a later partial
     #: reconfiguration flow: a 2-entry Queue each way, 1 cycle added each way.
     slot_registers: bool = False
+    #: Cycles a tile may leave a message it is offered untaken (while not itself waiting to
+    #: send) before it is quarantined as ``STALLED`` (:class:`~.monitor_stall.StallWatch`);
+    #: ``None``: never.
+    stall_limit: int | None = 1 << 16
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
@@ -173,6 +193,11 @@ class MonitorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= 64:
                 raise ValueError(f"MonitorConfig {name} must be 1 to 64, not {value!r}")
+        if self.stall_limit is not None and (
+                not isinstance(self.stall_limit, int) or isinstance(self.stall_limit, bool)
+                or not 1 <= self.stall_limit < 1 << 32):
+            raise ValueError(f"MonitorConfig stall_limit must be a number of cycles from 1 to "
+                             f"2**32 - 1, or None, not {self.stall_limit!r}")
         if self.rate is not None and not isinstance(self.rate, RateLimit):
             raise ValueError(f"MonitorConfig rate must be a RateLimit or None, not "
                              f"{self.rate!r}")
@@ -279,10 +304,11 @@ class Monitor(Component):
         m.d.comb += [
             c.quarantined.eq(quarantined), self.tile_reset.eq(releasing),
             out.quarantined.eq(quarantined), inc.quarantined.eq(quarantined),
-            inc.releasing.eq(releasing), release.fault.eq(out.faulted),
-            release.start.eq(inc.start_release),
+            inc.releasing.eq(releasing), release.start.eq(inc.start_release),
         ]
-        with m.If(out.faulted | inc.reported):     # both in one cycle: counted once
+        watches = self._watches(m, quarantined)
+        stalled = Cat(*(w.fault for w in watches)).any()
+        with m.If(out.faulted | inc.reported | stalled):    # at once: counted once
             count(m, c.faults)
         _counters_from(m, c, out)
         _counters_from(m, c, inc)
@@ -303,13 +329,42 @@ class Monitor(Component):
         for name, sender in senders.items():
             m.submodules[f"{name}_tx"] = sender
         m.submodules.kernel_queue = kq = Queue(REQUEST, cfg.kernel_queue)
-        merge_requests(m, kq.i, inc.to_kernel, release.to_kernel)
+        m.d.comb += release.fault.eq(out.faulted | stalled)
+        # A watch's FAULT waits while the in side, the release or an earlier watch offers one.
+        busy = inc.to_kernel.valid | release.to_kernel.valid
+        faults = []
+        for watch in watches:
+            fault = stream.Signature(REQUEST).create()
+            m.d.comb += [
+                fault.valid.eq(watch.to_kernel.valid & ~busy),
+                fault.payload.eq(watch.to_kernel.payload),
+                watch.to_kernel.ready.eq(fault.ready & ~busy),
+            ]
+            faults.append(fault)
+            busy = busy | watch.to_kernel.valid
+        merge_requests(m, kq.i, *faults, inc.to_kernel, release.to_kernel)
         connect(m, outgoing=out.to_noc, sender=senders["o2n"].i)
         connect(m, outgoing=out.to_tile, sender=senders["o2t"].i)
         connect(m, incoming=inc.to_tile, sender=senders["i2t"].i)
         connect(m, queue=kq.o, sender=senders["i2n"].i)
         self._gates(m, out, inc, senders, releasing, quarantined)
         return m
+
+    def _watches(self, m: Module, quarantined: Any) -> list:
+        """With a ``stall_limit``, the two :class:`StallWatch` es: ``stall_watch`` on the tile's
+        input (``STALLED``), here, and ``send_watch`` on a message the tile has begun to send
+        (``UNFINISHED``), joined to its :class:`MessageCut` by :meth:`_gates`."""
+        limit = self.config.stall_limit
+        if limit is None:
+            return []
+        m.submodules.stall_watch = watch = StallWatch(limit, self._errors)
+        m.d.comb += [
+            watch.offered.eq(self.tile_in.valid & ~self.tile_in.ready),
+            watch.blocked.eq(self.tile_out.valid & ~self.tile_out.ready),
+            watch.quarantined.eq(quarantined),
+        ]
+        m.submodules.send_watch = sends = StallWatch(limit, self._errors, FaultKind.UNFINISHED)
+        return [watch, sends]
 
     def _gates(self, m: Module, out: OutgoingCheck, inc: IncomingCheck, senders: dict,
                releasing: Any, quarantined: Any) -> None:
@@ -334,7 +389,19 @@ class Monitor(Component):
             og.i.payload.eq(tile_out.payload),
             tile_out.ready.eq(og.i.ready & ~releasing),
         ]
-        connect(m, gate=og.o, merger=to_noc.i[0])
+        # A message that a RELEASE's reset cuts, or that the tile leaves part way, is ended on
+        # the NoC, so that no router path stays held.
+        m.submodules.cut = cut = MessageCut(w)
+        connect(m, gate=og.o, cut=cut.i)
+        connect(m, cut=cut.o, merger=to_noc.i[0])
+        m.d.comb += [cut.cut.eq(releasing & cut.mid), cut.flush.eq(releasing)]
+        if self.config.stall_limit is not None:
+            sends = m.submodules.send_watch
+            m.d.comb += [
+                sends.offered.eq(cut.mid & ~cut.i.valid), sends.blocked.eq(0),
+                sends.quarantined.eq(0),
+                cut.cut.eq(sends.fault | (releasing & cut.mid)),
+            ]
         connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
         connect(m, a=senders["i2n"].o, merger=to_noc.i[2])
         connect(m, merger=to_noc.o, noc=flipped(self.noc_out))

@@ -180,7 +180,7 @@ class IncomingCheck(Component):
             with m.Case(K.TLB_FILL.value):
                 if self._paged:
                     m.d.comb += self.answer.valid.eq(1)
-            with m.Case(K.RELEASE.value):     # of a quarantined tile only (Release checks)
+            with m.Case(K.RELEASE.value):     # of a running tile too: a kill (Release)
                 m.d.comb += self.start_release.eq(1)
 
     def _install(self, m: Module, km: Any) -> None:

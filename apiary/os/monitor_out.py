@@ -135,7 +135,7 @@ class OutgoingRules(Component):
             m.d.comb += checked.eq(FaultKind.NO_IPC_CAP)
         m.d.comb += self.fault.eq(checked)
         if rate is not None and rate.on_excess == "fault":
-            with m.If((checked == 0) & ~self.tile_op & ~self.tokens_ok):
+            with m.If((checked == 0) & ~self.tokens_ok):
                 m.d.comb += self.fault.eq(FaultKind.RATE)
 
         # What a FAULT reports beyond kind, destination and type: the details of a (whole) load,
@@ -353,15 +353,15 @@ class OutgoingCheck(Component):
                     count(m, c.sunk_out)
                     m.d.comb += [self.faulted.eq(1), self.to_noc.payload.meta.eq(rules.report),
                                  *request(self.to_noc, K.FAULT, (*self._errors, Fbits.LOCAL0))]
-            with m.Elif(rules.tile_op):
+            with m.Elif(~rules.tokens_ok):
+                m.d.comb += self.verdict.eq(Verdict.WAIT)
+                count(m, c.rate_stalls)
+            with m.Elif(rules.tile_op):         # paid for from the bucket, as messages are
                 ready = self.to_noc.ready & self.to_tile.ready
                 m.d.comb += self.verdict.eq(Mux(ready, Verdict.DROP, Verdict.WAIT))
                 with m.If(accept):
                     count(m, c.cap_ops)
-                    m.d.comb += ops.go.eq(1)
-            with m.Elif(~rules.tokens_ok):
-                m.d.comb += self.verdict.eq(Verdict.WAIT)
-                count(m, c.rate_stalls)
+                    m.d.comb += [ops.go.eq(1), take.eq(1)]
             with m.Else():
                 m.d.comb += self.verdict.eq(Verdict.PASS)
                 with m.If(accept):

@@ -19,12 +19,14 @@ class Release(Component):
     """The tile's quarantine, and the ``RELEASE`` that ends it.
 
     ``fault`` (a violation) sets ``quarantined`` at the next clock edge. ``start`` (a
-    ``RELEASE`` taken) of a quarantined tile sets ``releasing`` (the tile's reset) at the next
-    clock edge, and is ignored otherwise. While releasing, the release walks the segment table
-    one row per cycle in which ``to_kernel`` is ready (``walk`` shows the row): it gives back an
-    owned row's memory (``MM_FREE`` of its root to the manager, on ``to_kernel``) and drops
-    every valid row (``clear``). The cycle after the last row, ``releasing`` and
-    ``quarantined`` fall together: ``entries + 1`` cycles without back-pressure.
+    ``RELEASE`` taken) sets ``releasing`` (the tile's reset) at the next clock edge, and
+    ``quarantined`` too if it was not (a *kill*: a tile that hangs without a fault is released
+    the same way); it is ignored while releasing. While releasing, the release walks the
+    segment table one row per cycle in which ``to_kernel`` is ready (``walk`` shows the row):
+    it gives back an owned row's memory (``MM_FREE`` of its root to the manager, on
+    ``to_kernel``) and drops every valid row (``clear``). The cycle after the last row,
+    ``releasing`` and ``quarantined`` fall together: ``entries + 1`` cycles without
+    back-pressure.
 
     Members
     -------
@@ -55,8 +57,8 @@ class Release(Component):
         m.d.comb += [self.walk.slot.eq(walk), self.clear.slot.eq(walk)]
         with m.If(self.fault):
             m.d.sync += self.quarantined.eq(1)
-        with m.If(self.start & self.quarantined):
-            m.d.sync += [self.releasing.eq(1), walk.eq(0)]
+        with m.If(self.start & ~self.releasing):
+            m.d.sync += [self.releasing.eq(1), self.quarantined.eq(1), walk.eq(0)]
         with m.If(self.releasing):
             with m.If(walk == self._entries):
                 m.d.sync += [self.releasing.eq(0), self.quarantined.eq(0)]

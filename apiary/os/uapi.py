@@ -139,6 +139,8 @@ class FaultKind(enum.IntEnum):
     FORGED = 8          # the tile sent a kernel-only message type
     MALFORMED = 9       # a message that ends inside its header or metadata
     PAGE_FAULT = 10     # (paged translation) a load/store to a page the tile was not given
+    STALLED = 11        # the tile left a message it was offered untaken (MonitorConfig.stall_limit)
+    UNFINISHED = 12     # the tile began a message and sent no more of it (stall_limit too)
 
 
 #: One metadata format for every kernel message (``handle`` in the least significant bits).

@@ -219,7 +219,7 @@ class MonitorModel:
         elif t not in TILE_OPS and not self.ipc_match(
                 self.ipc_out, h.get("dst_x"), h.get("dst_y"), h.get("dst_fbits")):
             fault = FaultKind.NO_IPC_CAP
-        if not fault and t not in TILE_OPS and over_rate:
+        if not fault and over_rate:
             fault = FaultKind.RATE
 
         if fault:
@@ -379,8 +379,8 @@ class MonitorModel:
                         r.valid = False
 
     def release(self) -> list:
-        if not self.quarantined:        # only a quarantined tile is released
-            return []
+        """A RELEASE: the tile's memory given back, its segments dropped; of a tile that had not
+        faulted too (a kill)."""
         out = []
         for i, e in enumerate(self.seg):
             if e.valid and e.owner:

@@ -312,7 +312,9 @@ def violation(width, kind):
 # A message that ends inside its head exists only where the head spans flits (below 512 bits).
 @pytest.mark.parametrize("width, kind", [
     (width, kind) for width in WIDTHS for kind in FaultKind
-    if kind not in (FaultKind.INBOUND, FaultKind.PAGE_FAULT)   # PAGE_FAULT: test_paging.py
+    # PAGE_FAULT: test_paging.py; STALLED, UNFINISHED: the stall watches' tests below.
+    if kind not in (FaultKind.INBOUND, FaultKind.PAGE_FAULT, FaultKind.STALLED,
+                    FaultKind.UNFINISHED)
     and not (kind == FaultKind.MALFORMED and width == 512)])
 def test_violation_sinks_reports_and_quarantines(width, kind):
     """The offending message: nothing of it on ``noc_out``, exactly one FAULT to the error manager
@@ -392,24 +394,33 @@ def test_inbound_denial_is_reported_without_quarantine(width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_release_of_a_running_tile_is_ignored(width):
-    """A RELEASE of a tile that did not fault does nothing (resetting it could cut a message it
-    is sending): no reset, no MM_FREE, its segment kept; a denied message right behind it is
-    reported as usual."""
+def test_release_of_a_running_tile_kills_it(width):
+    """A RELEASE of a tile that did not fault (hung, say, or told to stop) is a kill: the tile
+    is held in reset while its owned memory goes back (MM_FREE) and its segments are dropped,
+    then it runs again; no FAULT. A message it was part way through sending is ended on the
+    NoC (a flit marked ``last``), and its next message after the reset passes whole."""
     b = MonitorBench(width)
+    long = ipc_message(width, PEER, bytes(range(200)))
+    part = 2 if width == 64 else 1
 
     async def script(b, ctx):
         await install(b, ctx, root=77)
+        await b.from_tile(ctx, long[:part])
         await b.from_noc(ctx, kernel(width, K.RELEASE, src=ERRORS))
-        await b.from_noc(ctx, ipc_message(width, TILE, b"no", src=PEER))
-        await ctx.tick().repeat(10)
-        assert not b.resets
+        await b.wait_out(ctx, noc=2)
+        while ctx.get(b.monitor.tile_reset):
+            await ctx.tick()
+        assert b.resets
+        await b.from_tile(ctx, ipc_message(width, PEER, b"again"))
+        await b.wait_out(ctx, noc=3)
 
     b.run(script)
-    assert [km(f, width)[0] for _, f in b.noc] == [K.FAULT]
-    assert km(b.noc[0][1], width)[2].op == FaultKind.INBOUND
+    cut, free, again = (f for _, f in b.noc)
+    assert cut[:part] == long[:part] and len(cut) == part + 1 and cut[-1][1] == 1
+    assert km(free, width)[0] == K.MM_FREE and km(free, width)[2].root == 77
+    assert again == ipc_message(width, PEER, b"again")
     c = b.counters
-    assert (c["inbound_denied"], c["sunk_in"], c["faults"], c["quarantined"]) == (1, 1, 1, 0)
+    assert (c["faults"], c["quarantined"], c["passed_out"]) == (0, 0, 2)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -461,6 +472,31 @@ def test_rate_limit_stall_delays_to_the_bucket_rate(width):
     c = b.counters
     assert c["passed_out"] == 20 and c["faults"] == 0 and c["sunk_out"] == 0
     assert c["rate_stalls"] > 0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_capability_operations_pay_from_the_bucket(width):
+    """A flood of CAP_ALLOCs (each asks the memory manager for work) is held to the bucket's
+    rate as messages are: with a bucket of one CAP_ALLOC's flits, refilled one flit every 50
+    cycles, the first passes at once and each next one ``flits * 50`` cycles after the one
+    before; every waiting cycle is counted."""
+    alloc = op_msg(width, K.CAP_ALLOC, size=64, perm=Perm.RW)
+    rate = RateLimit(burst=len(alloc), refill=1, period=50, on_excess="stall")
+
+    async def script(b, ctx):
+        for _ in range(4):
+            await b.from_tile(ctx, alloc)
+
+    b = MonitorBench(width, MonitorConfig(rate=rate)).run(script, settle=100,
+                                                          timeout=50_000)
+    assert [km(f, width)[0] for _, f in b.noc] == [K.MM_ALLOC] * 4
+    ends = [cycle for cycle, _ in b.noc]
+    gaps = [t1 - t0 for t0, t1 in zip(ends, ends[1:])]
+    # (the first within one refill period: the refill's phase when the first one passed)
+    assert gaps[1:] == [len(alloc) * rate.period] * 2
+    assert (len(alloc) - 1) * rate.period < gaps[0] <= len(alloc) * rate.period
+    c = b.counters
+    assert c["cap_ops"] == 4 and c["faults"] == 0 and c["rate_stalls"] > 0
 
 
 # -- capability operations -------------------------------------------------------------------------
@@ -800,6 +836,16 @@ def test_release_forgets_a_message_the_tile_had_begun(width, begun):
     assert b.counters["passed_out"] == 2 and b.resets
 
 
+async def reads_again_after_release(b, ctx, width):
+    """A RELEASE is on its way: wait for the reset to end, then the tile reads again and a
+    message from SOURCE reaches it."""
+    await ctx.tick().repeat(20)
+    assert b.resets and not ctx.get(b.monitor.tile_reset)
+    ctx.set(b.monitor.tile_in.ready, 1)
+    await b.from_noc(ctx, ipc_message(width, TILE, b"after", src=SOURCE))
+    await b.wait_out(ctx, tile=1)
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_quarantined_tile_that_stops_reading_blocks_nothing(width):
     """A tile that never takes its input: a message from SOURCE waits at ``tile_in``, half
@@ -824,11 +870,7 @@ def test_a_quarantined_tile_that_stops_reading_blocks_nothing(width):
         await b.from_tile(ctx, ipc_message(width, OTHER, b"fault"))
         while not sent:
             await ctx.tick()
-        await ctx.tick().repeat(20)
-        assert b.resets and not ctx.get(b.monitor.tile_reset)
-        ctx.set(b.monitor.tile_in.ready, 1)
-        await b.from_noc(ctx, ipc_message(width, TILE, b"after", src=SOURCE))
-        await b.wait_out(ctx, tile=1)
+        await reads_again_after_release(b, ctx, width)
 
     b.run(script, noc_side)
     assert [f for _, f in b.tile] == [ipc_message(width, TILE, b"after", src=SOURCE)]
@@ -839,6 +881,128 @@ def test_a_quarantined_tile_that_stops_reading_blocks_nothing(width):
     c = b.counters
     assert (c["passed_in"], c["sunk_in"]) == (2, 0)
     assert c["quarantined"] == 0
+
+
+STALL_LIMIT = 64
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_tile_that_stops_reading_is_quarantined_as_stalled(width):
+    """A tile that never takes a message it is offered, and does nothing else wrong: after
+    ``stall_limit`` cycles its monitor reports one ``FAULT`` of kind ``STALLED`` and quarantines
+    it, the waiting message is drained (its sender finishes), and the kernel's RELEASE resets
+    the tile, after which the next message arrives whole."""
+    b = MonitorBench(width, MonitorConfig(stall_limit=STALL_LIMIT))
+    long = ipc_message(width, TILE, bytes(range(200)), src=SOURCE)
+    sent, faulted = [], []
+
+    async def noc_side(b, ctx):
+        await ctx.tick()
+        await b.from_noc(ctx, long)
+        sent.append(1)
+
+    async def script(b, ctx):
+        ctx.set(b.monitor.tile_in.ready, 0)
+        for cycle in range(4 * STALL_LIMIT):
+            if b.noc:
+                faulted.append(cycle)
+                break
+            await ctx.tick()
+        assert faulted, "no FAULT"
+        while not sent:
+            await ctx.tick()
+        assert b.counter(ctx, "quarantined") == 1
+        await b.from_noc(ctx, kernel(width, K.RELEASE, src=ERRORS))
+        await reads_again_after_release(b, ctx, width)
+
+    b.run(script, noc_side)
+    # The head reaches tile_in a few cycles after the start; the FAULT (header and metadata
+    # flits) leaves within a few more of the limit.
+    assert STALL_LIMIT < faulted[0] < STALL_LIMIT + 20
+    assert [km(f, width)[2].op for _, f in b.noc] == [FaultKind.STALLED]
+    _, header, _ = km(b.noc[0][1], width)
+    assert (header.dst_x, header.dst_y) == ERRORS
+    assert [f for _, f in b.tile] == [ipc_message(width, TILE, b"after", src=SOURCE)]
+    c = b.counters
+    assert c["faults"] == 1 and c["quarantined"] == 0 and c["passed_in"] == 2
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_tile_waiting_to_send_is_not_stalled(width):
+    """A tile that does not read while the NoC does not take what it sends is waiting, not
+    hung: no FAULT for eight times the limit; once its message goes and it reads again, its
+    input arrives (a tile that reads now and then never faults)."""
+    b = MonitorBench(width, MonitorConfig(stall_limit=STALL_LIMIT))
+    waiting = ipc_message(width, TILE, b"for you", src=SOURCE)
+    mine = ipc_message(width, PEER, b"mine")
+
+    async def noc_side(b, ctx):
+        await ctx.tick()
+        await b.from_noc(ctx, waiting)
+
+    async def tile_side(b, ctx):
+        await ctx.tick()
+        await b.from_tile(ctx, mine)
+
+    async def script(b, ctx):
+        mon = b.monitor
+        ctx.set(mon.tile_in.ready, 0)
+        ctx.set(mon.noc_out.ready, 0)
+        await ctx.tick().repeat(8 * STALL_LIMIT)
+        assert b.noc == [] and b.counter(ctx, "quarantined") == 0
+        assert ctx.get(mon.tile_in.valid) and ctx.get(mon.tile_out.valid)
+        ctx.set(mon.noc_out.ready, 1)
+        for _ in range(STALL_LIMIT // 2):         # reads now and then
+            ctx.set(mon.tile_in.ready, 1)
+            await ctx.tick()
+            ctx.set(mon.tile_in.ready, 0)
+            await ctx.tick().repeat(STALL_LIMIT // 2)
+        ctx.set(mon.tile_in.ready, 1)
+        await b.wait_out(ctx, noc=1, tile=1)
+
+    b.run(script, noc_side, tile_side)
+    assert [f for _, f in b.noc] == [mine]
+    assert [f for _, f in b.tile] == [waiting]
+    assert b.counters["faults"] == 0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_message_left_part_way_is_ended_on_the_noc_and_the_tile_quarantined(width):
+    """The tile sends a message's head and some of its payload, then nothing for ``stall_limit``
+    cycles: the monitor ends the message on the NoC with a flit marked ``last`` (no router
+    path stays held), reports ``UNFINISHED`` and quarantines the tile; the rest of that message,
+    sent late, is discarded; after RELEASE the tile's next message passes whole."""
+    b = MonitorBench(width, MonitorConfig(stall_limit=STALL_LIMIT))
+    long = ipc_message(width, PEER, bytes(range(200)))
+    part = 4
+    after = ipc_message(width, PEER, b"after")
+
+    async def script(b, ctx):
+        await b.from_tile(ctx, long[:part])
+        await b.wait_out(ctx, noc=2, limit=4 * STALL_LIMIT)
+        assert b.counter(ctx, "quarantined") == 1
+        await b.from_tile(ctx, long[part:])              # too late: discarded
+        await ctx.tick().repeat(10)
+        assert len(b.noc) == 2
+        await b.from_noc(ctx, kernel(width, K.RELEASE, src=ERRORS))
+        await ctx.tick().repeat(20)
+        assert b.resets and not ctx.get(b.monitor.tile_reset)
+        await b.from_tile(ctx, after)
+        await b.wait_out(ctx, noc=3)
+
+    b.run(script)
+    cut, fault, passed = (f for _, f in b.noc)
+    assert cut[:part] == long[:part] and len(cut) == part + 1 and cut[-1][1] == 1
+    assert km(fault, width)[2].op == FaultKind.UNFINISHED
+    assert passed == after
+    assert b.counters["faults"] == 1
+
+
+def test_stall_limit_is_checked():
+    for bad in (0, -1, 1.5, True, 1 << 32):
+        with pytest.raises(ValueError, match="stall_limit"):
+            MonitorConfig(stall_limit=bad)
+    assert MonitorConfig().stall_limit == 1 << 16 and MonitorConfig(stall_limit=None)
 
 
 # -- random sequences against the model ------------------------------------------------------------

@@ -133,8 +133,10 @@ def test_rules_rate_fault_and_cost(width):
             ctx.set(dut.tokens_ok, 0)
             assert ctx.get(dut.fault) == F.RATE
             ctx.set(dut.tokens_ok, 1)
-        ctx.set(dut.tokens_ok, 0)           # a capability operation costs nothing
+        ctx.set(dut.tokens_ok, 0)           # a capability operation pays as a message does
         ctx.set(dut.head, head_of(send(width), width))
+        assert ctx.get(dut.fault) == F.RATE
+        ctx.set(dut.tokens_ok, 1)
         assert ctx.get(dut.fault) == 0
 
     run_comb(dut, tb)

@@ -1,5 +1,6 @@
 """A monitor's quarantine and release (apiary/os/monitor_release.py), alone: a fault
-quarantines, a RELEASE of a tile not quarantined is ignored, a release walks every row once
+quarantines, a RELEASE of a tile not quarantined is a kill (it quarantines and releases it),
+a release walks every row once
 (one per cycle its queue is ready), gives back the owned rows' memory, clears every row, and
 lifts the quarantine together with the reset, entries + 1 cycles after it began."""
 
@@ -25,10 +26,14 @@ def test_release_walks_the_table_then_lifts_the_quarantine(stall):
     rng = random.Random(1)
 
     async def tb(ctx):
-        ctx.set(dut.start, 1)                       # not quarantined: ignored
+        ctx.set(dut.start, 1)                       # not quarantined: a kill
         await ctx.tick()
         ctx.set(dut.start, 0)
-        assert not ctx.get(dut.releasing)
+        assert ctx.get(dut.releasing) and ctx.get(dut.quarantined)
+        ctx.set(dut.to_kernel.ready, 1)
+        while ctx.get(dut.releasing):               # (an empty table)
+            await ctx.tick()
+        assert not ctx.get(dut.quarantined)
         ctx.set(dut.fault, 1)
         await ctx.tick()
         ctx.set(dut.fault, 0)

@@ -1,0 +1,213 @@
+"""Tiles that merely stop, in a whole design, beside a tenant that does nothing wrong:
+
+* a tile that stops reading with one of its own loads in flight: its memory tile's answer waits
+  at its monitor, so without the monitor's stall watch (``MonitorConfig(stall_limit=None)``) the
+  memory tile answers nobody else, for good; with it, the tile is quarantined as ``STALLED``
+  within the limit, the tenant's load is answered, the error manager logs the fault, and a
+  release brings the tile back;
+* a tile that starts a message and never ends it: the routers on its path stay held, so without
+  the watch the tenant's messages to the same tile never arrive; with it, the message is ended
+  on the NoC (``UNFINISHED``) and the tenant's arrive.
+
+    (0,0) app*      (1,0) tenant*   (2,0) mm          * untrusted
+    (0,1) spy       (1,1) mem0      (2,1) errors
+"""
+
+import pytest
+from amaranth import Array, Module, Signal
+
+from apiary.design import Design
+from apiary.noc.header import Fbits, Message, NocHeader
+from apiary.os.kernel import Kernel
+from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, decode_mem_message, mem_message_flits
+from apiary.os.monitor import MonitorConfig
+from apiary.os.uapi import (FaultKind, KernelMeta, KernelMsgType as K, Perm, Status,
+                            decode_kernel_message, kernel_message_flits, virtual_address)
+from apiary.sim import open_sim
+from apiary.tile import Receive, Send, Tile
+from apiary.tiles import RawPortTile
+from apiary.tiles.raw_port import frame_message, message_frame
+
+APP, TENANT, SPY, MEM, MANAGER, ERRORS = (0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)
+LIMIT = 300
+
+
+class HangingPortTile(RawPortTile):
+    """A :class:`RawPortTile` that takes ``reads`` messages from the NoC, then never another:
+    it does nothing wrong, it only stops reading."""
+
+    def __init__(self, env=None, *, reads=1):
+        super().__init__(env)
+        self.reads = reads
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        taken = Signal(range(self.reads + 1))
+        tx = self.mac_tx
+        with m.If(tx.valid & tx.ready & tx.payload.last & (taken < self.reads)):
+            m.d.sync += taken.eq(taken + 1)
+        with m.If(taken == self.reads):
+            m.d.comb += [self.noc_in.ready.eq(0), tx.valid.eq(0)]
+        return m
+
+
+class EndlessTile(Tile):
+    """Out of reset, sends the first ``sent`` flits of a 64-byte message to ``dst`` and never
+    the rest; takes whatever it is sent."""
+
+    streaming = False
+    inputs = (Receive("heard", raw=True),)
+    outputs = (Send("said", raw=True),)
+
+    def __init__(self, env=None, *, dst=SPY, sent=3):
+        super().__init__(env)
+        hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], src_x=self.env.x, src_y=self.env.y,
+                        msg_type=12)
+        self.flits = Message(hdr, [], bytes(range(64))).flits(self.env.width)[:sent]
+
+    def elaborate(self, platform):
+        m = Module()
+        ports = self.message_ports(m)
+        out, heard = ports.said, ports.heard
+        index = Signal(range(len(self.flits) + 1))
+        data = Array(d for d, _ in self.flits)
+        m.d.comb += [heard.ready.eq(1), out.valid.eq(index < len(self.flits)),
+                     out.payload.data.eq(data[index]), out.payload.last.eq(0)]
+        with m.If(out.valid & out.ready):
+            m.d.sync += index.eq(index + 1)
+        return m
+
+
+def kernel_design(name, app, stall_limit):
+    """The app (of class ``app``) and the tenant, untrusted, beside the kernel and the spy."""
+    d = Design(name, cols=3, rows=2, width=64)
+    kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 14)},
+                    monitor=MonitorConfig(stall_limit=stall_limit))
+    d.add("app", app, at=APP, trusted=False)
+    d.add("tenant", RawPortTile, at=TENANT, trusted=False)
+    d.add("spy", RawPortTile, at=SPY)
+    kernel.trust("spy")                 # its FAULT_READ and RELEASE, to the error manager
+    return d
+
+
+def stalled_design(stall_limit):
+    return kernel_design("stalled_tile", HangingPortTile, stall_limit)
+
+
+class Run:
+    def __init__(self, sim):
+        self.sim = sim
+
+    def send(self, port, flits, cycles=None):
+        self.sim.send(message_frame(flits, 64), port=port)
+        if cycles is None:
+            self.sim.run(until_idle=True)
+        else:
+            self.sim.run(cycles)
+
+    def got(self, port):
+        return [frame_message(f.data, 64) for f in self.sim.received(port, clear=True)]
+
+    def alloc(self, port, place):
+        self.send(port, kernel_message_flits(64, K.CAP_ALLOC, KernelMeta(size=1024, perm=Perm.RW),
+                                             src=place, dst=place))
+        (flits,) = self.got(port)
+        meta = decode_kernel_message(flits, 64)[1]
+        assert (meta.op, meta.status) == (K.CAP_ALLOC.value, Status.OK)
+        return meta.handle
+
+    def load(self, port, place, handle, size, cycles=None):
+        self.send(port, mem_message_flits(64, LOAD_MEM, virtual_address(handle, 0), size, b"",
+                                          src=place, dst=(7, 7)), cycles)
+
+
+def hang_then_load(sim):
+    """The app allocates (its one read: the CAP_RESULT), then loads 512 bytes it never takes;
+    the tenant allocates and loads 8. Returns the driver."""
+    run = Run(sim)
+    app = run.alloc("app", APP)
+    tenant = run.alloc("tenant", TENANT)
+    run.load("app", APP, app, 512, cycles=200)
+    run.load("tenant", TENANT, tenant, 8, cycles=4 * LIMIT)
+    return run, tenant
+
+
+@pytest.mark.parametrize("backend", ["pysim", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_a_tile_that_stops_reading_is_quarantined_and_the_memory_serves_the_others(backend):
+    with open_sim(stalled_design(LIMIT), backend) as sim:
+        run, tenant = hang_then_load(sim)
+        (ack,) = run.got("tenant")
+        header, meta, _ = decode_mem_message(ack, 64)
+        assert (header.msg_type, meta["addr"]) == (LOAD_MEM_ACK, virtual_address(tenant, 0))
+        c = sim.counters()
+        assert c["app_monitor_quarantined"] == 1 and c["app_monitor_faults"] == 1
+        assert c["tenant_monitor_faults"] == 0 and c["errors_faults"] == 1
+        run.send("spy", kernel_message_flits(64, K.FAULT_READ, KernelMeta(handle=0),
+                                             src=SPY, dst=ERRORS))
+        (entry,) = run.got("spy")
+        meta = decode_kernel_message(entry, 64)[1]
+        assert (meta.mem_x, meta.mem_y, meta.op) == (*APP, FaultKind.STALLED)
+        # The release resets the tile (it reads again) and gives its memory back.
+        run.send("spy", kernel_message_flits(64, K.RELEASE, KernelMeta(
+            peer_x=APP[0], peer_y=APP[1], peer_fbits=Fbits.LOCAL0), src=SPY, dst=ERRORS))
+        sim.run(200)
+        assert sim.counters()["app_monitor_quarantined"] == 0
+        run.alloc("app", APP)
+
+
+@pytest.mark.slow
+def test_without_the_watch_the_other_tenant_waits_for_good():
+    """The failure the watch is for: with ``stall_limit=None`` the tenant's load is never
+    answered (the memory tile's answer to the app waits at the app's monitor)."""
+    with open_sim(stalled_design(None), "verilator") as sim:
+        run, _ = hang_then_load(sim)
+        sim.run(20 * LIMIT)
+        assert run.got("tenant") == []
+        c = sim.counters()
+        assert c.get("app_monitor_quarantined", 0) == 0 and c.get("errors_faults", 0) == 0
+
+
+def endless_design(stall_limit):
+    d = kernel_design("endless_message", EndlessTile, stall_limit)
+    d.route("app", "spy", allow=True)
+    d.route("tenant", "spy", allow=True)
+    return d
+
+
+def tenant_messages(sim, count=3):
+    run = Run(sim)
+    sim.run(100)                        # the app's message is part way
+    sent = []
+    for k in range(count):
+        hdr = NocHeader(dst_x=SPY[0], dst_y=SPY[1], src_x=TENANT[0], src_y=TENANT[1],
+                        msg_type=12)
+        sent.append(Message(hdr, [], bytes([k]) * 20).flits(64))
+        run.send("tenant", sent[-1], cycles=50)
+    return run, sent
+
+
+@pytest.mark.parametrize("backend", ["pysim", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_a_message_never_ended_is_cut_and_the_path_serves_the_others(backend):
+    with open_sim(endless_design(LIMIT), backend) as sim:
+        run, sent = tenant_messages(sim)
+        sim.run(4 * LIMIT)
+        got = run.got("spy")
+        assert len(got) == 1 + len(sent)
+        cut, *tenant = got
+        assert len(cut) == 4 and cut[-1][1] == 1      # 3 flits sent, 1 to end it
+        assert tenant == sent
+        c = sim.counters()
+        assert c["app_monitor_quarantined"] == 1 and c["errors_faults"] == 1
+        assert c["tenant_monitor_faults"] == 0
+        run.send("spy", kernel_message_flits(64, K.FAULT_READ, KernelMeta(handle=0),
+                                             src=SPY, dst=ERRORS))
+        (entry,) = run.got("spy")
+        assert decode_kernel_message(entry, 64)[1].op == FaultKind.UNFINISHED
+
+
+@pytest.mark.slow
+def test_without_the_watch_a_message_never_ended_holds_its_path():
+    with open_sim(endless_design(None), "verilator") as sim:
+        run, _ = tenant_messages(sim)
+        sim.run(20 * LIMIT)
+        assert run.got("spy") == []
