@@ -7,7 +7,7 @@
   release brings the tile back;
 * a tile that starts a message and never ends it: the routers on its path stay held, so without
   the watch the tenant's messages to the same tile never arrive; with it, the message is ended
-  on the NoC (``UNFINISHED``) and the tenant's arrive.
+  on the NoC (``UNFINISHED``), the tenant's arrive, and a release restarts the tile.
 
     (0,0) app*      (1,0) tenant*   (2,0) mm          * untrusted
     (0,1) spy       (1,1) mem0      (2,1) errors
@@ -203,6 +203,14 @@ def test_a_message_never_ended_is_cut_and_the_path_serves_the_others(backend):
                                              src=SPY, dst=ERRORS))
         (entry,) = run.got("spy")
         assert decode_kernel_message(entry, 64)[1].op == FaultKind.UNFINISHED
+        # Released, the tile runs again from reset: it starts its message anew (and is cut
+        # again), so the slot serves.
+        run.send("spy", kernel_message_flits(64, K.RELEASE, KernelMeta(
+            peer_x=APP[0], peer_y=APP[1], peer_fbits=Fbits.LOCAL0), src=SPY, dst=ERRORS),
+            cycles=4 * LIMIT)
+        (again,) = run.got("spy")
+        assert again == cut
+        assert sim.counters()["app_monitor_faults"] == 2
 
 
 @pytest.mark.slow
