@@ -12,7 +12,7 @@ import struct
 from scapy.layers.inet import ICMP, IP, UDP
 from scapy.layers.l2 import ARP, Dot1Q, Ether
 
-from apiary.stream.checksum import ones_complement_sum
+from apiary.stream.checksum import internet_checksum, ones_complement_sum
 
 from .proto.addresses import (DEFAULT_IPV4, DEFAULT_MAC, int_to_ipv4, int_to_mac, ipv4_to_int,
                               mac_to_int)
@@ -131,8 +131,7 @@ def _ipv4(body, ether, mac, ipv4, my_ip, port, ttl, ip_options, verify):
         if not verify:
             # RFC 1624: only the type changes, 8 -> 0.
             checksum, = struct.unpack_from("!H", payload, 2)
-            total = (~checksum & 0xFFFF) + 0xF7FF
-            reply.chksum = ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
+            reply.chksum = internet_checksum(b"", (~checksum & 0xFFFF) + 0xF7FF)
         return bytes(ether(0x0800) / ip / reply), "icmp_forwarded"
     if protocol != 17:
         return None, "ip_rx_no_route"

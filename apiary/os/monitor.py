@@ -113,7 +113,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from amaranth import Cat, Module, ResetInserter
+from amaranth import Cat, Const, Module, ResetInserter
 from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
@@ -128,7 +128,7 @@ from .monitor_in import IncomingCheck
 from .monitor_messages import REQUEST, HeadFormat, RequestSender, judge, merge_requests
 from .monitor_out import OutgoingCheck
 from .monitor_release import Release
-from .monitor_stall import MessageCut, StallWatch
+from .monitor_stall import MessageCut, StallWatch, check_stall_limit
 from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, check_tlbs
 from .tlb import TlbConfig
@@ -195,11 +195,7 @@ class MonitorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= 64:
                 raise ValueError(f"MonitorConfig {name} must be 1 to 64, not {value!r}")
-        if self.stall_limit is not None and (
-                not isinstance(self.stall_limit, int) or isinstance(self.stall_limit, bool)
-                or not 1 <= self.stall_limit < 1 << 32):
-            raise ValueError(f"MonitorConfig stall_limit must be a number of cycles from 1 to "
-                             f"2**32 - 1, or None, not {self.stall_limit!r}")
+        check_stall_limit(self.stall_limit, "MonitorConfig stall_limit", none_ok=True)
         if self.rate is not None and not isinstance(self.rate, RateLimit):
             raise ValueError(f"MonitorConfig rate must be a RateLimit or None, not "
                              f"{self.rate!r}")
@@ -396,14 +392,13 @@ class Monitor(Component):
         m.submodules.cut = cut = MessageCut(w)
         connect(m, gate=og.o, cut=cut.i)
         connect(m, cut=cut.o, merger=to_noc.i[0])
-        m.d.comb += [cut.cut.eq(releasing & cut.mid), cut.flush.eq(releasing)]
+        unfinished = Const(0)
         if self.config.stall_limit is not None:
             sends = m.submodules.send_watch
-            m.d.comb += [
-                sends.offered.eq(cut.mid & ~cut.i.valid), sends.blocked.eq(0),
-                sends.quarantined.eq(0),
-                cut.cut.eq(sends.fault | (releasing & cut.mid)),
-            ]
+            m.d.comb += [sends.offered.eq(cut.mid & ~cut.i.valid), sends.blocked.eq(0),
+                         sends.quarantined.eq(0)]
+            unfinished = sends.fault
+        m.d.comb += [cut.cut.eq(releasing | unfinished), cut.flush.eq(releasing)]
         connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
         connect(m, a=senders["i2n"].o, merger=to_noc.i[2])
         connect(m, merger=to_noc.o, noc=flipped(self.noc_out))

@@ -13,7 +13,18 @@ from .monitor_messages import REQUEST, request
 from .uapi import FaultKind, KernelMsgType as K
 
 
-__all__ = ["StallWatch", "MessageCut"]
+__all__ = ["StallWatch", "MessageCut", "check_stall_limit"]
+
+
+def check_stall_limit(limit: Any, what: str, *, none_ok: bool = False) -> Any:
+    """``limit`` if it is a number of cycles a watch can count (1 to 2**32 - 1), or ``None``
+    with ``none_ok``; else a ``ValueError`` naming ``what``."""
+    if none_ok and limit is None:
+        return limit
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit < 1 << 32:
+        raise ValueError(f"{what} must be a number of cycles from 1 to 2**32 - 1"
+                         f"{', or None' if none_ok else ''}, not {limit!r}")
+    return limit
 
 
 class StallWatch(Component):
@@ -37,10 +48,7 @@ class StallWatch(Component):
 
     def __init__(self, limit: int, errors: tuple[int, int],
                  kind: FaultKind = FaultKind.STALLED) -> None:
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit < 1 << 32:
-            raise ValueError(f"a stall limit is a number of cycles from 1 to 2**32 - 1, not "
-                             f"{limit!r}")
-        self._limit = limit
+        self._limit = check_stall_limit(limit, "a stall limit")
         self._errors = (*errors, Fbits.LOCAL0)
         self._kind = FaultKind(kind)
         super().__init__({

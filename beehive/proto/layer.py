@@ -558,10 +558,12 @@ class RxLayerTile(Tile):
     def layer_counters(cls, verifies=None):
         """``{name: description}`` of the counters every receive layer of this class has
         (``verifies``: whether it verifies its checksum; by default, whether the class can)."""
+        if verifies is None:
+            verifies = cls.verify_offset is not None
         counters = dict(cls.drop_reasons)
         counters.update(no_route="packets with no next hop for their key, dropped",
                         forwarded="packets sent on")
-        if cls.verify_offset is not None if verifies is None else verifies:
+        if verifies:
             counters.update(bad_checksum="packets whose checksum is wrong, dropped",
                             overflow=f"packets over {cls.max_packet} bytes, or that found no "
                                      f"room, dropped")
