@@ -90,8 +90,8 @@ flit) passes combinationally, **0 cycles** added. Below 512 bits a message waits
 checked: header flits plus, for memory and capability messages, their metadata flits (at 64 bits
 2, 4 and 5 flits): latency grows by one cycle per head flit and the link is idle that long, once
 per message. Area (Yosys ``synth_xilinx``, default :class:`MonitorConfig`, ``apiary bench kernel
---area``, 2026-11-29): 4,841 LUTs, 128 LUTRAM, 3,038 FFs at 64 bits; 5,904 LUTs, 128 LUTRAM,
-3,398 FFs at 512 (the stall watches and the message cut added 63 and 42 LUTs, 80 LUTRAM and 183
+--area``, 2026-11-29): 4,799 LUTs, 128 LUTRAM, 3,038 FFs at 64 bits; 5,928 LUTs, 128 LUTRAM,
+3,398 FFs at 512 (the stall watches and the message cut added 21 and 66 LUTs, 80 LUTRAM and 183
 FFs).
 
 **Structure.** :class:`Monitor` joins components, each with its contract: two
