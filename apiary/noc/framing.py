@@ -21,7 +21,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..stream.counters import count
-from ..stream.lanes import lane_mask
+from ..stream.lanes import lane_mask, wire
 from ..stream.layout import check_width, payload_signature, payload_words
 from ..stream.realign import StreamInsert
 from ..stream.struct_values import StructValues
@@ -211,23 +211,23 @@ def _head_split(m: Module, heads: dict, msg_type: Any,
     return k, ks, rest
 
 
-def _below_head(width: int, k: Any, ks: list[int]) -> Any:
+def _below_head(m: Module, width: int, k: Any, ks: list[int]) -> Any:
     """Ones in the lanes of the spare bytes below ``k`` head payload bytes: the inline
     metadata's."""
     spare = spare_bytes(width)
-    return _pick(k, ks, lambda a: lane_mask(spare, spare - a))
+    return _pick(m, k, ks, lambda a: lane_mask(m, spare, spare - a))
 
 
-def _pick(k: Any, ks: list[int], build: Any) -> Any:
+def _pick(m: Module, k: Any, ks: list[int], build: Any) -> Any:
     """``build(a)`` for the count ``a`` among ``ks`` that ``k`` holds: a choice among fixed
-    shifts (wiring when there is one count)."""
+    shifts (wiring when there is one count), each choice's condition one net in ``m``."""
     if len(ks) == 1:
         return Value.cast(build(ks[0]))
     values = [Value.cast(build(a)) for a in ks]
     size = max(len(v) for v in values)
     out = Const(0, size)
     for a, v in zip(ks, values):
-        out = out | ((k == a).replicate(size) & v)
+        out = out | (wire(m, k == a, f"head_is_{a}").replicate(size) & v)
     return out
 
 
@@ -549,7 +549,7 @@ class MessageSender(wiring.Component):
         word = framer.o.payload.data
         head_now = Signal()
         m.d.comb += head_now.eq((k != 0) & (words != 0))
-        region = _pick(k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
+        region = _pick(m, k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
         k_held = Signal.like(k, name="k_held")
         carry = Signal(width)
         left = Signal(len(out_words), name="left")  # payload flits still to send
@@ -557,10 +557,10 @@ class MessageSender(wiring.Component):
         heading = Signal()                          # sending the payload flits
         start = Signal()                            # a headless payload starts (k = 0)
         start_bytes = Signal.like(desc.payload_bytes)
-        rest_of = _pick(k_held, ks, lambda a: word[8 * a:])
+        rest_of = _pick(m, k_held, ks, lambda a: word[8 * a:])
 
         with m.If(heading):
-            joined = _pick(k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
+            joined = _pick(m, k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
             m.d.comb += [
                 *feed,
                 self.o.valid.eq(done | framer.o.valid),
@@ -599,7 +599,7 @@ class MessageSender(wiring.Component):
                 with m.If(taking):
                     m.d.sync += [
                         heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
-                        carry.eq(_pick(k, ks, lambda a: word[8 * a:])),
+                        carry.eq(_pick(m, k, ks, lambda a: word[8 * a:])),
                         done.eq(framer.o.payload.last),
                     ]
                 with m.Else():
@@ -693,7 +693,7 @@ class MessageFlits(wiring.Component):
         if self._inline:
             inline_meta = desc.meta
             if heads:       # the lanes a type's head bytes take carry none of its metadata
-                inline_meta = desc.meta & _below_head(width, k, ks)
+                inline_meta = desc.meta & _below_head(m, width, k, ks)
             m.d.comb += header.as_value()[:self._inline].eq(inline_meta)
         raw = header.as_value()
         flits = [raw[(nh - 1 - j) * width:(nh - j) * width] for j in range(nh)]
@@ -866,7 +866,7 @@ class MessageReceiver(wiring.Component):
             k, ks, rest = _head_split(m, self._heads, hdr.msg_type, hdr.payload_bytes)
             last_flit = flits[nh - 1]
             m.d.comb += hdr.as_value()[:self._inline].eq(
-                last_flit[:self._inline] & _below_head(width, k, ks))
+                last_flit[:self._inline] & _below_head(m, width, k, ks))
             m.submodules.insert = insert = StreamInsert(width, max(ks), counts=ks)
             wiring.connect(m, insert=insert.o, receiver=wiring.flipped(out))
             out = insert.i
@@ -877,7 +877,7 @@ class MessageReceiver(wiring.Component):
                 m.d.sync += held_valid.eq(0)
             with m.If(self.o_hdr.valid & self.o_hdr.ready):
                 m.d.sync += [
-                    held.data.eq(_pick(k, ks, lambda a: last_flit[8 * (spare - a):8 * spare])),
+                    held.data.eq(_pick(m, k, ks, lambda a: last_flit[8 * (spare - a):8 * spare])),
                     held.nbytes.eq(Mux(hdr.payload_bytes < k, hdr.payload_bytes, k)),
                     held_valid.eq((hdr.payload_bytes != 0) | self._empty_packets),
                 ]

@@ -113,7 +113,7 @@ def word_sum(value: ValueLike, words: int | ValueLike, *, stage: Stage | None = 
             if k < words:
                 terms.append(word)
         else:
-            terms.append(word & (words > k).replicate(16))
+            terms.append(Mux(words > k, word, 0))
     return fold16(_adder_tree(terms, stage) if terms else Const(0, 16))
 
 
@@ -192,8 +192,8 @@ class InternetChecksum(wiring.Component):
         before = cur_offset - cur_position
         m.d.comb += skip.eq(Mux(before <= 0, 0, Mux(before >= nb, nb, before)))
         masked = Signal(8 * nb)
-        m.d.comb += masked.eq(i.payload.data & ~lane_mask(nb, skip)
-                              & lane_mask(nb, i.payload.nbytes))
+        m.d.comb += masked.eq(i.payload.data & ~lane_mask(m, nb, skip)
+                              & lane_mask(m, nb, i.payload.nbytes))
         word_total = _adder_tree(_be_words(masked))
 
         with m.If(i.valid):

@@ -2,45 +2,80 @@
 
 A shift by a variable number of bytes is built as a logarithmic shifter (one 2:1 multiplexer
 stage per bit of the amount), not as a ``<<`` of the whole word: the same logic a synthesiser
-makes of it, but each output bit depends on a handful of nets instead of every input bit, which
-keeps Amaranth's elaboration fast at 512 bits.
+makes of it, but each output bit depends on a handful of nets instead of every input bit.
+
+Every helper here takes the module ``m`` it builds into and puts each value it uses more than
+once behind a signal (:func:`wire`). Amaranth copies an expression for every place it is used
+when it lowers a design (its value transformers rebuild the tree, and the netlist builder
+remembers values by identity), so a byte count used in each of 64 lanes, eight bits apiece,
+becomes 512 copies of its logic, and a shifter whose stages each use the previous stage twice
+becomes 2^6 copies of its first stage. Behind signals, the 512-bit Beehive stack converts in
+about half the time (synthesis merges the copies either way: the area is the same).
 """
 
-from amaranth import Cat, Mux, Value
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.hdl import ValueLike
 
 
-__all__ = ["lane_mask", "shift_lanes_up", "shift_lanes_down"]
+__all__ = ["wire", "lane_mask", "shift_lanes_up", "shift_lanes_down"]
 
 
-def lane_mask(nb: int, nbytes: ValueLike) -> Value:
+def wire(m: Module, value: ValueLike, name: str) -> Value:
+    """``value`` as one net: a signal named ``name`` that ``m`` drives combinationally with it;
+    a signal or a constant is returned as it is."""
+    value = Value.cast(value)
+    if isinstance(value, (Signal, Const)):
+        return value
+    net = Signal(value.shape(), name=name)
+    m.d.comb += net.eq(value)
+    return net
+
+
+def _constant(value: ValueLike) -> int | None:
+    if isinstance(value, int):
+        return value
+    value = Value.cast(value)
+    return value.value if isinstance(value, Const) else None
+
+
+def lane_mask(m: Module, nb: int, nbytes: ValueLike) -> Value:
     """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word (``nbytes`` up to ``nb``
-    or beyond: all ones)."""
-    nbytes = Value.cast(nbytes)
-    return Cat((nbytes > lane).replicate(8) for lane in range(nb))
+    or beyond: all ones). A constant ``nbytes`` gives a constant."""
+    known = _constant(nbytes)
+    if known is not None:
+        return Const((1 << 8 * max(0, min(nb, known))) - 1, 8 * nb)
+    nbytes = wire(m, nbytes, "nbytes")
+    lanes = Signal(nb, name="lanes")
+    m.d.comb += lanes.eq(Cat(nbytes > lane for lane in range(nb)))
+    return Cat(lanes[lane].replicate(8) for lane in range(nb))
 
 
-def shift_lanes_up(value: ValueLike, amount: ValueLike, nb: int) -> Value:
+def _shift(m: Module, value: ValueLike, amount: ValueLike, nb: int, up: bool) -> Value:
+    width = 8 * nb
+    value = Value.cast(value)[:width]
+
+    def moved(v: Value, lanes: int) -> Value:
+        step = min(8 * lanes, width)
+        zeros = Const(0, step)
+        return Cat(zeros, v)[:width] if up else Cat(v[step:], zeros)[:width]
+
+    known = _constant(amount)
+    if known is not None:
+        return moved(value, known)
+    amount = wire(m, amount, "amount")
+    for k in range(len(amount)):
+        value = wire(m, Mux(amount[k], moved(value, 1 << k), value),
+                     f"shifted_{'up' if up else 'down'}_{k}")
+    return value
+
+
+def shift_lanes_up(m: Module, value: ValueLike, amount: ValueLike, nb: int) -> Value:
     """``value`` (``nb`` bytes) moved ``amount`` lanes towards the most significant end, zeros
-    shifted in, bytes shifted out lost."""
-    amount = Value.cast(amount)
-    width = 8 * nb
-    value = Value.cast(value)[:width]
-    for k in range(len(amount)):
-        step = 8 << k
-        moved = Cat(Value.cast(0).replicate(min(step, width)), value)[:width]
-        value = Mux(amount[k], moved, value)
-    return value
+    shifted in, bytes shifted out lost. A constant ``amount`` is wiring."""
+    return _shift(m, value, amount, nb, up=True)
 
 
-def shift_lanes_down(value: ValueLike, amount: ValueLike, nb: int) -> Value:
-    """``value`` (``nb`` bytes) moved ``amount`` lanes towards lane 0, zeros shifted in."""
-    amount = Value.cast(amount)
-    width = 8 * nb
-    value = Value.cast(value)[:width]
-    for k in range(len(amount)):
-        step = 8 << k
-        moved = Cat(value[step:], Value.cast(0).replicate(min(step, width)))[:width] \
-            if step < width else Value.cast(0).replicate(width)
-        value = Mux(amount[k], moved, value)
-    return value
+def shift_lanes_down(m: Module, value: ValueLike, amount: ValueLike, nb: int) -> Value:
+    """``value`` (``nb`` bytes) moved ``amount`` lanes towards lane 0, zeros shifted in. A
+    constant ``amount`` is wiring."""
+    return _shift(m, value, amount, nb, up=False)

@@ -285,7 +285,7 @@ class MacEdge(wiring.Component):
                     m.d.sync += [sent.eq(0), pad_left.eq(pad_to - sent - nb)]
                 with m.Else():
                     m.d.sync += sent.eq(Mux(total >= pad_to, pad_to, total))
-            data_ = Mux(padding, 0, data_ & lane_mask(nb, nbytes))
+            data_ = Mux(padding, 0, data_ & lane_mask(m, nb, nbytes))
             valid = valid | padding
             m.d.comb += self.tx.ready.eq(mac_tx.ready & ~padding)
             nbytes, last = out_nbytes, out_last
@@ -293,7 +293,7 @@ class MacEdge(wiring.Component):
             m.d.comb += self.tx.ready.eq(mac_tx.ready)
         enables = getattr(mac_tx.payload, self._options.byte_enables)
         if self._options.byte_enables == "keep":
-            m.d.comb += enables.eq(Mux(last, lane_mask(nb, nbytes)[::8], (1 << nb) - 1))
+            m.d.comb += enables.eq(Mux(last, lane_mask(m, nb, nbytes)[::8], (1 << nb) - 1))
         else:
             for lane in range(nb):
                 m.d.comb += enables[lane].eq(last & (nbytes == lane + 1))

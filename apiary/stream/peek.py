@@ -144,7 +144,7 @@ class PayloadPeek(wiring.Component):
         ]
         take = i.valid & i.ready
         masked = Signal(8 * nb)
-        m.d.comb += masked.eq(i.payload.data & lane_mask(nb, i.payload.nbytes))
+        m.d.comb += masked.eq(i.payload.data & lane_mask(m, nb, i.payload.nbytes))
         w_word = data.View(layout, words.w_data)
         m.d.comb += [
             w_word.data.eq(masked),

@@ -26,7 +26,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layout import check_width, payload_signature
-from .lanes import lane_mask, shift_lanes_down, shift_lanes_up
+from .lanes import lane_mask, shift_lanes_down, shift_lanes_up, wire
 
 
 __all__ = ["StreamStrip", "StreamInsert"]
@@ -61,26 +61,22 @@ class _Joiner:
         self.rest = Signal(8 * nb, name="rest")
         self.total = Signal(range(2 * nb + 1), name="total")
         self.overflow = Signal(name="overflow")
+        carry_bytes = wire(m, carry_bytes, "carry_bytes")
         if amounts is None:             # any carry: logarithmic shifters
-            up = shift_lanes_up(word, carry_bytes, nb)
-            down = shift_lanes_down(word, nb - carry_bytes, nb)
+            up = shift_lanes_up(m, word, carry_bytes, nb)
+            down = shift_lanes_down(m, word, nb - carry_bytes, nb)
         else:                           # one of a few carries: a choice of fixed shifts
             up, down = Const(0, 8 * nb), Const(0, 8 * nb)
             for a in sorted(set(amounts)):
-                hit = (carry_bytes == a).replicate(8 * nb)
-                up = up | (hit & shift_lanes_up(word, Const(a, range(nb)), nb))
-                down = down | (hit & shift_lanes_down(word, Const(nb - a, range(nb + 1)), nb))
+                hit = wire(m, carry_bytes == a, f"carry_is_{a}").replicate(8 * nb)
+                up = up | (hit & shift_lanes_up(m, word, a, nb))
+                down = down | (hit & shift_lanes_down(m, word, nb - a, nb))
         m.d.comb += [
             self.joined.eq(carry | up),
             self.rest.eq(down),
             self.total.eq(carry_bytes + word_bytes),
             self.overflow.eq(self.total > nb),
         ]
-
-    @staticmethod
-    def lane_mask(nb: int, nbytes: ValueLike) -> Value:
-        """Ones in the ``nbytes`` low byte lanes of an ``nb``-byte word."""
-        return lane_mask(nb, nbytes)
 
 
 class _Realign(wiring.Component):
@@ -108,7 +104,7 @@ class _Realign(wiring.Component):
         """Drive ``o.payload``, zeroing the lanes past ``nbytes``."""
         nb = self._width // 8
         m.d.comb += [
-            self.o.payload.data.eq(data_ & _Joiner.lane_mask(nb, nbytes)),
+            self.o.payload.data.eq(data_ & lane_mask(m, nb, nbytes)),
             self.o.payload.nbytes.eq(nbytes),
             self.o.payload.last.eq(last),
         ]
@@ -346,7 +342,7 @@ class StreamInsert(_Realign):
         flush_bytes = Signal(range(nb + 1))
 
         head_carry = (padded.word_select(full_words, 8 * nb)
-                      & _Joiner.lane_mask(nb, tail))
+                      & lane_mask(m, nb, tail))
         # With a fixed header length the realignment is a constant: the shifters become wiring.
         cur_r = tail if self._fixed else Mux(joining, r, tail)
         amounts = None if self._counts is None else [c % nb for c in self._counts]
