@@ -34,9 +34,10 @@ class RawPortTile(Tile):
     through the frame ports every simulator drives.
 
     Receive is store-and-forward through a :class:`~apiary.stream.packet_buffer.PacketBuffer`
-    of ``buffer_bytes`` (a frame that does not fit is dropped and counted in ``rx_dropped``; a
-    frame that is not whole flits ends with a zero-padded one); transmit is combinational. The
-    two directions are independent.
+    of ``buffer_bytes`` and ``max_queued`` frames (a frame that does not fit is dropped and
+    counted in ``rx_dropped``, as a MAC would; with ``backpressure=True`` it waits on the port
+    instead, as an application would; a frame that is not whole flits ends with a zero-padded
+    one); transmit is combinational. The two directions are independent.
 
     Message ports: ``to_mac`` in (to ``mac_tx``) and ``from_mac`` out (from ``mac_rx``), any
     type, as flits (``raw``).
@@ -46,7 +47,8 @@ class RawPortTile(Tile):
     inputs = (Receive("to_mac", raw=True),)
     outputs = (Send("from_mac", raw=True),)
 
-    def __init__(self, env=None, *, buffer_bytes: int = 8192, max_frame: int = 4096) -> None:
+    def __init__(self, env=None, *, buffer_bytes: int = 8192, max_frame: int = 4096,
+                 max_queued: int = 16, backpressure: bool = False) -> None:
         width = env.width if env is not None else 512
         super().__init__(env, {
             "mac_rx": In(FrameStream(width)),
@@ -58,6 +60,8 @@ class RawPortTile(Tile):
         })
         self.buffer_bytes = buffer_bytes
         self.max_frame = max_frame
+        self.max_queued = max_queued
+        self.backpressure = bool(backpressure)
 
     def elaborate(self, platform):
         m = Module()
@@ -66,7 +70,7 @@ class RawPortTile(Tile):
         noc_in, noc_out = ports.to_mac, ports.from_mac
         m.submodules.buffer = buf = PacketBuffer(
             width, max_bytes=self.max_frame, buffer_bytes=self.buffer_bytes, min_bytes=nb,
-            verdict=False, always_ready=True)
+            max_queued=self.max_queued, verdict=False, always_ready=not self.backpressure)
         connect(m, tile=flipped(self.mac_rx), buffer=buf.i)
         m.d.comb += [
             buf.o_desc.ready.eq(1),

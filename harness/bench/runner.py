@@ -95,6 +95,7 @@ def parse_rest(args, sweep_options=None):
 SUB_BENCHES = {
     "noc": "apiary.bench.noc",
     "kernel": "apiary.bench.kernel",
+    "faults": "apiary.bench.faults",
     "control": "apiary.bench.control",
     "replicate": "harness.bench.replicate",
     "nf": "harness.bench.nf",

@@ -14,7 +14,6 @@
 """
 
 import pytest
-from amaranth import Array, Module, Signal
 
 from apiary.design import Design
 from apiary.noc.header import Fbits, Message, NocHeader
@@ -24,66 +23,21 @@ from apiary.os.monitor import MonitorConfig
 from apiary.os.uapi import (FaultKind, KernelMeta, KernelMsgType as K, Perm, Status,
                             decode_kernel_message, kernel_message_flits, virtual_address)
 from apiary.sim import open_sim
-from apiary.tile import Receive, Send, Tile
 from apiary.tiles import RawPortTile
+from apiary.tiles.hostile import EndlessTile, HangingPortTile
 from apiary.tiles.raw_port import frame_message, message_frame
 
 APP, TENANT, SPY, MEM, MANAGER, ERRORS = (0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)
 LIMIT = 300
 
 
-class HangingPortTile(RawPortTile):
-    """A :class:`RawPortTile` that takes ``reads`` messages from the NoC, then never another:
-    it does nothing wrong, it only stops reading."""
-
-    def __init__(self, env=None, *, reads=1):
-        super().__init__(env)
-        self.reads = reads
-
-    def elaborate(self, platform):
-        m = super().elaborate(platform)
-        taken = Signal(range(self.reads + 1))
-        tx = self.mac_tx
-        with m.If(tx.valid & tx.ready & tx.payload.last & (taken < self.reads)):
-            m.d.sync += taken.eq(taken + 1)
-        with m.If(taken == self.reads):
-            m.d.comb += [self.noc_in.ready.eq(0), tx.valid.eq(0)]
-        return m
-
-
-class EndlessTile(Tile):
-    """Out of reset, sends the first ``sent`` flits of a 64-byte message to ``dst`` and never
-    the rest; takes whatever it is sent."""
-
-    streaming = False
-    inputs = (Receive("heard", raw=True),)
-    outputs = (Send("said", raw=True),)
-
-    def __init__(self, env=None, *, dst=SPY, sent=3):
-        super().__init__(env)
-        hdr = NocHeader(dst_x=dst[0], dst_y=dst[1], src_x=self.env.x, src_y=self.env.y,
-                        msg_type=12)
-        self.flits = Message(hdr, [], bytes(range(64))).flits(self.env.width)[:sent]
-
-    def elaborate(self, platform):
-        m = Module()
-        ports = self.message_ports(m)
-        out, heard = ports.said, ports.heard
-        index = Signal(range(len(self.flits) + 1))
-        data = Array(d for d, _ in self.flits)
-        m.d.comb += [heard.ready.eq(1), out.valid.eq(index < len(self.flits)),
-                     out.payload.data.eq(data[index]), out.payload.last.eq(0)]
-        with m.If(out.valid & out.ready):
-            m.d.sync += index.eq(index + 1)
-        return m
-
-
-def kernel_design(name, app, stall_limit):
-    """The app (of class ``app``) and the tenant, untrusted, beside the kernel and the spy."""
+def kernel_design(name, app, stall_limit, **params):
+    """The app (of class ``app``, with ``params``) and the tenant, untrusted, beside the kernel
+    and the spy."""
     d = Design(name, cols=3, rows=2, width=64)
     kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 14)},
                     monitor=MonitorConfig(stall_limit=stall_limit))
-    d.add("app", app, at=APP, trusted=False)
+    d.add("app", app, at=APP, trusted=False, **params)
     d.add("tenant", RawPortTile, at=TENANT, trusted=False)
     d.add("spy", RawPortTile, at=SPY)
     kernel.trust("spy")                 # its FAULT_READ and RELEASE, to the error manager
@@ -168,7 +122,7 @@ def test_without_the_watch_the_other_tenant_waits_for_good():
 
 
 def endless_design(stall_limit):
-    d = kernel_design("endless_message", EndlessTile, stall_limit)
+    d = kernel_design("endless_message", EndlessTile, stall_limit, dst=SPY)
     d.route("app", "spy", allow=True)
     d.route("tenant", "spy", allow=True)
     return d
