@@ -25,7 +25,7 @@ from .error_manager import ErrorManagerTile
 from .memory_manager import MemoryManagerTile
 from .memory_tile import MemoryTile
 from .monitor import Monitor, MonitorConfig, RateLimit
-from .paging import PageRange
+from .paging import PagePool, PageRange
 from .uapi import Perm
 
 
@@ -123,6 +123,34 @@ class Kernel:
         the memory manager answers the monitor's TLB misses from them (apiary/os/paging.py)."""
         return _map_pages(self, tile, size, vaddr, page_bits, perm, memory, where_declared(2))
 
+    def page_pool(self, pages: int, *, page_bits: int = 12, memory: str | None = None,
+                  entries: int = 8) -> PagePool:
+        """Reserve ``pages`` frames of ``2**page_bits`` bytes at the top of ``memory`` (default:
+        the first) for pages mapped at run time: a trusted tile sends the memory manager
+        ``PAGE_MAP`` (frame ``root`` of the pool at a paged tile's virtual page) and
+        ``PAGE_UNMAP``; the manager keeps ``entries`` such maps (apiary/os/paging.py)."""
+        what = f"page_pool ({where_declared(2)})"
+        manager = self.design.tiles[self.manager_name].params
+        if manager.get("pool") is not None:
+            raise DesignError(f"{what}: design {self.design.name!r} has a page pool already.")
+        index = _memory_index(self, memory, page_bits, what)
+        if not isinstance(pages, int) or not 1 <= pages <= 1 << 16:
+            raise DesignError(f"{what}: pages must be 1 to 65536 frames, not {pages!r}.")
+        if not isinstance(entries, int) or not 1 <= entries <= 64:
+            raise DesignError(f"{what}: entries must be 1 to 64, not {entries!r}.")
+        x, y, left = manager["memories"][index]
+        page = 1 << page_bits
+        base = (left - pages * page) & ~(page - 1)
+        if base < self._block_bytes:
+            raise DesignError(f"{what}: memory {self.memory_names[index]!r} has {left} bytes "
+                              f"left; {pages} "
+                              f"frames of {page} bytes do not fit.")
+        pool = PagePool(mem=index, base=base, pages=pages, page_bits=page_bits)
+        memories = list(manager["memories"])
+        memories[index] = (x, y, base)
+        manager.update(memories=memories, pool=pool, map_entries=entries, paging=True)
+        return pool
+
     def limit(self, tile: str, rate: RateLimit) -> None:
         """Rate-limit the sends of ``tile`` (a token bucket in its monitor)."""
         if not isinstance(rate, RateLimit):
@@ -146,7 +174,8 @@ class Kernel:
         """The kernel's own traffic, for the layout's deadlock check and the routers: every
         untrusted tile's monitor to and from the memory tiles, the memory manager and the error
         manager; every trusted source (:meth:`trust`) to each monitor (``IPC_GRANT``) and to
-        and from the error manager (``RELEASE``, ``FAULT_READ`` and its answer)."""
+        and from the error manager (``RELEASE``, ``FAULT_READ`` and its answer), and with a
+        :meth:`page_pool` to and from the memory manager (``PAGE_MAP``, ``PAGE_UNMAP``)."""
         def route(src: str, dst: str) -> Route:
             return Route(src, dst, ("kernel", dst), "data", Fbits.LOCAL0, "kernel")
         out = []
@@ -154,8 +183,11 @@ class Kernel:
         for name in design.untrusted():
             for service in services:
                 out += [route(name, service), route(service, name)]
+        pool = design.tiles[self.manager_name].params.get("pool") is not None
         for source in self._trusted_sources:
             out += [route(source, self.errors_name), route(self.errors_name, source)]
+            if pool:
+                out += [route(source, self.manager_name), route(self.manager_name, source)]
             out += [route(source, name) for name in design.untrusted() if name != source]
         return out
 
@@ -170,6 +202,18 @@ class Kernel:
                        errors=tiles[self.errors_name].at)
 
 
+def _memory_index(kernel: Kernel, memory: str | None, page_bits: object, what: str) -> int:
+    """The index of the kernel memory ``memory`` (default: the first), pages of ``page_bits``
+    being taken from it; a DesignError naming ``what`` if either is wrong."""
+    memory = kernel.memory_names[0] if memory is None else memory
+    if memory not in kernel.memory_names:
+        raise DesignError(f"{what}: no kernel memory {memory!r} (have "
+                          f"{kernel.memory_names}).")
+    if not isinstance(page_bits, int) or not 12 <= page_bits <= 30:
+        raise DesignError(f"{what}: page_bits must be 12 to 30, not {page_bits!r}.")
+    return kernel.memory_names.index(memory)
+
+
 def _map_pages(kernel: Kernel, tile: str, size: int, vaddr: int, page_bits: int, perm: Perm,
                memory: str | None, where: str) -> PageRange:
     """:meth:`Kernel.map_pages`: check, take the frames from the top of the memory, tell the
@@ -179,24 +223,19 @@ def _map_pages(kernel: Kernel, tile: str, size: int, vaddr: int, page_bits: int,
     if tile not in design.tiles or design.tiles[tile].trusted:
         raise DesignError(f"{what}: {tile!r} is not an untrusted tile of design "
                           f"{design.name!r}; add it with trusted=False first.")
-    memory = kernel.memory_names[0] if memory is None else memory
-    if memory not in kernel.memory_names:
-        raise DesignError(f"{what}: no kernel memory {memory!r} (have "
-                          f"{kernel.memory_names}).")
-    if not isinstance(page_bits, int) or not 12 <= page_bits <= 30:
-        raise DesignError(f"{what}: page_bits must be 12 to 30, not {page_bits!r}.")
+    index = _memory_index(kernel, memory, page_bits, what)
     page = 1 << page_bits
     if not isinstance(size, int) or size < 1 or not isinstance(vaddr, int) or vaddr % page \
             or not 0 <= vaddr < vaddr + size <= 1 << 48:
         raise DesignError(f"{what}: size {size!r} at vaddr {vaddr!r} must be a positive "
                           f"size at a page-aligned ({page}-byte) 48-bit address.")
     manager = design.tiles[kernel.manager_name].params
-    index = kernel.memory_names.index(memory)
     x, y, left = manager["memories"][index]
     span = -(-size // page) * page
     base = (left - span) & ~(page - 1)
     if base < kernel._block_bytes:
-        raise DesignError(f"{what}: memory {memory!r} has {left} bytes left below the pages "
+        raise DesignError(f"{what}: memory {kernel.memory_names[index]!r} has {left} bytes "
+                          f"left below the pages "
                           f"already given; {span} bytes of {page}-byte pages do not fit.")
     rng = PageRange(*design.tiles[tile].at, vaddr=vaddr, size=span, page_bits=page_bits,
                     mem=index, base=base, perm=int(perm))

@@ -25,6 +25,11 @@ message            type  from → to                  fields of ``KERNEL_META``
 ``TLB_MISS``       60    a paged monitor → manager  ``addr`` (with ``paging``; see
                                                     :mod:`apiary.os.paging`)
 ``TLB_FILL``       61    manager → that monitor     the page's translation, or ``NO_ENTRY``
+``PAGE_MAP``,      62,   a trusted tile → manager   (with ``pool``) pages mapped and unmapped at
+``PAGE_UNMAP``     63                               run time, answered ``CAP_RESULT``; an unmap
+``TLB_SHOOTDOWN``  64    manager → a monitor        sends ``TLB_SHOOTDOWN`` and answers after its
+``..._ACK``        65    that monitor → manager     ``TLB_SHOOTDOWN_ACK`` (see
+                                                    :mod:`apiary.os.paging`)
 =================  ====  =========================  ===============================================
 
 **Roots.** An allocation is named by its *root*, ``mem_index << 12 | leaf``: the index of its
@@ -90,7 +95,7 @@ from ..noc.framing import offer_message
 from ..noc.header import Fbits
 from ..tile import Receive, Send, Tile, TileEnv
 from .buddy import BuddyAllocator, BuddyOp, lowest_one
-from .paging import PageRange, page_lookup
+from .paging import PagePool, PageMaps, PageRange, page_lookup
 from .uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType, Perm, Status
 from ..stream.counters import count
 
@@ -166,14 +171,17 @@ class MemoryManagerTile(Tile):
 
     inputs = (Receive("requests", KernelMsgType.MM_ALLOC, KernelMsgType.MM_DERIVE,
                       KernelMsgType.MM_FREE, KernelMsgType.CAP_REVOKED, KernelMsgType.TLB_MISS,
-                      meta=KERNEL_FORMAT),)
+                      KernelMsgType.PAGE_MAP, KernelMsgType.PAGE_UNMAP,
+                      KernelMsgType.TLB_SHOOTDOWN_ACK, meta=KERNEL_FORMAT),)
     outputs = (Send("replies", KernelMsgType.CAP_INSTALL, KernelMsgType.CAP_REVOKE,
-                    KernelMsgType.TLB_FILL, meta=KERNEL_FORMAT),)
+                    KernelMsgType.TLB_FILL, KernelMsgType.TLB_SHOOTDOWN, KernelMsgType.CAP_RESULT,
+                    meta=KERNEL_FORMAT),)
 
     def __init__(self, env: TileEnv | None = None,
                  memories: Sequence[tuple[int, int, int]] = (), *, block_bytes: int = 256,
                  max_holders: int = 16, placement: str = "first", paging: bool = False,
-                 pages: Sequence[PageRange] = ()) -> None:
+                 pages: Sequence[PageRange] = (), pool: PagePool | None = None,
+                 map_entries: int = 8) -> None:
         if not _is_int(block_bytes) or block_bytes < 1 or block_bytes & (block_bytes - 1):
             raise ValueError(f"block_bytes must be a power of two, not {block_bytes!r}")
         if not _is_int(max_holders) or not 1 <= max_holders <= 256:
@@ -183,8 +191,14 @@ class MemoryManagerTile(Tile):
             raise ValueError(f"placement must be 'first' or 'rotate', not {placement!r}")
         self.placement = placement
         # Paged translation (apiary/os/paging.py): answer TLB_MISS from the pages given.
-        self.paging = bool(paging) or bool(pages)
+        self.paging = bool(paging) or bool(pages) or pool is not None
         self.pages = list(pages)
+        # Pages mapped at run time, from a pool of frames (PAGE_MAP, PAGE_UNMAP).
+        if pool is not None and (not isinstance(pool, PagePool)
+                                 or not 0 <= pool.mem < len(memories)):
+            raise ValueError(f"pool must be a PagePool of the manager's memories, not {pool!r}")
+        self.pool = pool
+        self.map_entries = map_entries
         for r in self.pages:
             if not isinstance(r, PageRange) or not 0 <= r.mem < len(memories):
                 raise ValueError(f"pages must be PageRanges of the manager's memories, not "
@@ -229,6 +243,11 @@ class MemoryManagerTile(Tile):
             **({"page_fills": "TLB_MISS answered with the page's translation",
                 "page_faults": "TLB_MISS answered NO_ENTRY: the tile has no page there"}
                if self.paging else {}),
+            **({"maps": "PAGE_MAP answered OK",
+                "unmaps": "PAGE_UNMAP answered OK (after its shootdown)",
+                "map_refused": "PAGE_MAP or PAGE_UNMAP answered with another status",
+                "stray_shootdown_acks": "TLB_SHOOTDOWN_ACK matching no unmap, dropped"}
+               if pool is not None else {}),
         })
 
     @property
@@ -281,15 +300,17 @@ class MemoryManagerTile(Tile):
                 self._receive(m, rx, s, dropped)
             self._allocate(m, s, allocators, placement, granted)
             with m.State("REPLY"):
-                m.d.comb += [s.out_valid.eq(1), s.out_dst.eq(s.dst),
-                             s.out_type.eq(Mux(s.page, KernelMsgType.TLB_FILL.value,
-                                               KernelMsgType.CAP_INSTALL.value)),
+                m.d.comb += [s.out_valid.eq(1), s.out_dst.eq(s.dst), s.out_type.eq(s.kind),
                              s.out_meta.eq(s.out)]
                 with m.If(s.out_taken):
                     m.next = "IDLE"
+            maps = None
+            if self.pool is not None:
+                m.submodules.maps = maps = PageMaps(self.map_entries, self.pool.page_bits)
+                self._run_time_maps(m, s, maps)
             if self.paging:
                 with m.State("PAGE"):           # answer a TLB_MISS (apiary/os/paging.py)
-                    self._page(m, s)
+                    self._page(m, s, maps)
             with m.State("DERIVE"):
                 self._derive(m, s, holders, dead)
             self._free(m, s, holders, dead)
@@ -316,6 +337,12 @@ class MemoryManagerTile(Tile):
             if self.paging:
                 with m.Elif(hdr.msg_type == KernelMsgType.TLB_MISS.value):
                     m.next = "PAGE"
+            if self.pool is not None:
+                for msg_type, state in ((KernelMsgType.PAGE_MAP, "MAP"),
+                                        (KernelMsgType.PAGE_UNMAP, "UNMAP"),
+                                        (KernelMsgType.TLB_SHOOTDOWN_ACK, "SHOT")):
+                    with m.Elif(hdr.msg_type == msg_type.value):
+                        m.next = state
             with m.Else():
                 m.d.sync += dropped.eq(dropped + 1)
 
@@ -366,19 +393,89 @@ class MemoryManagerTile(Tile):
                         with m.Else():          # not expected: room said there was some
                             self._alloc_failed(m, s, Status.NO_MEMORY)
 
-    def _page(self, m: Module, s: "_Serving") -> None:
-        """State ``PAGE``: answer a ``TLB_MISS`` from the pages given."""
-        found, base, size, mem, perm = page_lookup(m, self.pages, s.src.x, s.src.y,
-                                                   s.req.addr)
+    def _page(self, m: Module, s: "_Serving", maps: PageMaps | None) -> None:
+        """State ``PAGE``: answer a ``TLB_MISS`` from the pages given, else from those mapped
+        at run time."""
+        fixed = page_lookup(m, self.pages, s.src.x, s.src.y, s.req.addr)
+        found, base, size, mem, perm = (Signal.like(v, name=f"{v.name}_any") for v in fixed)
+        m.d.comb += [a.eq(b) for a, b in zip((found, base, size, mem, perm), fixed)]
+        if maps is not None and self.pool is not None:
+            pool = self.pool
+            m.d.comb += [maps.x.eq(s.src.x), maps.y.eq(s.src.y), maps.vaddr.eq(s.req.addr)]
+            with m.If(~fixed[0] & maps.hit):
+                m.d.comb += [found.eq(1), base.eq(pool.base + (maps.frame << pool.page_bits)),
+                             size.eq(1 << pool.page_bits), mem.eq(pool.mem),
+                             perm.eq(maps.perm)]
         with m.If(found):
             s.install(dst=s.to_src(), status=Status.OK, addr=base, size=size, perm=perm,
-                      mem_x=s.mem_x[mem], mem_y=s.mem_y[mem])
+                      mem_x=s.mem_x[mem], mem_y=s.mem_y[mem], kind=KernelMsgType.TLB_FILL)
             count(m, self.counters.page_fills)
         with m.Else():
-            s.install(dst=s.to_src(), status=Status.NO_ENTRY)
+            s.install(dst=s.to_src(), status=Status.NO_ENTRY, kind=KernelMsgType.TLB_FILL)
             count(m, self.counters.page_faults)
-        m.d.sync += s.page.eq(1)
         m.next = "REPLY"
+
+    def _run_time_maps(self, m: Module, s: "_Serving", maps: PageMaps) -> None:
+        """States ``MAP``, ``UNMAP`` and ``SHOT`` (a ``TLB_SHOOTDOWN_ACK``): pages mapped and
+        unmapped at run time (:mod:`apiary.os.paging`). An unmap waiting for its shootdown is
+        kept in registers, so the manager serves other requests meanwhile."""
+        assert self.pool is not None
+        c = self.counters
+        pending = Signal(name="unmap_pending")
+        asker = Signal(_DST, name="unmap_asker")
+        tile = Signal(_DST, name="unmap_tile")
+        user = Signal(32, name="unmap_user")
+
+        def answer(op: KernelMsgType, status: Any, dst: Any = None, who: Any = None) -> None:
+            s.install(dst=dst if dst is not None else s.to_src(), kind=KernelMsgType.CAP_RESULT,
+                      op=op.value, status=status, user=who if who is not None else s.req.user)
+
+        with m.State("MAP"):
+            m.d.comb += [maps.x.eq(s.req.peer_x), maps.y.eq(s.req.peer_y),
+                         maps.vaddr.eq(s.req.addr)]
+            m.next = "REPLY"
+            with m.If(maps.hit):
+                answer(KernelMsgType.PAGE_MAP, Status.BAD_HANDLE)
+                count(m, c.map_refused)
+            with m.Elif(s.req.root >= self.pool.pages):
+                answer(KernelMsgType.PAGE_MAP, Status.BAD_SIZE)
+                count(m, c.map_refused)
+            with m.Elif(~maps.free):
+                answer(KernelMsgType.PAGE_MAP, Status.TABLE_FULL)
+                count(m, c.map_refused)
+            with m.Else():
+                m.d.comb += [maps.put.eq(1), maps.put_frame.eq(s.req.root),
+                             maps.put_perm.eq(Mux(s.req.perm == 0, Perm.RW, s.req.perm))]
+                answer(KernelMsgType.PAGE_MAP, Status.OK)
+                count(m, c.maps)
+
+        with m.State("UNMAP"):
+            m.d.comb += [maps.x.eq(s.req.peer_x), maps.y.eq(s.req.peer_y),
+                         maps.vaddr.eq(s.req.addr)]
+            m.next = "REPLY"
+            with m.If(pending):
+                answer(KernelMsgType.PAGE_UNMAP, Status.BUSY)
+                count(m, c.map_refused)
+            with m.Elif(~maps.hit):
+                answer(KernelMsgType.PAGE_UNMAP, Status.NO_ENTRY)
+                count(m, c.map_refused)
+            with m.Else():              # gone from the table at once; answered after the ack
+                m.d.comb += maps.clear.eq(1)
+                m.d.sync += [pending.eq(1), asker.eq(s.src), tile.x.eq(s.req.peer_x),
+                             tile.y.eq(s.req.peer_y), user.eq(s.req.user)]
+                s.install(dst=(s.req.peer_x, s.req.peer_y, Fbits.LOCAL0),
+                          kind=KernelMsgType.TLB_SHOOTDOWN)
+
+        with m.State("SHOT"):
+            with m.If(pending & (s.src.x == tile.x) & (s.src.y == tile.y)):
+                m.d.sync += pending.eq(0)
+                answer(KernelMsgType.PAGE_UNMAP, Status.OK,
+                       dst=(asker.x, asker.y, asker.fbits), who=user)
+                count(m, c.unmaps)
+                m.next = "REPLY"
+            with m.Else():
+                count(m, c.stray_shootdown_acks)
+                m.next = "IDLE"
 
     def _derive(self, m: Module, s: "_Serving", holders: "HolderTable", dead: Signal) -> None:
         """State ``DERIVE``: record the receiver and install the capability there."""
@@ -461,7 +558,7 @@ class _Serving:
     """The manager's registers and its offer to the sender: the message being served (its
     source ``src`` and metadata ``req``, taken in ``IDLE``), the allocator awaited (``mem``;
     ``mem_x``, ``mem_y``: the memories' tiles by index),
-    the reply registered for it (``dst``, ``out``, ``page`` for a ``TLB_FILL``), and the
+    the reply registered for it (``dst``, ``out``, its type ``kind``), and the
     descriptor offered (``out_valid``, ``out_dst``, ``out_type``, ``out_meta``; taken on
     ``out_taken``)."""
 
@@ -475,7 +572,7 @@ class _Serving:
         self.mem = Signal(range(MAX_MEMORIES), name="r_mem")  # the allocator awaited
         self.dst = Signal(_DST, name="r_dst")
         self.out = Signal(KERNEL_META, name="r_out")
-        self.page = Signal(name="r_page")           # the reply is a TLB_FILL
+        self.kind = Signal(8, name="r_kind")        # the reply's message type
         self.out_valid = Signal()
         self.out_dst = Signal(_DST)
         self.out_type = Signal(8)
@@ -492,10 +589,12 @@ class _Serving:
         return self.src.x, self.src.y, self.src.fbits
 
     def install(self, **fields: Any) -> None:
-        """Register a reply with ``fields`` (all others zero) to ``dst``."""
+        """Register a reply of type ``kind`` (``CAP_INSTALL`` unless given) with ``fields``
+        (all others zero) to ``dst``."""
         dst = fields.pop("dst")
+        kind = fields.pop("kind", KernelMsgType.CAP_INSTALL)
         self.m.d.sync += [self.out.eq(0), self.dst.x.eq(dst[0]), self.dst.y.eq(dst[1]),
-                          self.dst.fbits.eq(dst[2]), self.page.eq(0)]
+                          self.dst.fbits.eq(dst[2]), self.kind.eq(kind.value)]
         self.m.d.sync += [getattr(self.out, name).eq(value) for name, value in fields.items()]
 
 

@@ -130,7 +130,7 @@ from .monitor_out import OutgoingCheck
 from .monitor_release import Release
 from .monitor_stall import MessageCut, StallWatch, check_stall_limit
 from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
-from .paging import PAGED_COUNTERS, check_tlbs
+from .paging import PAGED_COUNTERS, SHOOTDOWN_COUNTERS, Shootdown, check_tlbs
 from .tlb import TlbConfig
 from .uapi import FaultKind
 
@@ -277,7 +277,8 @@ class Monitor(Component):
             "noc_out": Out(flit_signature(w)),
             "tile_reset": Out(1),
             "counters": Out(CounterSignature({
-                **self.COUNTERS, **(PAGED_COUNTERS if config.tlbs else {}),
+                **self.COUNTERS,
+                **({**PAGED_COUNTERS, **SHOOTDOWN_COUNTERS} if config.tlbs else {}),
                 **(FAIRNESS_COUNTERS if config.fairness else {})})),
         })
 
@@ -316,8 +317,15 @@ class Monitor(Component):
             for name in names:
                 connect(m, side=getattr(side, name), tables=getattr(tables, name))
         connect(m, tables=tables.free, outgoing=out.free, incoming=inc.free)
+        shootdown = None
         if cfg.tlbs:                    # the in side hands TLB_FILLs to the out side's TLBs
             connect(m, incoming=inc.answer, outgoing=out.answer)
+            m.submodules.shootdown = shootdown = Shootdown(self._manager)
+            m.d.comb += [shootdown.start.eq(inc.shootdown), shootdown.sent.eq(out.mem_sent),
+                         shootdown.acked.eq(inc.mem_acked), inc.shooting.eq(shootdown.busy),
+                         out.flush.eq(shootdown.flush),
+                         shootdown.tlb_flushing.eq(out.flushing),
+                         c.shootdowns.eq(shootdown.shootdowns)]
 
         # The monitor's own messages, one RequestSender each way. The in side never waits for
         # the NoC while it holds a kernel message: its requests (CAP_REVOKED, MM_FREE, FAULT),
@@ -328,18 +336,20 @@ class Monitor(Component):
             m.submodules[f"{name}_tx"] = sender
         m.submodules.kernel_queue = kq = Queue(REQUEST, cfg.kernel_queue)
         m.d.comb += release.fault.eq(out.faulted | stalled)
-        # A watch's FAULT waits while the in side, the release or an earlier watch offers one.
+        # A watch's FAULT (or the shootdown's ack) waits while the in side, the release or an
+        # earlier one offers one.
         busy = inc.to_kernel.valid | release.to_kernel.valid
         faults = []
-        for watch in watches:
-            fault = stream.Signature(REQUEST).create()
+        for source in [w.to_kernel for w in watches] + (
+                [shootdown.to_kernel] if shootdown is not None else []):
+            offer = stream.Signature(REQUEST).create()
             m.d.comb += [
-                fault.valid.eq(watch.to_kernel.valid & ~busy),
-                fault.payload.eq(watch.to_kernel.payload),
-                watch.to_kernel.ready.eq(fault.ready & ~busy),
+                offer.valid.eq(source.valid & ~busy),
+                offer.payload.eq(source.payload),
+                source.ready.eq(offer.ready & ~busy),
             ]
-            faults.append(fault)
-            busy = busy | watch.to_kernel.valid
+            faults.append(offer)
+            busy = busy | source.valid
         merge_requests(m, kq.i, *faults, inc.to_kernel, release.to_kernel)
         connect(m, outgoing=out.to_noc, sender=senders["o2n"].i)
         connect(m, outgoing=out.to_tile, sender=senders["o2t"].i)

@@ -42,7 +42,8 @@ class IncomingCheck(Component):
       ``installs_dropped`` (an allocation gets ``TABLE_FULL`` and its memory goes back:
       ``MM_FREE``); ``CAP_REVOKE`` drops the copies (``revoke``) and acks ``CAP_REVOKED``;
       ``IPC_GRANT`` changes an IPC table (``grant``); ``TLB_FILL`` goes to ``answer``;
-      ``RELEASE`` raises ``start_release``.
+      ``RELEASE`` raises ``start_release``; paged, ``TLB_SHOOTDOWN`` (waiting while
+      ``shooting``) raises ``shootdown``.
     * While ``quarantined``, and a head cut ``short``: sunk (``sunk_in``).
     * From the kernel, or a source the tile holds an IPC capability in for (``src``): passed
       (``passed_in``); a load or store ack from the kernel gets its virtual address back
@@ -66,6 +67,8 @@ class IncomingCheck(Component):
     grant : Out(command(dir=2, add=1, x=8, y=8, fbits=4))
     to_tile, to_kernel : Out(stream.Signature(REQUEST))
     answer : Out(stream.Signature(PAGE_ANSWER))  (paged)
+    shooting : In(1); shootdown, mem_acked : Out(1)  (paged: a shootdown under way; one taken;
+        a load or store ack from the kernel taken, passed or sunk)
     counters : Out(CounterSignature)
     """
 
@@ -94,7 +97,8 @@ class IncomingCheck(Component):
             "grant": Out(command(dir=2, add=1, x=8, y=8, fbits=4)),
             "to_tile": Out(stream.Signature(REQUEST)),
             "to_kernel": Out(stream.Signature(REQUEST)),
-            **({"answer": Out(stream.Signature(PAGE_ANSWER))} if paged else {}),
+            **({"answer": Out(stream.Signature(PAGE_ANSWER)), "shooting": In(1),
+                "shootdown": Out(1), "mem_acked": Out(1)} if paged else {}),
             "counters": Out(CounterSignature(self.COUNTERS)),
         })
 
@@ -106,7 +110,7 @@ class IncomingCheck(Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         fmt, c = self._fmt, self.counters
-        monitor_types = MONITOR_TYPES + ((K.TLB_FILL,) if self._paged else ())
+        monitor_types = MONITOR_TYPES + ((K.TLB_FILL, K.TLB_SHOOTDOWN) if self._paged else ())
         value, hdr, mm, km = fmt.views(self.head)
         new = Signal(len(value))
         new_mm = fmt.meta(new, MEM_META)
@@ -127,7 +131,10 @@ class IncomingCheck(Component):
             m.d.comb += [new_mm.addr.eq(mm.addr),
                          ans.status.eq(km.status), ans.base.eq(km.addr), ans.size.eq(km.size),
                          ans.mem_x.eq(km.mem_x), ans.mem_y.eq(km.mem_y), ans.perm.eq(km.perm),
-                         fill_wait.eq((itype == K.TLB_FILL.value) & ~self.answer.ready)]
+                         fill_wait.eq(((itype == K.TLB_FILL.value) & ~self.answer.ready)
+                                      | ((itype == K.TLB_SHOOTDOWN.value) & self.shooting)),
+                         self.mem_acked.eq(self.decide & self.accept & kernel_src & ~self.short
+                                           & is_type(itype, (LOAD_MEM_ACK, STORE_MEM_ACK)))]
         accept = self.decide & self.accept
 
         with m.If(self.decide):
@@ -180,6 +187,9 @@ class IncomingCheck(Component):
             with m.Case(K.TLB_FILL.value):
                 if self._paged:
                     m.d.comb += self.answer.valid.eq(1)
+            with m.Case(K.TLB_SHOOTDOWN.value):
+                if self._paged:
+                    m.d.comb += self.shootdown.eq(1)
             with m.Case(K.RELEASE.value):     # of a running tile too: a kill (Release)
                 m.d.comb += self.start_release.eq(1)
 

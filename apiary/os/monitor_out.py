@@ -285,6 +285,7 @@ class OutgoingCheck(Component):
     drop : Out(command(slot=range(entries)))
     to_noc, to_tile : Out(stream.Signature(REQUEST))
     answer : In(stream.Signature(PAGE_ANSWER))  (paged: the TLB_FILL from the in side)
+    flush : In(1); flushing, mem_sent : Out(1)  (paged: flush the TLBs; a load or store passed)
     counters : Out(CounterSignature)
     """
 
@@ -307,7 +308,8 @@ class OutgoingCheck(Component):
             "dst": Out(ipc_lookup()), "peer": Out(ipc_lookup()),
             "free": In(free_row(entries)), "drop": Out(command(slot=range(entries))),
             "to_noc": Out(stream.Signature(REQUEST)), "to_tile": Out(stream.Signature(REQUEST)),
-            **({"answer": In(stream.Signature(PAGE_ANSWER))} if tlbs else {}),
+            **({"answer": In(stream.Signature(PAGE_ANSWER)), "flush": In(1),
+                "flushing": Out(1), "mem_sent": Out(1)} if tlbs else {}),
             "counters": Out(CounterSignature({
                 **self.COUNTERS, **(PAGED_COUNTERS if tlbs else {})})),
         })
@@ -367,6 +369,8 @@ class OutgoingCheck(Component):
                 with m.If(accept):
                     count(m, c.passed_out)
                     m.d.comb += take.eq(1)
+                    if self._tlbs:
+                        m.d.comb += self.mem_sent.eq(rules.is_mem)
         merge_requests(m, self.to_noc, ops.to_noc)
         return m
 
@@ -385,6 +389,7 @@ class OutgoingCheck(Component):
             rules.page.mem_x.eq(paging.mem_x), rules.page.mem_y.eq(paging.mem_y),
             c.tlb_hits.eq(paging.hits), c.tlb_misses.eq(paging.misses),
             c.page_faults.eq(paging.page_faults),
+            paging.flush.eq(self.flush), self.flushing.eq(paging.flushing),
         ]
         connect(m, in_side=flipped(self.answer), paging=paging.answer)
         with m.If(self.to_noc.ready):

@@ -12,6 +12,16 @@ message       type  from → to              fields of ``KERNEL_META``
                                            base), ``size`` (the page's bytes), ``perm``,
                                            ``mem_x/y`` (its memory tile); ``NO_ENTRY``: the tile
                                            has no page there
+``PAGE_MAP``  62    a trusted tile →       ``peer_x/y`` (the tile), ``addr`` (the virtual page),
+                    manager                ``root`` (a frame of the pool), ``perm``, ``user``
+``PAGE_UNMAP``  63  a trusted tile →       ``peer_x/y``, ``addr``, ``user``
+                    manager
+``CAP_RESULT``  35  manager → the trusted  ``op`` (``PAGE_MAP`` or ``PAGE_UNMAP``), ``status``,
+                    tile                   ``user``
+``TLB_SHOOTDOWN``  64  manager → the       (nothing): forget every translation
+                    tile's monitor
+``TLB_SHOOTDOWN_ACK``  65  the monitor →   (nothing): done, and none of the tile's loads and
+                    manager                stores is in flight
 ============  ====  =====================  =======================================================
 
 **The monitor's side** (:class:`PagedTranslation`, built by the monitor when
@@ -28,6 +38,20 @@ opens nothing: every access is translated), so the tile matches acks by tag.
 **The manager's side** (:class:`PageRange`, :func:`page_lookup`): the pages each paged tile was
 given, fixed when the design is built (:meth:`apiary.os.kernel.Kernel.map_pages`), as ranges of
 contiguous virtual and physical pages; a ``TLB_MISS`` is answered from them in 2 cycles.
+
+**Pages mapped at run time** (Coyote's virtual memory, driven by a trusted tile; the pool from
+:meth:`apiary.os.kernel.Kernel.page_pool`): ``PAGE_MAP`` puts frame ``root`` of the
+:class:`PagePool` at a tile's virtual page in a :class:`PageMaps` table (``map_entries`` rows),
+answered ``OK``, ``TABLE_FULL`` (no free row), ``BAD_HANDLE`` (that page is mapped already) or
+``BAD_SIZE`` (no such frame); a ``TLB_MISS`` is answered from the table when no fixed range
+holds the address. ``PAGE_UNMAP`` clears the row at once (a miss from then on is a
+``PAGE_FAULT``) and sends ``TLB_SHOOTDOWN`` to the tile's monitor, which flushes its TLBs,
+waits until every load and store its tile has sent is acknowledged (:class:`Shootdown`: one
+sent before the flush may still be on its way to the frame), and answers
+``TLB_SHOOTDOWN_ACK``; only then does the trusted tile get its ``CAP_RESULT`` ``OK``, so a frame
+unmapped from one tile and mapped to another is never reached by the first again. One unmap
+waits for its shootdown at a time (another is answered ``BUSY``); the manager serves other
+requests meanwhile.
 """
 
 from collections.abc import Sequence
@@ -38,12 +62,15 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream
 from amaranth.lib.wiring import Component, In, Out
 
+from ..noc.header import Fbits
+from ..stream.counters import count
+from .monitor_messages import REQUEST, request
 from .tlb import ADDR_BITS, Tlb, TlbConfig
-from .uapi import FaultKind, Status
+from .uapi import FaultKind, KernelMsgType as K, Status
 
 
 __all__ = ["PagedTranslation", "PageRange", "page_lookup", "PAGE_ANSWER", "PAGED_COUNTERS",
-           "check_tlbs"]
+           "check_tlbs", "PagePool", "PageMaps", "Shootdown", "SHOOTDOWN_COUNTERS"]
 
 #: What the monitor's in side hands over from a ``TLB_FILL``.
 PAGE_ANSWER = data.StructLayout({"status": 4, "base": ADDR_BITS, "size": 40, "mem_x": 8,
@@ -54,6 +81,11 @@ PAGED_COUNTERS = {
     "tlb_hits": "loads and stores judged on a TLB hit (after its fill, for one that missed)",
     "tlb_misses": "TLB_MISS sent to the memory manager",
     "page_faults": "loads and stores to a page the tile was not given (PAGE_FAULT)",
+}
+
+#: The paged monitor's own counter (:class:`Shootdown`).
+SHOOTDOWN_COUNTERS = {
+    "shootdowns": "TLB_SHOOTDOWN served: TLBs flushed, the tile's accesses drained, acked",
 }
 
 
@@ -91,6 +123,10 @@ class PagedTranslation(Component):
     miss : Out(stream.Signature(48))
     answer : In(stream.Signature(PAGE_ANSWER))
     taken : In(1)
+    flush : In(1)
+        Strobe: flush every TLB (:class:`~apiary.os.tlb.Tlb`).
+    flushing : Out(1)
+        A flush is asked for or under way in some TLB.
     hits, misses, page_faults : Out(32)
     """
 
@@ -105,6 +141,7 @@ class PagedTranslation(Component):
             "mem_y": Out(8),
             "miss": Out(stream.Signature(ADDR_BITS)),
             "answer": In(stream.Signature(PAGE_ANSWER)),
+            "flush": In(1), "flushing": Out(1),
             "hits": Out(32), "misses": Out(32), "page_faults": Out(32),
         })
 
@@ -113,8 +150,9 @@ class PagedTranslation(Component):
         tlbs = []
         for i, cfg in enumerate(self.tlbs):
             m.submodules[f"tlb{i}"] = tlb = Tlb(cfg)
-            m.d.comb += tlb.lookup.eq(self.vaddr)
+            m.d.comb += [tlb.lookup.eq(self.vaddr), tlb.flush.eq(self.flush)]
             tlbs.append(tlb)
+        m.d.comb += self.flushing.eq(Cat(t.busy for t in tlbs).any())
 
         # -- the answer for the head: every TLB has looked this address up --------------------
         answered = Cat(t.result.valid & (t.result.vpage == self.vaddr[c.page_bits:])
@@ -219,3 +257,110 @@ def page_lookup(m: Module, ranges: Sequence[PageRange], tile_x: Any, tile_y: Any
             m.d.comb += [found.eq(1), base.eq(r.base + (rel << r.page_bits)),
                          size.eq(1 << r.page_bits), mem.eq(r.mem), perm.eq(r.perm)]
     return found, base, size, mem, perm
+
+
+@dataclass(frozen=True)
+class PagePool:
+    """Frames a trusted tile may map at run time (``PAGE_MAP``): ``pages`` frames of
+    ``2**page_bits`` bytes from physical ``base`` of memory ``mem`` (an index into the manager's
+    memories)."""
+    mem: int
+    base: int
+    pages: int
+    page_bits: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.pages <= 1 << 16:
+            raise ValueError(f"a PagePool holds 1 to 65536 frames, not {self.pages!r}")
+
+
+def _map_row(page_bits: int) -> data.StructLayout:
+    return data.StructLayout({"valid": 1, "x": 8, "y": 8, "vpage": ADDR_BITS - page_bits,
+                              "frame": 16, "perm": 2})
+
+
+class PageMaps(Component):
+    """The manager's table of pages mapped at run time: ``entries`` rows of (tile, virtual page,
+    frame, permission), in registers.
+
+    ``x``, ``y``, ``vaddr`` are looked up combinationally: ``hit`` (and ``index``, ``frame``,
+    ``perm`` of the row) if the tile has a page there. ``free`` (and ``free_index``) name the
+    first free row. ``put`` writes the row ``free_index`` with the looked-up tile and page and
+    ``put_frame``, ``put_perm``; ``clear`` frees the row ``index``. Both take effect the next
+    cycle.
+    """
+
+    def __init__(self, entries: int, page_bits: int) -> None:
+        if not isinstance(entries, int) or not 1 <= entries <= 64:
+            raise ValueError(f"PageMaps entries must be 1 to 64, not {entries!r}")
+        self.entries, self.page_bits = entries, page_bits
+        super().__init__({
+            "x": In(8), "y": In(8), "vaddr": In(ADDR_BITS),
+            "hit": Out(1), "index": Out(range(entries)), "frame": Out(16), "perm": Out(2),
+            "free": Out(1), "free_index": Out(range(entries)),
+            "put": In(1), "put_frame": In(16), "put_perm": In(2), "clear": In(1),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        layout = _map_row(self.page_bits)
+        rows = [Signal(layout, name=f"row{i}") for i in range(self.entries)]
+        vpage = self.vaddr[self.page_bits:]
+        for i, row in reversed(list(enumerate(rows))):
+            with m.If(row.valid & (row.x == self.x) & (row.y == self.y) & (row.vpage == vpage)):
+                m.d.comb += [self.hit.eq(1), self.index.eq(i), self.frame.eq(row.frame),
+                             self.perm.eq(row.perm)]
+            with m.If(~row.valid):
+                m.d.comb += [self.free.eq(1), self.free_index.eq(i)]
+        for i, row in enumerate(rows):
+            with m.If(self.put & (self.free_index == i)):
+                m.d.sync += [row.valid.eq(1), row.x.eq(self.x), row.y.eq(self.y),
+                             row.vpage.eq(vpage), row.frame.eq(self.put_frame),
+                             row.perm.eq(self.put_perm)]
+            with m.If(self.clear & (self.index == i)):
+                m.d.sync += row.valid.eq(0)
+        return m
+
+
+class Shootdown(Component):
+    """A paged monitor's side of ``PAGE_UNMAP``: on ``start`` (the in side took a
+    ``TLB_SHOOTDOWN``) flush every TLB, then, once the flush is done and ``outstanding`` (the
+    tile's loads and stores passed out, less the acks that came back) is zero, offer
+    ``TLB_SHOOTDOWN_ACK`` to the manager on ``to_kernel``. ``busy`` from ``start`` until the
+    ack is taken.
+
+    ``sent`` pulses for each load or store passed to the NoC, ``acked`` for each load or store
+    ack from the kernel that reaches the monitor (passed to the tile, or sunk: it is no longer
+    on its way either way).
+    """
+
+    def __init__(self, manager: tuple[int, int]) -> None:
+        self._manager = manager
+        super().__init__({
+            "start": In(1), "sent": In(1), "acked": In(1), "tlb_flushing": In(1),
+            "flush": Out(1), "busy": Out(1), "outstanding": Out(16),
+            "to_kernel": Out(stream.Signature(REQUEST)),
+            "shootdowns": Out(32),
+        })
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        left = self.outstanding
+        with m.If(self.sent & ~self.acked):
+            m.d.sync += left.eq(left + 1)
+        with m.Elif(self.acked & ~self.sent & (left != 0)):
+            m.d.sync += left.eq(left - 1)
+        waiting = Signal()
+        flushed = Signal()                      # the flush has begun (the TLBs said busy)
+        m.d.comb += [self.busy.eq(waiting), self.flush.eq(self.start)]
+        with m.If(self.start):
+            m.d.sync += [waiting.eq(1), flushed.eq(0)]
+        with m.If(waiting & self.tlb_flushing):
+            m.d.sync += flushed.eq(1)
+        with m.If(waiting & flushed & ~self.tlb_flushing & (left == 0)):
+            m.d.comb += request(self.to_kernel, K.TLB_SHOOTDOWN_ACK,
+                                     (*self._manager, Fbits.LOCAL0))
+            with m.If(self.to_kernel.ready):
+                m.d.sync += waiting.eq(0)
+                count(m, self.shootdowns)
+        return m

@@ -22,8 +22,10 @@ with a synchronous read port (block RAM on an FPGA, as Coyote's are), so:
 * **Fill**: 2 cycles (read the set, write one way), during which ``fill.ready`` is low.
   The way is the one already holding the page, else the first invalid way, else the set's
   round-robin victim (a pointer per set, moved on by each replacement).
-* No invalidation: the kernel's page mappings are fixed when the design is built
-  (:meth:`apiary.os.kernel.Kernel.map_pages`), so a cached translation never goes stale.
+* **Flush**: a strobe on ``flush`` clears every entry, one set per cycle (``sets`` cycles, no
+  lookup finishing and no fill taken meanwhile; a fill being written finishes first); ``busy``
+  is high from the strobe until the last set is clear. The memory manager asks for one when a
+  page is unmapped at run time (:mod:`apiary.os.paging`), so that no stale translation survives.
 
 Coyote's geometries (its ``lynxTypes``): 4 KiB pages, 1024 sets × 4 ways (:data:`COYOTE_4K`);
 2 MiB pages, 64 sets × 2 ways (:data:`COYOTE_2M`). The default :class:`TlbConfig` is small.
@@ -122,6 +124,10 @@ class Tlb(Component):
     result : Out(TLB_HIT)
     fill : In(stream.Signature(TLB_FILL))
         A translation to install.
+    flush : In(1)
+        Strobe: clear every entry.
+    busy : Out(1)
+        A flush is asked for or under way.
     """
 
     def __init__(self, config: TlbConfig = TlbConfig()) -> None:
@@ -132,6 +138,8 @@ class Tlb(Component):
             "lookup": In(ADDR_BITS),
             "result": Out(TLB_HIT),
             "fill": In(stream.Signature(TLB_FILL)),
+            "flush": In(1),
+            "busy": Out(1),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -152,6 +160,18 @@ class Tlb(Component):
 
         filling = Signal()                      # the fill's set is being read this cycle
         writing = Signal()                      # ... and written this one
+        flush_asked = Signal()                  # a flush strobe not yet started
+        flushing = Signal()                     # clearing set `flush_set`
+        flush_set = Signal(max(1, sb))
+        m.d.comb += self.busy.eq(flush_asked | flushing)
+        with m.If(self.flush):
+            m.d.sync += flush_asked.eq(1)
+        with m.If((self.flush | flush_asked) & ~writing & ~flushing):
+            m.d.sync += [flush_asked.eq(0), flushing.eq(1), flush_set.eq(0)]
+        with m.If(flushing):
+            m.d.sync += flush_set.eq(flush_set + 1)
+            with m.If(flush_set == cfg.sets - 1):
+                m.d.sync += flushing.eq(0)
         req = Signal(TLB_FILL)
         read_addr = Signal(max(1, sb))
         m.d.comb += read_addr.eq(Mux(filling, set_of(self.fill.payload.vaddr),
@@ -162,7 +182,7 @@ class Tlb(Component):
         # -- lookup: compare the ways read with the address of the cycle before ---------------
         looked = Signal(ADDR_BITS - pb)
         looked_valid = Signal()
-        m.d.sync += [looked.eq(self.lookup[pb:]), looked_valid.eq(~filling & ~writing)]
+        m.d.sync += [looked.eq(self.lookup[pb:]), looked_valid.eq(~filling & ~writing & ~flushing)]
         tag = looked[sb:sb + tag_bits]
         rows = [data.View(entry, rd.data) for rd in reads]
         res = self.result
@@ -180,7 +200,8 @@ class Tlb(Component):
             m.submodules.victims = victims = Memory(shape=victim_bits, depth=cfg.sets, init=[])
             v_rd, v_wr = victims.read_port(), victims.write_port()
             m.d.comb += [v_rd.addr.eq(read_addr), v_wr.addr.eq(set_of(req.vaddr))]
-        m.d.comb += [self.fill.ready.eq(~writing), filling.eq(self.fill.valid & ~writing)]
+        m.d.comb += [self.fill.ready.eq(~writing & ~self.busy & ~self.flush),
+                     filling.eq(self.fill.valid & self.fill.ready)]
         with m.If(filling):
             m.d.sync += [req.eq(self.fill.payload), writing.eq(1)]
         with m.If(writing):
@@ -209,6 +230,9 @@ class Tlb(Component):
                     new.valid.eq(1), new.tag.eq(req_tag), new.frame.eq(req.base[pb:]),
                     new.mem_x.eq(req.mem_x), new.mem_y.eq(req.mem_y), new.perm.eq(req.perm),
                 ]
+        with m.If(flushing):
+            for wr in writes:
+                m.d.comb += [wr.addr.eq(flush_set), wr.en.eq(1), wr.data.eq(0)]
         return m
 
 
@@ -255,3 +279,7 @@ class TlbModel:
             self.victim[s] = (way + 1) % cfg.ways
         row[way] = entry
         return way
+
+    def flush(self) -> None:
+        """Forget every translation (the round-robin victims stay where they are)."""
+        self.sets = [[None] * self.config.ways for _ in range(self.config.sets)]

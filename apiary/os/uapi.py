@@ -96,6 +96,10 @@ class KernelMsgType(enum.Enum, shape=8):
     FAULT_ENTRY = 47
     TLB_MISS    = 60    # paged translation (apiary/os/paging.py)
     TLB_FILL    = 61
+    PAGE_MAP    = 62    # run-time page maps (apiary/os/paging.py): a trusted tile → manager
+    PAGE_UNMAP  = 63
+    TLB_SHOOTDOWN = 64  # manager → a paged monitor: forget every translation
+    TLB_SHOOTDOWN_ACK = 65  # ... done, and none of its tile's loads and stores is in flight
 
 
 #: Types a tile sends to its own monitor (the monitor consumes them).
@@ -125,6 +129,7 @@ class Status(enum.IntEnum):
     BAD_HANDLE = 3      # free/send of a handle that is not (or no longer) valid
     NO_ENTRY = 4        # FAULT_READ past the end of the log
     BAD_SIZE = 5        # allocate of 0 bytes or more than the largest block
+    BUSY = 6            # PAGE_UNMAP while another one waits for its shootdown
 
 
 class FaultKind(enum.IntEnum):

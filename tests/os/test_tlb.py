@@ -1,7 +1,7 @@
 """The set-associative TLB (apiary/os/tlb.py) against its Python model: on seeded random access
 traces every lookup's hit or miss, and a hit's translation, equal the model's (so fills and
-round-robin replacement match); lookups take 1 cycle and fills 2; bad geometries are refused
-with a sentence."""
+round-robin replacement match); lookups take 1 cycle and fills 2; a flush forgets every
+translation in one cycle per set; bad geometries are refused with a sentence."""
 
 import random
 
@@ -29,15 +29,26 @@ def trace(rng: random.Random, n: int, pages: int, page_bits: int) -> list[int]:
     return out
 
 
-def run_trace(config: TlbConfig, addresses: list[int]) -> tuple[list, dict]:
-    """Drive ``addresses`` through a Tlb, filling each miss from :func:`frame_of`; return what
-    each lookup gave (``None`` or ``(base, mem_x, mem_y, perm)``) and cycle counts."""
+def run_trace(config: TlbConfig, addresses: list[int],
+              flushes: frozenset[int] = frozenset()) -> tuple[list, dict]:
+    """Drive ``addresses`` through a Tlb, filling each miss from :func:`frame_of` and flushing
+    before each lookup whose index is in ``flushes``; return what each lookup gave (``None`` or
+    ``(base, mem_x, mem_y, perm)``) and cycle counts."""
     dut = Tlb(config)
     seen: list = []
-    cycles = {"lookup": set(), "fill": set()}
+    cycles: dict[str, set] = {"lookup": set(), "fill": set(), "flush": set()}
 
     async def tb(ctx):
-        for vaddr in addresses:
+        for i, vaddr in enumerate(addresses):
+            if i in flushes:
+                ctx.set(dut.flush, 1)
+                await ctx.tick()
+                ctx.set(dut.flush, 0)
+                took = 1
+                while ctx.get(dut.busy):
+                    await ctx.tick()
+                    took += 1
+                cycles["flush"].add(took)
             ctx.set(dut.lookup, vaddr)
             await ctx.tick()
             waited = 1
@@ -66,9 +77,12 @@ def run_trace(config: TlbConfig, addresses: list[int]) -> tuple[list, dict]:
     return seen, cycles
 
 
-def model_trace(config: TlbConfig, addresses: list[int]) -> list:
+def model_trace(config: TlbConfig, addresses: list[int],
+                flushes: frozenset[int] = frozenset()) -> list:
     model, out = TlbModel(config), []
-    for vaddr in addresses:
+    for i, vaddr in enumerate(addresses):
+        if i in flushes:
+            model.flush()
         entry = model.lookup(vaddr)
         if entry is None:
             vpage = vaddr >> config.page_bits
@@ -95,7 +109,19 @@ def test_random_trace_matches_the_model(config, pages, seed):
     # The trace revisits pages and overflows the TLB, so it has hits, misses and replacements.
     assert 0 < hits < len(seen)
     assert pages > config.entries
-    assert cycles == {"lookup": {1}, "fill": {2}}
+    assert cycles == {"lookup": {1}, "fill": {2}, "flush": set()}
+
+
+@pytest.mark.parametrize("config", [TlbConfig(sets=4, ways=2), TlbConfig(sets=1, ways=4)])
+def test_a_flush_forgets_every_translation(config):
+    rng = random.Random(5)
+    addresses = trace(rng, 200, 12, config.page_bits)
+    flushes = frozenset(range(40, 200, 40))
+    seen, cycles = run_trace(config, addresses, flushes)
+    assert seen == model_trace(config, addresses, flushes)
+    # Right after each flush the page looked up misses, though it was just used.
+    assert all(seen[i] is None for i in flushes)
+    assert cycles["flush"] == {config.sets + 1}        # the strobe, then a set per cycle
 
 
 def test_full_set_replaces_round_robin():
