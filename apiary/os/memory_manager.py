@@ -149,6 +149,12 @@ class MemoryManagerTile(Tile):
         leaves (at least 1, at most 4096), rounded down to a power of two.
     max_holders : int
         Entries of the holder table (receivers of derived capabilities), 1 to 256.
+    paging, pages : bool, sequence of PageRange
+        Answer paged monitors' ``TLB_MISS`` (:mod:`apiary.os.paging`), from ``pages`` fixed
+        when the design is built.
+    pool, map_entries : PagePool or None, int
+        Frames a trusted tile maps at run time (``PAGE_MAP``, ``PAGE_UNMAP``), and how many
+        such maps the manager keeps (:class:`~apiary.os.paging.PageMaps`).
 
     Counters: ``allocs`` (``MM_ALLOC`` answered ``OK``), ``alloc_failed`` (answered
     ``NO_MEMORY`` or ``BAD_SIZE``), ``frees`` (``MM_FREE`` of a live root, accepted),
