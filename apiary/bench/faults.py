@@ -211,7 +211,7 @@ def run_fault(kind: str | None, backend: str = "verilator",
         sim.run(until_idle=True, max_cycles=16 * stall_limit + 100_000)
         if kind and quarantined_at is None:
             quarantined_at = drive.until(drive.quarantined, 4 * stall_limit)
-        if fault_at is None and kind and offender != "endless" and sim.sent("offender"):
+        if fault_at is None and kind and sim.sent("offender"):
             fault_at = sim.sent("offender")[0].cycle_last
         run = _tenant_figures(sim, offered, window_end, virtual_address(tenant, 0))
         if kind and quarantined_at is not None:

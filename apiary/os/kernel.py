@@ -143,8 +143,7 @@ class Kernel:
         base = (left - pages * page) & ~(page - 1)
         if base < self._block_bytes:
             raise DesignError(f"{what}: memory {self.memory_names[index]!r} has {left} bytes "
-                              f"left; {pages} "
-                              f"frames of {page} bytes do not fit.")
+                              f"left; {pages} frames of {page} bytes do not fit.")
         pool = PagePool(mem=index, base=base, pages=pages, page_bits=page_bits)
         memories = list(manager["memories"])
         memories[index] = (x, y, base)
@@ -235,8 +234,8 @@ def _map_pages(kernel: Kernel, tile: str, size: int, vaddr: int, page_bits: int,
     base = (left - span) & ~(page - 1)
     if base < kernel._block_bytes:
         raise DesignError(f"{what}: memory {kernel.memory_names[index]!r} has {left} bytes "
-                          f"left below the pages "
-                          f"already given; {span} bytes of {page}-byte pages do not fit.")
+                          f"left below the pages already given; {span} bytes of {page}-byte "
+                          f"pages do not fit.")
     rng = PageRange(*design.tiles[tile].at, vaddr=vaddr, size=span, page_bits=page_bits,
                     mem=index, base=base, perm=int(perm))
     for other in manager.get("pages", []):

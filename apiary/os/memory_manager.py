@@ -402,16 +402,14 @@ class MemoryManagerTile(Tile):
     def _page(self, m: Module, s: "_Serving", maps: PageMaps | None) -> None:
         """State ``PAGE``: answer a ``TLB_MISS`` from the pages given, else from those mapped
         at run time."""
-        fixed = page_lookup(m, self.pages, s.src.x, s.src.y, s.req.addr)
-        found, base, size, mem, perm = (Signal.like(v, name=f"{v.name}_any") for v in fixed)
-        m.d.comb += [a.eq(b) for a, b in zip((found, base, size, mem, perm), fixed)]
+        mapped = None
         if maps is not None and self.pool is not None:
             pool = self.pool
             m.d.comb += [maps.x.eq(s.src.x), maps.y.eq(s.src.y), maps.vaddr.eq(s.req.addr)]
-            with m.If(~fixed[0] & maps.hit):
-                m.d.comb += [found.eq(1), base.eq(pool.base + (maps.frame << pool.page_bits)),
-                             size.eq(1 << pool.page_bits), mem.eq(pool.mem),
-                             perm.eq(maps.perm)]
+            mapped = (maps.hit, pool.base + (maps.frame << pool.page_bits),
+                      1 << pool.page_bits, pool.mem, maps.perm)
+        found, base, size, mem, perm = page_lookup(m, self.pages, s.src.x, s.src.y, s.req.addr,
+                                                   mapped)
         with m.If(found):
             s.install(dst=s.to_src(), status=Status.OK, addr=base, size=size, perm=perm,
                       mem_x=s.mem_x[mem], mem_y=s.mem_y[mem], kind=KernelMsgType.TLB_FILL)

@@ -241,14 +241,20 @@ class PageRange:
 
 
 def page_lookup(m: Module, ranges: Sequence[PageRange], tile_x: Any, tile_y: Any,
-                vaddr: Any) -> tuple[Any, Any, Any, Any, Any]:
+                vaddr: Any, fallback: tuple[Any, Any, Any, Any, Any] | None = None,
+                ) -> tuple[Any, Any, Any, Any, Any]:
     """``(found, base, page_bytes, mem, perm)`` of the page holding ``vaddr`` for the tile at
-    ``(tile_x, tile_y)`` (combinational: each range's bounds are constants)."""
+    ``(tile_x, tile_y)`` (combinational: each range's bounds are constants); where no range
+    holds it, ``fallback``'s (the same five values, ``found`` first), if given."""
     found = Signal(name="page_found")
     base = Signal(ADDR_BITS, name="page_base")
     size = Signal(40, name="page_bytes")
     mem = Signal(4, name="page_mem")
     perm = Signal(2, name="page_perm")
+    if fallback is not None:                # the ranges' assignments below take precedence
+        with m.If(fallback[0]):
+            m.d.comb += [dst.eq(src) for dst, src in zip((found, base, size, mem, perm),
+                                                         fallback)]
     for r in reversed(ranges):
         inside = ((tile_x == r.tile_x) & (tile_y == r.tile_y) & (vaddr >= r.vaddr)
                   & (vaddr < r.vaddr + r.size))
@@ -350,14 +356,12 @@ class Shootdown(Component):
             m.d.sync += left.eq(left + 1)
         with m.Elif(self.acked & ~self.sent & (left != 0)):
             m.d.sync += left.eq(left - 1)
+        # From the cycle after the strobe, the TLBs say busy until their flush is done.
         waiting = Signal()
-        flushed = Signal()                      # the flush has begun (the TLBs said busy)
         m.d.comb += [self.busy.eq(waiting), self.flush.eq(self.start)]
         with m.If(self.start):
-            m.d.sync += [waiting.eq(1), flushed.eq(0)]
-        with m.If(waiting & self.tlb_flushing):
-            m.d.sync += flushed.eq(1)
-        with m.If(waiting & flushed & ~self.tlb_flushing & (left == 0)):
+            m.d.sync += waiting.eq(1)
+        with m.If(waiting & ~self.tlb_flushing & (left == 0)):
             m.d.comb += request(self.to_kernel, K.TLB_SHOOTDOWN_ACK,
                                      (*self._manager, Fbits.LOCAL0))
             with m.If(self.to_kernel.ready):

@@ -9,8 +9,8 @@ once behind a signal (:func:`wire`). Amaranth copies an expression for every pla
 when it lowers a design (its value transformers rebuild the tree, and the netlist builder
 remembers values by identity), so a byte count used in each of 64 lanes, eight bits apiece,
 becomes 512 copies of its logic, and a shifter whose stages each use the previous stage twice
-becomes 2^6 copies of its first stage. Behind signals, the 512-bit Beehive stack converts in
-about half the time (synthesis merges the copies either way: the area is the same).
+becomes 2^6 copies of its first stage. Behind signals, the 512-bit UDP echo stack converts in
+15 CPU-seconds instead of 66 (2026-11-29; synthesis merges the copies either way).
 """
 
 from amaranth import Cat, Const, Module, Mux, Signal, Value

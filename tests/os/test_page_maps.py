@@ -10,34 +10,29 @@ again), and app_b reads back exactly what it wrote.
     (0,1) spy       (1,1) mem0      (2,1) errors        * untrusted, paged
 """
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from apiary.design import Design, DesignError
+from apiary.design import DesignError
 from apiary.noc.header import Fbits
-from apiary.os.kernel import Kernel
 from apiary.os.memory_tile import LOAD_MEM, STORE_MEM, decode_mem_message, mem_message_flits
-from apiary.os.monitor import MonitorConfig
-from apiary.os.tlb import TlbConfig
 from apiary.os.uapi import (FaultKind, KernelMeta, KernelMsgType as K, Perm, Status,
                             decode_kernel_message, kernel_message_flits)
 from apiary.sim import open_sim
-from apiary.tiles import RawPortTile
 from apiary.tiles.raw_port import frame_message, message_frame
 
-APP_A, APP_B, SPY, MEM, MANAGER, ERRORS = (0, 0), (1, 0), (0, 1), (1, 1), (2, 0), (2, 1)
-WIDTH = 64
+sys.path.insert(0, str(Path(__file__).parent))
+from test_paging_design import (APP_A, APP_B, ERRORS, MANAGER, MEM, SPY, WIDTH,  # noqa: E402
+                                paged_tiles)
+
 V_A, V_B = 0x30_000, 0x70_000
 HAMMER = 24                 # app_a's stores, 32 bytes each, over the frame's first 768 bytes
 
 
 def page_map_design():
-    d = Design("page_maps", cols=3, rows=2, width=WIDTH)
-    kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 15)},
-                    monitor=MonitorConfig(tlbs=(TlbConfig(sets=2, ways=2),)))
-    d.add("app_a", RawPortTile, at=APP_A, trusted=False)
-    d.add("app_b", RawPortTile, at=APP_B, trusted=False)
-    d.add("spy", RawPortTile, at=SPY)
-    kernel.trust("spy")
+    d, kernel = paged_tiles("page_maps")
     return d, kernel.page_pool(4)
 
 

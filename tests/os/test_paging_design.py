@@ -35,14 +35,20 @@ SHARED_V = 0x10_000         # both tiles were given pages here
 A_ONLY_V = 0x40_000         # only app_a was
 
 
-def paged_design(width=WIDTH):
-    d = Design("paged", cols=3, rows=2, width=width)
+def paged_tiles(name, width=WIDTH):
+    """The layout above: the kernel, two paged untrusted tiles and the trusted spy."""
+    d = Design(name, cols=3, rows=2, width=width)
     kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 15)},
                     monitor=MonitorConfig(tlbs=(TlbConfig(sets=2, ways=2),)))
     d.add("app_a", RawPortTile, at=APP_A, trusted=False)
     d.add("app_b", RawPortTile, at=APP_B, trusted=False)
     d.add("spy", RawPortTile, at=SPY)
     kernel.trust("spy")
+    return d, kernel
+
+
+def paged_design(width=WIDTH):
+    d, kernel = paged_tiles("paged", width)
     pages = {"a": kernel.map_pages("app_a", 2 << 12, vaddr=SHARED_V),
              "b": kernel.map_pages("app_b", 2 << 12, vaddr=SHARED_V),
              "a_only": kernel.map_pages("app_a", 1 << 12, vaddr=A_ONLY_V, perm=Perm.RW)}
