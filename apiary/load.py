@@ -23,6 +23,7 @@ import traceback
 from typing import Any
 
 from .design import Design, DesignError, _show_path
+from .stream.layout import check_width
 
 
 __all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "design_arguments",
@@ -78,8 +79,11 @@ def _raised(exc, script, what):
     return DesignError(f"{where}: {what} raised {_exception_text(exc)}{inside}")
 
 
-def _syntax_error(exc):
-    where = f"{_show_path(exc.filename or '?')}:{exc.lineno or '?'}"
+def _syntax_error(exc, path=None):
+    if exc.lineno is None:          # not text at all: null bytes, say
+        return DesignError(f"design file {_show_path(exc.filename or path or '?')!r} is not a "
+                           f"Python script ({exc.msg})")
+    where = f"{_show_path(exc.filename or path or '?')}:{exc.lineno}"
     lines = [f"{where}: syntax error in the design script: {exc.msg}"]
     if exc.text:
         text = exc.text.rstrip("\n")
@@ -108,7 +112,7 @@ def _load_file(path):
         spec.loader.exec_module(module)
     except SyntaxError as e:
         del sys.modules[name]
-        return None, _syntax_error(e)
+        return None, _syntax_error(e, path)
     except DesignError:
         del sys.modules[name]
         raise
@@ -274,7 +278,7 @@ def add_design_arguments(parser):
     """``DESIGN``, ``--width``, ``--set`` and ``--full-routers``, as every design command takes
     them."""
     parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
-    parser.add_argument("--width", type=int, metavar="N", help=_WIDTH_HELP)
+    parser.add_argument("--width", type=_width, metavar="N", help=_WIDTH_HELP)
     parser.add_argument("--set", action="append", default=[], type=_design_parameter,
                         metavar="NAME=VALUE", dest="params",
                         help="a parameter of the design function (repeatable), e.g. "
@@ -293,6 +297,15 @@ def design_arguments(args: Any) -> list[str]:
             *([f"--width {args.width}"] if args.width else []),
             *(f"--set {k}={v!r}" for k, v in args.params),
             *(["--full-routers"] if args.full_routers else [])]
+
+
+def _width(text):
+    from .stream.layout import SUPPORTED_WIDTHS
+    try:
+        return check_width(int(text), "a width")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected {', '.join(map(str, SUPPORTED_WIDTHS))} (bits), not {text!r}") from None
 
 
 def _design_parameter(text):

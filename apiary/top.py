@@ -528,9 +528,11 @@ def write_cached(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def generate_verilog(design: Design, path: str | None = None) -> str:
-    """Check and elaborate ``design``, write Verilog to ``path`` (if given), return the text."""
-    text = design_verilog(DesignTop(design))
+def generate_verilog(design: Design, path: str | None = None, *,
+                     progress: Progress = no_progress) -> str:
+    """Check and elaborate ``design``, write Verilog to ``path`` (if given), return the text;
+    the conversion is reported to ``progress`` (as :func:`design_verilog` does)."""
+    text = design_verilog(DesignTop(design), progress=progress)
     if path is not None:
         with open(path, "w") as f:
             f.write(text)

@@ -62,10 +62,12 @@ def log_tile(design: Any, name: str | None) -> LogSpec:
     logs = [n for n, d in design.tiles.items()
             if isinstance(d.cls, type) and issubclass(d.cls, LogTile)]
     if name is None:
-        if len(logs) != 1:
-            raise LogError(f"design {design.name!r} has {len(logs)} log tiles"
-                           f"{' (' + ', '.join(logs) + ')' if logs else ''}; name one with "
-                           f"--tile")
+        if not logs:
+            raise LogError(f"design {design.name!r} has no log tile: apiary log reads the "
+                           f"trace of a LogTile the design places (examples/logged_echo.py)")
+        if len(logs) > 1:
+            raise LogError(f"design {design.name!r} has {len(logs)} log tiles "
+                           f"({', '.join(logs)}); name one with --tile")
         name = logs[0]
     if name not in logs:
         raise LogError(f"design {design.name!r} has no log tile {name!r}; its log tiles: "

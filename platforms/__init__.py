@@ -91,6 +91,10 @@ def resolve(name):
     board = find_board(module)
     if board is not None:
         return Target(name, "amaranth", board.description, 64, board, board.clock_hz)
+    if name.startswith("amaranth:"):
+        raise BuildFailed(f"no platform {name!r}: amaranth-boards has no module {module!r} "
+                          f"(amaranth_boards.{module}) with a board in it; e.g. "
+                          f"amaranth:icebreaker")
     raise BuildFailed(f"no platform {name!r}: choose one of {', '.join(platform_names())}, or "
                       f"amaranth:<module> for an amaranth-boards board (e.g. amaranth:icebreaker)")
 

@@ -100,6 +100,13 @@ def test_load_syntax_error_names_line_and_column(tmp_path):
     assert "Traceback" not in text
 
 
+def test_a_binary_design_file_is_named_as_not_a_script(tmp_path):
+    path = tmp_path / "design.py"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00" + bytes(range(256)))
+    assert load_error(path) == (f"design file {_show_path(str(path))!r} is not a Python "
+                                f"script (source code string cannot contain null bytes)")
+
+
 def test_load_script_raising_at_import(tmp_path):
     path = script(tmp_path, """\
         import math
@@ -232,10 +239,12 @@ def test_check_deadlock(capsys):
 def test_check_width(capsys):
     assert main(["check", FIG5B, "--width", "64"]) == 0
     assert "64-bit data plane" in capsys.readouterr().out
-    assert main(["check", FIG5B, "--width", "100"]) == 1
+    # A bad --width is the flag's fault: usage, exit 2, before the design is loaded.
+    assert main(["check", FIG5B, "--width", "100"]) == 2
     err = capsys.readouterr().err
-    assert "data plane width must be one of 64, 128, 256, 512 bits, not 100" in err
-    assert "deadlock_fig5b.py:" in err
+    assert err.startswith("usage: apiary check ")
+    assert err.endswith("apiary check: error: argument --width: expected 64, 128, 256, 512 "
+                        "(bits), not '100'\n")
 
 
 def test_design_parameters_on_the_command_line(capsys):
@@ -341,9 +350,11 @@ def test_show_refuses_broken_layout(tmp_path, capsys):
 
 
 def test_show_unwritable_output(tmp_path, capsys):
-    assert main(["show", FIG5B, "-o", str(tmp_path / "no" / "dir" / "x.svg")]) == 1
+    assert main(["show", FIG5B, "-o", str(tmp_path / "no" / "dir" / "x.svg")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("apiary show: ") and "Traceback" not in err
+    assert err.startswith("usage: apiary show ") and "Traceback" not in err
+    assert err.endswith(f"-o {tmp_path / 'no' / 'dir' / 'x.svg'}: no such directory "
+                        f"{tmp_path / 'no' / 'dir'}\n")
 
 
 # -- verilog, bench --------------------------------------------------------------------------------
@@ -353,6 +364,16 @@ def test_verilog_refuses_deadlock(tmp_path, capsys):
     assert main(["verilog", FIG5A, "-o", str(out)]) == 1
     assert not out.exists()
     assert "deadlock on plane 'data'" in capsys.readouterr().err
+
+
+def test_verilog_says_what_it_converts(tmp_path, capsys):
+    """The conversion (seconds to minutes) is reported on stderr, not done in silence."""
+    out = tmp_path / "loop.v"
+    assert main(["verilog", str(ROOT / "examples" / "frame_loopback.py"), "--width", "64",
+                 "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert re.fullmatch(r"converted 'frame_loopback' to Verilog in [\d.]+ s\n", captured.err)
+    assert captured.out.startswith(f"wrote {out} (")
 
 
 def test_verilog_of_the_3x3_mesh(tmp_path, capsys):

@@ -192,7 +192,12 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
         tapped = None if taps is None else taps(sim)
         name = sim.port(port).name
         sim.send_many(frames, port=name)
-        sim.run(max_cycles=max_cycles)
+        if progress is None:
+            sim.run(max_cycles=max_cycles)
+        else:
+            with progress(f"simulating {len(frames)} frames ({backend})",
+                          lambda s: f"simulated {sim.cycle} cycles in {s:.1f} s ({backend})"):
+                sim.run(max_cycles=max_cycles)
         out = sim.received(name)
         entered = len(sim.sent(name))
         idle = sim.idle

@@ -49,6 +49,8 @@ __all__ = ["VerilatorSim", "build_model", "cache_root", "verilator_root", "build
 VERILATOR_FLAGS = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                    "--x-assign", "0", "--x-initial", "0", "-O3"]
 CXX_OPT = "-O1"
+#: How long one call into the model may run before Python looks at its signals (Ctrl-C).
+RUN_SLICE_SECONDS = 0.05
 BUILD_JOBS = 2
 
 #: The C++ optimisation levels a model's per-cycle code may be compiled at (``model_opt``).
@@ -576,6 +578,7 @@ class VerilatorSim(Sim):
             top, ports, counter_names, trace=vcd is not None, cache_dir=cache_dir,
             progress=progress, source=source)
         self.cached = not self.built
+        self._slice = 1024              # cycles per call into the model (see _run)
         self._lib = _bind(ctypes.CDLL(self.model_path))
         lib = self._lib
         if lib.apiary_ports() != len(ports) or lib.apiary_counters_count() != len(counter_names):
@@ -607,7 +610,22 @@ class VerilatorSim(Sim):
         self._lib.apiary_push(self._h, index, buf, lens, len(frames))
 
     def _run(self, cycles, until_idle, max_cycles):
-        return self._lib.apiary_run(self._h, cycles, int(until_idle))
+        # In slices of about RUN_SLICE_SECONDS, so that Python sees a Ctrl-C between two of them
+        # (it cannot inside one); the cycles run are the same however they are sliced.
+        ran = 0
+        while ran < cycles:
+            want = min(self._slice, cycles - ran)
+            start = time.perf_counter()
+            step = self._lib.apiary_run(self._h, want, int(until_idle))
+            took = time.perf_counter() - start
+            ran += step
+            if step < want:             # idle
+                break
+            if took < RUN_SLICE_SECONDS / 2:
+                self._slice *= 2
+            elif took > RUN_SLICE_SECONDS * 2 and self._slice > 64:
+                self._slice //= 2
+        return ran
 
     def _take(self, index, which):
         total = ctypes.c_uint64()

@@ -10,7 +10,7 @@ job). The benchmarks themselves are imported when run.
 import argparse
 import sys
 
-from apiary.cli import add_clock_argument, add_design_arguments, load, run_settings
+from apiary.cli import add_clock_argument, add_design_arguments, int_option, load, run_settings
 
 from . import MAX_PAYLOAD
 
@@ -32,15 +32,7 @@ def _sizes(text):
     return sizes
 
 
-def _packets(text):
-    try:
-        packets = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of requests, not {text!r}") from None
-    if packets < 2:
-        raise argparse.ArgumentTypeError(
-            f"must be at least 2 (a rate needs two replies), not {packets}")
-    return packets
+_packets = int_option(2, " (a rate needs two replies)")
 
 
 def bench_options(parser, defaults=True):

@@ -3,6 +3,7 @@ thread that hands each datagram to examples/logged_echo.py running in Verilator 
 SimTransport) and sends its reply back; the pcap it writes, read by scapy; latencies; errors."""
 
 import json
+import pathlib
 import socket
 import threading
 
@@ -154,6 +155,16 @@ def test_apiary_log_reports_a_silent_controller(capsys, apiary_log, design_file)
     err = capsys.readouterr().err
     assert err.startswith(f"apiary log: 127.0.0.1:{port}: no answer from the controller "
                           f"after 2 tries")
+
+
+def test_a_design_without_log_tiles_is_told_so():
+    from apiary.load import load_design
+    echo = pathlib.Path(__file__).resolve().parents[2] / "examples" / "udp_echo.py"
+    design = load_design(str(echo), width=64)
+    with pytest.raises(LogError) as raised:
+        log_tile(design, None)
+    assert str(raised.value) == ("design 'udp_echo' has no log tile: apiary log reads the trace "
+                                 "of a LogTile the design places (examples/logged_echo.py)")
 
 
 def test_log_tile_needs_a_name_when_there_are_several(design_file):

@@ -103,6 +103,11 @@ def test_platform_names_and_unknown_platform():
     assert resolve("amaranth:icebreaker").clock_hz == 12e6
     with pytest.raises(BuildFailed, match=r"no platform 'versa_ecp6'.*versa_ecp5"):
         resolve("versa_ecp6")
+    with pytest.raises(BuildFailed) as raised:
+        resolve("amaranth:nosuchboard")
+    assert str(raised.value) == ("no platform 'amaranth:nosuchboard': amaranth-boards has no "
+                                 "module 'nosuchboard' (amaranth_boards.nosuchboard) with a board "
+                                 "in it; e.g. amaranth:icebreaker")
     with pytest.raises(BuildFailed, match=r"several boards.*amaranth:ulx3s:ULX3S_85F_Platform"):
         resolve("amaranth:ulx3s")
     assert find_board("ulx3s:ULX3S_25F_Platform").cls.device == "LFE5U-25F"

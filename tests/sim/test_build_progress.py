@@ -3,6 +3,7 @@ step off a terminal, nothing from the cache; Ctrl-C in the middle of the build e
 line, exit status 130, no compiler left running and nothing half-built in the cache."""
 
 import os
+import re
 import pathlib
 import pty
 import shutil
@@ -115,6 +116,9 @@ def test_ctrl_c_during_a_build_then_a_build_then_the_cache(tmp_path):
     status = "\r\x1b[Kbuilding Verilator model of 'frame_loopback' (64 bits, 2 tiles)... "
     assert err.count(status) >= 1 and f"{status}0 s" in err
     lines = err.rpartition("\r\x1b[K")[2].splitlines()
+    assert len(lines) == 1 and lines[0].startswith("simulated ")       # the run's, after its own
+    lines = err.split("\r\x1b[Ksimulating 1 frames (verilator)")[0].rpartition("\r\x1b[K")[2]
+    lines = lines.splitlines()
     assert len(lines) == 1 and lines[0].startswith("built Verilator model of 'frame_loopback' in ")
     so, = models.glob("*/model.so")
     assert lines[0].endswith(f" s (cached at {so.parent})")
@@ -122,8 +126,10 @@ def test_ctrl_c_during_a_build_then_a_build_then_the_cache(tmp_path):
     settings = err.splitlines()[0]
     assert settings.startswith("frame_loopback: width 64 bits")
 
-    # From the cache: nothing but the settings line.
+    # From the cache: nothing but the settings line and the run's.
     proc = _sim(tmp_path, cache)
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0 and err.splitlines() == [settings]
+    assert proc.returncode == 0 and err.splitlines()[0] == settings
+    assert len(err.splitlines()) == 2
+    assert re.fullmatch(r"simulated \d+ cycles in [\d.]+ s \(verilator\)", err.splitlines()[1])
     assert "1 frames in, 1 frames out" in out

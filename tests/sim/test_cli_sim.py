@@ -2,6 +2,10 @@
 
 import pathlib
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -55,10 +59,35 @@ def test_impairment_options_are_checked(capsys):
     for option, value in (("--loss", "1.5"), ("--reorder", "-0.1"), ("--duplicate", "2")):
         assert main(["sim", LOOPBACK, "--pcap-in", "a", "--pcap-out", "b", option, value]) == 2
         err = capsys.readouterr().err
-        assert err.endswith(f"apiary sim: error: {option} must be a probability from 0 to 1, "
-                            f"not {float(value)}\n")
-    assert main(["sim", LOOPBACK, "--tap", "t0", "--loss", "lots"]) == 2     # argparse
-    assert "argument --loss: invalid float value: 'lots'" in capsys.readouterr().err
+        assert err.startswith("usage: apiary sim ")
+        assert err.endswith(f"apiary sim: error: argument {option}: a probability is from 0 "
+                            f"to 1, not {value}\n")
+    assert main(["sim", LOOPBACK, "--tap", "t0", "--loss", "lots"]) == 2
+    assert ("argument --loss: expected a probability from 0 to 1, not 'lots'"
+            in capsys.readouterr().err)
+
+
+def test_bad_option_values_exit_2_naming_the_option_before_any_work(tmp_path, capsys):
+    """Each bad value is refused by the parser, with the usage and the option's name, before
+    the design is loaded (so before any conversion, build or run: no settings line)."""
+    pcap = ["--pcap-in", "a.pcap", "--pcap-out", str(tmp_path / "o.pcap")]
+    for options, message in [
+            (["--width", "63"], "argument --width: expected 64, 128, 256, 512 (bits), not '63'"),
+            (["--max-cycles", "-5"], "argument --max-cycles: must be at least 1, not -5"),
+            (["--stall", "1.5"], "argument --stall: a probability is from 0 to 1, not 1.5"),
+            (["--pcap-in", "a", "--pcap-out", str(tmp_path / "no" / "o.pcap")],
+             f"--pcap-out {tmp_path / 'no' / 'o.pcap'}: no such directory {tmp_path / 'no'}"),
+            (["--pcap-in", "a", "--pcap-out", str(tmp_path)],
+             f"--pcap-out {tmp_path}: is a directory, not a file"),
+            (["--tap", "t0", "--vcd", str(tmp_path)], f"--vcd {tmp_path}: is a directory")]:
+        argv = ["sim", ECHO, *(pcap if "--pcap-in" not in options and "--tap" not in options
+                                else []), *options]
+        assert main(argv) == 2, options
+        err = capsys.readouterr().err
+        assert err.startswith("usage: apiary sim ") and message in err, err
+        assert "udp_echo: width" not in err and "Traceback" not in err
+    assert main(["verilog", ECHO, "-o", str(tmp_path / "no" / "echo.v")]) == 2
+    assert "-o " + str(tmp_path / "no" / "echo.v") in capsys.readouterr().err
 
 
 def test_pcap_through_an_impaired_link(tmp_path, capsys):
@@ -112,9 +141,12 @@ def test_answered_frames_print_no_such_line(tmp_path, capsys):
     wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 50)])
     assert main(["sim", LOOPBACK, "--width", "64", "--backend", "pysim", "--pcap-in",
                  str(tmp_path / "in.pcap"), "--pcap-out", str(tmp_path / "out.pcap")]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "1 frames in, 1 frames out" in out and "no frame answered" not in out
     assert "counters that moved:" in out
+    # The run is not silent: off a terminal, one line when it is done.
+    assert re.search(r"^simulated \d+ cycles in [\d.]+ s \(pysim\)$", captured.err, re.M)
 
 
 def test_first_line_says_width_clock_and_back_end(tmp_path, capsys):
@@ -149,3 +181,49 @@ def test_default_clock_times_the_output_at_125_mhz_for_64_bits(tmp_path, capsys)
     assert float(us) == pytest.approx(int(cycles) * 0.008)          # 8 ns a cycle
     last = rdpcap(str(tmp_path / "out.pcap"))[0]
     assert float(last.time) * 1e9 % 8 == pytest.approx(0, abs=1e-3)
+
+
+def _model_loaded(pid):
+    """Whether process ``pid`` has a Verilator model (a cached ``model.so``) mapped."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "model.so" in f.read()
+    except FileNotFoundError:
+        return False
+
+
+def test_ctrl_c_stops_a_verilator_run_at_once_and_the_cache_stays_usable(tmp_path):
+    """SIGINT in the middle of a long Verilator run (2,000 frames into an output that stalls
+    99 % of cycles: tens of seconds) ends it within a second, exit 130 and one line; the model
+    it was running is then taken from the cache as it is."""
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 1400)] * 2000)
+    out = tmp_path / "out.pcap"
+    argv = [sys.executable, "-m", "apiary.cli", "sim", LOOPBACK, "--pcap-in",
+            str(tmp_path / "in.pcap"), "--pcap-out", str(out)]
+    # SIGINT as a terminal sends it (a background shell's children would ignore it).
+    run = subprocess.Popen([*argv, "--stall", "0.99", "--max-cycles", str(10**9)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 600           # a cold cache builds the model first
+        while not _model_loaded(run.pid):
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "the model never loaded"
+            time.sleep(0.05)
+        time.sleep(1.0)                             # frames pushed, well into the run
+        assert run.poll() is None
+        run.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        stdout, stderr = run.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 130 and took < 1.0, (run.returncode, took, stderr)
+    assert stderr.splitlines()[-1] == "interrupted" and "Traceback" not in stderr
+    assert stdout == "" and not out.exists()        # nothing half-written
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "built " not in again.stderr and "converted " not in again.stderr, again.stderr
+    assert again.stdout.startswith("2000 frames in, ") and "eth_tx_frames" in again.stdout
