@@ -509,6 +509,33 @@ class Design:
             raise DesignError(problems, design=self)
         return tiles
 
+    def elaborate_tiles(self) -> int:
+        """Build every tile (:meth:`build_tiles`) and elaborate each one alone, with its
+        submodules, without converting anything: what ``apiary check`` does after the layout
+        checks, so that a tile broken inside ``elaborate()`` is found in seconds. Returns the
+        number of tiles; raises :class:`DesignError` naming each tile that fails, the line of
+        its code where it failed (the innermost frame outside Amaranth) and Amaranth's message.
+        """
+        import traceback
+
+        import amaranth
+        from amaranth.hdl import Fragment
+        library = os.path.dirname(amaranth.__file__)
+        problems = []
+        for name, tile in self.build_tiles().items():
+            try:
+                Fragment.get(tile, None)
+            except Exception as e:   # noqa: BLE001 -- reported, whatever the tile did
+                frames = [f for f in traceback.extract_tb(e.__traceback__)
+                          if not f.filename.startswith(library)]
+                where = f" at {_show_path(frames[-1].filename)}:{frames[-1].lineno}" \
+                    if frames else ""
+                problems.append(f"tile {self.tiles[name].describe()} does not elaborate{where}: "
+                                f"{type(e).__name__}: {e}")
+        if problems:
+            raise DesignError(problems, design=self)
+        return len(self.tiles)
+
     def untrusted(self) -> list[str]:
         """Names of the tiles behind a monitor, in declaration order."""
         return [name for name, decl in self.tiles.items() if not decl.trusted]

@@ -295,6 +295,38 @@ def test_check_user_errors_are_one_message(tmp_path, capsys):
     assert f"route a → c ({where}:8) names tile 'c', which is not declared" in err
 
 
+def test_check_elaborates_every_tile_and_names_the_broken_line(tmp_path, capsys):
+    """A tile whose elaborate() fails inside Amaranth is found by `apiary check`, before any
+    conversion: one error naming the tile, the line of the tile's code and Amaranth's message."""
+    bad = script(tmp_path, """\
+        from amaranth import Module, Signal
+        from apiary.design import Design
+        from apiary.tiles import ForwardTile
+
+        class BrokenTile(ForwardTile):
+            def elaborate(self, platform):
+                m = super().elaborate(platform)
+                m.d.comb += Signal(4).eq("four")
+                return m
+
+        def design(width=64):
+            d = Design("broken", cols=2, rows=1, width=width)
+            d.add("a", ForwardTile, at=(0, 0))
+            d.add("b", BrokenTile, at=(1, 0))
+            d.route("a", "b")
+            return d
+    """)
+    assert main(["check", str(bad)]) == 1
+    captured = capsys.readouterr()
+    where = _show_path(str(bad))
+    assert captured.err == (f"design 'broken': tile 'b' (BrokenTile, {where}:14) does not "
+                            f"elaborate at {where}:8: TypeError: Object 'four' cannot be "
+                            f"converted to an Amaranth value\n")
+    assert "every tile elaborates" not in captured.out
+    assert main(["check", FIG5B, "--width", "64"]) == 0
+    assert capsys.readouterr().out.endswith("every tile elaborates (4 tiles, 64 bits)\n")
+
+
 def test_usage_errors_and_help(capsys):
     assert main([]) == 2
     assert main(["frobnicate"]) == 2
