@@ -25,15 +25,13 @@ and ICMP become cut-through, without their packet buffers, and UDP replies carry
 """
 
 from apiary.design import Design
-from beehive.apps import UdpEchoTile
-from beehive.proto import (ArpTile, EthernetRxTile, EthernetTxTile, IcmpEchoTile,
-                           Ipv4RxNoOptionsTile, Ipv4RxTile, Ipv4TxTile, UdpRxTile, UdpTxTile)
+from beehive.apps.stack import ECHO_PORT, add_udp_stack
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
-from beehive.proto.ethernet import EtherType
-from beehive.proto.ipv4 import IpProtocol
 
 
-ECHO_PORT = 7
+#: The stack's tiles and routes (beehive/apps/stack.py), as the examples that build on this one
+#: call it (``examples/udp_dram.py``, ...).
+build_stack = add_udp_stack
 
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_options=True,
@@ -41,27 +39,3 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_opt
     d = Design("udp_echo", cols=3, rows=3, width=width)
     d.settings.update(mac=mac, ipv4=ipv4, verify_checksums=verify_checksums)
     return build_stack(d, port, ip_options=ip_options)
-
-
-def build_stack(d, port=ECHO_PORT, *, ip_options=True):
-    """Add the stack's nine tiles (columns 0 to 2, rows 0 to 2) and their routes to the design
-    ``d``, the echo on ``port``; returns ``d``. ``examples/udp_dram.py`` builds on it."""
-    d.add("eth_rx", EthernetRxTile, at=(0, 0))
-    d.add("ip_rx", Ipv4RxTile if ip_options else Ipv4RxNoOptionsTile, at=(1, 0))
-    d.add("udp_rx", UdpRxTile, at=(2, 0))
-    d.add("eth_tx", EthernetTxTile, at=(0, 1))
-    d.add("ip_tx", Ipv4TxTile, at=(1, 1))
-    d.add("udp_tx", UdpTxTile, at=(2, 1))
-    d.add("arp", ArpTile, at=(0, 2))
-    d.add("icmp", IcmpEchoTile, at=(1, 2))
-    d.add("echo", UdpEchoTile, at=(2, 2))
-
-    d.route("eth_rx", "ip_rx", key=EtherType.IPV4.value)
-    d.route("eth_rx", "arp", key=EtherType.ARP.value)
-    d.route("ip_rx", "udp_rx", key=IpProtocol.UDP.value)
-    d.route("ip_rx", "icmp", key=IpProtocol.ICMP.value)
-    d.route("udp_rx", "echo", key=port)
-    d.chain("echo", "udp_tx", "ip_tx", "eth_tx")
-    d.route("icmp", "ip_tx")
-    d.route("arp", "eth_tx")
-    return d

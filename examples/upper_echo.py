@@ -8,7 +8,8 @@ upper-cased, on a 4 × 3 mesh::
       ▲               ▲               ▲
     (0,2) arp       (1,2) icmp      (2,2) echo
 
-``docs/writing-a-tile.md`` walks through it; ``tests/test_upper_echo.py`` runs it::
+``docs/writing-a-tile.md`` walks through it and prints it whole; it needs nothing but the
+installed packages, so a copy runs from any folder. ``tests/test_upper_echo.py`` runs it::
 
     apiary check examples/upper_echo.py
     apiary sim   examples/upper_echo.py --tap tap0 --width 64
@@ -19,15 +20,13 @@ upper-cased, on a 4 × 3 mesh::
 from amaranth import Cat, Module, Mux, Signal
 
 from apiary.design import Design
-from apiary.load import sibling
 from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.tile import Receive, Send, Tile
+from beehive.apps.stack import add_udp_stack
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 from beehive.proto.messages import PACKET_META, MsgType
 
-
-udp_echo = sibling(__file__, "udp_echo.py")
 
 UPPER_PORT = 7007
 
@@ -118,7 +117,7 @@ class UpperEchoTile(Tile):
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=UPPER_PORT):
     d = Design("upper_echo", cols=4, rows=3, width=width)
     d.settings.update(mac=mac, ipv4=ipv4)
-    udp_echo.build_stack(d)                      # the nine tiles of examples/udp_echo.py
+    add_udp_stack(d)                             # the nine tiles of examples/udp_echo.py
     d.add("upper", UpperEchoTile, at=(3, 1))
     d.route("udp_rx", "upper", key=port)         # UDP RX sends datagrams to `port` here
     d.route("upper", "udp_tx")                   # the one next hop: replies go to UDP TX

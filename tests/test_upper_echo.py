@@ -6,6 +6,8 @@ is unchanged. The guide's code is the example's, and its test snippet runs."""
 import ast
 import pathlib
 import re
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -83,8 +85,16 @@ def test_the_guide_quotes_the_example_as_it_is():
         assert any(text in block for block in blocks), f"the guide's {name}() is not the example's"
 
 
-def test_the_guides_simulation_snippet_runs(monkeypatch):
-    monkeypatch.chdir(ROOT)
-    snippet = guide_blocks()[-1]
-    assert "open_sim" in snippet and "upper_datagrams" in snippet
-    exec(compile(snippet, str(GUIDE), "exec"), {})
+def test_the_guide_prints_the_whole_example_and_a_copy_runs_from_an_empty_folder(tmp_path):
+    """The guide's last block is examples/upper_echo.py as it is; written into an empty folder
+    outside the repository, it is all the guide's simulation snippet needs (the packages come
+    from the installation, nothing from examples/)."""
+    blocks = guide_blocks()
+    assert blocks[-1] == pathlib.Path(EXAMPLE).read_text()
+    (tmp_path / "upper_echo.py").write_text(blocks[-1])
+    snippet, = [b for b in blocks if "open_sim" in b]
+    assert "upper_datagrams" in snippet and "examples/upper_echo.py" in snippet
+    run = subprocess.run([sys.executable, "-c",
+                          snippet.replace("examples/upper_echo.py", "upper_echo.py")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
