@@ -10,7 +10,8 @@ words), every request sent again when its answer does not come (UDP may drop eit
 The log keeps its first entries, so entries already written do not change while they are read.
 
 The pcap (nanosecond, Wireshark and scapy read it) has one packet per entry, stamped with the
-entry's cycle at ``--clock`` (default 250 MHz): time 0 is the design's reset. Its link type is
+entry's cycle at ``--clock`` (default: the clock ``apiary sim`` gives the design, 125 MHz at 64
+bits, else 250 MHz): time 0 is the design's reset. Its link type is
 the tile's ``linktype`` (``--linktype`` overrides): 147, the whole NoC message as the tile saw
 it (header, metadata, payload; what the replay reads, :func:`apiary.sim.replay.trace_from_pcap`);
 101, the message's payload as raw IPv4; 1, as Ethernet. A packet holds what the entry's
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiary.cli import Command, error, load
-from apiary.sim.base import DEFAULT_CLOCK_HZ
+from apiary.sim.base import default_clock_mhz
 from apiary.tiles.log import LINKTYPE_ETHERNET, LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
 from beehive.ctl_cli import transport_arguments
 
@@ -175,15 +176,17 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency", nargs=2, metavar=("IN", "OUT"),
                         help="read log tiles IN and OUT, pair their packets, print latencies "
                              "(no pcap)")
-    parser.add_argument("--clock", type=float, default=DEFAULT_CLOCK_HZ, metavar="HZ",
-                        help="the design's clock, cycles to time (default 250e6)")
+    parser.add_argument("--clock", type=float, metavar="HZ",
+                        help="the design's clock, cycles to time (default: as apiary sim "
+                             "chooses it, 125e6 at 64 bits, else 250e6)")
     transport_arguments(parser, port=CONTROL_PORT, service="the controller", timeout=0.5)
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON object")
 
 
 def _run(args: argparse.Namespace) -> int:
-    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0 or args.clock <= 0:
+    if not 0 < args.port < 65536 or args.timeout <= 0 or args.retries < 0 or \
+            (args.clock is not None and args.clock <= 0):
         print("apiary log: --port is 1 to 65535, --timeout and --clock above 0, --retries 0 "
               "or more", file=sys.stderr)
         return 2
@@ -193,6 +196,8 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     from beehive.control_client import ControlError, udp_transport
     design = load(args)
+    if args.clock is None:
+        args.clock = default_clock_mhz(design.width) * 1e6
     where = f"{args.host}:{args.port}"
     try:
         with udp_transport(args.host, args.port, timeout=args.timeout,

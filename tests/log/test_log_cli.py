@@ -19,7 +19,7 @@ from beehive.log_cli import COMMAND, LogError, log_tile
 from beehive.model import echo_reply
 
 N = 3
-CLOCK = 250e6
+CLOCK = 125e6          # apiary log's default at 64 bits, as apiary sim's
 DESIGN = """
 import importlib.util
 spec = importlib.util.spec_from_file_location("logged_echo", {path!r})
@@ -109,6 +109,7 @@ def test_apiary_log_writes_a_pcap_with_hardware_timestamps_and_pairs_latencies(
             assert apiary_log(["log", *common, "--latency", "log_in", "log_out",
                                "--json"]) == 0
             latency = json.loads(capsys.readouterr().out)
+            assert latency["clock_hz"] == CLOCK         # the design's, with no --clock given
             assert apiary_log(["log", *common, "--tile", "log_out", "-o",
                                str(tmp_path / "out.pcap")]) == 0
             text = capsys.readouterr().out
