@@ -171,15 +171,17 @@ def _impairment(args):
 
 
 def _probability(text):
-    """An option's probability, from 0 to 1 (argparse names the option in its message)."""
+    """An option's probability, from 0 to 1, as :func:`apiary.sim.impair.probability` checks
+    it (argparse names the option in its message)."""
+    from .sim import SimError
+    from .sim.impair import probability
     try:
-        value = float(text)
+        return probability(float(text), "")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, "
                                          f"not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"a probability is from 0 to 1, not {text}")
-    return value
+    except SimError:
+        raise argparse.ArgumentTypeError(f"a probability is from 0 to 1, not {text}") from None
 
 
 def int_option(low: int, why: str = "") -> Callable[[str], int]:

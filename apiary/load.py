@@ -23,7 +23,7 @@ import traceback
 from typing import Any
 
 from .design import Design, DesignError, _show_path
-from .stream.layout import check_width
+from .stream.layout import SUPPORTED_WIDTHS, check_width
 
 
 __all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "design_arguments",
@@ -300,7 +300,6 @@ def design_arguments(args: Any) -> list[str]:
 
 
 def _width(text):
-    from .stream.layout import SUPPORTED_WIDTHS
     try:
         return check_width(int(text), "a width")
     except ValueError:

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from ..top import no_progress
 from .base import DEFAULT_CLOCK_HZ, DEFAULT_MAX_CYCLES
 from .core import SimError
 
@@ -192,12 +193,10 @@ def run_pcap(design, pcap_in, pcap_out, *, backend="verilator", clock_hz=DEFAULT
         tapped = None if taps is None else taps(sim)
         name = sim.port(port).name
         sim.send_many(frames, port=name)
-        if progress is None:
+        with (progress or no_progress)(
+                f"simulating {len(frames)} frames ({backend})",
+                lambda s: f"simulated {sim.cycle} cycles in {s:.1f} s ({backend})"):
             sim.run(max_cycles=max_cycles)
-        else:
-            with progress(f"simulating {len(frames)} frames ({backend})",
-                          lambda s: f"simulated {sim.cycle} cycles in {s:.1f} s ({backend})"):
-                sim.run(max_cycles=max_cycles)
         out = sim.received(name)
         entered = len(sim.sent(name))
         idle = sim.idle

@@ -15,6 +15,10 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Appended, not prepended: tests/ has a conftest.py, which must not shadow this folder's.
+sys.path.append(str(ROOT / "tests"))
+from test_doc_outputs import fenced_blocks  # noqa: E402
+
 TAP = f"nat{os.getpid() % 100000}"
 
 CLIENT = r"""
@@ -30,15 +34,8 @@ print(s.recv(2048).decode())
 def walk_through():
     """The README block that runs examples/nat_echo.py, as argument lists (``ip netns exec
     demo`` and comments left off, the bridge's trailing ``&`` too)."""
-    blocks, block = [], None
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("```"):
-            if block is not None:
-                blocks.append(block)
-            block = [] if block is None else None
-        elif block is not None:
-            block.append(line)
-    block, = [b for b in blocks if any("examples/nat_echo.py --tap" in line for line in b)]
+    block, = [b for b in fenced_blocks((ROOT / "README.md").read_text())
+              if any("examples/nat_echo.py --tap" in line for line in b)]
     prefix = ["ip", "netns", "exec", "demo"]
     commands = []
     for line in block:
