@@ -126,7 +126,7 @@ def elaborate(design: Any, memory_latency: object = None, backend: str = "pysim"
 def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
              clock_hz=DEFAULT_CLOCK_HZ, idle_cycles=DEFAULT_IDLE_CYCLES, vcd=None,
              vcd_window=None, cache_dir=None, progress=None, memory_latency=None, impair=None,
-             netlist=None):
+             netlist=None, netlist_tiles=None):
     """Open a simulation of ``design`` on ``backend``; returns a :class:`Sim`.
 
     Parameters
@@ -176,6 +176,12 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
         the core as Yosys's ``synth_ecp5`` leaves it (the board builds' script), simulated with
         the ECP5 cells' models; the memory models stay RTL (:mod:`apiary.sim.netlist`). The
         netlist and the model are cached as models are. ``None``: the RTL.
+    netlist_tiles : iterable of str or None
+        With ``netlist``: synthesise only these tiles (with their monitors and control agents,
+        and the core's own logic between its submodules); the other tiles, the meshes and the
+        memory models stay RTL beside the netlist. A smaller synthesis and model, for a test
+        of some tiles' netlists in a design whose other tiles another test covers. ``None``:
+        the whole core.
 
     Raises
     ------
@@ -197,7 +203,15 @@ def open_sim(design, backend="pysim", *, seed=None, stall=0.0, gaps=None,
             raise SimError(f"unknown netlist {netlist!r}; choose one of {', '.join(NETLISTS)}")
         if backend != "verilator":
             raise SimError(f"netlist={netlist!r} runs on Verilator, not on {backend!r}")
-        source = NETLISTS[netlist]
+        if netlist_tiles is not None:
+            netlist_tiles = tuple(netlist_tiles)
+            unknown = [t for t in netlist_tiles if t not in design.tiles]
+            if unknown or not netlist_tiles:
+                raise SimError(f"netlist_tiles names {', '.join(map(repr, unknown)) or 'no tile'}"
+                               f"; the design's tiles are {', '.join(design.tiles)}")
+        source = NETLISTS[netlist](netlist_tiles)
+    elif netlist_tiles is not None:
+        raise SimError("netlist_tiles needs netlist= (which netlist to synthesise them to)")
     if vcd_window is not None:
         if (not isinstance(vcd_window, (tuple, list)) or len(vcd_window) != 2
                 or not all(isinstance(c, int) and c >= 0 for c in vcd_window)

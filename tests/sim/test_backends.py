@@ -183,6 +183,17 @@ def test_bad_arguments_are_clear_errors():
     mesh = load_example("mesh_3x3").design(64)
     with pytest.raises(SimError, match="has no Ethernet port"):
         open_sim(mesh, "pysim")
+    with pytest.raises(SimError, match="unknown netlist 'ice40'; choose one of ecp5"):
+        open_sim(design, "verilator", netlist="ice40")
+    with pytest.raises(SimError, match="netlist='ecp5' runs on Verilator, not on 'pysim'"):
+        open_sim(design, "pysim", netlist="ecp5")
+    with pytest.raises(SimError, match="netlist_tiles names 'eth_rxx'; the design's tiles are "
+                                       f"{', '.join(design.tiles)}"):
+        open_sim(design, "verilator", netlist="ecp5", netlist_tiles=["eth_rxx"])
+    with pytest.raises(SimError, match="netlist_tiles names no tile"):
+        open_sim(design, "verilator", netlist="ecp5", netlist_tiles=[])
+    with pytest.raises(SimError, match="netlist_tiles needs netlist="):
+        open_sim(design, "verilator", netlist_tiles=list(design.tiles))
 
 
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])

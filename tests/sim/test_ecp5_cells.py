@@ -14,13 +14,21 @@ other port's bits inverted: Yosys must not have relied on them). What this check
 models do what Yosys's mappers assume of the primitives, mode by mode; that the primitives do it
 too is Lattice's documentation's word.
 
-The fast tests: a model refuses a mode it does not model at Verilator's elaboration, and the
-netlist checks refuse what the models cannot simulate.
+The logic cells a netlist model writes out as plain Verilog (apiary/sim/ecp5_cells.py: LUT4,
+CCU2C, TRELLIS_FF, TRELLIS_DPR16X4), every mode of each, run side by side with the same instances
+on Yosys's models for 20,000 random cycles: every output equal.
+
+The fast tests: a model refuses a mode it does not model at Verilator's elaboration, the
+rewriting refuses a mode it does not write, the netlist checks refuse what the models cannot
+simulate, and ``netlist_tiles`` leaves the right modules RTL.
 """
 
+import itertools
 import os
+import random
 import re
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from amaranth import Cat, Module, signed, unsigned
@@ -31,7 +39,9 @@ from amaranth.lib.wiring import In, Out
 
 from apiary.sim import BuildError
 from apiary.sim import verilator as vl
-from apiary.sim.netlist import NETLIST_FLAGS, cell_models, check_netlist, synthesize
+from apiary.sim.ecp5_cells import inline_cells
+from apiary.sim.netlist import (NETLIST_FLAGS, cell_models, check_netlist, kept_modules,
+                                rtl_modules, submodule_names, synthesize)
 
 #: (name, width, depth, write granularity, ports): "sdp" a write port and a read port of their
 #: own addresses; "old", "new", "keep" one address for both (the read gives the word before a
@@ -126,6 +136,19 @@ def bench_verilog(mems):
     for offset, bits, is_addr in mems.fields.values():
         keep = (1 << NEAR) - 1 if is_addr else (1 << bits) - 1
         near |= keep << offset
+    return side_by_side(words, q, ("rtl", "net"), f"""
+    wire far = rnd[{words * 64 - 1}] & rnd[{words * 64 - 2}];
+    wire [{n - 1}:0] stim = rnd[{n - 1}:0] & (far ? {{{n}{{1'b1}}}} : {n}'h{near:x});
+    mems_rtl rtl(.clk(clk), .rst(1'b0), .stim(stim), .q(q_rtl));
+    mems net(.clk(clk), .rst(1'b0), .stim(stim), .q(q_net));""")
+
+
+def side_by_side(words, q, names, body):
+    """A top ``tb`` of ``words`` 64-bit xorshift generators (``rnd``, a step a cycle) and
+    ``body``, which drives ``q``-bit outputs ``q_<name>`` of the two ``names`` from them;
+    counts the cycles the two differ (``$display`` of the first) and those the first is not
+    zero (``busy``)."""
+    a, b = names
     regs = "\n".join(f"    reg [63:0] s{i} = 64'd{0x9E3779B97F4A7C15 * (i + 1) % 2**64};"
                      for i in range(words))
     steps = "\n".join(f"        s{i} <= step(s{i});" for i in range(words))
@@ -142,20 +165,17 @@ module tb(input wire clk, output reg [31:0] errors = 0, output reg [31:0] first 
         end
     endfunction
     wire [{words * 64 - 1}:0] rnd = {{{", ".join(f"s{i}" for i in reversed(range(words)))}}};
-    wire far = rnd[{words * 64 - 1}] & rnd[{words * 64 - 2}];
-    wire [{n - 1}:0] stim = rnd[{n - 1}:0] & (far ? {{{n}{{1'b1}}}} : {n}'h{near:x});
-    wire [{q - 1}:0] q_rtl, q_net;
-    mems_rtl rtl(.clk(clk), .rst(1'b0), .stim(stim), .q(q_rtl));
-    mems net(.clk(clk), .rst(1'b0), .stim(stim), .q(q_net));
+    wire [{q - 1}:0] q_{a}, q_{b};
+{body}
     always @(posedge clk) begin
 {steps}
         cycle <= cycle + 1;
-        if (q_rtl != 0)
+        if (q_{a} != 0)
             busy <= busy + 1;
-        if (q_rtl != q_net) begin
+        if (q_{a} != q_{b}) begin
             if (errors == 0) begin
                 first <= cycle;
-                $display("first difference, cycle %0d: rtl %h, netlist %h", cycle, q_rtl, q_net);
+                $display("first difference, cycle %0d: {a} %h, {b} %h", cycle, q_{a}, q_{b});
             end
             errors <= errors + 1;
         end
@@ -297,3 +317,130 @@ def test_the_netlist_checks_refuse_what_the_models_cannot_simulate():
     with pytest.raises(BuildError, match=r"MULT18X18D \\m\.mul uses SOURCEB, ROA3"):
         check_netlist(good.replace("    .P0(p)", "    .SOURCEB(clk),\n    .ROA3(other),\n"
                                                  "    .P0(p)"), "t")
+
+
+def logic_cells():
+    """A module ``cells`` as ``write_verilog`` writes a netlist: every mode of the flip-flop
+    (CE, clock and reset inverted or not, sync and async reset, set or reset), of the carry
+    cell (INJECT1 on either half, chained three deep) and of the distributed RAM (write clock
+    and enable), and LUT4s of random tables, some inputs constant or unconnected; each input a
+    bit of ``stim``, each output a bit of ``q``. Returns (text, stim bits, q bits, cells)."""
+    rng = random.Random(7)
+    stim, q, cells = 0, 0, []
+
+    def bits(n):
+        nonlocal stim
+        stim += n
+        return [f"stim[{stim - n + i}]" for i in range(n)]
+
+    def out(n):
+        nonlocal q
+        q += n
+        return [f"q[{q - n + i}]" for i in range(n)]
+
+    def cell(kind, params, pins):
+        plist = ",\n".join(f"    .{k}({v})" for k, v in params.items())
+        head = f"  {kind} #(\n{plist}\n  )" if params else f"  {kind}"
+        cells.append(f"{head} \\c{len(cells)}.{kind}  (\n"
+                     + ",\n".join(f"    .{k}({v})" for k, v in sorted(pins.items())) + "\n  );\n")
+
+    for i in range(12):
+        pins = dict(zip("ABCD", bits(4)))
+        if i == 10:
+            pins["A"] = "1'h0"
+        if i == 11:
+            del pins["B"]
+        cell("LUT4", {"INIT": f"16'h{rng.getrandbits(16):04x}"}, {**pins, "Z": out(1)[0]})
+    for inject in itertools.product(("YES", "NO"), repeat=2):
+        carry = bits(1)[0]
+        for _ in range(3):
+            pins = {f"{p}{h}": s for h in "01" for p, s in zip("ABCD", bits(4))}
+            s0, s1, cout = out(3)
+            cell("CCU2C", {"INIT0": f"16'h{rng.getrandbits(16):04x}",
+                           "INIT1": f"16'h{rng.getrandbits(16):04x}",
+                           "INJECT1_0": f'"{inject[0]}"', "INJECT1_1": f'"{inject[1]}"'},
+                 {**pins, "CIN": carry, "S0": s0, "S1": s1, "COUT": cout})
+            carry = cout
+    for ce, clk, lsr, mode, regset, gsr in itertools.product(
+            ("1", "0", "CE", "INV"), ("CLK", "INV"), ("LSR", "INV"), ("LSR_OVER_CE", "ASYNC"),
+            ("RESET", "SET"), ("ENABLED", "DISABLED")):
+        d, e, r1, r2 = bits(4)
+        # The reset a wire high one cycle in four (two stimulus bits), as a netlist's is.
+        cells.append(f"  wire \\r{len(cells)} = {r1} & {r2};\n")
+        cell("TRELLIS_FF", {"CEMUX": f'"{ce}"', "CLKMUX": f'"{clk}"', "LSRMUX": f'"{lsr}"',
+                            "SRMODE": f'"{mode}"', "REGSET": f'"{regset}"', "GSR": f'"{gsr}"'},
+             {"CLK": "clk", "CE": e, "DI": d, "LSR": f"\\r{len(cells) - 1} ", "Q": out(1)[0]})
+    for wck, wre in itertools.product(("WCK", "INV"), ("WRE", "INV", "1", "0")):
+        init = "".join(rng.choice("01x") for _ in range(64))
+        di, wad, rad = (f"{{ {', '.join(reversed(bits(4)))} }}" for _ in range(3))
+        do = f"{{ {', '.join(reversed(out(4)))} }}"
+        cell("TRELLIS_DPR16X4", {"INITVAL": f"64'b{init}", "WCKMUX": f'"{wck}"',
+                                 "WREMUX": f'"{wre}"'},
+             {"DI": di, "WAD": wad, "RAD": rad, "WCK": "clk", "WRE": bits(1)[0], "DO": do})
+    text = (f"module cells(clk, stim, q);\n  input clk;\n  wire clk;\n  input [{stim - 1}:0] stim;"
+            f"\n  wire [{stim - 1}:0] stim;\n  output [{q - 1}:0] q;\n  wire [{q - 1}:0] q;\n"
+            + "".join(cells) + "endmodule\n")
+    return text, stim, q, cells
+
+
+def logic_bench(stim, q):
+    """A top ``tb`` driving ``cells`` and ``cells_inline`` with the same xorshift stimulus,
+    counting the cycles their outputs differ."""
+    return side_by_side(-(-stim // 64), q, ("yosys", "inline"), f"""
+    cells yosys(.clk(clk), .stim(rnd[{stim - 1}:0]), .q(q_yosys));
+    cells_inline inline(.clk(clk), .stim(rnd[{stim - 1}:0]), .q(q_inline));""")
+
+
+def test_the_inlined_logic_cells_compute_what_yosys_models_do(tmp_path):
+    """Every mode of LUT4, CCU2C, TRELLIS_FF and TRELLIS_DPR16X4 that the netlist models write
+    inline (apiary/sim/ecp5_cells.py), beside the same instances on Yosys's models: the same
+    random inputs into both, every output equal, for 20,000 cycles."""
+    text, stim, q, cells = logic_cells()
+    inlined, counts = inline_cells(text)
+    assert counts == {"LUT4": 12, "CCU2C": 12, "TRELLIS_FF": 128, "TRELLIS_DPR16X4": 8}
+    assert not re.search(r"^  (LUT4|CCU2C|TRELLIS_FF|TRELLIS_DPR16X4) ", inlined, re.M)
+    tb = verilate(str(tmp_path), {"tb.v": logic_bench(stim, q), "cells.v": text,
+                                  "inline.v": inlined.replace("module cells(",
+                                                              "module cells_inline("),
+                                  "models.v": cell_models()})
+    out = subprocess.run([tb, str(CYCLES)], capture_output=True, text=True, check=True).stdout
+    counts = dict(re.findall(r"(\w+)=(\d+)", out))
+    assert counts["cycles"] == str(CYCLES)
+    assert int(counts["busy"]) > CYCLES // 2
+    assert counts["errors"] == "0", out
+
+
+def test_a_mode_the_inlined_cells_do_not_model_is_refused():
+    """A parameter value Yosys's models do not define (or a parameter they have not), a
+    truth table too wide, a pin list with parentheses: each a BuildError naming the cell."""
+    text, _, _, _ = logic_cells()
+    for old, new, message in [
+            ('.SRMODE("ASYNC")', '.SRMODE("SYNC")',
+             r"TRELLIS_FF \\c\d+\.TRELLIS_FF: SRMODE 'SYNC'"),
+            ('.REGSET("SET")', '.REGSET("SET"),\n    .LSRMODE("PRLD")', "LSRMODE 'PRLD'"),
+            ('.WREMUX("1")', '.WREMUX("2")', "TRELLIS_DPR16X4 .*WREMUX '2'"),
+            ('.INJECT1_0("NO")', '.INJECT1_0("MAYBE")', "CCU2C .*INJECT1_0 'MAYBE'"),
+            (".INIT(16'h", ".INIT(16'h1", "LUT4 .*not a constant of 16 bits"),
+            ('.WCKMUX("INV")', '.WCKMUX("INV"),\n    .WEIRD(1)', "WEIRD"),
+            (".A(stim[0])", ".A(f(stim[0]))", r"cannot read its list")]:
+        assert old in text, old
+        with pytest.raises(BuildError, match=message):
+            inline_cells(text.replace(old, new, 1))
+
+
+def test_the_tiles_not_synthesised_stay_rtl():
+    """``netlist_tiles``: the tiles named, their monitors and agents go to Yosys; every other
+    submodule of the top (tiles, meshes, the MAC edge) and the memory models stay RTL."""
+    rtl = "".join(f"module \\t.{m} (clk);\nendmodule\n" for m in (
+        "eth_rx", "eth_rx.fifo", "tcp_rx", "tcp_rx.state", "tcp_rx_monitor", "tcp_rx_agent",
+        "data_mesh", "data_mesh.router_0_0", "eth_mac", "tcp_rx_mem_mem_model"))
+    rtl = "module t (clk);\nendmodule\n" + rtl
+    assert submodule_names(rtl, "t") == ["data_mesh", "eth_mac", "eth_rx", "tcp_rx",
+                                         "tcp_rx_agent", "tcp_rx_mem_mem_model",
+                                         "tcp_rx_monitor"]
+    model = SimpleNamespace(name="mem_model")
+    top = SimpleNamespace(design=SimpleNamespace(name="t"), attached=[("tcp_rx", "mem", model)])
+    assert rtl_modules(top, rtl, None) == ["t.tcp_rx_mem_mem_model"]
+    assert sorted(rtl_modules(top, rtl, ["tcp_rx"])) == [
+        "t.data_mesh", "t.eth_mac", "t.eth_rx", "t.tcp_rx_mem_mem_model"]
+    assert "module \\t.eth_rx.fifo" in kept_modules(rtl, rtl_modules(top, rtl, ["tcp_rx"]))
