@@ -128,6 +128,12 @@ def _sim_arguments(sim):
                           "frames (link type 1)")
     sim.add_argument("--pcap-out", metavar="FILE", help="where to write the frames it sends")
     sim.add_argument("--tap", metavar="NAME", help="bridge to this TAP device (created if missing)")
+    from .sim.tap import DEFAULT_IDLE_HZ
+    defaults = " and ".join(f"{hz:,} on {backend}" for backend, hz in DEFAULT_IDLE_HZ.items())
+    sim.add_argument("--idle-hz", type=int_option(0), metavar="N",
+                     help=f"with --tap: simulated cycles per second while the design is idle, "
+                          f"so that its timers run with no traffic (default: the design's "
+                          f"settings['idle_hz'], else {defaults}; 0 stops time while idle)")
     sim.add_argument("--backend", choices=["verilator", "pysim"],
                      help="Verilator (fast, built once and cached; default) or Amaranth's "
                           "simulator")
@@ -337,6 +343,8 @@ def _cmd_sim(args):
         raise UsageError("--pcap-in and --pcap-out go together")
     if bool(args.pcap_in) == bool(args.tap):
         raise UsageError("give either --pcap-in/--pcap-out or --tap")
+    if args.idle_hz is not None and not args.tap:
+        raise UsageError("--idle-hz goes with --tap (a pcap run's time is its frames')")
     if args.noc_trace and (args.tap or args.backend != "pysim"):
         raise UsageError("--noc-trace goes with --pcap-in and --backend pysim (its taps read "
                          "signals inside the design; a Verilator model has only its ports)")
@@ -366,7 +374,7 @@ def _cmd_sim(args):
         tap = TapDevice(args.tap)
         try:
             with open_sim(design, backend, **options) as sim:
-                TapBridge(sim, tap, port=args.port, impair=impair,
+                TapBridge(sim, tap, port=args.port, impair=impair, idle_hz=args.idle_hz,
                           log=lambda line: print(line, flush=True)).run()
         finally:
             tap.close()

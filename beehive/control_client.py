@@ -75,16 +75,16 @@ class ControlClient:
     # -- words ---------------------------------------------------------------------------------
 
     def _tile(self, tile: "str | TileMap | tuple[int, int]") -> tuple[str, int, int]:
-        if isinstance(tile, TileMap):
-            return tile.name, tile.x, tile.y
+        """``(label, x, y)`` of a tile: its label its name and position, or the position."""
         if isinstance(tile, tuple):
             x, y = tile
             return f"({x},{y})", x, y
-        try:
-            tmap = self.dmap.tile(tile)
-        except KeyError as e:
-            raise ControlError(e.args[0]) from None
-        return tmap.name, tmap.x, tmap.y
+        if not isinstance(tile, TileMap):
+            try:
+                tile = self.dmap.tile(tile)
+            except KeyError as e:
+                raise ControlError(e.args[0]) from None
+        return f"{tile.name} ({tile.x},{tile.y})", tile.x, tile.y
 
     def _ask(self, request: bytes, where: str) -> ControlReply:
         reply = parse_reply(self.transport(request))
@@ -100,11 +100,11 @@ class ControlClient:
                    count: int) -> list[int]:
         """``count`` words at ``addr``, ``addr + 1``, ... of ``tile`` (a name, a
         :class:`~apiary.control.addrmap.TileMap` or ``(x, y)``)."""
-        name, x, y = self._tile(tile)
+        label, x, y = self._tile(tile)
         words: list[int] = []
         for start in range(addr, addr + count, MAX_WORDS):
             n = min(MAX_WORDS, addr + count - start)
-            where = f"reading {name} ({x},{y}) words {start:#06x}..{start + n - 1:#06x}"
+            where = f"reading {label} words {start:#06x}..{start + n - 1:#06x}"
             try:
                 request = read_request(x, y, start, n, tag=next(self._tags))
             except ValueError as e:
@@ -115,12 +115,12 @@ class ControlClient:
     def write_words(self, tile: "str | TileMap | tuple[int, int]", addr: int,
                     words: Iterable[int]) -> None:
         """Write ``words`` to ``addr``, ``addr + 1``, ... of ``tile``, in order."""
-        name, x, y = self._tile(tile)
+        label, x, y = self._tile(tile)
         words = list(words)
         for k in range(0, len(words), MAX_WORDS):
             chunk = words[k:k + MAX_WORDS]
             start = addr + k
-            where = f"writing {name} ({x},{y}) words {start:#06x}..{start + len(chunk) - 1:#06x}"
+            where = f"writing {label} words {start:#06x}..{start + len(chunk) - 1:#06x}"
             try:
                 request = write_request(x, y, start, chunk, tag=next(self._tags))
             except ValueError as e:

@@ -18,7 +18,7 @@ from .core import SimError
 from .impair import Impairment
 
 
-__all__ = ["TapDevice", "TapBridge"]
+__all__ = ["TapDevice", "TapBridge", "DEFAULT_IDLE_HZ"]
 
 _TUNSETIFF = 0x400454CA
 _IFF_TAP = 0x0002
@@ -70,6 +70,15 @@ class TapDevice:
         os.close(self.fd)
 
 
+#: Simulated cycles per wall-clock second while a bridged design is idle, by back end, when
+#: neither the bridge's ``idle_hz`` nor the design's ``settings["idle_hz"]`` says: about what
+#: each sustains on a small whole design beside its traffic (Verilator runs an idle UDP echo at
+#: some 10^6 cycles/s, Amaranth's simulator at some 10^3). The design's own clock (125 MHz at
+#: 64 bits) is out of reach of either: simulated timers run that many times slower than on a
+#: board (a 1,024-cycle control time-out takes 1 ms of idle time on Verilator, 5 s on pysim).
+DEFAULT_IDLE_HZ = {"verilator": 1_000_000, "pysim": 200}
+
+
 class TapBridge:
     """Move frames between a :class:`~apiary.sim.Sim` and a :class:`TapDevice` until stopped.
 
@@ -84,11 +93,12 @@ class TapBridge:
     its direction releases it: it never waits for traffic that does not come. :attr:`link` has
     the counts, printed when the bridge stops.
 
-    ``idle_hz`` keeps simulated time running while the design is idle, for designs with timers
-    (a TCP retransmission timer counts cycles): after each wait on the device the bridge
-    simulates ``round(seconds_waited * idle_hz)`` cycles, at most ``step_cycles``. The default
-    is the design's ``settings["idle_hz"]``, else 0: time stands still while nothing moves, and
-    an idle bridge uses no CPU.
+    ``idle_hz`` keeps simulated time running while the design is idle, so that its timers
+    (a control request's time-out, a TCP retransmission, TIME-WAIT) run with no traffic: after
+    each wait on the device the bridge simulates ``round(seconds_waited * idle_hz)`` cycles, at
+    most ``step_cycles``. The default is the design's ``settings["idle_hz"]``, else
+    :data:`DEFAULT_IDLE_HZ` for the back end; the first line it logs says the rate. ``0``: time
+    stands still while nothing moves, and an idle bridge uses no CPU.
     """
 
     def __init__(self, sim, tap, *, port=None, step_cycles=20_000, log=print, stats_every=5.0,
@@ -99,7 +109,7 @@ class TapBridge:
         self.stats_every = stats_every
         self.frames_in = self.frames_out = self.write_errors = 0
         if idle_hz is None:
-            idle_hz = sim.design.settings.get("idle_hz", 0)
+            idle_hz = sim.design.settings.get("idle_hz", DEFAULT_IDLE_HZ.get(sim.backend, 0))
         if isinstance(idle_hz, bool) or not isinstance(idle_hz, (int, float)) \
                 or not 0 <= idle_hz < float("inf"):
             raise SimError(f"idle_hz must be a number of cycles per second, 0 or more, "
@@ -170,8 +180,11 @@ class TapBridge:
         """Bridge until SIGINT/SIGTERM (or for ``duration`` seconds). Returns normally."""
         old = {s: signal.signal(s, self.stop) for s in (signal.SIGINT, signal.SIGTERM)}
         start = last_stats = time.monotonic()
-        idle = f", {self.idle_hz:g} cycles/s while idle" if self.idle_hz else ""
-        self.log(f"bridging {self.sim.design.name!r} ({self.sim.backend}{idle}) to TAP device "
+        rate = self.idle_hz
+        rate_text = f"{round(rate):,}" if rate == round(rate) else f"{rate:,}"
+        idle = (f"while idle, simulated time runs at up to {rate_text} cycles/s"
+                if self.idle_hz else "time stands still while it is idle (idle_hz 0)")
+        self.log(f"bridging {self.sim.design.name!r} ({self.sim.backend}; {idle}) to TAP device "
                  f"{self.tap.name}; Ctrl-C stops")
         if self.impairment:
             self.log(f"impairing the link: {self.impairment}")

@@ -102,6 +102,20 @@ class Bridge:
         assert "Traceback" not in result.stderr
         return result.stdout
 
+    def wait_for(self, pattern, timeout):
+        """Wait for a line of the bridge's output matching ``pattern`` (a regular expression);
+        return the match."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._drain()
+            for line in self.output:
+                if m := re.search(pattern, line):
+                    return m
+            assert self.process.poll() is None, "the bridge exited:\n" + self.text
+            assert time.monotonic() < deadline, \
+                f"no line matching {pattern!r} within {timeout} s:\n" + self.text
+            time.sleep(0.2)
+
     def stop(self, timeout=30):
         """SIGINT the bridge; return its exit code."""
         self.process.send_signal(signal.SIGINT)

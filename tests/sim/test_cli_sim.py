@@ -79,7 +79,9 @@ def test_bad_option_values_exit_2_naming_the_option_before_any_work(tmp_path, ca
              f"--pcap-out {tmp_path / 'no' / 'o.pcap'}: no such directory {tmp_path / 'no'}"),
             (["--pcap-in", "a", "--pcap-out", str(tmp_path)],
              f"--pcap-out {tmp_path}: is a directory, not a file"),
-            (["--tap", "t0", "--vcd", str(tmp_path)], f"--vcd {tmp_path}: is a directory")]:
+            (["--tap", "t0", "--vcd", str(tmp_path)], f"--vcd {tmp_path}: is a directory"),
+            (["--tap", "t0", "--idle-hz", "-1"], "argument --idle-hz: must be at least 0, not -1"),
+            (["--idle-hz", "1000"], "--idle-hz goes with --tap")]:
         argv = ["sim", ECHO, *(pcap if "--pcap-in" not in options and "--tap" not in options
                                 else []), *options]
         assert main(argv) == 2, options

@@ -64,7 +64,7 @@ def test_bridge_announces_the_design_addresses():
     from apiary.design import Design
     from apiary.sim.tap import TapBridge
     design = Design("echo", cols=1, rows=1)
-    sim = SimpleNamespace(design=design)
+    sim = SimpleNamespace(design=design, backend="pysim")
     assert TapBridge(sim, tap=None).addresses() == ""
     design.settings.update(mac="02:00:00:00:00:02", ipv4="10.0.0.2")
     assert TapBridge(sim, tap=None).addresses() == "mac 02:00:00:00:00:02, ipv4 10.0.0.2"

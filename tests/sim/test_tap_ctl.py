@@ -2,7 +2,10 @@
 `apiary ctl`, over UDP through its controller (examples/udp_echo_ctl.py run by `apiary sim
 --tap`): every counter that moved, a drop counter that Linux's own datagrams to a closed port
 move, a register written (the audit log's rearm) whose effect shows in a counter and in the log
-table, all while the design still echoes.
+table, all while the design still echoes; and a read of a tile position where no agent answers
+gets its 0xFE (time-out) reply with no other traffic on the link, because the bridge keeps
+simulated time running while the design is idle (the design sets no ``idle_hz``: the back end's
+default rate does it).
 
 Everything happens inside a network namespace this test creates and deletes; the only process
 it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in conftest.py).
@@ -41,6 +44,24 @@ for i in range(count):
             pass
 print(json.dumps(back))
 """
+
+
+# Runs inside the namespace: read one word at tile position (x, y) through the controller, one
+# try of `wait` seconds; print (as JSON) the error and the seconds it took.
+SILENT_READ = r"""
+import json, sys, time
+from beehive.control_client import ControlClient, ControlError, udp_transport
+host, x, y, wait = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+with udp_transport(host, timeout=wait, retries=0) as transport:
+    start = time.monotonic()
+    try:
+        ControlClient(None, transport).read_words((x, y), 0, 1)
+        error = None
+    except ControlError as e:
+        error = str(e)
+print(json.dumps({"error": error, "seconds": time.monotonic() - start}))
+"""
+SILENT = (3, 2)                       # the one position of the 4 x 3 mesh without a tile
 
 
 def datagrams(stack, port, count, echo):
@@ -90,6 +111,19 @@ def test_linux_reads_counters_and_writes_a_register_by_name(bridge):
     entry = int(values(ctl(stack, "table", "audit.log", "0"))["audit.log[0]"], 16)
     assert entry >> 112 & 0xFF == 26            # a UDP_RX_SEGMENT: the request reading rearm
     assert entry >> 64 & 0xFFFF == 8            # of 8 bytes
+
+    # No agent at SILENT: the controller answers 0xFE after reply_timeout (1,024) cycles, which
+    # pass only while the bridge simulates idle time (with idle_hz 0 the one try below times out
+    # with no answer: "no answer from the controller after 1 try").
+    assert "while idle, simulated time runs at up to 1,000,000 cycles/s" in stack.text, \
+        stack.text
+    result = stack.netns_run(sys.executable, "-c", SILENT_READ, DESIGN_IP, *map(str, SILENT),
+                             "5", timeout=60, check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    silent = json.loads(result.stdout)
+    assert silent["error"] == (f"reading ({SILENT[0]},{SILENT[1]}) words 0x0000..0x0000: "
+                               f"TIMEOUT (the tile's control agent did not answer)"), silent
+    assert silent["seconds"] < 2.0, silent      # measured 0.65 s (2026-11-30)
 
     assert stack.stop() == 0, stack.text
     stack.stopped()
