@@ -120,3 +120,28 @@ def test_segments_of_no_connection_are_answered_with_resets():
         assert not bench.stores and not bench.messages
 
     simulate(dut, run, background=bench.background(), timeout=500)
+
+
+def test_a_burst_of_connects_fills_every_slot_of_a_small_engine():
+    """Four flows: four SYNs back to back each open a half-open connection (the default
+    half-open bound is every slot of a small engine), a fifth finds no slot and is dropped
+    and counted; with ``max_half_open=1`` the second is dropped and counted already."""
+    for max_half_open, opened in ((None, 4), (1, 1)):
+        config = TcpConfig(flows=4, rx_ring=4096, tx_ring=4096, max_half_open=max_half_open)
+        assert config.half_open == opened
+        burst_of_syns(RxEngine(config, ports={7: [APP]}, rx_mem=(3, 3)), 5, opened)
+
+
+def burst_of_syns(dut, syns, opened):
+    """Offer ``syns`` SYNs from as many ports back to back: ``opened`` open connections in
+    slots of their own, the rest dropped and counted."""
+    bench = Bench(dut)
+
+    async def run(ctx):
+        for i in range(syns):
+            await bench.segment(ctx, TCP(sport=41000 + i, dport=7, flags="S", seq=i << 20))
+        opens = [ev for ev in bench.events if ev.open]
+        assert sorted(ev.slot for ev in opens) == list(range(opened))
+        assert ctx.get(dut.counters.syn_dropped) == syns - opened
+
+    simulate(dut, run, background=bench.background(), timeout=800)

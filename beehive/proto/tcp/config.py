@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from apiary.stream.sizing import bdp_bytes, ring_bytes
 
 
-__all__ = ["TcpConfig", "CONGESTION_CONTROL", "config_or_default"]
+__all__ = ["TcpConfig", "CONGESTION_CONTROL", "HALF_OPEN_BURST", "config_or_default"]
 
 
 #: The congestion-control algorithms: ``"newreno"`` (RFC 6582: slow start, congestion
@@ -27,6 +27,11 @@ def _int(value: object, what: str, low: int, high: int) -> int:
     return value
 
 
+#: Simultaneous connects every engine takes by default, whatever its size (up to its flows):
+#: see ``TcpConfig.max_half_open``.
+HALF_OPEN_BURST = 8
+
+
 @dataclass(frozen=True)
 class TcpConfig:
     """The parameters of a TCP engine (its receive and its transmit tile take the same one).
@@ -37,10 +42,13 @@ class TcpConfig:
         ``rx_base + slot * rx_ring`` in the receive buffer's memory tile and a send ring of
         ``tx_ring`` bytes at ``tx_base + slot * tx_ring`` in the send buffer's. ``mss`` is the
         largest segment payload the engine sends or advertises. ``max_half_open`` caps the
-        connections in SYN-RECEIVED (a SYN flood holds at most that many slots; default a
-        quarter of the flows). ``segment_buffer`` bytes of arriving segments wait in the
-        receive tile while they are checked and stored (a burst beyond it is dropped, counted in
-        ``overflow``, and sent again by the peer).
+        connections in SYN-RECEIVED (a SYN flood holds at most that many slots); by default
+        :data:`HALF_OPEN_BURST` or a quarter of the flows, whichever is more, and never more
+        than the flows: a small design takes a burst of simultaneous connects to all its slots
+        (4 flows: 4 at once, where a quarter would drop 3 SYNs and make Linux retry after a
+        second), a large one keeps most of its slots from a SYN flood. ``segment_buffer``
+        bytes of arriving segments wait in the receive tile while they are checked and stored
+        (a burst beyond it is dropped, counted in ``overflow``, and sent again by the peer).
     Timers (in clock cycles; the timer counts ticks of ``tick`` cycles, a power of two at
     least ``flows``, so every timer is checked once a tick)
         ``rto``: the retransmission timeout, doubled on each expiry up to ``rto_max``, back to
@@ -101,7 +109,9 @@ class TcpConfig:
 
     @property
     def half_open(self) -> int:
-        return self.max_half_open if self.max_half_open is not None else max(1, self.flows // 4)
+        if self.max_half_open is not None:
+            return self.max_half_open
+        return max(min(self.flows, HALF_OPEN_BURST), self.flows // 4)
 
     @property
     def rto_ceiling(self) -> int:
