@@ -75,7 +75,8 @@ class ControlClient:
     # -- words ---------------------------------------------------------------------------------
 
     def _tile(self, tile: "str | TileMap | tuple[int, int]") -> tuple[str, int, int]:
-        """``(label, x, y)`` of a tile: its label its name and position, or the position."""
+        """``(label, x, y)`` of a tile; the label is its name and position (``udp_rx (2,0)``),
+        or only the position when given as ``(x, y)``."""
         if isinstance(tile, tuple):
             x, y = tile
             return f"({x},{y})", x, y
