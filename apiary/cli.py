@@ -158,6 +158,11 @@ def _sim_arguments(sim):
         sim.add_argument(f"--{name}", type=_probability, default=0.0, metavar="P",
                          help=f"probability that the link {what}, each direction on its own "
                               f"(default 0)")
+    for direction in ("to-design", "from-design"):
+        sim.add_argument(f"--drop-{direction}", type=_frame_numbers, default=(), metavar="N,...",
+                         help=f"lose these frames {direction.replace('-', ' ')} for certain, "
+                              f"by number (1 for the first): a test that needs one particular "
+                              f"segment lost (default none)")
 
 
 #: The link impairment options of `apiary sim` (docs/simulation.md, "Impairing the link").
@@ -169,11 +174,24 @@ _IMPAIRMENTS = {
 
 
 def _impairment(args):
-    """The :class:`~apiary.sim.Impairment` that ``--loss/--reorder/--duplicate/--seed`` ask
-    for (each probability already checked by :func:`_probability`)."""
+    """The :class:`~apiary.sim.Impairment` that ``--loss/--reorder/--duplicate/--seed`` and
+    ``--drop-to-design/--drop-from-design`` ask for (each value already checked by argparse)."""
     from .sim.impair import Impairment
     return Impairment(**{name: getattr(args, name) for name in _IMPAIRMENTS},
-                      seed=1 if args.seed is None else args.seed)
+                      seed=1 if args.seed is None else args.seed,
+                      drop_to_design=args.drop_to_design, drop_from_design=args.drop_from_design)
+
+
+def _frame_numbers(text):
+    """``--drop-to-design``/``--drop-from-design``: frame numbers, 1 or more, comma-separated."""
+    try:
+        numbers = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        numbers = ()
+    if not numbers or min(numbers) < 1:
+        raise argparse.ArgumentTypeError(f"expected frame numbers (1 for the first), separated "
+                                         f"by commas, not {text!r}")
+    return numbers
 
 
 def _probability(text):

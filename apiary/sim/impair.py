@@ -13,13 +13,16 @@ Each direction draws from ``random.Random(f"{seed}:{name}")`` (``name`` is ``to_
 directions are independent and the same seed gives the same pattern on every run and machine.
 
 Every frame offered draws exactly three numbers from its direction's generator, in this order,
-whether or not they are used: *loss*, *duplicate*, *reorder*. A frame is lost if the first is
-below ``loss``; otherwise it is emitted twice (the copies adjacent) if the second is below
-``duplicate``; and it is held back if the third is below ``reorder``, to be emitted (all its
-copies) right after the next frame that is emitted in that direction: a swap with its successor.
-A frame that arrives while another is held is never held itself, so at most one frame waits and
-about ``reorder / (1 + reorder)`` of the frames not lost are swapped. :meth:`LinkDirection.flush`
-releases a held frame; the simulators and the TAP bridge call it so that nothing waits forever.
+whether or not they are used: *loss*, *duplicate*, *reorder*. A frame is lost if the first is below
+``loss`` or its number (counting from 1 in its direction) is in that direction's drop list
+(``drop_to_design``, ``drop_from_design``: the frames to lose for certain, as the QUIC network
+simulator's drop scenario does, for a test that needs one particular segment lost); otherwise it is
+emitted twice (the copies adjacent) if the second is below ``duplicate``; and it is held back if the
+third is below ``reorder``, to be emitted (all its copies) right after the next frame that is
+emitted in that direction: a swap with its successor. A frame that arrives while another is held is
+never held itself, so at most one frame waits and about ``reorder / (1 + reorder)`` of the frames
+not lost are swapped. :meth:`LinkDirection.flush` releases a held frame; the simulators and the TAP
+bridge call it so that nothing waits forever.
 """
 
 import random
@@ -47,8 +50,10 @@ def probability(value, what):
 class Impairment:
     """What a lossy link does, as probabilities per frame (see :mod:`apiary.sim.impair`).
 
-    ``directions`` names the directions impaired (default both); frames in the other one pass
-    untouched but are still counted. An impairment whose probabilities are all 0 is false, so
+    ``directions`` names the directions the probabilities apply to (default both); frames in the
+    other one pass untouched but are still counted. ``drop_to_design`` and ``drop_from_design``
+    list frame numbers (1 for the first frame in that direction) lost whatever the draws say.
+    An impairment whose probabilities are all 0 and whose drop lists are empty is false, so
     callers can skip it: ``if imp: ...``. The value holds no state; :meth:`link` and
     :meth:`direction` make fresh generators and counts each time.
     """
@@ -57,6 +62,8 @@ class Impairment:
     duplicate: float = 0.0
     seed: int = 1
     directions: tuple = DIRECTIONS
+    drop_to_design: tuple = ()
+    drop_from_design: tuple = ()
 
     def __post_init__(self):
         for name in ("loss", "reorder", "duplicate"):
@@ -70,6 +77,15 @@ class Impairment:
             raise SimError(f"impairment directions must be among {', '.join(DIRECTIONS)}, "
                            f"not {self.directions!r}")
         object.__setattr__(self, "directions", directions)
+        for direction in DIRECTIONS:
+            name = f"drop_{direction}"
+            given = getattr(self, name)
+            numbers = (given,) if isinstance(given, int) else tuple(given) \
+                if isinstance(given, (tuple, list, set, frozenset, range)) else None
+            if numbers is None or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in numbers):
+                raise SimError(f"{name} lists frame numbers, each 1 or more, not {given!r}")
+            object.__setattr__(self, name, tuple(sorted(set(numbers))))
 
     @classmethod
     def none(cls):
@@ -77,13 +93,18 @@ class Impairment:
         return cls()
 
     def __bool__(self):
-        return bool(self.loss or self.reorder or self.duplicate)
+        return bool(self.loss or self.reorder or self.duplicate or self.drop_to_design
+                    or self.drop_from_design)
 
     def __str__(self):
         only = "" if self.directions == DIRECTIONS else \
             f", {' and '.join(d.replace('_', ' ') for d in self.directions)} only"
+        drops = "".join(f"; losing frames {', '.join(map(str, numbers))} "
+                        f"{direction.replace('_', ' ')}"
+                        for direction in DIRECTIONS
+                        if (numbers := getattr(self, f"drop_{direction}")))
         return (f"loss {self.loss:g}, reorder {self.reorder:g}, duplicate {self.duplicate:g}, "
-                f"seed {self.seed}{only}")
+                f"seed {self.seed}{only}{drops}")
 
     def direction(self, name, port=None):
         """A fresh :class:`LinkDirection` ``name`` (``to_design`` or ``from_design``); on a
@@ -113,6 +134,7 @@ class LinkDirection:
         self.loss = impairment.loss if impaired else 0.0
         self.duplicate = impairment.duplicate if impaired else 0.0
         self.reorder = impairment.reorder if impaired else 0.0
+        self.drops = frozenset(getattr(impairment, f"drop_{name}"))
         key = name if port is None else f"{port}:{name}"
         self._rng = random.Random(f"{impairment.seed}:{key}")
         self._held = []
@@ -126,7 +148,7 @@ class LinkDirection:
         for frame in frames:
             self.frames += 1
             lose, twice, hold = draw() < self.loss, draw() < self.duplicate, draw() < self.reorder
-            if lose:
+            if lose or self.frames in self.drops:
                 self.lost += 1
                 continue
             copies = [frame, frame] if twice else [frame]

@@ -164,16 +164,17 @@ class TapBridge:
         return ", ".join(f"{key} {settings[key]}" for key in ("mac", "ipv4") if key in settings)
 
     def summary(self):
-        # Every counter that is not a count of what went through: per-reason drop counters
-        # (eth_rx_not_for_us, udp_rx_bad_checksum...) and the fabric's own.
-        drops = {k: v for k, v in self.sim.counters().items()
+        # Every counter that moved but the plain counts of what went through (``*_forwarded``,
+        # ``*_frames``): per-reason drops (eth_rx_not_for_us...), the fabric's own, and what the
+        # tiles did (tcp_tx_retransmits, ctl_reads...).
+        moved = {k: v for k, v in self.sim.counters().items()
                  if v and not k.endswith(("_forwarded", "_frames"))}
         text = (f"frames in {self.frames_in}, frames out {self.frames_out}, "
                 f"cycle {self.sim.cycle}")
         if self.write_errors:
             text += f", {self.write_errors} frames the kernel refused"
-        if drops:
-            text += ", dropped: " + ", ".join(f"{k}={v}" for k, v in drops.items())
+        if moved:
+            text += ", counters: " + ", ".join(f"{k}={v}" for k, v in moved.items())
         return text
 
     def run(self, *, duration=None):

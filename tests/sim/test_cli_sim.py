@@ -114,6 +114,16 @@ def test_pcap_through_an_impaired_link(tmp_path, capsys):
     assert [bytes(p) for p in out] == [sent[i] for i in (1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 2, 2)]
     assert "to design: 3 frames, 0 lost, 1 reordered, 3 duplicated; " \
            "from design: 6 frames, 0 lost, 3 reordered, 6 duplicated" in text
+    # The second frame lost on the way in and the third of what comes back on the way out,
+    # by number.
+    out, text = sim("picked.pcap", "--drop-to-design", "2", "--drop-from-design", "2,9")
+    assert [bytes(p) for p in out] == [sent[0]]
+    assert "to design: 3 frames, 1 lost, 0 reordered, 0 duplicated; " \
+           "from design: 2 frames, 1 lost, 0 reordered, 0 duplicated" in text
+    for bad in ("0", "two", "1,,2"):
+        assert main(["sim", LOOPBACK, "--tap", "t0", "--drop-from-design", bad]) == 2
+        assert (f"argument --drop-from-design: expected frame numbers (1 for the first), "
+                f"separated by commas, not '{bad}'") in capsys.readouterr().err
 
 
 ECHO = str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "udp_echo.py")

@@ -124,6 +124,27 @@ def test_no_impairment_is_false_and_summaries_read():
         "loss 0.05, reorder 0.02, duplicate 0, seed 7"
 
 
+def test_frames_dropped_by_number_whatever_the_draws():
+    imp = Impairment(drop_from_design=[5, 2, 2], drop_to_design=1)
+    assert imp and imp.drop_from_design == (2, 5) and imp.drop_to_design == (1,)
+    assert str(imp) == ("loss 0, reorder 0, duplicate 0, seed 1; losing frames 1 to design; "
+                        "losing frames 2, 5 from design")
+    link = imp.link()
+    assert link.from_design.apply([1, 2, 3]) + link.from_design.apply([4, 5, 6]) == [1, 3, 4, 6]
+    assert link.to_design.apply(["a", "b"]) == ["b"]
+    assert link.counts()["from_design"]["lost"] == 2 and link.to_design.lost == 1
+    # The numbered losses come on top of the probabilities, and leave the draws as they were:
+    # the same seed loses the same other frames.
+    frames = list(range(1, 501))
+    plain, _ = through(Impairment(loss=0.1, duplicate=0.1, seed=4), frames)
+    picked, _ = through(Impairment(loss=0.1, duplicate=0.1, seed=4, drop_to_design=(7, 300)),
+                        frames)
+    assert picked == [f for f in plain if f not in (7, 300)] and 300 in plain
+    # A direction the probabilities leave alone still loses its numbered frames.
+    one = Impairment(loss=1.0, directions="to_design", drop_from_design=(2,)).link()
+    assert one.from_design.apply([1, 2, 3]) == [1, 3]
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(loss=1.5), "loss must be a probability from 0 to 1, not 1.5"),
     (dict(reorder=-0.1), "reorder must be a probability from 0 to 1, not -0.1"),
@@ -133,6 +154,11 @@ def test_no_impairment_is_false_and_summaries_read():
     (dict(seed="7"), "the impairment's seed must be an integer, not '7'"),
     (dict(directions=("sideways",)), "impairment directions must be among to_design, "
                                      "from_design, not ('sideways',)"),
+    (dict(drop_to_design=(0,)), "drop_to_design lists frame numbers, each 1 or more, not (0,)"),
+    (dict(drop_from_design="3"), "drop_from_design lists frame numbers, each 1 or more, "
+                                 "not '3'"),
+    (dict(drop_from_design=[True]), "drop_from_design lists frame numbers, each 1 or more, "
+                                    "not [True]"),
 ])
 def test_bad_arguments_are_one_readable_error(kwargs, message):
     with pytest.raises(SimError) as e:

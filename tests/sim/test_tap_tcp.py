@@ -4,7 +4,10 @@ stack: plain Python sockets send 1 MiB of random bytes through the TCP echo
 5 % of the frames and reorders 2 % (in both directions, seeded, in the bridge), and 16
 connections at once; a connection to a closed port is refused; and the active-open example
 (examples/tcp_connect.py) connects to a Linux server and delivers its whole stream, then leaves
-TIME-WAIT with nothing more on the link.
+TIME-WAIT with nothing more on the link. On the same example with four flows: a segment lost on
+its way to a silent Linux is sent again when the retransmission timer expires, which only
+simulated idle time can make happen; and four Linux connections opened at once are all taken
+(none waits for Linux's one-second SYN retry).
 
 Everything happens inside a network namespace the test creates and deletes; the only process
 it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in conftest.py).
@@ -13,11 +16,13 @@ Needs root: without it the test fails, it does not skip.
 
 import json
 import os
+import pathlib
 import re
 import sys
 
 import pytest
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 WIDTH = "64"                # the quicker cold build; the engine is the same at every width
 HOST, DESIGN = "10.0.0.1", "10.0.0.2"
 MIB = 1 << 20
@@ -165,3 +170,62 @@ def test_the_design_opens_a_connection_to_a_linux_server(bridge, netns):
     # Linux's SYN-ACK found the flow the open had filed (an open filed under another key was
     # reset, "no flow", and tried again a million cycles later: 14 tries before the fix).
     assert "tcp_rx_no_flow" not in stack.text and "tcp_rx_opened=1" in stack.text, stack.text
+
+
+# tcp_connect with 4 flows and a stream that fits one segment, opening 400,000 cycles after
+# reset (seconds over TAP: Verilator runs this design at about 50,000 cycles/s, so the
+# namespace's server listens by then and there is one SYN), with a 100,000-cycle
+# retransmission timeout.
+SHORT_CONNECT = """
+from apiary.load import load_script
+tcp_connect = load_script({example!r})
+
+def design(width=512):
+    return tcp_connect.design(width, length=1000, start=400_000, flows=4, rto=100_000)
+"""
+
+
+def start_short_connect(bridge, tmp_path, tap, *args):
+    script = tmp_path / "short_connect.py"
+    script.write_text(SHORT_CONNECT.format(example=str(ROOT / "examples" / "tcp_connect.py")))
+    stack = bridge(str(script), tap, "--width", WIDTH, *args)
+    stack.wait_ready(900)
+    stack.address(HOST)
+    return stack
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tap_tcp_short")
+def test_a_segment_lost_to_a_silent_linux_is_sent_again_on_timeout(bridge, tmp_path):
+    # The design's frames: its ARP request for the server, the SYN, the handshake's ACK, then
+    # the stream's one segment (4, lost), the FIN. Linux acknowledges the SYN-ACK's ACK and
+    # the FIN's out-of-order arrival once, then has nothing to say: only the design's
+    # retransmission timer, running in simulated idle time, can bring the segment.
+    tap = f"tcp{os.getpid() % 100000}r"
+    stack = start_short_connect(bridge, tmp_path, tap, "--drop-from-design", "4")
+    server = stack.netns_run(sys.executable, "-c", SERVER, HOST, "5001", timeout=300,
+                             check=False)
+    assert server.returncode == 0, server.stdout + server.stderr + stack.text
+    assert json.loads(server.stdout) == {"peer": DESIGN, "bytes": 1000, "pattern": True}, \
+        stack.text
+    assert stack.stop() == 0, stack.text
+    assert "from design: " in stack.text and ", 1 lost," in stack.text.split("from design: ")[-1]
+    for counter in ("tcp_tx_timeouts=1", "tcp_tx_retransmits=1"):
+        assert re.search(rf"\b{counter}\b", stack.text), stack.text
+    assert "tcp_tx_fast_retransmits" not in stack.text, stack.text
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("tap_tcp_short")
+def test_four_linux_connects_at_once_on_four_flows(bridge, tmp_path):
+    # Four SYNs in a burst, before the sender opens: every one is taken at once (with one
+    # half-open connection at a time, three were dropped and Linux sent them again a second
+    # later). The SYN-drop counter stays for a fifth.
+    tap = f"tcp{os.getpid() % 100000}s"
+    stack = start_short_connect(bridge, tmp_path, tap)
+    results = echo_clients(stack, 1000, 4, seed=5, timeout=300)
+    assert [r["bytes"] for r in results] == [1000] * 4
+    assert stack.stop() == 0, stack.text
+    stopped = stack.stopped()[2]
+    assert re.search(r"\btcp_rx_opened=4\b", stopped) and "syn_dropped" not in stopped, \
+        stack.text
