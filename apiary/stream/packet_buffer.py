@@ -45,7 +45,7 @@ class PacketBuffer(wiring.Component):
       above ``width // 8`` (but see ``aborted``);
     * with ``always_ready``, packets that find no room: no free buffer word for one of their
       words, or, at their last word, ``max_queued`` packets already waiting (see
-      ``max_queued``).
+      ``max_queued``); with ``count_no_room`` these count in ``no_room`` instead.
 
     A packet whose last word has ``nbytes == width // 8 + 1`` (the abort of
     :func:`~apiary.stream.layout.abort_nbytes`: its sender, a MAC that saw a bad FCS, says it is
@@ -118,6 +118,9 @@ class PacketBuffer(wiring.Component):
         dropped.
     late_verdicts : bool
         Verdicts come at the earliest in the cycle after their packet's ``accepted`` pulse.
+    count_no_room : bool
+        With ``always_ready``: count the packets dropped only for want of room in ``no_room``,
+        apart from ``overflow`` (a receiver that tells a full buffer from a bad packet).
 
     Members
     -------
@@ -136,9 +139,15 @@ class PacketBuffer(wiring.Component):
     rejected : Out(32)
         Verdicts with ``ok = 0``.
     overflow : Out(32)
-        Packets the buffer dropped itself (one ``i_dropped`` pulse each), aborted ones excepted.
+        Packets the buffer dropped itself (one ``i_dropped`` pulse each), aborted ones excepted
+        (and, with ``count_no_room``, those dropped for want of room).
     aborted : Out(32)
         Packets ended by an abort word, dropped (one ``i_dropped`` pulse each).
+    no_room : Out(32)
+        Packets dropped because they found no room (only with ``count_no_room``): a packet
+        counts under the first reason it meets, word by word, so one that finds no room for
+        its first word counts here even if it would have been too long, and one whose word is
+        both malformed (or too long) and without room counts in ``overflow``.
     packets : Out(32)
         Packets sent on ``o`` (counted at their last word).
 
@@ -173,7 +182,7 @@ class PacketBuffer(wiring.Component):
     def __init__(self, width: int, *, max_bytes: int, buffer_bytes: int | None = None,
                  max_queued: int = 16, info_width: int = 0, min_bytes: int = 0,
                  verdict: bool = True, always_ready: bool = False,
-                 late_verdicts: bool = False) -> None:
+                 late_verdicts: bool = False, count_no_room: bool = False) -> None:
         self._width = check_width(width)
         _check_int(max_bytes, "max_bytes", 1, "a positive integer")
         if buffer_bytes is None:
@@ -189,6 +198,9 @@ class PacketBuffer(wiring.Component):
         if info_width and not verdict:
             raise ValueError("PacketBuffer: info_width needs verdict=True (info comes with "
                              "each packet's verdict)")
+        if count_no_room and not always_ready:
+            raise ValueError("PacketBuffer: count_no_room needs always_ready=True (without it "
+                             "a packet waits for room and is never dropped for want of it)")
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.max_queued = max_queued
@@ -196,6 +208,7 @@ class PacketBuffer(wiring.Component):
         self.has_verdict = bool(verdict)
         self.always_ready = bool(always_ready)
         self.late_verdicts = bool(late_verdicts)
+        self.count_no_room = bool(count_no_room)
         nb = width // 8
         words = -(-buffer_bytes // nb)
         self.buffer_words = 1 << max(1, (words - 1).bit_length())
@@ -216,6 +229,8 @@ class PacketBuffer(wiring.Component):
             "aborted": Out(32),
             "packets": Out(32),
         })
+        if count_no_room:
+            members["no_room"] = Out(32)
         super().__init__(members)
 
     def elaborate(self, platform: Any) -> Module:
@@ -224,7 +239,7 @@ class PacketBuffer(wiring.Component):
         m.submodules.mem = mem = Memory(shape=self._width, depth=depth, init=[])
         m.submodules.writer = writer = PacketWriter(
             self._width, depth=depth, max_bytes=self.max_bytes, min_bytes=self.min_bytes,
-            always_ready=self.always_ready)
+            always_ready=self.always_ready, count_no_room=self.count_no_room)
         m.submodules.queue = queue = PacketQueue(
             max_bytes=self.max_bytes, max_queued=self.max_queued, info_width=self.info_width,
             verdict=self.has_verdict, late_verdicts=self.late_verdicts)
@@ -252,6 +267,8 @@ class PacketBuffer(wiring.Component):
             self.aborted.eq(writer.aborted),
             self.packets.eq(reader.packets),
         ]
+        if self.count_no_room:
+            m.d.comb += self.no_room.eq(writer.no_room)
         return m
 
 
@@ -274,7 +291,8 @@ class PacketWriter(wiring.Component):
     pulse, never refused). A packet is dropped as :class:`PacketBuffer` says (too long, too
     short, malformed, aborted; with ``always_ready`` also for want of a ring word or of
     ``queue_room``), its words up to ``last`` discarded and its ring words given back at once;
-    each drop counts once, in ``aborted`` if its last word is an abort, else in ``overflow``
+    each drop counts once, in ``aborted`` if its last word is an abort, else (with
+    ``count_no_room``) in ``no_room`` if nothing but room dropped it, else in ``overflow``
     (registered: one cycle after ``i_dropped``).
 
     The ring is full when the writer is ``depth`` words ahead of ``rptr`` (the reader's next
@@ -289,7 +307,7 @@ class PacketWriter(wiring.Component):
         Word width in bits.
     depth : int
         Ring words, a power of two.
-    max_bytes, min_bytes, always_ready
+    max_bytes, min_bytes, always_ready, count_no_room
         As for :class:`PacketBuffer`.
 
     Members
@@ -306,19 +324,21 @@ class PacketWriter(wiring.Component):
         The reader's pointer: ring words from it on up to the writer's are in use.
     queue_room : In(1)
         The queue of stored packets can take one more.
-    overflow, aborted : Out(32)
-        Dropped packets, as for :class:`PacketBuffer`.
+    overflow, aborted, no_room : Out(32)
+        Dropped packets, as for :class:`PacketBuffer` (``no_room`` only with
+        ``count_no_room``).
     """
 
     def __init__(self, width: int, *, depth: int, max_bytes: int, min_bytes: int = 0,
-                 always_ready: bool = False) -> None:
+                 always_ready: bool = False, count_no_room: bool = False) -> None:
         self._width = check_width(width)
         self._depth = depth
         self._max_bytes = max_bytes
         self._min_bytes = min_bytes
         self._always_ready = bool(always_ready)
+        self._count_no_room = bool(count_no_room)
         abits = (depth - 1).bit_length()
-        super().__init__({
+        members = {
             "i": In(payload_signature(width)),
             "accepted": Out(1),
             "i_dropped": Out(1),
@@ -328,7 +348,10 @@ class PacketWriter(wiring.Component):
             "queue_room": In(1),
             "overflow": Out(32),
             "aborted": Out(32),
-        })
+        }
+        if count_no_room:
+            members["no_room"] = Out(32)
+        super().__init__(members)
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
@@ -350,6 +373,7 @@ class PacketWriter(wiring.Component):
         word = i.payload
         fbytes = Signal(range(self._max_bytes + 1))    # bytes of the packet so far
         dropping = Signal()                            # discarding the rest of a packet
+        dropped_full = Signal()         # ... dropped for want of room alone
         nbytes = word.nbytes
         total = Signal(range(self._max_bytes + (1 << len(nbytes))))
         m.d.comb += total.eq(fbytes + nbytes)
@@ -358,13 +382,18 @@ class PacketWriter(wiring.Component):
         bad = ((nbytes > nb) | (~word.last & (nbytes != nb)) | (total > self._max_bytes))
         if self._min_bytes:
             bad |= word.last & (total < self._min_bytes)
+        full = Signal()         # no room for this word, or for the packet in the queue
         if self._always_ready:
-            bad |= (stores & ~room) | (word.last & ~qroom)
+            m.d.comb += full.eq((stores & ~room) | (word.last & ~qroom))
             m.d.comb += i.ready.eq(1)
         else:
             # A packet that already holds max_bytes needs no more room: its next word either
             # ends it without bytes or makes it too long.
             m.d.comb += i.ready.eq(dropping | (qroom & (room | (fbytes >= self._max_bytes))))
+
+        only_full = Signal()    # the word drops its packet for want of room alone
+        m.d.comb += only_full.eq(full & ~bad)
+        bad = bad | full
 
         masked = Cat(Mux(nbytes > lane, word.data[8 * lane:8 * lane + 8], 0)
                      for lane in range(nb))
@@ -384,6 +413,8 @@ class PacketWriter(wiring.Component):
                     m.d.sync += dropping.eq(0)
             with m.Elif(bad):
                 m.d.sync += [wptr.eq(commit), fbytes.eq(0), dropping.eq(~word.last)]
+                if self._count_no_room:
+                    m.d.sync += dropped_full.eq(only_full)
             with m.Else():
                 m.d.comb += wr.en.eq(stores)
                 with m.If(word.last):
@@ -398,8 +429,16 @@ class PacketWriter(wiring.Component):
         aborted = word.last & (nbytes == nb + 1)
         # Counters count under a condition (an enable) rather than adding it, so that their
         # carry chains start at their own registers, not at the end of the input's logic.
-        with m.If(self.i_dropped & ~aborted):
-            count(m, self.overflow)
+        if self._count_no_room:
+            no_room = Signal()
+            m.d.comb += no_room.eq(Mux(dropping, dropped_full, only_full))
+            with m.If(self.i_dropped & ~aborted & ~no_room):
+                count(m, self.overflow)
+            with m.If(self.i_dropped & ~aborted & no_room):
+                count(m, self.no_room)
+        else:
+            with m.If(self.i_dropped & ~aborted):
+                count(m, self.overflow)
         with m.If(self.i_dropped & aborted):
             count(m, self.aborted)
         return m

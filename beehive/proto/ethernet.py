@@ -57,9 +57,10 @@ class EthernetRxTile(RxLayerTile):
     is never back-pressured.
 
     Drops, each counted: ``bad_fcs`` (the MAC saw a bad FCS: the frame ends with an abort word),
-    ``oversized`` (longer than ``max_frame``, malformed words, or no room in the buffer),
-    ``runt`` (shorter than its Ethernet header), ``not_for_us`` (destination neither the
-    design's MAC nor broadcast), ``no_route`` (an EtherType with no next hop).
+    ``oversized`` (longer than ``max_frame``, or malformed words), ``buffer_full`` (no room in
+    the buffer: frames arriving faster than the next hops take them), ``runt`` (shorter than its
+    Ethernet header), ``not_for_us`` (destination neither the design's MAC nor broadcast),
+    ``no_route`` (an EtherType with no next hop).
 
     Parameters
     ----------
@@ -85,7 +86,8 @@ class EthernetRxTile(RxLayerTile):
     def __init__(self, env=None, *, max_frame=1518, buffer_bytes=None, max_queued=32):
         width = env.width if env else 512
         super().__init__(env, {"mac_rx": In(FrameStream(width))}, counters={
-            "oversized": "frames over max_frame, malformed, or finding the buffer full",
+            "oversized": "frames over max_frame, or malformed",
+            "buffer_full": "frames that found the receive buffer full",
             "bad_fcs": "frames the MAC marked bad (FCS error)",
         })
         self.mac, _ = local_addresses(self.env)
@@ -96,10 +98,11 @@ class EthernetRxTile(RxLayerTile):
     def source(self, m):
         m.submodules.frames = buf = PacketBuffer(
             self.env.width, max_bytes=self.max_frame, buffer_bytes=self.buffer_bytes,
-            max_queued=self.max_queued, verdict=False, always_ready=True)
+            max_queued=self.max_queued, verdict=False, always_ready=True, count_no_room=True)
         connect(m, mac=flipped(self.mac_rx), frames=buf.i)
         m.d.comb += [
             self.counters.oversized.eq(buf.overflow),
+            self.counters.buffer_full.eq(buf.no_room),
             self.counters.bad_fcs.eq(buf.aborted),
         ]
         return buffered_packets(m, buf)

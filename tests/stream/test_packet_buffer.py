@@ -104,6 +104,8 @@ def test_bad_parameters():
         PacketBuffer(64, max_bytes=100, info_width=-1)
     with pytest.raises(ValueError, match="min_bytes must be an integer from 0 to max_bytes"):
         PacketBuffer(64, max_bytes=100, min_bytes=101)
+    with pytest.raises(ValueError, match="count_no_room needs always_ready=True"):
+        PacketBuffer(64, max_bytes=64, count_no_room=True)
     with pytest.raises(ValueError, match="info_width needs verdict=True"):
         PacketBuffer(64, max_bytes=100, info_width=4, verdict=False)
 
@@ -263,13 +265,22 @@ def test_min_bytes_drops_short_packets():
     simulate(dut, source, sink, background=[watch(dut, stored)], timeout=2_000)
 
 
-def test_always_ready_drops_when_full_and_recovers():
+@pytest.mark.parametrize("apart", [False, True], ids=["together", "no_room_apart"])
+def test_always_ready_drops_when_full_and_recovers(apart):
     """With ``always_ready``, a packet that finds the buffer (16 words) full, or ``max_queued``
-    packets waiting, is dropped and counted; once the consumer drains the buffer, packets pass
-    again."""
+    packets waiting, is dropped and counted (in ``overflow``, or with ``count_no_room`` in
+    ``no_room``, a packet too long for the buffer still in ``overflow``); once the consumer
+    drains the buffer, packets pass again."""
     width = 64
     dut = PacketBuffer(width, max_bytes=64, buffer_bytes=128, max_queued=2, verdict=False,
-                       always_ready=True)
+                       always_ready=True, count_no_room=apart)
+
+    def counts():
+        """``(overflow, no_room)``: what the buffer counted, the two added up without
+        ``count_no_room``."""
+        return (ctx_.get(dut.overflow), ctx_.get(dut.no_room)) if apart else \
+            (ctx_.get(dut.overflow), None)
+    ctx_ = None
     stored = []
     first = [bytes([n]) * 40 for n in range(6)]          # 5 words each
     later = [bytes([0x40 + n]) * 33 for n in range(3)]
@@ -285,23 +296,34 @@ def test_always_ready_drops_when_full_and_recovers():
     async def tb(ctx):
         for packet in first:
             await send_packet(ctx, dut.i, packet, width)
+        nonlocal ctx_
+        ctx_ = ctx
         # Three fit (the read port already holds the first word of the first one), the fourth
         # runs out of room after two words, and the rest find the buffer full.
         assert stored == [True] * 3 + [False] * 3
-        assert ctx.get(dut.overflow) == 3
+        assert counts() == ((0, 3) if apart else (3, None))
+        # A packet too long for any buffer, arriving while it is full, is refused at its first
+        # word, for want of room: it counts there.
+        await send_packet(ctx, dut.i, b"L" * 65, width)
+        assert stored[6] is False
+        assert counts() == ((0, 4) if apart else (4, None))
         assert await receive(ctx, 3) == first[:3]
+        # With room, it is too long.
+        await send_packet(ctx, dut.i, b"L" * 65, width)
+        assert stored[7] is False
+        assert counts() == ((1, 4) if apart else (5, None))
         # Empty packets: one is offered on o_desc, two wait in the queue (max_queued), the
         # fourth is dropped.
         for _ in range(4):
             await send_packet(ctx, dut.i, b"", width)
-        assert stored[6:] == [True] * 3 + [False]
+        assert stored[8:] == [True] * 3 + [False]
         assert await receive(ctx, 3) == [b""] * 3
         for packet in later:
             await send_packet(ctx, dut.i, packet, width)
             assert await receive(ctx, 1) == [packet]
         await ctx.tick().repeat(10)
-        assert stored[10:] == [True] * 3
-        assert ctx.get(dut.overflow) == 4 and ctx.get(dut.packets) == 9
+        assert stored[12:] == [True] * 3
+        assert counts() == ((1, 5) if apart else (6, None)) and ctx.get(dut.packets) == 9
         assert not ctx.get(dut.o_desc.valid) and not ctx.get(dut.o.valid)
 
     simulate(dut, tb, background=[watch(dut, stored)], timeout=3_000)
