@@ -25,7 +25,6 @@ import linecache
 import os
 import pathlib
 import re
-import sys
 import traceback
 
 import pytest
@@ -131,12 +130,11 @@ def params():
 
 
 @pytest.mark.parametrize("block", params())
-def test_a_python_block_runs_as_printed(block, sessions, monkeypatch):
+def test_a_python_block_runs_as_printed(block, sessions):
     if block.problem:
         pytest.fail(f"{block.where}: {block.problem}", pytrace=False)
     if block.kind == "skip":
         pytest.skip(f"{block.where}: {block.reason}")
-    monkeypatch.setattr(sys, "argv", [block.doc])
     earlier = blocks(block.doc)
     earlier = earlier[:[b.where for b in earlier].index(block.where)]
     tier = "slow" if block.kind == "slow" else "fast"
