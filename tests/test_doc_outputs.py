@@ -8,23 +8,9 @@ import shlex
 import pytest
 
 from apiary.cli import main
+from fences import fenced_blocks
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def fenced_blocks(text):
-    """The lines of each fenced block of ``text`` (fences with or without a language)."""
-    blocks, block = [], None
-    for line in text.splitlines():
-        if line.startswith("```"):
-            if block is None:
-                block = []
-            else:
-                blocks.append(block)
-                block = None
-        elif block is not None:
-            block.append(line)
-    return blocks
 
 
 def quoted_checks():

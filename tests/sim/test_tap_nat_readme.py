@@ -17,7 +17,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Appended, not prepended: tests/ has a conftest.py, which must not shadow this folder's.
 sys.path.append(str(ROOT / "tests"))
-from test_doc_outputs import fenced_blocks  # noqa: E402
+from fences import fenced_blocks  # noqa: E402
 
 TAP = f"nat{os.getpid() % 100000}"
 
