@@ -1,9 +1,15 @@
 """What the docs quote of `apiary check` is what it prints today: each quoted run (a fenced
 block line ``$ apiary check ARGS``) is run, and its lines up to the next ``$`` or the end of the
-block are compared with stdout and stderr together, and ``$ echo $?`` with the exit status."""
+block are compared with stdout and stderr together, and ``$ echo $?`` with the exit status. The
+summary docs/simulation.md quotes of `apiary sim` is its standard output for the capture it
+describes."""
 
 import pathlib
 import shlex
+
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.utils import wrpcap
 
 import pytest
 
@@ -39,3 +45,19 @@ def test_a_quoted_check_prints_what_the_doc_says(argv, printed, status, capsys, 
 
 def test_the_docs_quote_checks():
     assert len(quoted_checks()) >= 3
+
+
+SIM_RUN = "$ apiary sim examples/udp_echo.py --width 64 --pcap-in in.pcap --pcap-out out.pcap"
+SIM_CAPTURE = ('wrpcap("in.pcap", [Ether(dst="02:00:00:00:00:02") / IP(dst="10.0.0.2") / '
+               'UDP(dport=9) / b"hi"] * 3)')
+
+
+def test_the_quoted_sim_summary_is_what_it_prints(tmp_path, capsys, monkeypatch):
+    doc = (ROOT / "docs" / "simulation.md").read_text()
+    assert SIM_CAPTURE in " ".join(doc.split()), "docs/simulation.md no longer makes its capture so"
+    quoted, = [lines for lines in fenced_blocks(doc) if lines and lines[0] == SIM_RUN]
+    monkeypatch.chdir(tmp_path)
+    eval(SIM_CAPTURE, {"wrpcap": wrpcap, "Ether": Ether, "IP": IP, "UDP": UDP})
+    examples = str(ROOT / "examples" / "udp_echo.py")
+    assert main(["sim", examples, *shlex.split(SIM_RUN)[4:]]) == 0
+    assert capsys.readouterr().out.splitlines() == quoted[1:]
