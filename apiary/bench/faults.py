@@ -26,6 +26,8 @@ without it is the *solo* run. For each fault:
 The monitors stop a tile that leaves a message untaken for ``stall_limit`` cycles
 (:class:`~apiary.os.monitor.MonitorConfig`; the bench uses :data:`STALL_LIMIT`, the default is
 65,536), and the offender's sends are rate-limited (:data:`FLOOD_RATE`, ``on_excess="fault"``).
+``--rx-buffer-flits N`` gives every monitor a receive buffer (``MonitorConfig.rx_buffer_flits``),
+so that a shared tile never waits on a tile that does not read.
 """
 
 import argparse
@@ -74,14 +76,16 @@ FAULTS = {
 }
 
 
-def fault_design(offender: str = "raw", stall_limit: int = STALL_LIMIT) -> Design:
+def fault_design(offender: str = "raw", stall_limit: int = STALL_LIMIT,
+                 rx_buffer_flits: int | None = None) -> Design:
     """The bench's design, with an offender of kind ``offender``: ``raw`` (a
     :class:`~apiary.tiles.RawPortTile`), ``hanging`` (:class:`~apiary.tiles.hostile.
     HangingPortTile`, one read) or ``endless`` (:class:`~apiary.tiles.hostile.EndlessTile`,
-    to the sink, at :data:`START`)."""
+    to the sink, at :data:`START`); the monitors' ``stall_limit`` and ``rx_buffer_flits``."""
     d = Design(f"faults_{offender}", cols=3, rows=2, width=WIDTH)
     kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 14)},
-                    monitor=MonitorConfig(stall_limit=stall_limit))
+                    monitor=MonitorConfig(stall_limit=stall_limit,
+                                          rx_buffer_flits=rx_buffer_flits))
     if offender == "raw":
         d.add("offender", RawPortTile, at=OFFENDER, trusted=False)
     elif offender == "hanging":
@@ -176,13 +180,14 @@ def _commit(kind: str, sim: Any, offender_handle: int | None) -> None:
         raise ValueError(f"no fault {kind!r}")
 
 
-def run_fault(kind: str | None, backend: str = "verilator",
-              stall_limit: int = STALL_LIMIT) -> FaultRun:
+def run_fault(kind: str | None, backend: str = "verilator", stall_limit: int = STALL_LIMIT,
+              rx_buffer_flits: int | None = None) -> FaultRun:
     """One run: the tenant's window with the fault ``kind`` (a key of :data:`FAULTS`), or
     alone with ``None``."""
     from ..sim import open_sim
     offender = FAULTS[kind] if kind else "raw"
-    with open_sim(fault_design(offender, stall_limit), backend, idle_cycles=200) as sim:
+    design = fault_design(offender, stall_limit, rx_buffer_flits)
+    with open_sim(design, backend, idle_cycles=200) as sim:
         drive = _Driver(sim)
         tenant = drive.alloc("tenant", TENANT)
         handle = drive.alloc("offender", OFFENDER) if offender != "endless" else None
@@ -279,10 +284,12 @@ def _release(sim: Any, drive: _Driver, run: FaultRun, offender: str) -> None:
 
 
 def matrix(backend: str = "verilator", stall_limit: int = STALL_LIMIT,
-           faults: list[str] | None = None) -> tuple[FaultRun, dict[str, FaultRun]]:
+           faults: list[str] | None = None,
+           rx_buffer_flits: int | None = None) -> tuple[FaultRun, dict[str, FaultRun]]:
     """The solo run and one run per fault (every one of :data:`FAULTS` by default)."""
-    solo = run_fault(None, backend, stall_limit)
-    return solo, {k: run_fault(k, backend, stall_limit) for k in (faults or list(FAULTS))}
+    solo = run_fault(None, backend, stall_limit, rx_buffer_flits)
+    return solo, {k: run_fault(k, backend, stall_limit, rx_buffer_flits)
+                  for k in (faults or list(FAULTS))}
 
 
 def _share(run: FaultRun, solo: FaultRun) -> str:
@@ -291,13 +298,17 @@ def _share(run: FaultRun, solo: FaultRun) -> str:
     return f"{tenths // 10}.{tenths % 10} %"
 
 
-def markdown(solo: FaultRun, runs: dict[str, FaultRun], stall_limit: int = STALL_LIMIT) -> str:
+def markdown(solo: FaultRun, runs: dict[str, FaultRun], stall_limit: int = STALL_LIMIT,
+             rx_buffer_flits: int | None = None) -> str:
+    buffers = (f" and a {rx_buffer_flits}-flit receive buffer each (`rx_buffer_flits`)"
+               if rx_buffer_flits else "")
     lines = [
         f"The tenant offers one request every {PERIOD} cycles ({REQUESTS} in all, a window of "
         f"{REQUESTS * PERIOD:,} cycles: {LOAD_BYTES}-byte loads from the shared memory tile and "
         f"{MESSAGE_BYTES}-byte messages to the shared sink, alternately); alone, "
         f"{solo.delivered:,} of its bytes are delivered within the window, none lost, its worst "
-        f"wait {solo.worst_wait} cycles. Monitors' `stall_limit` {stall_limit:,} cycles; the "
+        f"wait {solo.worst_wait} cycles. Monitors' `stall_limit` {stall_limit:,} cycles"
+        f"{buffers}; the "
         f"offender's sends limited to {FLOOD_RATE.burst} flits of burst, {FLOOD_RATE.refill} "
         f"every {FLOOD_RATE.period} cycles, `on_excess=\"fault\"`.",
         "",
@@ -322,17 +333,25 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--stall-limit", type=int, default=STALL_LIMIT, metavar="CYCLES",
                         help=f"the monitors' stall limit (default {STALL_LIMIT})")
+    parser.add_argument("--rx-buffer-flits", type=int, metavar="N",
+                        help="give every monitor a receive buffer of N flits (a power of two, "
+                             "4 to 4096; default none)")
     parser.add_argument("--backend", choices=("verilator", "pysim"), default="verilator",
                         help="simulator (default verilator)")
     parser.add_argument("--markdown", action="store_true", help="Markdown (the default)")
     args = parser.parse_args(argv)
     if args.stall_limit < 1:
         parser.error(f"--stall-limit must be a positive number of cycles, not {args.stall_limit}")
-    solo, runs = matrix(args.backend, args.stall_limit)
+    try:
+        MonitorConfig(rx_buffer_flits=args.rx_buffer_flits)
+    except ValueError as e:
+        parser.error(f"--rx-buffer-flits: {e}")
+    solo, runs = matrix(args.backend, args.stall_limit, rx_buffer_flits=args.rx_buffer_flits)
     command = "apiary bench faults" + (f" --stall-limit {args.stall_limit}"
-                                       if args.stall_limit != STALL_LIMIT else "")
+                                       if args.stall_limit != STALL_LIMIT else "") + (
+        f" --rx-buffer-flits {args.rx_buffer_flits}" if args.rx_buffer_flits else "")
     print(f"Produced by `{command}` ({args.backend}, {WIDTH} bits; cycles exact).\n")
-    print(markdown(solo, runs, args.stall_limit))
+    print(markdown(solo, runs, args.stall_limit, args.rx_buffer_flits))
     return 0
 
 

@@ -78,7 +78,10 @@ memory tile's answer to a hung tile holds up no one. A message the tile began an
 for that many cycles is ended on the NoC with one more flit marked ``last``
 (:class:`~apiary.os.monitor_stall.MessageCut`: no router path stays held; the rest of it, should
 it come, is discarded) and reported as ``UNFINISHED``, with the quarantine; so is a message a
-``RELEASE``'s reset cuts.
+``RELEASE``'s reset cuts. With ``MonitorConfig.rx_buffer_flits`` the monitor never waits on the
+tile at all: messages to it pass a receive buffer that takes every flit the router offers, and
+one that finds it full is dropped whole and counted (``rx_dropped``), so a memory tile's answer
+to a tile that stopped reading does not wait even the stall limit.
 
 **Revocation.** ``CAP_FREE`` of a handle drops the entry (its generation moves on, so the handle
 is stale from then on) and, when the tile owns the segment, asks the manager to free it; the
@@ -120,6 +123,7 @@ from amaranth.lib.wiring import In, Out, Component, connect, flipped
 from ..noc.flit import flit_layout, flit_signature
 from ..noc.gate import MessageGate
 from ..noc.merger import MessageMerger
+from ..noc.message_buffer import MessageBuffer
 from ..noc.meter import FlitMeter, meter
 from ..stream.counters import CounterSignature, count
 from ..stream.queue import Queue
@@ -178,6 +182,14 @@ class MonitorConfig:
     #: send) before it is quarantined as ``STALLED`` (:class:`~.monitor_stall.StallWatch`);
     #: ``None``: never.
     stall_limit: int | None = 1 << 16
+    #: A receive buffer of this many flits (a power of two, 4 to 4096) between the monitor and
+    #: the tile that never waits on the tile: a message that finds too little room is dropped
+    #: whole and counted (``rx_dropped``), so a shared tile's answer to a tile that does not
+    #: read (a memory tile's, the TCP engine's) never waits at this monitor, even before the
+    #: stall watch quarantines it. Store and forward: a message's first flit reaches the tile
+    #: 3 cycles after its last reached the buffer. ``None`` (the default): messages wait for
+    #: the tile, the NoC behind them.
+    rx_buffer_flits: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tlbs", check_tlbs(self.tlbs))
@@ -196,6 +208,11 @@ class MonitorConfig:
             if not isinstance(value, int) or not 1 <= value <= 64:
                 raise ValueError(f"MonitorConfig {name} must be 1 to 64, not {value!r}")
         check_stall_limit(self.stall_limit, "MonitorConfig stall_limit", none_ok=True)
+        flits = self.rx_buffer_flits
+        if flits is not None and (not isinstance(flits, int) or isinstance(flits, bool)
+                                  or not 4 <= flits <= 4096 or flits & (flits - 1)):
+            raise ValueError(f"MonitorConfig rx_buffer_flits must be None or a power of two "
+                             f"from 4 to 4096, not {flits!r}")
         if self.rate is not None and not isinstance(self.rate, RateLimit):
             raise ValueError(f"MonitorConfig rate must be a RateLimit or None, not "
                              f"{self.rate!r}")
@@ -205,6 +222,11 @@ class MonitorConfig:
 FAIRNESS_COUNTERS = {
     **FlitMeter.counter_names("out_"), **FlitMeter.counter_names("in_"),
     "tile_waits": "cycles the tile offered a flit the monitor did not take (checks, rate, NoC)",
+}
+
+#: The receive buffer's counters (``MonitorConfig(rx_buffer_flits=...)``).
+RX_BUFFER_COUNTERS = {
+    "rx_dropped": "messages to the tile dropped: its receive buffer was full",
 }
 
 _OWN_COUNTERS = {
@@ -279,7 +301,8 @@ class Monitor(Component):
             "counters": Out(CounterSignature({
                 **self.COUNTERS,
                 **({**PAGED_COUNTERS, **SHOOTDOWN_COUNTERS} if config.tlbs else {}),
-                **(FAIRNESS_COUNTERS if config.fairness else {})})),
+                **(FAIRNESS_COUNTERS if config.fairness else {}),
+                **(RX_BUFFER_COUNTERS if config.rx_buffer_flits else {})})),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -416,14 +439,30 @@ class Monitor(Component):
         connect(m, gate=ig.o, merger=to_tile.i[0])
         connect(m, a=senders["o2t"].o, merger=to_tile.i[1])
         connect(m, a=senders["i2t"].o, merger=to_tile.i[2])
+        heard = to_tile.o
+        if self.config.rx_buffer_flits:
+            heard = self._rx_buffer(m, heard, releasing)
         # A quarantined tile hears nothing: what is on its way to it (a message it was taking, the
         # monitor's own answers) is drained here, so a tile that stops reading cannot hold up its
         # router port, nor the kernel's messages to the monitor behind it.
         m.d.comb += [
-            tile_in.payload.eq(to_tile.o.payload),
-            tile_in.valid.eq(to_tile.o.valid & ~quarantined),
-            to_tile.o.ready.eq(tile_in.ready | quarantined),
+            tile_in.payload.eq(heard.payload),
+            tile_in.valid.eq(heard.valid & ~quarantined),
+            heard.ready.eq(tile_in.ready | quarantined),
         ]
+
+    def _rx_buffer(self, m: Module, messages: Any, releasing: Any) -> Any:
+        """``messages`` (to the tile) through a :class:`MessageBuffer` that never waits, emptied
+        by ``RELEASE`` (what was for the old tile is not for the new one); returns its output.
+        Counts what it drops in ``rx_dropped``."""
+        flits = self.config.rx_buffer_flits
+        assert flits is not None
+        m.submodules.rx_buffer = buf = ResetInserter(releasing)(MessageBuffer(
+            self.env.width, buffer_flits=flits, max_flits=flits, always_ready=True))
+        connect(m, merger=messages, buffer=buf.i)
+        with m.If(buf.dropped):
+            count(m, self.counters.rx_dropped)
+        return buf.o
 
     def _slot_registers(self, m: Module, releasing: Any, quarantined: Any) -> tuple[Any, Any]:
         """A :class:`Queue` of 2 between each tile port and the monitor (its outputs depend on

@@ -45,3 +45,23 @@ def test_every_fault_is_quarantined_in_its_bound_and_the_tenant_loses_nothing():
     # A spoofed source is rewritten, not a fault.
     assert runs[SPOOFED].fault_kind is None and runs[SPOOFED].to_quarantine is None
     assert runs[SPOOFED].notes and runs[SPOOFED].delivered == solo.delivered
+
+
+@pytest.mark.slow
+def test_with_receive_buffers_a_hung_tile_costs_the_tenant_nothing():
+    """Each monitor with a 128-flit receive buffer: the memory tile's answer to the hung tile
+    (512 bytes, 66 flits) waits in the hung tile's buffer, not in the memory tile, so the tenant
+    gets all it gets alone and waits at most the time the memory tile spends on that answer
+    more (without buffers it waits about the limit: the test above), while the stall watch
+    still quarantines the hung tile, which leaves the answer untaken, within its limit. (With
+    64 flits the answer does not fit and is dropped: nothing waits for the tile, and it is not
+    quarantined.)"""
+    solo, runs = matrix("verilator", LIMIT, faults=[HUNG], rx_buffer_flits=128)
+    run = runs[HUNG]
+    assert (run.delivered, run.lost) == (solo.delivered, 0)
+    assert solo.worst_wait < run.worst_wait < solo.worst_wait + 100 < LIMIT
+    # The watch counts from the answer's first flit offered to the tile, after the buffer has
+    # taken it whole: about 130 cycles after the load.
+    assert run.fault_kind == FaultKind.STALLED and LIMIT <= run.to_quarantine < LIMIT + 200
+    assert run.to_serve is not None
+    assert "128-flit receive buffer each" in markdown(solo, runs, LIMIT, 128)

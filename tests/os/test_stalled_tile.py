@@ -7,7 +7,10 @@
   release brings the tile back;
 * a tile that starts a message and never ends it: the routers on its path stay held, so without
   the watch the tenant's messages to the same tile never arrive; with it, the message is ended
-  on the NoC (``UNFINISHED``), the tenant's arrive, and a release restarts the tile.
+  on the NoC (``UNFINISHED``), the tenant's arrive, and a release restarts the tile;
+* with a receive buffer at every monitor (``MonitorConfig(rx_buffer_flits=...)``) and no watch,
+  the memory tile never waits for the tile that stopped reading: its answer is held in the
+  buffer, or dropped and counted when it does not fit, and the tenant's load is answered at once.
 
     (0,0) app*      (1,0) tenant*   (2,0) mm          * untrusted
     (0,1) spy       (1,1) mem0      (2,1) errors
@@ -31,12 +34,13 @@ APP, TENANT, SPY, MEM, MANAGER, ERRORS = (0, 0), (1, 0), (0, 1), (1, 1), (2, 0),
 LIMIT = 300
 
 
-def kernel_design(name, app, stall_limit, **params):
+def kernel_design(name, app, stall_limit, rx_buffer_flits=None, **params):
     """The app (of class ``app``, with ``params``) and the tenant, untrusted, beside the kernel
     and the spy."""
     d = Design(name, cols=3, rows=2, width=64)
     kernel = Kernel(d, manager=MANAGER, errors=ERRORS, memories={"mem0": (MEM, 1 << 14)},
-                    monitor=MonitorConfig(stall_limit=stall_limit))
+                    monitor=MonitorConfig(stall_limit=stall_limit,
+                                          rx_buffer_flits=rx_buffer_flits))
     d.add("app", app, at=APP, trusted=False, **params)
     d.add("tenant", RawPortTile, at=TENANT, trusted=False)
     d.add("spy", RawPortTile, at=SPY)
@@ -44,8 +48,8 @@ def kernel_design(name, app, stall_limit, **params):
     return d
 
 
-def stalled_design(stall_limit):
-    return kernel_design("stalled_tile", HangingPortTile, stall_limit)
+def stalled_design(stall_limit, rx_buffer_flits=None):
+    return kernel_design("stalled_tile", HangingPortTile, stall_limit, rx_buffer_flits)
 
 
 class Run:
@@ -119,6 +123,22 @@ def test_without_the_watch_the_other_tenant_waits_for_good():
         assert run.got("tenant") == []
         c = sim.counters()
         assert c.get("app_monitor_quarantined", 0) == 0 and c.get("errors_faults", 0) == 0
+
+
+@pytest.mark.parametrize("flits, dropped", [(128, 0), (32, 1)], ids=["held", "dropped"])
+def test_with_receive_buffers_the_memory_never_waits_for_a_tile_that_stopped_reading(
+        flits, dropped):
+    """No stall watch at all: the app's 512-byte answer (66 flits) waits in a 128-flit buffer,
+    or finds a 32-flit one too small and is dropped and counted; either way the memory tile
+    answers the tenant as it would with the app gone, and nobody is quarantined."""
+    with open_sim(stalled_design(None, rx_buffer_flits=flits), "pysim") as sim:
+        run, tenant = hang_then_load(sim)
+        (ack,) = run.got("tenant")
+        header, meta, _ = decode_mem_message(ack, 64)
+        assert (header.msg_type, meta["addr"]) == (LOAD_MEM_ACK, virtual_address(tenant, 0))
+        c = sim.counters()
+        assert c["app_monitor_rx_dropped"] == dropped and c["tenant_monitor_rx_dropped"] == 0
+        assert c["app_monitor_quarantined"] == 0 and c.get("errors_faults", 0) == 0
 
 
 def endless_design(stall_limit):
