@@ -15,16 +15,22 @@ conventions, in the spirit of doctest:
     and each slow block runs, after every earlier block, in a namespace of the slow tier's own.
   - ``<!-- doc-test: skip: REASON -->``: it cannot run in CI (a board, a licence, a cluster); the
     test is skipped with REASON, and later blocks must not need it.
+  - ``<!-- doc-test: excerpt FILE -->``: it quotes lines of FILE (a path in the repository:
+    "the lines of its design() that add them"), which the tests run; the test checks that every
+    line of code in the block is a line of FILE, in the same order (comments and indentation
+    aside), and does not run it.
 
   Any other ``doc-test`` comment fails the block's test, naming its file and line.
 * A failing block's test names the document and the line in it that failed, with the traceback.
 * docs/writing-a-tile.md is left out: tests/test_upper_echo.py runs and compares its blocks.
 """
 
+import io
 import linecache
 import os
 import pathlib
 import re
+import tokenize
 import traceback
 
 import pytest
@@ -35,7 +41,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Covered elsewhere, and by which test: their blocks are not run here.
 COVERED = {"docs/writing-a-tile.md": "tests/test_upper_echo.py"}
 MARKER = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->")
-KINDS = ("slow", "skip")
+KINDS = ("slow", "skip", "excerpt")
 
 
 def documents():
@@ -51,6 +57,8 @@ class Block:
         marker = MARKER.search(fence.before)
         text = marker.group(1) if marker else ""
         kind, _, reason = text.partition(":")
+        if kind.startswith("excerpt"):
+            kind, _, reason = text.partition(" ")
         self.kind, self.reason = kind.strip() or None, reason.strip()
         self.problem = None
         if "doc-test" in fence.before and marker is None:
@@ -59,6 +67,8 @@ class Block:
             self.problem = f"an unknown marker {text!r} (known: {', '.join(KINDS)})"
         elif self.kind == "skip" and not self.reason:
             self.problem = "a skip without its reason (<!-- doc-test: skip: REASON -->)"
+        elif self.kind == "excerpt" and not (ROOT / self.reason).is_file():
+            self.problem = f"an excerpt of {self.reason!r}, which is no file of the repository"
 
     @property
     def where(self):
@@ -104,6 +114,28 @@ class Session:
             linecache.cache.pop(path, None)
 
 
+def code_lines(text):
+    """``text``'s lines of code, each without its comment and indentation (blank ones left
+    out), for comparing an excerpt with its source."""
+    comments = {}
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            comments[token.start[0]] = token.start[1]
+    lines = text.splitlines()
+    return [code for n, line in enumerate(lines, 1)
+            if (code := line[:comments.get(n, len(line))].strip())]
+
+
+def missing_from(excerpt, source):
+    """The first line of ``excerpt``'s code not found in ``source``'s after the previous one
+    (``None`` if every line is there, in order)."""
+    wanted, have = code_lines(excerpt), iter(code_lines(source))
+    for line in wanted:
+        if not any(line == other for other in have):
+            return line
+    return None
+
+
 def failing_line(error, path):
     """The line of the document (``path``) that ``error`` came from: its innermost frame there."""
     if isinstance(error, SyntaxError) and error.filename == path:
@@ -135,12 +167,18 @@ def test_a_python_block_runs_as_printed(block, sessions):
         pytest.fail(f"{block.where}: {block.problem}", pytrace=False)
     if block.kind == "skip":
         pytest.skip(f"{block.where}: {block.reason}")
+    if block.kind == "excerpt":
+        line = missing_from(block.source, (ROOT / block.reason).read_text())
+        assert line is None, (f"{block.where} quotes {block.reason}, which has no line "
+                              f"{line!r} after the ones before it")
+        return
     earlier = blocks(block.doc)
     earlier = earlier[:[b.where for b in earlier].index(block.where)]
     tier = "slow" if block.kind == "slow" else "fast"
     session = sessions(block.doc, tier)
     for b in earlier:
         if b.problem is None and (b.kind is None or (b.kind == "slow" and tier == "slow")):
+            # (an excerpt is not run: it is not part of the document's program)
             session.run(b)
     session.run(block)
 
@@ -171,3 +209,15 @@ def test_a_failure_names_the_line_of_the_document(tmp_path):
     with pytest.raises(pytest.fail.Exception, match=r"README.md:6 \(the block at README.md:4\) "
                                                     r"raised ZeroDivisionError"):
         Session(tmp_path).run(block)
+
+
+def test_an_excerpt_is_checked_line_by_line_in_order():
+    source = "def f(d):\n    d.add('a')   # first\n    d.add('b')\n    return d\n"
+    assert missing_from("d.add('a')\nd.add('b')  # then b\n", source) is None
+    assert missing_from("d.add('b')\nd.add('a')\n", source) == "d.add('a')"   # out of order
+    assert missing_from("d.add('c')\n", source) == "d.add('c')"
+    block = Block("x.md", fences("<!-- doc-test: excerpt examples/nat_echo.py -->\n"
+                                 "```python\npass\n```\n")[0])
+    assert (block.kind, block.reason, block.problem) == ("excerpt", "examples/nat_echo.py", None)
+    assert "no file" in Block("x.md", fences("<!-- doc-test: excerpt nowhere.py -->\n"
+                                             "```python\npass\n```\n")[0]).problem

@@ -2,7 +2,8 @@
 block line ``$ apiary check ARGS``) is run, and its lines up to the next ``$`` or the end of the
 block are compared with stdout and stderr together, and ``$ echo $?`` with the exit status. The
 summary docs/simulation.md quotes of `apiary sim` is its standard output for the capture it
-describes."""
+describes, and the error docs/sweeps.md quotes of `apiary sweep` is what it prints for the sweep
+file it shows."""
 
 import pathlib
 import shlex
@@ -14,7 +15,7 @@ from scapy.utils import wrpcap
 import pytest
 
 from apiary.cli import main
-from fences import fenced_blocks
+from fences import fenced_blocks, fences
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -61,3 +62,22 @@ def test_the_quoted_sim_summary_is_what_it_prints(tmp_path, capsys, monkeypatch)
     examples = str(ROOT / "examples" / "udp_echo.py")
     assert main(["sim", examples, *shlex.split(SIM_RUN)[4:]]) == 0
     assert capsys.readouterr().out.splitlines() == quoted[1:]
+
+
+SWEEP_RUN = "$ apiary sweep widths.py"
+
+
+def test_the_quoted_sweep_error_is_what_it_prints(tmp_path, capsys, monkeypatch):
+    """The sweep file docs/sweeps.md shows (the python block before the quoted run), written as
+    widths.py beside a link to examples/: the one error it quotes, exit status 1."""
+    doc = (ROOT / "docs" / "sweeps.md").read_text()
+    found = fences(doc)
+    k = next(k for k, f in enumerate(found) if f.lines and f.lines[0] == SWEEP_RUN)
+    script = found[k - 1]
+    assert script.info == "python", script
+    (tmp_path / "widths.py").write_text("\n".join(script.lines) + "\n")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "widths.py"]) == 1
+    captured = capsys.readouterr()
+    assert (captured.out + captured.err).splitlines() == found[k].lines[1:]
