@@ -6,6 +6,7 @@ describes, and the error docs/sweeps.md quotes of `apiary sweep` is what it prin
 file it shows."""
 
 import pathlib
+import re
 import shlex
 
 from scapy.layers.inet import IP, UDP
@@ -81,3 +82,32 @@ def test_the_quoted_sweep_error_is_what_it_prints(tmp_path, capsys, monkeypatch)
     assert main(["sweep", "widths.py"]) == 1
     captured = capsys.readouterr()
     assert (captured.out + captured.err).splitlines() == found[k].lines[1:]
+
+
+# The scripts behind the errors docs/layout.md quotes (each wrong in one way).
+BAD_SCRIPTS = {
+    "syn.py": 'from apiary.design import Design\n\ndef design(width=64):\n'
+              '    d = Design("x", cols=1, rows=1\n',
+    "deep.py": "from amaranth import unsigned\n\ndef design(width=64):\n    return unsigned(-3)\n",
+    "noarg.py": "def design():\n    pass\n",
+}
+
+
+def test_the_quoted_load_errors_are_what_the_loader_says(tmp_path, monkeypatch):
+    """docs/layout.md's three DesignErrors, for three scripts each wrong in one way, loaded as
+    `apiary ... --width 64` loads them; ``...`` in the doc stands for a folder it leaves out."""
+    from apiary.design import DesignError
+    from apiary.load import load_design
+    quoted, = [f.lines for f in fences((ROOT / "docs" / "layout.md").read_text())
+               if f.lines and f.lines[0].startswith("syn.py:4: ")]
+    monkeypatch.chdir(tmp_path)
+    printed = []
+    for name, source in BAD_SCRIPTS.items():
+        (tmp_path / name).write_text(source)
+        with pytest.raises(DesignError) as e:
+            load_design(name, width=64)
+        printed += str(e.value).splitlines()
+    assert len(printed) == len(quoted)
+    for line, doc in zip(printed, quoted):
+        pattern = ".*".join(re.escape(part) for part in doc.split("..."))
+        assert re.fullmatch(pattern, line), (line, doc)

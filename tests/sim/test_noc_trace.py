@@ -11,6 +11,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
+from fences import fences
+
 from apiary.noc.checker import MessageCheckError
 from apiary.noc.dissect import LINKTYPE_NOC_TRACE, scapy_layers
 from apiary.sim import SimError, open_sim
@@ -68,6 +70,11 @@ def test_udp_echo_golden_trace(tmp_path, width):
     assert [int(p.time * 250e6 + 0.5) for p in packets] == cycles   # pcap time = cycle at 250 MHz
     segment = packets[2][layers.meta["packet_meta"]]
     assert (segment.peer_port, segment.local_port, segment.peer_ip) == (4000, 7, 0x0A000001)
+    if width == 64:                 # docs/enzian.md quotes this trace: cycle, type, source, bytes
+        quoted = [line.split()[:5] for line in doc_block("enzian.md", "MsgType.ETH_RX_FRAME")]
+        assert quoted == [[str(c), t, str(x), str(y), str(n)]
+                          for c, (t, (x, y), _, n) in zip(cycles, golden(width))]
+
     # Each message carries its level of the metadata: Ethernet RX's the Ethernet fields, IPv4
     # RX's the addresses too.
     frame = packets[0][layers.meta["eth_meta"]]
@@ -233,3 +240,11 @@ def test_apiary_sim_stops_at_a_malformed_message_with_one_line(tmp_path, capsys)
     err = capsys.readouterr().err.splitlines()
     assert re.match(r"apiary sim: port noc_out, cycle \d+: a malformed 2-flit message \(201\): "
                     r"field msg_type: 201 is not a registered message type$", err[-1]), err
+
+
+def doc_block(doc, start):
+    """The lines of the fenced block of docs/``doc`` whose first line holds ``start``."""
+    blocks = [f.lines for f in fences((ROOT / "docs" / doc).read_text())
+              if f.lines and start in f.lines[0]]
+    assert len(blocks) == 1, f"docs/{doc} has {len(blocks)} blocks starting with {start!r}"
+    return blocks[0]
