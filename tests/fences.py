@@ -30,6 +30,14 @@ def fences(text):
     return found
 
 
+def fence_at(found, text):
+    """The index in ``found`` (a list of :func:`fences`) of the one fence whose first line holds
+    ``text``; fails the test if there is none or more than one."""
+    at = [k for k, fence in enumerate(found) if fence.lines and text in fence.lines[0]]
+    assert len(at) == 1, f"{len(at)} fenced blocks begin with a line holding {text!r}"
+    return at[0]
+
+
 def fenced_blocks(text):
     """The lines of each fenced block of ``text`` (fences with or without a language)."""
     return [fence.lines for fence in fences(text)]

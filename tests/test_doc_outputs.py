@@ -16,7 +16,7 @@ from scapy.utils import wrpcap
 import pytest
 
 from apiary.cli import main
-from fences import fenced_blocks, fences
+from fences import fence_at, fenced_blocks, fences
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,9 @@ SIM_CAPTURE = ('wrpcap("in.pcap", [Ether(dst="02:00:00:00:00:02") / IP(dst="10.0
 def test_the_quoted_sim_summary_is_what_it_prints(tmp_path, capsys, monkeypatch):
     doc = (ROOT / "docs" / "simulation.md").read_text()
     assert SIM_CAPTURE in " ".join(doc.split()), "docs/simulation.md no longer makes its capture so"
-    quoted, = [lines for lines in fenced_blocks(doc) if lines and lines[0] == SIM_RUN]
+    found = fences(doc)
+    quoted = found[fence_at(found, SIM_RUN)].lines
+    assert quoted[0] == SIM_RUN
     monkeypatch.chdir(tmp_path)
     eval(SIM_CAPTURE, {"wrpcap": wrpcap, "Ether": Ether, "IP": IP, "UDP": UDP})
     examples = str(ROOT / "examples" / "udp_echo.py")
@@ -73,7 +75,8 @@ def test_the_quoted_sweep_error_is_what_it_prints(tmp_path, capsys, monkeypatch)
     widths.py beside a link to examples/: the one error it quotes, exit status 1."""
     doc = (ROOT / "docs" / "sweeps.md").read_text()
     found = fences(doc)
-    k = next(k for k, f in enumerate(found) if f.lines and f.lines[0] == SWEEP_RUN)
+    k = fence_at(found, SWEEP_RUN)
+    assert found[k].lines[0] == SWEEP_RUN
     script = found[k - 1]
     assert script.info == "python", script
     (tmp_path / "widths.py").write_text("\n".join(script.lines) + "\n")
@@ -98,8 +101,8 @@ def test_the_quoted_load_errors_are_what_the_loader_says(tmp_path, monkeypatch):
     `apiary ... --width 64` loads them; ``...`` in the doc stands for a folder it leaves out."""
     from apiary.design import DesignError
     from apiary.load import load_design
-    quoted, = [f.lines for f in fences((ROOT / "docs" / "layout.md").read_text())
-               if f.lines and f.lines[0].startswith("syn.py:4: ")]
+    found = fences((ROOT / "docs" / "layout.md").read_text())
+    quoted = found[fence_at(found, "syn.py:4: ")].lines
     monkeypatch.chdir(tmp_path)
     printed = []
     for name, source in BAD_SCRIPTS.items():

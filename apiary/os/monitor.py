@@ -135,7 +135,7 @@ from .monitor_release import Release
 from .monitor_stall import MessageCut, StallWatch, check_stall_limit
 from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, SHOOTDOWN_COUNTERS, Shootdown, check_tlbs
-from .tlb import TlbConfig
+from .tlb import TlbConfig, power_of_two
 from .uapi import FaultKind
 
 
@@ -209,8 +209,7 @@ class MonitorConfig:
                 raise ValueError(f"MonitorConfig {name} must be 1 to 64, not {value!r}")
         check_stall_limit(self.stall_limit, "MonitorConfig stall_limit", none_ok=True)
         flits = self.rx_buffer_flits
-        if flits is not None and (not isinstance(flits, int) or isinstance(flits, bool)
-                                  or not 4 <= flits <= 4096 or flits & (flits - 1)):
+        if flits is not None and not (power_of_two(flits) and 4 <= flits <= 4096):
             raise ValueError(f"MonitorConfig rx_buffer_flits must be None or a power of two "
                              f"from 4 to 4096, not {flits!r}")
         if self.rate is not None and not isinstance(self.rate, RateLimit):

@@ -53,7 +53,8 @@ TLB_HIT = data.StructLayout({"valid": 1, "vpage": ADDR_BITS, "hit": 1, "base": A
                              "mem_x": 8, "mem_y": 8, "perm": 2})
 
 
-def _power_of_two(value: object) -> bool:
+def power_of_two(value: object) -> bool:
+    """Whether ``value`` is an integer (not a bool) that is a power of two."""
     return (isinstance(value, int) and not isinstance(value, bool) and value >= 1
             and value & (value - 1) == 0)
 
@@ -68,7 +69,7 @@ class TlbConfig:
     set_bits: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not _power_of_two(self.sets) or self.sets > 4096:
+        if not power_of_two(self.sets) or self.sets > 4096:
             raise ValueError(f"TlbConfig sets must be a power of two from 1 to 4096, not "
                              f"{self.sets!r}")
         if not isinstance(self.ways, int) or isinstance(self.ways, bool) \

@@ -80,9 +80,8 @@ class Impairment:
         for direction in DIRECTIONS:
             name = f"drop_{direction}"
             given = getattr(self, name)
-            numbers = (given,) if isinstance(given, int) else tuple(given) \
-                if isinstance(given, (tuple, list, set, frozenset, range)) else None
-            if numbers is None or not all(
+            numbers = (given,) if isinstance(given, int) else given
+            if not isinstance(numbers, (tuple, list, set, frozenset, range)) or not all(
                     isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in numbers):
                 raise SimError(f"{name} lists frame numbers, each 1 or more, not {given!r}")
             object.__setattr__(self, name, tuple(sorted(set(numbers))))

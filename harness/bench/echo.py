@@ -18,8 +18,8 @@ for, stops the benchmark with :class:`BenchError`.
   at once, which the bench offers back to back (no idle cycle between words or frames). Cycles
   per packet are measured where the replies leave: (last word of the last reply − last word of the
   first reply) / (replies − 1). ``mac_rx`` is never back-pressured, so a design that cannot keep
-  up drops requests (Ethernet RX counts them as ``buffer_full``); what is
-  echoed is then the sustained rate, and the drops are reported with the counters that rose.
+  up drops requests (Ethernet RX counts them as ``buffer_full``); what is echoed is then the
+  sustained rate, and the drops are reported with the counters that rose.
   :func:`zero_drop_spacing` then finds the shortest spacing between requests (a fixed number of
   cycles from one request's first word to the next one's) that is echoed with no drop and
   without the replies falling behind.

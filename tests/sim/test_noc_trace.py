@@ -11,7 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap
 
-from fences import fences
+from fences import fence_at, fences
 
 from apiary.noc.checker import MessageCheckError
 from apiary.noc.dissect import LINKTYPE_NOC_TRACE, scapy_layers
@@ -71,7 +71,8 @@ def test_udp_echo_golden_trace(tmp_path, width):
     segment = packets[2][layers.meta["packet_meta"]]
     assert (segment.peer_port, segment.local_port, segment.peer_ip) == (4000, 7, 0x0A000001)
     if width == 64:                 # docs/enzian.md quotes this trace: cycle, type, source, bytes
-        quoted = [line.split()[:5] for line in doc_block("enzian.md", "MsgType.ETH_RX_FRAME")]
+        found = fences((ROOT / "docs" / "enzian.md").read_text())
+        quoted = [line.split()[:5] for line in found[fence_at(found, "MsgType.ETH_RX_FRAME")].lines]
         assert quoted == [[str(c), t, str(x), str(y), str(n)]
                           for c, (t, (x, y), _, n) in zip(cycles, golden(width))]
 
@@ -240,11 +241,3 @@ def test_apiary_sim_stops_at_a_malformed_message_with_one_line(tmp_path, capsys)
     err = capsys.readouterr().err.splitlines()
     assert re.match(r"apiary sim: port noc_out, cycle \d+: a malformed 2-flit message \(201\): "
                     r"field msg_type: 201 is not a registered message type$", err[-1]), err
-
-
-def doc_block(doc, start):
-    """The lines of the fenced block of docs/``doc`` whose first line holds ``start``."""
-    blocks = [f.lines for f in fences((ROOT / "docs" / doc).read_text())
-              if f.lines and start in f.lines[0]]
-    assert len(blocks) == 1, f"docs/{doc} has {len(blocks)} blocks starting with {start!r}"
-    return blocks[0]

@@ -102,9 +102,7 @@ print(json.dumps({"peer": peer[0], "bytes": len(got), "pattern": got == expected
 def start_echo(bridge, tap, *args):
     stack = bridge("examples/tcp_echo.py", tap, "--width", WIDTH, *args)
     stack.wait_ready(900)               # a cold Verilog conversion and Verilator build first
-    stack.netns_run("ip", "link", "set", tap, "up")
-    stack.netns_run("ip", "addr", "add", f"{HOST}/24", "dev", tap)
-    stack.netns_run("ip", "link", "set", "lo", "up")
+    stack.address(HOST)
     return stack
 
 
@@ -154,9 +152,7 @@ def test_the_design_opens_a_connection_to_a_linux_server(bridge, netns):
     tap = f"tcp{os.getpid() % 100000}a"
     stack = bridge("examples/tcp_connect.py", tap, "--width", WIDTH)
     stack.wait_ready(900)
-    stack.netns_run("ip", "link", "set", tap, "up")
-    stack.netns_run("ip", "addr", "add", f"{HOST}/24", "dev", tap)
-    stack.netns_run("ip", "link", "set", "lo", "up")
+    stack.address(HOST)
     server = stack.netns_run(sys.executable, "-c", SERVER, HOST, "5001", timeout=600,
                              check=False)
     assert server.returncode == 0, server.stdout + server.stderr + stack.text
