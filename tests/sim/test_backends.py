@@ -4,6 +4,7 @@ on the same cycles, drops counted the same way, and the Verilator model cache.""
 import os
 import pathlib
 import random
+import shutil
 import time
 
 import pytest
@@ -207,3 +208,22 @@ def test_run_waits_for_a_long_store_and_forward_frame(backend):
         sim.run()
         assert [f.data for f in sim.received()] == frames
         assert sim.counters()["eth_tx_frames"] == 2
+
+
+def test_gcc_gets_the_alias_query_limits_and_another_compiler_does_not(tmp_path, monkeypatch):
+    gcc = shutil.which("g++")
+    open_sim(loopback.design(64), "verilator", cache_dir=tmp_path / "gcc").close()
+    logs = list((tmp_path / "gcc").rglob("build.log"))
+    assert len(logs) == 1 and vl.GCC_LIMITS[0] in logs[0].read_text()
+    # A compiler that is not GCC and refuses GCC's --param names still builds the model.
+    fake = tmp_path / "clangish"
+    fake.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'clang version 18.1.8' && exit 0\n"
+                    f"for a; do case $a in --param*) echo \"unknown argument: $a\" >&2; exit 1;; "
+                    f"esac; done\nexec {gcc} \"$@\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    with open_sim(loopback.design(64), "verilator", cache_dir=tmp_path / "other") as sim:
+        assert sim.built
+        sim.send(Ether() / IP() / UDP())
+        sim.run()
+        assert len(sim.received()) == 1
