@@ -24,7 +24,8 @@ from importlib.metadata import version
 from .design import Design
 
 
-__all__ = ["packages_of", "package_sources", "import_closure", "design_fingerprint"]
+__all__ = ["packages_of", "package_sources", "import_closure", "imported_by", "code_of",
+           "package_path", "design_fingerprint"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -57,7 +58,7 @@ def package_sources(packages: Iterable[str]) -> list[str]:
     return sorted({os.path.abspath(f) for f in files})
 
 
-def _imported(name: str, path: str, is_package: bool) -> list[str]:
+def imported_by(name: str, path: str, is_package: bool) -> list[str]:
     """The names a module's import statements (anywhere in it) may refer to: modules, and
     ``package.name`` for each name imported from a package (it may be a submodule). Kept per
     file version: a test session takes the key of every design it simulates."""
@@ -126,7 +127,7 @@ def import_closure(modules: Iterable[str], packages: Iterable[str]) -> list[str]
         path = files[name]
         if follow and path:
             followed.add(name)
-            todo += [(n, True) for n in _imported(name, path, path.endswith("__init__.py"))]
+            todo += [(n, True) for n in imported_by(name, path, path.endswith("__init__.py"))]
     return sorted({f for f in files.values() if f})
 
 
@@ -174,13 +175,13 @@ def design_fingerprint(design: Design, packages: Iterable[str] | None = None,
         files.add(os.path.abspath(source))
     digest = hashlib.sha256(description.encode())
     for name in sorted(files):
-        digest.update(_package_path(name).encode() + b"\0" + _code_of(name) + b"\0")
+        digest.update(package_path(name).encode() + b"\0" + code_of(name) + b"\0")
     return digest.hexdigest()
 
 
-def _code_of(path: str) -> bytes:
-    """What of a source file the Verilog can depend on: its syntax tree without docstrings,
-    so that editing a comment or a docstring converts nothing again."""
+def code_of(path: str) -> bytes:
+    """What of a source file its behaviour can depend on: its syntax tree without docstrings,
+    so that editing a comment or a docstring converts (or measures) nothing again."""
     stat = os.stat(path)
     key = (path, stat.st_mtime_ns, stat.st_size)
     if key not in _CODE:
@@ -200,7 +201,7 @@ def _code_of(path: str) -> bytes:
 _CODE: dict[tuple[str, int, int], bytes] = {}
 
 
-def _package_path(path: str) -> str:
+def package_path(path: str) -> str:
     """``path`` from the folder that holds its top-level package (``apiary/top.py``; a module
     outside any package: its file name), so that a checkout elsewhere, sharing the cache,
     gets the same key."""

@@ -58,7 +58,7 @@ def test_by_default_the_key_covers_what_the_tiles_import_and_nothing_else():
 def test_source_files_are_keyed_by_their_package_path_not_the_checkout(tmp_path):
     """Two checkouts in different folders (a CI clone beside a developer's) give the same key
     for the same files: each file counts by its path below its top-level package's folder."""
-    from apiary.fingerprint import _package_path
+    from apiary.fingerprint import package_path
     keys = []
     for checkout in ("a", "b/c"):
         pkg = tmp_path / checkout / "pkg" / "sub"
@@ -67,8 +67,8 @@ def test_source_files_are_keyed_by_their_package_path_not_the_checkout(tmp_path)
             (folder / "__init__.py").write_text("")
         (pkg / "mod.py").write_text("x = 1\n")
         (tmp_path / checkout / "script.py").write_text("")
-        keys.append((_package_path(str(pkg / "mod.py")),
-                     _package_path(str(tmp_path / checkout / "script.py"))))
+        keys.append((package_path(str(pkg / "mod.py")),
+                     package_path(str(tmp_path / checkout / "script.py"))))
     assert keys[0] == keys[1] == ("pkg/sub/mod.py", "script.py")
 
 
@@ -97,12 +97,12 @@ def test_a_package_is_followed_only_where_something_is_taken_from_it(tmp_path, m
 
 
 def test_comments_and_docstrings_do_not_change_the_key(tmp_path):
-    from apiary.fingerprint import _code_of
+    from apiary.fingerprint import code_of
     source = tmp_path / "tile.py"
     def code(text):
         source.write_text(text)
         os.utime(source, ns=(0, len(text)))        # a new version, whatever the clock's grain
-        return _code_of(str(source))
+        return code_of(str(source))
     base = code('"""A tile."""\n\nclass T:\n    """Its contract."""\n    x = 1  # one\n')
     assert code('"""A tile, said better."""\n\n# A comment.\nclass T:\n    """Reworded."""\n'
                 '    x = 1\n') == base

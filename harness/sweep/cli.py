@@ -11,6 +11,7 @@ import sys
 
 from apiary.cli import Command, UsageError
 from apiary.load import load_script
+from .jobs import Bench
 from .run import Outcome, default_cache_dir, run_sweep
 from .spec import Sweep
 from .table import to_csv, to_markdown
@@ -77,8 +78,13 @@ def _write_reports(outcomes: list[Outcome], base: str, docs: list[str]) -> list[
     """Each named job's report as ``base-NAME.md``, and into the blocks of ``docs``; the files
     written. A document's block whose job failed or is not in the sweep is kept, with a line on
     stderr."""
-    from .document import blocks, reports, update_blocks
+    from .document import Stamp, blocks, reports, update_blocks
     found = reports(outcomes)
+    dated: dict[str, Stamp] = {}
+    for outcome in outcomes:
+        job, label = outcome.task.job, outcome.task.job.label()
+        if isinstance(job, Bench) and label in found:
+            dated[label] = Stamp(outcome.measured, job.source_stamp())
     written = []
     for label, report in found.items():
         path = f"{base}-{_file_name(label)}.md"
@@ -88,7 +94,7 @@ def _write_reports(outcomes: list[Outcome], base: str, docs: list[str]) -> list[
     for doc in docs:
         with open(doc) as f:
             text = f.read()
-        new, updated = update_blocks(text, found)
+        new, updated = update_blocks(text, found, dated)
         if new != text:
             with open(doc, "w") as f:
                 f.write(new)

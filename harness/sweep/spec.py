@@ -36,14 +36,6 @@ class Task:
     key: str | None
 
 
-def _job_source_digest(job: Job) -> str:
-    digest = hashlib.sha256()
-    for path in job.source_files():
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()
-
-
 def describe(point: Point) -> str:
     """A point as ``width=64, port=7`` (``(defaults)`` for none)."""
     return ", ".join(f"{k}={v!r}" for k, v in point.items()) or "(defaults)"
@@ -135,7 +127,7 @@ class Sweep:
         if len(labels) != len(set(labels)):
             raise ValueError(f"sweep {self.name!r}: two jobs have the same name "
                              f"{next(x for x in labels if labels.count(x) > 1)!r}")
-        digests = [_job_source_digest(job) for job in jobs]
+        digests = [job.source_digest() for job in jobs]
         tasks: list[Task] = []
         for i, point in enumerate(self.all_points()):
             fingerprint: str | None = "no design"

@@ -10,7 +10,8 @@ import pytest
 from apiary.cli import main as apiary
 from harness.sweep import Bench, ResultCache, Sweep, run_sweep, to_csv, to_markdown
 from harness.sweep.cli import main as sweep_main
-from harness.sweep.document import blocks, update_blocks
+from harness.sweep.document import Stamp, blocks, stale_blocks, stamps, update_blocks
+from harness.sweep.run import today
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,12 +113,55 @@ def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
     text = doc.read_text()
     report = (out / "benches-control.md").read_text()
     assert "| read a word 1 hop away: request in → answer out |" in report
-    assert f"<!-- sweep: control -->\n\n{report.strip()}\n\n<!-- end sweep -->" in text
+    stamp = Bench(args=(*CONTROL, "--markdown"), name="control", cwd=ROOT).source_stamp()
+    assert (f"<!-- sweep: control (measured {today()}, sources {stamp}) -->\n\n"
+            f"{report.strip()}\n\n<!-- end sweep -->") in text
+    assert stale_blocks(text, {"control": stamp, "elsewhere": stamp}) == {
+        "elsewhere": "not stamped (written before stamps, or by hand)"}
     assert "kept" in text and "old table" not in text
     # A document that does not exist is a usage error, before anything runs.
     with pytest.raises(SystemExit) as exit:
         sweep_main([str(sweep_file), "--update", str(tmp_path / "none.md")])
     assert exit.value.code == 2 and "none.md' does not exist" in capsys.readouterr().err
+
+
+def test_a_block_is_stale_when_code_its_benchmark_runs_changes(tmp_path, monkeypatch):
+    """A planted change: the stamp follows the code a benchmark imports (not its comments or
+    docstrings), and a block stamped before the change is named stale, with both stamps."""
+    module = tmp_path / "planted.py"
+    module.write_text('"""A benchmark\'s helper."""\nSTEP = 1\n')
+    monkeypatch.setattr(Bench, "source_files", lambda self: [str(module)])
+    job = Bench(args=CONTROL, name="control", cwd=ROOT)
+    before = job.source_stamp()
+    elsewhere = Bench(args=CONTROL, name="x", cwd="/elsewhere")   # (another checkout, name)
+    assert len(before) == 12 and before == elsewhere.source_stamp()
+    doc, _ = update_blocks(DOC, {"control": "| t |"}, {"control": Stamp("2026-11-30", before)})
+    assert stamps(doc)["control"] == Stamp("2026-11-30", before)
+    assert "control" not in stale_blocks(doc, {"control": before, "elsewhere": before})
+
+    module.write_text('"""Reworded."""\n# a comment\nSTEP = 1\n')       # the same code
+    assert job.source_stamp() == before
+    module.write_text('"""A benchmark\'s helper."""\nSTEP = 2\n')       # changed code
+    after = job.source_stamp()
+    assert after != before
+    assert stale_blocks(doc, {"control": after, "elsewhere": after})["control"] == (
+        f"measured on 2026-11-30 on sources {before}; today's are {after}")
+    assert Bench(args=(*CONTROL, "--markdown"), name="control", cwd=ROOT).source_stamp() != after
+
+
+def test_every_performance_md_block_was_measured_on_todays_sources():
+    """Each table of docs/performance.md carries the stamp of the sources it was measured on;
+    a change to code a benchmark runs makes its block stale until the sweep runs it again."""
+    from harness.sweep.cli import load_sweep
+    sweep = load_sweep(os.path.join(ROOT, "benchmarks", "performance.py"))
+    current = {t.job.label(): t.job.source_stamp() for t in sweep.tasks()}
+    with open(os.path.join(ROOT, "docs", "performance.md")) as f:
+        stale = stale_blocks(f.read(), current)
+    assert not stale, (
+        "docs/performance.md has blocks measured on other sources: run `apiary sweep "
+        "benchmarks/performance.py --update docs/performance.md --out results/` (it runs only "
+        "these) and update the prose around them:\n" + "\n".join(
+            f"  {label}: {why}" for label, why in stale.items()))
 
 
 def test_performance_md_has_a_block_for_every_job_of_its_sweep():
