@@ -9,6 +9,10 @@ the first ``written`` entries (a write to the table's ``LOAD`` word, then a read
 words), every request sent again when its answer does not come (UDP may drop either datagram).
 The log keeps its first entries, so entries already written do not change while they are read.
 
+With ``--vcd FILE`` the same entries become a waveform that GTKWave, PulseView or Surfer open
+(:mod:`beehive.log_vcd`: one signal per field, the message's header, metadata and packet
+fields, valid while it passes); the pcap is then written only if ``-o`` asks for it too.
+
 The pcap (nanosecond, Wireshark and scapy read it) has one packet per entry, stamped with the
 entry's cycle at ``--clock`` (default: the clock ``apiary sim`` gives the design, 125 MHz at 64
 bits, else 250 MHz): time 0 is the design's reset. Its link type is
@@ -169,7 +173,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tile", metavar="NAME",
                         help="the log tile to read (default: the design's only one)")
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="the pcap to write (default: <tile>.pcap)")
+                        help="the pcap to write (default: <tile>.pcap, unless --vcd is given)")
+    parser.add_argument("--vcd", metavar="FILE",
+                        help="also (or, without -o, instead) write the entries as a waveform "
+                             "(VCD: GTKWave, PulseView), one signal per field")
     parser.add_argument("--linktype", type=int, choices=LINKTYPES,
                         help="the pcap's link type: 147 whole NoC messages, 101 raw IPv4, 1 "
                              "Ethernet (default: the tile's linktype)")
@@ -190,9 +197,9 @@ def _run(args: argparse.Namespace) -> int:
         print("apiary log: --port is 1 to 65535, --timeout and --clock above 0, --retries 0 "
               "or more", file=sys.stderr)
         return 2
-    if args.latency and (args.tile or args.output):
-        print("apiary log: --latency reads two tiles and writes no pcap: leave out --tile "
-              "and -o", file=sys.stderr)
+    if args.latency and (args.tile or args.output or args.vcd):
+        print("apiary log: --latency reads two tiles and writes no pcap: leave out --tile, "
+              "-o and --vcd", file=sys.stderr)
         return 2
     from beehive.control_client import ControlError, udp_transport
     design = load(args)
@@ -228,17 +235,26 @@ def _report(args: argparse.Namespace, design: Any, client: Any) -> int:
     tile = log_tile(design, args.tile)
     linktype = args.linktype or tile.linktype
     entries, written, lost = read_log(client, tile)
-    path = args.output or f"{tile.name}.pcap"
-    write_log_pcap(path, entries, design.width, linktype, args.clock)
+    path = args.output or (None if args.vcd else f"{tile.name}.pcap")
+    if path is not None:
+        write_log_pcap(path, entries, design.width, linktype, args.clock)
+    signals = 0
+    if args.vcd:
+        from .log_vcd import write_log_vcd
+        with open(args.vcd, "w") as f:
+            signals = len(write_log_vcd(f, entries, design.width, linktype, args.clock,
+                                        tile=tile.name, comment=f"apiary log of {design.name}"
+                                        f".{tile.name}, {args.clock / 1e6:g} MHz").signals)
     if args.json:
-        print(json.dumps({"tile": tile.name, "pcap": path, "linktype": linktype,
-                          "entries": len(entries), "written": written, "lost": lost,
-                          "cycles": [e.cycle for e in entries]}))
+        print(json.dumps({"tile": tile.name, "pcap": path, "vcd": args.vcd,
+                          "linktype": linktype, "entries": len(entries), "written": written,
+                          "lost": lost, "cycles": [e.cycle for e in entries]}))
     else:
         note = f"; {lost} not logged (the log was full)" if lost else ""
         kind = {LINKTYPE_NOC: "NoC messages"}.get(linktype, "payloads")
+        files = " and ".join(filter(None, [path, args.vcd and f"{args.vcd} ({signals} signals)"]))
         print(f"{tile.name}: {len(entries)} entries ({kind}, link type {linktype}) → "
-              f"{path}{note}")
+              f"{files}{note}")
     return 0
 
 
@@ -251,8 +267,9 @@ COMMAND = Command(
                 "its first flit passed at --clock (time 0 is the design's reset), holding the "
                 "first bytes the tile kept (whole NoC messages with link type 147, which "
                 "apiary.sim.replay replays cycle for cycle; the payload as IPv4 (101) or "
-                "Ethernet (1)). With --latency IN OUT, read two log tiles, pair each packet "
-                "of OUT with the one of IN it answers or forwards, and print the latencies. "
-                "Exits 1 when the controller does not answer.",
+                "Ethernet (1)); with --vcd, a waveform of the same entries, one signal per "
+                "field (GTKWave, PulseView). With --latency IN OUT, read two log tiles, pair "
+                "each packet of OUT with the one of IN it answers or forwards, and print the "
+                "latencies. Exits 1 when the controller does not answer.",
     arguments=_arguments)
 """The ``log`` command (entry point ``apiary.commands: log``)."""

@@ -17,6 +17,7 @@ from apiary.sim import open_sim
 from beehive.control_client import SimTransport
 from beehive.log_cli import COMMAND, LogError, log_tile
 from beehive.model import echo_reply
+from test_log_vcd import read_vcd, value_at
 
 N = 3
 CLOCK = 125e6          # apiary log's default at 64 bits, as apiary sim's
@@ -113,6 +114,9 @@ def test_apiary_log_writes_a_pcap_with_hardware_timestamps_and_pairs_latencies(
             assert apiary_log(["log", *common, "--tile", "log_out", "-o",
                                str(tmp_path / "out.pcap")]) == 0
             text = capsys.readouterr().out
+            vcd = tmp_path / "in.vcd"
+            assert apiary_log(["log", *common, "--tile", "log_in", "--vcd", str(vcd)]) == 0
+            vcd_text = capsys.readouterr().out
         finally:
             bridge.close()
         assert not bridge.errors
@@ -130,11 +134,26 @@ def test_apiary_log_writes_a_pcap_with_hardware_timestamps_and_pairs_latencies(
     assert packets[N][UDP].dport == 7200
     assert text.startswith("log_out: ") and "link type 101" in text
 
+    # The waveform: the same entries, the requests' ports where the pcap has them, no pcap.
+    assert vcd_text.startswith("log_in: ") and f"(payloads, link type 101) → {vcd} (" in vcd_text
+    assert ".pcap" not in vcd_text and not pathlib.Path("log_in.pcap").exists()
+    names, changes = read_vcd(vcd.read_text())
+    assert [value_at(names, changes, "log_in.l4.sport", round(c / CLOCK * 1e12))
+            for c in summary["cycles"][:N]] == [5000 + i for i in range(N)]
+    assert value_at(names, changes, "log_in.entry",
+                    round(summary["cycles"][N] / CLOCK * 1e12)) == N
+
     # Latencies: each echo's, from log_in to log_out, the testbench's less a constant.
     pairs = latency["pairs"][:N]
     measured = [r.cycle_first - s.cycle_last for s, r in zip(sent, replies)]
     assert len({m - (b - a) for m, (a, b) in zip(measured, pairs)}) == 1
     assert pairs[0][0] == summary["cycles"][0]
+
+
+def test_latency_and_a_waveform_are_one_or_the_other(capsys, apiary_log, design_file):
+    assert apiary_log(["log", str(design_file), "127.0.0.1", "--latency", "log_in", "log_out",
+                       "--vcd", "x.vcd"]) == 2
+    assert "leave out --tile, -o and --vcd" in capsys.readouterr().err
 
 
 def test_apiary_log_names_a_missing_log_tile(capsys, apiary_log, design_file):
