@@ -29,7 +29,7 @@ import pytest
 from apiary.layout import strongly_connected
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("apiary", "beehive", "harness", "platforms")
+PACKAGES = ("apiary", "beehive", "flexdriver", "harness", "platforms")
 LITEX_FAMILY = ("migen", "litex", "liteeth", "litedram", "liteiclink", "litex_boards")
 #: A constant string that names a project module, optionally with an attribute
 #: (``package.module``, ``package.module:function``; a bare package needs the attribute).
@@ -384,12 +384,12 @@ def test_entry_points_name_modules_of_layers():
     assert not problems, "pyproject.toml:\n" + "\n".join(problems)
 
 
-#: Imports every module under apiary/ (the root is argv[1]) with beehive, harness and platforms
+#: Imports every module under apiary/ (the root is argv[1]) with the packages above it
 #: unimportable; prints the modules that fail, exits 1 if any does.
 _APIARY_ALONE = textwrap.dedent("""
     import importlib, importlib.abc, pathlib, sys, traceback
 
-    ABOVE = {"beehive", "harness", "platforms"}
+    ABOVE = {"beehive", "flexdriver", "harness", "platforms"}
 
     class Above(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
