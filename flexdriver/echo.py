@@ -151,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, default=100,
                         help="cycles per DMA request and doorbell (default 100)")
     parser.add_argument("--jitter", type=int, default=20, help="cycles of jitter at most")
+    parser.add_argument("--pcap", metavar="FILE",
+                        help="on exit, write every frame of the NIC's wire, both ways, to FILE")
+    parser.add_argument("--clock-mhz", type=float, default=250.0,
+                        help="the cycle's clock, for the pcap's times (default 250)")
     args = parser.parse_args(argv)
     from apiary.sim.tap import TapDevice
     from .nic import HostMemory
@@ -178,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         sent = len(nic.wire)
         tap.wait(0.01)
     tap.close()
+    if args.pcap:
+        nic.capture(args.pcap, args.clock_mhz * 1e6)
     c = echo.counters
     print(f"stopped: echoed {c.echoed}, ARP replies {c.arp_replies}, ignored {c.ignored}, "
           f"errors {c.errors}, no transmit slot {c.tx_busy}; NIC out_of_buffer "

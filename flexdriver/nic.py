@@ -172,6 +172,7 @@ class NicModel:
         self.rules: list[Rule] = []
         self.rss_table: list[int] = []
         self.wire: list[tuple[int, bytes]] = []         # (cycle, frame) sent
+        self.arrived: list[tuple[int, bytes]] = []      # (cycle, frame) received
         self.counters = NicCounters()
 
     # -- the control plane ---------------------------------------------------------------------
@@ -226,7 +227,16 @@ class NicModel:
     # -- the wire -------------------------------------------------------------------------------
     def receive(self, frame: bytes) -> None:
         """A frame arrives from the wire now."""
+        self.arrived.append((self.now, frame))
         self._after(0, lambda: self._received(frame))
+
+    def capture(self, path: str, clock_hz: float) -> int:
+        """Write every frame the wire carried, both ways, in time order, to a nanosecond pcap
+        (cycles at ``clock_hz``); returns how many."""
+        from apiary.sim.pcap import PcapRecord, cycle_ns, write_pcap_records
+        frames = sorted(self.arrived + self.wire, key=lambda f: f[0])
+        return write_pcap_records(path, [PcapRecord(cycle_ns(t, clock_hz), f, len(f))
+                                         for t, f in frames])
 
     # -- time ------------------------------------------------------------------------------------
     def advance(self, until: int) -> None:

@@ -3,6 +3,7 @@ the checksums the NIC fills in, the queues wrapping many times over."""
 
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
+from scapy.utils import rdpcap
 
 from flexdriver.echo import SoftwareEcho
 from flexdriver.formats import IP_OK, IS_IPV4, IS_UDP, L4_OK
@@ -23,7 +24,7 @@ def run(nic, echo, cycles):
         echo.poll()
 
 
-def test_arp_then_three_hundred_datagrams_echoed_with_good_checksums():
+def test_arp_then_three_hundred_datagrams_echoed_with_good_checksums(tmp_path):
     memory = HostMemory()
     nic = NicModel(memory, latency=40, jitter=15, seed=7)
     echo = SoftwareEcho(nic, memory, MAC, IP_ADDR, entries=16)
@@ -48,6 +49,12 @@ def test_arp_then_three_hundred_datagrams_echoed_with_good_checksums():
     assert set(echo.counters.checks[1:]) == {IS_IPV4 | IS_UDP | IP_OK | L4_OK}
     assert (echo.counters.errors, echo.counters.tx_busy) == (0, 0)
     assert echo.cq_consumer == 2 * 301 and nic.counters.out_of_buffer == {}   # RX and TX
+    # The wire, both ways, as a pcap: each request before its echo.
+    assert nic.capture(str(tmp_path / "wire.pcap"), 250e6) == 602
+    packets = rdpcap(str(tmp_path / "wire.pcap"))
+    assert [bytes(p) for p in packets[:2]] == [bytes(nic.arrived[0][1]), reply]
+    times = [float(p.time) for p in packets]
+    assert times == sorted(times) and round(times[1] * 250e6) == nic.wire[0][0]
 
 
 def test_a_burst_over_the_buffers_is_dropped_by_the_nic_and_counted():
