@@ -5,8 +5,10 @@ So far: a ConnectX-style NIC model in Python that such a driver talks to (:mod:`
 queues of descriptors, doorbells, completions, DMA with a latency, receive offloads) and its
 formats (:mod:`flexdriver.formats`); FLD's compressed descriptors and their conversions in
 Amaranth (:mod:`flexdriver.descriptors`); FLD's echo in software on the model, which Linux
-reaches over TAP (:mod:`flexdriver.echo`); and FLD's descriptor translation,
-:class:`apiary.stream.cuckoo.CuckooTable`. The rest of the FLD module (its ring managers,
-buffer pools and accelerator interface) is not built yet. The network contract FlexDriver gives
-tiles on the NoC (receive guard, transmit credits, tenant shaping) is in :mod:`apiary.tiles`.
+reaches over TAP (:mod:`flexdriver.echo`); and FLD's shared transmit descriptor pool behind
+the NIC's per-queue rings (:mod:`flexdriver.tx_pool`, through
+:class:`apiary.stream.cuckoo.CuckooTable`). The rest of the FLD module (the receive side, the
+buffers, the accelerator's streams and credits, the PCIe side) is not built yet. The network
+contract FlexDriver gives tiles on the NoC (receive guard, transmit credits, tenant shaping)
+is in :mod:`apiary.tiles`.
 """
