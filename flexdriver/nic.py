@@ -59,7 +59,10 @@ class NicError(Exception):
 
 
 class Bus(Protocol):
-    """What the NIC's DMA reaches (the driver's memory, through PCIe)."""
+    """What the NIC's DMA reaches (the driver's memory, through PCIe). A bus whose reads are
+    answered later (by hardware in a simulation) also has ``submit_read(address, length,
+    answer)``, and calls ``answer(data)`` when it has the data: the NIC then goes on from
+    there, and its own latency comes first."""
 
     def read(self, address: int, length: int) -> bytes: ...
 
@@ -258,7 +261,12 @@ class NicModel:
         heapq.heappush(self._events, (int(self.now + delay), next(self._order), action))
 
     def _dma_read(self, address: int, length: int, then: Callable[[bytes], None]) -> None:
-        self._after(self._delay(), lambda: then(self.bus.read(address, length)))
+        submit = getattr(self.bus, "submit_read", None)
+        if submit is None:
+            self._after(self._delay(), lambda: then(self.bus.read(address, length)))
+        else:           # the bus answers when it can: go on from there, at the time it does
+            self._after(self._delay(), lambda: submit(address, length, lambda data: self._after(
+                0, lambda: then(data))))
 
     def _dma_write(self, address: int, data: bytes, then: Callable[[], None] | None = None
                    ) -> None:
