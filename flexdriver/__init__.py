@@ -7,8 +7,8 @@ formats (:mod:`flexdriver.formats`); FLD's compressed descriptors and their conv
 Amaranth (:mod:`flexdriver.descriptors`); FLD's echo in software on the model, which Linux
 reaches over TAP (:mod:`flexdriver.echo`); and FLD's shared transmit descriptor pool behind
 the NIC's per-queue rings (:mod:`flexdriver.tx_pool`, through
-:class:`apiary.stream.cuckoo.CuckooTable`). The rest of the FLD module (the receive side, the
-buffers, the accelerator's streams and credits, the PCIe side) is not built yet. The network
-contract FlexDriver gives tiles on the NoC (receive guard, transmit credits, tenant shaping)
-is in :mod:`apiary.tiles`.
+:class:`apiary.stream.cuckoo.CuckooTable`); its receive side (:mod:`flexdriver.rx_path`). The
+rest of the FLD module (the transmit buffers and credits, the PCIe side) is not built yet.
+The network contract FlexDriver gives tiles on the NoC (receive guard, transmit credits,
+tenant shaping) is in :mod:`apiary.tiles`.
 """
