@@ -24,8 +24,8 @@ REMOVE     the key's entry, if any (``found``)
 Timing: a command is taken in one cycle, the banks are read in the next, and it is answered in
 the one after (3 cycles, one command each 3 cycles while ``answer`` is ready). Between commands
 the table moves a stash entry into the banks: when one of its places is free, there; when none
-is, into one (the banks taken in turn), whose entry takes the stash slot. Counters: ``evictions``
-(an entry moved out of a bank), ``stash_peak`` (the most stash entries at once).
+is, into one (the banks taken in turn), whose entry takes the stash slot. ``evictions`` counts
+the entries moved out of a bank, ``stash_used`` says how many stash entries are taken now.
 """
 
 import random
