@@ -26,6 +26,7 @@ scope (``TILE.``...)   signals
 A field the snapshot did not hold (it keeps the message's first ``snap`` bytes) stays ``x``.
 """
 
+import ipaddress
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -76,9 +77,8 @@ def _packet_fields(payload: bytes, linktype: int) -> dict[tuple[str, str], int]:
         if value is None:
             continue
         if isinstance(value, str):          # addresses: "02:00:..." or "10.0.0.1"
-            sep = ":" if ":" in value else "."
-            value = int.from_bytes(bytes(int(p, 16 if sep == ":" else 10)
-                                         for p in value.split(sep)), "big")
+            value = int(value.replace(":", ""), 16) if ":" in value \
+                else int(ipaddress.IPv4Address(value))
         found[(scope, name)] = int(value)
     return found
 
@@ -131,7 +131,7 @@ def log_trace(entries: Iterable[LogEntry], width: int, linktype: int) -> Trace:
         fields = _fields(entry, width, linktype)
         for key in fields:
             if key not in signals:            # a metadata format's field: as wide as it is
-                signals[key] = _meta_width(entry, width, key)
+                signals[key] = _meta_width(entry, key)
         changes.append((entry.cycle, "", "message", 1))
         changes.append((entry.cycle, "", "entry", index))
         for key in signals:
@@ -144,7 +144,7 @@ def log_trace(entries: Iterable[LogEntry], width: int, linktype: int) -> Trace:
     return Trace(signals, changes)
 
 
-def _meta_width(entry: LogEntry, width: int, key: tuple[str, str]) -> int:
+def _meta_width(entry: LogEntry, key: tuple[str, str]) -> int:
     scope, name = key
     if name == "raw":
         return 8 * len(entry.snap)

@@ -34,7 +34,9 @@ indirection table. Only the trusted control plane may install a rule that sets a
 (:meth:`~NicModel.add_rule`), so a tenant cannot forge one.
 """
 
+import dataclasses
 import heapq
+import ipaddress
 import itertools
 import random
 from collections.abc import Callable, Sequence
@@ -368,9 +370,7 @@ class NicModel:
             self.counters.bump("cq_overrun", number)
             return
         owner = (cq.producer // cq.entries) & 1
-        entry = Cqe(cqe.opcode, owner, cqe.counter, cqe.queue, cqe.length, cqe.rss_hash,
-                    cqe.context, cqe.checks, cqe.error)
-        self._dma_write(cq.address(cq.producer), entry.pack())
+        self._dma_write(cq.address(cq.producer), dataclasses.replace(cqe, owner=owner).pack())
         cq.producer += 1
 
 
@@ -396,7 +396,8 @@ def _parse(frame: bytes) -> tuple[dict[str, int], _Inner | None, int]:
     if IP in pkt:
         ip = pkt[IP]
         checks |= IS_IPV4
-        fields |= {"src_ip": _ip(ip.src), "dst_ip": _ip(ip.dst), "proto": ip.proto}
+        fields |= {"src_ip": int(ipaddress.IPv4Address(ip.src)),
+                   "dst_ip": int(ipaddress.IPv4Address(ip.dst)), "proto": ip.proto}
         if _ip_ok(bytes(ip)):
             checks |= IP_OK
         for layer, flag in ((TCP, IS_TCP), (UDP, IS_UDP)):
@@ -412,10 +413,6 @@ def _parse(frame: bytes) -> tuple[dict[str, int], _Inner | None, int]:
             inner_fields, _, inner_checks = _parse(inner_frame)
             inner = (inner_fields, inner_frame, inner_checks)
     return fields, inner, checks
-
-
-def _ip(text: str) -> int:
-    return int.from_bytes(bytes(int(p) for p in text.split(".")), "big")
 
 
 def _ip_ok(datagram: bytes) -> bool:

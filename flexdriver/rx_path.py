@@ -83,7 +83,7 @@ class RxPath(wiring.Component):
             (offset < self.buffers * self.buffer_bytes)
         m.d.comb += [wr.addr.eq(offset >> (nb.bit_length() - 1)), wr.data.eq(w.payload.data),
                      wr.en.eq(w.valid & in_buffers)]
-        cqe_words = CQE_BYTES // nb if nb <= CQE_BYTES else 1
+        cqe_words = CQE_BYTES // nb                 # (1 to 8: the widths are 64 to 512 bits)
         cqe = Signal(8 * CQE_BYTES)
         cq_offset = Signal(64)
         m.d.comb += cq_offset.eq(w.payload.address - self.cq_base)
@@ -94,8 +94,7 @@ class RxPath(wiring.Component):
         with m.If(w.valid & in_cq):
             for k in range(cqe_words):
                 with m.If(word_of_cqe == k):
-                    m.d.sync += cqe[k * self.width:(k + 1) * self.width].eq(
-                        w.payload.data[:min(self.width, 8 * CQE_BYTES)])
+                    m.d.sync += cqe[k * self.width:(k + 1) * self.width].eq(w.payload.data)
             with m.If(got == cqe_words - 1):
                 m.d.sync += [got.eq(0), complete.eq(1)]
             with m.Else():

@@ -8,7 +8,7 @@ insertion converges). Each key has one place in each bank, given by that bank's 
 (:func:`bank_hashes`, H3: each index bit the parity of the key under a fixed mask, chosen by a
 seeded generator), so a lookup reads ``banks`` places at once and compares them and the stash.
 
-Commands and answers are streams (:data:`CUCKOO_COMMAND`, :data:`CUCKOO_ANSWER`), one command at
+Commands and answers are streams (:func:`cuckoo_command`, :func:`cuckoo_answer`), one command at
 a time, answered in order:
 
 =========  ===================================================================================

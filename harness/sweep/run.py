@@ -26,6 +26,14 @@ from .spec import Sweep, Task, describe
 __all__ = ["Outcome", "ResultCache", "run_task", "run_sweep", "default_cache_dir"]
 
 
+def today(at: float | None = None) -> str:
+    """The date (UTC) of the time ``at`` (seconds since the epoch; default now), as a
+    measurement is dated."""
+    moment = datetime.datetime.now(datetime.timezone.utc) if at is None else \
+        datetime.datetime.fromtimestamp(at, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d")
+
+
 @dataclass
 class Outcome:
     """What became of one task: its columns, or its error; ``cached`` if not run this time;
@@ -35,16 +43,11 @@ class Outcome:
     error: str | None = None
     cached: bool = False
     seconds: float = 0.0
-    measured: str = field(default_factory=lambda: today())
+    measured: str = field(default_factory=today)
 
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-def today() -> str:
-    """Today's date (UTC), as a measurement is dated."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 
 
 def default_cache_dir() -> str:
@@ -78,9 +81,7 @@ class ResultCache:
         try:
             with open(path) as f:
                 entry = json.load(f)
-            written = datetime.datetime.fromtimestamp(os.path.getmtime(path),
-                                                      datetime.timezone.utc)
-            return entry["columns"], entry.get("measured") or written.strftime("%Y-%m-%d")
+            return entry["columns"], entry.get("measured") or today(os.path.getmtime(path))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
