@@ -156,13 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock-mhz", type=float, default=250.0,
                         help="the cycle's clock, for the pcap's times (default 250)")
     args = parser.parse_args(argv)
+    from apiary.sim.core import SimError
     from apiary.sim.tap import TapDevice
     from .nic import HostMemory
     memory = HostMemory()
     nic = NicModel(memory, latency=args.latency, jitter=args.jitter)
     echo = SoftwareEcho(nic, memory, args.mac, args.ip)
     nic.advance(4 * (args.latency + args.jitter))      # the receive buffers' doorbell lands
-    tap = TapDevice(args.tap)
+    try:
+        tap = TapDevice(args.tap)
+    except SimError as e:                          # no root, no /dev/net/tun, a bad name
+        print(f"python -m flexdriver.echo: {e}", file=sys.stderr)
+        return 1
     running = [True]
 
     def stop(*_: object) -> None:

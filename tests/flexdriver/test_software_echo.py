@@ -69,3 +69,11 @@ def test_a_burst_over_the_buffers_is_dropped_by_the_nic_and_counted():
     nic.receive(bytes(request(99)))                    # and the next one goes through
     run(nic, echo, 2000)
     assert echo.counters.echoed == 9 and Ether(nic.wire[-1][1])[UDP].dport == 30099
+
+
+def test_a_tap_device_it_cannot_open_is_one_line_not_a_traceback(capsys):
+    from flexdriver.echo import main
+    assert main(["--tap", "a-name-far-too-long-for-linux", "--ip", IP_ADDR]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("python -m flexdriver.echo: TAP device name") and "Traceback" not in err
+    assert err.count("\n") == 1
