@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from apiary.noc.header import header_flits, noc_header
-from apiary.noc.spec import decode_message, message_spec
+from apiary.noc.spec import message_spec
 from apiary.tiles.log import LINKTYPE_ETHERNET, LINKTYPE_RAW_IPV4, LogEntry
 
 
@@ -86,16 +86,13 @@ def _packet_fields(payload: bytes, linktype: int) -> dict[tuple[str, str], int]:
 def _fields(entry: LogEntry, width: int, linktype: int) -> dict[tuple[str, str], int]:
     """Every field of ``entry`` its snapshot shows, by ``(scope, name)``."""
     fields = {("", name): getattr(entry, name) for name, _ in _ENTRY}
-    nb = width // 8
-    if len(entry.snap) < header_flits(width) * nb:
+    decoded = entry.decoded(width)
+    if decoded is None:
         return fields
-    snap = entry.snap + bytes(-len(entry.snap) % nb)
-    decoded = decode_message([int.from_bytes(snap[k:k + nb], "little")
-                              for k in range(0, len(snap), nb)], width)
     header = decoded.header
     for spec in noc_header(width).specs:
         fields[("noc", spec.name)] = int(getattr(header, spec.name))
-    meta_end = (header_flits(width) + header.metadata_flits) * nb
+    meta_end = (header_flits(width) + header.metadata_flits) * (width // 8)
     if meta_end <= len(entry.snap):
         if decoded.formatted and decoded.spec is not None and decoded.spec.meta is not None:
             fmt = decoded.spec.meta

@@ -43,6 +43,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from apiary.stream.integers import power_of_two
+
 from .formats import (CQE_BYTES, CQE_ERROR, CQE_RECV, CQE_SEND, DECAPPED, ERR_LENGTH, ERR_OPCODE,
                       IP_OK, IS_IPV4, IS_TCP, IS_UDP, L3_CSUM, L4_CSUM, L4_OK, OP_SEND,
                       RX_DESC_BYTES, SIGNALED, WQE_BYTES, Cqe, RxDesc, TxWqe)
@@ -375,7 +377,7 @@ class NicModel:
 
 
 def _entries(n: int) -> int:
-    if n < 1 or n & (n - 1):
+    if not power_of_two(n):
         raise NicError(f"a queue's entries are a power of two, not {n!r}")
     return n
 

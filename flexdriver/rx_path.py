@@ -29,6 +29,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from apiary.stream.integers import power_of_two
 from apiary.stream.layout import abort_nbytes, check_width, payload_layout
 from .descriptors import CqeCompressor
 from .formats import CQE_BYTES, CQE_RECV
@@ -50,8 +51,8 @@ class RxPath(wiring.Component):
     def __init__(self, *, width: int, buffers: int, buffer_bytes: int, rx_base: int,
                  cq_base: int, queues: int = 1) -> None:
         check_width(width)
-        if buffers < 2 or buffers & (buffers - 1) or buffer_bytes % (width // 8) or \
-                buffer_bytes & (buffer_bytes - 1):
+        if not (power_of_two(buffers) and buffers >= 2 and power_of_two(buffer_bytes)) or \
+                buffer_bytes % (width // 8):
             raise ValueError("buffers and buffer_bytes must be powers of two, buffer_bytes a "
                              "multiple of the word")
         self.width, self.buffers, self.buffer_bytes = width, buffers, buffer_bytes

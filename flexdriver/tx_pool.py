@@ -28,6 +28,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from apiary.stream.cuckoo import CuckooOp, CuckooTable
+from apiary.stream.integers import power_of_two
 from .descriptors import TX_DESC, WqeExpander
 from .formats import WQE_BYTES
 
@@ -43,7 +44,7 @@ class TxDescriptorPool(wiring.Component):
                  window: int) -> None:
         for name, n in (("queues", queues), ("ring_entries", ring_entries),
                         ("pool_entries", pool_entries)):
-            if n < 2 or n & (n - 1):
+            if not (power_of_two(n) and n >= 2):
                 raise ValueError(f"{name} must be a power of two of at least 2, not {n!r}")
         self.queues, self.ring_entries, self.pool_entries = queues, ring_entries, pool_entries
         self.ring_base, self.window = ring_base, window

@@ -13,6 +13,8 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..stream.integers import power_of_two
+
 
 __all__ = ["BuddyOp", "BuddyAllocator", "BuddyModel", "lowest_one"]
 
@@ -24,11 +26,10 @@ class BuddyOp(enum.Enum, shape=1):
 
 
 def _log2(leaves: object) -> int:
-    if (not isinstance(leaves, int) or isinstance(leaves, bool) or leaves < 1
-            or leaves & (leaves - 1)):
-        raise ValueError(f"a buddy allocator needs a power of two of leaves (1 or more), "
-                         f"not {leaves!r}")
-    return leaves.bit_length() - 1
+    if power_of_two(leaves):
+        return leaves.bit_length() - 1
+    raise ValueError(f"a buddy allocator needs a power of two of leaves (1 or more), "
+                     f"not {leaves!r}")
 
 
 def lowest_one(m: Module, value: Value, name: str) -> tuple[Signal, Signal, Signal]:

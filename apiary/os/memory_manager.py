@@ -98,6 +98,7 @@ from .buddy import BuddyAllocator, BuddyOp, lowest_one
 from .paging import PagePool, PageMaps, PageRange, page_lookup
 from .uapi import KERNEL_FORMAT, KERNEL_META, KernelMsgType, Perm, Status
 from ..stream.counters import count
+from ..stream.integers import is_int as _is_int, power_of_two
 
 
 __all__ = ["MemoryManagerTile", "AllocPlacement", "HolderTable", "ROOT_LEAF_BITS", "MAX_MEMORIES",
@@ -121,10 +122,6 @@ def split_root(root: int) -> tuple[int, int]:
 
 _HOLDER = data.StructLayout({"root": 16, "x": 8, "y": 8, "fbits": 4})
 _DST = data.StructLayout({"x": 8, "y": 8, "fbits": 4})
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class MemoryManagerTile(Tile):
@@ -188,7 +185,7 @@ class MemoryManagerTile(Tile):
                  max_holders: int = 16, placement: str = "first", paging: bool = False,
                  pages: Sequence[PageRange] = (), pool: PagePool | None = None,
                  map_entries: int = 8) -> None:
-        if not _is_int(block_bytes) or block_bytes < 1 or block_bytes & (block_bytes - 1):
+        if not power_of_two(block_bytes):
             raise ValueError(f"block_bytes must be a power of two, not {block_bytes!r}")
         if not _is_int(max_holders) or not 1 <= max_holders <= 256:
             raise ValueError(f"max_holders must be an integer from 1 to 256, not "

@@ -135,7 +135,8 @@ from .monitor_release import Release
 from .monitor_stall import MessageCut, StallWatch, check_stall_limit
 from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, SHOOTDOWN_COUNTERS, Shootdown, check_tlbs
-from .tlb import TlbConfig, power_of_two
+from ..stream.integers import power_of_two
+from .tlb import TlbConfig
 from .uapi import FaultKind
 
 

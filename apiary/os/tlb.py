@@ -39,6 +39,8 @@ from amaranth.lib import data, stream
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Component, In, Out
 
+from ..stream.integers import power_of_two
+
 
 __all__ = ["TlbConfig", "COYOTE_4K", "COYOTE_2M", "Tlb", "TlbModel", "TlbEntry",
            "ADDR_BITS", "TLB_FILL", "TLB_HIT"]
@@ -51,12 +53,6 @@ TLB_FILL = data.StructLayout({"vaddr": ADDR_BITS, "base": ADDR_BITS, "mem_x": 8,
 
 TLB_HIT = data.StructLayout({"valid": 1, "vpage": ADDR_BITS, "hit": 1, "base": ADDR_BITS,
                              "mem_x": 8, "mem_y": 8, "perm": 2})
-
-
-def power_of_two(value: object) -> bool:
-    """Whether ``value`` is an integer (not a bool) that is a power of two."""
-    return (isinstance(value, int) and not isinstance(value, bool) and value >= 1
-            and value & (value - 1) == 0)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from amaranth import Module, Signal
 from amaranth.lib.memory import Memory
 
 from ..noc.header import Message, header_flits
-from ..noc.spec import decode_message, head_bytes
+from ..noc.spec import head_bytes
 from ..tile import Receive, Send, Tile, TileEnv
 from ..tiles.log import LINKTYPE_NOC, LINKTYPES, LogEntry, LogTile
 from ..tiles.raw_port import frame_message
@@ -61,13 +61,10 @@ def _payload(entry: LogEntry, width: int) -> tuple[bytes, int]:
     """``(captured, length)``: the message's payload bytes the snapshot holds (head payload
     bytes in its header flit included, :func:`~apiary.noc.spec.decode_message`), and its
     ``payload_bytes``."""
-    nb = width // 8
-    if len(entry.snap) < header_flits(width) * nb:
+    d = entry.decoded(width)
+    if d is None:
         return b"", entry.payload_bytes
-    snap = entry.snap + bytes(-len(entry.snap) % nb)
-    d = decode_message([int.from_bytes(snap[k:k + nb], "little")
-                        for k in range(0, len(snap), nb)], width)
-    start = (header_flits(width) + d.header.metadata_flits) * nb
+    start = (header_flits(width) + d.header.metadata_flits) * (width // 8)
     held = head_bytes(width, d.header.msg_type) + max(0, len(entry.snap) - start)
     return d.payload[:held], entry.payload_bytes
 

@@ -36,6 +36,8 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .integers import power_of_two
+
 
 __all__ = ["CuckooOp", "CuckooTable", "bank_hashes", "cuckoo_places", "cuckoo_command",
            "cuckoo_answer"]
@@ -86,7 +88,7 @@ class CuckooTable(wiring.Component):
 
     def __init__(self, key_bits: int, value_bits: int, depth: int, *, banks: int = 4,
                  stash: int = 4, seed: int = 0x5EED) -> None:
-        if depth < 2 or depth & (depth - 1):
+        if not (power_of_two(depth) and depth >= 2):
             raise ValueError(f"depth must be a power of two of at least 2, not {depth!r}")
         if banks < 2 or stash < 1:
             raise ValueError(f"a cuckoo table needs 2 or more banks and a stash, not {banks} "

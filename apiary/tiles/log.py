@@ -58,11 +58,13 @@ from amaranth.lib.wiring import connect
 
 from ..noc.header import field_location, header_flits, noc_header
 from ..noc.rewrite import HeaderRewriter
+from ..noc.spec import decode_message
 from ..stream.registers import Register, Table
 from ..stream.registers import TABLE_MAX_WIDTH
 from ..tile import Receive, Send, Tile, TileEnv
 from .forward import next_hop_fields
 from ..stream.counters import count
+from ..stream.integers import power_of_two
 
 
 __all__ = ["LogTile", "LogEntry", "entry_width", "ENTRY_FIELDS_BITS", "LINKTYPE_NOC",
@@ -108,6 +110,17 @@ class LogEntry:
                 | self.msg_type << 112
                 | int.from_bytes(self.snap, "little") << ENTRY_FIELDS_BITS)
 
+    def decoded(self, width: int) -> Any:
+        """The message as far as the snapshot holds it, at flit width ``width``
+        (:func:`~apiary.noc.spec.decode_message` of its flits, the last padded with zeros), or
+        ``None`` if it does not hold the header flits."""
+        nb = width // 8
+        if len(self.snap) < header_flits(width) * nb:
+            return None
+        snap = self.snap + bytes(-len(self.snap) % nb)
+        return decode_message([int.from_bytes(snap[k:k + nb], "little")
+                               for k in range(0, len(snap), nb)], width)
+
     def whole(self, width: int) -> bool:
         """Whether the snapshot holds the whole message (at flit width ``width``)."""
         return self.flits < _SAT16 and self.flits * (width // 8) <= len(self.snap)
@@ -146,8 +159,7 @@ class LogTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, entries: int = 2048, snap: int = 64,
                  linktype: int = LINKTYPE_NOC) -> None:
-        if isinstance(entries, bool) or not isinstance(entries, int) or entries < 2 \
-                or entries & (entries - 1) or entries > 1 << 16:
+        if not (power_of_two(entries) and 2 <= entries <= 1 << 16):
             raise ValueError(f"a log's entries must be a power of two from 2 to 65536, not "
                              f"{entries!r}")
         most = (TABLE_MAX_WIDTH - ENTRY_FIELDS_BITS) // 8
