@@ -244,6 +244,7 @@ COMMAND = Command(
 #: ``apiary ctl`` actions and the operands each takes (usage text).
 _ACTIONS = {
     "list": "",
+    "csr": "",
     "read": "NAME...",
     "write": "NAME VALUE",
     "counters": "[--all]",
@@ -253,6 +254,9 @@ _ACTIONS = {
 
 class _Usage(Exception):
     """A usage error of ``apiary ctl`` (exit status 2)."""
+
+#: Actions that need no HOST: they read the design only.
+_OFFLINE = ("list", "csr")
 
 
 def _number(text: str, what: str) -> int:
@@ -270,18 +274,19 @@ def _parse_action(args: argparse.Namespace) -> tuple[str, list[str]]:
     """``(action, operands)`` from ``HOST ACTION ARGS...`` (or ``list`` alone, in HOST's
     place)."""
     if args.action is None:
-        if args.host == "list":
-            return "list", []
+        if args.host in _OFFLINE:
+            return args.host, []
         raise _Usage(f"give an action after HOST: {' | '.join(_ACTIONS)}" if args.host not in
                      _ACTIONS else f"{args.host!r} needs the design's HOST before it: "
                      f"apiary ctl DESIGN HOST {args.host} {_ACTIONS[args.host]}".rstrip())
     action, operands = args.action, list(args.operands)
-    if action not in _ACTIONS and args.host in _ACTIONS and args.host != "list":
+    if action not in _ACTIONS and args.host in _ACTIONS and args.host not in _OFFLINE:
         raise _Usage(f"{args.host!r} needs the design's HOST before it: apiary ctl DESIGN "
                      f"HOST {args.host} {_ACTIONS[args.host]}".rstrip())
     if action not in _ACTIONS:
         raise _Usage(f"unknown action {action!r}: one of {', '.join(_ACTIONS)}")
-    counts = {"list": (0, 0), "read": (1, None), "write": (2, 2), "counters": (0, 0),
+    counts = {"list": (0, 0), "csr": (0, 0), "read": (1, None), "write": (2, 2),
+              "counters": (0, 0),
               "table": (2, None)}
     low, high = counts[action]
     if len(operands) < low or (high is not None and len(operands) > high):
@@ -369,9 +374,10 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
     from beehive.apps.controller import CONTROL_PORT
     _intermixed(parser)
     parser.add_argument("host", metavar="HOST",
-                        help="the design's IP address (or host name); `list` needs none")
+                        help="the design's IP address (or host name); `list` and `csr` need "
+                             "none")
     parser.add_argument("action", metavar="ACTION", nargs="?",
-                        help="list | read NAME... | write NAME VALUE | counters [--all] | "
+                        help="list | csr | read NAME... | write NAME VALUE | counters [--all] | "
                              "table NAME INDEX [VALUE | FIELD=VALUE...]")
     parser.add_argument("operands", metavar="ARG", nargs="*",
                         help="names are <tile>.<name> as `list` shows them; values are numbers "
@@ -447,6 +453,13 @@ def _run_ctl(args: argparse.Namespace) -> int:
     design = load(args)
     from apiary.top import control_map
     dmap = control_map(design)
+    if action == "csr":
+        from beehive.apps.etherbone import csr_csv
+        if not dmap.tiles:
+            return error(f"apiary ctl: design {design.name!r} has no control plane (no "
+                         f"controller tile): no csr.csv to write")
+        print(csr_csv(dmap, design.name), end="")
+        return 0
     if action == "list":
         if args.json:
             print(json.dumps({"design": design.name, "controller": dmap.controller,
@@ -493,7 +506,9 @@ CTL_COMMAND = Command(
                 "its fields (after writing it: whole with VALUE, or the fields given, "
                 "addresses as a.b.c.d or aa:bb:cc:dd:ee:ff, the rest kept). `list` prints the "
                 "design's address map (tile, position, name, kind, address, width, "
-                "description) without talking to the design, and needs no HOST. Names come "
+                "description) without talking to the design, and needs no HOST; `csr` prints "
+                "it as LiteX's csr.csv, for litex_cli and RemoteClient over the controller's "
+                "Etherbone (beehive.apps.etherbone; no HOST either). Names come "
                 "from DESIGN. Exits 1 when a request fails (no answer, an unknown name, a "
                 "refused word), 2 on usage errors.",
     arguments=_ctl_arguments)

@@ -1,6 +1,8 @@
 """UDP echo (examples/udp_echo.py) plus the internal controller: every counter of every tile is
 readable, and every register writable, by name from the network (``apiary ctl``, UDP port
-7200), through the control NoC and a control agent at each tile. Control requests pass an
+7200), through the control NoC and a control agent at each tile; and the same words over
+Etherbone (UDP port 1234) for LiteX's host tools (``litex_server --udp``, ``litex_cli``,
+``RemoteClient``). Control requests pass an
 audit log on their way to the controller, which keeps the first 64 with the cycle each came;
 its ``rearm`` register empties it. On a 4 × 3 mesh::
 
@@ -19,6 +21,9 @@ its ``rearm`` register empties it. On a 4 × 3 mesh::
     apiary ctl   examples/udp_echo_ctl.py 10.0.0.2 read udp_rx.bad_checksum
     apiary ctl   examples/udp_echo_ctl.py 10.0.0.2 write audit.rearm 1
     apiary ctl   examples/udp_echo_ctl.py 10.0.0.2 table audit.log 0
+    apiary ctl   examples/udp_echo_ctl.py csr > csr.csv           # LiteX's register list
+    litex_server --udp --udp-ip 10.0.0.2 &                          # then:
+    litex_cli    --csr-csv csr.csv --regs                           # every counter, register
 
 ``design(width=..., ctl_width=..., mac=..., ipv4=..., port=...)`` overrides the defaults
 (512-bit data plane, 64-bit control plane, MAC 02:00:00:00:00:02, IPv4 10.0.0.2, echo on
@@ -29,6 +34,7 @@ from apiary.design import Design
 from apiary.load import sibling
 from apiary.tiles.log import LogTile
 from beehive.apps.controller import CONTROL_PORT, REPLY_KEY, ControllerTile
+from beehive.apps.etherbone import ETHERBONE_PORT
 from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 
 
@@ -44,5 +50,6 @@ def design(width=512, ctl_width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4,
     d.add("ctl", ControllerTile, at=(3, 1))
     d.route("udp_rx", "audit", key=CONTROL_PORT)
     d.route("audit", "ctl")
+    d.route("udp_rx", "ctl", key=ETHERBONE_PORT)            # LiteX's Etherbone, unlogged
     d.route("ctl", "udp_tx", key=REPLY_KEY)
     return d

@@ -9,7 +9,9 @@ request datagram becomes a burst of ``CTL_READ`` or ``CTL_WRITE`` messages
 :data:`~beehive.proto.messages.PACKET_META`. Requests may also come over TCP, through a
 :class:`~beehive.apps.tcp_datagram.TcpDatagramTile` (each request and reply a length-prefixed
 record on the connection): their ``protocol`` is 6, and their replies go to the route
-:data:`TCP_REPLY_KEY` instead of UDP TX.
+:data:`TCP_REPLY_KEY` instead of UDP TX. Datagrams to :data:`~beehive.apps.etherbone.ETHERBONE_PORT`
+(1234, when the design routes it here) are Etherbone packets, LiteX's ``litex_server --udp``
+protocol: :mod:`beehive.apps.etherbone` says how they are served.
 
 Requests and replies (UDP payloads, network byte order). Both start with the same 8 bytes:
 
@@ -112,6 +114,10 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.ipv4 import IpProtocol
 from ..proto.messages import PACKET_META, MsgType
+from .etherbone import (ETHERBONE_PORT, BYTE_ENABLES as EB_BYTE_ENABLES, HEAD_BYTES as
+                        EB_HEAD_BYTES, MAGIC as EB_MAGIC, MAX_RECORD_WORDS as EB_MAX_WORDS,
+                        PROBE_REPLY as EB_PROBE_REPLY, SIZES as EB_SIZES, VERSION as EB_VERSION,
+                        X_SHIFT as EB_X_SHIFT, Y_SHIFT as EB_Y_SHIFT)
 from .kernel_ctl import positive_ints
 
 
@@ -338,6 +344,10 @@ class ControllerTile(Tile):
     reply_timeout : int
         Cycles each word waits for its agent's ``CTL_ACK`` before the request is answered with
         status :data:`STATUS_TIMEOUT` (at least 1).
+    etherbone_port : int or None
+        UDP datagrams to this port (``PACKET_META.local_port``, UDP only) are Etherbone packets
+        (:mod:`beehive.apps.etherbone`); ``None``: every datagram is a request of the format
+        above.
 
     Counters: ``requests`` (answered), ``reads``, ``writes`` (well-formed READs and WRITEs),
     ``bad_request`` (answered with status 0xFF), ``timeouts`` (answered with status 0xFE),
@@ -380,8 +390,13 @@ class ControllerTile(Tile):
 
 
     def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
-                 reply_timeout: int = 1 << 10) -> None:
+                 reply_timeout: int = 1 << 10,
+                 etherbone_port: int | None = ETHERBONE_PORT) -> None:
         self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
+        if etherbone_port is not None and not 0 < etherbone_port < 1 << 16:
+            raise ValueError(f"etherbone_port must be a UDP port (1 to 65535) or None, not "
+                             f"{etherbone_port!r}")
+        self.etherbone_port = etherbone_port
         super().__init__(env, counters={
             **ENGINE_COUNTERS,
             "overflow": "requests dropped unanswered: every request slot was taken",
@@ -415,7 +430,7 @@ class ControllerTile(Tile):
         m.d.comb += [counters.overflow.eq(slots.overflow),
                      counters.dropped.eq(seg_rx.errors + slots.stray)]
         # The engine: a request at a time, a word at a time.
-        m.submodules.engine = engine = ControllerEngine(geometry)
+        m.submodules.engine = engine = ControllerEngine(geometry, self.etherbone_port)
         connect(m, slots=slots.requests, engine=engine.requests)
         for name in ENGINE_COUNTERS:
             m.d.comb += getattr(counters, name).eq(getattr(engine.counters, name))
@@ -677,8 +692,12 @@ class ControllerEngine(wiring.Component):
     """The controller's engine: a request at a time, a word at a time.
 
     Takes the oldest pending request (``requests``: :class:`RequestSlots`), reads its first
-    row and decodes its 8 bytes (2 cycles); a malformed one is answered at once (status
-    :data:`STATUS_BAD_REQUEST`). Then for each word: a WRITE's word is read from the slot (1
+    row and decodes its 8 bytes (2 cycles; an Etherbone packet's 16, a cycle more at 64 bits);
+    a malformed one is answered at once (status :data:`STATUS_BAD_REQUEST`; an Etherbone one is
+    dropped). An Etherbone read's words are read from the agents their addresses (words of the
+    slot, fetched a cycle each) name; its reply's record header and base address are written
+    into the slot after the words (2 cycles); an Etherbone write is not answered.
+    Then for each word: a WRITE's word is read from the slot (1
     cycle), the word's message is offered to :class:`AgentLink` (``agent``) and its ack awaited;
     a READ's word is written into its place in the slot (the reply is built there). A failing
     status or a time-out ends the request (a READ's words from there on are zeroed, a cycle
@@ -688,8 +707,8 @@ class ControllerEngine(wiring.Component):
     ``timeouts``.
     """
 
-    def __init__(self, geometry: SlotGeometry) -> None:
-        self._geometry = geometry
+    def __init__(self, geometry: SlotGeometry, etherbone_port: int | None = None) -> None:
+        self._geometry, self._etherbone_port = geometry, etherbone_port
         super().__init__({
             "requests": In(geometry.requests()),
             "agent": Out(AGENT_PORT),
@@ -702,34 +721,44 @@ class ControllerEngine(wiring.Component):
         g = self._geometry
         r, agent, reply = self.requests, self.agent, self.reply
         rd = r.read
-        # The request being served.
-        r_bytes = Signal(8 * HEADER_BYTES)
-        b = [r_bytes[8 * k:8 * k + 8] for k in range(HEADER_BYTES)]
-        r_op, r_x, r_y, r_count = b[0], b[2], b[3], b[6]
+        # The request being served: its first 8 bytes (an Etherbone packet's 16).
+        r_bytes = Signal(8 * EB_HEAD_BYTES)
+        b = [r_bytes[8 * k:8 * k + 8] for k in range(EB_HEAD_BYTES)]
+        r_op, r_x, r_y = b[0], b[2], b[3]
         r_addr = Cat(b[5], b[4])
         r_meta = Signal(PACKET_META.layout())
         r_len = Signal(range(_MAX_REQUEST + 1))
+        is_eb = Signal()                            # an Etherbone packet (etherbone.py)
+        e = self._etherbone(m, b, r_len)
+        r_count = Mux(is_eb, e.count, b[6])
         is_read = Signal()
-        m.d.comb += is_read.eq(r_op == OP_READ)
+        m.d.comb += is_read.eq(Mux(is_eb, e.rcount != 0, r_op == OP_READ))
         bad = Signal()
-        m.d.comb += bad.eq(((r_op != OP_READ) & (r_op != OP_WRITE))
-                           | (r_count == 0) | (r_count > MAX_WORDS)
-                           | (r_addr + r_count > (1 << 16))
-                           | (r_len < HEADER_BYTES)
-                           | (~is_read & (r_len < HEADER_BYTES + 4 * r_count)))
+        m.d.comb += bad.eq(Mux(is_eb, e.bad,
+                               ((r_op != OP_READ) & (r_op != OP_WRITE))
+                               | (b[6] == 0) | (b[6] > MAX_WORDS)
+                               | (r_addr + b[6] > (1 << 16))
+                               | (r_len < HEADER_BYTES)
+                               | (~is_read & (r_len < HEADER_BYTES + 4 * b[6]))))
         j = Signal(range(MAX_WORDS + 1))            # the word being asked
         last = Signal()                             # it is the request's last
         m.d.comb += last.eq(j + 1 == r_count)
         status = Signal(8)
         total = Signal(24)                          # one's-complement sum of the words read
-        position = j + 2                            # the word's u32 index in the slot
+        position = Signal(range(MAX_WORDS + 4))     # the word's u32 index in the slot
+        m.d.comb += position.eq(j + Mux(is_eb, EB_HEAD_BYTES // 4, HEADER_BYTES // 4))
         word_row = Cat(position[g.lane_bits:], Const(0, 1))[:g.row_bits]
         word_lane = position[:g.lane_bits]
         lane_sel = Array(rd.data[32 * k:32 * k + 32] for k in range(g.lanes))
-        m.d.comb += [agent.x.eq(r_x), agent.y.eq(r_y), agent.addr.eq(r_addr + j),
-                     agent.read.eq(is_read), agent.data.eq(_bswap32(lane_sel[word_lane])),
-                     reply.request.eq(r_bytes[:8 * (HEADER_BYTES - 1)]), reply.status.eq(status),
-                     reply.meta.eq(r_meta), reply.total.eq(total)]
+        word = _bswap32(lane_sel[word_lane])        # the slot's word j (as ``rd.data`` holds it)
+        # An Etherbone read's word j names its agent and address; a write's goes to the base's.
+        e_x, e_y, e_addr = (Mux(is_read, word, e.base)[lo:hi] for lo, hi in
+                            ((EB_X_SHIFT, 32), (EB_Y_SHIFT, EB_X_SHIFT), (2, EB_Y_SHIFT)))
+        m.d.comb += [agent.x.eq(Mux(is_eb, e_x, r_x)), agent.y.eq(Mux(is_eb, e_y, r_y)),
+                     agent.addr.eq(Mux(is_eb, e_addr + Mux(is_read, 0, j), r_addr + j)),
+                     agent.read.eq(is_read), agent.data.eq(word),
+                     reply.request.eq(Mux(is_eb, e.reply_head, r_bytes[:8 * (HEADER_BYTES - 1)])),
+                     reply.status.eq(status), reply.meta.eq(r_meta), reply.total.eq(total)]
         # The word read goes into its lane of the slot (the reply is built in place).
         rep_word = Signal(32)
         rep_write = Signal()
@@ -739,9 +768,35 @@ class ControllerEngine(wiring.Component):
         m.d.comb += rd.en.eq(0)                     # (a read port's enable is 1 by default)
         req = SimpleNamespace(bytes=r_bytes, meta=r_meta, len=r_len, count=r_count,
                               is_read=is_read, bad=bad, j=j, last=last, status=status, total=total,
-                              word_row=word_row, rep_word=rep_word, rep_write=rep_write)
+                              word_row=word_row, rep_word=rep_word, rep_write=rep_write,
+                              is_eb=is_eb, eb=e, position=position)
         self._serve(m, req)
         return m
+
+    def _etherbone(self, m: Module, b: list, r_len: Any) -> SimpleNamespace:
+        """An Etherbone packet's fields in the request's first 16 bytes ``b``
+        (:mod:`beehive.apps.etherbone`), whether it is malformed (``bad``), and the first 7
+        bytes of the reply's header (``reply_head``; the 8th is the status byte, 0)."""
+        e = SimpleNamespace(pf=b[2][0], wcount=b[10], rcount=b[11],
+                            base=Cat(b[15], b[14], b[13], b[12]))
+        e.count = Signal(8)
+        m.d.comb += e.count.eq(e.wcount | e.rcount)
+        first = Cat(e.base[2:EB_Y_SHIFT], Const(0, 1))  # a write's first word, and one more bit
+        header_ok = ((Cat(b[1], b[0]) == EB_MAGIC) & (b[2][4:] == EB_VERSION >> 4)
+                     & (b[3] == EB_SIZES) & (r_len >= 8))
+        record_bad = ((r_len < EB_HEAD_BYTES) | (b[9] != EB_BYTE_ENABLES)
+                      | ((e.wcount == 0) == (e.rcount == 0)) | (e.count > EB_MAX_WORDS)
+                      | (r_len < EB_HEAD_BYTES + 4 * e.count)
+                      | ((e.wcount != 0) & (first + e.count > (1 << 16))))
+        e.bad = Signal()
+        m.d.comb += e.bad.eq(~header_ok | (~e.pf & record_bad))
+        e.reply_head = Cat(Const(EB_MAGIC >> 8, 8), Const(EB_MAGIC & 0xFF, 8),
+                           Mux(e.pf, Const(EB_VERSION | EB_PROBE_REPLY, 8), Const(EB_VERSION, 8)),
+                           Const(EB_SIZES, 8),
+                           Const(0, 24))
+        # The reply's record header (one write record of the words read) and its base address.
+        e.record = Cat(Const(0, 8), e.rcount, Const(EB_BYTE_ENABLES, 8), Const(0, 8))
+        return e
 
     def _serve(self, m: Module, q: SimpleNamespace) -> None:
         """The engine's states."""
@@ -753,28 +808,72 @@ class ControllerEngine(wiring.Component):
             m.d.sync += status.eq(code)
             m.d.comb += [reply.start.eq(1), reply.words.eq(words)]
 
+        def end_write(code: Any) -> None:
+            """A write is done (``code`` its status): answered, or released if Etherbone's."""
+            with m.If(q.is_eb):
+                m.d.comb += r.release.eq(1)
+                m.next = "IDLE"
+            with m.Else():
+                start_reply(code, 0)
+                m.next = "REPLY"
+
+        def end_read() -> None:
+            """A read's words are in the slot: the reply, after an Etherbone one's record."""
+            with m.If(q.is_eb):
+                m.d.sync += k.eq(0)
+                m.next = "RECORD"
+            with m.Else():
+                start_reply(status, q.count)
+                m.next = "REPLY"
+
+        nb = self._geometry.width // 8
+        k = Signal()
+        meta = data.View(PACKET_META.layout(), r.meta)
+        eb_now = Const(0) if self._etherbone_port is None else (
+            (meta.local_port == self._etherbone_port) & (meta.protocol == IpProtocol.UDP.value))
         with m.FSM(name="controller"):
             with m.State("IDLE"):
                 m.d.comb += [rd.addr.eq(Cat(Const(0, row_bits), head)), rd.en.eq(r.pending)]
                 with m.If(r.pending):
                     m.next = "LOAD"
             with m.State("LOAD"):               # the slot's first row is on rd.data
-                m.d.sync += [q.bytes.eq(rd.data[:8 * HEADER_BYTES]), q.meta.eq(r.meta),
-                             q.len.eq(r.length), j.eq(0), q.total.eq(0)]
+                width = min(len(q.bytes), len(rd.data))
+                m.d.sync += [q.bytes[:width].eq(rd.data[:width]), q.meta.eq(r.meta),
+                             q.len.eq(r.length), j.eq(0), q.total.eq(0), q.is_eb.eq(eb_now),
+                             status.eq(STATUS_OK)]
+                if nb < EB_HEAD_BYTES:          # an Etherbone packet's head takes two rows
+                    with m.If(eb_now):
+                        m.d.comb += [rd.addr.eq(Cat(Const(1, row_bits), head)), rd.en.eq(1)]
+                        m.next = "LOAD2"
+                    with m.Else():
+                        m.next = "DECODE"
+                else:
+                    m.next = "DECODE"
+            with m.State("LOAD2"):              # its second row
+                m.d.sync += q.bytes[8 * nb:].eq(rd.data[:8 * (EB_HEAD_BYTES - nb)])
                 m.next = "DECODE"
             with m.State("DECODE"):
                 count(m, counters.requests)
                 with m.If(q.bad):
                     count(m, counters.bad_request)
-                    start_reply(STATUS_BAD_REQUEST, 0)
+                    with m.If(q.is_eb):         # Etherbone has no error reply: dropped
+                        m.d.comb += r.release.eq(1)
+                        m.next = "IDLE"
+                    with m.Else():
+                        start_reply(STATUS_BAD_REQUEST, 0)
+                        m.next = "REPLY"
+                with m.Elif(q.is_eb & q.eb.pf):
+                    start_reply(STATUS_OK, 0)
                     m.next = "REPLY"
                 with m.Elif(is_read):
                     count(m, counters.reads)
                     m.next = "ISSUE"
+                    with m.If(q.is_eb):         # its address is word j of the slot
+                        m.next = "FETCH"
                 with m.Else():
                     count(m, counters.writes)
                     m.next = "FETCH"
-            with m.State("FETCH"):              # a WRITE's word j: its row onto rd.data
+            with m.State("FETCH"):              # word j of the slot onto rd.data
                 m.d.comb += [rd.addr.eq(Cat(q.word_row, head)), rd.en.eq(1)]
                 m.next = "ISSUE"
             with m.State("ISSUE"):
@@ -789,17 +888,18 @@ class ControllerEngine(wiring.Component):
                             m.d.sync += status.eq(agent.status)
                             m.next = "ZERO"
                         with m.Else():
-                            start_reply(agent.status, 0)
-                            m.next = "REPLY"
+                            end_write(agent.status)
                     with m.Else():
                         with m.If(is_read):
                             m.d.comb += [q.rep_word.eq(agent.value), q.rep_write.eq(1)]
                             m.d.sync += q.total.eq(q.total + agent.value[:16]
                                                    + agent.value[16:])
                         with m.If(q.last):
-                            start_reply(STATUS_OK, Mux(is_read, q.count, 0))
-                            m.next = "REPLY"
-                        with m.Elif(is_read):
+                            with m.If(is_read):
+                                end_read()
+                            with m.Else():
+                                end_write(STATUS_OK)
+                        with m.Elif(is_read & ~q.is_eb):
                             m.d.sync += j.eq(j + 1)
                             m.next = "ISSUE"
                         with m.Else():
@@ -811,13 +911,19 @@ class ControllerEngine(wiring.Component):
                         m.d.sync += status.eq(STATUS_TIMEOUT)
                         m.next = "ZERO"
                     with m.Else():
-                        start_reply(STATUS_TIMEOUT, 0)
-                        m.next = "REPLY"
+                        end_write(STATUS_TIMEOUT)
             with m.State("ZERO"):               # a failed READ: words j.. are zero
                 m.d.comb += [q.rep_word.eq(0), q.rep_write.eq(1)]
                 m.d.sync += j.eq(j + 1)
                 with m.If(q.last):
-                    start_reply(status, q.count)
+                    end_read()
+            with m.State("RECORD"):             # an Etherbone read's reply record, 2 words
+                word = Mux(k, q.eb.base, q.eb.record)
+                m.d.comb += [q.position.eq(HEADER_BYTES // 4 + k), q.rep_word.eq(word),
+                             q.rep_write.eq(1)]
+                m.d.sync += [q.total.eq(q.total + word[:16] + word[16:]), k.eq(1)]
+                with m.If(k):
+                    start_reply(STATUS_OK, q.count + 2)
                     m.next = "REPLY"
             with m.State("REPLY"):
                 m.d.comb += [rd.en.eq(reply.fetch),
