@@ -15,15 +15,15 @@ itself) nor are the zero bytes.
 Python. A 64-byte value is the bytes in lane order: byte ``i`` in bits ``8i`` to ``8i + 7``.
 """
 
-from amaranth import Cat, Const, Module, Value
-from amaranth.lib import data, wiring
+from amaranth import Cat, Const, Module, Signal, Value
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .formats import CQE_BYTES, OP_SEND, WQE_BYTES, Cqe, TxWqe
 
 
 __all__ = ["TX_DESC", "CQE_COMPACT", "BUFFER_UNIT", "expand_tx", "compress_cqe", "expand_cqe",
-           "WqeExpander", "CqeCompressor"]
+           "WqeExpander", "CqeCompressor", "CqeWindow", "pcie_write_layout"]
 
 #: Bytes per unit of a descriptor's buffer offset.
 BUFFER_UNIT = 64
@@ -119,4 +119,50 @@ class CqeCompressor(wiring.Component):
             c.queue.eq(field(4, 4)), c.length.eq(field(8, 4)), c.rss_hash.eq(field(12, 4)),
             c.context.eq(field(16, 4)), c.checks.eq(field(20, 1)), c.error.eq(field(21, 1)),
         ]
+        return m
+
+
+def pcie_write_layout(width: int) -> data.StructLayout:
+    """A NIC's DMA write as FLD takes it: one aligned word, ``width // 8`` bytes of ``data`` at
+    ``address``."""
+    return data.StructLayout({"address": 64, "data": width})
+
+
+class CqeWindow(wiring.Component):
+    """The NIC's completions, written word by word into a window of ``entries`` 64-byte CQEs
+    at ``base`` (in the NIC's view): ``writes`` (the NIC's DMA writes, every one taken; those
+    outside the window are ignored) → ``complete``, one cycle, with the completion whose last
+    word came the cycle before, compressed (``compact``, :data:`CQE_COMPACT`). The NIC writes a
+    CQE's words in order, whole."""
+
+    def __init__(self, *, width: int, base: int, entries: int) -> None:
+        self.width, self.base, self.entries = width, base, entries
+        super().__init__({"writes": In(stream.Signature(pcie_write_layout(width))),
+                          "in_window": Out(1),
+                          "complete": Out(1), "compact": Out(CQE_COMPACT)})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        nb = self.width // 8
+        w = self.writes
+        cqe_words = CQE_BYTES // nb                 # (1 to 8: the widths are 64 to 512 bits)
+        cqe = Signal(8 * CQE_BYTES)
+        offset = Signal(64)
+        m.d.comb += [w.ready.eq(1), offset.eq(w.payload.address - self.base),
+                     self.in_window.eq((w.payload.address >= self.base)
+                                       & (offset < self.entries * CQE_BYTES))]
+        word_of_cqe = offset[nb.bit_length() - 1:] % cqe_words if cqe_words > 1 else 0
+        got = Signal(range(cqe_words + 1))
+        with m.If(w.valid & self.in_window):
+            for k in range(cqe_words):
+                with m.If(word_of_cqe == k):
+                    m.d.sync += cqe[k * self.width:(k + 1) * self.width].eq(w.payload.data)
+            with m.If(got == cqe_words - 1):
+                m.d.sync += [got.eq(0), self.complete.eq(1)]
+            with m.Else():
+                m.d.sync += [got.eq(got + 1), self.complete.eq(0)]
+        with m.Else():
+            m.d.sync += self.complete.eq(0)
+        m.submodules.compress = compress = CqeCompressor()
+        m.d.comb += [compress.cqe.eq(cqe), self.compact.eq(compress.compact)]
         return m

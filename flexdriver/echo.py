@@ -18,6 +18,7 @@ import argparse
 import signal
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from .formats import (CQE_BYTES, CQE_ERROR, CQE_RECV, CQE_SEND, L3_CSUM, L4_CSUM,
                       RX_DESC_BYTES, SIGNALED, WQE_BYTES, Cqe, RxDesc, TxWqe)
@@ -142,8 +143,11 @@ class SoftwareEcho:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flexdriver.echo --tap TAP --ip A.B.C.D``: the echo on the NIC model, its wire
-    bridged to the TAP device, until SIGINT or SIGTERM; prints its counters then."""
+    """``python -m flexdriver.echo --tap TAP --ip A.B.C.D [--hardware]``: the echo on the NIC
+    model, its wire bridged to the TAP device, until SIGINT or SIGTERM; prints its counters
+    then. With ``--hardware`` the echo is FLD and FLD-E in Amaranth's simulator
+    (:class:`~flexdriver.fld_echo.FldEchoTop`), the model's DMA and doorbells crossing to it a
+    cycle at a time (:class:`~flexdriver.sim.FldLink`)."""
     parser = argparse.ArgumentParser(prog="python -m flexdriver.echo", description=__doc__)
     parser.add_argument("--tap", required=True, help="the TAP device (created if missing)")
     parser.add_argument("--ip", required=True, help="the echo's IPv4 address")
@@ -151,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, default=100,
                         help="cycles per DMA request and doorbell (default 100)")
     parser.add_argument("--jitter", type=int, default=20, help="cycles of jitter at most")
+    parser.add_argument("--hardware", action="store_true",
+                        help="FLD and the echo accelerator in Amaranth's simulator, not the "
+                             "software driver")
+    parser.add_argument("--width", type=int, default=64,
+                        help="with --hardware: FLD's data width in bits (default 64)")
     parser.add_argument("--pcap", metavar="FILE",
                         help="on exit, write every frame of the NIC's wire, both ways, to FILE")
     parser.add_argument("--clock-mhz", type=float, default=250.0,
@@ -158,11 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from apiary.sim.core import SimError
     from apiary.sim.tap import TapDevice
-    from .nic import HostMemory
-    memory = HostMemory()
-    nic = NicModel(memory, latency=args.latency, jitter=args.jitter)
-    echo = SoftwareEcho(nic, memory, args.mac, args.ip)
-    nic.advance(4 * (args.latency + args.jitter))      # the receive buffers' doorbell lands
     try:
         tap = TapDevice(args.tap)
     except SimError as e:                          # no root, no /dev/net/tun, a bad name
@@ -174,6 +178,21 @@ def main(argv: list[str] | None = None) -> int:
         running[0] = False
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    nic, report = (_hardware if args.hardware else _software)(args, tap, running)
+    tap.close()
+    if args.pcap:
+        nic.capture(args.pcap, args.clock_mhz * 1e6)
+    print(f"stopped: {report}; NIC out_of_buffer {sum(nic.counters.out_of_buffer.values())}, "
+          f"cycle {nic.now}", flush=True)
+    return 0
+
+
+def _software(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[NicModel, str]:
+    from .nic import HostMemory
+    memory = HostMemory()
+    nic = NicModel(memory, latency=args.latency, jitter=args.jitter)
+    echo = SoftwareEcho(nic, memory, args.mac, args.ip)
+    nic.advance(4 * (args.latency + args.jitter))      # the receive buffers' doorbell lands
     print(f"bridging the NIC model (echo at {args.ip}) to {args.tap}", flush=True)
     sent = 0
     while running[0]:
@@ -186,14 +205,51 @@ def main(argv: list[str] | None = None) -> int:
             tap.write_frame(frame)
         sent = len(nic.wire)
         tap.wait(0.01)
-    tap.close()
-    if args.pcap:
-        nic.capture(args.pcap, args.clock_mhz * 1e6)
     c = echo.counters
-    print(f"stopped: echoed {c.echoed}, ARP replies {c.arp_replies}, ignored {c.ignored}, "
-          f"errors {c.errors}, no transmit slot {c.tx_busy}; NIC out_of_buffer "
-          f"{sum(nic.counters.out_of_buffer.values())}, cycle {nic.now}", flush=True)
-    return 0
+    return nic, (f"echoed {c.echoed}, ARP replies {c.arp_replies}, ignored {c.ignored}, "
+                 f"errors {c.errors}, no transmit slot {c.tx_busy}")
+
+
+def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[NicModel, str]:
+    import ipaddress
+    from apiary.stream.testbench import simulate
+    from .control import FldControl
+    from .fld_echo import FldEchoTop
+    from .sim import FldLink
+    top = FldEchoTop(args.width, mac=int(args.mac.replace(":", ""), 16),
+                     ip=int(ipaddress.IPv4Address(args.ip)))
+    link = FldLink(top)
+    nic = NicModel(link, latency=args.latency, jitter=args.jitter)
+    link.nic = nic
+    FldControl(nic, top.map).create_queues()
+    report: list[str] = []
+
+    async def bridge(ctx: Any) -> None:
+        await ctx.tick().repeat(4 * (args.latency + args.jitter))   # the doorbell lands
+        print(f"bridging the NIC model (FLD-E in Amaranth's simulator, {args.width} bits, at "
+              f"{args.ip}) to {args.tap}", flush=True)
+        sent, quiet = 0, 0
+        while running[0]:
+            for frame in tap.read_frames():
+                nic.receive(frame)
+                quiet = 0
+            await ctx.tick().repeat(32)
+            for _, frame in nic.wire[sent:]:
+                tap.write_frame(frame)
+            sent = len(nic.wire)
+            busy = nic.busy or link.reads or link.words
+            quiet = 0 if busy else quiet + 32
+            if quiet > 4096:                        # nothing in flight: wait for Linux
+                tap.wait(0.01)
+        counts = {name: int(ctx.get(getattr(top.counters, name)))
+                  for name in top.counters.signature.members}
+        report.append(f"echoed {counts['echoed']}, ARP replies {counts['arp_replies']}, "
+                      f"ignored {counts['ignored']}, bad checksum {counts['bad_checksum']}, "
+                      f"overflow {counts['overflow']}, FLD dropped "
+                      f"{int(ctx.get(top.rx_dropped[0]))}")
+
+    simulate(top, bridge, background=[link.run])
+    return nic, report[0]
 
 
 if __name__ == "__main__":

@@ -246,6 +246,11 @@ class NicModel:
                                          for t, f in frames])
 
     # -- time ------------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """Whether the NIC has anything left to do (a DMA, a doorbell, a frame to send)."""
+        return bool(self._events)
+
     def advance(self, until: int) -> None:
         """Run the NIC up to cycle ``until``."""
         while self._events and self._events[0][0] <= until:

@@ -31,8 +31,8 @@ from amaranth.lib.wiring import In, Out
 
 from apiary.stream.integers import power_of_two
 from apiary.stream.layout import abort_nbytes, check_width, payload_layout
-from .descriptors import CqeCompressor
-from .formats import CQE_BYTES, CQE_RECV
+from .descriptors import CqeWindow, pcie_write_layout
+from .formats import CQE_RECV
 
 
 __all__ = ["RxPath", "rx_meta"]
@@ -60,8 +60,7 @@ class RxPath(wiring.Component):
         word = data.StructLayout({**dict(payload_layout(width).members.items()),
                                   "meta": rx_meta(queues)})
         super().__init__({
-            "pcie_write": In(stream.Signature(data.StructLayout({"address": 64,
-                                                                 "data": width}))),
+            "pcie_write": In(stream.Signature(pcie_write_layout(width))),
             "packets": Out(stream.Signature(word)),
             "doorbell": Out(stream.Signature(16)),
             "dropped": Out(data.ArrayLayout(32, queues)),
@@ -84,30 +83,14 @@ class RxPath(wiring.Component):
             (offset < self.buffers * self.buffer_bytes)
         m.d.comb += [wr.addr.eq(offset >> (nb.bit_length() - 1)), wr.data.eq(w.payload.data),
                      wr.en.eq(w.valid & in_buffers)]
-        cqe_words = CQE_BYTES // nb                 # (1 to 8: the widths are 64 to 512 bits)
-        cqe = Signal(8 * CQE_BYTES)
-        cq_offset = Signal(64)
-        m.d.comb += cq_offset.eq(w.payload.address - self.cq_base)
-        in_cq = (w.payload.address >= self.cq_base) & (cq_offset < self.buffers * CQE_BYTES)
-        word_of_cqe = cq_offset[nb.bit_length() - 1:] % cqe_words if cqe_words > 1 else 0
-        got = Signal(range(cqe_words + 1))
-        complete = Signal()                         # a whole CQE is in ``cqe`` this cycle
-        with m.If(w.valid & in_cq):
-            for k in range(cqe_words):
-                with m.If(word_of_cqe == k):
-                    m.d.sync += cqe[k * self.width:(k + 1) * self.width].eq(w.payload.data)
-            with m.If(got == cqe_words - 1):
-                m.d.sync += [got.eq(0), complete.eq(1)]
-            with m.Else():
-                m.d.sync += [got.eq(got + 1), complete.eq(0)]
-        with m.Else():
-            m.d.sync += complete.eq(0)
-        m.submodules.compress = compress = CqeCompressor()
-        m.d.comb += compress.cqe.eq(cqe)
+        m.submodules.cq = cq = CqeWindow(width=self.width, base=self.cq_base,
+                                         entries=self.buffers)
+        m.d.comb += [cq.writes.payload.eq(w.payload), cq.writes.valid.eq(w.valid)]
+        complete = cq.complete                      # a whole CQE is in ``cq.compact``
 
         # Completions wait in a small queue (the NIC writes them faster than packets leave only
         # for packets shorter than their completion).
-        c = compress.compact
+        c = cq.compact
         pending = Signal(range(self.buffers + 1))
         m.submodules.completions = completions = Memory(
             shape=data.StructLayout({"ok": 1, "queue": 12, "context": 24, "checks": 6,

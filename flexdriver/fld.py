@@ -1,0 +1,180 @@
+"""The FLD module: what sits between an accelerator and a NIC's PCIe interface (FlexDriver §5,
+Figure 3), its receive side (:class:`~flexdriver.rx_path.RxPath`) and transmit side
+(:class:`~flexdriver.tx_path.TxPath`) behind one memory-mapped window.
+
+The NIC's view of the FPGA (:class:`FldMap`, addresses in the NIC's DMA space):
+
+==============  ==========================================================================
+window          what the NIC does there
+==============  ==========================================================================
+``rq_ring``     reads its receive descriptors: FLD keeps none, it answers each read with the
+                descriptor of buffer ``i mod buffers`` (16 bytes, built on the fly)
+``rx_buffers``  writes received packets (``buffers`` × ``buffer_bytes``)
+``rx_cq``       writes receive completions (``buffers`` CQEs)
+``sq_rings``    reads transmit WQEs (``queues`` rings of ``ring_entries``), expanded from the
+                shared descriptor pool
+``tx_buffer``   reads the packets' bytes (``slots`` × ``slot_bytes``, shared by the queues)
+``tx_cq``       writes transmit completions (``tx_cq_entries`` CQEs)
+==============  ==========================================================================
+
+Ports: ``nic_read`` / ``nic_data`` (the NIC's reads and their answers, a word a cycle, ``last``
+on each answer's last; a read outside every window is answered with zeros and counted in
+``stray_reads``), ``pcie_write`` (the NIC's writes, always taken), ``doorbell`` (what FLD asks of
+the NIC: :class:`Doorbell` ``kind`` and ``queue``, ``value`` the new producer or consumer index);
+the accelerator's: ``rx`` (packets out, never waiting: see :mod:`flexdriver.rx_path`), ``tx``
+(packets in, with credits: see :mod:`flexdriver.tx_path`), ``credits``, ``rx_dropped``,
+``tx_dropped``.
+"""
+
+from dataclasses import dataclass
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from .descriptors import pcie_write_layout
+from .formats import RX_DESC_BYTES, RxDesc
+from .rx_path import RxPath
+from .tx_path import TxPath, nic_read_layout
+
+
+__all__ = ["Fld", "FldMap", "Doorbell"]
+
+
+class Doorbell(enum.Enum, shape=2):
+    """What a doorbell rings: a send queue's producer index, the transmit completion queue's
+    consumer index, the receive queue's producer index (``value - buffers`` is also how many
+    receive completions FLD has taken: the receive completion queue's consumer index)."""
+    SQ = 0
+    TX_CQ = 1
+    RQ = 2
+
+
+@dataclass(frozen=True)
+class FldMap:
+    """Where FLD's windows are in the NIC's DMA space (see the module docstring), and their
+    sizes."""
+    queues: int = 2
+    ring_entries: int = 64
+    pool_entries: int = 64
+    slots: int = 16
+    slot_bytes: int = 2048
+    buffers: int = 16
+    buffer_bytes: int = 2048
+    tx_cq_entries: int = 64
+    rq_ring: int = 0x0000_8000
+    rx_cq: int = 0x0001_0000
+    tx_cq: int = 0x0002_0000
+    sq_rings: int = 0x0100_0000
+    rx_buffers: int = 0x1000_0000
+    tx_buffer: int = 0x2000_0000
+
+    def rx_desc(self, index: int) -> RxDesc:
+        """The receive descriptor FLD answers at ring position ``index``."""
+        return RxDesc(self.rx_buffers + (index % self.buffers) * self.buffer_bytes,
+                      self.buffer_bytes)
+
+
+class Fld(wiring.Component):
+    """See the module docstring: FLD at data width ``width`` with the windows of ``fld_map``."""
+
+    def __init__(self, width: int, fld_map: FldMap | None = None) -> None:
+        fld_map = fld_map or FldMap()
+        self.width, self.map = width, fld_map
+        f = fld_map
+        self.rx_path = RxPath(width=width, buffers=f.buffers, buffer_bytes=f.buffer_bytes,
+                              rx_base=f.rx_buffers, cq_base=f.rx_cq)
+        self.tx_path = TxPath(width=width, queues=f.queues, ring_entries=f.ring_entries,
+                              pool_entries=f.pool_entries, slots=f.slots,
+                              slot_bytes=f.slot_bytes, ring_base=f.sq_rings,
+                              window=f.tx_buffer, cq_base=f.tx_cq,
+                              cq_entries=f.tx_cq_entries)
+        qbits = max(1, (f.queues - 1).bit_length())
+        rx_sig, tx_sig = self.rx_path.signature.members, self.tx_path.signature.members
+        super().__init__({
+            "nic_read": In(stream.Signature(nic_read_layout())),
+            "nic_data": Out(stream.Signature(data.StructLayout({"data": width, "last": 1}))),
+            "pcie_write": In(stream.Signature(pcie_write_layout(width))),
+            "doorbell": Out(stream.Signature(data.StructLayout({
+                "kind": Doorbell, "queue": qbits, "value": 16}))),
+            "rx": rx_sig["packets"],
+            "tx": tx_sig["packets"],
+            "credits": tx_sig["credits"],
+            "rx_dropped": rx_sig["dropped"],
+            "tx_dropped": tx_sig["dropped"],
+            "stray_reads": Out(32),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.rx_path = rx = self.rx_path
+        m.submodules.tx_path = tx = self.tx_path
+        connect(m, rx=rx.packets, fld=flipped(self.rx))
+        connect(m, fld=flipped(self.tx), tx=tx.packets)
+        m.d.comb += [self.credits.eq(tx.credits), self.rx_dropped.eq(rx.dropped),
+                     self.tx_dropped.eq(tx.dropped), self.stray_reads.eq(tx.stray_reads)]
+        # The NIC's writes go to both sides, each taking what falls in its windows.
+        m.d.comb += [self.pcie_write.ready.eq(1)]
+        for side in (rx.pcie_write, tx.pcie_write):
+            m.d.comb += [side.valid.eq(self.pcie_write.valid),
+                         side.payload.eq(self.pcie_write.payload)]
+        self._reads(m, tx)
+        # Doorbells: the receive side's first (one per packet), then the transmit side's.
+        d = self.doorbell
+        with m.If(rx.doorbell.valid):
+            m.d.comb += [d.valid.eq(1), d.payload.kind.eq(Doorbell.RQ),
+                         d.payload.value.eq(rx.doorbell.payload),
+                         rx.doorbell.ready.eq(d.ready)]
+        with m.Else():
+            m.d.comb += [d.valid.eq(tx.doorbell.valid),
+                         d.payload.kind.eq(Mux(tx.doorbell.payload.cq, Doorbell.TX_CQ,
+                                               Doorbell.SQ)),
+                         d.payload.queue.eq(tx.doorbell.payload.queue),
+                         d.payload.value.eq(tx.doorbell.payload.value),
+                         tx.doorbell.ready.eq(d.ready)]
+        return m
+
+    def _reads(self, m: Module, tx: TxPath) -> None:
+        """The NIC's reads: of the receive ring, answered here; the rest by the transmit
+        side."""
+        f, nb = self.map, self.width // 8
+        req, out = self.nic_read.payload, self.nic_data
+        offset = Signal(64)
+        m.d.comb += offset.eq(req.address - f.rq_ring)
+        in_rq = (req.address >= f.rq_ring) & (offset < f.buffers * RX_DESC_BYTES)
+        index = Signal(range(f.buffers))
+        word = Signal(range(RX_DESC_BYTES // nb + 2))
+        words = max(1, RX_DESC_BYTES // nb)
+        # The descriptor of buffer ``index`` (RxDesc.pack: length, key, address; big-endian).
+        address = (Const(f.rx_buffers, 64) + index * f.buffer_bytes)[:64]
+        desc = Cat(*(Const(f.buffer_bytes, 32).as_unsigned()[8 * (3 - k):8 * (4 - k)]
+                     for k in range(4)), Const(0, 32),
+                   *(address[8 * (7 - k):8 * (8 - k)] for k in range(8)))
+        with m.FSM(name="reads"):
+            with m.State("IDLE"):
+                with m.If(self.nic_read.valid & in_rq):
+                    m.d.comb += self.nic_read.ready.eq(1)
+                    m.d.sync += [index.eq(offset[4:4 + len(index)] if len(index) else 0),
+                                 word.eq(0)]
+                    m.next = "RQ"
+                with m.Else():
+                    m.d.comb += [tx.nic_read.valid.eq(self.nic_read.valid),
+                                 tx.nic_read.payload.eq(req),
+                                 self.nic_read.ready.eq(tx.nic_read.ready)]
+                    with m.If(self.nic_read.valid & tx.nic_read.ready):
+                        m.next = "TX"
+            with m.State("TX"):
+                connect(m, tx=tx.nic_data, fld=flipped(out))
+                with m.If(out.valid & out.ready & out.payload.last):
+                    m.next = "IDLE"
+            with m.State("RQ"):
+                if words > 1:
+                    lanes = [desc[k * self.width:(k + 1) * self.width] for k in range(words)]
+                    m.d.comb += out.payload.data.eq(Mux(word == 0, lanes[0], lanes[1]))
+                else:
+                    m.d.comb += out.payload.data.eq(desc)
+                m.d.comb += [out.valid.eq(1), out.payload.last.eq(word == words - 1)]
+                with m.If(out.ready):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == words - 1):
+                        m.next = "IDLE"
