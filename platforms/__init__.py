@@ -150,8 +150,13 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
     clock of its own at that many Hz).
 
     A clock that misses its target fails the build (:func:`judge_timing`): :class:`TimingFailed`
-    names each such clock, and the bitstream is deleted unless ``allow_timing_failure``."""
+    names each such clock, and the bitstream is deleted unless ``allow_timing_failure``. A
+    design with a control plane also gets ``out_dir/control_csr.csv``, its registers and counters
+    in LiteX's ``csr.csv`` format, for ``litex_cli`` and ``RemoteClient`` over the controller's
+    Etherbone (:func:`beehive.apps.etherbone.csr_csv`; a LiteX board's ``csr.csv`` is its SoC's,
+    for the UART bridge)."""
     progress = progress or StatusLine()
+    _write_csr_csv(design, out_dir)
     if isinstance(target, str):
         target = resolve(target)
     if target.flow == "vivado":         # (one Vivado run: its seed is its own)
@@ -171,6 +176,16 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
                                       run_tools=run_tools, **options)
     judge_timing(report, allow_timing_failure, progress)
     return report
+
+
+def _write_csr_csv(design, out_dir):
+    from apiary.top import control_map
+    from beehive.apps.etherbone import csr_csv
+    dmap = control_map(design)
+    if dmap.tiles:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "control_csr.csv"), "w") as f:
+            f.write(csr_csv(dmap, design.name))
 
 
 def judge_timing(report, allow_failure=False, progress=None):

@@ -272,3 +272,23 @@ def test_core_clock_is_checked_before_anything_is_built(tmp_path):
         capture_output=True, text=True)
     assert vivado.returncode == 2
     assert "--core-clock is for LiteX boards, not u200" in vivado.stderr
+
+
+def test_a_design_with_a_controller_gets_litex_csr_csv(tmp_path):
+    """`apiary build` writes control_csr.csv beside the gateware when the design has a control
+    plane (the SoC's own csr.csv beside it, as LiteX writes it): LiteX's own reader finds the
+    registers at their Etherbone addresses. A design without one gets none."""
+    from litex.tools.remote.csr_builder import CSRBuilder
+    from beehive.apps.etherbone import address
+    from platforms import build
+    design = load_design("examples/udp_echo_ctl.py", width=64)
+    build(design, "colorlight_5a_75b", str(tmp_path / "ctl"), run_tools=False,
+          progress=StatusLine(io.StringIO()))
+    regs = CSRBuilder(comm=type("Comm", (), {"read": None, "write": None}),
+                      csr_csv=str(tmp_path / "ctl" / "control_csr.csv")).regs.d
+    assert regs["audit_rearm"].addr == address(3, 0, 0x1000) and regs["audit_rearm"].mode == "rw"
+    assert regs["udp_rx_no_route"].addr == address(2, 0, 2)
+    build(load_design("examples/udp_echo.py", width=64), "colorlight_5a_75b",
+          str(tmp_path / "plain"), run_tools=False, progress=StatusLine(io.StringIO()))
+    assert (tmp_path / "ctl" / "csr.csv").exists()             # the SoC's, LiteX's
+    assert not (tmp_path / "plain" / "control_csr.csv").exists()
