@@ -3,9 +3,9 @@ the NIC's queues over FLD's windows, installing steering rules, reading the erro
 
 :class:`FldControl` is that software for a :class:`~flexdriver.nic.NicModel` driven by an
 :class:`~flexdriver.fld.Fld` with map ``fld_map``: :meth:`~FldControl.create_queues` makes one
-completion queue per direction, the send queues over FLD's ring window and the receive queue
-over its receive ring (every buffer posted once: FLD recycles them itself), and steers all
-traffic to it by RSS; :meth:`~FldControl.add_rule` installs a rule for a tenant, refusing one
+completion queue per direction, the send queues over FLD's ring window and the receive queues
+over its receive rings (every buffer posted once: FLD recycles them itself), and spreads the
+traffic over them by RSS; :meth:`~FldControl.add_rule` installs a rule for a tenant, refusing one
 that sets a context ID unless it comes from the trusted operator (the NIC model refuses it too:
 two walls); :meth:`~FldControl.errors` gathers what the NIC and FLD counted.
 """
@@ -16,10 +16,10 @@ from typing import Any
 from .nic import NicError, NicModel, Rule
 
 
-__all__ = ["FldControl", "RX_CQ", "TX_CQ", "RQ", "OPERATOR"]
+__all__ = ["FldControl", "RX_CQ", "TX_CQ", "OPERATOR"]
 
-#: The queues' numbers on the NIC.
-TX_CQ, RX_CQ, RQ = 0, 1, 0
+#: The completion queues' numbers on the NIC (send and receive queues are FLD's own numbers).
+TX_CQ, RX_CQ = 0, 1
 #: The one tenant whose rules may tag packets with a context ID.
 OPERATOR = "operator"
 
@@ -33,16 +33,17 @@ class FldControl:
 
     def create_queues(self, *, rates: dict[int, float] | None = None) -> None:
         """The completion queues, the send queues (``rates``: bytes per cycle by queue, for
-        the NIC's shaping), the receive queue with every buffer posted, and RSS onto it."""
+        the NIC's shaping), the receive queues with every buffer posted, and RSS over them."""
         f, nic = self.fld_map, self.nic
         nic.create_cq(TX_CQ, f.tx_cq, f.tx_cq_entries)
-        nic.create_cq(RX_CQ, f.rx_cq, f.buffers)
+        nic.create_cq(RX_CQ, f.rx_cq, f.rx_queues * f.buffers)
         for q in range(f.queues):
             nic.create_sq(q, f.sq_rings + q * f.ring_entries * 64, f.ring_entries, cq=TX_CQ,
                           rate=(rates or {}).get(q))
-        nic.create_rq(RQ, f.rq_ring, f.buffers, cq=RX_CQ)
-        nic.set_rss([RQ])
-        nic.rq_doorbell(RQ, f.buffers)
+        for q in range(f.rx_queues):
+            nic.create_rq(q, f.rq_ring_of(q), f.buffers, cq=RX_CQ)
+            nic.rq_doorbell(q, f.buffers)
+        nic.set_rss(list(range(f.rx_queues)))
 
     def add_rule(self, rule: Rule, tenant: str) -> None:
         """Install ``rule`` for ``tenant``; only :data:`OPERATOR` may set a context ID

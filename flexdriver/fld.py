@@ -7,10 +7,11 @@ The NIC's view of the FPGA (:class:`FldMap`, addresses in the NIC's DMA space):
 ==============  ==========================================================================
 window          what the NIC does there
 ==============  ==========================================================================
-``rq_ring``     reads its receive descriptors: FLD keeps none, it answers each read with the
-                descriptor of buffer ``i mod buffers`` (16 bytes, built on the fly)
-``rx_buffers``  writes received packets (``buffers`` × ``buffer_bytes``)
-``rx_cq``       writes receive completions (``buffers`` CQEs)
+``rq_ring``     reads its receive descriptors (``rx_queues`` rings of ``buffers``): FLD keeps
+                none, it answers a read of queue ``q``'s position ``i`` with the descriptor of
+                that queue's buffer ``i mod buffers`` (16 bytes, built on the fly)
+``rx_buffers``  writes received packets (``rx_queues`` × ``buffers`` × ``buffer_bytes``)
+``rx_cq``       writes receive completions (``rx_queues`` × ``buffers`` CQEs)
 ``sq_rings``    reads transmit WQEs (``queues`` rings of ``ring_entries``), expanded from the
                 shared descriptor pool
 ``tx_buffer``   reads the packets' bytes (``slots`` × ``slot_bytes``, shared by the queues)
@@ -43,11 +44,12 @@ __all__ = ["Fld", "FldMap", "Doorbell"]
 
 class Doorbell(enum.Enum, shape=2):
     """What a doorbell rings: a send queue's producer index, the transmit completion queue's
-    consumer index, the receive queue's producer index (``value - buffers`` is also how many
-    receive completions FLD has taken: the receive completion queue's consumer index)."""
+    consumer index, a receive queue's producer index, the receive completion queue's consumer
+    index."""
     SQ = 0
     TX_CQ = 1
     RQ = 2
+    RX_CQ = 3
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class FldMap:
     """Where FLD's windows are in the NIC's DMA space (see the module docstring), and their
     sizes."""
     queues: int = 2
+    rx_queues: int = 1
     ring_entries: int = 64
     pool_entries: int = 64
     slots: int = 16
@@ -69,10 +72,15 @@ class FldMap:
     rx_buffers: int = 0x1000_0000
     tx_buffer: int = 0x2000_0000
 
-    def rx_desc(self, index: int) -> RxDesc:
-        """The receive descriptor FLD answers at ring position ``index``."""
-        return RxDesc(self.rx_buffers + (index % self.buffers) * self.buffer_bytes,
-                      self.buffer_bytes)
+    def rq_ring_of(self, queue: int) -> int:
+        """Where receive queue ``queue``'s ring is."""
+        return self.rq_ring + queue * self.buffers * RX_DESC_BYTES
+
+    def rx_desc(self, queue: int, index: int) -> RxDesc:
+        """The receive descriptor FLD answers at position ``index`` of receive queue
+        ``queue``."""
+        return RxDesc(self.rx_buffers + (queue * self.buffers + index % self.buffers)
+                      * self.buffer_bytes, self.buffer_bytes)
 
 
 class Fld(wiring.Component):
@@ -83,13 +91,13 @@ class Fld(wiring.Component):
         self.width, self.map = width, fld_map
         f = fld_map
         self.rx_path = RxPath(width=width, buffers=f.buffers, buffer_bytes=f.buffer_bytes,
-                              rx_base=f.rx_buffers, cq_base=f.rx_cq)
+                              rx_base=f.rx_buffers, cq_base=f.rx_cq, queues=f.rx_queues)
         self.tx_path = TxPath(width=width, queues=f.queues, ring_entries=f.ring_entries,
                               pool_entries=f.pool_entries, slots=f.slots,
                               slot_bytes=f.slot_bytes, ring_base=f.sq_rings,
                               window=f.tx_buffer, cq_base=f.tx_cq,
                               cq_entries=f.tx_cq_entries)
-        qbits = max(1, (f.queues - 1).bit_length())
+        qbits = max(1, (max(f.queues, f.rx_queues) - 1).bit_length())
         rx_sig, tx_sig = self.rx_path.signature.members, self.tx_path.signature.members
         super().__init__({
             "nic_read": In(stream.Signature(nic_read_layout())),
@@ -98,6 +106,7 @@ class Fld(wiring.Component):
             "doorbell": Out(stream.Signature(data.StructLayout({
                 "kind": Doorbell, "queue": qbits, "value": 16}))),
             "rx": rx_sig["packets"],
+            "rx_accept": rx_sig["accept"],
             "tx": tx_sig["packets"],
             "credits": tx_sig["credits"],
             "rx_dropped": rx_sig["dropped"],
@@ -112,6 +121,7 @@ class Fld(wiring.Component):
         connect(m, rx=rx.packets, fld=flipped(self.rx))
         connect(m, fld=flipped(self.tx), tx=tx.packets)
         m.d.comb += [self.credits.eq(tx.credits), self.rx_dropped.eq(rx.dropped),
+                     rx.accept.eq(self.rx_accept),
                      self.tx_dropped.eq(tx.dropped), self.stray_reads.eq(tx.stray_reads)]
         # The NIC's writes go to both sides, each taking what falls in its windows.
         m.d.comb += [self.pcie_write.ready.eq(1)]
@@ -122,8 +132,10 @@ class Fld(wiring.Component):
         # Doorbells: the receive side's first (one per packet), then the transmit side's.
         d = self.doorbell
         with m.If(rx.doorbell.valid):
-            m.d.comb += [d.valid.eq(1), d.payload.kind.eq(Doorbell.RQ),
-                         d.payload.value.eq(rx.doorbell.payload),
+            r = rx.doorbell.payload
+            m.d.comb += [d.valid.eq(1),
+                         d.payload.kind.eq(Mux(r.cq, Doorbell.RX_CQ, Doorbell.RQ)),
+                         d.payload.queue.eq(r.queue), d.payload.value.eq(r.value),
                          rx.doorbell.ready.eq(d.ready)]
         with m.Else():
             m.d.comb += [d.valid.eq(tx.doorbell.valid),
@@ -141,11 +153,12 @@ class Fld(wiring.Component):
         req, out = self.nic_read.payload, self.nic_data
         offset = Signal(64)
         m.d.comb += offset.eq(req.address - f.rq_ring)
-        in_rq = (req.address >= f.rq_ring) & (offset < f.buffers * RX_DESC_BYTES)
-        index = Signal(range(f.buffers))
+        all_buffers = f.rx_queues * f.buffers
+        in_rq = (req.address >= f.rq_ring) & (offset < all_buffers * RX_DESC_BYTES)
+        index = Signal(range(all_buffers))          # the queue's buffer (queue, position)
         word = Signal(range(RX_DESC_BYTES // nb + 2))
         words = max(1, RX_DESC_BYTES // nb)
-        # The descriptor of buffer ``index`` (RxDesc.pack: length, key, address; big-endian).
+        # The descriptor of that buffer (RxDesc.pack: length, key, address; big-endian).
         address = (Const(f.rx_buffers, 64) + index * f.buffer_bytes)[:64]
         desc = Cat(*(Const(f.buffer_bytes, 32).as_unsigned()[8 * (3 - k):8 * (4 - k)]
                      for k in range(4)), Const(0, 32),

@@ -235,7 +235,8 @@ class FldEchoTop(wiring.Component):
     def __init__(self, width: int, *, mac: int, ip: int, fld_map: FldMap | None = None) -> None:
         fld_map = fld_map or FldMap()
         self.fld = Fld(width, fld_map)
-        self.echo = FldEcho(width, mac=mac, ip=ip, queues=fld_map.queues)
+        self.echo = FldEcho(width, mac=mac, ip=ip, queues=fld_map.queues,
+                            rx_queues=fld_map.rx_queues)
         self.width, self.map = width, fld_map
         members = self.fld.signature.members
         super().__init__({name: members[name] for name in

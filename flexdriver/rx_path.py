@@ -2,29 +2,35 @@
 completion window; FLD streams each packet to the accelerator with its metadata, never waiting
 on it, and gives the buffers back to the NIC in the order they were posted.
 
-FlexDriver §5 leaves the receive ring in host memory, unmodified: buffer ``i`` of ``buffers``
-(each ``buffer_bytes``, at ``rx_base + i * buffer_bytes`` in the NIC's view) is always posted
-at ring position ``i`` modulo ``buffers``, so recycling a buffer is moving the producer index
-(``doorbell``, the index FLD writes to the NIC's receive doorbell). The NIC fills buffers in
-that order and completes them in order, so a completion's buffer is the next one.
+FlexDriver §5 leaves the receive rings in host memory, unmodified: receive queue ``q`` has
+``buffers`` buffers of ``buffer_bytes`` (buffer ``i`` at ``rx_base + (q * buffers + i) *
+buffer_bytes`` in the NIC's view), always posted at ring position ``i`` modulo ``buffers``, so
+recycling a buffer is moving the queue's producer index (``doorbell``: the index FLD writes to
+the NIC's receive doorbell of that queue). The NIC fills a queue's buffers in that order and
+completes them in order; the queues share one completion queue (``queues * buffers`` entries
+at ``cq_base``), each completion naming its queue and ring position.
 
 Ports: ``pcie_write`` (In stream: ``address`` and ``width // 8`` bytes of ``data``, aligned: the
 NIC's DMA writes, split into words), ``packets`` (Out stream: the payload stream,
 :func:`~apiary.stream.layout.payload_layout`, with ``meta`` beside every word: the receive
-queue, the context ID, the completion's checks and the length), ``doorbell`` (Out stream: the
-producer index after each buffer is given back; less ``buffers``, it is also how many
-completions FLD has taken, the NIC's completion queue doorbell), ``dropped`` (Out: packets
-the accelerator was not ready for, by receive queue).
+queue, the context ID, the completion's checks and the length), ``accept`` (In, a bit per
+queue, all set unless driven: the accelerator takes that queue's packets now), ``doorbell``
+(Out stream: ``cq`` 0, the ``queue`` and its producer index after each buffer is given back;
+then ``cq`` 1 and how many completions FLD has taken, the completion queue's consumer index),
+``dropped`` (Out: packets the accelerator did not take, by receive queue).
 
-**No backpressure** (FLD §5.5): a packet whose first word finds ``packets`` not ready is
-dropped whole and counted under its queue; one whose later word does is aborted in-band (a last
-word with the abort ``nbytes``) and counted too; either way its buffer goes back at once.
-``pcie_write`` is always ready. A completion with an error is not delivered (its buffer goes
-back). Throughput: one word a cycle out; a packet costs 2 cycles more (its completion and the
-first read).
+**No backpressure** (FLD §5.5): a packet whose first word finds ``packets`` not ready, or its
+queue's ``accept`` bit clear, is dropped whole and counted under its queue; one whose later
+word finds ``packets`` not ready is aborted in-band (a last word with the abort ``nbytes``) and
+counted too; either way its buffer goes back at once, so a slow consumer of one queue costs the
+other queues nothing. ``pcie_write`` is always ready. A completion with an error is not
+delivered (its buffer goes back). Throughput: one word a cycle out; a packet costs 3 cycles
+more (its completion, the first read, the second doorbell).
 """
 
-from amaranth import Module, Mux, Signal
+from typing import Any
+
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -55,14 +61,19 @@ class RxPath(wiring.Component):
                 buffer_bytes % (width // 8):
             raise ValueError("buffers and buffer_bytes must be powers of two, buffer_bytes a "
                              "multiple of the word")
+        if not (power_of_two(queues) and queues <= 4096):
+            raise ValueError(f"queues must be a power of two up to 4096, not {queues!r}")
         self.width, self.buffers, self.buffer_bytes = width, buffers, buffer_bytes
         self.rx_base, self.cq_base, self.queues = rx_base, cq_base, queues
         word = data.StructLayout({**dict(payload_layout(width).members.items()),
                                   "meta": rx_meta(queues)})
+        qbits = max(1, (queues - 1).bit_length())
         super().__init__({
             "pcie_write": In(stream.Signature(pcie_write_layout(width))),
             "packets": Out(stream.Signature(word)),
-            "doorbell": Out(stream.Signature(16)),
+            "accept": In(queues, init=(1 << queues) - 1),
+            "doorbell": Out(stream.Signature(data.StructLayout({"cq": 1, "queue": qbits,
+                                                                "value": 16}))),
             "dropped": Out(data.ArrayLayout(32, queues)),
         })
 
@@ -70,8 +81,9 @@ class RxPath(wiring.Component):
         m = Module()
         nb = self.width // 8
         words_per_buffer = self.buffer_bytes // nb
-        depth = self.buffers * words_per_buffer
-        m.submodules.buffer = buf = Memory(shape=self.width, depth=depth, init=[])
+        all_buffers = self.queues * self.buffers
+        m.submodules.buffer = buf = Memory(shape=self.width, depth=all_buffers * words_per_buffer,
+                                           init=[])
         wr, rd = buf.write_port(), buf.read_port(transparent_for=())
 
         # The NIC's writes: packet words into the buffers, completion words into one CQE.
@@ -80,56 +92,72 @@ class RxPath(wiring.Component):
         offset = Signal(64)
         m.d.comb += offset.eq(w.payload.address - self.rx_base)
         in_buffers = (w.payload.address >= self.rx_base) & \
-            (offset < self.buffers * self.buffer_bytes)
+            (offset < all_buffers * self.buffer_bytes)
         m.d.comb += [wr.addr.eq(offset >> (nb.bit_length() - 1)), wr.data.eq(w.payload.data),
                      wr.en.eq(w.valid & in_buffers)]
         m.submodules.cq = cq = CqeWindow(width=self.width, base=self.cq_base,
-                                         entries=self.buffers)
+                                         entries=all_buffers)
         m.d.comb += [cq.writes.payload.eq(w.payload), cq.writes.valid.eq(w.valid)]
         complete = cq.complete                      # a whole CQE is in ``cq.compact``
 
-        # Completions wait in a small queue (the NIC writes them faster than packets leave only
-        # for packets shorter than their completion).
+        # Completions wait in a queue (the NIC writes them faster than packets leave only for
+        # packets shorter than their completion).
         c = cq.compact
-        pending = Signal(range(self.buffers + 1))
+        index_bits = (self.buffers - 1).bit_length()
+        pending = Signal(range(all_buffers + 1))
         m.submodules.completions = completions = Memory(
-            shape=data.StructLayout({"ok": 1, "queue": 12, "context": 24, "checks": 6,
-                                     "length": 14}), depth=self.buffers, init=[])
+            shape=data.StructLayout({"ok": 1, "queue": 12, "index": index_bits, "context": 24,
+                                     "checks": 6, "length": 14}), depth=all_buffers, init=[])
         cwr = completions.write_port()
         crd = completions.read_port(domain="comb")
-        c_head = Signal(range(self.buffers))
-        c_tail = Signal(range(self.buffers))
+        c_head = Signal(range(all_buffers))
+        c_tail = Signal(range(all_buffers))
         m.d.comb += [cwr.addr.eq(c_tail), cwr.en.eq(complete),
-                     cwr.data.ok.eq((c.opcode == CQE_RECV) & (c.error == 0)),
-                     cwr.data.queue.eq(c.queue), cwr.data.context.eq(c.context),
-                     cwr.data.checks.eq(c.checks), cwr.data.length.eq(c.length),
-                     crd.addr.eq(c_head)]
+                     cwr.data.ok.eq((c.opcode == CQE_RECV) & (c.error == 0)
+                                    & (c.queue < self.queues)),
+                     cwr.data.queue.eq(c.queue), cwr.data.index.eq(c.counter[:index_bits]),
+                     cwr.data.context.eq(c.context), cwr.data.checks.eq(c.checks),
+                     cwr.data.length.eq(c.length), crd.addr.eq(c_head)]
         taken = Signal()
         m.d.sync += pending.eq(pending + complete - taken)
         with m.If(complete):
             m.d.sync += c_tail.eq(c_tail + 1)
+        self._deliver(m, rd, crd.data, pending, taken, c_head, words_per_buffer)
+        return m
 
-        # The packets out, one at a time, buffer after buffer.
-        next_buffer = Signal(range(self.buffers))
-        producer = Signal(16, init=self.buffers)
+    def _deliver(self, m: Module, rd: Any, entry: Any, pending: Any, taken: Any, c_head: Any,
+                 words_per_buffer: int) -> None:
+        """The packets out, in completion order; each buffer back to its queue's ring."""
+        nb = self.width // 8
+        qbits = max(1, (self.queues - 1).bit_length())
+        producers = Array(Signal(16, init=self.buffers, name=f"producer{q}")
+                          for q in range(self.queues))
+        consumed = Signal(16)                       # completions taken
+        buffer = Signal(range(self.queues * self.buffers))
         word = Signal(range(words_per_buffer + 1))
         left = Signal(15)
         meta = Signal(rx_meta(self.queues))
-        out = self.packets
-        m.d.comb += rd.addr.eq(next_buffer * words_per_buffer + word)
+        queue = meta.queue
+        out, d = self.packets, self.doorbell
+        wbits = (words_per_buffer - 1).bit_length()
+        m.d.comb += rd.addr.eq(Cat(word[:wbits], buffer) if wbits else buffer)
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(pending != 0):
                     m.d.comb += taken.eq(1)
-                    m.d.sync += [c_head.eq(c_head + 1), word.eq(0),
-                                 left.eq(crd.data.length),
-                                 meta.queue.eq(crd.data.queue), meta.context.eq(crd.data.context),
-                                 meta.checks.eq(crd.data.checks), meta.length.eq(crd.data.length)]
-                    with m.If(crd.data.ok & (crd.data.length != 0)):
+                    m.d.sync += [c_head.eq(c_head + 1), consumed.eq(consumed + 1), word.eq(0),
+                                 left.eq(entry.length),
+                                 buffer.eq(Cat(entry.index, entry.queue[:qbits])
+                                           if self.queues > 1 else entry.index),
+                                 meta.queue.eq(entry.queue), meta.context.eq(entry.context),
+                                 meta.checks.eq(entry.checks), meta.length.eq(entry.length)]
+                    with m.If(entry.ok & (entry.length != 0)):
                         m.next = "FIRST"
-                    with m.Else():
+                    with m.Elif(entry.queue < self.queues):
                         m.next = "RECYCLE"
-            with m.State("FIRST"):                          # the buffer's first word is read
+                    with m.Else():                  # (no such queue: nothing to give back)
+                        m.next = "CQ_DOORBELL"
+            with m.State("FIRST"):                  # the buffer's first word is read
                 m.d.sync += word.eq(1)
                 m.next = "SEND"
             with m.State("SEND"):
@@ -137,11 +165,13 @@ class RxPath(wiring.Component):
                 m.d.comb += [out.payload.data.eq(rd.data),
                              out.payload.nbytes.eq(Mux(last, left, nb)),
                              out.payload.last.eq(last), out.payload.meta.eq(meta)]
-                with m.If(~out.ready):                      # no waiting on the accelerator
-                    m.d.sync += self.dropped[meta.queue].eq(self.dropped[meta.queue] + 1)
-                    with m.If(word == 1):                   # not begun: dropped whole
+                first = word == 1
+                refused = ~out.ready | (first & ~self.accept.bit_select(queue, 1))
+                with m.If(refused):                 # no waiting on the accelerator
+                    m.d.sync += self.dropped[queue].eq(self.dropped[queue] + 1)
+                    with m.If(first):               # not begun: dropped whole
                         m.next = "RECYCLE"
-                    with m.Else():                          # begun: ended by an abort word
+                    with m.Else():                  # begun: ended by an abort word
                         m.next = "ABORT"
                 with m.Else():
                     m.d.comb += out.valid.eq(1)
@@ -156,10 +186,14 @@ class RxPath(wiring.Component):
                 with m.If(out.ready):
                     m.next = "RECYCLE"
             with m.State("RECYCLE"):
-                m.d.sync += [next_buffer.eq(next_buffer + 1), producer.eq(producer + 1)]
-                m.next = "DOORBELL"
-            with m.State("DOORBELL"):
-                m.d.comb += [self.doorbell.valid.eq(1), self.doorbell.payload.eq(producer)]
-                with m.If(self.doorbell.ready):
+                m.d.sync += producers[queue].eq(producers[queue] + 1)
+                m.next = "RQ_DOORBELL"
+            with m.State("RQ_DOORBELL"):
+                m.d.comb += [d.valid.eq(1), d.payload.cq.eq(0), d.payload.queue.eq(queue),
+                             d.payload.value.eq(producers[queue])]
+                with m.If(d.ready):
+                    m.next = "CQ_DOORBELL"
+            with m.State("CQ_DOORBELL"):
+                m.d.comb += [d.valid.eq(1), d.payload.cq.eq(1), d.payload.value.eq(consumed)]
+                with m.If(d.ready):
                     m.next = "IDLE"
-        return m

@@ -12,7 +12,7 @@ doorbells as FLD rings them.
 from collections.abc import Callable
 from typing import Any
 
-from .control import RQ, RX_CQ, TX_CQ
+from .control import RX_CQ, TX_CQ
 from .fld import Doorbell
 from .nic import NicModel
 
@@ -98,6 +98,7 @@ class FldLink:
             nic.sq_doorbell(queue, value & 0xFFFF)
         elif kind == Doorbell.TX_CQ:
             nic.cq_doorbell(TX_CQ, value)
+        elif kind == Doorbell.RQ:
+            nic.rq_doorbell(queue, value)
         else:
-            nic.rq_doorbell(RQ, value)
-            nic.cq_doorbell(RX_CQ, value - self.fld.map.buffers)
+            nic.cq_doorbell(RX_CQ, value)

@@ -90,9 +90,12 @@ def run(width, sent, ready):
                                     int(w.meta.checks), int(w.meta.length)))
                         current.clear()
             if ctx.get(dut.doorbell.valid):
-                doorbells.append(int(ctx.get(dut.doorbell.payload)))
-                nic.rq_doorbell(0, doorbells[-1])
-                nic.cq_doorbell(0, doorbells[-1] - BUFFERS)      # as many completions taken
+                ring = ctx.get(dut.doorbell.payload)
+                if ring.cq:
+                    nic.cq_doorbell(0, int(ring.value))           # completions taken
+                else:
+                    doorbells.append(int(ring.value))
+                    nic.rq_doorbell(int(ring.queue), doorbells[-1])
             if not queue and len(doorbells) == len(sent) and not bus.words:
                 break
         state["dropped"] = int(ctx.get(dut.dropped[0]))
