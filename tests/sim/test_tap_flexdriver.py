@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT, sh
 
 CLIENT = """
@@ -63,12 +65,13 @@ def test_linux_reaches_the_echo_through_the_nic_model(netns):
     assert "ARP replies 0," not in stopped[0]
 
 
-def test_linux_reaches_fld_e_in_hardware_through_the_nic_model(netns):
+@pytest.mark.parametrize("width", ["64", "512"])
+def test_linux_reaches_fld_e_in_hardware_through_the_nic_model(netns, width):
     """FLD and FLD-E in Amaranth's simulator: Linux's ARP request answered by the accelerator,
     30 datagrams of 1 to 1,400 bytes back intact (a datagram costs thousands of simulated
     cycles: DMA latencies, the echo's store and forward)."""
-    counts, out = echo_over_tap(netns, "fldh0", 30, "--hardware", "--latency", "40",
-                                "--jitter", "8")
+    counts, out = echo_over_tap(netns, f"fldh{width}", 30, "--hardware", "--width", width,
+                                "--latency", "40", "--jitter", "8")
     assert counts == {"intact": 30, "wrong": 0, "lost": 0}, out
     stopped = [line for line in out.splitlines() if line.startswith("stopped:")]
     assert stopped and "echoed 30," in stopped[0], out
