@@ -7,8 +7,9 @@ descriptors, doorbells, completions, DMA with a latency, receive offloads) and i
 descriptors (:mod:`flexdriver.descriptors`), the shared transmit descriptor pool behind the
 NIC's per-queue rings (:mod:`flexdriver.tx_pool`, through
 :class:`apiary.stream.cuckoo.CuckooTable`), the transmit side with its shared buffer and
-credits (:mod:`flexdriver.tx_path`), the receive side (:mod:`flexdriver.rx_path`); FLD-E, the
-echo accelerator behind it (:mod:`flexdriver.fld_echo`); the software FLD leaves to the host
+credits (:mod:`flexdriver.tx_path`), the receive side (:mod:`flexdriver.rx_path`); two
+accelerators behind it, FLD-E (:mod:`flexdriver.fld_echo`) and Beehive's Reed-Solomon encoder
+on the NIC's offloads (:mod:`flexdriver.fld_rs`); the software FLD leaves to the host
 (:mod:`flexdriver.control`); the NIC model and the hardware in one simulation
 (:mod:`flexdriver.sim`); and the echo on the model, in software or in Amaranth's simulator,
 which Linux reaches over TAP (:mod:`flexdriver.echo`). The network contract FlexDriver gives

@@ -160,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
                              "software driver")
     parser.add_argument("--width", type=int, default=64,
                         help="with --hardware: FLD's data width in bits (default 64)")
+    parser.add_argument("--accelerator", choices=("echo", "rs"), default="echo",
+                        help="with --hardware: what sits behind FLD, FLD-E (echo, the default) "
+                             "or Beehive's Reed-Solomon encoder (rs: eight 64-byte shards to UDP "
+                             "port 9000 answered with their two parity shards)")
     parser.add_argument("--pcap", metavar="FILE",
                         help="on exit, write every frame of the NIC's wire, both ways, to FILE")
     parser.add_argument("--clock-mhz", type=float, default=250.0,
@@ -215,9 +219,10 @@ def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[
     from apiary.stream.testbench import simulate
     from .control import FldControl
     from .fld_echo import FldEchoTop
+    from .fld_rs import FldRsTop
     from .sim import FldLink
-    top = FldEchoTop(args.width, mac=int(args.mac.replace(":", ""), 16),
-                     ip=int(ipaddress.IPv4Address(args.ip)))
+    mac, ip = int(args.mac.replace(":", ""), 16), int(ipaddress.IPv4Address(args.ip))
+    top = (FldRsTop if args.accelerator == "rs" else FldEchoTop)(args.width, mac=mac, ip=ip)
     link = FldLink(top)
     nic = NicModel(link, latency=args.latency, jitter=args.jitter)
     link.nic = nic
@@ -226,7 +231,8 @@ def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[
 
     async def bridge(ctx: Any) -> None:
         await ctx.tick().repeat(4 * (args.latency + args.jitter))   # the doorbell lands
-        print(f"bridging the NIC model (FLD-E in Amaranth's simulator, {args.width} bits, at "
+        what = "FLD-E" if args.accelerator == "echo" else "the RS encoder behind FLD"
+        print(f"bridging the NIC model ({what} in Amaranth's simulator, {args.width} bits, at "
               f"{args.ip}) to {args.tap}", flush=True)
         sent, quiet = 0, 0
         while running[0]:
@@ -241,12 +247,9 @@ def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[
             quiet = 0 if busy else quiet + 32
             if quiet > 4096:                        # nothing in flight: wait for Linux
                 tap.wait(0.01)
-        counts = {name: int(ctx.get(getattr(top.counters, name)))
-                  for name in top.counters.signature.members}
-        report.append(f"echoed {counts['echoed']}, ARP replies {counts['arp_replies']}, "
-                      f"ignored {counts['ignored']}, bad checksum {counts['bad_checksum']}, "
-                      f"overflow {counts['overflow']}, FLD dropped "
-                      f"{int(ctx.get(top.rx_dropped[0]))}")
+        counts = [f"{name.replace('_', ' ')} {int(ctx.get(getattr(top.counters, name)))}"
+                  for name in top.counters.signature.members]
+        report.append(", ".join(counts) + f", FLD dropped {int(ctx.get(top.rx_dropped[0]))}")
 
     simulate(top, bridge, background=[link.run])
     return nic, report[0]

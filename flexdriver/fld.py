@@ -28,18 +28,22 @@ the accelerator's: ``rx`` (packets out, never waiting: see :mod:`flexdriver.rx_p
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from apiary.stream.counters import CounterSignature
+from apiary.stream.layout import payload_layout
+
 from .descriptors import pcie_write_layout
 from .formats import RX_DESC_BYTES, RxDesc
-from .rx_path import RxPath
-from .tx_path import TxPath, nic_read_layout
+from .rx_path import RxPath, rx_meta
+from .tx_path import TxPath, nic_read_layout, tx_meta
 
 
-__all__ = ["Fld", "FldMap", "Doorbell"]
+__all__ = ["Fld", "FldMap", "FldTop", "Doorbell", "accelerator_members"]
 
 
 class Doorbell(enum.Enum, shape=2):
@@ -191,3 +195,50 @@ class Fld(wiring.Component):
                     m.d.sync += word.eq(word + 1)
                     with m.If(word == words - 1):
                         m.next = "IDLE"
+
+
+def accelerator_members(width: int, *, queues: int, rx_queues: int,
+                        counters: dict[str, str]) -> dict[str, Any]:
+    """The members of an accelerator behind FLD (:class:`FldTop`): ``rx`` (FLD's receive
+    stream, taken without waiting), ``tx`` (its transmit stream), ``credits`` (by send queue),
+    and ``counters`` (:class:`~apiary.stream.counters.CounterSignature` of ``counters``)."""
+    def word(meta: data.StructLayout) -> data.StructLayout:
+        return data.StructLayout({**dict(payload_layout(width).members.items()), "meta": meta})
+    return {"rx": In(stream.Signature(word(rx_meta(rx_queues)))),
+            "tx": Out(stream.Signature(word(tx_meta(queues)))),
+            "credits": In(data.ArrayLayout(16, queues)),
+            "counters": Out(CounterSignature(counters))}
+
+
+class FldTop(wiring.Component):
+    """FLD with an accelerator behind it: ``accelerator`` has FLD's accelerator side (``rx``,
+    ``tx``, ``credits``) and ``counters``; the top has FLD's NIC side (its ports passed
+    through), FLD's drops and the accelerator's counters."""
+
+    def __init__(self, width: int, accelerator: wiring.Component,
+                 fld_map: FldMap | None = None) -> None:
+        fld_map = fld_map or FldMap()
+        self.fld, self.accelerator = Fld(width, fld_map), accelerator
+        self.width, self.map = width, fld_map
+        members = self.fld.signature.members
+        super().__init__({name: members[name] for name in
+                          ("nic_read", "nic_data", "pcie_write", "doorbell", "rx_dropped",
+                           "tx_dropped", "stray_reads")}
+                         | {"counters": accelerator.signature.members["counters"]})
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.fld = fld = self.fld
+        m.submodules.accelerator = acc = self.accelerator
+        for name in ("nic_read", "pcie_write"):
+            connect(m, top=flipped(getattr(self, name)), fld=getattr(fld, name))
+        for name in ("nic_data", "doorbell"):
+            connect(m, fld=getattr(fld, name), top=flipped(getattr(self, name)))
+        connect(m, fld=fld.rx, accelerator=acc.rx)
+        connect(m, accelerator=acc.tx, fld=fld.tx)
+        connect(m, accelerator=acc.counters, top=flipped(self.counters))
+        m.d.comb += [self.rx_dropped.eq(fld.rx_dropped), self.tx_dropped.eq(fld.tx_dropped),
+                     self.stray_reads.eq(fld.stray_reads)]
+        for q in range(self.map.queues):
+            m.d.comb += acc.credits[q].eq(fld.credits[q])
+        return m

@@ -16,18 +16,16 @@ way, the rest read from the slot, a word a cycle.
 from types import SimpleNamespace
 from typing import Any
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.stream.counters import CounterSignature, count
+from apiary.stream.counters import count
 from apiary.stream.integers import power_of_two
-from apiary.stream.layout import abort_nbytes, check_width, payload_layout
-from .fld import Fld, FldMap
+from apiary.stream.layout import abort_nbytes, check_width
+from .fields import field_of, head_with_word, lanes_of
+from .fld import FldMap, FldTop, accelerator_members
 from .formats import IP_OK, L4_OK
-from .rx_path import rx_meta
-from .tx_path import tx_meta
 
 
 __all__ = ["FldEcho", "FldEchoTop", "ECHO_COUNTERS", "HEAD_BYTES"]
@@ -44,18 +42,6 @@ ECHO_COUNTERS = {
 }
 
 
-def _bytes(value: Any, first: int, n: int) -> Any:
-    """Bytes ``first`` .. ``first + n - 1`` of ``value`` (byte ``i`` in bits ``8i``), as a
-    big-endian field: the first byte most significant."""
-    return Cat(*(value[8 * (first + n - 1 - k):8 * (first + n - k)] for k in range(n)))
-
-
-def _lanes(number: int, n: int) -> Any:
-    """``number`` as ``n`` bytes in lane order, big-endian (the first byte its most
-    significant)."""
-    return Const(int.from_bytes(number.to_bytes(n, "big"), "little"), 8 * n)
-
-
 class FldEcho(wiring.Component):
     """See the module docstring: at data width ``width``, answering as ``mac`` and ``ip``
     (integers), with FLD's ``rx_queues`` and ``queues`` (send queues)."""
@@ -69,16 +55,8 @@ class FldEcho(wiring.Component):
                              "must be powers of two")
         self.width, self.mac, self.ip = width, mac, ip
         self.queues, self.slots, self.slot_bytes = queues, slots, slot_bytes
-        word_in = data.StructLayout({**dict(payload_layout(width).members.items()),
-                                     "meta": rx_meta(rx_queues)})
-        word_out = data.StructLayout({**dict(payload_layout(width).members.items()),
-                                      "meta": tx_meta(queues)})
-        super().__init__({
-            "rx": In(stream.Signature(word_in)),
-            "tx": Out(stream.Signature(word_out)),
-            "credits": In(data.ArrayLayout(16, queues)),
-            "counters": Out(CounterSignature(ECHO_COUNTERS)),
-        })
+        super().__init__(accelerator_members(width, queues=queues, rx_queues=rx_queues,
+                                             counters=ECHO_COUNTERS))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -117,13 +95,7 @@ class FldEcho(wiring.Component):
         keep = Signal()                             # the packet has a slot
         head = heads[w_slot]
         m.d.comb += [i.ready.eq(1), wr.data.eq(p.data), wr.addr.eq(Cat(word[:wbits], w_slot))]
-        # The first 64 bytes, with this cycle's word in its place.
-        head_next = Signal(8 * HEAD_BYTES)
-        m.d.comb += head_next.eq(head)
-        for k in range(-(-HEAD_BYTES // nb)):
-            with m.If(word == k):
-                lo, hi = k * self.width, min((k + 1) * self.width, 8 * HEAD_BYTES)
-                m.d.comb += head_next[lo:hi].eq(p.data[:hi - lo])
+        head_next = head_with_word(m, head, word, p.data)
         kind = self._kind(m, head_next, p.meta.checks)
         with m.If(i.valid):
             first = word == 0
@@ -160,26 +132,26 @@ class FldEcho(wiring.Component):
         """What packet head ``h`` is (``udp``, ``arp``; ``checked``: the completion's
         ``checks`` say both checksums were verified), and the heads of its answers (``echo``,
         ``arp_reply``)."""
-        ethertype = _bytes(h, 12, 2)
+        ethertype = field_of(h, 12, 2)
         kind = SimpleNamespace(udp=Signal(name="is_udp"), arp=Signal(name="is_arp"),
                                checked=Signal(name="checked"))
         m.d.comb += [
             kind.udp.eq((ethertype == 0x0800) & (h[8 * 14:8 * 15] == 0x45)
-                        & (h[8 * 23:8 * 24] == 17) & (_bytes(h, 30, 4) == self.ip)),
-            kind.arp.eq((ethertype == 0x0806) & (_bytes(h, 14, 2) == 1)
-                        & (_bytes(h, 16, 2) == 0x0800) & (h[8 * 18:8 * 19] == 6)
-                        & (h[8 * 19:8 * 20] == 4) & (_bytes(h, 20, 2) == 1)
-                        & (_bytes(h, 38, 4) == self.ip)),
+                        & (h[8 * 23:8 * 24] == 17) & (field_of(h, 30, 4) == self.ip)),
+            kind.arp.eq((ethertype == 0x0806) & (field_of(h, 14, 2) == 1)
+                        & (field_of(h, 16, 2) == 0x0800) & (h[8 * 18:8 * 19] == 6)
+                        & (h[8 * 19:8 * 20] == 4) & (field_of(h, 20, 2) == 1)
+                        & (field_of(h, 38, 4) == self.ip)),
             kind.checked.eq((checks & (IP_OK | L4_OK)) == (IP_OK | L4_OK)),
         ]
 
         def raw(first: int, n: int) -> Any:         # bytes as they lie
             return h[8 * first:8 * (first + n)]
 
-        mac, ip = _lanes(self.mac, 6), _lanes(self.ip, 4)
+        mac, ip = lanes_of(self.mac, 6), lanes_of(self.ip, 4)
         kind.echo = Cat(raw(6, 6), raw(0, 6), raw(12, 14), raw(30, 4), raw(26, 4), raw(36, 2),
                         raw(34, 2), raw(38, HEAD_BYTES - 38))
-        kind.arp_reply = Cat(raw(6, 6), mac, raw(12, 8), _lanes(2, 2), mac, ip, raw(22, 6),
+        kind.arp_reply = Cat(raw(6, 6), mac, raw(12, 8), lanes_of(2, 2), mac, ip, raw(22, 6),
                              raw(28, 4), raw(42, HEAD_BYTES - 42))
         return kind
 
@@ -228,35 +200,10 @@ class FldEcho(wiring.Component):
                         m.next = "IDLE"
 
 
-class FldEchoTop(wiring.Component):
-    """FLD with the echo behind it: the NIC side of :class:`~flexdriver.fld.Fld` (``fld``'s
-    ports, passed through) and the echo's counters; ``fld_map`` its windows."""
+class FldEchoTop(FldTop):
+    """FLD with the echo behind it (:class:`~flexdriver.fld.FldTop`)."""
 
     def __init__(self, width: int, *, mac: int, ip: int, fld_map: FldMap | None = None) -> None:
         fld_map = fld_map or FldMap()
-        self.fld = Fld(width, fld_map)
-        self.echo = FldEcho(width, mac=mac, ip=ip, queues=fld_map.queues,
-                            rx_queues=fld_map.rx_queues)
-        self.width, self.map = width, fld_map
-        members = self.fld.signature.members
-        super().__init__({name: members[name] for name in
-                          ("nic_read", "nic_data", "pcie_write", "doorbell", "rx_dropped",
-                           "tx_dropped", "stray_reads")}
-                         | {"counters": Out(CounterSignature(ECHO_COUNTERS))})
-
-    def elaborate(self, platform: object) -> Module:
-        m = Module()
-        m.submodules.fld = fld = self.fld
-        m.submodules.echo = echo = self.echo
-        for name in ("nic_read", "pcie_write"):
-            connect(m, top=flipped(getattr(self, name)), fld=getattr(fld, name))
-        for name in ("nic_data", "doorbell"):
-            connect(m, fld=getattr(fld, name), top=flipped(getattr(self, name)))
-        connect(m, fld=fld.rx, echo=echo.rx)
-        connect(m, echo=echo.tx, fld=fld.tx)
-        m.d.comb += [self.rx_dropped.eq(fld.rx_dropped), self.tx_dropped.eq(fld.tx_dropped),
-                     self.stray_reads.eq(fld.stray_reads)]
-        connect(m, echo=echo.counters, top=flipped(self.counters))
-        for q in range(self.map.queues):
-            m.d.comb += echo.credits[q].eq(fld.credits[q])
-        return m
+        super().__init__(width, FldEcho(width, mac=mac, ip=ip, queues=fld_map.queues,
+                                        rx_queues=fld_map.rx_queues), fld_map)
