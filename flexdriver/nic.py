@@ -11,7 +11,8 @@ Queues (created by the control plane: :meth:`~NicModel.create_cq`, :meth:`~NicMo
 :meth:`~NicModel.create_rq`), each a ring of a power-of-two number of entries at a base address:
 
 - **Send queues**: the driver writes 64-byte WQEs (:class:`~flexdriver.formats.TxWqe`) and rings
-  the doorbell with its producer index; the NIC fetches each WQE, then the packet's bytes, fills
+  the doorbell with its producer index; the NIC fetches each WQE, then the packet's bytes (up to
+  ``prefetch`` WQEs ahead, in ring order on the wire), fills
   in the checksums the WQE asks for (``L3_CSUM``, ``L4_CSUM``), puts the frame on the wire (not
   before the queue's rate allows: ``rate`` bytes per cycle) and writes a completion if it is
   ``SIGNALED``. A WQE with another opcode, or a packet over ``max_frame`` bytes, completes with
@@ -134,7 +135,10 @@ class _Sq(_Ring):
     cq: int = 0
     rate: float | None = None   # bytes per cycle, or unshaped
     free_at: float = 0.0        # when the wire is the queue's again (shaping)
-    busy: bool = False
+    fetched: int = 0            # the next ring position to fetch (mod 2**16)
+    inflight: int = 0           # WQEs fetched or being fetched, not yet completed
+    ready: dict[int, tuple[TxWqe, bytes | None]] = field(default_factory=dict)
+    sending: bool = False       # a frame is on its way to the wire
 
 
 @dataclass
@@ -163,11 +167,13 @@ class NicCounters:
 class NicModel:
     """The NIC (see the module docstring). ``bus`` is the driver's memory; each DMA request and
     doorbell takes ``latency`` cycles plus up to ``jitter`` more (seeded by ``seed``), in
-    order; ``max_frame`` bytes at most on the wire."""
+    order, several outstanding at once; ``max_frame`` bytes at most on the wire; each send
+    queue fetches up to ``prefetch`` WQEs (and their packets) ahead of the one it sends."""
 
     def __init__(self, bus: Bus, *, latency: int = 100, jitter: int = 0, seed: int = 1,
-                 max_frame: int = 1518) -> None:
+                 max_frame: int = 1518, prefetch: int = 8) -> None:
         self.bus, self.latency, self.jitter, self.max_frame = bus, latency, jitter, max_frame
+        self.prefetch = prefetch
         self._rng = random.Random(seed)
         self.now = 0
         self._events: list[tuple[int, int, Callable[[], None]]] = []
@@ -288,47 +294,64 @@ class NicModel:
     # -- transmit --------------------------------------------------------------------------------
     def _sq_rung(self, sq: _Sq, producer: int) -> None:
         sq.producer = producer
-        if not sq.busy:
-            self._next_wqe(sq)
+        self._fetch(sq)
 
-    def _next_wqe(self, sq: _Sq) -> None:
-        if (sq.producer - sq.consumer) % (1 << 16) == 0:
-            sq.busy = False
-            return
-        sq.busy = True
-        self._dma_read(sq.address(sq.consumer), WQE_BYTES,
-                       lambda raw: self._wqe(sq, TxWqe.unpack(raw)))
+    def _fetch(self, sq: _Sq) -> None:
+        """Fetch the posted WQEs (and then their packets) ahead, ``prefetch`` at most."""
+        while (sq.producer - sq.fetched) % (1 << 16) and sq.inflight < self.prefetch:
+            index = sq.fetched
+            sq.fetched = (sq.fetched + 1) % (1 << 16)
+            sq.inflight += 1
+            self._dma_read(sq.address(index), WQE_BYTES, self._on_wqe(sq, index))
 
-    def _wqe(self, sq: _Sq, wqe: TxWqe) -> None:
+    def _on_wqe(self, sq: _Sq, index: int) -> Callable[[bytes], None]:
+        return lambda raw: self._wqe(sq, index, TxWqe.unpack(raw))
+
+    def _wqe(self, sq: _Sq, index: int, wqe: TxWqe) -> None:
         if wqe.opcode != OP_SEND or len(wqe.inline) + wqe.length > self.max_frame:
+            self._ready(sq, index, wqe, None)
+        elif wqe.length:
+            self._dma_read(wqe.address, wqe.length,
+                           lambda data: self._ready(sq, index, wqe, wqe.inline + data))
+        else:
+            self._ready(sq, index, wqe, wqe.inline)
+
+    def _ready(self, sq: _Sq, index: int, wqe: TxWqe, frame: bytes | None) -> None:
+        sq.ready[index] = (wqe, frame)
+        self._send(sq)
+
+    def _send(self, sq: _Sq) -> None:
+        """The next WQE in ring order, if fetched and the wire is free: sent (or completed
+        with an error)."""
+        if sq.sending or sq.consumer not in sq.ready:
+            return
+        wqe, frame = sq.ready.pop(sq.consumer)
+        if frame is None:
             self.counters.bump("tx_errors", sq.number)
             error = ERR_OPCODE if wqe.opcode != OP_SEND else ERR_LENGTH
             self._complete(sq.cq, Cqe(CQE_ERROR, 0, wqe.index, sq.number, error=error))
             self._done(sq)
             return
-        if wqe.length:
-            self._dma_read(wqe.address, wqe.length,
-                           lambda data: self._send(sq, wqe, wqe.inline + data))
-        else:
-            self._send(sq, wqe, wqe.inline)
-
-    def _send(self, sq: _Sq, wqe: TxWqe, frame: bytes) -> None:
         frame = _checksummed(frame, wqe.flags)
         at = max(float(self.now), sq.free_at)
         if sq.rate:
             sq.free_at = at + len(frame) / sq.rate
+        sq.sending = True
 
         def out() -> None:
             self.wire.append((self.now, frame))
             self.counters.bump("tx_packets", sq.number)
             if wqe.flags & SIGNALED:
                 self._complete(sq.cq, Cqe(CQE_SEND, 0, wqe.index, sq.number, len(frame)))
+            sq.sending = False
             self._done(sq)
         self._after(at - self.now, out)
 
     def _done(self, sq: _Sq) -> None:
         sq.consumer = (sq.consumer + 1) % (1 << 16)
-        self._next_wqe(sq)
+        sq.inflight -= 1
+        self._fetch(sq)
+        self._send(sq)
 
     # -- receive ---------------------------------------------------------------------------------
     def _received(self, frame: bytes) -> None:

@@ -282,13 +282,14 @@ class Bench(Job):
 
     Columns: ``status`` (the exit status; not 0 is a failed job) and ``report`` (what it
     printed). Its cache key covers the sources it can depend on: every module of ``apiary``,
-    ``beehive``, ``harness`` and ``platforms`` that the runner's module, the modules its
-    ``<function>_modules(args)`` names (the benchmark behind a command) and the files among the
-    arguments (a design script) import, at any depth, except the sweep machinery itself
-    (:mod:`harness.sweep`); and the files themselves."""
+    ``beehive``, ``flexdriver``, ``harness`` and ``platforms`` that the runner's module, the
+    modules its ``<function>_modules(args)`` names (the benchmark behind a command) and the
+    files among the arguments (a design script) import, at any depth, except the sweep
+    machinery itself (:mod:`harness.sweep`); and the files themselves."""
 
     kind: ClassVar[str] = "bench"
-    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "harness", "platforms")  # (packages)
+    sources: ClassVar[tuple[str, ...]] = ("apiary", "beehive", "flexdriver", "harness",
+                                          "platforms")  # (packages)
     needs_design: ClassVar[bool] = False
     args: tuple[str, ...] = ()
     name: str = ""

@@ -1,0 +1,172 @@
+"""FlexDriver's figures, measured: ``python -m flexdriver.bench [--markdown]``.
+
+* **Echo round trip**: one UDP frame into the NIC model's wire, FLD and FLD-E in Amaranth's
+  simulator behind it (:class:`~flexdriver.fld_echo.FldEchoTop`), cycles from the frame's arrival
+  to the answer's departure, with every DMA request and doorbell taking ``--latency`` cycles
+  (the modelled PCIe round trip).
+* **Echo throughput**: ``--frames`` frames offered one every ``gap`` cycles, the time a frame
+  takes on a 100 Gb/s wire at the clock (``--clock-mhz``): the frames answered, the answers per
+  cycle between the first answer's departure and the last's, and what the NIC, FLD or the echo
+  dropped. The link between the model and FLD moves one word a cycle and serves one read at a
+  time (:class:`~flexdriver.sim.FldLink`), as FLD answers them.
+* **On-chip memory**: every memory FLD instantiates (:func:`memories`, from the elaborated
+  design, block by block), at the map the measurements use (:class:`~flexdriver.fld.FldMap`'s
+  defaults).
+"""
+
+import argparse
+import ipaddress
+import sys
+from typing import Any
+
+from .control import FldControl
+from .fld import FldMap
+from .fld_echo import FldEchoTop
+from .nic import NicModel
+from .sim import FldLink
+
+
+__all__ = ["echo_run", "memories", "measure", "main"]
+
+MAC, IP_ADDR, PEER = 0x02_00_00_00_0F_1D, "10.0.0.2", "10.0.0.1"
+WIRE_BYTES_PER_FRAME = 20               # preamble, start of frame, inter-frame gap
+
+
+def _frame(size: int, sport: int) -> bytes:
+    """A UDP frame of ``size`` bytes on the wire (without FCS) to the echo."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    head = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:0f:1d") / IP(src=PEER, dst=IP_ADDR) \
+        / UDP(sport=sport, dport=7)
+    return bytes(head / bytes(max(0, size - len(head))))
+
+
+def echo_run(width: int, *, latency: int, size: int, frames: int, gap: int) -> dict[str, Any]:
+    """Offer ``frames`` frames of ``size`` bytes, one every ``gap`` cycles, to FLD-E behind the
+    NIC model; returns the cycles of each frame's arrival and answer, and the drops."""
+    from apiary.stream.testbench import simulate
+    fld_map = FldMap()
+    top = FldEchoTop(width, mac=MAC, ip=int(ipaddress.IPv4Address(IP_ADDR)), fld_map=fld_map)
+    link = FldLink(top)
+    nic = link.nic = NicModel(link, latency=latency, jitter=0)
+    FldControl(nic, fld_map).create_queues()
+    out: dict[str, Any] = {}
+    sent = [_frame(size, 1000 + k) for k in range(frames)]
+
+    async def wire(ctx: Any) -> None:
+        await ctx.tick().repeat(4 * latency)        # the receive doorbells land
+        for frame in sent:
+            nic.receive(frame)
+            await ctx.tick().repeat(gap)
+        while len(nic.wire) < frames and (nic.busy or link.reads or link.words
+                                          or link.cycle - out.setdefault("idle", 0) < 4096):
+            if nic.busy or link.reads or link.words:
+                out["idle"] = link.cycle
+            await ctx.tick()
+        out["fld_dropped"] = int(ctx.get(top.rx_dropped[0]))
+        out["echo_overflow"] = int(ctx.get(top.counters.overflow))
+
+    simulate(top, wire, background=[link.run])
+    arrived = [t for t, _ in nic.arrived]
+    answered = [t for t, _ in nic.wire]
+    return {"arrived": arrived, "answered": answered, "nic_dropped":
+            sum(nic.counters.out_of_buffer.values()), **out}
+
+
+def memories(width: int = 512, fld_map: FldMap | None = None) -> list[tuple[str, int, int]]:
+    """``(block, depth, width)`` of every memory FLD instantiates, from the elaborated design."""
+    from amaranth.hdl import Fragment, Shape
+    from amaranth.hdl._ir import Fragment as IrFragment
+    from amaranth.lib.memory import Memory
+    from .fld import Fld
+    found: list[tuple[str, int, int]] = []
+
+    def walk(fragment: IrFragment, path: str) -> None:
+        origins = getattr(fragment, "origins", None) or ()
+        for origin in origins:
+            if isinstance(origin, Memory):
+                found.append((path, origin.depth, Shape.cast(origin.shape).width))
+        for sub, name, _ in fragment.subfragments:
+            walk(sub, f"{path}.{name}" if path else str(name))
+
+    walk(Fragment.get(Fld(width, fld_map), None), "")
+    return found
+
+
+def measure(argv: list[str]) -> int:
+    """``python -m flexdriver.bench`` with ``argv``; prints the report, returns 0."""
+    parser = argparse.ArgumentParser(prog="python -m flexdriver.bench", description=__doc__)
+    parser.add_argument("--widths", default="64,512", help="data widths (default 64,512)")
+    parser.add_argument("--sizes", default="64,1500", help="frame sizes in bytes")
+    parser.add_argument("--latency", type=int, default=125,
+                        help="cycles per DMA request and doorbell (default 125: 500 ns at 250 "
+                             "MHz)")
+    parser.add_argument("--frames", type=int, default=64, help="frames for the throughput")
+    parser.add_argument("--clock-mhz", type=float, default=250.0)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args(argv)
+    widths = [int(w) for w in args.widths.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    ns = 1e3 / args.clock_mhz
+    wire_bytes_per_cycle = 100e9 / 8 / (args.clock_mhz * 1e6)
+    rows = []
+    for width in widths:
+        for size in sizes:
+            one = echo_run(width, latency=args.latency, size=size, frames=1, gap=1)
+            rtt = one["answered"][0] - one["arrived"][0]
+            gap = max(1, round((size + WIRE_BYTES_PER_FRAME) / wire_bytes_per_cycle))
+            run = echo_run(width, latency=args.latency, size=size, frames=args.frames, gap=gap)
+            answered = len(run["answered"])
+            span = run["answered"][-1] - run["answered"][0] if answered > 1 else 0
+            rate = (answered - 1) / span if span else 0.0     # departures, steady state
+            gbps = rate * size * 8 * args.clock_mhz * 1e6 / 1e9
+            rows.append((width, size, rtt, rtt * ns / 1e3, gap, answered, args.frames,
+                         rate, gbps, run["nic_dropped"] + run["fld_dropped"]
+                         + run["echo_overflow"]))
+    _print_echo(rows, args, args.markdown)
+    _print_memory(memories(), args.markdown)
+    return 0
+
+
+def _print_echo(rows: list[tuple], args: argparse.Namespace, markdown: bool) -> None:
+    head = ("width", "frame B", "round trip (cycles)", f"(µs at {args.clock_mhz:g} MHz)",
+            "offered every (cycles)", "answered", "answers / cycle", "Gb/s", "dropped")
+    lines = [head] + [(str(w), str(s), str(rtt), f"{us:.2f}", str(gap), f"{a} of {n}",
+                       f"{rate:.4f}", f"{gbps:.1f}", str(d))
+                      for w, s, rtt, us, gap, a, n, rate, gbps, d in rows]
+    print(f"FLD-E behind the NIC model, every DMA request and doorbell {args.latency} cycles, "
+          f"{args.frames} frames offered at 100 Gb/s of wire, answers per cycle between the "
+          f"first answer and the last")
+    _table(lines, markdown)
+
+
+def _print_memory(found: list[tuple[str, int, int]], markdown: bool) -> None:
+    f = FldMap()
+    print(f"\nFLD's memories at 512 bits ({f.queues} send queues of {f.ring_entries}, a pool of "
+          f"{f.pool_entries} descriptors, {f.slots} transmit slots and {f.buffers} receive "
+          f"buffers of {f.slot_bytes} B), from the elaborated design")
+    lines = [("memory", "depth x width", "KiB")]
+    lines += [(path, f"{depth} x {bits}", f"{depth * bits / 8192:.2f}")
+              for path, depth, bits in found]
+    lines.append(("total", "", f"{sum(d * b for _, d, b in found) / 8192:.2f}"))
+    _table(lines, markdown)
+
+
+def _table(lines: list[tuple], markdown: bool) -> None:
+    if markdown:
+        print("| " + " | ".join(lines[0]) + " |")
+        print("|" + "|".join("---" for _ in lines[0]) + "|")
+        for line in lines[1:]:
+            print("| " + " | ".join(line) + " |")
+        return
+    widths = [max(len(str(line[k])) for line in lines) for k in range(len(lines[0]))]
+    for line in lines:
+        print("  ".join(str(c).rjust(w) for c, w in zip(line, widths)))
+
+
+def main() -> int:
+    return measure(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
