@@ -179,6 +179,24 @@ def test_list_prints_the_address_map_without_a_design_running(capsys, dmap):
         {(t.name, e.name) for t in dmap for e in t}
 
 
+def test_csr_prints_litex_csr_csv_without_a_design_running(capsys, dmap, tmp_path):
+    """`apiary ctl DESIGN csr`: the map as LiteX's csr.csv, which LiteX's reader takes: every
+    counter and register (none of the tables) at its Etherbone address."""
+    from litex.tools.remote.csr_builder import CSRBuilder
+    from beehive.apps.etherbone import address
+    code, out, err = ctl(capsys, "csr")
+    assert code == 0, err
+    (tmp_path / "csr.csv").write_text(out)
+    regs = CSRBuilder(comm=type("Comm", (), {"read": None, "write": None}),
+                      csr_csv=str(tmp_path / "csr.csv")).regs.d
+    tile, entry = dmap.lookup("udp_rx.bad_checksum")
+    assert regs["udp_rx_bad_checksum"].addr == address(tile.x, tile.y, entry.addr)
+    assert regs["audit_rearm"].mode == "rw" and "audit_log" not in regs
+    assert len(regs) == sum(e.words for t in dmap for e in t if e.kind != "table")
+    code, _, err = ctl(capsys, "10.0.0.2", "csr", "extra")
+    assert code == 2 and "usage: apiary ctl DESIGN HOST csr" in err
+
+
 def test_a_design_without_a_controller(capsys):
     gc.collect()
     capsys.readouterr()
