@@ -23,7 +23,8 @@ on each answer's last; a read outside every window is answered with zeros and co
 ``stray_reads``), ``pcie_write`` (the NIC's writes, always taken), ``doorbell`` (what FLD asks of
 the NIC: :class:`Doorbell` ``kind`` and ``queue``, ``value`` the new producer or consumer index);
 the accelerator's: ``rx`` (packets out, never waiting: see :mod:`flexdriver.rx_path`), ``tx``
-(packets in, with credits: see :mod:`flexdriver.tx_path`), ``credits``, ``rx_dropped``,
+(packets in, with credits: see :mod:`flexdriver.tx_path`), ``credit_queue`` and ``credit``,
+``rx_dropped``,
 ``tx_dropped``.
 """
 
@@ -112,7 +113,8 @@ class Fld(wiring.Component):
             "rx": rx_sig["packets"],
             "rx_accept": rx_sig["accept"],
             "tx": tx_sig["packets"],
-            "credits": tx_sig["credits"],
+            "credit_queue": tx_sig["credit_queue"],
+            "credit": tx_sig["credit"],
             "rx_dropped": rx_sig["dropped"],
             "tx_dropped": tx_sig["dropped"],
             "stray_reads": Out(32),
@@ -124,7 +126,8 @@ class Fld(wiring.Component):
         m.submodules.tx_path = tx = self.tx_path
         connect(m, rx=rx.packets, fld=flipped(self.rx))
         connect(m, fld=flipped(self.tx), tx=tx.packets)
-        m.d.comb += [self.credits.eq(tx.credits), self.rx_dropped.eq(rx.dropped),
+        m.d.comb += [tx.credit_queue.eq(self.credit_queue), self.credit.eq(tx.credit),
+                     self.rx_dropped.eq(rx.dropped),
                      rx.accept.eq(self.rx_accept),
                      self.tx_dropped.eq(tx.dropped), self.stray_reads.eq(tx.stray_reads)]
         # The NIC's writes go to both sides, each taking what falls in its windows.
@@ -200,20 +203,22 @@ class Fld(wiring.Component):
 def accelerator_members(width: int, *, queues: int, rx_queues: int,
                         counters: dict[str, str]) -> dict[str, Any]:
     """The members of an accelerator behind FLD (:class:`FldTop`): ``rx`` (FLD's receive
-    stream, taken without waiting), ``tx`` (its transmit stream), ``credits`` (by send queue),
+    stream, taken without waiting), ``tx`` (its transmit stream), ``credit_queue`` (the send
+    queue it asks about) and ``credit`` (that queue's credit),
     and ``counters`` (:class:`~apiary.stream.counters.CounterSignature` of ``counters``)."""
     def word(meta: data.StructLayout) -> data.StructLayout:
         return data.StructLayout({**dict(payload_layout(width).members.items()), "meta": meta})
     return {"rx": In(stream.Signature(word(rx_meta(rx_queues)))),
             "tx": Out(stream.Signature(word(tx_meta(queues)))),
-            "credits": In(data.ArrayLayout(16, queues)),
+            "credit_queue": Out(max(1, (queues - 1).bit_length())),
+            "credit": In(16),
             "counters": Out(CounterSignature(counters))}
 
 
 class FldTop(wiring.Component):
     """FLD with an accelerator behind it: ``accelerator`` has FLD's accelerator side (``rx``,
-    ``tx``, ``credits``) and ``counters``; the top has FLD's NIC side (its ports passed
-    through), FLD's drops and the accelerator's counters."""
+    ``tx``, ``credit_queue``, ``credit``) and ``counters``; the top has FLD's NIC side (its
+    ports passed through), FLD's drops and the accelerator's counters."""
 
     def __init__(self, width: int, accelerator: wiring.Component,
                  fld_map: FldMap | None = None) -> None:
@@ -239,6 +244,5 @@ class FldTop(wiring.Component):
         connect(m, accelerator=acc.counters, top=flipped(self.counters))
         m.d.comb += [self.rx_dropped.eq(fld.rx_dropped), self.tx_dropped.eq(fld.tx_dropped),
                      self.stray_reads.eq(fld.stray_reads)]
-        for q in range(self.map.queues):
-            m.d.comb += acc.credits[q].eq(fld.credits[q])
+        m.d.comb += [fld.credit_queue.eq(acc.credit_queue), acc.credit.eq(fld.credit)]
         return m

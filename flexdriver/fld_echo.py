@@ -173,7 +173,8 @@ class FldEcho(wiring.Component):
         with m.FSM(name="echo_out"):
             with m.State("IDLE"):
                 m.d.sync += [fetched.eq(0), sent.eq(0), have.eq(0)]
-                with m.If((full_slots != 0) & (self.credits[queue] != 0)):
+                m.d.comb += self.credit_queue.eq(queue)
+                with m.If((full_slots != 0) & (self.credit != 0)):
                     m.next = "SEND"
             with m.State("SEND"):
                 taken = o.valid & o.ready

@@ -123,7 +123,8 @@ class FldRs(wiring.Component):
 
         # Out: the answer's headers in front of the parity shards, once the queue has credit.
         a = answers.o.payload
-        credit = self.credits[a.queue] != 0
+        m.d.comb += self.credit_queue.eq(a.queue)
+        credit = self.credit != 0
         started = Signal()                              # the answer's header is taken
         m.d.comb += [insert.hdr.payload.data.eq(a.head),
                      insert.hdr.valid.eq(answers.o.valid & (credit | started))]

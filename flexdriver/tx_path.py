@@ -12,18 +12,20 @@ position holds, ``queues × ring_entries`` entries, so that the position's compl
 Then the queue's doorbell rings with the new producer index.
 
 Ports: ``packets`` (In: payload words, :func:`~apiary.stream.layout.payload_layout`, with
-``meta``, :func:`tx_meta`: the send queue and the offload flags), ``credits`` (Out, one per
-queue: packets the queue may start now), ``nic_read`` (In: the NIC's DMA reads, ``address`` and
-``length``, of the rings' window, answered with the WQE expanded, or of the buffer's, answered
-with the bytes; any other address with zeros, counted in ``stray_reads``), ``nic_data`` (Out:
-the answers, a word at a time, in order, ``last`` on each answer's last), ``pcie_write`` (In:
-the NIC's DMA writes of completions into the completion window, ``cq_entries`` CQEs at
-``cq_base``), ``doorbell`` (Out: ``cq`` 0 and the send queue's producer index after a post; ``cq``
-1 and how many completions FLD has taken, the completion queue's consumer index, after each),
-``dropped`` (Out, per queue: packets refused).
+``meta``, :func:`tx_meta`: the send queue and the offload flags), ``credit_queue`` (In) and
+``credit`` (Out, combinationally: packets that queue may start now), ``nic_read`` (In: the
+NIC's DMA reads, ``address`` and ``length``, of the rings' window, answered with the WQE
+expanded, or of the buffer's, answered with the bytes; any other address with zeros, counted
+in ``stray_reads``), ``nic_data`` (Out: the answers, a word at a time, in order, ``last`` on
+each answer's last), ``pcie_write`` (In: the NIC's DMA writes of completions into the
+completion window, ``cq_entries`` CQEs at ``cq_base``), ``doorbell`` (Out: ``cq`` 0 and the send
+queue's producer index after a post; ``cq`` 1 and how many completions FLD has taken, the
+completion queue's consumer index, after each), ``dropped`` (Out, per queue: packets refused).
 
 **Credits.** A queue may start a packet while its credit is not zero: it counts the queue's
-free ring positions while a slot and a descriptor are free, else 0. A packet started without
+free ring positions while a slot and a descriptor are free, else 0. Each queue's posted and
+completed counts live in two small memories (not registers), so queues cost memory, not logic;
+the credit is asked for one queue at a time. A packet started without
 credit, longer than a slot, or ended by an abort word is dropped and counted under its queue,
 and whatever it took is given back: no queue ever has more packets outstanding than its ring
 holds, and no packet overruns its slot. ``packets`` waits (not ready) only while a descriptor
@@ -88,7 +90,8 @@ class TxPath(wiring.Component):
                                   "meta": tx_meta(queues)})
         super().__init__({
             "packets": In(stream.Signature(word)),
-            "credits": Out(data.ArrayLayout(range(ring_entries + 1), queues)),
+            "credit_queue": In(qbits),
+            "credit": Out(range(ring_entries + 1)),
             "nic_read": In(stream.Signature(nic_read_layout())),
             "nic_data": Out(stream.Signature(data.StructLayout({"data": width, "last": 1}))),
             "pcie_write": In(stream.Signature(pcie_write_layout(width))),
@@ -100,7 +103,7 @@ class TxPath(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.pool = pool = self.pool
+        m.submodules.pool = self.pool
         nb = self.width // 8
         words_per_slot = self.slot_bytes // nb
         slot_bits = (self.slots - 1).bit_length()
@@ -119,29 +122,34 @@ class TxPath(wiring.Component):
         m.submodules.xlt = xlt = Memory(shape=slot_bits, depth=self.queues * self.ring_entries,
                                         init=[])
         xlt_wr, xlt_rd = xlt.write_port(), xlt.read_port(domain="comb")
-        outstanding = Array(Signal(range(self.ring_entries + 1), name=f"outstanding{q}")
-                            for q in range(self.queues))
-        producer = Array(Signal(16, name=f"producer{q}") for q in range(self.queues))
-        shared_free = (free != 0) & (pool.free != 0)
-        for q in range(self.queues):
-            m.d.comb += self.credits[q].eq(Mux(shared_free,
-                                               self.ring_entries - outstanding[q], 0))
+        # Per queue: packets posted (its producer index) and completed, in two memories read
+        # combinationally; what is outstanding is the difference, modulo 2**16.
+        m.submodules.posted = posted_mem = Memory(shape=16, depth=self.queues, init=[])
+        m.submodules.completed = completed_mem = Memory(shape=16, depth=self.queues, init=[])
+        counts = SimpleNamespace(
+            posted_w=posted_mem.write_port(), completed_w=completed_mem.write_port(),
+            posted_r=posted_mem.read_port(domain="comb"),          # the writer's queue
+            completed_r=completed_mem.read_port(domain="comb"),
+            release_r=completed_mem.read_port(domain="comb"))      # the releaser's queue
+        shared_free = (free != 0) & (self.pool.free != 0)
 
-        # What each path changes of the counts, in one update a cycle.
-        popped, pushed = Signal(), Signal()
-        posted, released = Signal(), Signal()
-        post_q, release_q = Signal.like(self.packets.payload.meta.queue), Signal(12)
+        def credit_of(posted_count: Any, completed_count: Any) -> Any:
+            return Mux(shared_free, self.ring_entries - (posted_count - completed_count)[:16], 0)
+
+        ask_p, ask_c = posted_mem.read_port(domain="comb"), completed_mem.read_port(domain="comb")
+        m.d.comb += [ask_p.addr.eq(self.credit_queue), ask_c.addr.eq(self.credit_queue),
+                     self.credit.eq(credit_of(ask_p.data, ask_c.data))]
+
+        # What each path changes of the free slots, in one update a cycle.
+        popped, pushed, released = Signal(), Signal(), Signal()
         # (a slot comes back from the writer, a dropped packet's, or with a completion)
         m.d.sync += [free.eq(free - popped + pushed + released), head.eq(head + popped)]
-        for q in range(self.queues):
-            m.d.sync += outstanding[q].eq(outstanding[q] + (posted & (post_q == q))
-                                          - (released & (release_q == q)))
         doorbell_busy = Signal()                    # the writer has the doorbell port
         shared = SimpleNamespace(
             buf_wr=buf_wr, free_rd=free_rd, free_wr=free_wr, tail=tail, popped=popped,
-            pushed=pushed, posted=posted, post_q=post_q, producer=producer, xlt_wr=xlt_wr,
-            xlt_rd=xlt_rd, words_per_slot=words_per_slot, index_bits=index_bits,
-            doorbell_busy=doorbell_busy, released=released, release_q=release_q)
+            pushed=pushed, counts=counts, credit_of=credit_of, xlt_wr=xlt_wr, xlt_rd=xlt_rd,
+            words_per_slot=words_per_slot, index_bits=index_bits, doorbell_busy=doorbell_busy,
+            released=released)
         self._writer(m, shared)
         self._releaser(m, shared)
         self._reader(m, buf_rd)
@@ -150,8 +158,8 @@ class TxPath(wiring.Component):
     def _writer(self, m: Module, s: SimpleNamespace) -> None:
         """The accelerator's packets into slots; each posted, then its doorbell rung."""
         buf_wr, free_rd, free_wr, tail = s.buf_wr, s.free_rd, s.free_wr, s.tail
-        popped, pushed, posted, post_q = s.popped, s.pushed, s.posted, s.post_q
-        producer, xlt_wr, words_per_slot = s.producer, s.xlt_wr, s.words_per_slot
+        popped, pushed, counts = s.popped, s.pushed, s.counts
+        xlt_wr, words_per_slot = s.xlt_wr, s.words_per_slot
         index_bits, doorbell_busy = s.index_bits, s.doorbell_busy
         i = self.packets
         p, meta = i.payload, i.payload.meta
@@ -166,7 +174,9 @@ class TxPath(wiring.Component):
         def at(slot_number: Any, k: Any) -> Any:    # word ``k`` of a slot in the buffer
             return Cat(k[:wbits], slot_number)[:len(buf_wr.addr)]
 
-        m.d.comb += [buf_wr.data.eq(p.data), buf_wr.addr.eq(at(slot, word)), post_q.eq(queue)]
+        producer = counts.posted_r.data             # of ``queue`` (of ``meta.queue`` in IDLE)
+        m.d.comb += [buf_wr.data.eq(p.data), buf_wr.addr.eq(at(slot, word)),
+                     counts.posted_r.addr.eq(queue), counts.completed_r.addr.eq(queue)]
         aborted = p.nbytes == abort_nbytes(self.width)
 
         def count_drop(q: Any) -> None:
@@ -179,10 +189,12 @@ class TxPath(wiring.Component):
 
         with m.FSM(name="writer"):
             with m.State("IDLE"):
-                m.d.comb += i.ready.eq(1)
+                m.d.comb += [i.ready.eq(1), counts.posted_r.addr.eq(meta.queue),
+                             counts.completed_r.addr.eq(meta.queue)]
                 with m.If(i.valid):
                     m.d.sync += [queue.eq(meta.queue), flags.eq(meta.flags)]
-                    with m.If((self.credits[meta.queue] == 0) | aborted):
+                    credit = s.credit_of(producer, counts.completed_r.data)
+                    with m.If((credit == 0) | aborted):
                         count_drop(meta.queue)
                         with m.If(~p.last):
                             m.next = "DISCARD"
@@ -214,30 +226,31 @@ class TxPath(wiring.Component):
                 with m.If(i.valid & p.last):
                     m.next = "IDLE"
             with m.State("POST"):
-                index = producer[queue][:index_bits]
+                index = producer[:index_bits]
                 post = self.pool.post
                 desc = post.payload.desc
                 m.d.comb += [post.valid.eq(1), post.payload.queue.eq(queue),
-                             post.payload.index.eq(producer[queue]),
+                             post.payload.index.eq(producer),
                              desc.buffer.eq(slot * (self.slot_bytes // BUFFER_UNIT)),
                              desc.length.eq(length), desc.queue.eq(queue),
                              desc.flags.eq(flags | SIGNALED)]
                 with m.If(post.ready):
-                    m.d.comb += [posted.eq(1), xlt_wr.data.eq(slot), xlt_wr.en.eq(1),
-                                 xlt_wr.addr.eq(Cat(index, queue)[:len(xlt_wr.addr)])]
-                    m.d.sync += producer[queue].eq(producer[queue] + 1)
+                    m.d.comb += [xlt_wr.data.eq(slot), xlt_wr.en.eq(1),
+                                 xlt_wr.addr.eq(Cat(index, queue)[:len(xlt_wr.addr)]),
+                                 counts.posted_w.addr.eq(queue),
+                                 counts.posted_w.data.eq(producer + 1), counts.posted_w.en.eq(1)]
                     m.next = "DOORBELL"
             with m.State("DOORBELL"):
                 d = self.doorbell
                 m.d.comb += [doorbell_busy.eq(1), d.valid.eq(1), d.payload.cq.eq(0),
-                             d.payload.queue.eq(queue), d.payload.value.eq(producer[queue])]
+                             d.payload.queue.eq(queue), d.payload.value.eq(producer)]
                 with m.If(d.ready):
                     m.next = "IDLE"
 
     def _releaser(self, m: Module, s: SimpleNamespace) -> None:
         """Each completion: its descriptor released, its slot freed, the consumer index rung."""
         free_wr, tail, pushed, released = s.free_wr, s.tail, s.pushed, s.released
-        release_q, xlt_rd, index_bits = s.release_q, s.xlt_rd, s.index_bits
+        xlt_rd, index_bits, counts = s.xlt_rd, s.index_bits, s.counts
         doorbell_busy = s.doorbell_busy
         m.submodules.cq = cq = CqeWindow(width=self.width, base=self.cq_base,
                                          entries=self.cq_entries)
@@ -250,7 +263,7 @@ class TxPath(wiring.Component):
         consumer = Signal(16)
         item = done.o.payload
         qbits = len(self.pool.release.payload.queue)
-        m.d.comb += [release_q.eq(item.queue),
+        m.d.comb += [counts.release_r.addr.eq(item.queue),
                      xlt_rd.addr.eq(Cat(item.index[:index_bits], item.queue[:qbits])
                                     [:len(xlt_rd.addr)])]
         with m.FSM(name="releaser"):
@@ -264,7 +277,10 @@ class TxPath(wiring.Component):
                              r.payload.queue.eq(item.queue), r.payload.index.eq(item.index)]
                 with m.If(r.valid & r.ready):
                     m.d.comb += [free_wr.addr.eq(tail), free_wr.data.eq(xlt_rd.data),
-                                 free_wr.en.eq(1), released.eq(1), done.o.ready.eq(1)]
+                                 free_wr.en.eq(1), released.eq(1), done.o.ready.eq(1),
+                                 counts.completed_w.addr.eq(item.queue),
+                                 counts.completed_w.data.eq(counts.release_r.data + 1),
+                                 counts.completed_w.en.eq(1)]
                     m.d.sync += [tail.eq(tail + 1), consumer.eq(consumer + 1)]
                     m.next = "DOORBELL"
             with m.State("DOORBELL"):

@@ -51,13 +51,15 @@ def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=
         nic.create_sq(q, RING_BASE + q * RING * 64, RING, cq=0, rate=rates[q])
     out = {"credits_min": RING, "done": False}
 
-    async def credits(ctx):
-        async for _, _, credit in ctx.tick().sample(dut.credits):
-            out["credits_min"] = min(out["credits_min"], *(int(c) for c in credit))
+    def credit(ctx, queue):
+        ctx.set(dut.credit_queue, queue)
+        value = ctx.get(dut.credit)
+        out["credits_min"] = min(out["credits_min"], value)
+        return value
 
     async def accelerator(ctx):
         for queue, frame in packets:
-            while obey_credits[queue] and ctx.get(dut.credits[queue]) == 0:
+            while obey_credits[queue] and credit(ctx, queue) == 0:
                 await ctx.tick()
             words = [frame[k:k + nb] for k in range(0, len(frame), nb)] if frame else [b""]
             for k, chunk in enumerate(words):
@@ -70,13 +72,13 @@ def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=
                 await ctx.tick().until(dut.packets.ready)
             ctx.set(dut.packets.valid, 0)
         # Every credit back once the NIC has sent what it took.
-        while any(ctx.get(dut.credits[q]) != RING for q in range(QUEUES)):
+        while any(credit(ctx, q) != RING for q in range(QUEUES)):
             await ctx.tick()
         await ctx.tick().repeat(50)
         out["dropped"] = [int(ctx.get(dut.dropped[q])) for q in range(QUEUES)]
         out["stray_reads"] = int(ctx.get(dut.stray_reads))
 
-    simulate(dut, accelerator, background=[link.run, credits], timeout=limit)
+    simulate(dut, accelerator, background=[link.run], timeout=limit)
     return nic, out
 
 
