@@ -57,6 +57,7 @@ sweep = Sweep(
         bench("tcp-echo-64", "examples/tcp_echo.py", "--tcp", "--width", "64", "--clock-mhz",
               "250", "--markdown"),
         bench("kernel", "kernel", "--area", "--markdown"),
+        bench("fld", "--markdown", runner="flexdriver.bench:measure"),
     ],
     name="performance",
 )

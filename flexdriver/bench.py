@@ -154,6 +154,7 @@ def _print_memory(found: list[tuple[str, int, int]], markdown: bool) -> None:
 
 def _table(lines: list[tuple], markdown: bool) -> None:
     if markdown:
+        print()
         print("| " + " | ".join(lines[0]) + " |")
         print("|" + "|".join("---" for _ in lines[0]) + "|")
         for line in lines[1:]:
