@@ -12,6 +12,8 @@
 * **On-chip memory**: every memory FLD instantiates (:func:`memories`, from the elaborated
   design, block by block), at the map the measurements use (:class:`~flexdriver.fld.FldMap`'s
   defaults).
+* **Area**: FLD at 512 bits, that map, through Yosys's ``synth_xilinx`` (UltraScale+, as
+  :mod:`apiary.bench.area` does for the tiles).
 """
 
 import argparse
@@ -125,6 +127,7 @@ def measure(argv: list[str]) -> int:
                          + run["echo_overflow"]))
     _print_echo(rows, args, args.markdown)
     _print_memory(memories(), args.markdown)
+    _print_area(args.markdown)
     return 0
 
 
@@ -150,6 +153,17 @@ def _print_memory(found: list[tuple[str, int, int]], markdown: bool) -> None:
               for path, depth, bits in found]
     lines.append(("total", "", f"{sum(d * b for _, d, b in found) / 8192:.2f}"))
     _table(lines, markdown)
+
+
+def _print_area(markdown: bool) -> None:
+    from apiary.bench.noc import design_area
+    from .fld import Fld
+    area = design_area(Fld(512), "xilinx")
+    brams = sum(v for k, v in area["cells"].items() if k.startswith("RAMB"))
+    print("\nFLD's area at 512 bits, the same map, Yosys synth_xilinx -family xcup")
+    _table([("LUTs", "LUTRAM", "FFs", "block RAMs (RAMB18/36)"),
+            (f"{area['luts']:,}", f"{area['lutram']:,}", f"{area['ffs']:,}", str(brams))],
+           markdown)
 
 
 def _table(lines: list[tuple], markdown: bool) -> None:

@@ -1,6 +1,9 @@
 """python -m flexdriver.bench: the echo's round trip through the NIC model, FLD and FLD-E is made
 of the modelled DMA latencies (it moves with them, cycle for cycle in a fixed pattern), a light
-load is answered whole, and FLD's memories are counted from the elaborated design."""
+load is answered whole, FLD's memories are counted from the elaborated design, and its area
+comes from Yosys."""
+
+import pytest
 
 from flexdriver.bench import echo_run, measure, memories
 from flexdriver.fld import FldMap
@@ -33,7 +36,11 @@ def test_memories_are_those_the_design_instantiates():
     assert sum(v for k, v in found.items() if ".table.bank" in k) > 0   # the cuckoo table
 
 
-def test_the_command_prints_both_tables(capsys):
+@pytest.mark.slow
+def test_the_command_prints_its_tables(capsys):
     assert measure(["--widths", "64", "--sizes", "64", "--frames", "4", "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "| 64 | 64 |" in out and "| total |" in out
+    area = out.split("synth_xilinx")[1].splitlines()[4]         # the area's row
+    luts = int(area.split("|")[1].replace(",", ""))
+    assert 500 < luts < 20_000
