@@ -7,9 +7,10 @@ Every packet takes one *slot* of a buffer shared by all send queues (``slots`` s
 (FlexDriver §5: "we map a per-queue virtual address range into the data buffer with another
 translation table"). Its descriptor (:data:`~flexdriver.descriptors.TX_DESC`: the slot, the
 length, the offload flags) goes to ring position ``producer`` of its queue in the
-:class:`~flexdriver.tx_pool.TxDescriptorPool`, and the translation table keeps which slot that
-position holds, ``queues × ring_entries`` entries, so that the position's completion frees it.
-Then the queue's doorbell rings with the new producer index.
+:class:`~flexdriver.tx_pool.TxDescriptorPool`, which is the translation: the pool's cuckoo table
+maps the position to the descriptor, and the descriptor names the slot, so the position's
+completion, releasing the descriptor, frees the slot it names (no table of its own). Then the
+queue's doorbell rings with the new producer index.
 
 Ports: ``packets`` (In: payload words, :func:`~apiary.stream.layout.payload_layout`, with
 ``meta``, :func:`tx_meta`: the send queue and the offload flags), ``credit_queue`` (In) and
@@ -107,7 +108,6 @@ class TxPath(wiring.Component):
         nb = self.width // 8
         words_per_slot = self.slot_bytes // nb
         slot_bits = (self.slots - 1).bit_length()
-        index_bits = (self.ring_entries - 1).bit_length()
         m.submodules.buffer = buf = Memory(shape=self.width, depth=self.slots * words_per_slot,
                                            init=[])
         buf_wr, buf_rd = buf.write_port(), buf.read_port(transparent_for=())
@@ -118,10 +118,6 @@ class TxPath(wiring.Component):
         head, tail = Signal(slot_bits), Signal(slot_bits)
         free = Signal(range(self.slots + 1), init=self.slots)
         m.d.comb += free_rd.addr.eq(head)
-        # The translation: which slot each ring position holds.
-        m.submodules.xlt = xlt = Memory(shape=slot_bits, depth=self.queues * self.ring_entries,
-                                        init=[])
-        xlt_wr, xlt_rd = xlt.write_port(), xlt.read_port(domain="comb")
         # Per queue: packets posted (its producer index) and completed, in two memories read
         # combinationally; what is outstanding is the difference, modulo 2**16.
         m.submodules.posted = posted_mem = Memory(shape=16, depth=self.queues, init=[])
@@ -147,8 +143,8 @@ class TxPath(wiring.Component):
         doorbell_busy = Signal()                    # the writer has the doorbell port
         shared = SimpleNamespace(
             buf_wr=buf_wr, free_rd=free_rd, free_wr=free_wr, tail=tail, popped=popped,
-            pushed=pushed, counts=counts, credit_of=credit_of, xlt_wr=xlt_wr, xlt_rd=xlt_rd,
-            words_per_slot=words_per_slot, index_bits=index_bits, doorbell_busy=doorbell_busy,
+            pushed=pushed, counts=counts, credit_of=credit_of,
+            words_per_slot=words_per_slot, doorbell_busy=doorbell_busy,
             released=released)
         self._writer(m, shared)
         self._releaser(m, shared)
@@ -159,8 +155,8 @@ class TxPath(wiring.Component):
         """The accelerator's packets into slots; each posted, then its doorbell rung."""
         buf_wr, free_rd, free_wr, tail = s.buf_wr, s.free_rd, s.free_wr, s.tail
         popped, pushed, counts = s.popped, s.pushed, s.counts
-        xlt_wr, words_per_slot = s.xlt_wr, s.words_per_slot
-        index_bits, doorbell_busy = s.index_bits, s.doorbell_busy
+        words_per_slot = s.words_per_slot
+        doorbell_busy = s.doorbell_busy
         i = self.packets
         p, meta = i.payload, i.payload.meta
         slot = Signal.like(free_rd.data)
@@ -226,7 +222,6 @@ class TxPath(wiring.Component):
                 with m.If(i.valid & p.last):
                     m.next = "IDLE"
             with m.State("POST"):
-                index = producer[:index_bits]
                 post = self.pool.post
                 desc = post.payload.desc
                 m.d.comb += [post.valid.eq(1), post.payload.queue.eq(queue),
@@ -235,9 +230,7 @@ class TxPath(wiring.Component):
                              desc.length.eq(length), desc.queue.eq(queue),
                              desc.flags.eq(flags | SIGNALED)]
                 with m.If(post.ready):
-                    m.d.comb += [xlt_wr.data.eq(slot), xlt_wr.en.eq(1),
-                                 xlt_wr.addr.eq(Cat(index, queue)[:len(xlt_wr.addr)]),
-                                 counts.posted_w.addr.eq(queue),
+                    m.d.comb += [counts.posted_w.addr.eq(queue),
                                  counts.posted_w.data.eq(producer + 1), counts.posted_w.en.eq(1)]
                     m.next = "DOORBELL"
             with m.State("DOORBELL"):
@@ -250,7 +243,7 @@ class TxPath(wiring.Component):
     def _releaser(self, m: Module, s: SimpleNamespace) -> None:
         """Each completion: its descriptor released, its slot freed, the consumer index rung."""
         free_wr, tail, pushed, released = s.free_wr, s.tail, s.pushed, s.released
-        xlt_rd, index_bits, counts = s.xlt_rd, s.index_bits, s.counts
+        counts = s.counts
         doorbell_busy = s.doorbell_busy
         m.submodules.cq = cq = CqeWindow(width=self.width, base=self.cq_base,
                                          entries=self.cq_entries)
@@ -262,21 +255,31 @@ class TxPath(wiring.Component):
                      done.i.payload.index.eq(cq.compact.counter)]
         consumer = Signal(16)
         item = done.o.payload
-        qbits = len(self.pool.release.payload.queue)
-        m.d.comb += [counts.release_r.addr.eq(item.queue),
-                     xlt_rd.addr.eq(Cat(item.index[:index_bits], item.queue[:qbits])
-                                    [:len(xlt_rd.addr)])]
+        slot = Signal.like(s.free_rd.data)          # the released descriptor's slot
+        m.d.comb += counts.release_r.addr.eq(item.queue)
+        units = self.slot_bytes // BUFFER_UNIT
         with m.FSM(name="releaser"):
             with m.State("IDLE"):
                 r = self.pool.release
+                m.d.comb += [r.valid.eq(done.o.valid), r.payload.queue.eq(item.queue),
+                             r.payload.index.eq(item.index)]
+                with m.If(r.valid & r.ready):
+                    m.next = "DESCRIPTOR"
+            with m.State("DESCRIPTOR"):             # the pool's pulse: what was released
+                back = self.pool.released
+                with m.If(back.valid):
+                    m.d.sync += slot.eq(back.desc.buffer // units)
+                    with m.If(back.found):
+                        m.next = "FREE"
+                    with m.Else():                  # (a completion for nothing posted)
+                        m.d.comb += done.o.ready.eq(1)
+                        m.d.sync += consumer.eq(consumer + 1)
+                        m.next = "DOORBELL"
+            with m.State("FREE"):
                 # Not in a cycle where the writer gives a dropped packet's slot back: the free
                 # list takes one slot a cycle.
-                writer_pushes = Signal()
-                m.d.comb += [writer_pushes.eq(pushed),
-                             r.valid.eq(done.o.valid & ~writer_pushes),
-                             r.payload.queue.eq(item.queue), r.payload.index.eq(item.index)]
-                with m.If(r.valid & r.ready):
-                    m.d.comb += [free_wr.addr.eq(tail), free_wr.data.eq(xlt_rd.data),
+                with m.If(~pushed):
+                    m.d.comb += [free_wr.addr.eq(tail), free_wr.data.eq(slot),
                                  free_wr.en.eq(1), released.eq(1), done.o.ready.eq(1),
                                  counts.completed_w.addr.eq(item.queue),
                                  counts.completed_w.data.eq(counts.release_r.data + 1),

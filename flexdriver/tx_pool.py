@@ -14,10 +14,13 @@ Ports (streams): ``post`` (``queue``, ``index``, ``desc``: a descriptor for ring
 ``index`` of ``queue``; not taken while the pool is full), ``release`` (``queue``, ``index``),
 ``nic_read`` (``address``: a 64-byte read of a ring entry) and ``nic_data`` (its answer:
 ``found``, ``wqe``, the 64 bytes in lane order; a read of a position with no descriptor, or
-outside the rings, answers ``found`` 0 and zeros). ``free``: slots free now.
+outside the rings, answers ``found`` 0 and zeros). ``free``: slots free now. ``released``: a
+one-cycle pulse (``valid``) after each release, with the descriptor it released (``found`` 0:
+there was none at that position), so that its buffer can be freed too.
 
 One request at a time, reads first, then releases, then posts; a read is answered 5 cycles
-after it is taken (the table's 3, the pool's read, the answer), a post or release takes 4. A
+after it is taken (the table's 3, the pool's read, the answer), a post takes 4, a release 5
+(its pulse in the last). A
 post for a position that already has a descriptor replaces it (and frees the old slot); every
 post needs a free slot to be taken, replacing or not.
 """
@@ -59,6 +62,7 @@ class TxDescriptorPool(wiring.Component):
             "nic_data": Out(stream.Signature(data.StructLayout({"found": 1,
                                                                 "wqe": 8 * WQE_BYTES}))),
             "free": Out(range(pool_entries + 1)),
+            "released": Out(data.StructLayout({"valid": 1, "found": 1, "desc": TX_DESC})),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -135,12 +139,17 @@ class TxDescriptorPool(wiring.Component):
                 with m.If(self.nic_data.ready):
                     m.next = "IDLE"
             with m.State("RELEASE_WAIT"):
-                m.d.comb += table.answer.ready.eq(1)
+                m.d.comb += [table.answer.ready.eq(1), pool_rd.addr.eq(table.answer.payload.value)]
                 with m.If(table.answer.valid):
+                    m.d.sync += outside.eq(~table.answer.payload.found)
                     with m.If(table.answer.payload.found):
                         push_free(table.answer.payload.value)
                         m.d.sync += free.eq(free + 1)
-                    m.next = "IDLE"
+                    m.next = "RELEASE_ANSWER"
+            with m.State("RELEASE_ANSWER"):                 # the descriptor released, a pulse
+                m.d.comb += [self.released.valid.eq(1), self.released.found.eq(~outside),
+                             self.released.desc.eq(pool_rd.data)]
+                m.next = "IDLE"
             with m.State("POST_WAIT"):
                 m.d.comb += table.answer.ready.eq(1)
                 with m.If(table.answer.valid):

@@ -50,6 +50,13 @@ def test_random_posts_reads_and_releases_answer_as_rings_per_queue_would():
             elif roll < 0.6 and posted:
                 pos = rng.choice(list(posted))
                 await stream_put(ctx, dut.release, {"queue": pos[0], "index": pos[1]})
+                # The pulse that says what was released (the transmit side frees its slot).
+                async for _, _, back in ctx.tick().sample(dut.released):
+                    if back.valid:
+                        break
+                assert back.found
+                assert {name: int(getattr(back.desc, name)) for name in posted[pos]} == \
+                    posted[pos]
                 del posted[pos]
             else:
                 pos = rng.choice(list(posted)) if posted and rng.random() < 0.7 else \
