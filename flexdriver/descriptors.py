@@ -19,6 +19,7 @@ from amaranth import Cat, Const, Module, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .fields import field_of
 from .formats import CQE_BYTES, OP_SEND, WQE_BYTES, Cqe, TxWqe
 
 
@@ -109,9 +110,7 @@ class CqeCompressor(wiring.Component):
         m = Module()
 
         def field(offset: int, nbytes: int) -> Value:
-            """The big-endian field of ``nbytes`` at byte ``offset``."""
-            return Cat(*(self.cqe[8 * (offset + nbytes - 1 - i):8 * (offset + nbytes - i)]
-                         for i in range(nbytes)))
+            return field_of(self.cqe, offset, nbytes)
 
         c = self.compact
         m.d.comb += [

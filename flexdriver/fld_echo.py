@@ -23,9 +23,9 @@ from amaranth.lib.memory import Memory
 from apiary.stream.counters import count
 from apiary.stream.integers import power_of_two
 from apiary.stream.layout import abort_nbytes, check_width
-from .fields import field_of, head_with_word, lanes_of
+from .fields import (bytes_at, checksums_verified, field_of, head_with_word, lanes_of,
+                     udp_over_ipv4_to)
 from .fld import FldMap, FldTop, accelerator_members
-from .formats import IP_OK, L4_OK
 
 
 __all__ = ["FldEcho", "FldEchoTop", "ECHO_COUNTERS", "HEAD_BYTES"]
@@ -132,21 +132,19 @@ class FldEcho(wiring.Component):
         """What packet head ``h`` is (``udp``, ``arp``; ``checked``: the completion's
         ``checks`` say both checksums were verified), and the heads of its answers (``echo``,
         ``arp_reply``)."""
-        ethertype = field_of(h, 12, 2)
         kind = SimpleNamespace(udp=Signal(name="is_udp"), arp=Signal(name="is_arp"),
                                checked=Signal(name="checked"))
         m.d.comb += [
-            kind.udp.eq((ethertype == 0x0800) & (h[8 * 14:8 * 15] == 0x45)
-                        & (h[8 * 23:8 * 24] == 17) & (field_of(h, 30, 4) == self.ip)),
-            kind.arp.eq((ethertype == 0x0806) & (field_of(h, 14, 2) == 1)
+            kind.udp.eq(udp_over_ipv4_to(h, self.ip)),
+            kind.arp.eq((field_of(h, 12, 2) == 0x0806) & (field_of(h, 14, 2) == 1)
                         & (field_of(h, 16, 2) == 0x0800) & (h[8 * 18:8 * 19] == 6)
                         & (h[8 * 19:8 * 20] == 4) & (field_of(h, 20, 2) == 1)
                         & (field_of(h, 38, 4) == self.ip)),
-            kind.checked.eq((checks & (IP_OK | L4_OK)) == (IP_OK | L4_OK)),
+            kind.checked.eq(checksums_verified(checks)),
         ]
 
-        def raw(first: int, n: int) -> Any:         # bytes as they lie
-            return h[8 * first:8 * (first + n)]
+        def raw(first: int, n: int) -> Any:
+            return bytes_at(h, first, n)
 
         mac, ip = lanes_of(self.mac, 6), lanes_of(self.ip, 4)
         kind.echo = Cat(raw(6, 6), raw(0, 6), raw(12, 14), raw(30, 4), raw(26, 4), raw(36, 2),

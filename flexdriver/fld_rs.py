@@ -30,10 +30,11 @@ from apiary.stream.layout import abort_nbytes, check_width
 from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert, StreamStrip
 from beehive.apps.reed_solomon import RsEncoder
-from .fields import field_of, head_with_word, lanes_of
+from .fields import (bytes_at, checksums_verified, field_of, head_with_word, lanes_of,
+                     udp_over_ipv4_to)
 from .fld import FldMap, FldTop, accelerator_members
 from .fld_echo import HEAD_BYTES
-from .formats import IP_OK, L3_CSUM, L4_CSUM, L4_OK
+from .formats import L3_CSUM, L4_CSUM
 
 
 __all__ = ["FldRs", "FldRsTop", "RS_COUNTERS", "RS_PORT", "UDP_HEADERS"]
@@ -78,7 +79,8 @@ class FldRs(wiring.Component):
             "head": 8 * UDP_HEADERS, "queue": len(self.tx.payload.meta.queue)}), 4)
 
         i, p = self.rx, self.rx.payload
-        word = Signal(range(HEAD_BYTES // nb + 2))      # words of the packet so far (capped)
+        last_counted = HEAD_BYTES // nb + 1
+        word = Signal(range(last_counted + 1))          # words of the packet so far (capped)
         head = Signal(8 * HEAD_BYTES)
         head_next = head_with_word(m, head, word, p.data)
         headers_in = Signal()                           # bytes 0-41 are in head_next
@@ -100,8 +102,7 @@ class FldRs(wiring.Component):
         m.d.comb += [enc.i.payload.eq(strip.o.payload), enc.i.valid.eq(strip.o.valid & take_now),
                      strip.o.ready.eq(Mux(take_now, enc.i.ready, 1))]
         with m.If(i.valid & i.ready):
-            m.d.sync += word.eq(Mux(word == len(range(HEAD_BYTES // nb + 2)) - 1, word,
-                                    word + 1))
+            m.d.sync += word.eq(Mux(word == last_counted, word, word + 1))
             with m.If(word * nb < HEAD_BYTES):
                 m.d.sync += head.eq(head_next)
             with m.If(headers_in & ~decided):
@@ -147,12 +148,10 @@ class FldRs(wiring.Component):
         take, and if not why (``busy``: an answer still waits)."""
         v = SimpleNamespace(**{n: Signal(name=n) for n in (
             "ignored", "bad_checksum", "bad_length", "busy", "take")})
-        udp_to_us = ((field_of(h, 12, 2) == 0x0800) & (h[8 * 14:8 * 15] == 0x45)
-                     & (h[8 * 23:8 * 24] == 17) & (field_of(h, 30, 4) == self.ip)
-                     & (field_of(h, 36, 2) == self.port))
+        udp_to_us = udp_over_ipv4_to(h, self.ip) & (field_of(h, 36, 2) == self.port)
         m.d.comb += [
             v.ignored.eq(~udp_to_us),
-            v.bad_checksum.eq((meta.checks & (IP_OK | L4_OK)) != (IP_OK | L4_OK)),
+            v.bad_checksum.eq(~checksums_verified(meta.checks)),
             v.bad_length.eq(meta.length != UDP_HEADERS + 8 * self.shard_bytes),
             v.busy.eq(busy),
             v.take.eq(~v.ignored & ~v.bad_checksum & ~v.bad_length & ~v.busy),
@@ -164,7 +163,7 @@ class FldRs(wiring.Component):
         sender, from ``mac``, ``ip`` and ``port``, the lengths of two shards, the checksums
         zero (the NIC fills them in)."""
         def raw(first: int, n: int) -> Any:
-            return h[8 * first:8 * (first + n)]
+            return bytes_at(h, first, n)
         parity = 2 * self.shard_bytes
         return Cat(raw(6, 6), lanes_of(self.mac, 6), lanes_of(0x0800, 2),
                    lanes_of(0x4500, 2), lanes_of(20 + 8 + parity, 2), lanes_of(0, 4),

@@ -696,10 +696,10 @@ class ControllerEngine(wiring.Component):
     a malformed one is answered at once (status :data:`STATUS_BAD_REQUEST`; an Etherbone one is
     dropped). An Etherbone read's words are read from the agents their addresses (words of the
     slot, fetched a cycle each) name; its reply's record header and base address are written
-    into the slot after the words (2 cycles); an Etherbone write is not answered.
-    Then for each word: a WRITE's word is read from the slot (1
-    cycle), the word's message is offered to :class:`AgentLink` (``agent``) and its ack awaited;
-    a READ's word is written into its place in the slot (the reply is built there). A failing
+    into the slot after the words (2 cycles); an Etherbone write is not answered. Then for each
+    word: a WRITE's word is read from the slot (1 cycle), the word's message is offered to
+    :class:`AgentLink` (``agent``) and its ack awaited; a READ's word is written into its place
+    in the slot (the reply is built there). A failing
     status or a time-out ends the request (a READ's words from there on are zeroed, a cycle
     each). The reply (``reply``: :class:`ReplySender`) goes with the request's 7 bytes, the
     status and the words' sum; its rows are read from the slot as the sender asks, and the slot
