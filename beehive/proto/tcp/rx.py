@@ -64,8 +64,12 @@ data offset past the end), ``bad_header`` (a data offset under 5, SYN with FIN o
 port nobody listens on: RST), ``syn_dropped`` (no free slot, or ``max_half_open`` half-open
 connections already), ``ooo_dropped``, ``out_of_window`` and ``duplicate`` (nothing new:
 acknowledged again), ``bad_ack`` (an ACK of what was never sent: acknowledged and dropped),
-``rejected`` (a segment its connection's state does not take: no ACK, RST out of window, SYN
-on an open connection).
+``rejected`` (a segment its connection's state does not take: no ACK, RST out of window or in
+TIME-WAIT, SYN on an open connection).
+
+A connection in TIME-WAIT is not reset by a RST (RFC 1337): both FINs are done, and a peer
+that already closed answers a repeated ACK with RST; the slot is freed by its timer and counted
+``closed``.
 """
 
 from types import SimpleNamespace
@@ -974,7 +978,9 @@ class RxEngine(wiring.Component):
         s, t, tcp, new, pl = e.s, e.t, e.tcp, e.new, e.plan
         seq, ackn, win = tcp.seq, tcp.ack, tcp.window
         in_window = seq_lt(pl.seq_mring, s.rx_head)         # seq before rx_head + ring
-        with m.If(f_rst):
+        with m.If(f_rst & (s.state == ConnState.TIME_WAIT)):
+            self._count(m, e, "rejected")                   # RFC 1337: TIME-WAIT waits it out
+        with m.Elif(f_rst):
             with m.If(seq == s.rcv_nxt):
                 self._abort(m, e, Status.RESET)
             with m.Else():
