@@ -45,7 +45,15 @@ class WiresSignature(wiring.Signature):
     :meth:`~apiary.design.Design.wire`. Such a member never becomes a top-level port, and a tile
     whose wires are not joined is an error at elaboration.
 
-    Two such signatures are equal when they are of the same class and have the same members."""
+    Two such signatures are equal when they are of the same class and have the same members.
+
+    A subclass that sets ``broadcast = True`` is joined without ``Design.wire``: the one tile of
+    the design that drives such a member (``Out``) drives every member of that name and
+    signature taken (``In``) by the other tiles (a design-wide value, such as Beehive's
+    run-time addresses)."""
+
+    #: Joined by the design from its one driver to every taker, without ``Design.wire``.
+    broadcast = False
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, wiring.FlippedSignature):

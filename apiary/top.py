@@ -311,14 +311,41 @@ class DesignTop(wiring.Component):
                                 f"tile must drive (Out) what the other takes (In), with equal "
                                 f"signatures; they are {da.flow.name} {da.signature!r} and "
                                 f"{db.flow.name} {db.signature!r}.")
+        self.broadcasts, broadcast_problems = self._broadcast_wires()
+        problems += broadcast_problems
         for name, tile in self.tiles.items():
             for member, desc in tile.signature.members.items():
-                if Tile.is_wires(desc) and (name, member) not in wired:
+                if Tile.is_wires(desc) and (name, member) not in wired \
+                        and not desc.signature.broadcast:
                     problems.append(f"tile {d.tiles[name].describe()} has wires {member!r} to a "
                                     f"partner tile that are joined to nothing; add "
                                     f"d.wire({name!r}, <partner>, member={member!r}).")
         if problems:
             raise DesignError(problems, design=d)
+
+    def _broadcast_wires(self) -> tuple[list[tuple[str, str, list[str]]], list[str]]:
+        """Broadcast wires (:class:`~apiary.tile.WiresSignature` with ``broadcast``):
+        ``[(driver, member, takers)]``, and the problems (takers with no driver, or several
+        drivers)."""
+        ends: dict[tuple[str, Any], tuple[list[str], list[str]]] = {}
+        for name, tile in self.tiles.items():
+            for member, desc in tile.signature.members.items():
+                if Tile.is_wires(desc) and desc.signature.broadcast:
+                    sig = desc.signature if desc.flow == wiring.Out else desc.signature.flip()
+                    key = (member, type(sig))
+                    drivers, takers = ends.setdefault(key, ([], []))
+                    (drivers if desc.flow == wiring.Out else takers).append(name)
+        found, problems = [], []
+        for (member, cls), (drivers, takers) in ends.items():
+            if takers and len(drivers) != 1:
+                problems.append(
+                    f"tiles {', '.join(map(repr, takers))} take {member!r} "
+                    f"({cls.__name__}) from the one tile that drives it, but "
+                    + (f"{len(drivers)} tiles drive it ({', '.join(map(repr, drivers))})"
+                       if drivers else "no tile of the design drives it") + ".")
+            elif takers:
+                found.append((drivers[0], member, takers))
+        return found, problems
 
     def _attachment(self, desc: Any) -> Attachment | None:
         if not desc.is_signature or desc.flow != wiring.Out:
@@ -372,6 +399,9 @@ class DesignTop(wiring.Component):
 
         for w in d.wires:
             connect(m, getattr(self.tiles[w.a], w.member), getattr(self.tiles[w.b], w.member))
+        for driver, member, takers in self.broadcasts:
+            connect(m, getattr(self.tiles[driver], member),
+                    *(getattr(self.tiles[name], member) for name in takers))
 
         agents: dict[str, ControlAgent] = {}
         for name, sources in self._agent_sources.items():

@@ -342,10 +342,17 @@ def _field_value(text: str, field: str, width: int) -> int:
     return value
 
 
+#: Registers shown as addresses (beehive.proto.addresses): IPv4 dotted, the MAC with colons.
+_ADDRESS_REGISTERS = {"ipv4": "ip", "netmask": "ip", "gateway": "ip", "mac": "mac"}
+
+
 def _show(kind: str, value: int, name: str = "") -> str:
     if kind == "counter":
         return str(value)
-    field = name.rpartition(".")[2] if "]." in name else ""
+    if kind == "register":
+        field = _ADDRESS_REGISTERS.get(name.rpartition(".")[2], "")
+    else:
+        field = name.rpartition(".")[2] if "]." in name else ""
     if field and "ip" in field and value < 1 << 32:
         return ".".join(str(value >> s & 0xFF) for s in (24, 16, 8, 0))
     if field and "mac" in field and value < 1 << 48:
@@ -381,7 +388,8 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
                              "table NAME INDEX [VALUE | FIELD=VALUE...]")
     parser.add_argument("operands", metavar="ARG", nargs="*",
                         help="names are <tile>.<name> as `list` shows them; values are numbers "
-                             "(decimal, 0x hex)")
+                             "(decimal, 0x hex), or addresses (a.b.c.d in 32 bits, "
+                             "aa:bb:cc:dd:ee:ff in 48)")
     transport_arguments(parser, port=CONTROL_PORT, service="the controller", timeout=0.5,
                         answer="reply")
     parser.add_argument("--tcp", action="store_true",
@@ -394,21 +402,36 @@ def _ctl_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _is_design_ipv4(dmap: Any, name: str) -> bool:
+    """Whether ``name`` is the design's own IPv4 address (``ipv4`` of the tile that holds the
+    run-time addresses, :mod:`beehive.proto.addresses`)."""
+    tile, _, register = name.partition(".")
+    held = {e.name for tmap in dmap for e in tmap if tmap.name == tile and e.kind == "register"}
+    return register == "ipv4" and set(_ADDRESS_REGISTERS) <= held
+
+
 def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
     """Do ``args``' action through the controller; return what to print, as JSON would."""
     from beehive.control_client import ControlClient, tcp_transport, udp_transport
     action, operands = _parse_action(args)
-    transport: Any = (tcp_transport(args.host, args.port, args.timeout * (args.retries + 1))
-                      if args.tcp else
-                      udp_transport(args.host, args.port, args.timeout, args.retries))
-    with transport:
+
+    def connect(host: str) -> Any:
+        return (tcp_transport(host, args.port, args.timeout * (args.retries + 1)) if args.tcp
+                else udp_transport(host, args.port, args.timeout, args.retries))
+
+    with connect(args.host) as transport:
         client = ControlClient(dmap, transport)
         if action == "read":
             return {name: client.read(name) for name in operands}
         if action == "write":
             name, text = operands
-            client.lookup(name)
-            client.write(name, _number(text, "VALUE"))
+            width = client.lookup(name)[1].width
+            address = (width == 32 and text.count(".") == 3) or (width == 48 and ":" in text)
+            value = _field_value(text, "VALUE", width) if address else _number(text, "VALUE")
+            client.write(name, value)
+            if _is_design_ipv4(dmap, name):             # it answers at the new address now
+                with connect(_show("register", value, "ipv4")) as moved:
+                    return {name: ControlClient(dmap, moved).read(name)}
             return {name: client.read(name)}
         if action == "counters":
             return client.counters(moved_only=not args.all)
@@ -497,19 +520,19 @@ def _run_ctl(args: argparse.Namespace) -> int:
 
 CTL_COMMAND = Command(
     "ctl", "read and write a running design's counters, registers and tables by name", _run_ctl,
-    description="Talk to a running design's controller (beehive.apps.controller, UDP port "
-                "7200) and, through the control plane, to the control agent of any tile: "
-                "`read NAME...` prints counters and registers (NAME is <tile>.<name>), "
-                "`write NAME VALUE` sets a register and prints it read back, `counters` prints "
-                "every counter that is not zero (--all: every one), `table NAME INDEX [VALUE | "
-                "FIELD=VALUE...]` prints a table's entry, field by field where the table names "
-                "its fields (after writing it: whole with VALUE, or the fields given, "
-                "addresses as a.b.c.d or aa:bb:cc:dd:ee:ff, the rest kept). `list` prints the "
-                "design's address map (tile, position, name, kind, address, width, "
-                "description) without talking to the design, and needs no HOST; `csr` prints "
-                "it as LiteX's csr.csv, for litex_cli and RemoteClient over the controller's "
-                "Etherbone (beehive.apps.etherbone; no HOST either). Names come "
-                "from DESIGN. Exits 1 when a request fails (no answer, an unknown name, a "
-                "refused word), 2 on usage errors.",
+    description="Talk to a running design's controller (beehive.apps.controller, UDP port 7200) "
+                "and, through the control plane, to the control agent of any tile: `read NAME...`"
+                " prints counters and registers (NAME is <tile>.<name>), `write NAME VALUE` sets "
+                "a register and prints it read back (an address register such as arp.ipv4 or "
+                "arp.mac takes a.b.c.d or aa:bb:cc:dd:ee:ff), `counters` prints every counter "
+                "that is not zero (--all: every one), `table NAME INDEX [VALUE | FIELD=VALUE...]`"
+                " prints a table's entry, field by field where the table names its fields (after "
+                "writing it: whole with VALUE, or the fields given, addresses as a.b.c.d or "
+                "aa:bb:cc:dd:ee:ff, the rest kept). `list` prints the design's address map (tile,"
+                " position, name, kind, address, width, description) without talking to the "
+                "design, and needs no HOST; `csr` prints it as LiteX's csr.csv, for litex_cli and"
+                " RemoteClient over the controller's Etherbone (beehive.apps.etherbone; no HOST "
+                "either). Names come from DESIGN. Exits 1 when a request fails (no answer, an "
+                "unknown name, a refused word), 2 on usage errors.",
     arguments=_ctl_arguments)
 """The ``ctl`` command (entry point ``apiary.commands: ctl``)."""

@@ -25,9 +25,17 @@ its ``rearm`` register empties it. On a 4 × 3 mesh::
     litex_server --udp --udp-ip 10.0.0.2 &                          # then:
     litex_cli    --csr-csv csr.csv --regs                           # every counter, register
 
-``design(width=..., ctl_width=..., mac=..., ipv4=..., port=...)`` overrides the defaults
-(512-bit data plane, 64-bit control plane, MAC 02:00:00:00:00:02, IPv4 10.0.0.2, echo on
-port 7).
+The design's MAC, IPv4 address, netmask and gateway are registers of the ARP tile, read and
+written like the others; a new address takes effect at once and is announced by gratuitous
+ARP (beehive/proto/addresses.py)::
+
+    apiary ctl   examples/udp_echo_ctl.py 10.0.0.2 write arp.ipv4 10.0.0.7
+    apiary ctl   examples/udp_echo_ctl.py 10.0.0.7 read arp.mac arp.ipv4
+
+``design(width=..., ctl_width=..., mac=..., ipv4=..., netmask=..., gateway=..., port=...,
+runtime_addresses=...)`` overrides the defaults (512-bit data plane, 64-bit control plane, MAC
+02:00:00:00:00:02, IPv4 10.0.0.2, netmask and gateway 0.0.0.0: every address on the link, echo
+on port 7, addresses in registers).
 """
 
 from apiary.design import Design
@@ -41,10 +49,11 @@ from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 udp_echo = sibling(__file__, "udp_echo.py")
 
 
-def design(width=512, ctl_width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4,
-           port=udp_echo.ECHO_PORT):
+def design(width=512, ctl_width=64, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, netmask="0.0.0.0",
+           gateway="0.0.0.0", port=udp_echo.ECHO_PORT, runtime_addresses=True):
     d = Design("udp_echo_ctl", cols=4, rows=3, width=width, ctl_width=ctl_width)
-    d.settings.update(mac=mac, ipv4=ipv4)
+    d.settings.update(mac=mac, ipv4=ipv4, netmask=netmask, gateway=gateway,
+                      runtime_addresses=runtime_addresses)
     udp_echo.build_stack(d, port)
     d.add("audit", LogTile, at=(3, 0), entries=64, snap=16)
     d.add("ctl", ControllerTile, at=(3, 1))

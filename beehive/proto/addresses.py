@@ -1,19 +1,42 @@
-"""The design's own addresses: its MAC and IPv4 address, from the design's settings.
+"""The design's own addresses: its MAC and IPv4 address, netmask and gateway, from the
+design's settings, fixed when it is built or changed while it runs.
 
-Every tile that needs them (Ethernet RX and TX, ARP, IPv4 RX) reads ``settings["mac"]`` and
-``settings["ipv4"]`` of its env through :func:`local_addresses`; benchmarks and board flows read
-them from the design with :func:`design_addresses`.
+Every tile that needs them (Ethernet RX and TX, ARP, IPv4 RX, TCP TX) reads ``settings["mac"]``
+and ``settings["ipv4"]`` of its env through :func:`local_addresses`; benchmarks and board flows
+read them from the design with :func:`design_addresses`. ``settings["netmask"]`` and
+``settings["gateway"]`` tell the ARP tile which addresses it resolves through the gateway
+(default ``0.0.0.0`` both: every address is on the link, and there is no gateway).
+
+**At run time** (``settings["runtime_addresses"] = True``): the four live in the ARP tile's
+control registers (``arp.mac``, ``arp.ipv4``, ``arp.netmask``, ``arp.gateway``; reset values from
+the settings), which ``apiary ctl`` reads and writes, and reach the other tiles on dedicated
+wires (:class:`AddressesSignature`, member ``addresses``), which the design joins by itself
+from the ARP tile to every tile that takes them (broadcast wires, :class:`~apiary.tile.
+WiresSignature`).
+Every comparison and header uses the registers, so a new address takes effect in the cycle it
+is written; the ARP tile announces it (gratuitous ARP). A tile reads its addresses with
+:func:`tile_addresses`, whichever way the design was built.
 """
 
 import ipaddress
+from typing import Any
+
+from amaranth.lib.wiring import In, Out
+
+from apiary.stream.registers import Register
+from apiary.tile import WiresSignature
 
 
-__all__ = ["DEFAULT_MAC", "DEFAULT_IPV4", "mac_to_int", "ipv4_to_int", "int_to_mac",
-           "int_to_ipv4", "local_addresses", "design_addresses"]
+__all__ = ["DEFAULT_MAC", "DEFAULT_IPV4", "RUNTIME_SETTING", "mac_to_int", "ipv4_to_int",
+           "int_to_mac", "int_to_ipv4", "local_addresses", "design_addresses", "netmask_gateway",
+           "runtime_addresses", "AddressesSignature", "address_members", "address_registers",
+           "tile_addresses"]
 
 
 DEFAULT_MAC = "02:00:00:00:00:02"
 DEFAULT_IPV4 = "10.0.0.2"
+#: The design setting that puts the addresses in control registers.
+RUNTIME_SETTING = "runtime_addresses"
 
 
 def mac_to_int(text):
@@ -57,3 +80,61 @@ def design_addresses(design):
     settings; raises :class:`ValueError` naming a malformed one."""
     mac, ipv4 = local_addresses(design)
     return int_to_mac(mac), int_to_ipv4(ipv4)
+
+
+def netmask_gateway(env: Any) -> tuple[int, int]:
+    """``(netmask, gateway)`` as integers from the settings (``"netmask"``, ``"gateway"``,
+    default ``0.0.0.0``: everything on the link, no gateway); raises :class:`ValueError` naming
+    a netmask that is not one run of ones, or a malformed address."""
+    settings = env.settings
+    mask = ipv4_to_int(settings.get("netmask", "0.0.0.0"))
+    host = ~mask & 0xFFFF_FFFF
+    if host & (host + 1):
+        raise ValueError(f"netmask {settings.get('netmask')!r} is not a run of ones followed by "
+                         f"zeros (such as 255.255.255.0)")
+    return mask, ipv4_to_int(settings.get("gateway", "0.0.0.0"))
+
+
+def runtime_addresses(env: Any) -> bool:
+    """Whether the design's addresses are control registers (``settings["runtime_addresses"]``)."""
+    return env is not None and bool(env.settings.get(RUNTIME_SETTING, False))
+
+
+class AddressesSignature(WiresSignature):
+    """The design's addresses as the ARP tile's registers hold them (``Out`` on the ARP tile,
+    ``In`` on every tile that reads them), joined by the design without ``Design.wire``."""
+
+    broadcast = True
+
+    def __init__(self) -> None:
+        super().__init__({"mac": Out(48), "ipv4": Out(32), "netmask": Out(32),
+                          "gateway": Out(32)})
+
+
+def address_members(env: Any) -> dict[str, Any]:
+    """The member a tile that reads the addresses adds at run time: ``{"addresses":
+    In(AddressesSignature())}``, else nothing."""
+    return {"addresses": In(AddressesSignature())} if runtime_addresses(env) else {}
+
+
+def address_registers(env: Any) -> dict[str, Register]:
+    """The ARP tile's registers at run time, at their reset values from the settings."""
+    mac, ipv4 = local_addresses(env)
+    mask, gateway = netmask_gateway(env)
+    return {
+        "mac": Register(48, "the design's MAC address", mac),
+        "ipv4": Register(32, "the design's IPv4 address", ipv4),
+        "netmask": Register(32, "the netmask: addresses outside it are resolved through the "
+                                "gateway", mask),
+        "gateway": Register(32, "the gateway (0: none, every address is resolved itself)",
+                            gateway),
+    }
+
+
+def tile_addresses(tile: Any) -> tuple[Any, Any]:
+    """``(mac, ipv4)`` for a tile's logic: its ``addresses`` wires at run time, else the
+    settings' integers."""
+    if runtime_addresses(tile.env):
+        return tile.addresses.mac, tile.addresses.ipv4
+    return local_addresses(tile.env)
+

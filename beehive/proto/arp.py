@@ -35,7 +35,7 @@ the path. A tile with routes under ``"resolved"`` has the resolver (see :class:`
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum
-from amaranth.lib.wiring import connect, flipped
+from amaranth.lib.wiring import Out, connect, flipped
 
 from apiary.noc.header import Fbits
 from apiary.noc.msgtype import register_msg_types
@@ -46,7 +46,8 @@ from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
 from apiary.tile import Receive, Send, Tile, TileEnv
 
-from .addresses import local_addresses
+from .addresses import (AddressesSignature, address_registers, local_addresses,
+                        netmask_gateway, runtime_addresses)
 from .ethernet import BROADCAST, EtherType
 from .layer import RxLayerTile, level_meta
 from .messages import META_BITS, PACKET_META, MsgType
@@ -162,6 +163,9 @@ _ENTRY = data.StructLayout({
     "state": _State, "ip": 32, "mac": 48, "vlan": 1, "vlan_tci": 16,
     "dst_x": 8, "dst_y": 8, "dst_fbits": 4, "send": 1,
 })
+#: The same, for a tile that may resolve through a gateway: ``target`` is the address asked for
+#: (the gateway's, or ``ip`` itself on the link).
+_ROUTED_ENTRY = data.StructLayout({**_ENTRY.members, "target": 32})
 _CACHED = data.StructLayout({"valid": 1, "ip": 32, "mac": 48, "vlan": 1, "vlan_tci": 16})
 
 
@@ -211,6 +215,20 @@ class ArpTile(Tile):
     address count as ``matched_reply`` or ``unmatched_reply``; there is no ``no_route``.
     Every ``ARP_RESOLVE`` is counted once, under how it is answered (``resolve_*``).
 
+    **Gateway.** With ``settings["netmask"]`` and ``settings["gateway"]`` (or their registers),
+    an address outside the design's subnet is resolved by asking for the gateway's MAC (the
+    answer still names the address asked about); with no gateway (0), every address is asked
+    for itself, as on one link.
+
+    **Run-time addresses** (``settings["runtime_addresses"]``, :mod:`beehive.proto.addresses`).
+    The tile holds the design's addresses in its registers ``mac``, ``ipv4``, ``netmask`` and
+    ``gateway`` and drives them on ``addresses`` (:class:`AddressesSignature`) to the tiles
+    that read them; it needs the resolver. When the MAC or IPv4 address changes, and then
+    stays unchanged for ``announce_delay`` cycles (a 48-bit MAC is written a word at a time),
+    the tile announces it: ``announcements`` gratuitous ARP requests (RFC 5227's announcement:
+    sender and target the new address, to broadcast), ``retry_cycles`` apart, counted in
+    ``announced``. Requests for the old address are not answered from the cycle of the change.
+
     ``streaming`` is False. With the resolver that is what the tile does (above), and it is
     what lets a requester that holds its input while it sends (a streaming tile) both send to
     the ARP tile and hear from it without a cycle in ``apiary check``. Without the resolver the
@@ -233,13 +251,19 @@ class ArpTile(Tile):
         ``peer_mac`` 0 (default 250_000: 1 ms at 250 MHz).
     retries : int
         Retransmissions after the first request (default 3).
+    announce_delay : int
+        Run-time addresses: cycles an address must stay unchanged before it is announced
+        (default 1,000).
+    announcements : int
+        Run-time addresses: gratuitous ARP requests per change (default 2).
 
     Raises
     ------
     ValueError
         If a parameter is out of range, a ``"resolved"`` route is declared with
-        ``resolver=False``, or with the resolver the routes are not one Ethernet TX under
-        ``None`` plus any under ``"resolved"``.
+        ``resolver=False`` (or run-time addresses), with the resolver the routes are not one
+        Ethernet TX under ``None`` plus any under ``"resolved"``, or the netmask or gateway
+        setting is malformed.
     """
 
     #: Neither mode can close a cycle through the ARP tile (see above).
@@ -252,19 +276,29 @@ class ArpTile(Tile):
                     short_meta=True),)
 
     def __init__(self, env=None, *, resolver=None, cache_entries=4, pending_entries=2,
-                 retry_cycles=250_000, retries=3):
+                 retry_cycles=250_000, retries=3, announce_delay=1000, announcements=2):
         env = env if env is not None else TileEnv()
         for name, value, low in (("cache_entries", cache_entries, 1),
                                  ("pending_entries", pending_entries, 1),
-                                 ("retry_cycles", retry_cycles, 1), ("retries", retries, 0)):
+                                 ("retry_cycles", retry_cycles, 1), ("retries", retries, 0),
+                                 ("announce_delay", announce_delay, 1),
+                                 ("announcements", announcements, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"ArpTile's {name} must be an integer of at least {low}, "
                                  f"not {value!r}")
         self.cache_entries, self.pending_entries = cache_entries, pending_entries
         self.retry_cycles, self.retries = retry_cycles, retries
+        self.announce_delay, self.announcements = announce_delay, announcements
         routes = env.next_hops("data")
-        self.resolver = RESOLVED_KEY in routes if resolver is None else bool(resolver)
+        self.runtime = runtime_addresses(env)
+        if self.runtime and resolver is False:
+            raise ValueError(f"ArpTile {env.name!r}: run-time addresses (settings"
+                             f"['runtime_addresses']) need the resolver, not resolver=False")
+        self.resolver = (RESOLVED_KEY in routes or self.runtime if resolver is None
+                         else bool(resolver))
         self.mac, self.ipv4 = local_addresses(env)
+        self.netmask, self.gateway = netmask_gateway(env)
+        self.routed = self.runtime or self.gateway != 0
         if self.resolver:
             hops = routes.get(None, [])
             if len(hops) != 1 or set(routes) - {None, RESOLVED_KEY}:
@@ -272,7 +306,9 @@ class ArpTile(Tile):
                                  f"Ethernet TX (key None) and routes to requesters under key "
                                  f"{RESOLVED_KEY!r}; it has {routes}")
             self.tx_hop, = hops
-            counters = _RESOLVER_COUNTERS
+            counters = dict(_RESOLVER_COUNTERS)
+            if self.runtime:
+                counters["announced"] = "gratuitous ARP requests sent for a changed address"
         else:
             if RESOLVED_KEY in routes:
                 raise ValueError(f"ArpTile {env.name!r} has routes under {RESOLVED_KEY!r} but "
@@ -281,7 +317,14 @@ class ArpTile(Tile):
             counters = _ArpResponder.layer_counters()
             self.inputs = (Receive("requests", MsgType.ETH_RX_FRAME, raw=True),)
             self.outputs = (Send("answers", MsgType.ETH_TX_FRAME, raw=True),)
-        super().__init__(env, counters=counters)
+        if self.runtime:
+            super().__init__(env, {"addresses": Out(AddressesSignature())}, counters=counters,
+                             registers=address_registers(env))
+            regs = self.regs
+            self.mac, self.ipv4, self.netmask, self.gateway = (
+                regs.mac, regs.ipv4, regs.netmask, regs.gateway)
+        else:
+            super().__init__(env, counters=counters)
 
     def elaborate(self, platform):
         m = Module()
@@ -294,14 +337,23 @@ class ArpTile(Tile):
             return m
         # Pending entries, then the answer slot; `picked`: the entry whose answer or request
         # the output takes in this cycle (one-hot).
-        entries = [Signal(_ENTRY, name=f"entry{k}") for k in range(self.pending_entries + 1)]
+        layout = _ROUTED_ENTRY if self.routed else _ENTRY
+        entries = [Signal(layout, name=f"entry{k}") for k in range(self.pending_entries + 1)]
         picked = Signal(len(entries))
+        if self.runtime:
+            m.d.comb += [self.addresses.mac.eq(self.mac), self.addresses.ipv4.eq(self.ipv4),
+                         self.addresses.netmask.eq(self.netmask),
+                         self.addresses.gateway.eq(self.gateway)]
         cur, pkt, decide, head_len = self._input(m)
         replies = self._decide(m, entries, picked, cur, pkt, decide, head_len)
         self._output(m, entries, picked, replies)
         return m
 
     # -- the resolver ----------------------------------------------------------------------------
+
+    def _target(self, e):
+        """The address an entry asks for: its ``target`` if the tile may route, else its own."""
+        return e.target if self.routed else e.ip
 
     def _input(self, m):
         """Every message: its header fields and first 28 bytes; ``decide`` in the cycle both are
@@ -369,7 +421,8 @@ class ArpTile(Tile):
 
         # The pending entries a reply answers: those waiting on its sender.
         matches = Signal(len(pending))
-        m.d.comb += matches.eq(Cat(frame & reply & (e.state == _State.WAIT) & (e.ip == pkt.spa)
+        m.d.comb += matches.eq(Cat(frame & reply & (e.state == _State.WAIT)
+                                   & (self._target(e) == pkt.spa)
                                    for e in pending))
         with m.If(frame):
             with m.If(truncated):
@@ -387,7 +440,11 @@ class ArpTile(Tile):
             with m.Else():
                 count(m, c.unmatched_reply)
 
-        hit, cached = self._cache(m, cur.ip, learn=(frame & request) | matches.any(),
+        # The address to ask for: the gateway's for one outside the subnet, if there is one.
+        target = Signal(32)
+        off_link = ((cur.ip ^ self.ipv4) & self.netmask) != 0
+        m.d.comb += target.eq(Mux(off_link & (self.gateway != 0), self.gateway, cur.ip))
+        hit, cached = self._cache(m, target, learn=(frame & request) | matches.any(),
                                   ip=pkt.spa, mac=pkt.sha, vlan=cur.vlan, vlan_tci=cur.vlan_tci)
 
         # The output takes an answer (the entry is free again) or a request (no longer due).
@@ -420,6 +477,7 @@ class ArpTile(Tile):
                 m.d.sync += [
                     e.state.eq(Mux(waits, _State.WAIT, _State.DONE)),
                     e.ip.eq(cur.ip),
+                    *([e.target.eq(target)] if self.routed else []),
                     e.mac.eq(Mux(hit, cached.mac, 0)),
                     e.vlan.eq(Mux(hit, cached.vlan, cur.vlan)),
                     e.vlan_tci.eq(Mux(hit, cached.vlan_tci, cur.vlan_tci)),
@@ -518,6 +576,8 @@ class ArpTile(Tile):
         with m.If(Mux(job.frame, insert.hdr.valid & insert.hdr.ready, desc_taken)):
             m.d.sync += [busy.eq(0), desc_done.eq(0)]
 
+        announce, announced = self._announcer(m) if self.runtime else (0, None)
+
         # Answers before requests; the first entry of either kind.
         answers, due, first = Signal(len(entries)), Signal(len(entries)), Signal(len(entries))
         m.d.comb += [
@@ -536,6 +596,12 @@ class ArpTile(Tile):
                     job.ip.eq(replies.payload.spa), job.mac.eq(replies.payload.sha),
                     job.vlan.eq(replies.payload.vlan), job.vlan_tci.eq(replies.payload.vlan_tci),
                 ]
+            if announced is not None:
+                with m.Elif(announce):
+                    m.d.comb += announced.eq(1)
+                    m.d.sync += [busy.eq(1), job.frame.eq(1), job.request.eq(1),
+                                 job.ip.eq(self.ipv4), job.vlan.eq(0), job.vlan_tci.eq(0)]
+                    count(m, c.announced)
             with m.Elif(choice.any()):
                 m.d.comb += picked.eq(first)
                 request = ~answers.any()
@@ -545,7 +611,28 @@ class ArpTile(Tile):
         for k, e in enumerate(entries):
             with m.If(picked[k]):
                 m.d.sync += [
-                    job.ip.eq(e.ip), job.mac.eq(e.mac), job.vlan.eq(e.vlan),
+                    job.ip.eq(Mux(e.state == _State.DONE, e.ip, self._target(e))),
+                    job.mac.eq(e.mac), job.vlan.eq(e.vlan),
                     job.vlan_tci.eq(e.vlan_tci),
                     job.dst_x.eq(e.dst_x), job.dst_y.eq(e.dst_y), job.dst_fbits.eq(e.dst_fbits),
                 ]
+
+    def _announcer(self, m):
+        """Run-time addresses: ``(due, taken)``. A gratuitous ARP request is ``due`` once the MAC
+        or IPv4 address has changed and then held for ``announce_delay`` cycles, and again
+        ``retry_cycles`` after each one sent, ``announcements`` in all; the output drives
+        ``taken`` as it takes one. A change meanwhile starts the count again."""
+        mac, ipv4 = local_addresses(self.env)
+        last_mac, last_ip = Signal(48, init=mac), Signal(32, init=ipv4)
+        wait = Signal(range(max(self.announce_delay, self.retry_cycles)))
+        left = Signal(range(self.announcements + 1))
+        due, taken = Signal(), Signal()
+        m.d.comb += due.eq((left != 0) & (wait == 0))
+        with m.If((left != 0) & (wait != 0)):
+            m.d.sync += wait.eq(wait - 1)
+        with m.If(taken):
+            m.d.sync += [left.eq(left - 1), wait.eq(self.retry_cycles - 1)]
+        with m.If((self.mac != last_mac) | (self.ipv4 != last_ip)):
+            m.d.sync += [last_mac.eq(self.mac), last_ip.eq(self.ipv4),
+                         left.eq(self.announcements), wait.eq(self.announce_delay - 1)]
+        return due, taken

@@ -22,7 +22,7 @@ from apiary.stream.header import Header, header_view
 from apiary.stream.mac import FrameStream
 from apiary.stream.packet_buffer import PacketBuffer
 
-from .addresses import local_addresses
+from .addresses import address_members, tile_addresses
 from .layer import RxLayerTile, TxLayerTile, buffered_packets
 from .messages import MsgType
 from apiary.stream.counters import count
@@ -85,12 +85,13 @@ class EthernetRxTile(RxLayerTile):
 
     def __init__(self, env=None, *, max_frame=1518, buffer_bytes=None, max_queued=32):
         width = env.width if env else 512
-        super().__init__(env, {"mac_rx": In(FrameStream(width))}, counters={
-            "oversized": "frames over max_frame, or malformed",
-            "buffer_full": "frames that found the receive buffer full",
-            "bad_fcs": "frames the MAC marked bad (FCS error)",
-        })
-        self.mac, _ = local_addresses(self.env)
+        super().__init__(env, {"mac_rx": In(FrameStream(width)), **address_members(env)},
+                         counters={
+                             "oversized": "frames over max_frame, or malformed",
+                             "buffer_full": "frames that found the receive buffer full",
+                             "bad_fcs": "frames the MAC marked bad (FCS error)",
+                         })
+        self.mac, _ = tile_addresses(self)
         self.max_frame = max_frame
         self.buffer_bytes = buffer_bytes if buffer_bytes is not None else 4 * max_frame
         self.max_queued = max_queued
@@ -145,8 +146,8 @@ class EthernetTxTile(TxLayerTile):
 
     def __init__(self, env=None):
         width = env.width if env else 512
-        super().__init__(env, {"mac_tx": Out(FrameStream(width))})
-        self.mac, _ = local_addresses(self.env)
+        super().__init__(env, {"mac_tx": Out(FrameStream(width)), **address_members(env)})
+        self.mac, _ = tile_addresses(self)
 
     def build(self, m, length, meta, stage):
         header = Signal(8 * self.max_header)

@@ -18,7 +18,7 @@ from amaranth.lib import enum
 from apiary.stream.checksum import ones_sum, word_sum
 from apiary.stream.header import Header, header_view
 
-from .addresses import local_addresses
+from .addresses import address_members, tile_addresses
 from .ethernet import EtherType
 from .layer import RxLayerTile, TxLayerTile
 from .messages import MsgType
@@ -94,9 +94,10 @@ class Ipv4RxTile(RxLayerTile):
     #: :class:`Ipv4RxNoOptionsTile`).
     options = True
 
+
     def __init__(self, env=None):
-        super().__init__(env)
-        _, self.ipv4 = local_addresses(self.env)
+        super().__init__(env, address_members(env))
+        _, self.ipv4 = tile_addresses(self)
 
     def parse(self, m, p):
         ip = p.field(IPV4)

@@ -2,6 +2,7 @@
 checked with scapy, every drop reason counted; with the resolver, its frames through a real
 Ethernet TX, its answers, retries, drops and a blocked output."""
 
+import pathlib
 import random
 
 import pytest
@@ -25,6 +26,7 @@ from tilebench import (HERE, IPV4, MAC, PEER_IP, PEER_MAC, SEEDS, WIDTHS,
                        make_tile, packet_flits, run)
 
 TX_HOP = (0, 1)
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def request(pdst=IPV4, **fields):
@@ -119,9 +121,11 @@ class Resolver(Elaboratable):
     """The ARP tile with the resolver; its frames go through a real Ethernet TX to ``mac_tx``,
     its answers (to sub-port LOCAL1) to ``answers``."""
 
-    def __init__(self, width, **params):
-        self.arp = make_tile(ArpTile, width, {None: TX_HOP}, resolver=True, **params)
-        self.eth_tx = EthernetTxTile(TileEnv(width=width, settings={"mac": MAC, "ipv4": IPV4}))
+    def __init__(self, width, settings=None, **params):
+        self.arp = make_tile(ArpTile, width, {None: TX_HOP}, resolver=True, settings=settings,
+                             **params)
+        self.eth_tx = EthernetTxTile(TileEnv(width=width, settings={"mac": MAC, "ipv4": IPV4,
+                                                                    **(settings or {})}))
         self.split = FbitsSplitter(width, [Fbits.LOCAL0, Fbits.LOCAL1])
         self.answers = self.split.o[1]
 
@@ -129,6 +133,8 @@ class Resolver(Elaboratable):
         m = Module()
         m.submodules.arp, m.submodules.eth_tx = self.arp, self.eth_tx
         m.submodules.split = self.split
+        if self.arp.runtime:            # as the design joins them: the MAC from the registers
+            connect(m, arp=self.arp.addresses, eth_tx=self.eth_tx.addresses)
         connect(m, arp=self.arp.noc_out, split=self.split.i)
         connect(m, split=self.split.o[0], eth_tx=self.eth_tx.noc_in)
         return m
@@ -140,9 +146,9 @@ class Bench:
     what came out; ``sent``, every message the ARP tile sent, as ``(cycle of its first flit,
     decoded)``."""
 
-    def __init__(self, width, seed=1, **params):
+    def __init__(self, width, seed=1, settings=None, **params):
         self.width, self.seed = width, seed
-        self.dut = Resolver(width, **params)
+        self.dut = Resolver(width, settings, **params)
         self.frames, self.answers, self.sent, self.counters = [], [], [], {}
 
     async def send(self, ctx, *items):
@@ -391,3 +397,123 @@ def test_resolver_parameters_and_routes_are_checked():
         make_tile(ArpTile, 64, {RESOLVED_KEY: (2, 2)})
     with pytest.raises(ValueError, match="retries"):
         make_tile(ArpTile, 64, {None: TX_HOP}, retries=-1)
+    with pytest.raises(ValueError, match="announcements"):
+        make_tile(ArpTile, 64, {None: TX_HOP}, announcements=0)
+    with pytest.raises(ValueError, match="need the resolver"):
+        make_tile(ArpTile, 64, {None: TX_HOP}, resolver=False,
+                  settings={"runtime_addresses": True})
+    with pytest.raises(ValueError, match="255.0.255.0.*not a run of ones"):
+        make_tile(ArpTile, 64, {None: TX_HOP}, settings={"netmask": "255.0.255.0"})
+
+
+GATEWAY = {"netmask": "255.255.255.0", "gateway": PEER_IP}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_resolver_asks_for_the_gateway_outside_the_subnet(width):
+    """With a netmask and a gateway: an address outside the subnet is resolved by asking for the
+    gateway, and answered under its own address with the gateway's MAC; the next one outside
+    comes from the cache; one inside the subnet is asked for itself."""
+    far, farther = "192.168.7.9", "8.8.8.8"
+
+    async def script(ctx, b):
+        await b.send(ctx, resolve_message(far))
+        await b.wait(ctx, frames=1)
+        await b.send(ctx, reply_from(PEER_MAC, PEER_IP))
+        await b.wait(ctx, answers=1)
+        await b.send(ctx, resolve_message(farther))
+        await b.wait(ctx, answers=2)
+        await b.send(ctx, resolve_message(OTHER_IP))
+        await b.wait(ctx, frames=2)
+        await b.send(ctx, reply_from(OTHER_MAC, OTHER_IP))
+        await b.wait(ctx, answers=3)
+
+    b = Bench(width, settings=GATEWAY, retry_cycles=20_000).run(script)
+    assert b.frames == [request_frame(PEER_IP), request_frame(OTHER_IP)]
+    assert_answer(b.answers[0], far, PEER_MAC)
+    assert_answer(b.answers[1], farther, PEER_MAC)
+    assert_answer(b.answers[2], OTHER_IP, OTHER_MAC)
+    assert nonzero(b.counters) == {"requests_sent": 2, "matched_reply": 2,
+                                   "resolve_replied": 2, "resolve_cached": 1}
+
+
+RUNTIME = {"runtime_addresses": True}
+NEW_IP, NEW_MAC = "10.0.0.7", "02:00:00:00:00:42"
+
+
+def announcement(mac, ip):
+    """RFC 5227's ARP announcement of ``ip`` at ``mac``."""
+    return bytes(Ether(dst="ff:ff:ff:ff:ff:ff", src=mac)
+                 / ARP(op=1, hwsrc=mac, psrc=ip, hwdst="00:00:00:00:00:00", pdst=ip))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_changed_address_takes_effect_at_once_and_is_announced(width):
+    """Run-time addresses: the registers hold the settings' values and drive ``addresses``. A
+    new IPv4 address is announced twice, ``retry_cycles`` apart, once it has held for
+    ``announce_delay`` cycles; from the change on, a request for the old address is not
+    answered and one for the new address is. A MAC written twice within the delay (as a
+    48-bit register is, a word at a time) is announced once, at its final value, and the
+    frames leave from it."""
+    delay, period = 40, 400
+    times = {}
+
+    async def script(ctx, b):
+        regs, wires = b.dut.arp.regs, b.dut.arp.addresses
+        assert (ctx.get(wires.mac), ctx.get(wires.ipv4)) == (mac_to_int(MAC), ipv4_to_int(IPV4))
+        assert ctx.get(wires.netmask) == ctx.get(wires.gateway) == 0
+        ctx.set(regs.ipv4, ipv4_to_int(NEW_IP))
+        await ctx.tick()
+        assert ctx.get(wires.ipv4) == ipv4_to_int(NEW_IP)
+        await b.send(ctx, frame_message(request(pdst=IPV4)), frame_message(request(pdst=NEW_IP)))
+        await b.wait(ctx, frames=3)
+        times["ip"] = [t for t, msg in b.sent]
+        ctx.set(regs.mac, mac_to_int(NEW_MAC) & 0xFFFF_FFFF | mac_to_int(MAC) & ~0xFFFF_FFFF)
+        for _ in range(delay // 2):
+            await ctx.tick()
+        ctx.set(regs.mac, mac_to_int(NEW_MAC))
+        await b.wait(ctx, frames=5)
+
+    b = Bench(width, settings=RUNTIME, retry_cycles=period, announce_delay=delay)
+    b.run(script, settle=2 * period)
+    reply = bytes(Ether(dst=PEER_MAC, src=MAC)
+                  / ARP(op=2, hwsrc=MAC, psrc=NEW_IP, hwdst=PEER_MAC, pdst=PEER_IP))
+    assert b.frames == [reply, announcement(MAC, NEW_IP), announcement(MAC, NEW_IP),
+                        announcement(NEW_MAC, NEW_IP), announcement(NEW_MAC, NEW_IP)]
+    first, second = times["ip"][1:3]
+    assert delay <= first <= delay + 20 and period - 8 <= second - first <= period + 8
+    assert nonzero(b.counters) == {"not_for_us": 1, "forwarded": 1, "announced": 4}
+
+
+def test_run_time_addresses_reach_every_tile_that_reads_them():
+    """In a whole design the ARP tile's ``addresses`` reach Ethernet RX and TX, IPv4 RX and TCP
+    TX without ``d.wire``; the registers are in its address map at the settings' values; a
+    design whose tiles take the addresses from no tile gets one error naming them."""
+    from apiary.design import DesignError
+    from apiary.load import load_design
+    from apiary.top import DesignTop, control_map
+    from beehive.proto.ipv4 import Ipv4RxTile
+    d = load_design(str(ROOT / "examples" / "tcp_echo.py"), width=64)
+    d.settings.update(runtime_addresses=True, netmask="255.255.0.0")
+    top = DesignTop(d)
+    [(driver, member, takers)] = top.broadcasts
+    assert (driver, member) == ("arp", "addresses")
+    assert set(takers) == {"eth_rx", "eth_tx", "ip_rx", "tcp_tx"}
+    regs = top.tiles["arp"].regs
+    assert (regs.mac.init, regs.ipv4.init) == (mac_to_int(MAC), ipv4_to_int(IPV4))
+    assert (regs.netmask.init, regs.gateway.init) == (ipv4_to_int("255.255.0.0"), 0)
+
+    ctl = load_design(str(ROOT / "examples" / "udp_echo_ctl.py"), width=64)
+    arp = {e.name: e for e in control_map(ctl).tiles["arp"] if e.kind == "register"}
+    assert {name: (e.width, e.writable) for name, e in arp.items()} == {
+        "mac": (48, True), "ipv4": (32, True), "netmask": (32, True), "gateway": (32, True)}
+
+    lone = Design("lone", cols=2, rows=1, width=64)
+    lone.settings.update(runtime_addresses=True)
+    lone.add("eth_rx", EthernetRxTile, at=(0, 0))
+    lone.add("ip_rx", Ipv4RxTile, at=(1, 0))
+    lone.route("eth_rx", "ip_rx", key=EtherType.IPV4.value)
+    with pytest.raises(DesignError, match=r"tiles 'eth_rx', 'ip_rx' take 'addresses' "
+                                          r"\(AddressesSignature\).*no tile of the design "
+                                          r"drives it"):
+        DesignTop(lone)

@@ -26,12 +26,12 @@ SEEDS = [1, 2]
 HERE = (1, 1)                   # where the tile under test sits
 
 
-def make_tile(cls, width, routes=None, **params):
+def make_tile(cls, width, routes=None, *, settings=None, **params):
     """``cls`` at :data:`HERE`, routing ``{key: (x, y)}`` on the data plane, with the
-    design's addresses :data:`MAC` and :data:`IPV4`."""
+    design's addresses :data:`MAC` and :data:`IPV4` (and any other ``settings``)."""
     table = {key: [Endpoint(f"hop{x}{y}", x, y)] for key, (x, y) in (routes or {}).items()}
     env = TileEnv(name="dut", x=HERE[0], y=HERE[1], width=width, routes={"data": table},
-                  settings={"mac": MAC, "ipv4": IPV4})
+                  settings={"mac": MAC, "ipv4": IPV4, **(settings or {})})
     return cls(env, **params)
 
 

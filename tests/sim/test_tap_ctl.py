@@ -5,7 +5,10 @@ move, a register written (the audit log's rearm) whose effect shows in a counter
 table, all while the design still echoes; and a read of a tile position where no agent answers
 gets its 0xFE (time-out) reply with no other traffic on the link, because the bridge keeps
 simulated time running while the design is idle (the design sets no ``idle_hz``: the back end's
-default rate does it).
+default rate does it). And the design's addresses, written with `apiary ctl`: a new MAC is
+announced by gratuitous ARP, which Linux takes into its neighbour table, so that its datagrams
+keep being echoed without Linux asking; a new IPv4 address is answered at once, the old one no
+more.
 
 Everything happens inside a network namespace this test creates and deletes; the only process
 it ends is the bridge it started, by its PID (fixtures ``netns`` and ``bridge`` in conftest.py).
@@ -16,6 +19,7 @@ import json
 import os
 import pathlib
 import sys
+import time
 
 import pytest
 
@@ -64,15 +68,15 @@ print(json.dumps({"error": error, "seconds": time.monotonic() - start}))
 SILENT = (3, 2)                       # the one position of the 4 x 3 mesh without a tile
 
 
-def datagrams(stack, port, count, echo):
-    result = stack.netns_run(sys.executable, "-c", CLIENT, DESIGN_IP, str(port), str(count),
+def datagrams(stack, port, count, echo, ip=DESIGN_IP):
+    result = stack.netns_run(sys.executable, "-c", CLIENT, ip, str(port), str(count),
                              "1" if echo else "0", timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr + stack.text
     return json.loads(result.stdout)
 
 
-def ctl(stack, *args):
-    return stack.apiary("ctl", DESIGN, "--width", WIDTH, DESIGN_IP, *args)
+def ctl(stack, *args, ip=DESIGN_IP):
+    return stack.apiary("ctl", DESIGN, "--width", WIDTH, ip, *args)
 
 
 def values(text):
@@ -125,5 +129,52 @@ def test_linux_reads_counters_and_writes_a_register_by_name(bridge):
                                f"TIMEOUT (the tile's control agent did not answer)"), silent
     assert silent["seconds"] < 2.0, silent      # measured 0.65 s (2026-11-30)
 
+    assert stack.stop() == 0, stack.text
+    stack.stopped()
+
+
+def announced(stack, count, ip=DESIGN_IP, wait=10):
+    """Wait until the ARP tile has sent ``count`` gratuitous ARP requests, and no more."""
+    deadline = time.monotonic() + wait
+    while (sent := int(values(ctl(stack, "read", "arp.announced", ip=ip))["arp.announced"])) \
+            != count:
+        assert sent < count and time.monotonic() < deadline, (sent, count)
+        time.sleep(0.2)
+
+
+def neighbour(stack, ip):
+    """Linux's neighbour entry for ``ip`` in the namespace (`ip neigh show`), or ''."""
+    return stack.netns_run("ip", "neigh", "show", ip).stdout.strip()
+
+
+@pytest.mark.slow
+def test_linux_follows_the_designs_new_addresses(bridge):
+    stack = bridge("examples/udp_echo_ctl.py", f"{TAP}n", "--width", WIDTH)
+    stack.wait_ready(900)
+    stack.address(HOST)
+    assert datagrams(stack, 7, 2, echo=True) == 2
+    assert "lladdr 02:00:00:00:00:02" in neighbour(stack, DESIGN_IP)
+    assert values(ctl(stack, "read", "arp.mac", "arp.ipv4", "arp.netmask")) == {
+        "arp.mac": "02:00:00:00:00:02", "arp.ipv4": DESIGN_IP, "arp.netmask": "0.0.0.0"}
+
+    # A new MAC: frames to the old one are dropped from the write on, and the gratuitous ARP
+    # moves Linux's entry (without it Linux would keep sending to the old MAC: no echo).
+    assert values(ctl(stack, "write", "arp.mac", "02:00:00:00:00:42")) == {
+        "arp.mac": "02:00:00:00:00:42"}
+    deadline = time.monotonic() + 10
+    while "lladdr 02:00:00:00:00:42" not in neighbour(stack, DESIGN_IP):
+        assert time.monotonic() < deadline, neighbour(stack, DESIGN_IP) + stack.text
+        time.sleep(0.2)
+    assert datagrams(stack, 7, 3, echo=True) == 3
+    announced(stack, 2)                 # twice, 250,000 cycles apart
+
+    # A new IPv4 address: `write` reads it back at the new address; the old one is answered no
+    # more (IPv4 RX drops Linux's datagrams as not for us), the new one echoes.
+    assert values(ctl(stack, "write", "arp.ipv4", "10.0.0.7")) == {"arp.ipv4": "10.0.0.7"}
+    assert datagrams(stack, 7, 2, echo=True) == 0
+    assert datagrams(stack, 7, 3, echo=True, ip="10.0.0.7") == 3
+    assert values(ctl(stack, "read", "ip_rx.not_for_us", ip="10.0.0.7")) == {
+        "ip_rx.not_for_us": "2"}
+    announced(stack, 4, ip="10.0.0.7")
     assert stack.stop() == 0, stack.text
     stack.stopped()

@@ -55,7 +55,7 @@ applications wait in an :class:`~beehive.proto.tcp.queues.Outbox` each; under Ap
 from types import SimpleNamespace
 from typing import Any
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -75,7 +75,7 @@ from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
 from apiary.tile import Receive, Send, Tile, TileEnv
 
-from ..addresses import local_addresses
+from ..addresses import address_members, tile_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..messages import PACKET_META, MsgType
 from ..layer import level_meta
@@ -184,6 +184,7 @@ class TcpTxTile(Tile):
         Send("app_tx", MsgType.TCP_TX_MSG_RESP, meta=APP_META),
     )
 
+
     def __init__(self, env: TileEnv | None = None, *, config: TcpConfig | None = None,
                  load_depth: int = 4) -> None:
         config = config_or_default(config)
@@ -191,7 +192,7 @@ class TcpTxTile(Tile):
             raise ValueError(f"load_depth must be an integer from 1 to 16, not {load_depth!r}")
         self.config = config
         self.load_depth = load_depth
-        super().__init__(env, {"wires": In(TcpWires(config.flows))}, {
+        super().__init__(env, {"wires": In(TcpWires(config.flows)), **address_members(env)}, {
             "segments": "segments sent", **ENGINE_COUNTERS,
             "malformed": "messages the receivers dropped or reframed",
         })
@@ -205,7 +206,7 @@ class TcpTxTile(Tile):
             raise ValueError(f"TcpTxTile {self.env.name!r} needs a route to IPv4 TX (no key, or "
                              f"{TX_KEY_IP!r}) and one to its send buffer with key "
                              f"{TX_KEY_MEMORY!r}; it has keys {sorted(map(str, routes))}")
-        _, self.local_ip = local_addresses(self.env)
+        _, self.local_ip = tile_addresses(self)
 
     def elaborate(self, platform):
         m = Module()
@@ -281,10 +282,11 @@ class SegmentEmitter(wiring.Component):
     room is free again), ``sent`` as a segment's descriptor is taken.
     """
 
-    def __init__(self, width: int, *, max_bytes: int, depth: int, local_ip: int, dst: tuple,
-                 src: tuple, descriptor: data.StructLayout) -> None:
+    def __init__(self, width: int, *, max_bytes: int, depth: int, local_ip: int | Value,
+                 dst: tuple, src: tuple, descriptor: data.StructLayout) -> None:
         self._width, self._max_bytes, self._depth = width, max_bytes, depth
-        self._local_ip, self._dst, self._src = local_ip, dst, src
+        self._local_ip = Const(local_ip, 32) if isinstance(local_ip, int) else local_ip
+        self._dst, self._src = dst, src
         super().__init__({
             "segments": In(stream.Signature(TX_SEGMENT)),
             "data": In(payload_signature(width)),
@@ -329,7 +331,7 @@ class SegmentEmitter(wiring.Component):
         ready = started
         tcp_len = d.header_len + d.data_len
         checksum = Signal(16)
-        m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(Const(self._local_ip, 32), d.peer_ip,
+        m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(self._local_ip, d.peer_ip,
                                                             IpProtocol.TCP.value, tcp_len),
                                           d.header_sum, data_sum))
         header = Signal(8 * SYN_HEADER_BYTES)
