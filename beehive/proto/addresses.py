@@ -16,6 +16,10 @@ WiresSignature`).
 Every comparison and header uses the registers, so a new address takes effect in the cycle it
 is written; the ARP tile announces it (gratuitous ARP). A tile reads its addresses with
 :func:`tile_addresses`, whichever way the design was built.
+
+**From DHCP** (``settings["runtime_addresses"] = "dhcp"``): a
+:class:`~beehive.apps.dhcp.DhcpClientTile` drives the wires instead (its register ``mac``, and
+the lease: IPv4 address 0 until it has one), and the ARP tile takes them like the others.
 """
 
 import ipaddress
@@ -29,8 +33,8 @@ from apiary.tile import WiresSignature
 
 __all__ = ["DEFAULT_MAC", "DEFAULT_IPV4", "RUNTIME_SETTING", "mac_to_int", "ipv4_to_int",
            "int_to_mac", "int_to_ipv4", "local_addresses", "design_addresses", "netmask_gateway",
-           "runtime_addresses", "AddressesSignature", "address_members", "address_registers",
-           "tile_addresses"]
+           "runtime_addresses", "address_source", "AddressesSignature", "address_members",
+           "address_registers", "tile_addresses"]
 
 
 DEFAULT_MAC = "02:00:00:00:00:02"
@@ -95,9 +99,24 @@ def netmask_gateway(env: Any) -> tuple[int, int]:
     return mask, ipv4_to_int(settings.get("gateway", "0.0.0.0"))
 
 
+def address_source(env: Any) -> str | None:
+    """Where the design's addresses come from at run time (``settings["runtime_addresses"]``):
+    ``"registers"`` (``True``: the ARP tile's), ``"dhcp"`` (a DHCP client tile), or ``None``
+    (fixed when the design is built); raises :class:`ValueError` naming another value."""
+    value = env.settings.get(RUNTIME_SETTING, False) if env is not None else False
+    if value is True:
+        return "registers"
+    if value == "dhcp":
+        return "dhcp"
+    if value is False or value is None:
+        return None
+    raise ValueError(f"settings['runtime_addresses'] is True (the ARP tile's registers), "
+                     f"'dhcp' (a DHCP client tile) or False, not {value!r}")
+
+
 def runtime_addresses(env: Any) -> bool:
-    """Whether the design's addresses are control registers (``settings["runtime_addresses"]``)."""
-    return env is not None and bool(env.settings.get(RUNTIME_SETTING, False))
+    """Whether the design's addresses change at run time (:func:`address_source`)."""
+    return address_source(env) is not None
 
 
 class AddressesSignature(WiresSignature):

@@ -35,7 +35,7 @@ the path. A tile with routes under ``"resolved"`` has the resolver (see :class:`
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum
-from amaranth.lib.wiring import Out, connect, flipped
+from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.header import Fbits
 from apiary.noc.msgtype import register_msg_types
@@ -46,8 +46,8 @@ from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert
 from apiary.tile import Receive, Send, Tile, TileEnv
 
-from .addresses import (AddressesSignature, address_registers, local_addresses,
-                        netmask_gateway, runtime_addresses)
+from .addresses import (AddressesSignature, address_registers, address_source,
+                        local_addresses, netmask_gateway)
 from .ethernet import BROADCAST, EtherType
 from .layer import RxLayerTile, level_meta
 from .messages import META_BITS, PACKET_META, MsgType
@@ -290,7 +290,8 @@ class ArpTile(Tile):
         self.retry_cycles, self.retries = retry_cycles, retries
         self.announce_delay, self.announcements = announce_delay, announcements
         routes = env.next_hops("data")
-        self.runtime = runtime_addresses(env)
+        self.source = address_source(env)
+        self.runtime = self.source is not None
         if self.runtime and resolver is False:
             raise ValueError(f"ArpTile {env.name!r}: run-time addresses (settings"
                              f"['runtime_addresses']) need the resolver, not resolver=False")
@@ -317,12 +318,17 @@ class ArpTile(Tile):
             counters = _ArpResponder.layer_counters()
             self.inputs = (Receive("requests", MsgType.ETH_RX_FRAME, raw=True),)
             self.outputs = (Send("answers", MsgType.ETH_TX_FRAME, raw=True),)
-        if self.runtime:
+        if self.source == "registers":
             super().__init__(env, {"addresses": Out(AddressesSignature())}, counters=counters,
                              registers=address_registers(env))
             regs = self.regs
             self.mac, self.ipv4, self.netmask, self.gateway = (
                 regs.mac, regs.ipv4, regs.netmask, regs.gateway)
+        elif self.source == "dhcp":        # the DHCP client drives them
+            super().__init__(env, {"addresses": In(AddressesSignature())}, counters=counters)
+            wires = self.addresses
+            self.mac, self.ipv4, self.netmask, self.gateway = (
+                wires.mac, wires.ipv4, wires.netmask, wires.gateway)
         else:
             super().__init__(env, counters=counters)
 
@@ -340,7 +346,7 @@ class ArpTile(Tile):
         layout = _ROUTED_ENTRY if self.routed else _ENTRY
         entries = [Signal(layout, name=f"entry{k}") for k in range(self.pending_entries + 1)]
         picked = Signal(len(entries))
-        if self.runtime:
+        if self.source == "registers":
             m.d.comb += [self.addresses.mac.eq(self.mac), self.addresses.ipv4.eq(self.ipv4),
                          self.addresses.netmask.eq(self.netmask),
                          self.addresses.gateway.eq(self.gateway)]
@@ -623,6 +629,8 @@ class ArpTile(Tile):
         ``retry_cycles`` after each one sent, ``announcements`` in all; the output drives
         ``taken`` as it takes one. A change meanwhile starts the count again."""
         mac, ipv4 = local_addresses(self.env)
+        if self.source == "dhcp":
+            ipv4 = 0                        # no address until a lease: its first is announced
         last_mac, last_ip = Signal(48, init=mac), Signal(32, init=ipv4)
         wait = Signal(range(max(self.announce_delay, self.retry_cycles)))
         left = Signal(range(self.announcements + 1))

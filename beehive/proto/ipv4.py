@@ -18,7 +18,7 @@ from amaranth.lib import enum
 from apiary.stream.checksum import ones_sum, word_sum
 from apiary.stream.header import Header, header_view
 
-from .addresses import address_members, tile_addresses
+from .addresses import address_members, address_source, tile_addresses
 from .ethernet import EtherType
 from .layer import RxLayerTile, TxLayerTile
 from .messages import MsgType
@@ -44,6 +44,10 @@ IPV4 = Header("ipv4", [
 ])
 IPV4_VERSION = 4
 IPV4_MIN_IHL = 5
+#: The ports of a UDP header right after a 20-byte IPv4 header, and the DHCP client's port:
+#: what IPv4 RX looks at to let a DHCP server's broadcast in (``runtime_addresses="dhcp"``).
+_UDP_PORTS = Header("udp_ports", [("src_port", 16), ("dst_port", 16)])
+_DHCP_CLIENT_PORT = 68
 IPV4_FLAG_DF = 0b010    # in ``flags``, whose MSB is reserved
 IPV4_FLAG_MF = 0b001
 
@@ -98,6 +102,11 @@ class Ipv4RxTile(RxLayerTile):
     def __init__(self, env=None):
         super().__init__(env, address_members(env))
         _, self.ipv4 = tile_addresses(self)
+        # With a DHCP client, broadcasts to its port pass too (the server's OFFER and ACK
+        # come to 255.255.255.255 before the design has an address).
+        self.dhcp = address_source(self.env) == "dhcp"
+        if self.dhcp:
+            self.head_bytes = max(self.head_bytes, 24)
 
     def parse(self, m, p):
         ip = p.field(IPV4)
@@ -116,7 +125,13 @@ class Ipv4RxTile(RxLayerTile):
         p.drop("bad_length", (ip.total_length < header_len) | (ip.total_length > p.length))
         p.drop("fragment", (ip.flags & IPV4_FLAG_MF).any() | (ip.fragment_offset != 0))
         p.drop("ttl_expired", ip.ttl == 0)
-        p.drop("not_for_us", ip.dst != self.ipv4)
+        for_us = ip.dst == self.ipv4
+        if self.dhcp:
+            ports = p.field(_UDP_PORTS, 20)
+            for_us = (for_us & (self.ipv4 != 0)) | (
+                (ip.dst == 0xFFFF_FFFF) & (ip.protocol == IpProtocol.UDP.value)
+                & (ip.ihl == IPV4_MIN_IHL) & (ports.dst_port == _DHCP_CLIENT_PORT))
+        p.drop("not_for_us", ~for_us)
         p.key = ip.protocol
         p.strip = header_len
         p.out_length = ip.total_length - header_len
