@@ -28,7 +28,8 @@ ACK renews the lease, and from T2 (option 59, else 7/8 of it) ``REBINDING`` broa
 NAK, or the lease's end, takes the address away and starts again at ``INIT``. A request not
 answered is sent again every ``retry_seconds``; ``REQUESTING`` gives up after 4 and starts
 again. Writing a new value to the register ``release`` sends RELEASE to the server and drops
-the address (state ``RELEASED``); writing again starts again.
+the address (state ``RELEASED``); ``retry_seconds`` later the client starts again, for a new
+lease (a design without an address cannot be reached to be told).
 
 Timers count seconds of ``cycles_per_second`` cycles: give the design's clock, or a smaller
 number to run a lease's timers faster in simulation.
@@ -225,7 +226,9 @@ class DhcpReplyParser(wiring.Component):
         m.d.comb += self.done.eq(done)
         state = Signal(_Option)
         code, left, value = Signal(8), Signal(8), Signal(32)
-        value_next = Cat(byte, value[:24])
+        got = Signal(3)                 # the option's bytes shifted into value, up to 4
+        # An option's value: its first 4 bytes (a router list keeps its first address).
+        value_next = Mux(got < 4, Cat(byte, value[:24]), value)
         with m.If(parsing):
             m.d.sync += index.eq(index + 1)
             for field, lo in (("op", 0), ("xid", 4), ("yiaddr", 16), ("chaddr", 28),
@@ -243,13 +246,11 @@ class DhcpReplyParser(wiring.Component):
                         with m.Elif(byte != 0):
                             m.d.sync += state.eq(_Option.LENGTH)
                     with m.Case(_Option.LENGTH):
-                        m.d.sync += [left.eq(byte), state.eq(Mux(byte == 0, _Option.CODE,
-                                                                 _Option.DATA))]
+                        m.d.sync += [left.eq(byte), got.eq(0),
+                                     state.eq(Mux(byte == 0, _Option.CODE, _Option.DATA))]
                     with m.Case(_Option.DATA):
-                        m.d.sync += left.eq(left - 1)
-                        # A router list keeps its first address: only 4 bytes are shifted in.
-                        with m.If(left > 0):
-                            m.d.sync += value.eq(value_next)
+                        m.d.sync += [left.eq(left - 1), value.eq(value_next),
+                                     got.eq(Mux(got < 4, got + 1, got))]
                         with m.If(left == 1):
                             m.d.sync += state.eq(_Option.CODE)
                             self._keep(m, r, code, value_next)
@@ -308,11 +309,11 @@ class DhcpClientTile(Tile):
         The design's MAC (register ``mac``) and the lease: IPv4 address (0 without one),
         netmask and gateway (0 unless the server gave them).
 
-    Registers: ``mac``; ``release``: write a new value to release the lease (or to start again
-    after one). Counters: ``discovers``, ``requests``, ``releases`` (messages sent);
-    ``offers``, ``acks``, ``naks`` (replies used); ``expired`` (leases that ran out);
-    ``ignored``, ``busy`` (replies dropped, see the module docstring); ``dropped`` (messages of
-    another type, or malformed).
+    Registers: ``mac``; ``release``: write a new value to release the lease (and ask for a new
+    one ``retry_seconds`` later). Counters: ``discovers``, ``requests``, ``releases``
+    (messages sent); ``offers``, ``acks``, ``naks`` (replies used); ``expired`` (leases that ran
+    out); ``ignored``, ``busy`` (replies dropped, see the module docstring); ``dropped``
+    (messages of another type, or malformed).
     """
 
     streaming = False
@@ -349,8 +350,8 @@ class DhcpClientTile(Tile):
             "dropped": "messages of another type, or malformed",
         }, registers={
             "mac": Register(48, "the design's MAC address", mac),
-            "release": Register(8, "write a new value to release the lease (again: start "
-                                   "again)"),
+            "release": Register(8, "write a new value to release the lease (a new one is "
+                                   "asked for retry_seconds later)"),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -484,11 +485,6 @@ class DhcpClientTile(Tile):
                             to_server=True)
                     lose_address()
                     m.d.sync += state.eq(_State.RELEASED)
-                with m.Elif(state == _State.RELEASED):
-                    m.d.sync += state.eq(_State.INIT)
-                with m.Else():
-                    lose_address()
-                    m.d.sync += state.eq(_State.RELEASED)
             with m.Else():
                 with m.Switch(state):
                     with m.Case(_State.INIT):
@@ -515,6 +511,9 @@ class DhcpClientTile(Tile):
                         with m.Elif(retry == 0):
                             request(DhcpType.REQUEST, ciaddr=lease_ip, broadcast=0,
                                     to_server=True)
+                    with m.Case(_State.RELEASED):
+                        with m.If(retry == 0):
+                            m.d.sync += state.eq(_State.INIT)
                     with m.Case(_State.REBINDING):
                         with m.If(elapsed >= lease):
                             count(m, c.expired)

@@ -81,7 +81,7 @@ def echoes(packets):
 @pytest.mark.slow
 def test_a_lease_is_taken_renewed_and_lost_to_a_nak():
     SENT.clear()
-    d = load_design("examples/dhcp_echo.py", width=64, cycles_per_second=SECOND)
+    d = load_design("examples/dhcp_echo.py", width=64, clock_hz=SECOND)
     with open_sim(d, "verilator") as sim:
         [discover] = dhcp_sent(frames(sim, 2000))
         assert (discover.dst, discover[IP].src, discover[IP].dst) == (
@@ -145,3 +145,69 @@ def test_a_lease_is_taken_renewed_and_lost_to_a_nak():
             "discovers": sent.count(1), "offers": 1, "requests": sent.count(3), "acks": 2,
             "naks": 1, "ignored": 2, "busy": 0}
         assert sent.count(1) >= 2 and sent.count(3) >= 3
+
+
+def bind(sim):
+    """DISCOVER, OFFER, REQUEST, ACK (lease 100 s); returns the cycle of the ACK."""
+    discover, _ = next_dhcp(sim, 1, 10 * SECOND)
+    sim.send(reply(discover, "offer"))
+    request, _ = next_dhcp(sim, 3, 10 * SECOND)
+    sim.send(reply(request, "ack"))
+    acked = sim.cycle
+    frames(sim, 500)
+    return acked
+
+
+@pytest.mark.slow
+def test_rebinding_the_lease_running_out_and_a_release():
+    """Renewals unanswered: from T2 (7/8 of the lease) the REQUEST is broadcast, and an ACK to it
+    binds again; unanswered to the end, the address goes (``expired``) and the client starts
+    again. Then a release written through the controller: RELEASE to the server, the address
+    gone, and a new DISCOVER ``retry_seconds`` later."""
+    from apiary.top import control_map
+    from beehive.control_client import ControlClient, SimTransport
+
+    SENT.clear()
+    d = load_design("examples/dhcp_echo.py", width=64, clock_hz=SECOND)
+    with open_sim(d, "verilator") as sim:
+        acked = bind(sim)
+        rebind, _ = next_dhcp(sim, 3, 100 * SECOND)
+        while rebind.dst != BROADCAST:                  # the renewals, unicast, unanswered
+            assert rebind.dst == SERVER_MAC
+            rebind, _ = next_dhcp(sim, 3, 100 * SECOND)
+        assert 87 * SECOND <= sim.cycle - acked <= 89 * SECOND
+        assert (rebind[IP].dst, rebind[BOOTP].ciaddr) == ("255.255.255.255", LEASED)
+        sim.send(reply(rebind, "ack"))
+        acked = sim.cycle
+        frames(sim, 500)
+        sim.send(echo(LEASED, b"rebound"))
+        assert echoes(frames(sim, 2000)) == [(LEASED, b"rebound")]
+
+        # Nothing answered to the end of the lease: the address goes, DISCOVER again.
+        discover, _ = next_dhcp(sim, 1, 110 * SECOND)
+        assert 100 * SECOND <= sim.cycle - acked <= 102 * SECOND
+        sim.send(echo(LEASED, b"expired"))
+        assert echoes(frames(sim, 2000)) == []
+        assert sim.counters()["dhcp_expired"] == 1
+
+        # Bound again, then released through the controller.
+        sim.send(reply(discover, "offer"))
+        request, _ = next_dhcp(sim, 3, 10 * SECOND)
+        sim.send(reply(request, "ack"))
+        frames(sim, 500)
+        link = SimTransport(sim, client_mac=SERVER_MAC, client_ip=SERVER_IP)
+        link.ip = LEASED
+        client = ControlClient(control_map(d), link)
+        assert client.read("dhcp.acks") == 3
+        client.write("dhcp.release", 1)
+        released = sim.cycle
+        release, _ = next_dhcp(sim, 7, 2 * SECOND)
+        assert (release.dst, release[IP].dst, release[BOOTP].ciaddr) == (
+            SERVER_MAC, SERVER_IP, LEASED)
+        assert options(release)["server_id"] == SERVER_IP
+        sim.send(echo(LEASED, b"released"))
+        assert echoes(frames(sim, 2000)) == []
+        # retry_seconds (4) later the client starts again, for a new lease.
+        next_dhcp(sim, 1, 10 * SECOND)
+        assert 4 * SECOND <= sim.cycle - released <= 5 * SECOND
+        assert sim.counters()["dhcp_releases"] == 1

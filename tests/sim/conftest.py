@@ -5,6 +5,7 @@ started, by its PID.
 These tests need root (CI runs as root): without it they fail, they do not skip.
 """
 
+import contextlib
 import os
 import pathlib
 import queue
@@ -138,6 +139,35 @@ class Bridge:
         match = re.search(r"frames in (\d+), frames out (\d+)", lines[0])
         assert match, lines[0]
         return int(match[1]), int(match[2]), lines[0]
+
+    def litex(self, tool, *args):
+        """Run LiteX's ``tool`` (``litex_cli``...) in the namespace; return its standard
+        output (it must succeed without a traceback)."""
+        result = self.netns_run(sys.executable, "-m", f"litex.tools.{tool}", *args,
+                                timeout=120, check=False, cwd=ROOT)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, \
+            result.stdout + result.stderr + self.text
+        return result.stdout
+
+    @contextlib.contextmanager
+    def litex_server(self, ip, timeout=60):
+        """LiteX's ``litex_server --udp`` to the design at ``ip``, in the namespace, from when
+        it has probed the design and listens for its clients (TCP port 1234) to the end of the
+        ``with`` block; then it is killed, by its PID."""
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, sys.executable, "-m",
+             "litex.tools.litex_server", "--udp", "--udp-ip", ip],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + timeout
+            while self.netns_run("ss", "-Hltn", "sport = :1234").stdout.strip() == "":
+                assert server.poll() is None, "litex_server exited:\n" + server.stdout.read()
+                assert time.monotonic() < deadline, "litex_server did not start listening"
+                time.sleep(0.2)
+            yield server
+        finally:
+            server.kill()
+            server.wait()
 
     def kill(self):
         if self.process.poll() is None:

@@ -13,9 +13,7 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -35,15 +33,6 @@ for i in range(int(sys.argv[3])):
 """
 
 
-def litex(stack, tool, *args):
-    """Run LiteX's ``tool`` (litex_cli) in the namespace; return its standard output."""
-    result = stack.netns_run(sys.executable, "-m", f"litex.tools.{tool}", *args, timeout=120,
-                             check=False, cwd=ROOT)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, \
-        result.stdout + result.stderr + stack.text
-    return result.stdout
-
-
 def ctl_read(stack, name):
     out = stack.apiary("ctl", DESIGN, "--width", WIDTH, DESIGN_IP, "read", name, "--json")
     return json.loads(out)[name]
@@ -61,32 +50,19 @@ def test_litex_cli_reads_and_writes_over_etherbone(bridge, tmp_path):
     assert "udp_rx_no_route" in registers and "audit_rearm" in registers
 
     stack.netns_run(sys.executable, "-c", SEND, DESIGN_IP, str(CLOSED_PORT), str(DATAGRAMS))
-    server = subprocess.Popen(
-        ["ip", "netns", "exec", stack.netns, sys.executable, "-m", "litex.tools.litex_server",
-         "--udp", "--udp-ip", DESIGN_IP],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    try:
-        # litex_server probes the design, then listens for its clients on TCP port 1234.
-        deadline = time.monotonic() + 60
-        while stack.netns_run("ss", "-Hltn", "sport = :1234").stdout.strip() == "":
-            assert server.poll() is None, "litex_server exited:\n" + server.stdout.read()
-            assert time.monotonic() < deadline, "litex_server did not start listening"
-            time.sleep(0.2)
-
-        dump = litex(stack, "litex_client", "--csr-csv", str(csr), "--regs")
+    with stack.litex_server(DESIGN_IP):
+        dump = stack.litex("litex_client", "--csr-csv", str(csr), "--regs")
         values = {m[3]: int(m[2], 16) for m in
                   re.finditer(r"^0x([0-9a-f]{8}) : 0x([0-9a-f]{8}) (\w+)$", dump, re.M)}
         assert sorted(values) == sorted(registers), dump
         assert values["udp_rx_no_route"] == DATAGRAMS == ctl_read(stack, "udp_rx.no_route")
         assert values["audit_rearm"] == 0
 
-        litex(stack, "litex_client", "--csr-csv", str(csr), "--write", "audit_rearm", "1")
+        stack.litex("litex_client", "--csr-csv", str(csr), "--write", "audit_rearm", "1")
         assert ctl_read(stack, "audit.rearm") == 1
-        read = litex(stack, "litex_client", "--csr-csv", str(csr), "--read", "audit_rearm")
+        read = stack.litex("litex_client", "--csr-csv", str(csr), "--read", "audit_rearm")
         assert re.search(r"0x0*1\b", read), read
-    finally:
-        server.kill()
-        server.wait()
+
     # The Etherbone requests went past the audit log (routed straight to the controller), the
     # `apiary ctl` ones through it.
     assert ctl_read(stack, "ctl.reads") >= len(registers)
