@@ -367,9 +367,9 @@ class DhcpClientTile(Tile):
         with m.If(rx.o_hdr.valid & (rx.o_hdr.payload.msg_type != MsgType.UDP_RX_SEGMENT.value)):
             count(m, c.dropped)
         meta_in = data.View(PACKET_META.layout(), rx.o_hdr.payload.meta[:META_BITS])
-        peer_mac, peer_ip = Signal(48), Signal(32)          # of the last reply's sender
+        peer_mac = Signal(48)                               # the last reply's sender
         with m.If(rx.o_hdr.valid):
-            m.d.sync += [peer_mac.eq(meta_in.peer_mac), peer_ip.eq(meta_in.peer_ip)]
+            m.d.sync += peer_mac.eq(meta_in.peer_mac)
         count(m, c.busy, parser.dropped_busy)
         count(m, c.ignored, parser.dropped_long)
 
@@ -403,12 +403,14 @@ class DhcpClientTile(Tile):
 
         # Sending: the descriptor once, then the message's words.
         send, sending, desc_done = Signal(), Signal(), Signal()
-        unicast = Signal()
+        # The destination and source address, kept from the request (RELEASE drops the address
+        # in the cycle it is asked for).
+        unicast, source = Signal(), Signal(32)
         meta = Signal(PACKET_META.layout())
         m.d.comb += [
             meta.peer_mac.eq(Mux(unicast, server_mac, BROADCAST)),
             meta.peer_ip.eq(Mux(unicast, server_ip, LIMITED_BROADCAST)),
-            meta.local_ip.eq(lease_ip), meta.protocol.eq(IpProtocol.UDP.value),
+            meta.local_ip.eq(source), meta.protocol.eq(IpProtocol.UDP.value),
             meta.peer_port.eq(SERVER_PORT), meta.local_port.eq(CLIENT_PORT),
         ]
         offered_desc = sending & ~desc_done
@@ -431,7 +433,8 @@ class DhcpClientTile(Tile):
             m.d.sync += [message.kind.eq(kind), message.ciaddr.eq(ciaddr),
                          message.broadcast.eq(broadcast), message.requested.eq(offered),
                          message.with_requested.eq(requested), message.server.eq(server_ip),
-                         message.with_server.eq(server), unicast.eq(to_server)]
+                         message.with_server.eq(server), unicast.eq(to_server),
+                         source.eq(lease_ip)]
             counter = {DhcpType.DISCOVER: c.discovers, DhcpType.REQUEST: c.requests,
                        DhcpType.RELEASE: c.releases}[kind]
             count(m, counter)

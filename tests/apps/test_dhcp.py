@@ -202,8 +202,8 @@ def test_rebinding_the_lease_running_out_and_a_release():
         client.write("dhcp.release", 1)
         released = sim.cycle
         release, _ = next_dhcp(sim, 7, 2 * SECOND)
-        assert (release.dst, release[IP].dst, release[BOOTP].ciaddr) == (
-            SERVER_MAC, SERVER_IP, LEASED)
+        assert (release.dst, release[IP].dst, release[IP].src, release[BOOTP].ciaddr) == (
+            SERVER_MAC, SERVER_IP, LEASED, LEASED)
         assert options(release)["server_id"] == SERVER_IP
         sim.send(echo(LEASED, b"released"))
         assert echoes(frames(sim, 2000)) == []
