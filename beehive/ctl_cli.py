@@ -324,17 +324,23 @@ def format_map(dmap: Any) -> str:
                      for line in lines)
 
 
+def _address_form(text: str, width: int) -> bool:
+    """Whether ``text`` is written as an address that a value of ``width`` bits holds: an IPv4
+    address (a.b.c.d) in 32 bits, a MAC address (aa:bb:cc:dd:ee:ff) in 48."""
+    return (width == 32 and text.count(".") == 3) or (width == 48 and text.count(":") == 5)
+
+
 def _field_value(text: str, field: str, width: int) -> int:
     """A table field's value from the command line: a number, an IPv4 address (a.b.c.d) or a
     MAC address (aa:bb:cc:dd:ee:ff)."""
     import ipaddress
     try:
-        if width == 32 and text.count(".") == 3:
-            value = int(ipaddress.IPv4Address(text))
-        elif width == 48 and text.count(":") == 5:
-            value = int(text.replace(":", ""), 16)
-        else:
+        if not _address_form(text, width):
             value = _number(text, field)
+        elif width == 32:
+            value = int(ipaddress.IPv4Address(text))
+        else:
+            value = int(text.replace(":", ""), 16)
     except ValueError as e:
         raise _Usage(f"{field}: {e}") from None
     if value >> width:
@@ -413,6 +419,7 @@ def _is_design_ipv4(dmap: Any, name: str) -> bool:
 def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
     """Do ``args``' action through the controller; return what to print, as JSON would."""
     from beehive.control_client import ControlClient, tcp_transport, udp_transport
+    from beehive.proto.addresses import int_to_ipv4
     action, operands = _parse_action(args)
 
     def connect(host: str) -> Any:
@@ -426,11 +433,11 @@ def _ctl(args: argparse.Namespace, dmap: Any) -> dict[str, Any]:
         if action == "write":
             name, text = operands
             width = client.lookup(name)[1].width
-            address = (width == 32 and text.count(".") == 3) or (width == 48 and ":" in text)
-            value = _field_value(text, "VALUE", width) if address else _number(text, "VALUE")
+            value = (_field_value(text, "VALUE", width) if _address_form(text, width)
+                     else _number(text, "VALUE"))
             client.write(name, value)
             if _is_design_ipv4(dmap, name):             # it answers at the new address now
-                with connect(_show("register", value, "ipv4")) as moved:
+                with connect(int_to_ipv4(value)) as moved:
                     return {name: ControlClient(dmap, moved).read(name)}
             return {name: client.read(name)}
         if action == "counters":
