@@ -627,20 +627,22 @@ class ArpTile(Tile):
         """Run-time addresses: ``(due, taken)``. A gratuitous ARP request is ``due`` once the MAC
         or IPv4 address has changed and then held for ``announce_delay`` cycles, and again
         ``retry_cycles`` after each one sent, ``announcements`` in all; the output drives
-        ``taken`` as it takes one. A change meanwhile starts the count again."""
+        ``taken`` as it takes one. A change meanwhile starts the count again. An IPv4 address
+        of 0 (a DHCP client's without a lease) is not announced."""
         mac, ipv4 = local_addresses(self.env)
         if self.source == "dhcp":
             ipv4 = 0                        # no address until a lease: its first is announced
         last_mac, last_ip = Signal(48, init=mac), Signal(32, init=ipv4)
         wait = Signal(range(max(self.announce_delay, self.retry_cycles)))
         left = Signal(range(self.announcements + 1))
-        due, taken = Signal(), Signal()
-        m.d.comb += due.eq((left != 0) & (wait == 0))
+        due, taken, changed = Signal(), Signal(), Signal()
+        m.d.comb += [changed.eq((self.mac != last_mac) | (self.ipv4 != last_ip)),
+                     due.eq((left != 0) & (wait == 0) & (self.ipv4 != 0) & ~changed)]
         with m.If((left != 0) & (wait != 0)):
             m.d.sync += wait.eq(wait - 1)
         with m.If(taken):
             m.d.sync += [left.eq(left - 1), wait.eq(self.retry_cycles - 1)]
-        with m.If((self.mac != last_mac) | (self.ipv4 != last_ip)):
+        with m.If(changed):
             m.d.sync += [last_mac.eq(self.mac), last_ip.eq(self.ipv4),
                          left.eq(self.announcements), wait.eq(self.announce_delay - 1)]
         return due, taken

@@ -485,6 +485,26 @@ def test_a_changed_address_takes_effect_at_once_and_is_announced(width):
     assert nonzero(b.counters) == {"not_for_us": 1, "forwarded": 1, "announced": 4}
 
 
+def test_an_address_of_zero_is_not_announced():
+    """An IPv4 address of 0.0.0.0 (a DHCP client's, once its lease is lost) is no address: it
+    is not announced, and the next real one is, twice."""
+    delay, period = 40, 400
+
+    async def script(ctx, b):
+        regs = b.dut.arp.regs
+        ctx.set(regs.ipv4, 0)
+        for _ in range(delay + 2 * period):
+            await ctx.tick()
+        assert b.frames == []
+        ctx.set(regs.ipv4, ipv4_to_int(NEW_IP))
+        await b.wait(ctx, frames=2)
+
+    b = Bench(64, settings=RUNTIME, retry_cycles=period, announce_delay=delay)
+    b.run(script, settle=2 * period)
+    assert b.frames == [announcement(MAC, NEW_IP)] * 2
+    assert nonzero(b.counters) == {"announced": 2}
+
+
 def test_run_time_addresses_reach_every_tile_that_reads_them():
     """In a whole design the ARP tile's ``addresses`` reach Ethernet RX and TX, IPv4 RX and TCP
     TX without ``d.wire``; the registers are in its address map at the settings' values; a
