@@ -52,6 +52,7 @@ from apiary.noc.framing import offer_message
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.stream.counters import count
+from apiary.stream.emit import network_bytes, send_words
 from apiary.stream.layout import payload_signature
 from apiary.stream.registers import Register
 from apiary.tile import Receive, Send, Tile, TileEnv
@@ -86,12 +87,6 @@ class DhcpType(enum.Enum, shape=8):
     RELEASE = 7
 
 
-def _be(value: Any, nbytes: int) -> list[Any]:
-    """The bytes of ``value``, most significant first (network order)."""
-    value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
-    return [value[8 * k:8 * k + 8] for k in reversed(range(nbytes))]
-
-
 class DhcpMessage(wiring.Component):
     """The 300 bytes of a DISCOVER, REQUEST or RELEASE, a word a cycle on ``o`` from the cycle
     after ``start``.
@@ -113,16 +108,18 @@ class DhcpMessage(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, nb = self._width, self._width // 8
+        nb = self._width // 8
 
         def option(code: int, value: Any, nbytes: int, present: Any) -> Any:
-            return Mux(present, Cat(Const(code, 8), Const(nbytes, 8), *_be(value, nbytes)),
+            return Mux(present,
+                       Cat(Const(code, 8), Const(nbytes, 8), *network_bytes(value, nbytes)),
                        Const(0, 8 * (nbytes + 2)))
 
-        header = Cat(Const(1, 8), Const(1, 8), Const(6, 8), Const(0, 8), *_be(self.xid, 4),
-                     Const(0, 16), *_be(Mux(self.broadcast, 0x8000, 0), 2),
-                     *_be(self.ciaddr, 4), Const(0, 3 * 32), *_be(self.mac, 6),
-                     Const(0, 8 * (10 + 64 + 128)), *_be(Const(MAGIC_COOKIE, 32), 4))
+        be = network_bytes
+        header = Cat(Const(1, 8), Const(1, 8), Const(6, 8), Const(0, 8), *be(self.xid, 4),
+                     Const(0, 16), *be(Mux(self.broadcast, 0x8000, 0), 2),
+                     *be(self.ciaddr, 4), Const(0, 3 * 32), *be(self.mac, 6),
+                     Const(0, 8 * (10 + 64 + 128)), *be(Const(MAGIC_COOKIE, 32), 4))
         assert len(header) == 8 * 240
         options = Cat(Const(53, 8), Const(1, 8), self.kind.as_value(),
                       option(50, self.requested, 4, self.with_requested),
@@ -130,23 +127,9 @@ class DhcpMessage(wiring.Component):
                       Const(55, 8), Const(len(PARAMETERS), 8), *(Const(p, 8) for p in PARAMETERS),
                       Const(255, 8))
         words = -(-MESSAGE_BYTES // nb)
-        message = Cat(header, options, Const(0, words * width - len(header) - len(options)))
-
-        index = Signal(range(words))
-        sending = Signal()
-        final = index == words - 1
-        with m.Switch(index):
-            for k in range(words):
-                with m.Case(k):
-                    m.d.comb += self.o.payload.data.eq(message[k * width:(k + 1) * width])
-        m.d.comb += [self.o.valid.eq(sending), self.o.payload.last.eq(final),
-                     self.o.payload.nbytes.eq(Mux(final, MESSAGE_BYTES - (words - 1) * nb, nb))]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += index.eq(index + 1)
-            with m.If(final):
-                m.d.sync += sending.eq(0)
-        with m.If(self.start):
-            m.d.sync += [sending.eq(1), index.eq(0)]
+        message = Cat(header, options, Const(0, 8 * MESSAGE_BYTES - len(header) - len(options)))
+        send_words(m, self.o, self.start, message, final=words - 1,
+                   final_nbytes=MESSAGE_BYTES - (words - 1) * nb)
         return m
 
 

@@ -113,6 +113,7 @@ from apiary.noc.header import Fbits
 from apiary.noc.nexthop import address_of, first_hop
 from apiary.os.uapi import KERNEL_FORMAT, KERNEL_META, IpcDir, KernelMeta, KernelMsgType, Status
 from apiary.stream.checksum import word_sum
+from apiary.stream.emit import network_bytes, send_words
 from apiary.stream.layout import payload_signature
 from apiary.tile import Receive, Send, Tile, TileEnv
 
@@ -296,12 +297,6 @@ def offer_reply(m: Module, tile: Any, sender: Any, valid: Any, *, request_meta: 
                          src=(tile.env.x, tile.env.y, Fbits.LOCAL0),
                          msg_type=MsgType.UDP_TX_SEGMENT.value, payload_bytes=payload_bytes,
                          meta=meta)
-
-
-def _be(value: Any, nbytes: int) -> list[Any]:
-    """The bytes of ``value`` (``nbytes`` wide), most significant first (network order)."""
-    value = Cat(value, Const(0, max(0, 8 * nbytes - len(value))))
-    return [value[8 * k:8 * k + 8] for k in reversed(range(nbytes))]
 
 
 #: A request as queued: its metadata, its first 7 bytes and its length (up to 7).
@@ -528,13 +523,14 @@ class CtlReply(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        width, nb = self._width, self._width // 8
+        nb = self._width // 8
         e, b = self.entry, [self.request[8 * k:8 * k + 8] for k in range(_KEPT)]
         index = Cat(b[2], b[1])
-        long_reply = Cat(b[0], self.status, *_be(e.root, 2), *_be(index, 2), e.mem_x, e.mem_y,
+        be = network_bytes
+        long_reply = Cat(b[0], self.status, *be(e.root, 2), *be(index, 2), e.mem_x, e.mem_y,
                          e.op, Const(0, 2), e.handle, e.perm, Const(0, 6), e.peer_x, e.peer_y,
-                         e.peer_fbits, Const(0, 4), Const(0, 16), *_be(e.addr, 8),
-                         *_be(e.size, 8), *_be(e.user, 4))
+                         e.peer_fbits, Const(0, 4), Const(0, 16), *be(e.addr, 8),
+                         *be(e.size, 8), *be(e.user, 4))
         assert len(long_reply) == 8 * FAULT_REPLY_BYTES
         short_reply = Cat(b[0], self.status, *b[1:])
         reply = Signal(8 * FAULT_REPLY_BYTES)
@@ -544,24 +540,8 @@ class CtlReply(wiring.Component):
                                                STATUS_REPLY_BYTES))]
         long_words = -(-FAULT_REPLY_BYTES // nb)
         short_words = -(-STATUS_REPLY_BYTES // nb)
-        padded = Cat(reply, Const(0, long_words * width - len(reply)))
-
-        word_index = Signal(range(long_words))
-        final = Signal()
-        m.d.comb += final.eq(word_index == Mux(self.long, long_words - 1, short_words - 1))
-        sending = Signal()
-        with m.Switch(word_index):
-            for k in range(long_words):
-                with m.Case(k):
-                    m.d.comb += self.o.payload.data.eq(padded[k * width:(k + 1) * width])
-        m.d.comb += [self.o.valid.eq(sending), self.o.payload.last.eq(final),
-                     self.o.payload.nbytes.eq(nb)]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += word_index.eq(word_index + 1)
-            with m.If(final):
-                m.d.sync += sending.eq(0)
-        with m.If(self.start):
-            m.d.sync += [sending.eq(1), word_index.eq(0)]
+        send_words(m, self.o, self.start, reply,
+                   final=Mux(self.long, long_words - 1, short_words - 1), final_nbytes=nb)
         return m
 
 
