@@ -20,10 +20,18 @@ mesh::
     apiary ctl   examples/dhcp_echo.py csr > csr.csv
     litex_server --udp --udp-ip LEASED-ADDRESS &   litex_cli --csr-csv csr.csv --regs
 
-``design(width=..., ctl_width=..., mac=..., port=..., clock_hz=...)`` overrides the defaults
-(512-bit data plane, 64-bit control plane, MAC 02:00:00:00:00:02, echo on port 7, the core's
-clock 125 MHz: the lease's timers count its seconds; `apiary build` passes the board's clock,
-and in simulation a smaller number runs the timers faster, ``--set clock_hz=20000``).
+On a board the controller's bus port also puts these words on the SoC's UART bridge, so the
+leased address can be read before it is known (docs/platforms.md)::
+
+    apiary build examples/dhcp_echo.py --platform ecpix5
+    litex_server --uart --uart-port /dev/ttyUSB1 &
+    litex_cli    --csr-csv build/dhcp_echo-ecpix5/csr.csv --read arp_ipv4
+
+``design(width=..., ctl_width=..., mac=..., port=..., clock_hz=..., bridge=...)`` overrides the
+defaults (512-bit data plane, 64-bit control plane, MAC 02:00:00:00:00:02, echo on port 7, the
+core's clock 125 MHz: the lease's timers count its seconds; `apiary build` passes the board's
+clock, and in simulation a smaller number runs the timers faster, ``--set clock_hz=20000``; the
+controller's bus port).
 """
 
 from apiary.design import Design
@@ -38,14 +46,14 @@ udp_echo = sibling(__file__, "udp_echo.py")
 
 
 def design(width=512, ctl_width=64, mac=DEFAULT_MAC, port=udp_echo.ECHO_PORT,
-           clock_hz=125_000_000):
+           clock_hz=125_000_000, bridge=True):
     d = Design("dhcp_echo", cols=4, rows=3, width=width, ctl_width=ctl_width)
     d.settings.update(mac=mac, runtime_addresses="dhcp")
     udp_echo.build_stack(d, port)
     d.add("dhcp", DhcpClientTile, at=(3, 0), cycles_per_second=int(clock_hz))
     d.route("udp_rx", "dhcp", key=CLIENT_PORT)
     d.route("dhcp", "udp_tx")
-    d.add("ctl", ControllerTile, at=(3, 1))
+    d.add("ctl", ControllerTile, at=(3, 1), bridge=bridge)
     d.route("udp_rx", "ctl", key=CONTROL_PORT)
     d.route("udp_rx", "ctl", key=ETHERBONE_PORT)
     d.route("ctl", "udp_tx", key=REPLY_KEY)

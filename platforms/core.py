@@ -4,7 +4,7 @@
 platform asks for (:class:`~apiary.stream.mac.MacOptions`), writes its Verilog (through the
 conversion cache, so a second build of the same design does not convert again) and describes its
 top-level ports as the top level itself lists them: the MAC ports, the memory ports (found by
-their signature) and the counter bank.
+their signature), the counter bank and the controller's bus port.
 """
 
 import os
@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from amaranth.lib import wiring
 
+from apiary.control.addrmap import DesignMap
 from apiary.counters import CounterBank
 from apiary.os.memory import MemoryPortSignature
 from apiary.stream.mac import MacOptions
 from apiary.top import DesignTop, MacPortInfo, design_verilog, top_name
 
 
-__all__ = ["CoreInfo", "core_info", "write_core", "is_memory_port", "CACHE_DIR"]
+__all__ = ["CoreInfo", "core_info", "write_core", "is_memory_port", "is_bridge_port", "CACHE_DIR"]
 
 #: Where converted Verilog is kept between runs (shared with the Verilator back end).
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "apiary", "verilator")
@@ -35,6 +36,15 @@ class CoreInfo:
     mac_ports: list[MacPortInfo]
     memory_ports: dict          # {top-level member: (data_width, word address width)}
     counters: CounterBank
+    bridge: str | None = None   # the controller's bus port (a top-level member), if it has one
+    control_map: DesignMap | None = None
+
+
+def is_bridge_port(member) -> bool:
+    """Whether a top-level member is the controller's bus port
+    (:data:`beehive.apps.controller.BRIDGE`, ``ControllerTile(bridge=True)``)."""
+    from beehive.apps.controller import BRIDGE
+    return member.is_signature and member.flow == wiring.In and member.signature.flip() is BRIDGE
 
 
 def is_memory_port(member) -> bool:
@@ -65,6 +75,8 @@ def write_core(top: DesignTop, out_dir, *, cache_dir=CACHE_DIR) -> CoreInfo:
         f.write(text)
     memory = {k: (m.signature.data_width, m.signature.addr_width)
               for k, m in top.signature.members.items() if is_memory_port(m)}
+    bridge = next((k for k, m in top.signature.members.items() if is_bridge_port(m)), None)
     return CoreInfo(name=design.name, top_name=name, width=design.width, verilog_path=path,
                     signature=top.signature, mac=top.mac, mac_ports=top.mac_ports,
-                    memory_ports=memory, counters=top.bank)
+                    memory_ports=memory, counters=top.bank, bridge=bridge,
+                    control_map=top.control_map)

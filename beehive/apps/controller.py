@@ -87,6 +87,17 @@ the tile never holds ``noc_in`` while it waits for ``noc_out`` or the control pl
 two planes' dependency graphs stay apart. Requests are served one at a time, in order, a
 word at a time: each word is a round trip to the agent.
 
+**The bus port** (``ControllerTile(bridge=True)``): the same word reads and writes for a bus
+outside the NoC, a board's own (the LiteX SoC maps it into its Wishbone bus, so that LiteX's
+UARTBone, ``litex_server --uart``, reaches every agent's registers and counters: docs/platforms.md).
+The member ``bridge`` (:data:`BRIDGE`), brought out at the top as ``<tile>_bridge``, takes one
+request at a time (:data:`BRIDGE_REQUEST`: the agent's ``x`` and ``y``, the word's ``addr``,
+``write`` and its ``data``) and answers each with one reply (:data:`BRIDGE_REPLY`: the word read,
+0 for a write or a failure, and the ``status``: the agent's, or :data:`STATUS_TIMEOUT`); the
+request is taken with its reply. :class:`BridgeAgent` serves it and :class:`AgentArbiter` shares
+:class:`AgentLink` with the engine, a word at a time, taking turns when both wait. Counted in
+``bridge_reads``, ``bridge_writes`` and ``bridge_failed`` (replies with a status other than OK).
+
 Python helpers: :func:`read_request`, :func:`write_request` build requests; :func:`request_ok`
 says whether the tile takes one; :func:`parse_reply` reads a reply; :func:`expected_reply`
 builds the reply the tile sends (tests).
@@ -101,7 +112,7 @@ from amaranth import Module, Signal, Cat, Const, Mux, Array
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory, ReadPort, WritePort
-from amaranth.lib.wiring import In, Out, connect
+from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.control.messages import AGENT_FBITS, CTL_FORMAT, CTL_META, CtlMsgType, CtlStatus
 from apiary.noc.framing import offer_descriptor
@@ -125,7 +136,9 @@ __all__ = ["ControllerTile", "CONTROL_PORT", "MAX_WORDS", "OP_READ", "OP_WRITE",
            "STATUS_BAD_ADDR", "STATUS_READ_ONLY", "STATUS_TIMEOUT", "STATUS_BAD_REQUEST",
            "STATUS_NAMES", "REPLY_KEY", "TCP_REPLY_KEY", "HEADER_BYTES", "ControlReply",
            "read_request", "write_request", "request_ok", "expected_reply", "parse_reply",
-           "SlotGeometry", "RequestSlots", "AgentLink", "ReplySender", "ControllerEngine"]
+           "SlotGeometry", "RequestSlots", "AgentLink", "ReplySender", "ControllerEngine",
+           "BRIDGE", "BRIDGE_REQUEST", "BRIDGE_REPLY", "BRIDGE_COUNTERS", "BridgeAgent",
+           "AgentArbiter"]
 
 
 #: The controller's UDP port (route key of UDP RX to it).
@@ -318,6 +331,23 @@ AGENT_PORT = wiring.Signature({
     "waiting": Out(1), "ack": In(1), "status": In(4), "value": In(32), "timed_out": In(1),
 })
 
+#: A word read or write on the bus port: the agent at (``x``, ``y``), its word ``addr``.
+BRIDGE_REQUEST = data.StructLayout({"x": 8, "y": 8, "addr": 16, "write": 1, "data": 32})
+#: Its answer: the word read (0 for a write, or when ``status`` is not :data:`STATUS_OK`) and the
+#: agent's :class:`~apiary.control.messages.CtlStatus`, or :data:`STATUS_TIMEOUT`.
+BRIDGE_REPLY = data.StructLayout({"data": 32, "status": 8})
+#: The controller's bus port, as its master sees it (``In`` on the tile): requests out, one
+#: reply back for each.
+BRIDGE = wiring.Signature({"request": Out(stream.Signature(BRIDGE_REQUEST)),
+                           "reply": In(stream.Signature(BRIDGE_REPLY))})
+#: What the bus port counts.
+BRIDGE_COUNTERS = {
+    "bridge_reads": "words read over the bus port (the board's own bus)",
+    "bridge_writes": "words written over the bus port",
+    "bridge_failed": "bus port words answered with a status other than OK (refused by the "
+                     "agent, or no answer in time)",
+}
+
 #: What the engine counts (the tile counts the rest).
 ENGINE_COUNTERS = {
     "requests": "requests answered (all of them, bad ones included)",
@@ -348,12 +378,15 @@ class ControllerTile(Tile):
         UDP datagrams to this port (``PACKET_META.local_port``, UDP only) are Etherbone packets
         (:mod:`beehive.apps.etherbone`); ``None``: every datagram is a request of the format
         above.
+    bridge : bool
+        Whether the tile has the bus port ``bridge`` (see the module docstring), for a board's
+        own bus.
 
     Counters: ``requests`` (answered), ``reads``, ``writes`` (well-formed READs and WRITEs),
     ``bad_request`` (answered with status 0xFF), ``timeouts`` (answered with status 0xFE),
     ``overflow`` (requests dropped unanswered: no free slot), ``stray_acks`` (control-plane
     messages dropped: not the awaited ``CTL_ACK``, late, or malformed), ``dropped`` (data-plane
-    messages dropped: of another type, or malformed).
+    messages dropped: of another type, or malformed); with ``bridge``, :data:`BRIDGE_COUNTERS`.
 
     Latency (idle tile): a READ's first control message has its first flit on ``ctl_out`` 4
     cycles after the request's last flit came in (one to commit its slot, two to read and
@@ -391,14 +424,14 @@ class ControllerTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, queue: int = 2,
                  reply_timeout: int = 1 << 10,
-                 etherbone_port: int | None = ETHERBONE_PORT) -> None:
+                 etherbone_port: int | None = ETHERBONE_PORT, bridge: bool = False) -> None:
         self.queue, self.reply_timeout = positive_ints(queue=queue, reply_timeout=reply_timeout)
         if etherbone_port is not None and not 0 < etherbone_port < 1 << 16:
             raise ValueError(f"etherbone_port must be a UDP port (1 to 65535) or None, not "
                              f"{etherbone_port!r}")
-        self.etherbone_port = etherbone_port
-        super().__init__(env, counters={
-            **ENGINE_COUNTERS,
+        self.etherbone_port, self.has_bridge = etherbone_port, bool(bridge)
+        super().__init__(env, members={"bridge": In(BRIDGE)} if bridge else None, counters={
+            **ENGINE_COUNTERS, **(BRIDGE_COUNTERS if bridge else {}),
             "overflow": "requests dropped unanswered: every request slot was taken",
             "stray_acks": "control-plane messages dropped: not the awaited CTL_ACK (late, of "
                           "another tag, address or source, of another type) or malformed",
@@ -438,7 +471,17 @@ class ControllerTile(Tile):
         m.submodules.agent = agent = AgentLink(
             reply_timeout=self.reply_timeout, src=me, descriptor=ctl_tx.i_hdr.payload.shape(),
             acks=ctl_rx.o_hdr.payload.shape())
-        connect(m, engine=engine.agent, agent=agent.word)
+        if self.has_bridge:                     # the bus port takes turns with the engine
+            m.submodules.bridge = bridge = BridgeAgent()
+            m.submodules.arbiter = arbiter = AgentArbiter()
+            connect(m, tile=flipped(self.bridge), bridge=bridge.bus)
+            connect(m, engine=engine.agent, arbiter=arbiter.engine)
+            connect(m, bridge=bridge.agent, arbiter=arbiter.bridge)
+            connect(m, arbiter=arbiter.agent, agent=agent.word)
+            for name in BRIDGE_COUNTERS:
+                m.d.comb += getattr(counters, name).eq(getattr(bridge.counters, name))
+        else:
+            connect(m, engine=engine.agent, agent=agent.word)
         connect(m, agent=agent.o, sender=ctl_tx.i_hdr)
         connect(m, receiver=ctl_rx.o_hdr, agent=agent.acks)
         m.d.comb += [ctl_rx.o_data.ready.eq(1),
@@ -607,6 +650,87 @@ class AgentLink(wiring.Component):
                 m.d.sync += seq.eq(seq + 1)
             with m.Elif(w.timed_out):
                 m.d.sync += seq.eq(seq + 1)
+        return m
+
+
+class BridgeAgent(wiring.Component):
+    """The bus port's words (``bus``, :data:`BRIDGE`), one at a time, as :class:`AgentLink`
+    words (``agent``).
+
+    A request is offered to the link from the cycle it is valid; its reply is valid the cycle
+    after the agent's ack (or the link's time-out) and held until taken, and the request is
+    taken with it. Counts :data:`BRIDGE_COUNTERS`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__({"bus": In(BRIDGE), "agent": Out(AGENT_PORT),
+                          "counters": Out(CounterSignature(BRIDGE_COUNTERS))})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        request, reply, agent = self.bus.request, self.bus.reply, self.agent
+        word = request.payload
+        m.d.comb += [agent.x.eq(word.x), agent.y.eq(word.y), agent.addr.eq(word.addr),
+                     agent.read.eq(~word.write), agent.data.eq(word.data)]
+        with m.FSM(name="bridge"):
+            with m.State("OFFER"):
+                m.d.comb += agent.offer.eq(request.valid)
+                with m.If(request.valid & agent.issued):
+                    m.next = "WAIT"
+            with m.State("WAIT"):
+                m.d.comb += agent.waiting.eq(1)
+                ok = agent.ack & (agent.status == STATUS_OK)
+                with m.If(agent.ack | agent.timed_out):
+                    m.d.sync += [reply.payload.data.eq(Mux(ok & ~word.write, agent.value, 0)),
+                                 reply.payload.status.eq(Mux(agent.ack, agent.status,
+                                                             STATUS_TIMEOUT))]
+                    count(m, self.counters.bridge_writes, word.write)
+                    count(m, self.counters.bridge_reads, ~word.write)
+                    count(m, self.counters.bridge_failed, ~ok)
+                    m.next = "REPLY"
+            with m.State("REPLY"):
+                m.d.comb += [reply.valid.eq(1), request.ready.eq(reply.ready)]
+                with m.If(reply.ready):
+                    m.next = "OFFER"
+        return m
+
+
+class AgentArbiter(wiring.Component):
+    """Two masters of :class:`AgentLink` (``engine`` and ``bridge``, each an :data:`AGENT_PORT`)
+    sharing it (``agent``) a word at a time.
+
+    The link is given to a master offering a word while it is free (to the one that did not
+    have it last when both offer: neither waits more than one word of the other's), and kept
+    from the word's issue until its ack or time-out; the other master's offer waits. Adds no
+    cycle: the chosen master's word goes through in the cycle it is offered.
+    """
+
+    def __init__(self) -> None:
+        super().__init__({"engine": In(AGENT_PORT), "bridge": In(AGENT_PORT),
+                          "agent": Out(AGENT_PORT)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        masters, out = (self.engine, self.bridge), self.agent
+        busy, owner, last = Signal(), Signal(), Signal()
+        chosen = Signal()                       # 1: the bridge's word
+        m.d.comb += chosen.eq(Mux(busy, owner, Mux(masters[0].offer & masters[1].offer, ~last,
+                                                  masters[1].offer)))
+        for name in ("x", "y", "addr", "read", "data"):
+            m.d.comb += getattr(out, name).eq(Mux(chosen, getattr(masters[1], name),
+                                                  getattr(masters[0], name)))
+        m.d.comb += [out.offer.eq(~busy & Mux(chosen, masters[1].offer, masters[0].offer)),
+                     out.waiting.eq(busy & Mux(owner, masters[1].waiting, masters[0].waiting))]
+        for k, master in enumerate(masters):
+            mine = chosen == k
+            m.d.comb += [master.issued.eq(out.issued & mine),
+                         master.ack.eq(out.ack & busy & mine),
+                         master.timed_out.eq(out.timed_out & busy & mine),
+                         master.status.eq(out.status), master.value.eq(out.value)]
+        with m.If(out.issued):
+            m.d.sync += [busy.eq(1), owner.eq(chosen), last.eq(chosen)]
+        with m.If(out.waiting & (out.ack | out.timed_out)):
+            m.d.sync += busy.eq(0)
         return m
 
 

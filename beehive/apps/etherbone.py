@@ -57,14 +57,14 @@ What the controller does with them:
 """
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from apiary.control.addrmap import DesignMap, words_of
 
 
 __all__ = ["ETHERBONE_PORT", "MAGIC", "MAX_RECORD_WORDS", "HEAD_BYTES", "X_SHIFT", "Y_SHIFT",
            "Y_LIMIT", "address", "target", "probe", "read_packet", "write_packet",
-           "reply_words", "csr_csv"]
+           "reply_words", "csr_csv", "csr_entries"]
 
 
 #: The UDP port LiteX's ``litex_server --udp`` talks to.
@@ -143,8 +143,13 @@ def csr_csv(dmap: DesignMap, name: str = "apiary") -> str:
              f"Etherbone, UDP port {ETHERBONE_PORT}", "#" + "-" * 79,
              "constant,config_csr_data_width,32,,", "constant,config_bus_address_width,32,,",
              f"constant,config_etherbone_port,{ETHERBONE_PORT},,"]
-    for tmap in dmap:
-        lines.append(f"csr_base,{tmap.name},{address(tmap.x, tmap.y, 0):#010x},,")
+    return "\n".join(lines + csr_entries(dmap, address)) + "\n"
+
+
+def csr_entries(dmap: DesignMap, address_of: Callable[[int, int, int], int]) -> list[str]:
+    """The ``csr_base`` and ``csr_register`` lines of :func:`csr_csv`, each word at
+    ``address_of(x, y, word)``."""
+    lines = [f"csr_base,{tmap.name},{address_of(tmap.x, tmap.y, 0):#010x},," for tmap in dmap]
     for tmap in dmap:
         for e in tmap:
             if e.kind == "table":
@@ -154,6 +159,6 @@ def csr_csv(dmap: DesignMap, name: str = "apiary") -> str:
             for k in range(words):
                 suffix = f"_w{k}" if words > 1 else ""
                 reg = f"{tmap.name}_{e.name}{suffix}"
-                lines.append(f"csr_register,{reg},{address(tmap.x, tmap.y, e.addr + k):#010x},"
-                             f"1,{mode}")
-    return "\n".join(lines) + "\n"
+                lines.append(f"csr_register,{reg},"
+                             f"{address_of(tmap.x, tmap.y, e.addr + k):#010x},1,{mode}")
+    return lines

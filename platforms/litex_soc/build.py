@@ -64,12 +64,18 @@ def generate_soc(board, core, out_dir, *, sys_clk_freq=None, counters=False,
                  core_clk_freq=None):
     """Write the :class:`~.soc.ApiarySoC` of ``core`` on ``board`` (see :func:`write_soc`),
     and ``counters.csv``: the core's counter bank, one line per counter (index, name, bits,
-    what it counts), the indices the SoC's ``core_counters_sel`` register takes."""
+    what it counts), the indices the SoC's ``core_counters_sel`` register takes. A core whose
+    controller has its bus port gets its control map's words added to the SoC's ``csr.csv``
+    (:func:`~.soc.bridge_csr_lines`), reachable over the UART bridge."""
     from .soc import ApiarySoC
     soc = write_soc(lambda: ApiarySoC(board, core, sys_clk_freq=sys_clk_freq,
                                       core_clk_freq=core_clk_freq, counters=counters),
                     out_dir, board.name)
     write_counters_csv(core.counters, os.path.join(out_dir, "counters.csv"))
+    if core.bridge is not None:         # the control plane's words on the UART bridge too
+        from .soc import bridge_csr_lines
+        with open(os.path.join(out_dir, "csr.csv"), "a") as f:
+            f.write("".join(line + "\n" for line in bridge_csr_lines(core.control_map)))
     return soc
 
 

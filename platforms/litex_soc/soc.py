@@ -32,6 +32,12 @@ FIFOs (:data:`LITEX_MAC`; the ECPIX-5). Around it:
   Without it the counters are not brought out (a CPU-less SoC has no bus to read them on) and
   Yosys removes their logic.
 
+* **The control plane** (when the design's controller has its bus port,
+  ``ControllerTile(bridge=True)``): every control agent's registers and counters in a Wishbone
+  region of the SoC's bus at :data:`BRIDGE_ORIGIN` (:class:`CoreBridge`), behind the same UART
+  bridge, so that ``litex_cli --regs`` over ``litex_server --uart`` reads and writes them by name
+  (the build adds them to ``csr.csv``).
+
 The core, its Ethernet and its counters go into the SoC through :func:`add_core`, which puts them
 into any LiteX SoC (docs/litex-soc.md).
 """
@@ -46,11 +52,16 @@ from litex.soc.interconnect.csr import AutoCSR, CSRStatus, CSRStorage
 from apiary.stream.mac import MacOptions
 
 from .boards import OWN_CORE_CLK_FREQ
+from .cdc import RegisteredReadCrossing
 from .dram_init import DFIInitSequencer
 
 
-__all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreStreamPort", "LITEX_MAC", "LITEX_MAC_SYS",
-           "litex_mac", "stream_ports", "payload_fields"]
+__all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreBridge", "CoreStreamPort", "LITEX_MAC",
+           "LITEX_MAC_SYS", "BRIDGE_ORIGIN", "litex_mac", "stream_ports", "payload_fields",
+           "bridge_address", "bridge_bits", "bridge_csr_lines"]
+
+#: Where :func:`add_core` maps the controller's bus port into the SoC's bus (a byte address).
+BRIDGE_ORIGIN = 0x8000_0000
 
 #: How the core's MAC edges are built for LiteEth: ``last_be`` byte enables, LiteEth pads
 #: frames itself, and the MAC side runs in its own domain (``mac``, driven by the SoC's ``sys``).
@@ -131,7 +142,58 @@ class CoreCounters(Module, AutoCSR):
         self.comb += [cdc.i.eq(value), self.value.status.eq(cdc.o)]
 
 
-def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, ports=None):
+class CoreBridge(Module):
+    """The controller's bus port (:data:`beehive.apps.controller.BRIDGE`) as a Wishbone slave
+    (``bus``, in ``sys``) of ``2 ** (x_bits + y_bits + 18)`` bytes: the word at byte offset
+    ``(x << (y_bits + 16) | y << 16 | word) << 2`` is word ``word`` of the control agent at
+    (``x``, ``y``) (:func:`bridge_address`). A bus cycle becomes one request on ``request``
+    (``sys``, or crossed into ``domain``); it is acknowledged with the reply's word when
+    ``reply`` brings it (0 for a write, or when the agent refused the word or did not answer:
+    the controller counts those in ``bridge_failed``). One word at a time: the next cycle waits
+    for the reply."""
+
+    def __init__(self, x_bits, y_bits, domain="sys"):
+        from litex.soc.interconnect import stream, wishbone
+        self.bus = bus = wishbone.Interface(data_width=32, adr_width=x_bits + y_bits + 16)
+        request_layout = [("x", 8), ("y", 8), ("addr", 16), ("write", 1), ("data", 32)]
+        reply_layout = [("data", 32), ("status", 8)]
+        request, reply = stream.Endpoint(request_layout), stream.Endpoint(reply_layout)
+        if domain == "sys":
+            self.request, self.reply = request, reply
+        else:
+            self.submodules.request_cdc = to_core = stream.ClockDomainCrossing(
+                request_layout, cd_from="sys", cd_to=domain)
+            self.submodules.reply_cdc = from_core = stream.ClockDomainCrossing(
+                reply_layout, cd_from=domain, cd_to="sys")
+            self.comb += [request.connect(to_core.sink), from_core.source.connect(reply)]
+            self.request, self.reply = to_core.source, from_core.sink
+        asked = Signal()                        # the bus cycle's request was taken
+        self.comb += [
+            request.valid.eq(bus.cyc & bus.stb & ~asked),
+            request.addr.eq(bus.adr[:16]), request.y.eq(bus.adr[16:16 + y_bits]),
+            request.x.eq(bus.adr[16 + y_bits:16 + y_bits + x_bits]),
+            request.write.eq(bus.we), request.data.eq(bus.dat_w),
+            reply.ready.eq(asked),
+            bus.ack.eq(asked & reply.valid), bus.dat_r.eq(reply.data),
+        ]
+        self.sync += If(request.valid & request.ready, asked.eq(1)).Elif(
+            reply.valid & reply.ready, asked.eq(0))
+
+
+def bridge_address(x, y, word, y_bits, origin=BRIDGE_ORIGIN):
+    """The bus address (bytes) of ``word`` of the control agent at (``x``, ``y``) through
+    :class:`CoreBridge` mapped at ``origin`` (``y_bits``: its ``y`` field's width)."""
+    return origin + ((x << (y_bits + 16) | y << 16 | word) << 2)
+
+
+def bridge_bits(dmap):
+    """``(x_bits, y_bits)``: the widths of :class:`CoreBridge`'s ``x`` and ``y`` fields for the
+    control map ``dmap`` (an :class:`apiary.control.addrmap.DesignMap`)."""
+    return tuple(max(1, max(getattr(t, k) for t in dmap).bit_length()) for k in ("x", "y"))
+
+
+def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, ports=None,
+             bridge_origin=BRIDGE_ORIGIN):
     """Put the design's core into the LiteX SoC ``soc`` (any LiteX ``SoC``: :class:`ApiarySoC`
     or one of your own). ``core`` is a :class:`~platforms.core.CoreInfo` built with
     :data:`LITEX_MAC` (``core_info(design, out_dir, mac=LITEX_MAC)``), or with
@@ -149,6 +211,11 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     * With ``counters``, ``soc.core_counters`` (:class:`CoreCounters`): the counter bank behind
       the CSRs ``core_counters_sel`` and ``core_counters_value``; the SoC must give them a bus
       (a CPU, ``add_uartbone``, Etherbone).
+    * If the design's controller has its bus port (``core.bridge``), ``soc.core_bridge``
+      (:class:`CoreBridge`): every control agent's registers and counters in the bus region
+      ``core_bridge`` at ``bridge_origin``; the SoC must give it a bus master (a CPU,
+      ``add_uartbone``, Etherbone), and :func:`bridge_csr_lines` names its words for
+      ``csr.csv``.
     * ``ports`` are further ``Instance`` arguments (:class:`ApiarySoC` passes its memory
       ports' there).
 
@@ -157,12 +224,13 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
     ValueError
         If the core has more than one Ethernet port, was not built with :data:`LITEX_MAC`
         (or :data:`LITEX_MAC_SYS` in ``sys``), has one and ``ethphy`` is missing, or ``soc``
-        already has an ``ethmac`` or ``core_counters``.
+        already has an ``ethmac``, ``core_counters`` or ``core_bridge``.
     """
     if len(core.mac_ports) > 1:
         raise ValueError(f"add_core wires one Ethernet port; the design has "
                          f"{len(core.mac_ports)}")
-    for taken in ("ethmac" if core.mac_ports else None, "core_counters" if counters else None):
+    for taken in ("ethmac" if core.mac_ports else None, "core_counters" if counters else None,
+                  "core_bridge" if core.bridge is not None else None):
         if taken and hasattr(soc, taken):
             raise ValueError(f"the SoC already has a {taken!r}")
     soc.platform.add_source(core.verilog_path)
@@ -202,8 +270,39 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
             args[f"o_counters__{counter.name}"] = signal
             signals.append((counter.index, signal))
         soc.core_counters = CoreCounters(signals, domain=clock_domain)
+    if core.bridge is not None:
+        _add_bridge(soc, core, clock_domain, bridge_origin)
+        sig = core.signature.members[core.bridge].signature
+        request = CoreStreamPort(f"{core.bridge}__request", sig.members["request"].signature)
+        reply = CoreStreamPort(f"{core.bridge}__reply", sig.members["reply"].signature)
+        args.update(request.instance_args(into_core=True))
+        args.update(reply.instance_args(into_core=False))
+        bridge = soc.core_bridge
+        soc.comb += [request.valid.eq(bridge.request.valid), bridge.request.ready.eq(request.ready),
+                     bridge.reply.valid.eq(reply.valid), reply.ready.eq(bridge.reply.ready),
+                     bridge.reply.data.eq(reply.field("data")),
+                     bridge.reply.status.eq(reply.field("status"))]
+        soc.comb += [request.field(name).eq(getattr(bridge.request, name))
+                     for name in ("x", "y", "addr", "write", "data")]
     args.update(ports or {})
     soc.specials += Instance(core.top_name, **args)
+
+
+def _add_bridge(soc, core, clock_domain, origin):
+    from litex.soc.integration.soc import SoCRegion
+    x_bits, y_bits = bridge_bits(core.control_map)
+    soc.core_bridge = bridge = CoreBridge(x_bits, y_bits, domain=clock_domain)
+    soc.bus.add_slave("core_bridge", bridge.bus, SoCRegion(
+        origin=origin, size=4 << (x_bits + y_bits + 16), cached=False))
+
+
+def bridge_csr_lines(dmap, origin=BRIDGE_ORIGIN):
+    """``csr.csv`` lines (LiteX's format) naming every counter and register word of the control
+    map ``dmap`` at its :class:`CoreBridge` address, for ``litex_cli --regs`` over the SoC's
+    bus."""
+    from beehive.apps.etherbone import csr_entries
+    _, y_bits = bridge_bits(dmap)
+    return csr_entries(dmap, lambda x, y, word: bridge_address(x, y, word, y_bits, origin))
 
 
 class LiteEthMac(Module):
@@ -213,14 +312,17 @@ class LiteEthMac(Module):
 
     * the clock crossings are ``CDC_WIDTH`` (32) bits wide and the transmit one 16 deep
       (LiteEth's default: the core's width, 32 deep), with ``width`` ⇄ 32 converters in ``sys``.
-      The crossing's read side, its next read address into LUT RAM, is the PHY clock's
+      The transmit crossing's read side, its read address into LUT RAM, was the PHY clock's
       critical path on a slow part (the LFE5U-25F's speed 6): half the width is half the RAM
-      that address fans out to, and 16 entries are one LUT RAM cell deep, no read mux. 32 bits
+      that address fans out to, and 16 entries are one LUT RAM cell deep, no read mux; and the
+      crossing is a :class:`~.cdc.RegisteredReadCrossing`, whose address is a register. 32 bits
       at ``sys`` keep up with gigabit Ethernet from 31.25 MHz.
-    * registers between its transmit stages (:func:`_pipeline_tx`).
+    * registers between its transmit stages (:func:`_pipeline_tx`) and between its receive
+      stages (:func:`_pipeline_rx`).
     """
 
     CDC_WIDTH = 32
+    TX_CDC_DEPTH = 16
 
     def __init__(self, ethphy, width):
         from litex.soc.interconnect import stream
@@ -228,8 +330,9 @@ class LiteEthMac(Module):
         from liteeth.mac.core import LiteEthMACCore
         cdc_width = min(width, self.CDC_WIDTH)
         self.submodules.core = core = LiteEthMACCore(ethphy, cdc_width, with_sys_datapath=False,
-                                                     tx_cdc_depth=16)
-        _pipeline_tx(core)
+                                                     tx_cdc_depth=self.TX_CDC_DEPTH)
+        _pipeline_tx(core, self.TX_CDC_DEPTH)
+        _pipeline_rx(core)
         self.sink, self.source = core.sink, core.source
         if width != cdc_width:
             self.submodules.tx_converter = down = stream.StrideConverter(
@@ -240,9 +343,10 @@ class LiteEthMac(Module):
             self.sink, self.source = down.sink, up.source
 
 
-def _pipeline_tx(mac):
+def _pipeline_tx(mac, cdc_depth):
     """Registers between the transmit stages of ``mac`` (a ``LiteEthMACCore`` with its datapath
-    in the PHY's domains, before it is finalised).
+    in the PHY's domains, before it is finalised), and its crossing replaced by a
+    :class:`~.cdc.RegisteredReadCrossing` ``cdc_depth`` words deep.
 
     Left alone, the PHY's ready goes combinationally back through the gap inserter, preamble,
     CRC, padding, ``last_be`` and 64 → 8 converter stages into the CDC's ``AsyncFIFO`` read
@@ -252,25 +356,62 @@ def _pipeline_tx(mac):
     5A-75B the valid out of the CRC stage and the ready back into it still crossed the chip
     to the I/O pins and back (10.4 ns, 97.58 MHz), so each stage from padding to the PHY gets
     a register slice (``Buffer``, valid and ready registered, 8 bits wide) before it. Each adds a
-    cycle of latency at 125 MHz and none of throughput."""
+    cycle of latency at 125 MHz and none of throughput. Then the crossing's own read side (the
+    next read address, computed and fanned out to the LUT RAM in one cycle) was the path, at
+    113 to 126 MHz across seeds on the 5A-75B: the crossing is a
+    :class:`~.cdc.RegisteredReadCrossing`, whose RAM is read at a register."""
     from litex.soc.interconnect import stream
     from liteeth.common import eth_phy_description
     datapath = mac.tx_datapath
     pipeline = datapath.pipeline
 
     def insert(at, pipe_valid):
-        width = len(pipeline[at - 1].source.data)
-        buffer = ClockDomainsRenamer("eth_tx")(stream.Buffer(
-            eth_phy_description(width), pipe_valid=pipe_valid, pipe_ready=True))
-        datapath.submodules += buffer       # (the Pipeline only connects its stages)
-        pipeline.insert(at, buffer)
+        _insert_slice(datapath, at, "eth_tx", pipe_valid=pipe_valid)
 
     cdc = next(i for i, m in enumerate(pipeline) if isinstance(m, stream.ClockDomainCrossing))
+    # LiteEth's crossing, replaced before the pipeline connects it (left unconnected, Yosys
+    # removes it): see RegisteredReadCrossing.
+    width = len(pipeline[cdc].sink.data)
+    crossing = RegisteredReadCrossing(eth_phy_description(width), "sys", "eth_tx",
+                                      depth=cdc_depth)
+    datapath.submodules += crossing
+    pipeline[cdc] = crossing
     insert(cdc + 1, pipe_valid=False)
     slices = [m for m in pipeline[cdc + 2:] if type(m).__name__ in _SLICED_TX_STAGES]
     for stage in slices + [pipeline[-1]]:       # and before the PHY
         insert(pipeline.index(stage), pipe_valid=True)
 
+
+def _insert_slice(datapath, at, domain, *, pipe_valid):
+    """A register slice (``stream.Buffer``, ready registered, and valid with ``pipe_valid``)
+    into LiteEth's ``datapath`` pipeline before its stage ``at``, in clock domain ``domain``."""
+    from litex.soc.interconnect import stream
+    from liteeth.common import eth_phy_description
+    pipeline = datapath.pipeline
+    width = len(pipeline[at - 1].source.data)
+    buffer = ClockDomainsRenamer(domain)(stream.Buffer(
+        eth_phy_description(width), pipe_valid=pipe_valid, pipe_ready=True))
+    datapath.submodules += buffer           # (the Pipeline only connects its stages)
+    pipeline.insert(at, buffer)
+
+
+def _pipeline_rx(mac):
+    """A register slice before each receive stage of ``mac`` from the CRC checker to the clock
+    crossing (before it is finalised). The receive stages pass ``ready`` back combinationally,
+    from the crossing's Gray-code compare through the 8 → 32 converter into the CRC checker's
+    delay FIFO and the preamble checker: on the 5A-75B, once the transmit side was mended,
+    that chain was the PHY clock's critical path at some seeds (124.81 MHz of 125). The PHY
+    itself never waits, and each slice keeps a byte a cycle: a cycle of latency each, at
+    125 MHz, and no drop."""
+    datapath = mac.rx_datapath
+    stages = [m for m in datapath.pipeline if type(m).__name__ in _SLICED_RX_STAGES]
+    for stage in stages:
+        _insert_slice(datapath, datapath.pipeline.index(stage), "eth_rx", pipe_valid=True)
+
+
+#: The receive stages of LiteEth's MAC that :func:`_pipeline_rx` puts a register slice before.
+_SLICED_RX_STAGES = ("LiteEthMACCRC32Checker", "LiteEthMACPaddingChecker", "LiteEthMACRXLastBE",
+                     "StrideConverter", "ClockDomainCrossing")
 
 #: The transmit stages of LiteEth's MAC that :func:`_pipeline_tx` puts a register slice before.
 _SLICED_TX_STAGES = ("LiteEthMACPaddingInserter", "LiteEthMACCRC32Inserter",
@@ -338,7 +479,7 @@ class ApiarySoC(SoCMini):
         # The core, LiteEth and the counters -------------------------------------------------
         add_core(self, core, ethphy=getattr(self, "ethphy", None), clock_domain=domain,
                  counters=counters, ports=args)
-        if counters:
+        if counters or core.bridge is not None:
             self.add_uartbone(uart_name="serial", baudrate=115200)
         self.rx_toggle, self.tx_toggle = Signal(), Signal()
         if core.mac_ports:

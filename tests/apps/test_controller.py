@@ -40,6 +40,7 @@ READ, WRITE, ACK = (t.value for t in (CtlMsgType.CTL_READ, CtlMsgType.CTL_WRITE,
                                       CtlMsgType.CTL_ACK))
 COUNTERS = ("requests", "reads", "writes", "bad_request", "timeouts", "overflow", "stray_acks",
             "dropped")
+BUS_COUNTERS = ("bridge_reads", "bridge_writes", "bridge_failed")
 SILENT = (5, 5)             # a position where no agent answers
 STRAY_FROM = (7, 7)         # never asked: whatever comes from there is a stray
 
@@ -111,18 +112,21 @@ class Agents:
 
 
 def run(width, requests, agents, *, ctl_width=64, limit=2, stall=0.0, seed=0, delay=(0, 6),
-        strays=(), late=0, expect=None, timeout=200_000, **kw):
+        strays=(), late=0, expect=None, timeout=200_000, bus=None, bus_replies=None, **kw):
     """Feed ``requests`` (``(payload, meta)``; or ``("raw", flits)`` data-plane messages), at
     most ``limit`` unanswered at a time (all at once with ``None``), and answer every control
     message from ``agents`` after a random delay in ``delay`` cycles (``late`` cycles for
     one from :data:`SILENT`, if ``late``). ``strays`` (flit lists) enter ``ctl_in`` at random
     times. Returns the replies (header, meta, payload), the control messages (header, meta),
     in order, and the counters, once ``expect`` replies (default: one per request) have come
-    and the tile has been quiet a while."""
-    dut = controller(width, ctl_width, **kw)
+    and the tile has been quiet a while. ``bus``: words ``(x, y, addr, write, data)`` asked on
+    the tile's bus port meanwhile, one at a time, with stalls too; their replies ``(data,
+    status)`` are appended to ``bus_replies``."""
+    dut = controller(width, ctl_width, bridge=bus is not None, **kw)
+    bus_words = list(bus or ())
     rng = random.Random(seed)
     stalls = [dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
-              for _ in range(4)]
+              for _ in range(5)]
     expect = sum(1 for r in requests if r[0] != "raw") if expect is None else expect
     acks, strays = collections.deque(), collections.deque(strays)
     state = {"replies": 0, "done": False}
@@ -169,18 +173,42 @@ def run(width, requests, agents, *, ctl_width=64, limit=2, stall=0.0, seed=0, de
             else:
                 await ctx.tick()
 
+    async def bus_master(ctx):
+        """The bus port's words, each offered until taken with its reply."""
+        for x, y, addr, write, value in bus_words:
+            await ctx.tick().repeat(rng.randint(1, 3))
+            ctx.set(dut.bridge.request.payload, {"x": x, "y": y, "addr": addr, "write": write,
+                                                 "data": value})
+            ctx.set(dut.bridge.request.valid, 1)
+            while True:
+                ready = stall == 0 or rng.random() >= stall
+                ctx.set(dut.bridge.reply.ready, ready)
+                done = ready and ctx.get(dut.bridge.reply.valid)
+                if done:
+                    assert ctx.get(dut.bridge.request.ready)
+                    reply = ctx.get(dut.bridge.reply.payload)
+                    bus_replies.append((reply.data, reply.status))
+                await ctx.tick()
+                if done:
+                    break
+            ctx.set(dut.bridge.request.valid, 0)
+            ctx.set(dut.bridge.reply.ready, 0)
+        state["bus_done"] = True
+
     async def sink(ctx):
         while state["replies"] < expect:
             flits = await recv_flits(ctx, dut.noc_out, **stalls[3])
             header, meta, payload = decode_meta_message(flits, width, PACKET_META.size)
             replies.append((header, PACKET_META.unpack(meta), payload))
             state["replies"] += 1
+        while bus_words and not state.get("bus_done"):
+            await ctx.tick()
         while strays or acks:
             await ctx.tick()
         ctx.set(dut.noc_out.ready, 1)
         await ctx.tick().repeat(100)
         assert ctx.get(dut.noc_out.valid) == 0, "a reply nobody asked for"
-        for name in COUNTERS:
+        for name in COUNTERS + (BUS_COUNTERS if bus is not None else ()):
             counters[name] = ctx.get(getattr(dut.counters, name))
 
     async def never_holds(ctx):
@@ -193,7 +221,8 @@ def run(width, requests, agents, *, ctl_width=64, limit=2, stall=0.0, seed=0, de
             held = 0 if noc_ready else held + 1
             assert held < 2, "noc_in held"
 
-    simulate(dut, sink, background=[source, agent_out, agent_in, never_holds], timeout=timeout)
+    background = [source, agent_out, agent_in, never_holds] + ([bus_master] if bus_words else [])
+    simulate(dut, sink, background=background, timeout=timeout)
     return replies, ctl, counters
 
 
@@ -447,6 +476,55 @@ def run_burst(width, requests, agents):
 
     simulate(dut, sink, background=[source, agent_out, agent_in], timeout=10_000)
     return replies, [], counters
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_the_bus_port_takes_turns_with_requests(width):
+    """ControllerTile(bridge=True): words read and written on the bus port (a board's bus)
+    while requests are served, with random stalls and agent delays. Each bus word's reply is the
+    agent's answer (the word read, 0 for a write; BAD_ADDR, READ_ONLY, a time-out at the silent
+    position), and a word written reads back; each request's reply is still the model's byte
+    for byte; every control message is the right one, in order for each master; the bus
+    port's words are counted."""
+    rng = random.Random(11 + width)
+    bus_pos = (1, 0)
+    requests = mixed_requests(rng, Agents(random.Random(4), positions=((0, 0), (2, 1))), 8)
+    words = [(*bus_pos, 0x1000 + k, 1, rng.getrandbits(32)) for k in range(3)]
+    words += [(*bus_pos, 0x1000 + k, 0, 0) for k in range(3)]
+    words += [(*bus_pos, 5, 0, 0), (*bus_pos, 5, 1, 1), (*bus_pos, 0x1050, 1, 2),
+              (*bus_pos, 0x3000, 0, 0), (*SILENT, 0, 0, 0), (*bus_pos, 0x1001, 0, 0)]
+    words *= 2
+
+    def agents():
+        both = Agents(random.Random(4), positions=((0, 0), (2, 1)))
+        both.maps.update(Agents(random.Random(5), positions=(bus_pos,)).maps)
+        return both
+
+    bus = []
+    replies, ctl, counters = run(width, requests, agents(), stall=0.3, seed=width, bus=words,
+                                 bus_replies=bus, reply_timeout=300)
+    model, want = agents(), []
+    for x, y, addr, write, value in words:
+        answer = model.answer((x, y), WRITE if write else READ, addr, value)
+        status, data = answer if answer is not None else (STATUS_TIMEOUT, 0)
+        want.append((data if status == STATUS_OK and not write else 0, status))
+    assert bus == want
+    assert want[3:6] == [(w[4], STATUS_OK) for w in words[:3]]          # written, read back
+    assert {s for _, s in want} == {STATUS_OK, CtlStatus.BAD_ADDR, CtlStatus.READ_ONLY,
+                                    STATUS_TIMEOUT}
+    on_bus = {bus_pos, SILENT}
+    bus_ctl = [(h.msg_type, (h.dst_x, h.dst_y), m.addr, m.data) for h, m in ctl
+               if (h.dst_x, h.dst_y) in on_bus]
+    assert bus_ctl == [(WRITE if w else READ, (x, y), a, v if w else 0)
+                       for x, y, a, w, v in words]
+    check(replies, [c for c in ctl if (c[0].dst_x, c[0].dst_y) not in on_bus], requests,
+          agents())
+    reads = sum(r[0] == OP_READ for r, _ in requests)
+    failed = sum(s != STATUS_OK for _, s in want)
+    assert counters == {"requests": 8, "reads": reads, "writes": 8 - reads, "bad_request": 0,
+                        "timeouts": 0, "overflow": 0, "stray_acks": 0, "dropped": 0,
+                        "bridge_reads": sum(1 - w[3] for w in words),
+                        "bridge_writes": sum(w[3] for w in words), "bridge_failed": failed}
 
 
 @pytest.mark.parametrize("width", [64, 512])

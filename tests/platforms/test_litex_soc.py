@@ -3,11 +3,12 @@ black-box instance matches the core's Verilog, LiteEth wired straight to the cor
 place and route here; see test_build.py)."""
 
 import pathlib
+import random
 import re
 
 import pytest
 
-from migen import Module, run_simulation                 # noqa: E402
+from migen import Module, passive, run_simulation        # noqa: E402
 
 from litedram.common import PhySettings                  # noqa: E402
 from litedram.dfii import DFIInjector                    # noqa: E402
@@ -20,7 +21,8 @@ from platforms.core import core_info                     # noqa: E402
 from platforms.litex_soc.boards import LITEX_BOARDS      # noqa: E402
 from platforms.litex_soc.build import SOC_NAME, generate_soc   # noqa: E402
 from platforms.litex_soc.dram_init import DFIInitSequencer, init_steps   # noqa: E402
-from platforms.litex_soc.soc import (LITEX_MAC, LITEX_MAC_SYS, CoreCounters, add_core,  # noqa: E402
+from platforms.litex_soc.soc import (BRIDGE_ORIGIN, LITEX_MAC, LITEX_MAC_SYS,  # noqa: E402
+                                     CoreBridge, CoreCounters, add_core, bridge_address,
                                      litex_mac)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -118,6 +120,118 @@ def test_core_counters_read_by_index():
 
     run_simulation(dut, bench(), clocks={"sys": 10, "core": 27})
     assert seen == {0: 7, 1: 0xDEADBEEF, 2: 123456, 3: 1, "moved": 42}
+
+
+class _BridgeHarness(Module):
+    def __init__(self, domain):
+        from migen import ClockDomain
+        if domain != "sys":
+            self.clock_domains.cd_core = ClockDomain()
+        self.submodules.bridge = CoreBridge(x_bits=2, y_bits=3, domain=domain)
+
+
+@pytest.mark.parametrize("domain", ["sys", "core"])
+def test_core_bridge_turns_bus_cycles_into_the_controllers_words(domain):
+    """Wishbone reads and writes at ``bridge_address(x, y, word)`` become the controller's bus
+    port requests (the agent's x, y, the word, write and data), one at a time, crossed into
+    the core's clock when it has its own; each cycle is acknowledged with its reply's word,
+    however late the reply comes."""
+    dut = _BridgeHarness(domain)
+    words = {(3, 5, 0x1000): 0xCAFE, (0, 0, 7): 12, (2, 1, 0xFFFF): 0xDEADBEEF}
+    asked, got = [], []
+    rng = random.Random(1)
+
+    @passive
+    def core():                                 # the controller's side: a model of the agents
+        request, reply = dut.bridge.request, dut.bridge.reply
+        while True:
+            yield request.ready.eq(1)
+            yield
+            while not (yield request.valid):
+                yield
+            word = []
+            for name in ("x", "y", "addr", "write", "data"):
+                word.append((yield getattr(request, name)))
+            word = tuple(word)
+            yield request.ready.eq(0)
+            asked.append(word)
+            x, y, addr, write, value = word
+            if write:
+                words[(x, y, addr)] = value
+            for _ in range(rng.randint(1, 40)):
+                yield
+            yield reply.data.eq(0 if write else words.get((x, y, addr), 0))
+            yield reply.status.eq(0)
+            yield reply.valid.eq(1)
+            yield
+            while not (yield reply.ready):
+                yield
+            yield reply.valid.eq(0)
+
+    def bus():
+        def at(x, y, word):
+            return (bridge_address(x, y, word, 3, origin=0)) >> 2
+        got.append((yield from dut.bridge.bus.read(at(3, 5, 0x1000))))
+        yield from dut.bridge.bus.write(at(2, 1, 0xFFFF), 0x12345678)
+        got.append((yield from dut.bridge.bus.read(at(2, 1, 0xFFFF))))
+        got.append((yield from dut.bridge.bus.read(at(0, 0, 7))))
+        for _ in range(10):
+            yield
+
+    generators = {"sys": [bus()], domain: [core()]} if domain != "sys" else {"sys": [bus(),
+                                                                                    core()]}
+    run_simulation(dut, generators, clocks={"sys": 10, "core": 7})
+    assert got == [0xCAFE, 0x12345678, 12]
+    assert [w[:4] + (w[4] if w[3] else None,) for w in asked] == [   # (a read's data unused)
+        (3, 5, 0x1000, 0, None), (2, 1, 0xFFFF, 1, 0x12345678), (2, 1, 0xFFFF, 0, None),
+        (0, 0, 7, 0, None)]
+
+
+def test_a_soc_with_the_controllers_bus_port_maps_it_for_the_uart_bridge(tmp_path):
+    """udp_echo_ctl's controller has its bus port: the SoC wires it to a CoreBridge mapped at
+    BRIDGE_ORIGIN, adds the UART bridge without counters=True, and its csr.csv names every
+    counter and register word at its bus address, in a form LiteX's own CSV reader takes."""
+    from litex.tools.remote.csr_builder import CSRBuilder
+    design = load_design("examples/udp_echo_ctl.py", width=64)
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    assert core.bridge == "ctl_bridge"
+    soc = generate_soc(LITEX_BOARDS["ecpix5"], core, str(tmp_path))
+    assert hasattr(soc, "core_bridge") and hasattr(soc, "uartbone")
+    text = (tmp_path / "gateware" / f"{SOC_NAME}.v").read_text()
+    inst = re.search(rf"\n{core.top_name}\s+\w+\s*\((.*?)\n\);", text, re.S)
+    connected = set(re.findall(r"\.(\w+)\s*\(", inst.group(1)))
+    assert {f"ctl_bridge__{s}__{p}" for s in ("request", "reply")
+            for p in ("valid", "ready", "payload")} <= connected
+    csv = tmp_path / "csr.csv"
+    assert f"memory_region,core_bridge,{BRIDGE_ORIGIN:#010x},4194304,io" in csv.read_text()
+    bus = []                                    # what RemoteClient would put on the bus
+
+    class Comm:
+        def read(self, addr, length=None, burst="incr"):
+            bus.append(("read", addr))
+            return 0
+
+        def write(self, addr, data):
+            bus.append(("write", addr, data))
+
+    regs = CSRBuilder(comm=Comm(), csr_csv=str(csv)).regs
+    arp = core.control_map.tile("arp")
+    regs.arp_ipv4.write(0x0A000007)
+    regs.arp_mac_w1.read()
+    regs.ctl_bridge_reads.read()
+    ctl = core.control_map.tile("ctl")
+    assert bus == [("write", bridge_address(arp.x, arp.y, arp["ipv4"].addr, 2), [0x0A000007]),
+                   ("read", bridge_address(arp.x, arp.y, arp["mac"].addr + 1, 2)),
+                   ("read", bridge_address(ctl.x, ctl.y, ctl["bridge_reads"].addr, 2))]
+
+
+def test_a_soc_without_the_bus_port_has_no_bridge(tmp_path):
+    design = load_design("examples/udp_echo_ctl.py", width=64, bridge=False)
+    core = core_info(design, str(tmp_path), mac=LITEX_MAC)
+    assert core.bridge is None
+    soc = generate_soc(LITEX_BOARDS["ecpix5"], core, str(tmp_path))
+    assert not hasattr(soc, "core_bridge") and not hasattr(soc, "uartbone")
+    assert "core_bridge" not in (tmp_path / "csr.csv").read_text()
 
 
 def _module_ports(verilog, module):
@@ -327,7 +441,9 @@ def _wire_frame(frame):
 def test_liteeth_mac_as_add_core_builds_it_carries_frames_both_ways():
     """LiteEth's MAC as add_core builds it (:class:`~platforms.litex_soc.soc.LiteEthMac`):
     64 bits in ``sys``, converted to 32 for the clock crossings, its datapath at the PHY's 8
-    bits and 125 MHz with a register on the ready after the CDC and a register slice before
+    bits and 125 MHz with its transmit crossing read at a register (RegisteredReadCrossing), a
+    register on the ready after it, a register slice before each receive stage from the CRC
+    checker to the crossing, and a register slice before
     each transmit stage from padding to the PHY (the 125 MHz clock's critical paths). On a fake
     8-bit PHY that stalls at random, every frame leaves with its preamble, padding and FCS;
     frames that arrive with them reach the core without, each ending on the right byte
@@ -355,9 +471,14 @@ def test_liteeth_mac_as_add_core_builds_it_carries_frames_both_ways():
     bench = Bench()
     names = [type(m).__name__ for m in bench.mac.core.tx_datapath.pipeline]
     assert names[1:] == [
-        "ClockDomainCrossing", "Buffer", "StrideConverter", "LiteEthMACTXLastBE",
+        "RegisteredReadCrossing", "Buffer", "StrideConverter", "LiteEthMACTXLastBE",
         "Buffer", "LiteEthMACPaddingInserter", "Buffer", "LiteEthMACCRC32Inserter",
         "Buffer", "LiteEthMACPreambleInserter", "Buffer", "LiteEthMACGap", "Buffer", "Phy"]
+    names = [type(m).__name__ for m in bench.mac.core.rx_datapath.pipeline]
+    assert names[1:-1] == [
+        "LiteEthMACPreambleChecker", "Buffer", "LiteEthMACCRC32Checker", "Buffer",
+        "LiteEthMACPaddingChecker", "Buffer", "LiteEthMACRXLastBE", "Buffer", "StrideConverter",
+        "Buffer", "ClockDomainCrossing"]
     rng = random.Random(5)
     # A word and 5 bytes, 8 words, 3 words and 1 byte, and one padded to 60 bytes.
     frames = [bytes(rng.randrange(256) for _ in range(n)) for n in (61, 64, 25, 14)]
