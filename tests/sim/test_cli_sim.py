@@ -206,8 +206,10 @@ def _model_loaded(pid):
 
 def test_ctrl_c_stops_a_verilator_run_at_once_and_the_cache_stays_usable(tmp_path):
     """SIGINT in the middle of a long Verilator run (2,000 frames into an output that stalls
-    99 % of cycles: tens of seconds) ends it within a second, exit 130 and one line; the model
-    it was running is then taken from the cache as it is."""
+    99 % of cycles: tens of seconds) ends it at once, exit 130 and one line; the model it was
+    running is then taken from the cache as it is. "At once" is within 5 s: under 1 s on an idle
+    machine, 1.97 s with four processes on two cores (2026-11-30), against the tens of seconds
+    the run has left."""
     wrpcap(str(tmp_path / "in.pcap"), [Ether(dst="02:00:00:00:00:02") / (b"x" * 1400)] * 2000)
     out = tmp_path / "out.pcap"
     argv = [sys.executable, "-m", "apiary.cli", "sim", LOOPBACK, "--pcap-in",
@@ -232,7 +234,7 @@ def test_ctrl_c_stops_a_verilator_run_at_once_and_the_cache_stays_usable(tmp_pat
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert run.returncode == 130 and took < 1.0, (run.returncode, took, stderr)
+    assert run.returncode == 130 and took < 5.0, (run.returncode, took, stderr)
     assert stderr.splitlines()[-1] == "interrupted" and "Traceback" not in stderr
     assert stdout == "" and not out.exists()        # nothing half-written
     again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
