@@ -62,6 +62,8 @@ __all__ = ["ApiarySoC", "add_core", "CoreCounters", "CoreBridge", "CoreStreamPor
 
 #: Where :func:`add_core` maps the controller's bus port into the SoC's bus (a byte address).
 BRIDGE_ORIGIN = 0x8000_0000
+#: The low bits of a :class:`CoreBridge` word address: the word in its agent's address map.
+_WORD_BITS = 16
 
 #: How the core's MAC edges are built for LiteEth: ``last_be`` byte enables, LiteEth pads
 #: frames itself, and the MAC side runs in its own domain (``mac``, driven by the SoC's ``sys``).
@@ -154,9 +156,11 @@ class CoreBridge(Module):
 
     def __init__(self, x_bits, y_bits, domain="sys"):
         from litex.soc.interconnect import stream, wishbone
-        self.bus = bus = wishbone.Interface(data_width=32, adr_width=x_bits + y_bits + 16)
-        request_layout = [("x", 8), ("y", 8), ("addr", 16), ("write", 1), ("data", 32)]
-        reply_layout = [("data", 32), ("status", 8)]
+        from beehive.apps.controller import BRIDGE_REPLY, BRIDGE_REQUEST
+        self.bus = bus = wishbone.Interface(data_width=32, adr_width=x_bits + y_bits + _WORD_BITS)
+        request_layout, reply_layout = (
+            [(name, width) for name, (_, width) in payload_fields(layout).items()]
+            for layout in (BRIDGE_REQUEST, BRIDGE_REPLY))
         request, reply = stream.Endpoint(request_layout), stream.Endpoint(reply_layout)
         if domain == "sys":
             self.request, self.reply = request, reply
@@ -170,8 +174,8 @@ class CoreBridge(Module):
         asked = Signal()                        # the bus cycle's request was taken
         self.comb += [
             request.valid.eq(bus.cyc & bus.stb & ~asked),
-            request.addr.eq(bus.adr[:16]), request.y.eq(bus.adr[16:16 + y_bits]),
-            request.x.eq(bus.adr[16 + y_bits:16 + y_bits + x_bits]),
+            request.addr.eq(bus.adr[:_WORD_BITS]), request.y.eq(bus.adr[_WORD_BITS:][:y_bits]),
+            request.x.eq(bus.adr[_WORD_BITS + y_bits:][:x_bits]),
             request.write.eq(bus.we), request.data.eq(bus.dat_w),
             reply.ready.eq(asked),
             bus.ack.eq(asked & reply.valid), bus.dat_r.eq(reply.data),
@@ -183,7 +187,7 @@ class CoreBridge(Module):
 def bridge_address(x, y, word, y_bits, origin=BRIDGE_ORIGIN):
     """The bus address (bytes) of ``word`` of the control agent at (``x``, ``y``) through
     :class:`CoreBridge` mapped at ``origin`` (``y_bits``: its ``y`` field's width)."""
-    return origin + ((x << (y_bits + 16) | y << 16 | word) << 2)
+    return origin + ((x << (y_bits + _WORD_BITS) | y << _WORD_BITS | word) << 2)
 
 
 def bridge_bits(dmap):
@@ -279,11 +283,10 @@ def add_core(soc, core, *, ethphy=None, clock_domain="core", counters=False, por
         args.update(reply.instance_args(into_core=False))
         bridge = soc.core_bridge
         soc.comb += [request.valid.eq(bridge.request.valid), bridge.request.ready.eq(request.ready),
-                     bridge.reply.valid.eq(reply.valid), reply.ready.eq(bridge.reply.ready),
-                     bridge.reply.data.eq(reply.field("data")),
-                     bridge.reply.status.eq(reply.field("status"))]
+                     bridge.reply.valid.eq(reply.valid), reply.ready.eq(bridge.reply.ready)]
         soc.comb += [request.field(name).eq(getattr(bridge.request, name))
-                     for name in ("x", "y", "addr", "write", "data")]
+                     for name in request.fields]
+        soc.comb += [getattr(bridge.reply, name).eq(reply.field(name)) for name in reply.fields]
     args.update(ports or {})
     soc.specials += Instance(core.top_name, **args)
 
@@ -293,7 +296,7 @@ def _add_bridge(soc, core, clock_domain, origin):
     x_bits, y_bits = bridge_bits(core.control_map)
     soc.core_bridge = bridge = CoreBridge(x_bits, y_bits, domain=clock_domain)
     soc.bus.add_slave("core_bridge", bridge.bus, SoCRegion(
-        origin=origin, size=4 << (x_bits + y_bits + 16), cached=False))
+        origin=origin, size=4 << (x_bits + y_bits + _WORD_BITS), cached=False))
 
 
 def bridge_csr_lines(dmap, origin=BRIDGE_ORIGIN):
@@ -365,9 +368,6 @@ def _pipeline_tx(mac, cdc_depth):
     datapath = mac.tx_datapath
     pipeline = datapath.pipeline
 
-    def insert(at, pipe_valid):
-        _insert_slice(datapath, at, "eth_tx", pipe_valid=pipe_valid)
-
     cdc = next(i for i, m in enumerate(pipeline) if isinstance(m, stream.ClockDomainCrossing))
     # LiteEth's crossing, replaced before the pipeline connects it (left unconnected, Yosys
     # removes it): see RegisteredReadCrossing.
@@ -376,10 +376,10 @@ def _pipeline_tx(mac, cdc_depth):
                                       depth=cdc_depth)
     datapath.submodules += crossing
     pipeline[cdc] = crossing
-    insert(cdc + 1, pipe_valid=False)
+    _insert_slice(datapath, cdc + 1, "eth_tx", pipe_valid=False)
     slices = [m for m in pipeline[cdc + 2:] if type(m).__name__ in _SLICED_TX_STAGES]
     for stage in slices + [pipeline[-1]]:       # and before the PHY
-        insert(pipeline.index(stage), pipe_valid=True)
+        _insert_slice(datapath, pipeline.index(stage), "eth_tx", pipe_valid=True)
 
 
 def _insert_slice(datapath, at, domain, *, pipe_valid):
