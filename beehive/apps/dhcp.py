@@ -366,49 +366,19 @@ class DhcpClientTile(Tile):
             self.addresses.gateway.eq(gateway),
         ]
 
-        # Seconds, and the retry timer.
-        tick = Signal()
-        prescale = Signal(range(self.cycles_per_second))
-        m.d.sync += prescale.eq(Mux(prescale == self.cycles_per_second - 1, 0, prescale + 1))
-        m.d.comb += tick.eq(prescale == self.cycles_per_second - 1)
-        elapsed, t1, t2, lease = Signal(32), Signal(32), Signal(32), Signal(32)
-        retry = Signal(range(self.retry_seconds + 1))
+        elapsed, retry = self._seconds(m)
+        t1, t2, lease = Signal(32), Signal(32), Signal(32)
         tries = Signal(range(5))
-        with m.If(tick):
-            m.d.sync += elapsed.eq(elapsed + 1)
-            with m.If(retry != 0):
-                m.d.sync += retry.eq(retry - 1)
 
         # Transaction IDs: a 32-bit LFSR stepped every cycle, sampled at each new transaction.
         lfsr = Signal(32, init=0x1D872B41 ^ self.env.x << 8 ^ self.env.y)
         m.d.sync += lfsr.eq(Cat(lfsr[31] ^ lfsr[21] ^ lfsr[1] ^ lfsr[0], lfsr[:31]))
         xid = Signal(32)
 
-        # Sending: the descriptor once, then the message's words.
-        send, sending, desc_done = Signal(), Signal(), Signal()
-        # The destination and source address, kept from the request (RELEASE drops the address
-        # in the cycle it is asked for).
-        unicast, source = Signal(), Signal(32)
-        meta = Signal(PACKET_META.layout())
-        m.d.comb += [
-            meta.peer_mac.eq(Mux(unicast, server_mac, BROADCAST)),
-            meta.peer_ip.eq(Mux(unicast, server_ip, LIMITED_BROADCAST)),
-            meta.local_ip.eq(source), meta.protocol.eq(IpProtocol.UDP.value),
-            meta.peer_port.eq(SERVER_PORT), meta.local_port.eq(CLIENT_PORT),
-        ]
-        offered_desc = sending & ~desc_done
-        ready = offer_message(m, tx, offered_desc,
-                              dst=address_of(self.udp_tx, Fbits.LOCAL0),
-                              src=(self.env.x, self.env.y, Fbits.LOCAL0),
-                              msg_type=MsgType.UDP_TX_SEGMENT.value,
-                              payload_bytes=MESSAGE_BYTES, meta=meta)
-        with m.If(offered_desc & ready):
-            m.d.sync += desc_done.eq(1)
-        with m.If(message.o.valid & message.o.ready & message.o.payload.last):
-            m.d.sync += [sending.eq(0), desc_done.eq(0)]
-        m.d.comb += [message.mac.eq(mac), message.xid.eq(xid), message.start.eq(send)]
+        send, sending, unicast, source = self._send_path(m, tx, message, server_ip, server_mac)
+        m.d.comb += [message.mac.eq(mac), message.xid.eq(xid)]
         with m.If(send):
-            m.d.sync += [sending.eq(1), retry.eq(self.retry_seconds)]
+            m.d.sync += retry.eq(self.retry_seconds)
 
         def request(kind: DhcpType, *, ciaddr: Any = 0, broadcast: Any = 1, requested: bool = False,
                     server: bool = False, to_server: bool = False) -> None:
@@ -507,3 +477,46 @@ class DhcpClientTile(Tile):
                         with m.Elif(retry == 0):
                             request(DhcpType.REQUEST, ciaddr=lease_ip, broadcast=0)
         return m
+
+    def _seconds(self, m: Module) -> tuple[Signal, Signal]:
+        """Seconds of ``cycles_per_second`` cycles: ``elapsed`` counts them up, ``retry``
+        (loaded by the caller) down to 0."""
+        prescale = Signal(range(self.cycles_per_second))
+        tick = prescale == self.cycles_per_second - 1
+        m.d.sync += prescale.eq(Mux(tick, 0, prescale + 1))
+        elapsed, retry = Signal(32), Signal(range(self.retry_seconds + 1))
+        with m.If(tick):
+            m.d.sync += elapsed.eq(elapsed + 1)
+            with m.If(retry != 0):
+                m.d.sync += retry.eq(retry - 1)
+        return elapsed, retry
+
+    def _send_path(self, m: Module, tx: Any, message: DhcpMessage, server_ip: Signal,
+                   server_mac: Signal) -> tuple[Signal, Signal, Signal, Signal]:
+        """The message's descriptor once, then its words. Returns ``send`` (asserted for a cycle
+        to start a message), ``sending`` (a message is under way), and ``unicast`` and
+        ``source``: the destination (the server, else broadcast) and the source address, kept
+        from the request (RELEASE drops the address in the cycle it is asked for)."""
+        send, sending, desc_done = Signal(), Signal(), Signal()
+        unicast, source = Signal(), Signal(32)
+        meta = Signal(PACKET_META.layout())
+        m.d.comb += [
+            meta.peer_mac.eq(Mux(unicast, server_mac, BROADCAST)),
+            meta.peer_ip.eq(Mux(unicast, server_ip, LIMITED_BROADCAST)),
+            meta.local_ip.eq(source), meta.protocol.eq(IpProtocol.UDP.value),
+            meta.peer_port.eq(SERVER_PORT), meta.local_port.eq(CLIENT_PORT),
+        ]
+        offered_desc = sending & ~desc_done
+        ready = offer_message(m, tx, offered_desc,
+                              dst=address_of(self.udp_tx, Fbits.LOCAL0),
+                              src=(self.env.x, self.env.y, Fbits.LOCAL0),
+                              msg_type=MsgType.UDP_TX_SEGMENT.value,
+                              payload_bytes=MESSAGE_BYTES, meta=meta)
+        with m.If(offered_desc & ready):
+            m.d.sync += desc_done.eq(1)
+        with m.If(message.o.valid & message.o.ready & message.o.payload.last):
+            m.d.sync += [sending.eq(0), desc_done.eq(0)]
+        m.d.comb += message.start.eq(send)
+        with m.If(send):
+            m.d.sync += sending.eq(1)
+        return send, sending, unicast, source
