@@ -339,6 +339,7 @@ def test_late_replies_are_skipped_and_long_runs_are_split(fake, dmap):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("udp_echo_ctl64")   # one model, built once
 def test_against_the_simulated_design(capsys):
     """`apiary ctl` over UDP to the design itself, simulated (Verilator, 64 bits), through a
     bridge on 127.0.0.1 that hands each datagram to a SimTransport: counters, a register

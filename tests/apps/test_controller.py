@@ -689,6 +689,7 @@ def whole_design(width):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("udp_echo_ctl64")   # one model, built once
 def test_whole_design_verilator():
     """Verilator, 64-bit data plane (the model tests/test_ctl_cli.py uses too; the tile alone
     runs at 512 bits above)."""

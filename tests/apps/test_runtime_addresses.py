@@ -51,6 +51,7 @@ def arp_replies(frames):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("udp_echo_ctl64")   # one model, built once
 def test_a_new_address_and_mac_take_effect_at_once_and_are_announced():
     d = load_design("examples/udp_echo_ctl.py", width=64)
     with open_sim(d, "verilator") as sim:

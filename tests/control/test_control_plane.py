@@ -158,7 +158,7 @@ def test_router_meters_over_the_control_plane():
     three messages from src on its west input and fwd's three replies on its local one."""
     d = design()
     d.settings["router_meters"] = True
-    with open_sim(d, "pysim", seed=3) as sim:
+    with open_sim(d, "verilator", seed=3) as sim:
         ctl = Controller(sim, d)
         bank = send_three(sim, d)
         names = [f"{t.name}.{e.name}" for t in ctl.dmap for e in t.of_kind("counter")

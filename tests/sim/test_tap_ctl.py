@@ -85,6 +85,7 @@ def values(text):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("udp_echo_ctl64")   # one model, built once
 def test_linux_reads_counters_and_writes_a_register_by_name(bridge):
     stack = bridge("examples/udp_echo_ctl.py", TAP, "--width", WIDTH)
     stack.wait_ready(900)               # a cold Verilog conversion and Verilator build first
@@ -148,6 +149,7 @@ def neighbour(stack, ip):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("udp_echo_ctl64")   # one model, built once
 def test_linux_follows_the_designs_new_addresses(bridge):
     stack = bridge("examples/udp_echo_ctl.py", f"{TAP}n", "--width", WIDTH)
     stack.wait_ready(900)
