@@ -44,5 +44,6 @@ def test_a_readme_build_line_reaches_the_build_with_its_options(args, monkeypatc
     assert options["seed"] == (int(args[args.index("--seed") + 1]) if "--seed" in args else 1)
     if "--core-clock" in args:
         assert options["core_clk_freq"] == float(args[args.index("--core-clock") + 1]) * 1e6
-    if "flows=16" in args:                  # the ECPIX-5's TCP engine, shrunk to fit
-        assert design.tiles["tcp_rx"].params["config"].flows == 16
+    sets = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--set")
+    if "flows" in sets:                     # the ECPIX-5's TCP engine, shrunk to fit
+        assert design.tiles["tcp_rx"].params["config"].flows == int(sets["flows"])
