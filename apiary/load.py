@@ -27,7 +27,7 @@ from .stream.layout import SUPPORTED_WIDTHS, check_width
 
 
 __all__ = ["load_design", "load_script", "sibling", "add_design_arguments", "design_arguments",
-           "load_from_args"]
+           "load_from_args", "design_parameter"]
 
 _counter = itertools.count()
 
@@ -279,7 +279,7 @@ def add_design_arguments(parser):
     them."""
     parser.add_argument("design", metavar="DESIGN", help=_DESIGN_HELP)
     parser.add_argument("--width", type=_width, metavar="N", help=_WIDTH_HELP)
-    parser.add_argument("--set", action="append", default=[], type=_design_parameter,
+    parser.add_argument("--set", action="append", default=[], type=design_parameter,
                         metavar="NAME=VALUE", dest="params",
                         help="a parameter of the design function (repeatable), e.g. "
                              "--set encoders=4; VALUE is a Python literal (a number, a "
@@ -307,7 +307,9 @@ def _width(text):
             f"expected {', '.join(map(str, SUPPORTED_WIDTHS))} (bits), not {text!r}") from None
 
 
-def _design_parameter(text):
+def design_parameter(text):
+    """``(name, value)`` of a ``--set NAME=VALUE`` argument: VALUE as a Python literal, or
+    else the string."""
     import ast
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():

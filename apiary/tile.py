@@ -8,6 +8,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .noc.flit import flit_signature
+from .noc.framing import length_bits
 from .noc.nexthop import Endpoint
 from .noc.ports import Receive, Send, build_ports
 from .stream.counters import CounterSignature
@@ -15,7 +16,8 @@ from .stream.layout import check_width
 from .stream.registers import RegisterSignature
 
 
-__all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS", "Receive", "Send"]
+__all__ = ["Endpoint", "TileEnv", "Tile", "WiresSignature", "NOC_PORTS", "Receive", "Send",
+           "message_length_bits"]
 
 
 @dataclass
@@ -36,6 +38,15 @@ class TileEnv:
 
     def next_hops(self, plane: str = "data") -> dict:
         return self.routes.get(plane, {})
+
+
+def message_length_bits(env: TileEnv) -> int:
+    """The bits a tile's data-plane senders and receivers count payload lengths in: all of the
+    header field's, or with the design setting ``max_message_bytes`` (the most payload bytes
+    any data-plane message of the design carries, e.g. 2047 for a stack of 1,518-byte frames)
+    just what that needs. Narrower lengths are narrower counters and adders in every framer;
+    a receiver drops (and counts in its ``errors``) a message announcing more."""
+    return length_bits(env.width, env.settings.get("max_message_bytes"))
 
 
 class WiresSignature(wiring.Signature):
@@ -148,7 +159,8 @@ class Tile(wiring.Component):
         into ``m``, joined to the plane's flit ports (:func:`~apiary.noc.ports.build_ports`):
         a namespace with a receiver or sender per port name. ``direction``: ``"in"`` or
         ``"out"`` builds one side only (the other in a second call). ``overrides``: per-port
-        framing arguments of this instance."""
+        framing arguments of this instance. On the data plane, lengths are counted in the
+        bits the design setting ``max_message_bytes`` needs (:func:`message_length_bits`)."""
         if direction not in ("both", "in", "out"):
             raise ValueError(f"direction is 'both', 'in' or 'out', not {direction!r}")
         i, o = NOC_PORTS[plane]
@@ -159,7 +171,8 @@ class Tile(wiring.Component):
             [p for p in self.outputs if p.plane == plane],
             noc_in=getattr(self, i) if direction != "out" else None,
             noc_out=getattr(self, o) if direction != "in" else None, merge=self.merge,
-            owner=f"{type(self).__name__} {self.name!r}", overrides=overrides, prefix=prefix)
+            owner=f"{type(self).__name__} {self.name!r}", overrides=overrides, prefix=prefix,
+            length_bits=message_length_bits(self.env) if plane == "data" else None)
 
     @classmethod
     def external_members(cls, signature: wiring.Signature) -> list[str]:

@@ -28,13 +28,15 @@ BROADCAST = b"\xff" * 6
 
 
 def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64, ip_options=True,
-               verify_checksums=True):
+               verify_checksums=True, vlan=True):
     """``(reply, counter)``: the frame the echo design sends for ``frame`` (bytes, or ``None``
     if it sends nothing) and the name of the counter that counts what happened.
     ``ip_options`` and ``verify_checksums`` are the design's (``udp_echo.design``): without
     options a datagram with any is dropped (``ip_rx_options``); without verification UDP and
     ICMP checksums are not checked, a UDP reply carries checksum 0 and an ICMP reply the
-    request's checksum updated for the new type (RFC 1624), right only if the request's was."""
+    request's checksum updated for the new type (RFC 1624), right only if the request's was.
+    ``vlan`` is the design setting (:func:`beehive.proto.ethernet.vlan_tags`): without it a
+    tagged frame has EtherType 0x8100, which goes nowhere (``eth_rx_no_route``)."""
     frame = bytes(frame)
     my_mac, my_ip = mac_to_int(mac).to_bytes(6, "big"), ipv4_to_int(ipv4)
     if len(frame) > MAX_FRAME:
@@ -42,12 +44,12 @@ def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64, ip_
     if len(frame) < 14:
         return None, "eth_rx_runt"
     ethertype = struct.unpack_from("!H", frame, 12)[0]
-    vlan = None
+    tag = None
     header = 14
-    if ethertype == 0x8100:
+    if vlan and ethertype == 0x8100:
         if len(frame) < 18:
             return None, "eth_rx_runt"
-        vlan, ethertype = struct.unpack_from("!HH", frame, 14)
+        tag, ethertype = struct.unpack_from("!HH", frame, 14)
         header = 18
     if frame[:6] not in (my_mac, BROADCAST):
         return None, "eth_rx_not_for_us"
@@ -56,10 +58,10 @@ def echo_reply(frame, *, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=7, ttl=64, ip_
 
     def ether(inner_type):
         eth = Ether(dst=int_to_mac(int.from_bytes(peer_mac, "big")), src=mac)
-        if vlan is None:
+        if tag is None:
             eth.type = inner_type
             return eth
-        return eth / Dot1Q(prio=vlan >> 13, dei=(vlan >> 12) & 1, vlan=vlan & 0xFFF,
+        return eth / Dot1Q(prio=tag >> 13, dei=(tag >> 12) & 1, vlan=tag & 0xFFF,
                            type=inner_type)
 
     if ethertype == 0x0806:

@@ -46,6 +46,15 @@ class Target:
             defaults["clock_hz"] = int(self.clock_hz)
         return defaults
 
+    def apply_design_settings(self, design) -> dict:
+        """Give ``design`` the board's design settings (``design_settings``: router depths,
+        queue depths, length widths for a small FPGA) that it does not set itself; returns
+        the settings given."""
+        given = {name: value for name, value in getattr(self.board, "design_settings", ())
+                 if name not in design.settings}
+        design.settings.update(given)
+        return given
+
     def core_clock_hz(self, design, requested: float | None = None) -> float | None:
         """The clock ``design``'s core runs at here: ``requested`` (a LiteX board's core on a
         clock of its own, ``apiary build --core-clock``) if given, else :attr:`clock_hz`,
@@ -156,9 +165,10 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
     Etherbone (:func:`beehive.apps.etherbone.csr_csv`; a LiteX board's ``csr.csv`` is its SoC's,
     for the UART bridge)."""
     progress = progress or StatusLine()
-    _write_csr_csv(design, out_dir)
     if isinstance(target, str):
         target = resolve(target)
+    given = target.apply_design_settings(design)
+    _write_csr_csv(design, out_dir)
     if target.flow == "vivado":         # (one Vivado run: its seed is its own)
         options.pop("seed", None)
         if options.pop("tries", 1) != 1:
@@ -174,6 +184,9 @@ def build(design, target, out_dir, *, progress=None, run_tools=True,
         from .amaranth_boards import build_amaranth_board
         report = build_amaranth_board(design, target.board, out_dir, progress,
                                       run_tools=run_tools, **options)
+    if given:
+        report.parts.append("the board's design settings: " +
+                            ", ".join(f"{name}={value!r}" for name, value in given.items()))
     judge_timing(report, allow_timing_failure, progress)
     return report
 

@@ -33,6 +33,7 @@ S = TypeVar("S", bound=StructValues)
 
 
 __all__ = ["MessageSender", "MessageFlits", "MessageReceiver", "PayloadFramer", "meta_plan",
+           "length_bits",
            "head_room", "meta_message_flits",
            "decode_meta_message", "offer_message",
            "DESCRIPTOR_FIELDS", "struct_message_flits", "decode_struct_message"]
@@ -184,6 +185,20 @@ def offer_descriptor(m: Module, descriptors: Any, valid: Any, *, dst: tuple[Any,
     return descriptors.ready
 
 
+def length_bits(width: int, max_bytes: int | None = None) -> int:
+    """Bits a sender or receiver counts a message's ``payload_bytes`` in: the header field's
+    (22) or, for a design whose messages carry at most ``max_bytes`` payload bytes (the design
+    setting ``max_message_bytes``), just what that needs."""
+    field = noc_header(width).width("payload_bytes")
+    if max_bytes is None:
+        return field
+    if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or \
+            not 1 <= max_bytes < 1 << field:
+        raise ValueError(f"max_message_bytes must be an integer from 1 to {(1 << field) - 1}, "
+                         f"not {max_bytes!r}")
+    return max_bytes.bit_length()
+
+
 def _head_counts(heads: dict) -> list[int]:
     """The head payload byte counts a message may take by ``heads`` (:func:`_check_head`), in
     increasing order: the one count for every type, or 0 and each type's."""
@@ -248,6 +263,9 @@ class PayloadFramer(wiring.Component):
 
     Latency 0 cycles (``o`` is combinational from ``i``); throughput one word per cycle.
 
+    ``length_bits`` is the width of ``load_bytes`` (:func:`length_bits`; the header field's by
+    default): a narrower count is a narrower counter.
+
     With ``early=True`` a payload starts in the cycle of ``load``: ``o`` carries its first word
     then (``o.valid`` follows ``i.valid`` while ``load`` is high), and ``load`` takes effect
     only when that word is taken; keep it high until then.
@@ -258,12 +276,14 @@ class PayloadFramer(wiring.Component):
         Word width in bits.
     early : bool
         Pass the first word in the cycle of ``load`` (see above).
+    length_bits : int or None
+        Bits of ``load_bytes``.
 
     Members
     -------
     load : In(1)
         Start a payload of ``load_bytes`` bytes (ignored while ``busy``).
-    load_bytes : In(22)
+    load_bytes : In(length_bits)
         Payload length in bytes; must not be 0.
     busy : Out(1)
         A payload is being passed, padded or drained.
@@ -275,12 +295,13 @@ class PayloadFramer(wiring.Component):
         Pulses once for a payload whose source length disagreed with ``load_bytes``.
     """
 
-    def __init__(self, width: int, *, early: bool = False) -> None:
+    def __init__(self, width: int, *, early: bool = False,
+                 length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._early = bool(early)
         super().__init__({
             "load": In(1),
-            "load_bytes": In(noc_header(width).width("payload_bytes")),
+            "load_bytes": In(length_bits or noc_header(width).width("payload_bytes")),
             "busy": Out(1),
             "i": In(flit_signature(width)),
             "o": Out(payload_signature(width)),
@@ -413,6 +434,10 @@ class MessageSender(wiring.Component):
         ``ceil((payload_bytes - head) / (width // 8))`` of them. A mapping gives the count by
         ``msg_type`` (types not in it: 0). The header flit then waits for the payload's first
         word, which it takes; throughput stays one flit per cycle.
+    length_bits : int or None
+        Bits of ``payload_bytes`` the sender counts in (:func:`length_bits`): a descriptor's
+        bits above them are neither sent nor counted, so its length must be below
+        ``2 ** length_bits``. The header field's width by default.
 
     Members
     -------
@@ -448,12 +473,13 @@ class MessageSender(wiring.Component):
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
                  empty_packets: bool = False, short_meta: bool = False,
-                 head: "int | Mapping[int, int]" = 0) -> None:
+                 head: "int | Mapping[int, int]" = 0, length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
         self._heads = _check_head(width, head, self._meta_words, self._inline)
+        self._length_bits = length_bits or noc_header(width).width("payload_bytes")
         self._meta_args = (meta_words, meta_bits)
         self._head = head
         super().__init__({
@@ -467,10 +493,12 @@ class MessageSender(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self._width
-        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads))
+        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
+                                                     length_bits=self._length_bits)
         meta_words, meta_bits = self._meta_args
         m.submodules.flits = flits = MessageFlits(width, meta_words, meta_bits=meta_bits,
-                                                  short_meta=self._short_meta, head=self._head)
+                                                  short_meta=self._short_meta, head=self._head,
+                                                  length_bits=self._length_bits)
         # Which header/metadata flit is on `o`.
         index = Signal(range(header_flits(width) + self._meta_words), name="index")
         m.d.comb += [flits.desc.eq(self.i_hdr.payload), flits.index.eq(index)]
@@ -556,7 +584,7 @@ class MessageSender(wiring.Component):
         done = Signal()                             # the payload's last word is taken
         heading = Signal()                          # sending the payload flits
         start = Signal()                            # a headless payload starts (k = 0)
-        start_bytes = Signal.like(desc.payload_bytes)
+        start_bytes = Signal(self._length_bits)
         rest_of = _pick(m, k_held, ks, lambda a: word[8 * a:])
 
         with m.If(heading):
@@ -626,7 +654,7 @@ class MessageFlits(wiring.Component):
 
     Parameters
     ----------
-    width, meta_words, meta_bits, short_meta, head
+    width, meta_words, meta_bits, short_meta, head, length_bits
         As for :class:`MessageSender`.
 
     Members
@@ -646,12 +674,14 @@ class MessageFlits(wiring.Component):
     """
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
-                 short_meta: bool = False, head: "int | Mapping[int, int]" = 0) -> None:
+                 short_meta: bool = False, head: "int | Mapping[int, int]" = 0,
+                 length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._short_meta = bool(short_meta)
         self._heads = _check_head(width, head, self._meta_words, self._inline)
-        payload_bytes = Signal(noc_header(width).width("payload_bytes"))
+        self._length_bits = length_bits or noc_header(width).width("payload_bytes")
+        payload_bytes = Signal(self._length_bits)
         words_bits = len(Value.cast(payload_words(payload_bytes, width)[0]))
         members = {
             "desc": In(MessageSender.descriptor_layout(width, meta_words, meta_bits,
@@ -676,10 +706,11 @@ class MessageFlits(wiring.Component):
         sent = desc.meta_flits if self._short_meta else meta_words
         count = Signal(range(nh + meta_words + 1))  # flits built from the descriptor
         m.d.comb += count.eq(nh + sent)
-        words, _ = payload_words(desc.payload_bytes, width)
+        payload_bytes = desc.payload_bytes[:self._length_bits]
+        words, _ = payload_words(payload_bytes, width)
         m.d.comb += self.words.eq(words)
         if heads:
-            k, ks, rest = _head_split(m, heads, desc.msg_type, desc.payload_bytes)
+            k, ks, rest = _head_split(m, heads, desc.msg_type, payload_bytes)
             m.d.comb += [self.head.eq(k), self.out_words.eq(payload_words(rest, width)[0])]
         else:
             m.d.comb += self.out_words.eq(self.words)
@@ -687,6 +718,7 @@ class MessageFlits(wiring.Component):
         for name in DESCRIPTOR_FIELDS:
             m.d.comb += getattr(header, name).eq(getattr(desc, name))
         m.d.comb += [
+            header.payload_bytes.eq(payload_bytes),
             header.msg_len.eq(nh - 1 + sent + self.out_words),
             header.metadata_flits.eq(sent),
         ]
@@ -738,6 +770,10 @@ class MessageReceiver(wiring.Component):
 
     ``msg_len`` is not checked: links and routers frame messages by ``last``.
 
+    With ``length_bits`` (:func:`length_bits`) lengths are counted in that many bits: a
+    message whose ``payload_bytes`` needs more is dropped whole (no ``o_hdr``) and counted in
+    ``errors``, and ``o_hdr``'s ``payload_bytes`` bits above them are zero.
+
     With ``empty_packets=True`` a header-only message also gives a packet on ``o_data``: one word
     with ``nbytes == 0`` and ``last``, in the cycle after ``o_hdr`` (the next message waits for
     it), so that every message has exactly one packet on ``o_data``.
@@ -765,6 +801,8 @@ class MessageReceiver(wiring.Component):
         ``o_hdr``), and ``meta`` holds only the lanes below them. Throughput stays one flit
         per cycle; a payload then ends with a flush word when its last flit's bytes and the
         head bytes overflow a word.
+    length_bits : int or None
+        Bits the payload length is counted in (above); the header field's width by default.
 
     Members
     -------
@@ -800,8 +838,9 @@ class MessageReceiver(wiring.Component):
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
                  empty_packets: bool = False, short_meta: bool = False,
-                 head: "int | Mapping[int, int]" = 0) -> None:
+                 head: "int | Mapping[int, int]" = 0, length_bits: int | None = None) -> None:
         self._width = check_width(width)
+        self._length_bits = length_bits or noc_header(width).width("payload_bytes")
         self._meta_words, self._inline, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
@@ -818,7 +857,7 @@ class MessageReceiver(wiring.Component):
         width, meta_words = self._width, self._meta_words
         nh = header_flits(width)
         most = nh + meta_words                      # header and metadata flits, at most
-        m.submodules.framer = framer = PayloadFramer(width)
+        m.submodules.framer = framer = PayloadFramer(width, length_bits=self._length_bits)
         index = Signal(range(most), name="index")   # which header/metadata flit is on `i`
 
         if self._short_meta:
@@ -832,6 +871,12 @@ class MessageReceiver(wiring.Component):
         hdr = self.o_hdr.payload
         raw_hdr = Cat(*reversed(flits[:nh]))
         m.d.comb += hdr.as_value()[:len(raw_hdr)].eq(raw_hdr)
+        # A length beyond length_bits rejects the message; the bits above read as zero.
+        too_long: Any = Const(0)
+        if self._length_bits < len(hdr.payload_bytes):
+            at = noc_header(width).offset("payload_bytes")
+            too_long = raw_hdr[at + self._length_bits:at + len(hdr.payload_bytes)].any()
+            m.d.comb += hdr.payload_bytes[self._length_bits:].eq(0)
         received = hdr.metadata_flits
         for j, word in enumerate(flits[nh:]):
             if self._short_meta:
@@ -916,9 +961,9 @@ class MessageReceiver(wiring.Component):
                     m.d.sync += index.eq(index + 1)
         with m.Else():
             if self._short_meta:
-                reject = (received > meta_words) | (i.payload.last & (words != 0))
+                reject = (received > meta_words) | (i.payload.last & (words != 0)) | too_long
             else:
-                reject = (received != meta_words) | (i.payload.last & (words != 0))
+                reject = (received != meta_words) | (i.payload.last & (words != 0)) | too_long
             with m.If(reject):
                 m.d.comb += i.ready.eq(1)
                 with m.If(taken):

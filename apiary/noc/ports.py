@@ -238,7 +238,7 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
                 noc_in: Any = None, noc_out: Any = None, merge: str = "round_robin",
                 owner: str = "tile",
                 overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                prefix: str = "") -> SimpleNamespace:
+                prefix: str = "", length_bits: int | None = None) -> SimpleNamespace:
     """Build the framing of ``inputs`` and ``outputs`` (one plane's) into ``m`` and join it to
     the tile's flit ports ``noc_in`` (into the tile) and ``noc_out``; return a namespace with a
     :class:`MessageReceiver` or :class:`MessageSender` per port name (submodules of the same
@@ -248,7 +248,8 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
     per-port framing arguments for this instance (``head``, ``empty_packets``, ``registered``,
     ...). ``noc_in=None`` builds the outputs alone and ``noc_out=None`` the inputs alone (a tile
     whose two directions are built in different places), leaving the other port to a second
-    call."""
+    call. ``length_bits``: every receiver's and sender's payload length width
+    (:func:`~apiary.noc.framing.length_bits`)."""
     inputs, outputs = list(inputs), list(outputs)
     _check(owner, inputs, outputs)
     if merge not in MERGES:
@@ -270,7 +271,7 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
         extra = overrides.get(p.name, {})
         if extra.get("registered", p.options.get("registered", False)):
             flits = register_stream(m, f"{prefix}{p.name}_queue", flits)
-        rx = MessageReceiver(width, **p.framing_args(width, extra))
+        rx = MessageReceiver(width, length_bits=length_bits, **p.framing_args(width, extra))
         m.submodules[prefix + p.name] = rx
         connect(m, flits=flits, receiver=rx.i)
         setattr(ns, p.name, rx)
@@ -279,7 +280,8 @@ def build_ports(m: Module, width: int, inputs: Sequence[Receive], outputs: Seque
         if q.raw:
             senders.append(None)
             continue
-        tx = MessageSender(width, **q.framing_args(width, overrides.get(q.name, {})))
+        tx = MessageSender(width, length_bits=length_bits,
+                           **q.framing_args(width, overrides.get(q.name, {})))
         m.submodules[prefix + q.name] = tx
         senders.append(tx)
         setattr(ns, q.name, tx)

@@ -39,9 +39,9 @@ from apiary.stream.queue import Queue
 from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.stream.registers import Table
 from apiary.tile import Tile
-from beehive.proto.layer import (LENGTH_BITS, Parse, bytes_queue, decide, hold_packet,
-                                 message_overhead, packet_input, packet_output, patch_stream,
-                                 receive, received_packets, send)
+from beehive.proto.layer import (LENGTH_BITS, Parse, bytes_queue, decide, header_queue_depth,
+                                 hold_packet, message_overhead, packet_input, packet_output,
+                                 patch_stream, receive, received_packets, send)
 from beehive.proto.messages import MsgType
 
 
@@ -286,13 +286,14 @@ class NfTile(Tile):
                                   else cur.length - strip_n + insert_n)
         queues, byte_queues = [], {}
         if max_strip:
-            m.submodules.cuts = cuts = Queue(range(max_strip + 1))
+            m.submodules.cuts = cuts = Queue(range(max_strip + 1), header_queue_depth(self.env))
             queues.append((cuts.i, strip_n))
         for name, max_bytes, value, nbytes in (
                 ("patches", self.patch_bytes, p.patch_value, p.patch_len),
                 ("inserts", max_insert, p.insert_value, insert_n)):
             if max_bytes:
-                byte_queues[name] = queue = bytes_queue(m, name, max_bytes)
+                byte_queues[name] = queue = bytes_queue(m, name, max_bytes,
+                                                        header_queue_depth(self.env))
                 queues.append((queue.i, {"data": 0 if value is None else value,
                                          "nbytes": nbytes}))
         descs = decide(m, self, p, peek=peek, cur_valid=cur_valid, out_length=out_length,

@@ -109,6 +109,7 @@ class _ArpResponder(RxLayerTile):
     head_bytes = ARP_BYTES
     key_width = 1
     msg_type = MsgType.ETH_TX_FRAME
+    receives = MsgType.ETH_RX_FRAME
     drop_reasons = {
         "truncated": "packets shorter than 28 bytes",
         "unsupported": "ARP for other than IPv4 over Ethernet",

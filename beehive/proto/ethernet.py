@@ -28,7 +28,8 @@ from .messages import MsgType
 from apiary.stream.counters import count
 
 
-__all__ = ["EtherType", "ETHERNET", "VLAN", "BROADCAST", "EthernetRxTile", "EthernetTxTile"]
+__all__ = ["EtherType", "ETHERNET", "VLAN", "BROADCAST", "EthernetRxTile", "EthernetTxTile",
+           "vlan_tags"]
 
 
 class EtherType(enum.Enum, shape=16):
@@ -45,6 +46,16 @@ ETHERNET = Header("ethernet", [("dst", 48), ("src", 48), ("ethertype", 16)])
 VLAN = Header("vlan", [("tpid", 16), ("pcp", 3), ("dei", 1), ("vid", 12), ("ethertype", 16)])
 
 BROADCAST = (1 << 48) - 1
+
+
+def vlan_tags(env):
+    """Whether Ethernet RX and TX handle 802.1Q tags: the design setting ``vlan``, on by
+    default. Off (as in LiteEth's stack), Ethernet RX takes a tagged frame's EtherType to be
+    the tag's, 0x8100, for which there is no next hop, so it drops and counts it under
+    ``no_route``; Ethernet TX sends every frame untagged (a message's ``vlan`` is ignored);
+    and both realign by the one fixed count, 14 bytes: on the 25F's UDP echo about 500 LUT4s
+    fewer (docs/performance.md)."""
+    return bool(env.settings.get("vlan", True))
 
 
 class EthernetRxTile(RxLayerTile):
@@ -65,7 +76,8 @@ class EthernetRxTile(RxLayerTile):
     Parameters
     ----------
     env : TileEnv
-        ``settings["mac"]`` is the design's MAC (default ``02:00:00:00:00:02``).
+        ``settings["mac"]`` is the design's MAC (default ``02:00:00:00:00:02``);
+        ``settings["vlan"]`` off leaves tagged frames unhandled (:func:`vlan_tags`).
     max_frame : int
         Longest frame accepted, in bytes, without FCS (default 1518: 1500-byte MTU, 802.1Q tag).
     buffer_bytes : int or None
@@ -74,7 +86,7 @@ class EthernetRxTile(RxLayerTile):
 
     head_bytes = 18
     max_strip = 18
-    strip_counts = (14, 18)
+    strip_counts: tuple[int, ...] | None = (14, 18)
     key_width = 16
     msg_type = MsgType.ETH_RX_FRAME
     inputs = ()                     # frames come from the MAC (mac_rx), not the NoC
@@ -92,6 +104,10 @@ class EthernetRxTile(RxLayerTile):
                              "bad_fcs": "frames the MAC marked bad (FCS error)",
                          })
         self.mac, _ = tile_addresses(self)
+        self.vlan = vlan_tags(self.env)
+        if not self.vlan:
+            self.head_bytes = self.max_strip = 14
+            self.strip_counts = None
         self.max_frame = max_frame
         self.buffer_bytes = buffer_bytes if buffer_bytes is not None else 4 * max_frame
         self.max_queued = max_queued
@@ -110,6 +126,13 @@ class EthernetRxTile(RxLayerTile):
 
     def parse(self, m, p):
         eth = p.field(ETHERNET)
+        if not self.vlan:
+            p.drop("runt", p.head_len < 14)
+            p.drop("not_for_us", (eth.dst != self.mac) & (eth.dst != BROADCAST))
+            p.key = eth.ethertype
+            p.strip = 14
+            p.set_meta(peer_mac=eth.src, ethertype=eth.ethertype)
+            return
         tag = p.field(VLAN, 12)
         tagged = eth.ethertype == EtherType.VLAN.value
         p.drop("runt", p.head_len < Mux(tagged, 18, 14))
@@ -127,7 +150,7 @@ class EthernetTxTile(TxLayerTile):
     Cut-through: the first word leaves in the cycle the message's payload arrives (the header
     fills the first word at 128 bits and above). Frames are not padded to 60 bytes here; the MAC
     edge does that where the MAC does not (:class:`~apiary.stream.mac.MacOptions`). Nothing is
-    dropped.
+    dropped. With the design setting ``vlan`` off (:func:`vlan_tags`) every frame goes untagged.
 
     Members
     -------
@@ -139,7 +162,7 @@ class EthernetTxTile(TxLayerTile):
 
     max_header = 18
     fixed = False
-    header_counts = (14, 18)
+    header_counts: tuple[int, ...] | None = (14, 18)
     msg_type = MsgType.ETH_TX_FRAME
     receives = MsgType.ETH_TX_FRAME
     outputs = ()                    # frames go to the MAC (mac_tx), not the NoC
@@ -148,10 +171,20 @@ class EthernetTxTile(TxLayerTile):
         width = env.width if env else 512
         super().__init__(env, {"mac_tx": Out(FrameStream(width)), **address_members(env)})
         self.mac, _ = tile_addresses(self)
+        self.vlan = vlan_tags(self.env)
+        if not self.vlan:
+            self.max_header, self.fixed, self.header_counts = 14, True, None
 
     def build(self, m, length, meta, stage):
         header = Signal(8 * self.max_header)
         eth = header_view(ETHERNET, header)
+        if not self.vlan:
+            m.d.comb += [
+                eth.dst.eq(meta.peer_mac),
+                eth.src.eq(self.mac),
+                eth.ethertype.eq(meta.ethertype),
+            ]
+            return header, 14, {}
         tag = header_view(VLAN, header, 12)
         m.d.comb += [
             eth.dst.eq(meta.peer_mac),

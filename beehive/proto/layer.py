@@ -66,7 +66,8 @@ __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_recei
            "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
            "received_packets", "hold_packet", "buffered_packets", "verified_packets",
            "bytes_queue", "decide", "send",
-           "patch_stream", "LENGTH_BITS", "pipelined_headers", "verify_checksums"]
+           "patch_stream", "LENGTH_BITS", "pipelined_headers", "verify_checksums",
+           "header_queue_depth", "registered_inputs"]
 
 
 LENGTH_BITS = noc_header(64).width("payload_bytes")
@@ -91,6 +92,20 @@ def verify_checksums(env):
     either way. For the smallest FPGAs (at 64 bits about 1,100 LUT4s, 210 LUT RAM cells and
     4 block RAMs fewer: docs/performance.md), as LiteEth, which checks no UDP or ICMP checksum."""
     return bool(env.settings.get("verify_checksums", True))
+
+
+def header_queue_depth(env):
+    """How many packets a layer tile holds decided but not yet sent (its descriptor, strip
+    count and patch queues; a transmit layer's received headers): the design setting
+    ``header_queue_depth``, 2 by default, so that the next packet is decided while one is
+    sent. At 1 each queue is a register with no multiplexer in front, and a transmit layer
+    queues 2 payload words in registers instead of 4 in LUT RAM, for the smallest FPGAs
+    (docs/performance.md gives the area and the cycles); a verdict then waits until the
+    sender has taken the previous packet's descriptor."""
+    depth = env.settings.get("header_queue_depth", 2)
+    if depth not in (1, 2):
+        raise ValueError(f"the design setting header_queue_depth is 1 or 2, not {depth!r}")
+    return depth
 
 
 def message_overhead(width):
@@ -189,14 +204,22 @@ def declare_packet_ports(cls):
         cls.outputs = (packet_output(cls.msg_type),)
 
 
+def registered_inputs(env):
+    """Whether a layer tile's NoC input passes a two-flit queue in registers before its
+    receiver (a cycle of latency, no path from the router's arbitration into the tile's
+    logic, or back): the design setting ``registered_inputs``, by default
+    :func:`pipelined_headers`. Off, on the smallest FPGAs, each layer tile is about 75 LUT4s
+    smaller and the core's clock closes lower (docs/performance.md)."""
+    return bool(env.settings.get("registered_inputs", pipelined_headers(env)))
+
+
 def receive(m, tile):
     """The receiver of ``tile``'s one declared data-plane input (``tile.inputs``, e.g.
     :func:`packet_input`), built and joined to ``tile.noc_in``; with
-    :func:`pipelined_headers` behind a two-flit queue in registers (a cycle of latency, no
-    path from the router's arbitration into the tile's logic, or back)."""
+    :func:`registered_inputs` behind a two-flit queue in registers."""
     port, = [p for p in tile.inputs if p.plane == "data"]
     ports = tile.message_ports(m, direction="in", overrides={
-        port.name: {"registered": pipelined_headers(tile.env)}})
+        port.name: {"registered": registered_inputs(tile.env)}})
     return getattr(ports, port.name)
 
 
@@ -394,10 +417,10 @@ class Parse:
         return meta
 
 
-def bytes_queue(m, name, max_bytes):
-    """A :class:`Queue` of up to ``max_bytes`` bytes per entry (``data`` in lane order,
-    ``nbytes``), added to ``m`` as submodule ``name``."""
-    queue = Queue({"data": unsigned(8 * max_bytes), "nbytes": range(max_bytes + 1)})
+def bytes_queue(m, name, max_bytes, depth=2):
+    """A :class:`Queue` of ``depth`` entries of up to ``max_bytes`` bytes (``data`` in lane
+    order, ``nbytes``), added to ``m`` as submodule ``name``."""
+    queue = Queue({"data": unsigned(8 * max_bytes), "nbytes": range(max_bytes + 1)}, depth)
     m.submodules[name] = queue
     return queue
 
@@ -417,7 +440,8 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     conditions = [(reason, c) for (reason, _), c in zip(p.drops, staged)]
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
     m.d.comb += table.key.eq(key)
-    m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width))
+    m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width),
+                                             header_queue_depth(tile.env))
     meta, meta_flits = level_meta(tile.env.width, msg_type, p.out_meta().as_value())
     entries = [(descs.i, {
         "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
@@ -633,10 +657,11 @@ class RxLayerTile(Tile):
             # From 128 bits up the count reaches the strip in the cycle of its verdict, with
             # the packet's first word; pipelined, a cycle later.
             m.submodules.cuts = cuts = Queue(range(max(1, self.max_strip) + 1),
+                                             header_queue_depth(self.env),
                                              fall_through=not pipelined_headers(self.env))
             queues.append((cuts.i, strip_n))
         if self.patch_bytes:
-            patches = bytes_queue(m, "patches", self.patch_bytes)
+            patches = bytes_queue(m, "patches", self.patch_bytes, header_queue_depth(self.env))
             queues.append((patches.i, {"data": 0 if p.patch_value is None else p.patch_value,
                                        "nbytes": p.patch_len}))
         assert self.msg_type is not None, f"{type(self).__name__} sets no msg_type"
@@ -742,10 +767,12 @@ class TxLayerTile(Tile):
 
         # Messages are queued (length and metadata, and a few payload words) so that the next
         # message's header and metadata flits are taken while this one's payload still leaves:
-        # the input never waits for the output's header flits.
-        m.submodules.headers = headers = Queue(packet_layout(), 2)
+        # the input never waits for the output's header flits. With one header queued
+        # (header_queue_depth) two words are enough, and they are registers, not LUT RAM.
+        depth = header_queue_depth(self.env)
+        m.submodules.headers = headers = Queue(packet_layout(), depth)
         connect(m, received=hdr, headers=headers.i)
-        m.submodules.words = words = Queue(payload_layout(width), 4)
+        m.submodules.words = words = Queue(payload_layout(width), 2 * depth)
         connect(m, receiver=data_, words=words.i)
 
         # The message being sent: the head of the queue, until both its descriptor and its

@@ -104,8 +104,12 @@ def request(size, seq, mac, ipv4):
     return frame.ljust(MIN_FRAME, b"\0")
 
 
-def _expected(frame, mac, ipv4):
-    reply, _ = echo_reply(frame, mac=mac, ipv4=ipv4, port=PORT)
+def _expected(frame, mac, ipv4, design):
+    """The echo model's reply to ``frame`` from ``design``, whose settings say whether its UDP
+    checksums are verified (without, a reply carries checksum 0) and its VLAN tags handled."""
+    reply, _ = echo_reply(frame, mac=mac, ipv4=ipv4, port=PORT,
+                          verify_checksums=design.settings.get("verify_checksums", True),
+                          vlan=design.settings.get("vlan", True))
     assert reply is not None, "the benchmark built a request the echo model rejects"
     return reply
 
@@ -159,7 +163,7 @@ def _run_until_idle(sim, budget):
 def _one(sim, frame, mac, ipv4, size):
     """Send one request (``size``-byte payload) into the idle design; return its ``(sent,
     reply)`` frames, checked."""
-    want = _expected(frame, mac, ipv4)
+    want = _expected(frame, mac, ipv4, sim.design)
     what = f"a UDP request to {ipv4} port 7 ({size}-byte payload, {len(frame)}-byte frame)"
     before = sim.counters()
     sim.send(frame)
@@ -243,7 +247,7 @@ def measure_throughput(sim, size, packets, mac, ipv4, *, clock_mhz, frames=None)
     """
     width = sim.ports[0].width
     frames = frames or [request(size, seq, mac, ipv4) for seq in range(packets)]
-    expected = [_expected(f, mac, ipv4) for f in frames]
+    expected = [_expected(f, mac, ipv4, sim.design) for f in frames]
     sent, matched, drops = _batch(sim, frames, expected)
     if len(matched) < 2:
         raise BenchError(f"only {len(matched)} of {packets} requests with {size}-byte payloads "
@@ -271,7 +275,7 @@ def zero_drop_spacing(sim, size, packets, mac, ipv4, *, start, lowest, frames=No
     spacing is no longer than the requests'). The search starts at ``start`` and moves down, or up,
     one cycle at a time. Returns ``None`` if no spacing up to ``4 * start + 64`` works."""
     frames = frames or [request(size, seq, mac, ipv4) for seq in range(packets)]
-    expected = [_expected(f, mac, ipv4) for f in frames]
+    expected = [_expected(f, mac, ipv4, sim.design) for f in frames]
 
     def clean(spacing):
         sent, matched, _ = _batch(sim, frames, expected, spacing=spacing)

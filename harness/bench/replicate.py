@@ -88,7 +88,7 @@ def _throughput(sim, packets, mac, ipv4, clock_mhz):
     that left before the reply to an earlier request."""
     width = sim.ports[0].width
     frames = [request(SIZE, seq, mac, ipv4) for seq in range(packets)]
-    waiting = {_expected(f, mac, ipv4): k for k, f in enumerate(frames)}
+    waiting = {_expected(f, mac, ipv4, sim.design): k for k, f in enumerate(frames)}
     before = sim.counters()
     sim.send_many(frames)
     _run_until_idle(sim, 100 * packets * -(-len(frames[0]) // (width // 8)) + 100_000)

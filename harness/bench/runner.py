@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from apiary.cli import add_clock_argument, add_design_arguments, int_option, load, run_settings
+from apiary.load import design_parameter
 
 from . import MAX_PAYLOAD
 
@@ -75,6 +76,9 @@ def parse_rest(args, sweep_options=None):
     rest = argparse.ArgumentParser(prog="apiary bench", add_help=False,
                                    usage="%(prog)s DESIGN [options] (see `apiary bench --help`)")
     rest.add_argument("--width", type=int, metavar="N", default=argparse.SUPPRESS)
+    rest.add_argument("--set", action="append", type=design_parameter, dest="params",
+                      default=argparse.SUPPRESS)
+    rest.add_argument("--full-routers", action="store_true", default=argparse.SUPPRESS)
     bench_options(rest, defaults=False)
     if sweep_options is not None:
         sweep_options(rest, defaults=False)

@@ -41,6 +41,9 @@ class LiteXBoard:
     # Design function arguments for this board, given to a design function that takes them
     # unless the user sets them (platforms.Target.design_defaults).
     design_options: tuple = ()
+    # Design settings for this board (design.settings), given to every design built for it
+    # unless the design sets them itself (platforms.Target.apply_design_settings).
+    design_settings: tuple = ()
 
     @property
     def core_hz(self) -> float:
@@ -128,8 +131,14 @@ def _colorlight_5a_75b(revision, name):
         nextpnr_args=ECP5_PARTS["25f"],
         sys_clk_freq=50e6, core_clk_freq=None,
         # The 25F's stack as small as LiteEth's: IPv4 RX without options, UDP and ICMP
-        # checksums not verified (examples/udp_echo.py; docs/performance.md gives the areas).
-        design_options=(("ip_options", False), ("verify_checksums", False)))
+        # checksums not verified (examples/udp_echo.py), router FIFOs of 2 flits in registers,
+        # one packet decided ahead in each layer, lengths in 11 bits (frames up to 2,047
+        # bytes), no 802.1Q tags, no register queue at each layer's input;
+        # docs/performance.md gives the areas and the cycles they cost.
+        design_options=(("ip_options", False), ("verify_checksums", False)),
+        design_settings=(("router_depth", 2), ("header_queue_depth", 1),
+                         ("max_message_bytes", 2047), ("vlan", False),
+                         ("registered_inputs", False)))
 
 
 LITEX_BOARDS = {

@@ -9,7 +9,7 @@ from amaranth.lib import wiring
 
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
-                                payload_words)
+                                length_bits, payload_words)
 from apiary.stream.testbench import recv_packet, send_packet, simulate, stream_get, stream_put
 from apiary.noc.testbench import send_flits, split_messages
 
@@ -136,12 +136,21 @@ def test_loopback_with_stalls(width, meta_words, empty_packets):
     messages[2].payload = b""
     messages[3].payload = bytes(range(width // 8))          # exactly one full word
 
+    loopback(width, messages, meta_words, empty_packets=empty_packets,
+             stall=dict(rng=random.Random(rng.random()), stall=0.3))
+
+
+def loopback(width, messages, meta_words, *, stall, empty_packets=False, **framing):
+    """``messages`` through a sender and a receiver (``framing``: more arguments of both),
+    with ``stall`` at all four ends: the link carries exactly ``Message.flits`` and the
+    receiver gives back every descriptor, metadata word and byte, with no error counted."""
     m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_words, empty_packets=empty_packets)
-    m.submodules.rx = rx = MessageReceiver(width, meta_words, empty_packets=empty_packets)
+    m.submodules.tx = tx = MessageSender(width, meta_words, empty_packets=empty_packets,
+                                         **framing)
+    m.submodules.rx = rx = MessageReceiver(width, meta_words, empty_packets=empty_packets,
+                                           **framing)
     wiring.connect(m, tx=tx.o, rx=rx.i)
     link = []
-    stall = dict(rng=random.Random(rng.random()), stall=0.3)
 
     async def descriptors(ctx):
         for msg in messages:
@@ -360,10 +369,11 @@ def test_sender_long_payload_is_cut(width):
     assert result["idle"]
 
 
-def run_receiver(width, meta_words, flit_lists, deliveries):
+def run_receiver(width, meta_words, flit_lists, deliveries, **kwargs):
     """Feed raw messages to a receiver (with stalls) and take ``deliveries`` o_hdr transfers, each
-    with the payload that follows; returns them as (header fields, meta, bytes), and ``errors``."""
-    dut = MessageReceiver(width, meta_words)
+    with the payload that follows; returns them as (header fields, meta, bytes), and ``errors``.
+    ``kwargs`` go to the receiver."""
+    dut = MessageReceiver(width, meta_words, **kwargs)
     rng = random.Random(5)
     delivered = []
     result = {}
@@ -710,3 +720,47 @@ def test_head_payload_bytes_beyond_the_room_are_refused():
         MessageSender(512, meta_bits=81, head=38)
     with pytest.raises(ValueError, match="room for 0 to 0 head payload bytes"):
         MessageReceiver(64, meta_bits=81, head=1)
+
+
+# -- narrow lengths (the design setting max_message_bytes) -----------------------------------------
+
+def test_length_bits_follow_the_largest_message():
+    assert length_bits(64) == noc_header(64).width("payload_bytes") == 22
+    assert length_bits(64, 2047) == 11
+    assert length_bits(512, 2048) == 12
+    for bad in (0, 1 << 22, 2.5, True):
+        with pytest.raises(ValueError, match="max_message_bytes must be an integer"):
+            length_bits(64, bad)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_narrow_lengths_carry_messages_up_to_their_limit(width):
+    """Sender and receiver counting in 11 bits: messages of 0 to 2,047 bytes go through
+    exactly as with the full field (the same flits on the link), with stalls."""
+    rng = random.Random(width + 11)
+    messages = [random_message(rng, width, 1, max_bytes=60) for _ in range(6)]
+    for msg, size in zip(messages, (2047, 0, 1, 2047, 1500, width // 8)):
+        msg.payload = rng.randbytes(size)
+    loopback(width, messages, 1, stall=dict(rng=random.Random(3), stall=0.2), length_bits=11)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_narrow_lengths_refuse_a_longer_message(width):
+    """A receiver counting in 11 bits drops a message that announces 2,048 bytes or more
+    (also one whose low 11 bits are zero), counts each once, and delivers the next one."""
+    rng = random.Random(width + 12)
+
+    def msg(nbytes):
+        m = random_message(rng, width, 1)
+        m.payload = rng.randbytes(nbytes)
+        return m
+
+    goods = [msg(2047), msg(10), msg(0)]
+    stream = [msg(2048).flits(width), goods[0].flits(width), msg(4096).flits(width),
+              goods[1].flits(width), goods[2].flits(width)]
+    delivered, errors = run_receiver(width, 1, stream, len(goods), length_bits=11)
+    assert errors == 2
+    for (fields, meta, data), good in zip(delivered, goods):
+        assert fields["payload_bytes"] == len(good.payload)
+        assert meta == good.meta[0]
+        assert data == good.payload

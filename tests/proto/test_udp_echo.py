@@ -194,23 +194,34 @@ def test_without_ip_options_support():
 
 
 def test_the_25f_stack_checks_no_udp_or_icmp_checksum():
-    """The Colorlight's design options (``colorlight_5a_75b``: no IP options, checksums not
-    verified): a UDP datagram or ping with a wrong checksum is answered like any other, the
-    UDP reply with checksum 0 and the ICMP reply with the request's checksum updated (still
-    wrong, so the sender sees it), and no checksum counter exists; every other frame gets the
-    model's reply (Amaranth's simulator, 64 bits)."""
+    """The Colorlight's design as the board builds it (``colorlight_5a_75b``: no IP options,
+    checksums not verified, and its design settings: router FIFOs in registers, one packet
+    decided ahead per layer, 11-bit lengths, no 802.1Q tags, no input register queues): a
+    UDP datagram or ping with a
+    wrong checksum is answered like any other, the UDP reply with checksum 0 and the ICMP
+    reply with the request's checksum updated (still wrong, so the sender sees it), and no
+    checksum counter exists; the tagged frames are dropped and counted in
+    ``eth_rx_no_route``; a 1,472-byte datagram (a full 1,514-byte frame) is echoed; every
+    other frame gets the model's reply (Amaranth's simulator, 64 bits)."""
     from platforms import resolve
-    defaults = resolve("colorlight_5a_75b").design_defaults()
+    target = resolve("colorlight_5a_75b")
+    defaults = target.design_defaults()
     assert defaults["ip_options"] is False and defaults["verify_checksums"] is False
     design = load_design(str(ROOT / "examples" / "udp_echo.py"), defaults=defaults)
+    given = target.apply_design_settings(design)
+    assert given == {"router_depth": 2, "header_queue_depth": 1, "max_message_bytes": 2047,
+                     "vlan": False, "registered_inputs": False}
     assert design.width == 64 and design.settings["verify_checksums"] is False
-    options = dict(ip_options=False, verify_checksums=False)
+    options = dict(ip_options=False, verify_checksums=False, vlan=False)
     good = bytes(udp(b"0123456789abcdef"))
     bad_udp = patch(good, 14 + 20 + 6, b"\xbe\xef")
     bad_ping = patch(bytes(ping()), 14 + 20 + 2, b"\x00\x01")
-    frames = protocol_mix() + [zero_checksum_udp(b"no checksum here"), bad_udp, bad_ping]
+    full = bytes(udp(random.Random(3).randbytes(1472)))
+    assert len(full) == 1514
+    frames = protocol_mix() + [zero_checksum_udp(b"no checksum here"), bad_udp, bad_ping, full]
     replies, counts = expected(frames, **options)
-    assert counts["udp_rx_forwarded"] == 6 and counts["icmp_forwarded"] == 5
+    assert counts["udp_rx_forwarded"] == 6 and counts["icmp_forwarded"] == 4
+    assert counts["eth_rx_no_route"] == 3
     by_request = {bytes(f): echo_reply(bytes(f), **options)[0] for f in (bad_udp, bad_ping)}
     assert Ether(by_request[bad_udp])[UDP].chksum == 0
     assert Ether(by_request[bad_udp])[UDP].load == b"0123456789abcdef"
