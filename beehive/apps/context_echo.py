@@ -15,15 +15,18 @@ resumed with                             the turn
 ``TCP_RX_MSG_RESP`` OK or EOF, *L* > 0   keep where the chunk is (``n = min(L, chunk)`` bytes),
                                          ``TCP_TX_MSG_REQ`` (*n*): tell me when there is room
 ``TCP_RX_MSG_RESP`` EOF, nothing left    ``TCP_CLOSE_REQ`` (once)
-``TCP_TX_MSG_RESP`` OK                   ``LOAD_MEM`` of the chunk, its bytes straight into
-                                         ``STORE_MEM`` at the send ring's pointer; on the store's
-                                         ack ``TCP_TX_ADJUST_PTR``, ``TCP_RX_ADJUST_PTR`` and
-                                         ``TCP_RX_MSG_REQ`` (1 byte)
+``TCP_TX_MSG_RESP`` OK                   ``LOAD_MEM`` of the chunk into the tile's chunk
+                                         buffer, then ``STORE_MEM`` of it at the send ring's
+                                         pointer; on the store's ack ``TCP_TX_ADJUST_PTR``,
+                                         ``TCP_RX_ADJUST_PTR`` and ``TCP_RX_MSG_REQ`` (1 byte)
 anything else (a connection that ended)  nothing
 =======================================  ===========================================================
 
 and ends with ``CTX_YIELD``. A turn holds no other connection up but its own: the worker waits
 only on the rings' memories, never on the engine (whose answer is the connection's next turn).
+A chunk is loaded whole before it is stored (a buffer of ``chunk`` bytes), so that one memory
+tile can hold both rings: a store streamed while the load's answer still comes would wait on
+the memory that sends that answer.
 Counters: ``turns``, ``bytes`` (echoed), ``closed`` (``TCP_CLOSE_REQ`` sent), ``mem_errors``
 (a load or store refused: the chunk is not echoed, and the connection gets no more turns).
 Routes: ``"tcp_rx"`` (fbits LOCAL2) and ``"tcp_tx"`` as any application's, ``"rx_mem"`` and
@@ -33,19 +36,24 @@ Routes: ``"tcp_rx"`` (fbits LOCAL2) and ``"tcp_tx"`` as any application's, ``"rx
 
 from typing import Any
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data
+from amaranth.lib.memory import Memory
 
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import Endpoint
 from apiary.os.memory_tile import LOAD_MEM_ACK, MEM_FORMAT, STORE_MEM_ACK
+from apiary.os.uapi import KERNEL_META, OFFSET_BITS, KernelMsgType as K, monitor_input
 from apiary.stream.counters import count
-from apiary.stream.layout import payload_words
+from apiary.stream.layout import payload_layout, payload_words
+from apiary.stream.queue import Queue
 from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..proto.messages import MsgType
-from ..proto.tcp.app import APP_META, BufferKind, Status
+from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
+from ..proto.tcp.segments import GRANT_USER
+from ..proto.tcp.state import slot_bits
 from .contexts import RESUME_FORMAT, YIELD_FORMAT, ContextMsgType, block_in, block_out
 from .tcp_app import (ENGINE_FBITS, KEY_TCP_RX, KEY_TCP_TX, MEM_LOC, MEMORY_FBITS, RX_APP_FBITS,
                       TX_APP_FBITS, app_outputs, app_request, mem_request)
@@ -96,6 +104,9 @@ class TcpContextEchoTile(Tile):
                              f"bits), not {ctx_bytes!r}")
         self.ctx_bytes = ctx_bytes
         self.chunk = min(chunk, self.config.tx_ring // 2)
+        self.apiary = env is not None and not env.trusted
+        if self.apiary:                     # the monitor's CAP_NOTIFYs: the rings' handles
+            self.inputs = (monitor_input(ENGINE_FBITS), *self.inputs)
         super().__init__(env, counters={
             "turns": "turns taken (one engine message each)",
             "bytes": "bytes echoed",
@@ -136,6 +147,19 @@ class TcpContextEchoTile(Tile):
         r_meta = data.View(RESUME_FORMAT.layout(), r_hdr.meta)
         mem = data.View(MEM_FORMAT.layout(), mem_rx.o_hdr.payload.meta)
         flow = app.flow
+
+        rings = self._rings(m, ports.monitor, flow) if self.apiary else None
+        m.submodules.chunk = buffer = Queue(payload_layout(width),
+                                            payload_words(self.chunk, width)[0] + 1)
+
+        def ring_addr(kind: BufferKind, addr: Any) -> tuple[Any, Any]:
+            """A ring's address for a load or store, and whether it can go: under Apiary the
+            offset in the ring's segment (the worker's own handle for the connection, once its
+            capability has come)."""
+            if rings is None:
+                return addr, 1
+            handle, here_now = rings[kind]
+            return Cat(addr[:OFFSET_BITS], handle), here_now
 
         def request(msg_type: Any, dst: Endpoint, then: str, **fields: Any) -> None:
             with m.If(app_request(m, req.i_hdr, msg_type, dst, here, flow=flow, **fields)):
@@ -195,23 +219,30 @@ class TcpContextEchoTile(Tile):
                     count(m, counters.closed)
                     m.next = "YIELD"
             with m.State("LOAD"):
-                with m.If(mem_request(m, mem_tx.i_hdr, here, store=False, loc=ctx.rx_mem,
-                                      addr=ctx.rx_addr, size=n, wrap=ctx.rx_log2)):
+                addr, go = ring_addr(BufferKind.RECEIVE, ctx.rx_addr)
+                with m.If(go & mem_request(m, mem_tx.i_hdr, here, store=False, loc=ctx.rx_mem,
+                                           addr=addr, size=n, wrap=ctx.rx_log2)):
                     m.next = "LOADED"
             with m.State("LOADED"):
-                acked("STORE")
+                acked("LOAD_DATA")
+            with m.State("LOAD_DATA"):
+                m.d.comb += [buffer.i.valid.eq(mem_rx.o_data.valid),
+                             buffer.i.payload.eq(mem_rx.o_data.payload),
+                             mem_rx.o_data.ready.eq(buffer.i.ready)]
+                with m.If(mem_rx.o_data.valid & buffer.i.ready & mem_rx.o_data.payload.last):
+                    m.next = "STORE"
             with m.State("STORE"):
                 loc = Signal(MEM_LOC)
                 m.d.comb += [loc.x.eq(tx.mem_x), loc.y.eq(tx.mem_y)]
-                with m.If(mem_request(m, mem_tx.i_hdr, here, store=True, loc=loc, addr=tx.addr,
-                                      size=n, wrap=tx.size_log2)):
+                addr, go = ring_addr(BufferKind.SEND, tx.addr)
+                with m.If(go & mem_request(m, mem_tx.i_hdr, here, store=True, loc=loc, addr=addr,
+                                           size=n, wrap=tx.size_log2)):
                     m.next = "STORE_DATA"
             with m.State("STORE_DATA"):
-                m.d.comb += [mem_tx.i_data.valid.eq(mem_rx.o_data.valid),
-                             mem_tx.i_data.payload.eq(mem_rx.o_data.payload),
-                             mem_rx.o_data.ready.eq(mem_tx.i_data.ready)]
-                with m.If(mem_rx.o_data.valid & mem_tx.i_data.ready
-                          & mem_rx.o_data.payload.last):
+                m.d.comb += [mem_tx.i_data.valid.eq(buffer.o.valid),
+                             mem_tx.i_data.payload.eq(buffer.o.payload),
+                             buffer.o.ready.eq(mem_tx.i_data.ready)]
+                with m.If(buffer.o.valid & mem_tx.i_data.ready & buffer.o.payload.last):
                     m.next = "STORED"
             with m.State("STORED"):
                 with m.If(acked("TX_ADJUST")):
@@ -242,3 +273,25 @@ class TcpContextEchoTile(Tile):
                 with m.If(block_out(m, yield_tx.i_data, block, k, width, self.ctx_bytes)):
                     m.next = "IDLE"
         return m
+
+    def _rings(self, m: Module, monitor: Any, flow: Any) -> dict:
+        """Under Apiary: the handle of each connection's rings at this worker, from the
+        ``CAP_NOTIFY`` of each ring the scheduler sent on (its ``user`` word: the flow handle,
+        which ring), kept per flow slot with the connection's generation. Returns, per
+        :class:`BufferKind`, the handle for ``flow`` and whether it is that connection's."""
+        sb = slot_bits(self.config.flows)
+        entry = data.StructLayout({"handle": 8, "gen": GEN_BITS})
+        k_meta = data.View(KERNEL_META, monitor.o_hdr.payload.meta)
+        user = data.View(GRANT_USER, k_meta.user[:GRANT_USER.size])
+        notify = monitor.o_hdr.valid & (monitor.o_hdr.payload.msg_type == K.CAP_NOTIFY.value)
+        m.d.comb += [monitor.o_hdr.ready.eq(1), monitor.o_data.ready.eq(1)]
+        rings = {}
+        for kind in BufferKind:
+            table = m.submodules[f"{kind.name.lower()}_rings"] = Memory(
+                shape=entry, depth=self.config.flows, init=[])
+            wr, rd = table.write_port(), table.read_port(domain="comb")
+            m.d.comb += [wr.en.eq(notify & (user.kind == kind)), wr.addr.eq(user.flow[:sb]),
+                         wr.data.handle.eq(k_meta.handle),
+                         wr.data.gen.eq(user.flow[SLOT_BITS:]), rd.addr.eq(flow[:sb])]
+            rings[kind] = (rd.data.handle, rd.data.gen == flow[SLOT_BITS:])
+        return rings

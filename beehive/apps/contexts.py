@@ -68,6 +68,8 @@ from apiary.noc.header import Fbits
 from apiary.noc.msgtype import register_msg_types
 from apiary.noc.spec import register_formats
 from apiary.os.memory_tile import LOAD_MEM, LOAD_MEM_ACK, MEM_FORMAT, STORE_MEM, STORE_MEM_ACK
+from apiary.os.uapi import (KERNEL_FORMAT, KERNEL_META, OFFSET_BITS, KernelMsgType as K, Perm,
+                            Status as KStatus, monitor_input)
 from apiary.stream.counters import count
 from apiary.stream.format import Field, Format
 from apiary.stream.layout import payload_words
@@ -77,6 +79,7 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 from ..proto.messages import MsgType
 from ..proto.tcp.app import APP_META, BufferKind, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
+from ..proto.tcp.segments import GRANT_USER, RETRY_CYCLES
 from ..proto.tcp.state import slot_bits
 from .scheduler import KEY_WORKER
 
@@ -184,7 +187,8 @@ class TcpContextSchedulerTile(Tile):
             raise ValueError(f"ctx_base must be a multiple of ctx_bytes ({ctx_bytes}), not "
                              f"{ctx_base!r}")
         self.ctx_bytes, self.ctx_base = ctx_bytes, ctx_base
-        super().__init__(env, counters={
+        self.apiary = env is not None and not env.trusted
+        counters = {
             "resumes": "connections resumed on a worker (one engine message each)",
             "yields": "context blocks given back and stored",
             "migrations": "resumes on another worker than the connection's previous turn",
@@ -193,13 +197,22 @@ class TcpContextSchedulerTile(Tile):
             "overflow": f"engine messages dropped: {PENDING} of the connection were waiting",
             "bad_yield": "yields from a worker the connection was not running on, dropped",
             "mem_errors": "context loads and stores the memory refused",
-        })
+        }
+        if self.apiary:
+            counters |= {
+                "alloc_failed": "allocations of the context segment refused (asked again later)",
+                "grant_failed": "ring capabilities the monitor refused to send on or free",
+            }
+            self.inputs = (monitor_input(Fbits.LOCAL0), *self.inputs)
+            self.outputs = (*self.outputs, Send("k_tx", K.CAP_ALLOC, K.CAP_SEND, K.CAP_FREE,
+                                                meta=KERNEL_FORMAT, keys=()))
+        super().__init__(env, counters=counters)
         routes = self.env.next_hops("data")
         workers = routes.get(KEY_WORKER) or []
         if routes and not 1 <= len(workers) <= 16:
             raise ValueError(f"TcpContextSchedulerTile {self.env.name!r} needs 1 to 16 routes "
                              f"with key {KEY_WORKER!r} (one per worker), not {len(workers)}")
-        if routes and len(routes.get(KEY_CTX_MEM) or []) != 1:
+        if routes and not self.apiary and len(routes.get(KEY_CTX_MEM) or []) != 1:
             raise ValueError(f"TcpContextSchedulerTile {self.env.name!r} needs one route with "
                              f"key {KEY_CTX_MEM!r} (its context memory)")
         self.workers = [(w.x, w.y, w.fbits) for w in workers] or [(0, 0, Fbits.LOCAL0)] * 2
@@ -216,8 +229,10 @@ class TcpContextSchedulerTile(Tile):
         resume_tx, mem_tx = ports.resume_tx, ports.mem_tx
         words, _ = payload_words(self.ctx_bytes, width)
         dropped, overflow = Signal(32), Signal(32)
-        m.d.comb += [counters.dropped.eq(dropped + app_rx.errors + yield_rx.errors
-                                         + mem_rx.errors),
+        errors = app_rx.errors + yield_rx.errors + mem_rx.errors
+        if self.apiary:
+            errors = errors + ports.monitor.errors
+        m.d.comb += [counters.dropped.eq(dropped + errors),
                      counters.overflow.eq(overflow)]
 
         # Per connection: the messages waiting (a ring of PENDING in `pending`, from `head`,
@@ -235,18 +250,35 @@ class TcpContextSchedulerTile(Tile):
         commit = Signal()                       # a resume or yield takes effect: intake waits
 
         # -- engine messages into their connection's ring ----------------------------------------
-        hdr = app_rx.o_hdr.payload
-        meta = data.View(APP_META.layout(), hdr.meta)
+        # (Under Apiary the engine announces a connection's rings by sending them: the kernel
+        # side below forwards them to every worker and gives the intake the announcement each
+        # stands for, ahead of the engine's messages.)
+        incoming = Signal(event)
+        meta = incoming.meta
+        in_valid = Signal()
+        m.d.comb += [in_valid.eq(app_rx.o_hdr.valid),
+                     incoming.msg_type.eq(app_rx.o_hdr.payload.msg_type),
+                     incoming.meta.eq(app_rx.o_hdr.payload.meta), app_rx.o_data.ready.eq(1)]
+        engine_ready = ~commit
+        ctx_handle, have_ctx = Const(0, 8), Const(1)
+        if self.apiary:
+            notes, ctx_handle, have_ctx = self._kernel(m, ports.monitor, ports.k_tx, overflow)
+            m.d.comb += notes.ready.eq(~commit)
+            engine_ready = ~commit & ~notes.valid
+            with m.If(notes.valid):
+                m.d.comb += [in_valid.eq(1), incoming.eq(0),
+                             incoming.msg_type.eq(MsgType.TCP_NEW_FLOW_NOTIF),
+                             meta.flow.eq(notes.payload.flow), meta.kind.eq(notes.payload.kind),
+                             meta.size_log2.eq(notes.payload.size_log2)]
         slot = meta.flow[:sb]
         st_in = state.read_port(domain="comb")
         s_in = st_in.data
-        bad = (hdr.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (meta.status != Status.OK)
-        take = app_rx.o_hdr.valid & ~commit
+        bad = (incoming.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (meta.status != Status.OK)
+        take = in_valid & ~commit
         wr = pending.write_port()
         m.d.comb += [
-            app_rx.o_hdr.ready.eq(~commit), app_rx.o_data.ready.eq(1), st_in.addr.eq(slot),
-            wr.addr.eq(Cat((s_in.head + s_in.count)[:pb], slot)),
-            wr.data.msg_type.eq(hdr.msg_type), wr.data.meta.eq(hdr.meta),
+            app_rx.o_hdr.ready.eq(engine_ready), st_in.addr.eq(slot),
+            wr.addr.eq(Cat((s_in.head + s_in.count)[:pb], slot)), wr.data.eq(incoming),
         ]
         with m.If(take & bad):
             count(m, dropped)
@@ -286,8 +318,10 @@ class TcpContextSchedulerTile(Tile):
                 m.d.comb += from_owner.eq((y.x == x) & (y.y == yy) & (y.fbits == fb))
         mem = data.View(MEM_FORMAT.layout(), mem_rx.o_hdr.payload.meta)
         request = Signal(MEM_FORMAT.layout())
-        m.d.comb += [request.addr.eq(self.ctx_base + (f << (self.ctx_bytes.bit_length() - 1))),
-                     request.size.eq(self.ctx_bytes)]
+        offset = self.ctx_base + (f << (self.ctx_bytes.bit_length() - 1))
+        if self.apiary:                     # in the context segment, through the monitor
+            offset = Cat(offset[:OFFSET_BITS], ctx_handle)
+        m.d.comb += [request.addr.eq(offset), request.size.eq(self.ctx_bytes)]
 
         def send_block(sender: Any, then: str) -> None:
             """Stream ``block`` as the payload of the message just offered, then go to
@@ -304,7 +338,7 @@ class TcpContextSchedulerTile(Tile):
                         m.next = "STORE"
                     with m.Else():
                         count(m, counters.bad_yield)
-                with m.Elif(ready.o.valid & ~busy.all()):
+                with m.Elif(ready.o.valid & ~busy.all() & have_ctx):
                     # Claim the connection and a worker; take its first message.
                     m.d.comb += [commit.eq(1), ready.o.ready.eq(1)]
                     fresh = ((rd.data.msg_type == MsgType.TCP_NEW_FLOW_NOTIF)
@@ -407,3 +441,72 @@ class TcpContextSchedulerTile(Tile):
                     count(m, overflow)
                 m.next = "HEAD"
         return q
+
+    def _kernel(self, m: Module, k_rx: Any, k_tx: Any,
+                overflow: Signal) -> tuple[Any, Signal, Signal]:
+        """Under Apiary: the context segment, allocated once out of reset (``CAP_ALLOC`` of
+        ``flows * ctx_bytes``, asked again after a refusal), and each connection ring the
+        engine sends sent on to every worker (``CAP_SEND``, the same ``user`` word, size and
+        permissions), the scheduler's own copy freed (``CAP_FREE``), then announced to the
+        intake (a notification that finds the queue of ``2 * flows`` full is counted in
+        ``overflow``). Returns the announcements (a stream of :data:`GRANT_USER`), the segment's
+        handle, and whether it is allocated."""
+        counters, n = self.counters, len(self.workers)
+        here = (self.env.x, self.env.y, Fbits.LOCAL0)
+        grant = data.StructLayout({"handle": 8, "size": 40, "perm": 2, "user": GRANT_USER})
+        m.submodules.grants = grants = Queue(grant, 2 * self.config.flows)
+        m.submodules.notes = notes = Queue(GRANT_USER, 2)
+        ctx_handle, have_ctx, asking = Signal(8), Signal(), Signal()
+        wait = Signal(range(RETRY_CYCLES + 1))
+        failed, refused = Signal(32), Signal(32)
+        m.d.comb += [counters.alloc_failed.eq(failed), counters.grant_failed.eq(refused)]
+        with m.If(wait != 0):
+            m.d.sync += wait.eq(wait - 1)
+
+        res = data.View(KERNEL_META, k_rx.o_hdr.payload.meta)
+        result = k_rx.o_hdr.valid & (k_rx.o_hdr.payload.msg_type == K.CAP_RESULT.value)
+        notify = k_rx.o_hdr.valid & (k_rx.o_hdr.payload.msg_type == K.CAP_NOTIFY.value)
+        g = grants.i.payload
+        m.d.comb += [k_rx.o_hdr.ready.eq(1), k_rx.o_data.ready.eq(1),
+                     grants.i.valid.eq(notify), g.handle.eq(res.handle), g.size.eq(res.size),
+                     g.perm.eq(res.perm), g.user.eq(res.user[:GRANT_USER.size])]
+        with m.If(notify & ~grants.i.ready):
+            count(m, overflow)
+        with m.If(result & (res.op == K.CAP_ALLOC.value)):
+            m.d.sync += asking.eq(0)
+            with m.If(res.status == KStatus.OK):
+                m.d.sync += [ctx_handle.eq(res.handle), have_ctx.eq(1)]
+            with m.Else():
+                m.d.sync += wait.eq(RETRY_CYCLES)
+                count(m, failed)
+        with m.Elif(result & (res.status != KStatus.OK)):
+            count(m, refused)
+
+        # One kernel request at a time: the allocation, else the head grant's steps (a send to
+        # each worker, the free, the announcement).
+        step = Signal(range(n + 2))
+        head = grants.o.payload
+        kmeta = Signal(KERNEL_META)
+        workers = [Array(Const(wk[i]) for wk in self.workers) for i in range(3)]
+        k_valid, k_type = Signal(), Signal(8)
+        with m.If(~have_ctx):
+            m.d.comb += [k_valid.eq(~asking & (wait == 0)), k_type.eq(K.CAP_ALLOC.value),
+                         kmeta.size.eq(self.config.flows * self.ctx_bytes), kmeta.perm.eq(Perm.RW)]
+            with m.If(k_valid & k_tx.i_hdr.ready):
+                m.d.sync += asking.eq(1)
+        with m.Elif(grants.o.valid & (step < n)):
+            m.d.comb += [k_valid.eq(1), k_type.eq(K.CAP_SEND.value), kmeta.handle.eq(head.handle),
+                         kmeta.size.eq(head.size), kmeta.perm.eq(head.perm),
+                         kmeta.user.eq(head.user), kmeta.peer_x.eq(workers[0][step]),
+                         kmeta.peer_y.eq(workers[1][step]), kmeta.peer_fbits.eq(workers[2][step])]
+        with m.Elif(grants.o.valid & (step == n)):
+            m.d.comb += [k_valid.eq(1), k_type.eq(K.CAP_FREE.value), kmeta.handle.eq(head.handle)]
+        with m.Elif(grants.o.valid):
+            m.d.comb += [notes.i.valid.eq(1), notes.i.payload.eq(head.user)]
+            with m.If(notes.i.ready):
+                m.d.comb += grants.o.ready.eq(1)
+                m.d.sync += step.eq(0)
+        with m.If(offer_message(m, k_tx, k_valid, dst=here, src=here, msg_type=k_type,
+                                meta=kmeta) & k_valid & have_ctx):
+            m.d.sync += step.eq(step + 1)
+        return notes.o, ctx_handle, have_ctx
