@@ -1,12 +1,15 @@
-"""The echo copy's turns alone (Amaranth's simulator, 64 and 512 bits): each engine message it
-is resumed with, what it sends, and the block it yields. Then contexts in a whole design (examples/tcp_contexts.py, 64 bits, Verilator): eight TCP
-connections at once over two echo copies that keep no connection between turns; every byte
-comes back in order on its own connection, both copies serve, connections move between them
-(their state travelling in context blocks through the context memory), and all eight close.
-Trusted, and under Apiary (every tile of the engine, the scheduler and the copies behind a
-monitor; the blocks in a kernel segment, each connection's rings sent to both copies). The
-scheduler alone, with scripted workers, is tested in test_contexts.py; the echo copy's turns
-here."""
+"""The echo copy of the context scheduler.
+
+* Its turns alone (Amaranth's simulator, 64 and 512 bits): each engine message it is resumed
+  with, what it sends, and the block it yields.
+* Contexts in a whole design (examples/tcp_contexts.py, 64 bits, Verilator; slow): eight TCP
+  connections at once over two echo copies that keep no connection between turns; every byte
+  comes back in order on its own connection, both copies serve, connections move between them
+  (their state travelling in context blocks through the context memory), and all eight close.
+  Trusted, and under Apiary (every tile of the engine, the scheduler and the copies behind a
+  monitor; the blocks in a kernel segment, each connection's rings sent to both copies).
+
+The scheduler alone, with scripted copies, is tested in test_contexts.py."""
 
 import pathlib
 
