@@ -30,7 +30,7 @@ WIDTHS = (64, 128, 256, 512)
 #: The modules that define the project's messages: the docs page lists theirs.
 MESSAGE_MODULES = ("apiary.control.messages", "apiary.os.uapi", "apiary.os.memory_tile",
                    "apiary.tiles.tx_credit", "beehive.proto.messages", "beehive.proto.arp",
-                   "beehive.proto.tcp.app")
+                   "beehive.proto.tcp.app", "beehive.apps.contexts")
 
 
 def every_format():
