@@ -249,47 +249,8 @@ class TcpContextSchedulerTile(Tile):
         m.submodules.ready = ready = Queue(range(max(flows, 2)), flows)
         commit = Signal()                       # a resume or yield takes effect: intake waits
 
-        # -- engine messages into their connection's ring ----------------------------------------
-        # (Under Apiary the engine announces a connection's rings by sending them: the kernel
-        # side below forwards them to every worker and gives the intake the announcement each
-        # stands for, ahead of the engine's messages.)
-        incoming = Signal(event)
-        meta = incoming.meta
-        in_valid = Signal()
-        m.d.comb += [in_valid.eq(app_rx.o_hdr.valid),
-                     incoming.msg_type.eq(app_rx.o_hdr.payload.msg_type),
-                     incoming.meta.eq(app_rx.o_hdr.payload.meta), app_rx.o_data.ready.eq(1)]
-        engine_ready = ~commit
-        ctx_handle, have_ctx = Const(0, 8), Const(1)
-        if self.apiary:
-            notes, ctx_handle, have_ctx = self._kernel(m, ports.monitor, ports.k_tx, overflow)
-            m.d.comb += notes.ready.eq(~commit)
-            engine_ready = ~commit & ~notes.valid
-            with m.If(notes.valid):
-                m.d.comb += [in_valid.eq(1), incoming.eq(0),
-                             incoming.msg_type.eq(MsgType.TCP_NEW_FLOW_NOTIF),
-                             meta.flow.eq(notes.payload.flow), meta.kind.eq(notes.payload.kind),
-                             meta.size_log2.eq(notes.payload.size_log2)]
-        slot = meta.flow[:sb]
-        st_in = state.read_port(domain="comb")
-        s_in = st_in.data
-        bad = (incoming.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (meta.status != Status.OK)
-        take = in_valid & ~commit
-        wr = pending.write_port()
-        m.d.comb += [
-            app_rx.o_hdr.ready.eq(engine_ready), st_in.addr.eq(slot),
-            wr.addr.eq(Cat((s_in.head + s_in.count)[:pb], slot)), wr.data.eq(incoming),
-        ]
-        with m.If(take & bad):
-            count(m, dropped)
-        with m.Elif(take & (s_in.count == PENDING)):
-            count(m, overflow)
-        with m.Elif(take):
-            wake = ~s_in.running & ~s_in.queued
-            m.d.comb += [wr.en.eq(1), st_w.en.eq(1), st_w.addr.eq(slot), st_w.data.eq(s_in),
-                         st_w.data.count.eq(s_in.count + 1),
-                         st_w.data.queued.eq(s_in.queued | wake),
-                         ready.i.valid.eq(wake), ready.i.payload.eq(slot)]
+        ctx_handle, have_ctx = self._intake(m, ports, event, state, st_w, pending, ready, commit,
+                                            dropped, overflow)
 
         yields = self._yield_queue(m, yield_rx, words, sb, overflow)
 
@@ -406,6 +367,57 @@ class TcpContextSchedulerTile(Tile):
             with m.State("RESUME_DATA"):
                 send_block(resume_tx, "IDLE")
         return m
+
+    def _intake(self, m: Module, ports: Any, event: Any, state: Memory, st_w: Any,
+                pending: Memory, ready: Queue, commit: Signal, dropped: Signal,
+                overflow: Signal) -> tuple[Any, Any]:
+        """Engine messages into their connection's ring of waiting messages, one a cycle but in
+        the cycle a resume or yield takes effect (``commit``); a connection neither running nor
+        waiting goes into ``ready``. Returns the context segment's handle and whether it is
+        allocated (under Apiary; else constants)."""
+        app_rx = ports.app_rx
+        sb, pb = slot_bits(self.config.flows), PENDING.bit_length() - 1
+        # (Under Apiary the engine announces a connection's rings by sending them: the kernel
+        # side below forwards them to every worker and gives the intake the announcement each
+        # stands for, ahead of the engine's messages.)
+        incoming = Signal(event)
+        meta = incoming.meta
+        in_valid = Signal()
+        m.d.comb += [in_valid.eq(app_rx.o_hdr.valid),
+                     incoming.msg_type.eq(app_rx.o_hdr.payload.msg_type),
+                     incoming.meta.eq(app_rx.o_hdr.payload.meta), app_rx.o_data.ready.eq(1)]
+        engine_ready = ~commit
+        ctx_handle, have_ctx = Const(0, 8), Const(1)
+        if self.apiary:
+            notes, ctx_handle, have_ctx = self._kernel(m, ports.monitor, ports.k_tx, overflow)
+            m.d.comb += notes.ready.eq(~commit)
+            engine_ready = ~commit & ~notes.valid
+            with m.If(notes.valid):
+                m.d.comb += [in_valid.eq(1), incoming.eq(0),
+                             incoming.msg_type.eq(MsgType.TCP_NEW_FLOW_NOTIF),
+                             meta.flow.eq(notes.payload.flow), meta.kind.eq(notes.payload.kind),
+                             meta.size_log2.eq(notes.payload.size_log2)]
+        slot = meta.flow[:sb]
+        st_in = state.read_port(domain="comb")
+        s_in = st_in.data
+        bad = (incoming.msg_type == MsgType.TCP_NEW_FLOW_NOTIF) & (meta.status != Status.OK)
+        take = in_valid & ~commit
+        wr = pending.write_port()
+        m.d.comb += [
+            app_rx.o_hdr.ready.eq(engine_ready), st_in.addr.eq(slot),
+            wr.addr.eq(Cat((s_in.head + s_in.count)[:pb], slot)), wr.data.eq(incoming),
+        ]
+        with m.If(take & bad):
+            count(m, dropped)
+        with m.Elif(take & (s_in.count == PENDING)):
+            count(m, overflow)
+        with m.Elif(take):
+            wake = ~s_in.running & ~s_in.queued
+            m.d.comb += [wr.en.eq(1), st_w.en.eq(1), st_w.addr.eq(slot), st_w.data.eq(s_in),
+                         st_w.data.count.eq(s_in.count + 1),
+                         st_w.data.queued.eq(s_in.queued | wake),
+                         ready.i.valid.eq(wake), ready.i.payload.eq(slot)]
+        return ctx_handle, have_ctx
 
     def _yield_queue(self, m: Module, yield_rx: Any, words: int, sb: int,
                      overflow: Signal) -> Queue:
