@@ -39,6 +39,7 @@ from typing import Any
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import connect
 
 from apiary.noc.header import Fbits
 from apiary.noc.nexthop import Endpoint
@@ -177,6 +178,12 @@ class TcpContextEchoTile(Tile):
                 m.next = then
             return mem_rx.o_hdr.valid & ~mem.error
 
+        def pass_words(source: Any, sink: Any, then: str) -> None:
+            """A chunk's words from ``source`` to ``sink``, then on to ``then``."""
+            connect(m, source=source, sink=sink)
+            with m.If(source.valid & sink.ready & source.payload.last):
+                m.next = then
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += resume_rx.o_hdr.ready.eq(1)
@@ -226,11 +233,7 @@ class TcpContextEchoTile(Tile):
             with m.State("LOADED"):
                 acked("LOAD_DATA")
             with m.State("LOAD_DATA"):
-                m.d.comb += [buffer.i.valid.eq(mem_rx.o_data.valid),
-                             buffer.i.payload.eq(mem_rx.o_data.payload),
-                             mem_rx.o_data.ready.eq(buffer.i.ready)]
-                with m.If(mem_rx.o_data.valid & buffer.i.ready & mem_rx.o_data.payload.last):
-                    m.next = "STORE"
+                pass_words(mem_rx.o_data, buffer.i, "STORE")
             with m.State("STORE"):
                 loc = Signal(MEM_LOC)
                 m.d.comb += [loc.x.eq(tx.mem_x), loc.y.eq(tx.mem_y)]
@@ -239,11 +242,7 @@ class TcpContextEchoTile(Tile):
                                            size=n, wrap=tx.size_log2)):
                     m.next = "STORE_DATA"
             with m.State("STORE_DATA"):
-                m.d.comb += [mem_tx.i_data.valid.eq(buffer.o.valid),
-                             mem_tx.i_data.payload.eq(buffer.o.payload),
-                             buffer.o.ready.eq(mem_tx.i_data.ready)]
-                with m.If(buffer.o.valid & mem_tx.i_data.ready & buffer.o.payload.last):
-                    m.next = "STORED"
+                pass_words(buffer.o, mem_tx.i_data, "STORED")
             with m.State("STORED"):
                 with m.If(acked("TX_ADJUST")):
                     count(m, counters.bytes, n)

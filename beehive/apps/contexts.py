@@ -355,7 +355,7 @@ class TcpContextSchedulerTile(Tile):
                 with m.If(block_in(m, mem_rx.o_data, block, k, width)):
                     m.next = "RESUME"
             with m.State("RESUME"):
-                worker = tuple(Array(Const(wk[i]) for wk in self.workers)[w] for i in range(3))
+                worker = self._worker(w)
                 resume = Signal(RESUME_FORMAT.layout())
                 m.d.comb += [resume.app.eq(ev.meta), resume.event.eq(ev.msg_type)]
                 with m.If(offer_message(m, resume_tx, 1, dst=worker,
@@ -367,6 +367,10 @@ class TcpContextSchedulerTile(Tile):
             with m.State("RESUME_DATA"):
                 send_block(resume_tx, "IDLE")
         return m
+
+    def _worker(self, index: Any) -> tuple[Any, Any, Any]:
+        """The ``(x, y, fbits)`` of worker ``index`` (an Amaranth value)."""
+        return tuple(Array(Const(wk[i]) for wk in self.workers)[index] for i in range(3))
 
     def _intake(self, m: Module, ports: Any, event: Any, state: Memory, st_w: Any,
                 pending: Memory, ready: Queue, commit: Signal, dropped: Signal,
@@ -499,7 +503,7 @@ class TcpContextSchedulerTile(Tile):
         step = Signal(range(n + 2))
         head = grants.o.payload
         kmeta = Signal(KERNEL_META)
-        workers = [Array(Const(wk[i]) for wk in self.workers) for i in range(3)]
+        worker = self._worker(step)
         k_valid, k_type = Signal(), Signal(8)
         with m.If(~have_ctx):
             m.d.comb += [k_valid.eq(~asking & (wait == 0)), k_type.eq(K.CAP_ALLOC.value),
@@ -509,8 +513,8 @@ class TcpContextSchedulerTile(Tile):
         with m.Elif(grants.o.valid & (step < n)):
             m.d.comb += [k_valid.eq(1), k_type.eq(K.CAP_SEND.value), kmeta.handle.eq(head.handle),
                          kmeta.size.eq(head.size), kmeta.perm.eq(head.perm),
-                         kmeta.user.eq(head.user), kmeta.peer_x.eq(workers[0][step]),
-                         kmeta.peer_y.eq(workers[1][step]), kmeta.peer_fbits.eq(workers[2][step])]
+                         kmeta.user.eq(head.user), kmeta.peer_x.eq(worker[0]),
+                         kmeta.peer_y.eq(worker[1]), kmeta.peer_fbits.eq(worker[2])]
         with m.Elif(grants.o.valid & (step == n)):
             m.d.comb += [k_valid.eq(1), k_type.eq(K.CAP_FREE.value), kmeta.handle.eq(head.handle)]
         with m.Elif(grants.o.valid):
