@@ -25,7 +25,7 @@ from .control import FldControl
 from .fld import FldMap
 from .fld_echo import FldEchoTop
 from .nic import NicModel
-from .sim import FldLink
+from .sim import FldLink, read_count
 
 
 __all__ = ["echo_run", "memories", "measure", "main"]
@@ -65,7 +65,7 @@ def echo_run(width: int, *, latency: int, size: int, frames: int, gap: int) -> d
             if nic.busy or link.reads or link.words:
                 out["idle"] = link.cycle
             await ctx.tick()
-        out["fld_dropped"] = int(ctx.get(top.rx_dropped[0]))
+        out["fld_dropped"] = read_count(ctx, top.rx_dropped_queue, top.rx_dropped, 0)
         out["echo_overflow"] = int(ctx.get(top.counters.overflow))
 
     simulate(top, wire, background=[link.run])

@@ -220,7 +220,7 @@ def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[
     from .control import FldControl
     from .fld_echo import FldEchoTop
     from .fld_rs import FldRsTop
-    from .sim import FldLink
+    from .sim import FldLink, read_count
     mac, ip = int(args.mac.replace(":", ""), 16), int(ipaddress.IPv4Address(args.ip))
     top = (FldRsTop if args.accelerator == "rs" else FldEchoTop)(args.width, mac=mac, ip=ip)
     link = FldLink(top)
@@ -249,7 +249,8 @@ def _hardware(args: argparse.Namespace, tap: Any, running: list[bool]) -> tuple[
                 tap.wait(0.01)
         counts = [f"{name.replace('_', ' ')} {int(ctx.get(getattr(top.counters, name)))}"
                   for name in top.counters.signature.members]
-        report.append(", ".join(counts) + f", FLD dropped {int(ctx.get(top.rx_dropped[0]))}")
+        dropped = read_count(ctx, top.rx_dropped_queue, top.rx_dropped, 0)
+        report.append(", ".join(counts) + f", FLD dropped {dropped}")
 
     simulate(top, bridge, background=[link.run])
     return nic, report[0]

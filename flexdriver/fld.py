@@ -23,9 +23,9 @@ on each answer's last; a read outside every window is answered with zeros and co
 ``stray_reads``), ``pcie_write`` (the NIC's writes, always taken), ``doorbell`` (what FLD asks of
 the NIC: :class:`Doorbell` ``kind`` and ``queue``, ``value`` the new producer or consumer index);
 the accelerator's: ``rx`` (packets out, never waiting: see :mod:`flexdriver.rx_path`), ``tx``
-(packets in, with credits: see :mod:`flexdriver.tx_path`), ``credit_queue`` and ``credit``,
-``rx_dropped``,
-``tx_dropped``.
+(packets in, with credits: see :mod:`flexdriver.tx_path`), ``credit_queue`` and ``credit``;
+``rx_dropped_queue`` and ``rx_dropped`` (the drops of that receive queue), ``tx_dropped_queue``
+and ``tx_dropped`` (of that send queue).
 """
 
 from dataclasses import dataclass
@@ -115,7 +115,9 @@ class Fld(wiring.Component):
             "tx": tx_sig["packets"],
             "credit_queue": tx_sig["credit_queue"],
             "credit": tx_sig["credit"],
+            "rx_dropped_queue": rx_sig["dropped_queue"],
             "rx_dropped": rx_sig["dropped"],
+            "tx_dropped_queue": tx_sig["dropped_queue"],
             "tx_dropped": tx_sig["dropped"],
             "stray_reads": Out(32),
         })
@@ -127,9 +129,10 @@ class Fld(wiring.Component):
         connect(m, rx=rx.packets, fld=flipped(self.rx))
         connect(m, fld=flipped(self.tx), tx=tx.packets)
         m.d.comb += [tx.credit_queue.eq(self.credit_queue), self.credit.eq(tx.credit),
-                     self.rx_dropped.eq(rx.dropped),
+                     rx.dropped_queue.eq(self.rx_dropped_queue), self.rx_dropped.eq(rx.dropped),
                      rx.accept.eq(self.rx_accept),
-                     self.tx_dropped.eq(tx.dropped), self.stray_reads.eq(tx.stray_reads)]
+                     tx.dropped_queue.eq(self.tx_dropped_queue), self.tx_dropped.eq(tx.dropped),
+                     self.stray_reads.eq(tx.stray_reads)]
         # The NIC's writes go to both sides, each taking what falls in its windows.
         m.d.comb += [self.pcie_write.ready.eq(1)]
         for side in (rx.pcie_write, tx.pcie_write):
@@ -227,8 +230,8 @@ class FldTop(wiring.Component):
         self.width, self.map = width, fld_map
         members = self.fld.signature.members
         super().__init__({name: members[name] for name in
-                          ("nic_read", "nic_data", "pcie_write", "doorbell", "rx_dropped",
-                           "tx_dropped", "stray_reads")}
+                          ("nic_read", "nic_data", "pcie_write", "doorbell", "rx_dropped_queue",
+                           "rx_dropped", "tx_dropped_queue", "tx_dropped", "stray_reads")}
                          | {"counters": accelerator.signature.members["counters"]})
 
     def elaborate(self, platform: object) -> Module:
@@ -242,7 +245,9 @@ class FldTop(wiring.Component):
         connect(m, fld=fld.rx, accelerator=acc.rx)
         connect(m, accelerator=acc.tx, fld=fld.tx)
         connect(m, accelerator=acc.counters, top=flipped(self.counters))
-        m.d.comb += [self.rx_dropped.eq(fld.rx_dropped), self.tx_dropped.eq(fld.tx_dropped),
-                     self.stray_reads.eq(fld.stray_reads)]
+        m.d.comb += [fld.rx_dropped_queue.eq(self.rx_dropped_queue),
+                     self.rx_dropped.eq(fld.rx_dropped),
+                     fld.tx_dropped_queue.eq(self.tx_dropped_queue),
+                     self.tx_dropped.eq(fld.tx_dropped), self.stray_reads.eq(fld.stray_reads)]
         m.d.comb += [fld.credit_queue.eq(acc.credit_queue), acc.credit.eq(fld.credit)]
         return m

@@ -17,7 +17,8 @@ queue, the context ID, the completion's checks and the length), ``accept`` (In, 
 queue, all set unless driven: the accelerator takes that queue's packets now), ``doorbell``
 (Out stream: ``cq`` 0, the ``queue`` and its producer index after each buffer is given back;
 then ``cq`` 1 and how many completions FLD has taken, the completion queue's consumer index),
-``dropped`` (Out: packets the accelerator did not take, by receive queue).
+``dropped_queue`` (In) and ``dropped`` (Out: how many packets of that receive queue the
+accelerator did not take; the counts are in a memory, :class:`~flexdriver.queue_counters.QueueCounters`).
 
 **No backpressure** (FLD §5.5): a packet whose first word finds ``packets`` not ready, or its
 queue's ``accept`` bit clear, is dropped whole and counted under its queue; one whose later
@@ -39,6 +40,7 @@ from apiary.stream.integers import power_of_two
 from apiary.stream.layout import abort_nbytes, check_width, payload_layout
 from .descriptors import CqeWindow, pcie_write_layout
 from .formats import CQE_RECV
+from .queue_counters import QueueCounters
 
 
 __all__ = ["RxPath", "rx_meta"]
@@ -74,7 +76,8 @@ class RxPath(wiring.Component):
             "accept": In(queues, init=(1 << queues) - 1),
             "doorbell": Out(stream.Signature(data.StructLayout({"cq": 1, "queue": qbits,
                                                                 "value": 16}))),
-            "dropped": Out(data.ArrayLayout(32, queues)),
+            "dropped_queue": In(qbits),
+            "dropped": Out(32),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -130,6 +133,8 @@ class RxPath(wiring.Component):
         """The packets out, in completion order; each buffer back to its queue's ring."""
         nb = self.width // 8
         qbits = max(1, (self.queues - 1).bit_length())
+        m.submodules.drops = drops = QueueCounters(self.queues)
+        m.d.comb += [drops.read_queue.eq(self.dropped_queue), self.dropped.eq(drops.value)]
         producers = Array(Signal(16, init=self.buffers, name=f"producer{q}")
                           for q in range(self.queues))
         consumed = Signal(16)                       # completions taken
@@ -168,7 +173,7 @@ class RxPath(wiring.Component):
                 first = word == 1
                 refused = ~out.ready | (first & ~self.accept.bit_select(queue, 1))
                 with m.If(refused):                 # no waiting on the accelerator
-                    m.d.sync += self.dropped[queue].eq(self.dropped[queue] + 1)
+                    m.d.comb += [drops.bump.eq(1), drops.bump_queue.eq(queue)]
                     with m.If(first):               # not begun: dropped whole
                         m.next = "RECYCLE"
                     with m.Else():                  # begun: ended by an abort word

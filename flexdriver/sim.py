@@ -17,7 +17,14 @@ from .fld import Doorbell
 from .nic import NicModel
 
 
-__all__ = ["FldLink"]
+__all__ = ["FldLink", "read_count"]
+
+
+def read_count(ctx: Any, select: Any, value: Any, queue: int) -> int:
+    """In a testbench: the count ``value`` shows with ``select`` set to ``queue`` (FLD's
+    per-queue drops, :class:`~flexdriver.queue_counters.QueueCounters`)."""
+    ctx.set(select, queue)
+    return int(ctx.get(value))
 
 
 class FldLink:

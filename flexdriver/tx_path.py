@@ -21,7 +21,8 @@ in ``stray_reads``), ``nic_data`` (Out: the answers, a word at a time, in order,
 each answer's last), ``pcie_write`` (In: the NIC's DMA writes of completions into the
 completion window, ``cq_entries`` CQEs at ``cq_base``), ``doorbell`` (Out: ``cq`` 0 and the send
 queue's producer index after a post; ``cq`` 1 and how many completions FLD has taken, the
-completion queue's consumer index, after each), ``dropped`` (Out, per queue: packets refused).
+completion queue's consumer index, after each), ``dropped_queue`` (In) and ``dropped`` (Out: how many packets of that queue were refused;
+the counts are in a memory, :class:`~flexdriver.queue_counters.QueueCounters`).
 
 **Credits.** A queue may start a packet while its credit is not zero: it counts the queue's
 free ring positions while a slot and a descriptor are free, else 0. Each queue's posted and
@@ -47,6 +48,7 @@ from apiary.stream.layout import abort_nbytes, check_width, payload_layout
 from apiary.stream.queue import Queue
 from .descriptors import BUFFER_UNIT, CqeWindow, pcie_write_layout
 from .formats import SIGNALED, WQE_BYTES
+from .queue_counters import QueueCounters
 from .tx_pool import TxDescriptorPool
 
 
@@ -98,7 +100,8 @@ class TxPath(wiring.Component):
             "pcie_write": In(stream.Signature(pcie_write_layout(width))),
             "doorbell": Out(stream.Signature(data.StructLayout({"cq": 1, "queue": qbits,
                                                                 "value": 16}))),
-            "dropped": Out(data.ArrayLayout(32, queues)),
+            "dropped_queue": In(qbits),
+            "dropped": Out(32),
             "stray_reads": Out(32),
         })
 
@@ -175,8 +178,11 @@ class TxPath(wiring.Component):
                      counts.posted_r.addr.eq(queue), counts.completed_r.addr.eq(queue)]
         aborted = p.nbytes == abort_nbytes(self.width)
 
+        m.submodules.drops = drops = QueueCounters(self.queues)
+        m.d.comb += [drops.read_queue.eq(self.dropped_queue), self.dropped.eq(drops.value)]
+
         def count_drop(q: Any) -> None:
-            m.d.sync += self.dropped[q].eq(self.dropped[q] + 1)
+            m.d.comb += [drops.bump.eq(1), drops.bump_queue.eq(q)]
 
         def give_back(value: Any) -> None:  # a slot back to the free list (from the writer)
             m.d.comb += [free_wr.addr.eq(tail), free_wr.data.eq(value), free_wr.en.eq(1),

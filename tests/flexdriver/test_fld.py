@@ -16,7 +16,7 @@ from flexdriver.control import OPERATOR, FldControl
 from flexdriver.fld import Fld, FldMap
 from flexdriver.formats import IP_OK, IS_IPV4, IS_UDP, L4_OK
 from flexdriver.nic import NicModel, Rule
-from flexdriver.sim import FldLink
+from flexdriver.sim import FldLink, read_count
 
 MAP = FldMap(queues=2, rx_queues=2, ring_entries=8, pool_entries=8, slots=8, buffers=4)
 
@@ -47,7 +47,7 @@ def run(width, sent, accept):
             nic.receive(frame)
             await ctx.tick().repeat(250)
         await ctx.tick().repeat(3000)
-        out["dropped"] = [int(ctx.get(fld.rx_dropped[q])) for q in range(2)]
+        out["dropped"] = [read_count(ctx, fld.rx_dropped_queue, fld.rx_dropped, q) for q in range(2)]
 
     async def accelerator(ctx):
         ctx.set(fld.rx.ready, 1)

@@ -17,7 +17,7 @@ from flexdriver.control import OPERATOR, FldControl
 from flexdriver.fld import FldMap
 from flexdriver.fld_echo import FldEchoTop
 from flexdriver.nic import NicError, NicModel, Rule
-from flexdriver.sim import FldLink
+from flexdriver.sim import FldLink, read_count
 
 MAC, IP_ADDR = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "02:00:00:00:00:01", "10.0.0.1"
@@ -64,7 +64,7 @@ def run(width, frames, *, gap=300, limit=200_000):
         await ctx.tick().repeat(4000)               # the last answers out
         out["counters"] = {name: int(ctx.get(getattr(top.counters, name)))
                            for name in top.counters.signature.members}
-        out["rx_dropped"] = int(ctx.get(top.rx_dropped[0]))
+        out["rx_dropped"] = read_count(ctx, top.rx_dropped_queue, top.rx_dropped, 0)
         out["errors"] = control.errors({"stray_reads": int(ctx.get(top.stray_reads))})
 
     simulate(top, wire, background=[link.run], timeout=limit)

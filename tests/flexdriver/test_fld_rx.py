@@ -14,6 +14,7 @@ from apiary.stream.testbench import simulate
 from flexdriver.formats import IP_OK, IS_IPV4, IS_UDP, L4_OK, RX_DESC_BYTES, RxDesc
 from flexdriver.nic import HostMemory, NicModel, Rule
 from flexdriver.rx_path import RxPath
+from flexdriver.sim import read_count
 
 BUFFERS, BUFFER_BYTES = 8, 2048
 RX_BASE, CQ_BASE, RQ_RING = 0x0010_0000, 0x0000_2000, 0x0000_8000
@@ -98,7 +99,7 @@ def run(width, sent, ready):
                     nic.rq_doorbell(int(ring.queue), doorbells[-1])
             if not queue and len(doorbells) == len(sent) and not bus.words:
                 break
-        state["dropped"] = int(ctx.get(dut.dropped[0]))
+        state["dropped"] = read_count(ctx, dut.dropped_queue, dut.dropped, 0)
 
     simulate(dut, bench, timeout=80_000)
     return got, state["dropped"], doorbells, nic

@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 from apiary.stream.layout import abort_nbytes
 from apiary.stream.testbench import simulate
 from flexdriver.nic import NicModel
-from flexdriver.sim import FldLink
+from flexdriver.sim import FldLink, read_count
 from flexdriver.tx_path import TxPath
 
 QUEUES, RING, POOL, SLOTS, SLOT_BYTES = 2, 8, 8, 8, 2048
@@ -75,7 +75,7 @@ def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=
         while any(credit(ctx, q) != RING for q in range(QUEUES)):
             await ctx.tick()
         await ctx.tick().repeat(50)
-        out["dropped"] = [int(ctx.get(dut.dropped[q])) for q in range(QUEUES)]
+        out["dropped"] = [read_count(ctx, dut.dropped_queue, dut.dropped, q) for q in range(QUEUES)]
         out["stray_reads"] = int(ctx.get(dut.stray_reads))
 
     simulate(dut, accelerator, background=[link.run], timeout=limit)
