@@ -18,7 +18,8 @@ queue, all set unless driven: the accelerator takes that queue's packets now), `
 (Out stream: ``cq`` 0, the ``queue`` and its producer index after each buffer is given back;
 then ``cq`` 1 and how many completions FLD has taken, the completion queue's consumer index),
 ``dropped_queue`` (In) and ``dropped`` (Out: how many packets of that receive queue the
-accelerator did not take; the counts are in a memory, :class:`~flexdriver.queue_counters.QueueCounters`).
+accelerator did not take; the counts are in a memory,
+:class:`~flexdriver.queue_counters.QueueCounters`).
 
 **No backpressure** (FLD §5.5): a packet whose first word finds ``packets`` not ready, or its
 queue's ``accept`` bit clear, is dropped whole and counted under its queue; one whose later

@@ -21,8 +21,9 @@ in ``stray_reads``), ``nic_data`` (Out: the answers, a word at a time, in order,
 each answer's last), ``pcie_write`` (In: the NIC's DMA writes of completions into the
 completion window, ``cq_entries`` CQEs at ``cq_base``), ``doorbell`` (Out: ``cq`` 0 and the send
 queue's producer index after a post; ``cq`` 1 and how many completions FLD has taken, the
-completion queue's consumer index, after each), ``dropped_queue`` (In) and ``dropped`` (Out: how many packets of that queue were refused;
-the counts are in a memory, :class:`~flexdriver.queue_counters.QueueCounters`).
+completion queue's consumer index, after each), ``dropped_queue`` (In) and ``dropped`` (Out:
+how many packets of that queue were refused; the counts are in a memory,
+:class:`~flexdriver.queue_counters.QueueCounters`).
 
 **Credits.** A queue may start a packet while its credit is not zero: it counts the queue's
 free ring positions while a slot and a descriptor are free, else 0. Each queue's posted and

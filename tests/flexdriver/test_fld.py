@@ -47,7 +47,8 @@ def run(width, sent, accept):
             nic.receive(frame)
             await ctx.tick().repeat(250)
         await ctx.tick().repeat(3000)
-        out["dropped"] = [read_count(ctx, fld.rx_dropped_queue, fld.rx_dropped, q) for q in range(2)]
+        out["dropped"] = [read_count(ctx, fld.rx_dropped_queue, fld.rx_dropped, q)
+                          for q in range(2)]
 
     async def accelerator(ctx):
         ctx.set(fld.rx.ready, 1)
