@@ -3,11 +3,12 @@ the NIC's queues over FLD's windows, installing steering rules, reading the erro
 
 :class:`FldControl` is that software for a :class:`~flexdriver.nic.NicModel` driven by an
 :class:`~flexdriver.fld.Fld` with map ``fld_map``: :meth:`~FldControl.create_queues` makes one
-completion queue per direction, the send queues over FLD's ring window and the receive queues
-over its receive rings (every buffer posted once: FLD recycles them itself), and spreads the
-traffic over them by RSS; :meth:`~FldControl.add_rule` installs a rule for a tenant, refusing one
-that sets a context ID unless it comes from the trusted operator (the NIC model refuses it too:
-two walls); :meth:`~FldControl.errors` gathers what the NIC and FLD counted.
+completion queue per direction, the send queues over FLD's ring window, one striding receive
+ring over its receive ring window (every buffer posted once: FLD recycles them itself) shared by
+every receive queue, and spreads the traffic over the receive queues by RSS;
+:meth:`~FldControl.add_rule` installs a rule for a tenant, refusing one that sets a context ID
+unless it comes from the trusted operator (the NIC model refuses it too: two walls);
+:meth:`~FldControl.errors` gathers what the NIC and FLD counted.
 """
 
 from dataclasses import dataclass
@@ -33,16 +34,18 @@ class FldControl:
 
     def create_queues(self, *, rates: dict[int, float] | None = None) -> None:
         """The completion queues, the send queues (``rates``: bytes per cycle by queue, for
-        the NIC's shaping), the receive queues with every buffer posted, and RSS over them."""
+        the NIC's shaping), receive queue 0 with FLD's striding ring and every buffer posted,
+        the other receive queues sharing that ring, and RSS over the receive queues."""
         f, nic = self.fld_map, self.nic
         nic.create_cq(TX_CQ, f.tx_cq, f.tx_cq_entries)
-        nic.create_cq(RX_CQ, f.rx_cq, f.rx_queues * f.buffers)
+        nic.create_cq(RX_CQ, f.rx_cq, f.rx_cq_entries)
         for q in range(f.queues):
             nic.create_sq(q, f.sq_rings + q * f.ring_entries * 64, f.ring_entries, cq=TX_CQ,
                           rate=(rates or {}).get(q))
-        for q in range(f.rx_queues):
-            nic.create_rq(q, f.rq_ring_of(q), f.buffers, cq=RX_CQ)
-            nic.rq_doorbell(q, f.buffers)
+        nic.create_rq(0, f.rq_ring, f.rq_entries, cq=RX_CQ, stride_bytes=f.stride_bytes)
+        for q in range(1, f.rx_queues):
+            nic.share_rq(q, 0)
+        nic.rq_doorbell(0, f.buffers)
         nic.set_rss(list(range(f.rx_queues)))
 
     def add_rule(self, rule: Rule, tenant: str) -> None:

@@ -32,17 +32,17 @@ _UNIT_BITS = 6
 
 #: A transmit descriptor as FLD keeps it: 8 bytes.
 TX_DESC = data.StructLayout({
-    "buffer": 18,           # offset in the transmit buffer, in BUFFER_UNITs (16 MiB)
-    "length": 14,           # the packet's bytes (jumbo frames included)
+    "buffer": 24,           # offset in the transmit buffer's window, in BUFFER_UNITs (1 GiB)
+    "length": 15,           # the packet's bytes (up to 32 KiB - 1)
     "queue": 12,            # the send queue (4,096)
     "flags": 3,             # SIGNALED, L3_CSUM, L4_CSUM
-    "_zero": 17,
+    "_zero": 10,
 })
 
 #: A completion as FLD keeps it: 15 bytes.
 CQE_COMPACT = data.StructLayout({
     "opcode": 4, "counter": 16, "queue": 12, "length": 14, "rss_hash": 32, "context": 24,
-    "checks": 6, "error": 4, "_zero": 8,
+    "checks": 6, "error": 4, "stride": 8,
 })
 assert TX_DESC.size == 64 and CQE_COMPACT.size == 120
 
@@ -60,14 +60,14 @@ def compress_cqe(cqe: Cqe) -> dict[str, int]:
     return {"opcode": cqe.opcode, "counter": cqe.counter, "queue": cqe.queue & 0xFFF,
             "length": cqe.length & 0x3FFF, "rss_hash": cqe.rss_hash,
             "context": cqe.context & 0xFF_FFFF, "checks": cqe.checks & 0x3F,
-            "error": cqe.error & 0xF}
+            "error": cqe.error & 0xF, "stride": cqe.stride & 0xFF}
 
 
 def expand_cqe(compact: dict[str, int], owner: int = 0) -> Cqe:
     """The completion again (with the ``owner`` phase the reader expects)."""
     return Cqe(compact["opcode"], owner, compact["counter"], compact["queue"],
                compact["length"], compact["rss_hash"], compact["context"], compact["checks"],
-               compact["error"])
+               compact["error"], compact["stride"])
 
 
 def _be(value: Value, nbytes: int) -> list[Value]:
@@ -117,6 +117,7 @@ class CqeCompressor(wiring.Component):
             c.opcode.eq(field(0, 1)), self.owner.eq(field(1, 1)), c.counter.eq(field(2, 2)),
             c.queue.eq(field(4, 4)), c.length.eq(field(8, 4)), c.rss_hash.eq(field(12, 4)),
             c.context.eq(field(16, 4)), c.checks.eq(field(20, 1)), c.error.eq(field(21, 1)),
+            c.stride.eq(field(22, 2)),
         ]
         return m
 

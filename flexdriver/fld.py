@@ -7,14 +7,17 @@ The NIC's view of the FPGA (:class:`FldMap`, addresses in the NIC's DMA space):
 ==============  ==========================================================================
 window          what the NIC does there
 ==============  ==========================================================================
-``rq_ring``     reads its receive descriptors (``rx_queues`` rings of ``buffers``): FLD keeps
-                none, it answers a read of queue ``q``'s position ``i`` with the descriptor of
-                that queue's buffer ``i mod buffers`` (16 bytes, built on the fly)
-``rx_buffers``  writes received packets (``rx_queues`` × ``buffers`` × ``buffer_bytes``)
-``rx_cq``       writes receive completions (``rx_queues`` × ``buffers`` CQEs)
+``rq_ring``     reads its receive descriptors (one ring of ``rq_entries``, shared by the
+                ``rx_queues`` receive queues, striding): FLD keeps none, it answers a read of
+                position ``i`` with the descriptor of buffer ``i mod buffers`` (16 bytes,
+                built on the fly)
+``rx_buffers``  writes received packets (``buffers`` × ``buffer_bytes``, several packets a
+                buffer, each from a stride of ``stride_bytes``)
+``rx_cq``       writes receive completions (``rx_cq_entries`` CQEs)
 ``sq_rings``    reads transmit WQEs (``queues`` rings of ``ring_entries``), expanded from the
                 shared descriptor pool
-``tx_buffer``   reads the packets' bytes (``slots`` × ``slot_bytes``, shared by the queues)
+``tx_buffer``   reads the packets' bytes (``pages`` of ``page_bytes``, shared by the queues;
+                each packet in a range of its own, see :mod:`flexdriver.tx_path`)
 ``tx_cq``       writes transmit completions (``tx_cq_entries`` CQEs)
 ==============  ==========================================================================
 
@@ -28,6 +31,7 @@ the accelerator's: ``rx`` (packets out, never waiting: see :mod:`flexdriver.rx_p
 and ``tx_dropped`` (of that send queue).
 """
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +41,10 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.stream.counters import CounterSignature
 from apiary.stream.layout import payload_layout
+from apiary.stream.sizing import LinkSizing, pow2_at_least
 
 from .descriptors import pcie_write_layout
-from .formats import RX_DESC_BYTES, RxDesc
+from .formats import CQE_BYTES, RX_DESC_BYTES, WQE_BYTES, RxDesc
 from .rx_path import RxPath, rx_meta
 from .tx_path import TxPath, nic_read_layout, tx_meta
 
@@ -65,10 +70,14 @@ class FldMap:
     rx_queues: int = 1
     ring_entries: int = 64
     pool_entries: int = 64
-    slots: int = 16
-    slot_bytes: int = 2048
-    buffers: int = 16
-    buffer_bytes: int = 2048
+    pages: int = 128
+    page_bytes: int = 256
+    max_packet: int = 2048
+    buffers: int = 4
+    buffer_bytes: int = 8192
+    stride_bytes: int = 256
+    rq_entries: int = 4
+    rx_cq_entries: int = 64
     tx_cq_entries: int = 64
     rq_ring: int = 0x0000_8000
     rx_cq: int = 0x0001_0000
@@ -77,15 +86,42 @@ class FldMap:
     rx_buffers: int = 0x1000_0000
     tx_buffer: int = 0x2000_0000
 
-    def rq_ring_of(self, queue: int) -> int:
-        """Where receive queue ``queue``'s ring is."""
-        return self.rq_ring + queue * self.buffers * RX_DESC_BYTES
+    @classmethod
+    def sized(cls, link: LinkSizing | None = None) -> "FldMap":
+        """FLD sized for ``link`` as FlexDriver's Table 3 sizes it (by default its Table 2a:
+        100 Gb/s, 512 send queues, packets of 256 B to 16 KiB, lifetimes of 5 µs receiving and
+        25 µs sending): each send queue's ring, the descriptor pool and the transmit
+        completions f(N_txdesc); 2 × the transmit BDP in pages of the smallest packet, packets
+        up to the largest; 2 × the receive BDP in striding buffers of two largest packets (so
+        that a packet wastes at most half a buffer; a power of two of them), strides of the
+        smallest packet; the receive ring and completions f(N_rxdesc); a receive queue for each
+        send queue. The windows are laid out one after another, each aligned to its size."""
+        link = link or LinkSizing()
+        tx_desc, rx_desc = pow2_at_least(link.tx_descriptors), pow2_at_least(link.rx_descriptors)
+        buffer_bytes = 2 * link.max_packet
+        buffers = pow2_at_least(math.ceil(2 * link.rx_bdp / buffer_bytes))
+        pages = math.ceil(2 * link.tx_bdp / link.min_packet)
+        sizes = {"rq_ring": max(rx_desc, buffers) * RX_DESC_BYTES,
+                 "rx_cq": rx_desc * CQE_BYTES, "tx_cq": tx_desc * CQE_BYTES,
+                 "sq_rings": link.queues * tx_desc * WQE_BYTES,
+                 "rx_buffers": buffers * buffer_bytes,
+                 "tx_buffer": pages * pow2_at_least(link.max_packet)}
+        at, windows = 0x1000, {}
+        for name, size in sizes.items():
+            align = pow2_at_least(size)
+            at = -(-at // align) * align
+            windows[name] = at
+            at += size
+        return cls(queues=link.queues, rx_queues=link.queues, ring_entries=tx_desc,
+                   pool_entries=tx_desc, pages=pages, page_bytes=link.min_packet,
+                   max_packet=link.max_packet, buffers=buffers, buffer_bytes=buffer_bytes,
+                   stride_bytes=link.min_packet, rq_entries=max(rx_desc, buffers),
+                   rx_cq_entries=rx_desc, tx_cq_entries=tx_desc, **windows)
 
-    def rx_desc(self, queue: int, index: int) -> RxDesc:
-        """The receive descriptor FLD answers at position ``index`` of receive queue
-        ``queue``."""
-        return RxDesc(self.rx_buffers + (queue * self.buffers + index % self.buffers)
-                      * self.buffer_bytes, self.buffer_bytes)
+    def rx_desc(self, index: int) -> RxDesc:
+        """The receive descriptor FLD answers at position ``index`` of the receive ring."""
+        return RxDesc(self.rx_buffers + index % self.buffers * self.buffer_bytes,
+                      self.buffer_bytes)
 
 
 class Fld(wiring.Component):
@@ -95,11 +131,18 @@ class Fld(wiring.Component):
         fld_map = fld_map or FldMap()
         self.width, self.map = width, fld_map
         f = fld_map
+        if not (f.rq_entries >= f.buffers and f.rq_entries % f.buffers == 0
+                and f.rq_entries & (f.rq_entries - 1) == 0):
+            raise ValueError(f"rq_entries must be a power of two and a multiple of buffers "
+                             f"({f.buffers}), not {f.rq_entries!r}")
         self.rx_path = RxPath(width=width, buffers=f.buffers, buffer_bytes=f.buffer_bytes,
-                              rx_base=f.rx_buffers, cq_base=f.rx_cq, queues=f.rx_queues)
+                              stride_bytes=f.stride_bytes, rx_base=f.rx_buffers,
+                              cq_base=f.rx_cq, cq_entries=f.rx_cq_entries,
+                              queues=f.rx_queues)
         self.tx_path = TxPath(width=width, queues=f.queues, ring_entries=f.ring_entries,
-                              pool_entries=f.pool_entries, slots=f.slots,
-                              slot_bytes=f.slot_bytes, ring_base=f.sq_rings,
+                              pool_entries=f.pool_entries, pages=f.pages,
+                              page_bytes=f.page_bytes, max_packet=f.max_packet,
+                              ring_base=f.sq_rings,
                               window=f.tx_buffer, cq_base=f.tx_cq,
                               cq_entries=f.tx_cq_entries)
         qbits = max(1, (max(f.queues, f.rx_queues) - 1).bit_length())
@@ -163,9 +206,8 @@ class Fld(wiring.Component):
         req, out = self.nic_read.payload, self.nic_data
         offset = Signal(64)
         m.d.comb += offset.eq(req.address - f.rq_ring)
-        all_buffers = f.rx_queues * f.buffers
-        in_rq = (req.address >= f.rq_ring) & (offset < all_buffers * RX_DESC_BYTES)
-        index = Signal(range(all_buffers))          # the queue's buffer (queue, position)
+        in_rq = (req.address >= f.rq_ring) & (offset < f.rq_entries * RX_DESC_BYTES)
+        index = Signal(range(f.buffers))            # the buffer at that position
         word = Signal(range(RX_DESC_BYTES // nb + 2))
         words = max(1, RX_DESC_BYTES // nb)
         # The descriptor of that buffer (RxDesc.pack: length, key, address; big-endian).

@@ -126,10 +126,10 @@ class FldRs(wiring.Component):
         a = answers.o.payload
         m.d.comb += self.credit_queue.eq(a.queue)
         credit = self.credit != 0
-        started = Signal()                              # the answer's header is taken
+        started = Signal()                              # the answer's header is offered
         m.d.comb += [insert.hdr.payload.data.eq(a.head),
                      insert.hdr.valid.eq(answers.o.valid & (credit | started))]
-        with m.If(insert.hdr.valid & insert.hdr.ready):
+        with m.If(insert.hdr.valid):                    # (held until taken, credit or not)
             m.d.sync += started.eq(1)
         connect(m, enc=enc.o, insert=insert.i)
         o = self.tx

@@ -29,18 +29,26 @@ Receive descriptor (16 bytes): ``length`` (4, the buffer's size), ``key`` (4, ze
 Completion (64 bytes):
 
 =======  ====  ===========================================================================
-0        1     ``opcode``: :data:`CQE_SEND`, :data:`CQE_RECV`, :data:`CQE_ERROR`
+0        1     ``opcode``: :data:`CQE_SEND`, :data:`CQE_RECV`, :data:`CQE_FILLER`,
+               :data:`CQE_ERROR`
 1        1     ``owner``: flips each time the queue wraps (a new entry has the writer's phase)
 2        2     ``counter``: the WQE counter (send) or the receive descriptor's index (receive)
 4        4     ``queue``: the send or receive queue's number
-8        4     ``length``: the packet's bytes (receive)
+8        4     ``length``: the packet's bytes (receive; a filler's: the bytes left in the buffer)
 12       4     ``rss_hash``: the flow hash that steered it (receive)
 16       4     ``context``: the context ID a steering rule tagged it with (0: none)
 20       1     ``checks``: :data:`IP_OK`, :data:`L4_OK`, :data:`IS_IPV4`, :data:`IS_TCP`,
                :data:`IS_UDP`, :data:`DECAPPED` (a VXLAN header was taken off)
 21       1     ``error``: why a :data:`CQE_ERROR` (:data:`ERR_LENGTH`, :data:`ERR_OPCODE`)
-22       42    (zero)
+22       2     ``stride``: on a striding receive queue, the packet's first stride in its buffer
+               (a filler's: the buffer's first unused stride)
+24       40    (zero)
 =======  ====  ===========================================================================
+
+A striding (multi-packet) receive queue puts several packets in one descriptor's buffer, each
+from a stride boundary; a :data:`CQE_FILLER` completion closes a buffer that the next packet
+does not fit in (``counter`` the descriptor's index, ``stride`` its first unused stride,
+``length`` the bytes left).
 """
 
 import struct
@@ -48,7 +56,7 @@ from dataclasses import dataclass
 
 
 __all__ = ["WQE_BYTES", "RX_DESC_BYTES", "CQE_BYTES", "INLINE_MAX", "OP_SEND", "SIGNALED",
-           "L3_CSUM", "L4_CSUM", "CQE_SEND", "CQE_RECV", "CQE_ERROR", "ERR_LENGTH",
+           "L3_CSUM", "L4_CSUM", "CQE_SEND", "CQE_RECV", "CQE_FILLER", "CQE_ERROR", "ERR_LENGTH",
            "ERR_OPCODE", "IP_OK", "L4_OK", "IS_IPV4", "IS_TCP", "IS_UDP", "DECAPPED",
            "TxWqe", "RxDesc", "Cqe"]
 
@@ -56,13 +64,13 @@ WQE_BYTES, RX_DESC_BYTES, CQE_BYTES = 64, 16, 64
 INLINE_MAX = 18
 OP_SEND = 0x0A
 SIGNALED, L3_CSUM, L4_CSUM = 0x01, 0x02, 0x04
-CQE_SEND, CQE_RECV, CQE_ERROR = 0x0, 0x2, 0xD
+CQE_SEND, CQE_RECV, CQE_FILLER, CQE_ERROR = 0x0, 0x2, 0x3, 0xD
 ERR_LENGTH, ERR_OPCODE = 1, 2
 IP_OK, L4_OK, IS_IPV4, IS_TCP, IS_UDP, DECAPPED = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 
 _WQE = struct.Struct(">HBBIH18sIQ24x")
 _RX = struct.Struct(">IIQ")
-_CQE = struct.Struct(">BBHIIIIBB42x")
+_CQE = struct.Struct(">BBHIIIIBBH40x")
 assert (_WQE.size, _RX.size, _CQE.size) == (WQE_BYTES, RX_DESC_BYTES, CQE_BYTES)
 
 
@@ -118,10 +126,12 @@ class Cqe:
     context: int = 0
     checks: int = 0
     error: int = 0
+    stride: int = 0
 
     def pack(self) -> bytes:
         return _CQE.pack(self.opcode, self.owner, self.counter & 0xFFFF, self.queue,
-                         self.length, self.rss_hash, self.context, self.checks, self.error)
+                         self.length, self.rss_hash, self.context, self.checks, self.error,
+                         self.stride)
 
     @classmethod
     def unpack(cls, raw: bytes) -> "Cqe":

@@ -8,7 +8,8 @@ later) with its producer indexes. Time is cycles; :meth:`NicModel.advance` runs 
 cycle.
 
 Queues (created by the control plane: :meth:`~NicModel.create_cq`, :meth:`~NicModel.create_sq`,
-:meth:`~NicModel.create_rq`), each a ring of a power-of-two number of entries at a base address:
+:meth:`~NicModel.create_rq`, :meth:`~NicModel.share_rq`), each a ring of a power-of-two number of
+entries at a base address:
 
 - **Send queues**: the driver writes 64-byte WQEs (:class:`~flexdriver.formats.TxWqe`) and rings
   the doorbell with its producer index; the NIC fetches each WQE, then the packet's bytes (up to
@@ -21,7 +22,21 @@ Queues (created by the control plane: :meth:`~NicModel.create_cq`, :meth:`~NicMo
   and rings the doorbell with its producer index; a received frame takes the next one, its bytes
   are written to the buffer and a completion says where. A frame that finds no descriptor is
   dropped and counted (``out_of_buffer``, per queue); one longer than its buffer is dropped and
-  completes with ``ERR_LENGTH``.
+  completes with ``ERR_LENGTH`` (counted in ``rx_length_errors``).
+- **Striding receive queues** (``create_rq(..., stride_bytes=...)``, ConnectX's multi-packet
+  RQ): a descriptor's buffer holds several frames, each from a stride boundary and taking
+  ``ceil(len / stride_bytes)`` strides, its completion naming its first ``stride``. The NIC
+  fetches a descriptor once, when a frame needs it (later frames wait for the read, in order),
+  and keeps it while frames fill it; a frame that does not fit in what is left first closes the
+  buffer with a :data:`~flexdriver.formats.CQE_FILLER` completion (``counter`` the descriptor,
+  ``stride`` its first unused stride, ``length`` the bytes left, ``queue`` the ring's RQ) and
+  takes the next descriptor; one that fills the buffer to its last stride closes it without a
+  filler; one longer than a whole buffer completes with ``ERR_LENGTH`` and takes no stride.
+  A ring's completions are written in the order its frames arrived.
+- **Shared receive queues** (:meth:`~NicModel.share_rq`, ConnectX's SRQ): a receive queue with no
+  ring of its own takes its buffers from another queue's ring (striding or not) and completes
+  on that queue's completion queue, naming itself in ``queue``; its frames are counted under its
+  own number. The ring's doorbell is its owner's.
 - **Completion queues**: 64-byte :class:`~flexdriver.formats.Cqe` entries whose ``owner`` bit
   flips on each wrap; the driver says how far it has read (:meth:`~NicModel.cq_doorbell`), and
   a completion that would overwrite an unread one is dropped and counted (``cq_overrun``).
@@ -46,8 +61,8 @@ from typing import Protocol
 
 from apiary.stream.integers import power_of_two
 
-from .formats import (CQE_BYTES, CQE_ERROR, CQE_RECV, CQE_SEND, DECAPPED, ERR_LENGTH, ERR_OPCODE,
-                      IP_OK, IS_IPV4, IS_TCP, IS_UDP, L3_CSUM, L4_CSUM, L4_OK, OP_SEND,
+from .formats import (CQE_BYTES, CQE_ERROR, CQE_FILLER, CQE_RECV, CQE_SEND, DECAPPED, ERR_LENGTH,
+                      ERR_OPCODE, IP_OK, IS_IPV4, IS_TCP, IS_UDP, L3_CSUM, L4_CSUM, L4_OK, OP_SEND,
                       RX_DESC_BYTES, SIGNALED, WQE_BYTES, Cqe, RxDesc, TxWqe)
 
 
@@ -144,6 +159,14 @@ class _Sq(_Ring):
 @dataclass
 class _Rq(_Ring):
     cq: int = 0
+    ring: "_Rq | None" = None   # the queue whose ring it shares (share_rq); None: its own
+    stride_bytes: int | None = None     # a striding queue's
+    desc: RxDesc | None = None  # striding: the descriptor being filled,
+    index: int = 0              # its ring position,
+    stride: int = 0             # its first free stride
+    fetching: bool = False      # striding: a descriptor read is in flight
+    waiting: list[tuple["_Rq", bytes, int, int, int]] = field(default_factory=list)
+    completing: list[list] = field(default_factory=list)   # [Cqe, ready], in arrival order
 
 
 @dataclass
@@ -197,9 +220,25 @@ class NicModel:
         self._known(self.cqs, cq, "completion")
         self.sqs[number] = _Sq(number, base, _entries(entries), WQE_BYTES, cq=cq, rate=rate)
 
-    def create_rq(self, number: int, base: int, entries: int, cq: int) -> None:
+    def create_rq(self, number: int, base: int, entries: int, cq: int, *,
+                  stride_bytes: int | None = None) -> None:
+        """A receive queue with a ring of its own; with ``stride_bytes``, a striding one (each
+        buffer holds several frames, see the module docstring)."""
         self._known(self.cqs, cq, "completion")
-        self.rqs[number] = _Rq(number, base, _entries(entries), RX_DESC_BYTES, cq=cq)
+        if stride_bytes is not None and stride_bytes <= 0:
+            raise NicError(f"a stride is a positive number of bytes, not {stride_bytes!r}")
+        self.rqs[number] = _Rq(number, base, _entries(entries), RX_DESC_BYTES, cq=cq,
+                               stride_bytes=stride_bytes)
+
+    def share_rq(self, number: int, ring: int) -> None:
+        """Receive queue ``number`` with no ring of its own: its frames take buffers from
+        receive queue ``ring``'s ring and complete on that queue's completion queue."""
+        self._known(self.rqs, ring, "receive")
+        owner = self.rqs[ring]
+        if owner.ring is not None:
+            raise NicError(f"receive queue {ring} shares queue {owner.ring.number}'s ring: "
+                           f"share that one")
+        self.rqs[number] = _Rq(number, 0, 1, RX_DESC_BYTES, cq=owner.cq, ring=owner)
 
     def set_rss(self, queues: Sequence[int]) -> None:
         """The indirection table: a packet with hash ``h`` goes to ``queues[h % len]``."""
@@ -228,6 +267,10 @@ class NicModel:
 
     def rq_doorbell(self, queue: int, producer: int) -> None:
         self._known(self.rqs, queue, "receive")
+        owner = self.rqs[queue].ring
+        if owner is not None:
+            raise NicError(f"receive queue {queue} has no ring of its own (it shares queue "
+                           f"{owner.number}'s): ring that one's doorbell")
 
         def rung() -> None:
             self.rqs[queue].producer = producer
@@ -374,24 +417,93 @@ class NicModel:
         self._deliver(self.rqs[queue], frame, checks, rss_hash, context)
 
     def _deliver(self, rq: _Rq, frame: bytes, checks: int, rss_hash: int, context: int) -> None:
-        if rq.consumer == rq.producer:
+        ring = rq.ring or rq
+        if ring.stride_bytes is not None:
+            ring.waiting.append((rq, frame, checks, rss_hash, context))
+            self._fill(ring)
+            return
+        if ring.consumer == ring.producer:
             self.counters.bump("out_of_buffer", rq.number)
             return
-        index = rq.consumer
-        rq.consumer += 1
+        index = ring.consumer
+        ring.consumer += 1
 
         def described(raw: bytes) -> None:
             desc = RxDesc.unpack(raw)
             if len(frame) > desc.length:
                 self.counters.bump("rx_length_errors", rq.number)
-                self._complete(rq.cq, Cqe(CQE_ERROR, 0, index, rq.number, len(frame),
-                                          error=ERR_LENGTH))
+                self._complete(ring.cq, Cqe(CQE_ERROR, 0, index, rq.number, len(frame),
+                                            error=ERR_LENGTH))
                 return
             self.counters.bump("rx_packets", rq.number)
             self._dma_write(desc.address, frame, lambda: self._complete(
-                rq.cq, Cqe(CQE_RECV, 0, index, rq.number, len(frame), rss_hash, context,
-                           checks)))
-        self._dma_read(rq.address(index), RX_DESC_BYTES, described)
+                ring.cq, Cqe(CQE_RECV, 0, index, rq.number, len(frame), rss_hash, context,
+                             checks)))
+        self._dma_read(ring.address(index), RX_DESC_BYTES, described)
+
+    def _fill(self, ring: _Rq) -> None:
+        """A striding ring: place the waiting frames, in order, in its buffers."""
+        stride_bytes = ring.stride_bytes
+        assert stride_bytes is not None
+        while ring.waiting:
+            rq, frame, checks, rss_hash, context = ring.waiting[0]
+            if ring.desc is None:
+                if ring.fetching:
+                    return                              # (the frames wait for the read)
+                if ring.consumer == ring.producer:
+                    ring.waiting.pop(0)
+                    self.counters.bump("out_of_buffer", rq.number)
+                    continue
+                ring.fetching = True
+                self._dma_read(ring.address(ring.consumer), RX_DESC_BYTES,
+                               self._on_desc(ring, ring.consumer))
+                ring.consumer += 1
+                return
+            strides = ring.desc.length // stride_bytes
+            need = -(-len(frame) // stride_bytes)
+            if need > strides:                          # longer than a whole buffer
+                ring.waiting.pop(0)
+                self.counters.bump("rx_length_errors", rq.number)
+                self._completes(ring, Cqe(CQE_ERROR, 0, ring.index, rq.number, len(frame),
+                                          error=ERR_LENGTH, stride=ring.stride))
+                continue
+            if ring.stride + need > strides:            # does not fit: close the buffer
+                self._completes(ring, Cqe(CQE_FILLER, 0, ring.index, ring.number,
+                                          ring.desc.length - ring.stride * stride_bytes,
+                                          stride=ring.stride))
+                ring.desc = None
+                continue
+            ring.waiting.pop(0)
+            self.counters.bump("rx_packets", rq.number)
+            cqe = [Cqe(CQE_RECV, 0, ring.index, rq.number, len(frame), rss_hash, context,
+                       checks, stride=ring.stride), False]
+            ring.completing.append(cqe)
+            self._dma_write(ring.desc.address + ring.stride * stride_bytes, frame,
+                            self._on_landed(ring, cqe))
+            ring.stride += need
+            if ring.stride == strides:                  # full: the next frame takes another
+                ring.desc = None
+
+    def _on_desc(self, ring: _Rq, index: int) -> Callable[[bytes], None]:
+        def described(raw: bytes) -> None:
+            ring.desc, ring.index, ring.stride = RxDesc.unpack(raw), index, 0
+            ring.fetching = False
+            self._fill(ring)
+        return described
+
+    def _on_landed(self, ring: _Rq, cqe: list) -> Callable[[], None]:
+        def landed() -> None:
+            cqe[1] = True
+            self._completes(ring)
+        return landed
+
+    def _completes(self, ring: _Rq, cqe: Cqe | None = None) -> None:
+        """A striding ring's completions, written in the order of its frames: each frame's
+        once its bytes have landed, a filler or an error once those before it are written."""
+        if cqe is not None:
+            ring.completing.append([cqe, True])
+        while ring.completing and ring.completing[0][1]:
+            self._complete(ring.cq, ring.completing.pop(0)[0])
 
     # -- completions -----------------------------------------------------------------------------
     def _complete(self, number: int, cqe: Cqe) -> None:

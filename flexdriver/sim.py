@@ -17,7 +17,24 @@ from .fld import Doorbell
 from .nic import NicModel
 
 
-__all__ = ["FldLink", "read_count"]
+__all__ = ["FldLink", "read_count", "buffers_closed"]
+
+
+def buffers_closed(sizes: list[int], buffer_bytes: int, stride_bytes: int) -> int:
+    """How many striding buffers of ``buffer_bytes`` frames of ``sizes`` close (by a filler
+    completion, or by a frame ending at the last stride), a frame longer than a buffer taking
+    none: the receive doorbells FLD rings for them."""
+    strides, at, n = buffer_bytes // stride_bytes, 0, 0
+    for size in sizes:
+        need = -(-size // stride_bytes)
+        if need > strides:
+            continue                                    # (an error: no stride taken)
+        if at + need > strides:
+            n, at = n + 1, 0
+        at += need
+        if at == strides:
+            n, at = n + 1, 0
+    return n
 
 
 def read_count(ctx: Any, select: Any, value: Any, queue: int) -> int:

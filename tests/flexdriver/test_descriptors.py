@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 
 from flexdriver.descriptors import (CQE_COMPACT, TX_DESC, CqeCompressor, WqeExpander,
                                     compress_cqe, expand_cqe, expand_tx)
-from flexdriver.formats import CQE_ERROR, CQE_RECV, CQE_SEND, TxWqe, Cqe
+from flexdriver.formats import CQE_ERROR, CQE_FILLER, CQE_RECV, CQE_SEND, Cqe, TxWqe
 
 WINDOW = 0x0000_2000_0000_0000           # the transmit buffer, as the NIC addresses it
 
@@ -22,7 +22,7 @@ def run(dut, bench):
 def test_a_compressed_descriptor_expands_into_the_wqe_the_nic_reads():
     rng = random.Random(1)
     dut = WqeExpander(WINDOW)
-    cases = [({"buffer": rng.getrandbits(18), "length": rng.randrange(60, 9000),
+    cases = [({"buffer": rng.getrandbits(24), "length": rng.randrange(60, 9000),
                "queue": rng.getrandbits(12), "flags": rng.getrandbits(3)}, rng.getrandbits(16))
              for _ in range(200)]
 
@@ -44,7 +44,8 @@ def test_a_completion_keeps_15_bytes_and_comes_back_whole():
     cqes = [Cqe(rng.choice([CQE_SEND, CQE_RECV, CQE_ERROR]), rng.getrandbits(1),
                 rng.getrandbits(16), rng.getrandbits(12), rng.getrandbits(14),
                 rng.getrandbits(32), rng.getrandbits(24), rng.getrandbits(6),
-                rng.getrandbits(4)) for _ in range(200)]
+                rng.getrandbits(4), rng.getrandbits(8)) for _ in range(200)]
+    cqes.append(Cqe(CQE_FILLER, 1, 3, 0, 4096, stride=17))
 
     async def bench(ctx):
         for cqe in cqes:
@@ -53,6 +54,7 @@ def test_a_completion_keeps_15_bytes_and_comes_back_whole():
             fields = {name: int(getattr(compact, name)) for name in compress_cqe(cqe)}
             assert fields == compress_cqe(cqe)
             assert expand_cqe(fields, owner=ctx.get(dut.owner)) == cqe
+            assert fields["stride"] == cqe.stride               # (a striding queue's)
 
     run(dut, bench)
     assert CQE_COMPACT.size // 8 == 15

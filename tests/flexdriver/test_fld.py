@@ -1,9 +1,9 @@
 """The FLD module (flexdriver/fld.py, Amaranth's simulator) under the NIC model with a testbench
 accelerator: two receive queues steered by the operator's rules (one tagging a context ID),
-each with its own ring of buffers answered on the fly; an accelerator that stops taking one
+sharing one striding ring of buffers answered on the fly; an accelerator that stops taking one
 queue's packets loses only those (counted under that queue), the other queue's packets all
-arrive, in order, intact, with their context and checks; every buffer of both rings goes round
-several times."""
+arrive, in order, intact, with their context and checks; every buffer goes round several times,
+given back one ring doorbell a buffer."""
 
 import random
 
@@ -16,9 +16,10 @@ from flexdriver.control import OPERATOR, FldControl
 from flexdriver.fld import Fld, FldMap
 from flexdriver.formats import IP_OK, IS_IPV4, IS_UDP, L4_OK
 from flexdriver.nic import NicModel, Rule
-from flexdriver.sim import FldLink, read_count
+from flexdriver.sim import FldLink, buffers_closed, read_count
 
-MAP = FldMap(queues=2, rx_queues=2, ring_entries=8, pool_entries=8, slots=8, buffers=4)
+MAP = FldMap(queues=2, rx_queues=2, ring_entries=8, pool_entries=8, buffers=4,
+             buffer_bytes=2048, stride_bytes=256, rq_entries=8, rx_cq_entries=16)
 
 
 def frames(rng, n, port):
@@ -87,3 +88,11 @@ def test_a_slow_queue_loses_only_its_own_packets(width):
     assert {g[2] for g in q1} == {0x42}                      # the operator's context tag
     assert nic.counters.out_of_buffer == {}                  # every buffer came back
     assert nic.counters.rx_packets == {0: 12, 1: 12}
+    closed = closed_buffers([len(f) for f in sent])
+    assert closed >= 2 * MAP.buffers and nic.rqs[0].producer == MAP.buffers + closed
+    assert nic.rqs[0].consumer == closed + 1                 # (the last one partly filled)
+
+
+def closed_buffers(sizes):
+    """How many of MAP's buffers frames of ``sizes`` fill."""
+    return buffers_closed(sizes, MAP.buffer_bytes, MAP.stride_bytes)

@@ -21,7 +21,8 @@ from flexdriver.sim import FldLink, read_count
 
 MAC, IP_ADDR = "02:00:00:00:00:02", "10.0.0.2"
 PEER_MAC, PEER_IP = "02:00:00:00:00:01", "10.0.0.1"
-MAP = FldMap(queues=2, ring_entries=8, pool_entries=8, slots=8, buffers=8, tx_cq_entries=16)
+MAP = FldMap(queues=2, ring_entries=8, pool_entries=8, buffers=8, rq_entries=8,
+              tx_cq_entries=16)
 
 
 def udp(sport, payload, dst=IP_ADDR):

@@ -7,8 +7,8 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.layers.vxlan import VXLAN
 
-from flexdriver.formats import (CQE_BYTES, CQE_ERROR, CQE_RECV, CQE_SEND, DECAPPED, ERR_LENGTH,
-                                IP_OK, IS_IPV4, IS_TCP, IS_UDP, L3_CSUM, L4_CSUM, L4_OK,
+from flexdriver.formats import (CQE_BYTES, CQE_ERROR, CQE_FILLER, CQE_RECV, CQE_SEND, DECAPPED,
+                                ERR_LENGTH, IP_OK, IS_IPV4, IS_TCP, IS_UDP, L3_CSUM, L4_CSUM, L4_OK,
                                 RX_DESC_BYTES, SIGNALED, WQE_BYTES, Cqe, RxDesc, TxWqe)
 from flexdriver.nic import HostMemory, NicError, NicModel, Rule, toeplitz
 
@@ -179,6 +179,96 @@ def test_no_descriptor_drops_and_counts_a_short_buffer_completes_with_an_error()
     (error,) = completions(memory, CQ_BASE, 8, 0, 1)
     assert (error.opcode, error.error, error.length) == (CQE_ERROR, ERR_LENGTH, 72)
     assert nic.counters.rx_length_errors == {0: 1} and nic.counters.out_of_buffer == {0: 1}
+
+
+class CountedMemory(HostMemory):
+    """Host memory that notes the address of every read."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def read(self, address, length):
+        self.reads.append(address)
+        return super().read(address, length)
+
+
+def sized(n, **kw):
+    """A UDP frame of ``n`` bytes."""
+    return bytes(frame(payload=b"z" * (n - 42), **kw))
+
+
+def test_a_striding_queue_packs_frames_at_strides_and_closes_a_buffer_with_a_filler():
+    memory = CountedMemory()
+    nic = NicModel(memory, latency=20, jitter=7, seed=5)
+    nic.create_cq(0, CQ_BASE, 16)
+    nic.create_rq(0, RQ_BASE, 4, cq=0, stride_bytes=64)
+    nic.set_rss([0])
+    for i in range(3):                                     # 3 buffers of 8 strides
+        memory.write(RQ_BASE + i * RX_DESC_BYTES, RxDesc(BUFS + 0x1000 * i, 512).pack())
+    nic.rq_doorbell(0, 3)
+    nic.advance(100)
+    sizes = [100, 60, 200, 100, 600, 60, 320, 64, 70]
+    sent = [sized(n, sport=k) for k, n in enumerate(sizes)]
+    for f in sent:                                         # all at once: they wait, in order
+        nic.receive(f)
+    nic.advance(5000)
+    cqes = completions(memory, CQ_BASE, 16, 0, 11)
+    got = [(c.opcode, c.counter, c.stride, c.length) for c in cqes]
+    assert got == [(CQE_RECV, 0, 0, 100), (CQE_RECV, 0, 2, 60), (CQE_RECV, 0, 3, 200),
+                   (CQE_FILLER, 0, 7, 64),                 # 2 strides do not fit in the last
+                   (CQE_RECV, 1, 0, 100), (CQE_ERROR, 1, 2, 600),    # longer than a buffer
+                   (CQE_RECV, 1, 2, 60), (CQE_RECV, 1, 3, 320),      # ends at the last stride
+                   (CQE_RECV, 2, 0, 64), (CQE_RECV, 2, 1, 70), (0, 0, 0, 0)]
+    assert cqes[5].error == ERR_LENGTH and {c.queue for c in cqes[:10]} == {0}
+    placed = [f for f, n in zip(sent, sizes) if n != 600]
+    for c, f in zip([c for c in cqes if c.opcode == CQE_RECV], placed):
+        assert memory.read(BUFS + 0x1000 * c.counter + 64 * c.stride, c.length) == f
+    assert [a for a in memory.reads if RQ_BASE <= a < RQ_BASE + 0x100] == [
+        RQ_BASE, RQ_BASE + 16, RQ_BASE + 32]               # each descriptor read once
+    assert nic.counters.rx_packets == {0: 8} and nic.counters.rx_length_errors == {0: 1}
+    nic.receive(sized(500))                                # does not fit: no buffer left
+    nic.advance(6000)
+    assert completions(memory, CQ_BASE, 16, 10, 1)[0].opcode == CQE_FILLER
+    assert nic.counters.out_of_buffer == {0: 1}
+
+
+def test_two_queues_steered_by_rules_share_one_striding_ring():
+    memory = HostMemory()
+    nic = NicModel(memory, latency=10, jitter=3)
+    nic.create_cq(0, CQ_BASE, 32)
+    nic.create_cq(1, CQ_BASE + 0x1000, 32)
+    nic.create_rq(0, RQ_BASE, 8, cq=0, stride_bytes=128)
+    nic.share_rq(1, 0)
+    with pytest.raises(NicError, match="no ring of its own"):
+        nic.rq_doorbell(1, 1)
+    with pytest.raises(NicError, match="shares queue 0's ring"):
+        nic.share_rq(2, 1)
+    nic.add_rule(Rule({"dst_port": 9}, queue=1, context=3), trusted=True)
+    nic.set_rss([0, 1])
+    nic.add_rule(Rule({"dst_port": 7}, queue=0))
+    for i in range(2):
+        memory.write(RQ_BASE + i * RX_DESC_BYTES, RxDesc(BUFS + 0x1000 * i, 2048).pack())
+    nic.rq_doorbell(0, 2)                                  # 2 buffers of 16 strides
+    nic.advance(100)
+    sent = [sized(100 + 50 * k, sport=k, dport=9 if k % 2 else 7) for k in range(8)]
+    for f in sent:
+        nic.receive(f)
+        nic.advance(nic.now + 15)
+    nic.advance(nic.now + 2000)
+    cqes = completions(memory, CQ_BASE, 32, 0, 10)
+    recv = [c for c in cqes if c.opcode == CQE_RECV]
+    assert [c.queue for c in recv] == [0, 1] * 4           # each names its own queue
+    assert [c.context for c in recv] == [0, 3] * 4
+    assert [(c.opcode, c.counter, c.stride) for c in cqes if c.opcode != CQE_RECV] == [
+        (CQE_FILLER, 0, 13), (0, 0, 0)]                   # 13 strides taken, then buffer 1
+    for c, f in zip(recv, sent):
+        assert memory.read(BUFS + 0x1000 * c.counter + 128 * c.stride, c.length) == f
+    assert nic.counters.rx_packets == {0: 4, 1: 4}
+    for k in range(4):                  # the first fills buffer 1; then the ring has none
+        nic.receive(sized(900, sport=k, dport=9))
+    nic.advance(nic.now + 2000)
+    assert nic.counters.out_of_buffer == {1: 3} and nic.counters.rx_packets == {0: 4, 1: 5}
 
 
 def test_a_completion_queue_not_read_overruns_and_counts():

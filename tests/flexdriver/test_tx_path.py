@@ -1,10 +1,10 @@
 """FLD's whole transmit side (flexdriver/tx_path.py, in Amaranth's simulator) under the NIC model:
-the accelerator's packets go into the shared buffer, their descriptors into the pool, the
+the accelerator's packets go into the shared paged buffer, their descriptors into the pool, the
 doorbells to the model; the model's reads of WQEs and packet bytes are answered by the hardware,
 its completions written back into it. Every frame reaches the wire intact and in order per
 queue; credits come back with the completions; a tenant that sends without credit, a packet
-longer than a slot and an aborted one are dropped and counted under their own queue only, and
-whatever they took is given back."""
+longer than ``max_packet`` and an aborted one are dropped and counted under their own queue
+only, and keep no page."""
 
 import random
 
@@ -18,7 +18,8 @@ from flexdriver.nic import NicModel
 from flexdriver.sim import FldLink, read_count
 from flexdriver.tx_path import TxPath
 
-QUEUES, RING, POOL, SLOTS, SLOT_BYTES = 2, 8, 8, 8, 2048
+QUEUES, RING, POOL = 2, 8, 8
+PAGES, PAGE_BYTES, MAX_PACKET = 40, 256, 2048         # (40: any number of pages)
 RING_BASE, WINDOW, CQ_BASE, CQ_ENTRIES = 0x4000_0000, 0x8000_0000, 0x1000, 16
 
 
@@ -29,13 +30,41 @@ def frames(rng, n, queue):
             for i in range(n)]
 
 
-def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=120_000):
+class ChunkedReads:
+    """The link as a NIC that splits its DMA reads into ``chunk`` bytes (PCIe's maximum read
+    request) sees it: each packet is read in several requests, most starting inside it."""
+
+    def __init__(self, link, chunk):
+        self.link, self.chunk = link, chunk
+
+    def write(self, address, data):
+        self.link.write(address, data)
+
+    def submit_read(self, address, length, answer):
+        pieces = [(address + k, min(self.chunk, length - k))
+                  for k in range(0, length, self.chunk)]
+        got = {}
+
+        def collect(k):
+            def land(data):
+                got[k] = data
+                if len(got) == len(pieces):
+                    answer(b"".join(got[i] for i in range(len(pieces))))
+            return land
+        for k, (a, n) in enumerate(pieces):
+            self.link.submit_read(a, n, collect(k))
+
+
+def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=120_000,
+        chunk=None):
     """Offer ``packets`` (``(queue, frame)``; a frame of ``None`` is an aborted packet) to the
     accelerator side, in order, each queue waiting for credit when ``obey_credits`` says;
-    returns the NIC model and what the hardware counted."""
+    returns the NIC model and what the hardware counted. With ``chunk``, the NIC reads in
+    requests of that many bytes."""
     nb = width // 8
-    dut = TxPath(width=width, queues=QUEUES, ring_entries=RING, pool_entries=POOL, slots=SLOTS,
-                 slot_bytes=SLOT_BYTES, ring_base=RING_BASE, window=WINDOW, cq_base=CQ_BASE,
+    dut = TxPath(width=width, queues=QUEUES, ring_entries=RING, pool_entries=POOL, pages=PAGES,
+                 page_bytes=PAGE_BYTES, max_packet=MAX_PACKET, ring_base=RING_BASE,
+                 window=WINDOW, cq_base=CQ_BASE,
                  cq_entries=CQ_ENTRIES)
 
     def doorbell(nic, ring):
@@ -45,7 +74,8 @@ def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=
             nic.sq_doorbell(int(ring.queue), int(ring.value))
 
     link = FldLink(dut, doorbell)
-    nic = link.nic = NicModel(link, latency=30, jitter=8, seed=width)
+    bus = ChunkedReads(link, chunk) if chunk else link
+    nic = link.nic = NicModel(bus, latency=30, jitter=8, seed=width)
     nic.create_cq(0, CQ_BASE, CQ_ENTRIES)
     for q in range(QUEUES):
         nic.create_sq(q, RING_BASE + q * RING * 64, RING, cq=0, rate=rates[q])
@@ -77,6 +107,7 @@ def run(width, packets, *, rates=(None, None), obey_credits=(True, True), limit=
         await ctx.tick().repeat(50)
         out["dropped"] = [read_count(ctx, dut.dropped_queue, dut.dropped, q) for q in range(QUEUES)]
         out["stray_reads"] = int(ctx.get(dut.stray_reads))
+        out["free_pages"] = int(ctx.get(dut.free_pages))
 
     simulate(dut, accelerator, background=[link.run], timeout=limit)
     return nic, out
@@ -103,6 +134,21 @@ def test_every_frame_reaches_the_wire_in_order_and_credits_come_back(width):
     assert out["dropped"] == [0, 0] and out["stray_reads"] == 0
     assert nic.counters.tx_packets == {0: 12, 1: 12} and nic.counters.tx_errors == {}
     assert out["credits_min"] == 0              # the 8 ring positions were all in use at times
+    assert out["free_pages"] == PAGES           # every page back
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_reads_that_start_inside_a_packet_walk_its_pages(width):
+    """The NIC reads each packet in 320-byte requests: most start on a later page of the
+    packet, some inside a page; the pages of the two queues' packets come back out of order,
+    so the free pages (and the chains) are shuffled. Every frame intact."""
+    rng = random.Random(width + 1)
+    sent = [(k % 2, f) for k, f in enumerate(frames(rng, 16, 0))]
+    nic, out = run(width, sent, chunk=320, rates=(2.0, None))
+    got = wire_by_queue(nic, sent)
+    for q in range(QUEUES):
+        assert got[q] == [f for qq, f in sent if qq == q]
+    assert out["stray_reads"] == 0 and out["free_pages"] == PAGES
 
 
 def test_a_tenant_without_credit_loses_only_its_own_packets():
@@ -121,12 +167,12 @@ def test_a_tenant_without_credit_loses_only_its_own_packets():
     assert nic.counters.tx_errors == {}
 
 
-def test_too_long_and_aborted_packets_are_dropped_and_their_slots_given_back():
+def test_too_long_and_aborted_packets_are_dropped_and_keep_no_pages():
     rng = random.Random(9)
     good = frames(rng, 10, 1)
-    long_frame = bytes(Ether() / IP() / UDP() / bytes(SLOT_BYTES))      # over a slot
+    long_frame = bytes(Ether() / IP() / UDP() / bytes(MAX_PACKET))      # over max_packet
     sent = [(1, good[0]), (1, long_frame), (1, None), (1, good[1])] + \
         [(1, f) for f in good[2:]]
     nic, out = run(64, sent)
     assert wire_by_queue(nic, sent)[1] == good
-    assert out["dropped"] == [0, 2]
+    assert out["dropped"] == [0, 2] and out["free_pages"] == PAGES
