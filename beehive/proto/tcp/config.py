@@ -51,8 +51,10 @@ class TcpConfig:
         (a burst beyond it is dropped, counted in ``overflow``, and sent again by the peer).
     Timers (in clock cycles; the timer counts ticks of ``tick`` cycles, a power of two at
     least ``flows``, so every timer is checked once a tick)
-        ``rto``: the retransmission timeout, doubled on each expiry up to ``rto_max``, back to
-        ``rto`` on a new ACK; ``max_retries`` expiries in a row drop the connection
+        ``rto``: the retransmission timeout until the flow's first round-trip sample; then
+        RFC 6298's SRTT + 4 RTTVAR (never below ``rto_min``, which is ``rto`` unless set, as
+        RFC 6298 keeps it at least its initial second); doubled on each expiry up to
+        ``rto_max``, back on a new ACK; ``max_retries`` expiries in a row drop the connection
         (``syn_retries`` during the handshake); ``linger``: TIME-WAIT, and how long a
         connection waits in FIN-WAIT-2 for the peer's FIN.
     Congestion control
@@ -73,6 +75,7 @@ class TcpConfig:
     segment_buffer: int = 8192
     rto: int = 1_000_000
     rto_max: int | None = None
+    rto_min: int | None = None
     max_retries: int = 8
     syn_retries: int = 5
     linger: int = 2_500_000
@@ -97,6 +100,7 @@ class TcpConfig:
         _int(self.segment_buffer, "segment_buffer", 2 * 1480, 1 << 20)
         _int(self.rto, "rto", 1, 1 << 30)
         _int(self.rto_ceiling, "rto_max", self.rto, 1 << 34)
+        _int(self.rto_floor, "rto_min", 1, self.rto_ceiling)
         _int(self.max_retries, "max_retries", 1, 15)
         _int(self.syn_retries, "syn_retries", 1, 15)
         _int(self.linger, "linger", 1, 1 << 40)
@@ -116,6 +120,10 @@ class TcpConfig:
     @property
     def rto_ceiling(self) -> int:
         return self.rto_max if self.rto_max is not None else 64 * self.rto
+
+    @property
+    def rto_floor(self) -> int:
+        return self.rto_min if self.rto_min is not None else self.rto
 
     @property
     def tick_cycles(self) -> int:

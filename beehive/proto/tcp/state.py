@@ -95,6 +95,9 @@ TX_STATE = data.StructLayout({
     "tail": 32,             # the application has written up to here (sequence space)
     "cwnd": 32, "ssthresh": 32, "recover": 32, "in_recovery": 1, "ca_acc": 32,
     "backoff": 4, "retries": 4,
+    # RFC 6298: one segment timed at a time (not a retransmitted one: Karn), ending at
+    # ``rtt_seq``, sent at tick ``rtt_at`` (the estimate: beehive.proto.tcp.rtt)
+    "rtt_timing": 1, "rtt_seq": 32, "rtt_at": 32,
     "ack_pending": 1, "rtx_pending": 1, "probe_pending": 1,
     "fin_req": 1, "fin_announced": 1,
     "tx_req": 1, "tx_req_len": 32,

@@ -82,6 +82,7 @@ from ..layer import level_meta
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
 from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
+from .rtt import RttEstimator
 from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
                      seq_le, seq_lt, seq_max, syn_options)
@@ -492,6 +493,8 @@ class TxEngine(wiring.Component):
                  tx_mem: tuple[int, int], apiary: bool = False) -> None:
         self._config, self._load_depth, self._here, self._tx_mem = config, load_depth, here, tx_mem
         self._apiary = apiary
+        self.rtt = RttEstimator(config.flows, floor=config.ticks(config.rto_floor),
+                                ceiling=config.ticks(config.rto_ceiling))
         members = {
             "wires": In(TcpWires(config.flows)),
             "app": In(stream.Signature(APP_REQUEST)),
@@ -528,6 +531,7 @@ class TxEngine(wiring.Component):
         m.submodules.scan = scan = TimerScan(flows, cfg.tick_cycles)
         m.d.comb += [scan_rd.addr.eq(scan.timer_addr), scan.timer.eq(scan_rd.data)]
         m.submodules.work = work = FlowQueue(flows)
+        m.submodules.rtt = rtt = self.rtt
         loads = Signal(range(self._load_depth + 1))      # data segments loaded, not yet sent
 
         # -- the engine ----------------------------------------------------------------------
@@ -542,7 +546,7 @@ class TxEngine(wiring.Component):
             seg=Signal(TX_SEGMENT), seg_push=Signal(), load=Signal(MEM_REQUEST), load_push=Signal(),
             app_msg=Signal(ANSWER), app_push=Signal(), txev=Signal(TX_EVENT),
             requeue=Signal(), rings=self.ring if self._apiary else None,
-            plan=Signal(WORK_PLAN),
+            plan=Signal(WORK_PLAN), rtt=rtt.sample, rto=rtt.rto,
         )
         slot = e.slot
         if self._apiary:
@@ -556,7 +560,7 @@ class TxEngine(wiring.Component):
         go_work = (work.o.valid & self.segments.ready & self.loads.ready & self.answers.ready
                    & txev_q.i.ready & (loads != self._load_depth))
         self._dispatch(m, e, go_rxev, go_expire, go_work, scan.expiries, work.o)
-        m.d.comb += [wires.rx_read_addr.eq(rd.addr), trd.addr.eq(rd.addr)]
+        m.d.comb += [wires.rx_read_addr.eq(rd.addr), trd.addr.eq(rd.addr), rtt.addr.eq(rd.addr)]
 
         # -- effects -------------------------------------------------------------------------
         txev_any = e.txev.fin_sent | e.txev.expire | e.txev.abort
@@ -648,11 +652,14 @@ class TxEngine(wiring.Component):
         m.d.comb += [e.tnew.armed.eq(0), e.twrite.eq(1)]
 
     def _rto(self, e, backoff):
-        """The retransmission timeout in ticks after ``backoff`` doublings, capped."""
+        """The retransmission timeout in ticks after ``backoff`` doublings, capped: the
+        configured one until the flow's first round-trip sample, then RFC 6298's (from the
+        :class:`~beehive.proto.tcp.rtt.RttEstimator`)."""
         cfg = e.cfg
-        base, ceiling = cfg.ticks(cfg.rto), cfg.ticks(cfg.rto_ceiling)
+        ceiling = cfg.ticks(cfg.rto_ceiling)
+        base = Mux(e.rto == 0, cfg.ticks(cfg.rto), e.rto)
         scaled = Signal(48)
-        e.m.d.comb += scaled.eq(Const(base, 32) << backoff)
+        e.m.d.comb += scaled.eq(base << backoff)
         return Mux(scaled > ceiling, ceiling, scaled[:32])
 
     def _mss(self, e):
@@ -673,6 +680,7 @@ class TxEngine(wiring.Component):
                 new.cwnd.eq(cfg.initial_window * cfg.mss), new.ssthresh.eq(0xFFFFFFFF),
                 new.app_x.eq(x.app_x), new.app_y.eq(x.app_y), new.app_fbits.eq(x.app_fbits),
                 e.write.eq(1), e.requeue.eq(1),
+                e.rtt.valid.eq(1), e.rtt.payload.slot.eq(e.slot), e.rtt.payload.clear.eq(1),
             ]
             self._disarm(m, e)
         with m.Elif((x.gen == t.gen) & t.active):
@@ -698,6 +706,9 @@ class TxEngine(wiring.Component):
         acked = Signal(32)
         m.d.comb += [acked.eq(ack - t.snd_una), new.snd_una.eq(ack), new.retries.eq(0),
                      new.backoff.eq(0), e.requeue.eq(1)]
+        with m.If(t.rtt_timing & seq_le(t.rtt_seq, ack)):     # a round-trip sample
+            m.d.comb += [new.rtt_timing.eq(0), e.rtt.valid.eq(1), e.rtt.payload.slot.eq(e.slot),
+                         e.rtt.payload.rtt.eq(e.now - t.rtt_at)]
         with m.If(seq_lt(t.snd_nxt, ack)):
             m.d.comb += new.snd_nxt.eq(ack)
         if cfg.cc == "newreno":
@@ -719,7 +730,7 @@ class TxEngine(wiring.Component):
         with m.If(e.timer.kind != TimerKind.LINGER):
             with m.If(ack == t.snd_max):
                 self._disarm(m, e)
-            with m.Else():
+            with m.Else():              # (the timeout in force before this ACK's sample)
                 self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, 0))
 
     def _dupack(self, m, e, count, mss):
@@ -794,7 +805,7 @@ class TxEngine(wiring.Component):
                                          new.in_recovery.eq(0), new.recover.eq(t.snd_max),
                                          new.ca_acc.eq(0)]
                         m.d.comb += [new.snd_nxt.eq(Mux(handshake, t.iss, p.una)),
-                                     new.rtx_pending.eq(0)]
+                                     new.rtx_pending.eq(0), new.rtt_timing.eq(0)]
                         self._arm(m, e, TimerKind.RETRANSMIT, at=p.backoff_at)
 
     def _plan(self, m, e):
@@ -927,6 +938,13 @@ class TxEngine(wiring.Component):
         ]
         self._count(m, e, "data_segments")
         self._count(m, e, "retransmits", is_retransmit)
+        # Karn: a retransmission ends the timing (its ACK could be the first sending's);
+        # new data is timed when nothing is.
+        with m.If(is_retransmit):
+            m.d.comb += new.rtt_timing.eq(0)
+        with m.Elif(~e.t.rtt_timing):
+            m.d.comb += [new.rtt_timing.eq(1), new.rtt_seq.eq(start + length),
+                         new.rtt_at.eq(e.now)]
         with m.If(timer_idle):
             self._arm(m, e, TimerKind.RETRANSMIT, at=e.plan.rto_at)
 
