@@ -26,9 +26,12 @@ written (``tail``), the congestion window (NewReno: slow start, congestion avoid
 retransmit on the third duplicate ACK and fast recovery with partial ACKs, RFC 5681/6582;
 equal event by event to a reference written from the RFCs, ``tests/tcp/newreno_model.py``,
 which lists the choices the RFCs leave: bytes counted in congestion avoidance, cwnd = ssthresh
-on a full ACK, the SYN's ACK counted as one byte) and the retransmission timer (``rto``
-doubled on each expiry up to ``rto_max``, reset on a new ACK; after ``max_retries`` in a row,
-or ``syn_retries`` for a SYN, the connection is dropped).
+on a full ACK, the SYN's ACK counted as one byte) and the retransmission timer: RFC 6298's
+timeout from round-trip samples (one new segment timed at a time, none retransmitted: Karn;
+the estimate kept by :class:`~beehive.proto.tcp.rtt.RttEstimator`, equal sample by sample to
+``tests/tcp/rto_model.py``; the configured ``rto`` until the first sample), doubled on each
+expiry up to ``rto_max``, reset on a new ACK; after ``max_retries`` in a row, or
+``syn_retries`` for a SYN, the connection is dropped.
 A zero window with data waiting arms the persist timer, whose expiry sends a window probe
 (a bare ACK one below ``snd_una``, which the peer answers with its window). The receive tile
 tells it what arrived (:data:`~beehive.proto.tcp.state.RX_EVENT`); it reads the receive tile's
