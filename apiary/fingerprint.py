@@ -24,8 +24,8 @@ from importlib.metadata import version
 from .design import Design
 
 
-__all__ = ["packages_of", "package_sources", "import_closure", "imported_by", "code_of",
-           "package_path", "design_fingerprint"]
+__all__ = ["packages_of", "package_sources", "import_closure", "imported_by", "script_siblings",
+           "code_of", "package_path", "design_fingerprint"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
@@ -129,6 +129,28 @@ def import_closure(modules: Iterable[str], packages: Iterable[str]) -> list[str]
             followed.add(name)
             todo += [(n, True) for n in imported_by(name, path, path.endswith("__init__.py"))]
     return sorted({f for f in files.values() if f})
+
+
+def script_siblings(path: str) -> list[str]:
+    """The scripts a design script builds on (``sibling(__file__, "name.py")``, a constant name,
+    :func:`apiary.load.sibling`), theirs in turn, and ``path`` itself: absolute paths, sorted.
+    Scripts are not modules, so :func:`import_closure` does not reach them."""
+    found: set[str] = set()
+    todo = [os.path.abspath(path)]
+    while todo:
+        script = todo.pop()
+        if script in found or not os.path.isfile(script):
+            continue
+        found.add(script)
+        with open(script, "rb") as f:
+            tree = ast.parse(f.read(), script)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and len(node.args) == 2 \
+                    and getattr(node.func, "id", getattr(node.func, "attr", None)) == "sibling" \
+                    and isinstance(node.args[1], ast.Constant) \
+                    and isinstance(node.args[1].value, str):
+                todo.append(os.path.join(os.path.dirname(script), node.args[1].value))
+    return sorted(found)
 
 
 def design_fingerprint(design: Design, packages: Iterable[str] | None = None,

@@ -43,6 +43,8 @@ __all__ = ["measure", "render", "main", "BEEHIVE_TABLE_4_3"]
 BEEHIVE_TABLE_4_3 = {1: (35, 99), 2: (54, 130), 3: (66, 102), 4: (83, 118)}
 BASE_PORT = 9000
 DESIGN = pathlib.Path(__file__).resolve().parents[1] / "examples" / "vr_witness.py"
+#: The design scripts the benchmark builds (part of a sweep job's source stamp).
+SCRIPTS = (DESIGN,)
 
 
 def _percentile(values: list[int], p: float) -> int:

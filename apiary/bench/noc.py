@@ -168,6 +168,8 @@ def router_area(width, target="xilinx", **kwargs):
 #: The design whose routers the benchmark reports one by one.
 ECHO_DESIGN = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples",
                            "udp_echo.py")
+#: The design scripts the benchmark builds (part of a sweep job's source stamp).
+SCRIPTS = (ECHO_DESIGN,)
 
 
 def _paths_text(paths):

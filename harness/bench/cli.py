@@ -14,7 +14,8 @@ import sys
 
 from apiary.cli import Command, UsageError, error, load, run_settings
 
-from .runner import SUB_BENCHES, bench_options, bench_parser, measure, parse_rest
+from .design import bench_options, bench_parser, parse_rest
+from .runner import SUB_BENCHES, measure
 
 
 __all__ = ["COMMAND"]

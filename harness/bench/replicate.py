@@ -54,6 +54,8 @@ DESIGN = pathlib.Path(__file__).resolve().parents[2] / "examples" / "replicated_
 #: The script with one stack and a slow application replicated:
 #: ``design(width=, copies=, policy=, cycles=)``.
 APP_DESIGN = DESIGN.with_name("replicated_app.py")
+#: The design scripts the benchmark builds (part of a sweep job's source stamp).
+SCRIPTS = (DESIGN, APP_DESIGN)
 DEFAULT_COPIES = (1, 2, 4)
 SIZE = 64                     # UDP payload bytes, as in the paper's figure
 IPV4_UDP = 28                 # bytes of IPv4 and UDP headers

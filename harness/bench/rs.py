@@ -38,6 +38,8 @@ from .tcp_peer import run_peers
 __all__ = ["THESIS_TABLE_3_3", "THESIS_DELAY", "THESIS_FIRST", "closed_loop", "main"]
 
 DESIGN = pathlib.Path(__file__).resolve().parents[2] / "examples" / "rs_apiary.py"
+#: The design scripts the benchmark builds (part of a sweep job's source stamp).
+SCRIPTS = (DESIGN,)
 
 #: The thesis's Table 3.3 (simulation, 4 ns per cycle): encoders → (kreq/s, average µs).
 THESIS_TABLE_3_3 = {1: (105, 9.4), 2: (147, 13.1), 3: (175, 16.5), 4: (190, 18.3)}

@@ -313,9 +313,22 @@ class Bench(Job):
         return dataclasses.replace(self, cwd=cwd)
 
     def _files(self) -> dict[str, str]:
-        """The arguments that are files (a design script), by argument: their paths."""
+        """The arguments that are files (a design script), by argument: their paths; and the
+        scripts a design script builds on (:func:`apiary.fingerprint.script_siblings`), by their
+        path below the script's folder."""
+        from apiary.fingerprint import script_siblings
         paths = {arg: os.path.join(self.cwd, arg) for arg in self.args if not arg.startswith("-")}
-        return {arg: path for arg, path in paths.items() if os.path.isfile(path)}
+        files = {arg: path for arg, path in paths.items() if os.path.isfile(path)}
+        module, function = self._runner()
+        named = getattr(module, f"{function}_scripts", None)
+        for script in (named(list(self.args)) if named is not None else ()):
+            files.setdefault(os.path.relpath(script, os.path.abspath(self.cwd)), script)
+        for arg, path in list(files.items()):
+            if path.endswith(".py"):
+                folder = os.path.dirname(arg)
+                for script in script_siblings(path):
+                    files.setdefault(os.path.join(folder, os.path.basename(script)), script)
+        return files
 
     def _runner(self) -> tuple[Any, str]:
         """The runner's module (imported) and its function's name."""

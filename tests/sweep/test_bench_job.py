@@ -149,6 +149,42 @@ def test_a_block_is_stale_when_code_its_benchmark_runs_changes(tmp_path, monkeyp
     assert Bench(args=(*CONTROL, "--markdown"), name="control", cwd=ROOT).source_stamp() != after
 
 
+def _covers(job, suffix):
+    return any(f.replace(os.sep, "/").endswith(suffix) for f in job.source_files())
+
+
+def test_a_stamp_covers_its_own_benchmark_and_designs_and_not_the_others():
+    """A benchmark by name depends on its module's imports and the design scripts it builds, a
+    design's echo on the UDP or the TCP benchmark it runs: a TCP change re-runs the TCP blocks,
+    not the router's; and a design built on a sibling script covers that script too."""
+    noc = Bench(args=("noc", "--markdown"), name="noc", cwd=ROOT)
+    assert _covers(noc, "apiary/noc/router.py") and not _covers(noc, "beehive/proto/tcp/rx.py")
+    assert "examples/udp_echo.py" in noc._files()           # the routers it reports
+    udp = Bench(args=("examples/udp_echo.py", "--markdown"), name="udp", cwd=ROOT)
+    tcp = Bench(args=("examples/tcp_echo.py", "--tcp", "--markdown"), name="tcp", cwd=ROOT)
+    assert _covers(udp, "harness/bench/echo.py") and not _covers(udp, "harness/bench/tcp.py")
+    assert not _covers(udp, "beehive/proto/tcp/rx.py")
+    assert _covers(tcp, "harness/bench/tcp.py") and _covers(tcp, "beehive/proto/tcp/rx.py")
+    rs_area = Bench(args=("area", "examples/rs_apiary.py", "--markdown"), name="a", cwd=ROOT)
+    assert "examples/tcp_apiary.py" in rs_area._files()    # sibling(__file__, "tcp_apiary.py")
+    assert _covers(rs_area, "beehive/proto/tcp/rx.py") and _covers(rs_area, "apiary/bench/area.py")
+    rs = Bench(args=("rs", "--markdown"), name="rs", cwd=ROOT)
+    assert {"examples/rs_apiary.py", "examples/tcp_apiary.py"} <= set(rs._files())
+
+
+def test_a_change_to_a_sibling_script_makes_the_block_stale(tmp_path):
+    """A planted change in a script the design script builds on, not named on the command line."""
+    (tmp_path / "base.py").write_text("WIDTH = 512\n")
+    (tmp_path / "top.py").write_text(
+        "from apiary.load import sibling\nbase = sibling(__file__, 'base.py')\n")
+    job = Bench(args=("top.py", "--markdown"), name="top", cwd=str(tmp_path))
+    before = job.source_stamp()
+    (tmp_path / "base.py").write_text("# the same code\nWIDTH = 512\n")
+    assert job.source_stamp() == before
+    (tmp_path / "base.py").write_text("WIDTH = 64\n")
+    assert job.source_stamp() != before
+
+
 def test_every_performance_md_block_was_measured_on_todays_sources():
     """Each table of docs/performance.md carries the stamp of the sources it was measured on;
     a change to code a benchmark runs makes its block stale until the sweep runs it again."""
