@@ -17,7 +17,8 @@ in (LOCAL0)                from                        what the scheduler does
                                                        (a connection dropped before it was
                                                        announced) are dropped and counted
 ``TCP_RX_MSG_RESP``,       the engine's tiles          forwarded to the connection's worker
-``TCP_TX_MSG_RESP``
+``TCP_TX_MSG_RESP``,
+``TCP_PEER_RESP``
 ``CAP_NOTIFY`` (Apiary)    the scheduler's monitor     a connection's ring (the engine's
                                                        ``CAP_SEND``, :mod:`beehive.proto.tcp.
                                                        segments`): the receive ring picks the
@@ -68,7 +69,8 @@ __all__ = ["TcpSchedulerTile", "KEY_WORKER"]
 KEY_WORKER = "worker"
 
 #: The engine's messages: in, and on to the workers.
-_ENGINE = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP)
+_ENGINE = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP,
+           MsgType.TCP_PEER_RESP)
 _APP_RX = Receive("app_rx", *_ENGINE, meta=APP_META)
 _APP_TX = Send("app_tx", *_ENGINE, meta=APP_META, keys=[KEY_WORKER])
 

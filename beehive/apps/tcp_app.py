@@ -8,7 +8,8 @@ memory tiles holding the receive and the send rings. Its NoC input is split by s
 ``fbits``  messages in                                         metadata   from
 =========  ==================================================  =========  ======================
 LOCAL0     ``TCP_NEW_FLOW_NOTIF``, ``TCP_RX_MSG_RESP``,        APP_META   the RX tile, the TX
-           ``TCP_TX_MSG_RESP``                                            tile
+           ``TCP_TX_MSG_RESP`` (``TCP_PEER_RESP`` under                   tile
+           Apiary, to the context module)
 LOCAL1     ``LOAD_MEM_ACK`` (with data), ``STORE_MEM_ACK``     MEM_META   the memory tiles
 =========  ==================================================  =========  ======================
 
@@ -17,8 +18,9 @@ so it sends its engine requests with ``src_fbits = LOCAL0`` and its memory reque
 tile's LOCAL2: ``TCP_RX_MSG_REQ``, ``TCP_RX_ADJUST_PTR``, ``TCP_OPEN_REQ``) and ``"tcp_tx"``
 (the TX tile's LOCAL0: ``TCP_TX_MSG_REQ``, ``TCP_TX_ADJUST_PTR``, ``TCP_CLOSE_REQ``); memory
 requests go to the memory tile a flow's ``TCP_NEW_FLOW_NOTIF`` names (``mem_x``, ``mem_y``,
-LOCAL0). Routes ``"rx_mem"`` and ``"tx_mem"`` may be declared for the deadlock check; they are
-not used to address anything.
+LOCAL0); under Apiary the context module (:meth:`TcpAppTile._context`) sends ``TCP_PEER_REQ``
+to ``"tcp_rx"`` too. Routes ``"rx_mem"`` and ``"tx_mem"`` may be declared for the deadlock
+check; they are not used to address anything.
 
 :class:`TcpAppTile` is the base of the applications (:class:`~beehive.apps.tcp_echo.TcpEchoTile`,
 :class:`~beehive.apps.tcp_sender.TcpSenderTile`, :class:`~beehive.apps.tcp_datagram.
@@ -44,7 +46,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from apiary.noc.framing import MessageReceiver
+from apiary.noc.framing import MessageReceiver, MessageSender
 from apiary.noc.header import Fbits, noc_header
 from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, MEM_FORMAT, MEM_META, STORE_MEM,
                                    MemMsgType)
@@ -64,7 +66,7 @@ __all__ = ["TcpAppTile", "FlowTable", "Requests", "RX_CONTEXT", "TABLE_MEMORIES"
            "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC", "ENGINE_MESSAGES", "ENGINE_REQUESTS",
            "app_inputs", "app_outputs", "default_chunk", "int_in_range", "engine_message",
            "mem_acks", "read_port", "app_request", "mem_request", "mem_ack", "mem_data_to",
-           "handle_of", "TO_RX"]
+           "handle_of", "TO_RX", "PEER_TIMEOUT"]
 
 
 #: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
@@ -77,11 +79,20 @@ RX_APP_FBITS, TX_APP_FBITS = Fbits.LOCAL2, Fbits.LOCAL0
 #: Where a ring is: a memory tile's coordinates.
 MEM_LOC = data.StructLayout({"x": 8, "y": 8})
 #: The engine's messages to an application, and an application's requests to the engine.
-ENGINE_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP)
+ENGINE_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, MsgType.TCP_TX_MSG_RESP,
+                   MsgType.TCP_PEER_RESP)
 ENGINE_REQUESTS = (MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
                    MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_CLOSE_REQ)
 #: The engine requests the RX tile takes (the others go to the TX tile).
 TO_RX = ENGINE_REQUESTS[:3]
+
+
+#: The peer of a connection, as the context module learns it (:meth:`TcpAppTile._peer`).
+_PEER = data.StructLayout({"flow": 16, "ip": 32, "port": 16, "local_port": 16})
+#: Cycles the context module waits for the engine's ``TCP_PEER_RESP``.
+PEER_TIMEOUT = 4096
+#: The context module's sender of ``TCP_PEER_REQ`` (an untrusted application's last output).
+_PEER_TX = Send("peer_tx", MsgType.TCP_PEER_REQ, meta=APP_META, keys=[KEY_TCP_RX])
 
 
 def app_inputs(*more: Receive) -> tuple[Receive, ...]:
@@ -439,10 +450,15 @@ class TcpAppTile(Tile):
         self.fault_after = (None if fault_after is None
                             else int_in_range(fault_after, "fault_after", 0, (1 << 32) - 2))
         self._poison = Signal()
+        if env is not None and not env.trusted:
+            counters = {**(counters or {}), "peer_timeouts": "connections announced with no "
+                        "peer: the engine did not answer the context module's TCP_PEER_REQ"}
         super().__init__(env, counters=counters, registers=registers)
         if not self.env.trusted:
-            # The monitor's answers arrive on the engine's sub-port, told apart by type.
+            # The monitor's answers arrive on the engine's sub-port, told apart by type; the
+            # context module asks the engine for each new connection's peer.
             self.inputs = (monitor_input(ENGINE_FBITS), *self.inputs)
+            self.outputs = (*self.outputs, _PEER_TX)
         routes = self.env.next_hops("data")
         self.tcp_rx = self._engine(routes, KEY_TCP_RX, RX_APP_FBITS)
         self.tcp_tx = self._engine(routes, KEY_TCP_TX, TX_APP_FBITS)
@@ -499,7 +515,7 @@ class TcpAppTile(Tile):
         app_rx, mem_rx, mem_tx = io.app_rx, io.mem_rx, io.mem_tx
         receivers = [getattr(io, p.name) for p in self.inputs
                      if p.plane == "data" and p.name != "monitor"]
-        sent = [p.name for p in self.outputs if p.plane == "data"]
+        sent = [p.name for p in self.outputs if p.plane == "data" and p is not _PEER_TX]
         app_tx = [getattr(io, name) for name in sent[:sent.index("mem_tx")]]
         more_tx = [getattr(io, name) for name in sent[sent.index("mem_tx") + 1:]]
         k_rx = None if self.env.trusted else io.monitor
@@ -517,7 +533,7 @@ class TcpAppTile(Tile):
         sb = self.slot_bits
         valid, msg_type = app_rx.o_hdr.valid, hdr.msg_type
         if k_rx is not None:
-            valid, msg_type, meta = self._context(m, app_rx, k_rx, meta)
+            valid, msg_type, meta = self._context(m, app_rx, k_rx, meta, io.peer_tx)
         app = engine_message(sb).create(path=("app",))
         m.d.comb += [app.valid.eq(valid), app.type.eq(msg_type), app.meta.eq(meta),
                      app.slot.eq(meta.flow[:sb]),
@@ -536,14 +552,22 @@ class TcpAppTile(Tile):
                                malformed=errors + io.dropped, requests=requests)
 
     def _context(self, m: Module, app_rx: MessageReceiver, k_rx: MessageReceiver,
-                 meta_in: Any) -> tuple[Any, Any, Any]:
+                 meta_in: Any, peer_tx: MessageSender) -> tuple[Any, Any, Any]:
         """Under Apiary (the tile untrusted), the thesis's context module: the engine announces a
         connection's rings with ``CAP_SEND`` (:mod:`beehive.proto.tcp.segments`), so the
         monitor's ``CAP_NOTIFY`` arrive on LOCAL0 with the engine's messages. Each becomes the
-        ``TCP_NEW_FLOW_NOTIF`` it stands for (``addr`` the segment's virtual address, no peer
-        address or memory tile: the monitor steers loads and stores), the handle is kept per
-        flow slot, and the ring offsets of the engine's responses become virtual addresses in
-        it. Returns the engine messages' ``valid``, ``msg_type`` and metadata."""
+        ``TCP_NEW_FLOW_NOTIF`` it stands for (``addr`` the segment's virtual address, no memory
+        tile: the monitor steers loads and stores), the handle is kept per flow slot, and the
+        ring offsets of the engine's responses become virtual addresses in it.
+
+        The capability carries no peer, so the receive ring's notification waits while the
+        module asks the engine (``TCP_PEER_REQ`` on ``peer_tx``); the answer
+        (``TCP_PEER_RESP``, not passed on) fills ``peer_ip``, ``peer_port`` and ``local_port``
+        of both of the connection's notifications, as the engine's own notification has them.
+        That costs a round trip to the receive tile per connection; an answer that does not
+        come in :data:`PEER_TIMEOUT` cycles (the engine dropped a ``CLOSED`` reply for want
+        of room) lets the notification go with a zero peer (counted: ``peer_timeouts``).
+        Returns the engine messages' ``valid``, ``msg_type`` and metadata."""
         sb, flows = self.slot_bits, self.config.flows
         note = data.StructLayout({"handle": 8, "user": GRANT_USER})
         m.submodules.notes = notes = Queue(note, 4)
@@ -564,11 +588,13 @@ class TcpAppTile(Tile):
         engine = app_rx.o_hdr.valid
         n = notes.o.payload
         meta = Signal(APP_META.layout())
-        m.d.comb += notes.o.ready.eq(~engine)
+        is_peer = app_rx.o_hdr.payload.msg_type == MsgType.TCP_PEER_RESP
+        peer, release = self._peer(m, peer_tx, n, notes.o.valid & ~engine, engine & is_peer,
+                                   meta_in)
+        m.d.comb += notes.o.ready.eq(release)
         for kind, (rd, wr) in handles.items():
             m.d.comb += [rd.addr.eq(meta_in.flow[:sb]), wr.addr.eq(n.user.flow[:sb]),
-                         wr.data.eq(n.handle),
-                         wr.en.eq(~engine & notes.o.valid & (n.user.kind == kind))]
+                         wr.data.eq(n.handle), wr.en.eq(release & (n.user.kind == kind))]
         resp = {MsgType.TCP_RX_MSG_RESP: BufferKind.RECEIVE,
                 MsgType.TCP_TX_MSG_RESP: BufferKind.SEND}
         with m.If(engine):
@@ -581,8 +607,41 @@ class TcpAppTile(Tile):
             m.d.comb += [meta.flow.eq(n.user.flow), meta.kind.eq(n.user.kind),
                          meta.status.eq(Status.OK), meta.size_log2.eq(n.user.size_log2),
                          meta.addr.eq(Cat(Const(0, OFFSET_BITS), n.handle))]
-        return (engine | notes.o.valid,
+            with m.If(peer.flow == n.user.flow):
+                m.d.comb += [meta.peer_ip.eq(peer.ip), meta.peer_port.eq(peer.port),
+                             meta.local_port.eq(peer.local_port)]
+        return ((engine & ~is_peer) | release,
                 Mux(engine, app_rx.o_hdr.payload.msg_type, MsgType.TCP_NEW_FLOW_NOTIF), meta)
+
+    def _peer(self, m: Module, peer_tx: MessageSender, note: Any, offered: Any, answer: Any,
+              meta_in: Any) -> tuple[Any, Any]:
+        """The context module's question (:meth:`_context`): for the receive ring's ``note``
+        at the head of the notes (``offered``: it may go this cycle), ask the engine once, and
+        hold it until ``answer`` (a ``TCP_PEER_RESP``, ``meta_in``) for its flow or the
+        timeout. Returns the peer last learnt (``flow``, ``ip``, ``port``, ``local_port``)
+        and the cycle's ``release`` of the note."""
+        peer = Signal(_PEER)
+        asked, known = Signal(), Signal()
+        waited = Signal(range(PEER_TIMEOUT + 1))
+        receive = note.user.kind == BufferKind.RECEIVE
+        with m.If(offered & receive & ~asked):
+            with m.If(self.app_request(m, peer_tx.i_hdr, MsgType.TCP_PEER_REQ, self.tcp_rx,
+                                       flow=note.user.flow)):
+                m.d.sync += [asked.eq(1), waited.eq(0)]
+        with m.If(asked & ~known):
+            m.d.sync += waited.eq(waited + 1)
+            with m.If(answer & (meta_in.flow == note.user.flow)):
+                m.d.sync += [known.eq(1), peer.flow.eq(note.user.flow),
+                             peer.ip.eq(meta_in.peer_ip), peer.port.eq(meta_in.peer_port),
+                             peer.local_port.eq(meta_in.local_port)]
+            with m.Elif(waited == PEER_TIMEOUT):
+                m.d.sync += [known.eq(1), peer.eq(0), peer.flow.eq(note.user.flow)]
+                count(m, self.counters.peer_timeouts)
+        release = Signal()
+        m.d.comb += release.eq(offered & (~receive | known))
+        with m.If(release & receive):
+            m.d.sync += [asked.eq(0), known.eq(0)]
+        return peer, release
 
     # -- requests ----------------------------------------------------------------------------------
 

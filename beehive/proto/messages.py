@@ -53,7 +53,7 @@ __all__ = ["MsgType", "PACKET_META", "ETH_META", "IP_META", "PACKET_LEVELS", "ME
 
 @register_msg_types
 class MsgType(enum.Enum, shape=8):
-    """Beehive's NoC message types, with Beehive's values, and two of ours for the TCP
+    """Beehive's NoC message types, with Beehive's values, and four of ours for the TCP
     application interface (:mod:`beehive.proto.tcp.app`)."""
     ETH_TX_FRAME            = 1
     IP_RX_DATAGRAM          = 2
@@ -73,6 +73,8 @@ class MsgType(enum.Enum, shape=8):
     UDP_RX_SEGMENT          = 26     # distinct from ETH_RX_FRAME here; Beehive uses 12 for both
     TCP_OPEN_REQ            = 29     # not in Beehive (server-only): an application opens
     TCP_CLOSE_REQ           = 30     # not in Beehive: an application closes its side
+    TCP_PEER_REQ            = 21     # not in Beehive: an application asks for a flow's peer
+    TCP_PEER_RESP           = 22     # not in Beehive: ... and is told it
 
 
 _ETH_FIELDS = [

@@ -47,6 +47,10 @@ def test_three_connections_over_two_encoders_get_their_parity():
         # Each connection's rings were allocated through the memory manager and sent on.
         assert c["mm_derives"] == 5 * 3
         assert not any(k.endswith("_faults") for k in c), c
+        # Each encoder asked the engine for its connections' peers; the scheduler forwarded
+        # every answer (none timed out).
+        counters = sim.counters()
+        assert counters["app_peer_timeouts"] == counters["app1_peer_timeouts"] == 0
 
 
 @pytest.mark.xdist_group("rs64")

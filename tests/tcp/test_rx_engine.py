@@ -12,7 +12,7 @@ from apiary.noc.nexthop import Endpoint
 from apiary.stream.testbench import simulate
 from beehive.proto.messages import MsgType
 from beehive.proto.tcp import TcpConfig
-from beehive.proto.tcp.app import Status
+from beehive.proto.tcp.app import Status, flow_handle
 from beehive.proto.tcp.header import ACK, MAX_HEADER_BYTES, RST
 from beehive.proto.tcp.rx import RxEngine
 
@@ -143,5 +143,48 @@ def burst_of_syns(dut, syns, opened):
         opens = [ev for ev in bench.events if ev.open]
         assert sorted(ev.slot for ev in opens) == list(range(opened))
         assert ctx.get(dut.counters.syn_dropped) == syns - opened
+
+    simulate(dut, run, background=bench.background(), timeout=800)
+
+
+async def request(ctx, dut, msg_type, x=5, y=6, fbits=2, **meta):
+    """An application's request (as the tile's request queue offers it), taken."""
+    ctx.set(dut.app.payload, {"msg_type": msg_type.value, "x": x, "y": y, "fbits": fbits,
+                              "meta": meta})
+    ctx.set(dut.app.valid, 1)
+    await ctx.tick().until(dut.app.ready)
+    ctx.set(dut.app.valid, 0)
+    await ctx.tick().repeat(8)
+
+
+def test_the_peer_of_a_flow_is_told_to_its_application_and_not_for_a_stale_handle():
+    """TCP_PEER_REQ: answered in the flow's turn to the flow's application with the tuple; for a
+    handle of another generation, or of a connection never announced, CLOSED to the asker."""
+    dut = engine()
+    bench = Bench(dut)
+
+    async def run(ctx):
+        await bench.segment(ctx, TCP(sport=40007, dport=7, flags="S", seq=1000))
+        (ev,) = bench.events
+        iss, slot, gen = ev.seq, ev.slot, ev.gen
+        # Half-open: nobody was told of the flow yet.
+        await request(ctx, dut, MsgType.TCP_PEER_REQ, flow=flow_handle(slot, gen))
+        (early,) = bench.messages
+        assert early.msg_type == MsgType.TCP_PEER_RESP.value
+        assert early.meta.status == Status.CLOSED and (early.x, early.y, early.fbits) == (5, 6, 2)
+        # Established: announced (both rings), then asked about with its handle and a stale one.
+        await bench.segment(ctx, TCP(sport=40007, dport=7, flags="A", seq=1001, ack=iss + 1))
+        del bench.messages[:]
+        await request(ctx, dut, MsgType.TCP_PEER_REQ, flow=flow_handle(slot, gen))
+        await request(ctx, dut, MsgType.TCP_PEER_REQ, flow=flow_handle(slot, gen + 1))
+        answers = [m for m in bench.messages if m.msg_type == MsgType.TCP_PEER_RESP.value]
+        ours, stale = (sorted(answers, key=lambda m: m.meta.status))
+        assert ours.meta.status == Status.OK and ours.meta.flow == flow_handle(slot, gen)
+        assert (ours.x, ours.y, ours.fbits) == (3, 2, 1)        # the flow's application
+        assert ours.meta.peer_ip == PEER_IP and ours.meta.peer_port == 40007
+        assert ours.meta.local_port == 7
+        assert stale.meta.status == Status.CLOSED and (stale.x, stale.y) == (5, 6)
+        assert stale.meta.peer_ip == 0 and stale.meta.peer_port == 0
+        assert ctx.get(dut.counters.app_bad) == 2
 
     simulate(dut, run, background=bench.background(), timeout=800)

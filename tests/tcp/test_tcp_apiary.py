@@ -58,6 +58,8 @@ def test_connections_get_fresh_segments_and_give_them_back(width):
         assert c["app_bytes"] == 3 * (1024 + 77)
         for tile in ("tcp_rx", "tcp_tx", "app"):
             assert f"{tile}_monitor_faults" not in c, c
+        # The application asked the engine for each connection's peer, and was answered.
+        assert sim.counters()["app_peer_timeouts"] == 0
         assert "tcp_rx_alloc_failed" not in c and "tcp_rx_grant_failed" not in c
 
 

@@ -36,6 +36,10 @@ message                  type  from → to                   fields
                                                            ``status`` other than OK: it failed)
 ``TCP_CLOSE_REQ``        30    application → TX engine     ``flow``: send FIN after the data
                                                            written so far
+``TCP_PEER_REQ``         21    application → RX engine     ``flow``: who is the connection with?
+``TCP_PEER_RESP``        22    RX engine → application     ``flow``, ``peer_ip``, ``peer_port``,
+                                                           ``local_port``, ``status`` (OK; CLOSED
+                                                           if the slot holds a newer connection)
 =======================  ====  ==========================  =======================================
 
 Pointers are byte offsets in the connection's stream (0 is its first byte, modulo 2**32); the
@@ -58,6 +62,13 @@ notifications do. When a connection ends, the application learns it from the ``s
 receive request; ``RESET`` or ``TIMEOUT`` comes unasked, once, as the connection is dropped;
 a ``TCP_TX_MSG_REQ`` still waiting for room is answered ``CLOSED``. As the receive and transmit
 sides are separate tiles, a transmit answer may still arrive after a ``RESET``.
+
+``TCP_PEER_REQ`` is for an application that did not see the peer in a notification: under
+Apiary the notification is a capability, which carries no peer (below), and the context module
+of :class:`~beehive.apps.tcp_app.TcpAppTile` asks with it before it hands the application a
+connection. The answer goes to the flow's application as its other responses do, in the flow's
+next turn of the engine; it is ``OK``, with the tuple, for any connection the application has
+been told of, even one that has ended, until its slot is taken by the next.
 
 With Apiary (the kernel's capabilities), ``addr`` becomes the application's own handle for the
 buffer segment, which the engine obtains when it grants the segment (``send`` of the thesis's
@@ -128,7 +139,8 @@ APP_META = Format("tcp_app_meta", [
 #: The message types of the interface.
 APP_MESSAGES = (MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_MSG_RESP,
                 MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_TX_MSG_REQ, MsgType.TCP_TX_MSG_RESP,
-                MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_OPEN_REQ, MsgType.TCP_CLOSE_REQ)
+                MsgType.TCP_TX_ADJUST_PTR, MsgType.TCP_OPEN_REQ, MsgType.TCP_CLOSE_REQ,
+                MsgType.TCP_PEER_REQ, MsgType.TCP_PEER_RESP)
 register_formats(APP_MESSAGES, APP_META)
 
 

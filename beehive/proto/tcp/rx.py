@@ -11,12 +11,13 @@ fbits    message                                     metadata            from
 LOCAL0   ``IP_RX_DATAGRAM`` (protocol 6): a segment  PACKET_META         IPv4 RX
 LOCAL1   ``STORE_MEM_ACK``                           MEM_META            the receive buffer
 LOCAL2   ``TCP_RX_MSG_REQ``, ``TCP_RX_ADJUST_PTR``,  APP_META            applications
-         ``TCP_OPEN_REQ``
+         ``TCP_OPEN_REQ``, ``TCP_PEER_REQ``
 LOCAL3   ``ARP_RESOLVED``                            PACKET_META         the ARP tile
 =======  ==========================================  ==================  ======================
 
 Out of it: ``STORE_MEM`` (a segment's new bytes, to the receive buffer, route key
-``"rx_mem"``, answered on LOCAL1), ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (to the
+``"rx_mem"``, answered on LOCAL1), ``TCP_NEW_FLOW_NOTIF``, ``TCP_RX_MSG_RESP`` and
+``TCP_PEER_RESP`` (to the
 flow's application: for a connection the peer opens, the tile routed to under the local port,
 an integer key; for one an application opens, that application), and ``ARP_RESOLVE`` (route key
 ``"arp"``, answered on LOCAL3). The formats are in :mod:`beehive.proto.tcp.app`.
@@ -205,13 +206,14 @@ class TcpRxTile(Tile):
         Receive("ack_rx", MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT, fbits=Fbits.LOCAL1,
                 empty_packets=True),
         app_input(MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
-                  fbits=Fbits.LOCAL2),
+                  MsgType.TCP_PEER_REQ, fbits=Fbits.LOCAL2),
         Receive("arp_rx", ArpMsgType.ARP_RESOLVED, meta=PACKET_META, fbits=Fbits.LOCAL3,
                 empty_packets=True),
     )
     outputs: tuple[Send, ...] = (
         Send("store_tx", MemMsgType.STORE_MEM, meta=MEM_FORMAT, empty_packets=True),
-        Send("app_tx", MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP, meta=APP_META),
+        Send("app_tx", MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP,
+             MsgType.TCP_PEER_RESP, meta=APP_META),
         Send("arp_tx", ArpMsgType.ARP_RESOLVE, meta=PACKET_META),
         Send("k_tx", KernelMsgType.CAP_ALLOC, KernelMsgType.CAP_FREE, KernelMsgType.CAP_SEND,
              meta=KERNEL_FORMAT),
@@ -1170,6 +1172,13 @@ class RxEngine(wiring.Component):
                         m.d.comb += e.ev.ack_now.eq(1)      # a window update
                 with m.Else():
                     self._count(m, e, "app_bad")
+            with m.Case(MsgType.TCP_PEER_REQ):
+                # Answered in the flow's turn (after what is queued for it, and with room).
+                with m.If((s.gen == e.gen) & (s.announced != 0)):
+                    m.d.comb += [new.peer_req.eq(1), e.write.eq(1), e.notify.eq(1)]
+                with m.Else():
+                    self._respond(m, e, MsgType.TCP_PEER_RESP, a.x, a.y, a.fbits, **closed)
+                    self._count(m, e, "app_bad")
             with m.Case(MsgType.TCP_OPEN_REQ):
                 with m.If(e.open_busy | ~e.arp_room):
                     self._respond(m, e, MsgType.TCP_NEW_FLOW_NOTIF, a.x, a.y, a.fbits,
@@ -1218,7 +1227,12 @@ class RxEngine(wiring.Component):
         handle = self._handle(e)
         live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.TIME_WAIT)
         mem_x, mem_y = self._rx_mem
-        with m.If(s.state == ConnState.ABORTED):
+        with m.If(s.peer_req):
+            self._respond(m, e, MsgType.TCP_PEER_RESP, *app, flow=handle, status=Status.OK,
+                          peer_ip=s.peer_ip, peer_port=s.peer_port, local_port=s.local_port)
+            # Whatever else the flow waits for takes its next turn.
+            m.d.comb += [new.peer_req.eq(0), e.write.eq(1), e.notify.eq(1)]
+        with m.Elif(s.state == ConnState.ABORTED):
             m.d.comb += [new.state.eq(ConnState.FREE), e.write.eq(1)]
             with m.If(s.announced != 0):
                 self._respond(m, e, MsgType.TCP_RX_MSG_RESP, *app, flow=handle, status=s.status)

@@ -83,6 +83,7 @@ RX_STATE = data.StructLayout({
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
     "our_fin": 1, "our_fin_seq": 32, "fin_acked": 1, "closed_first": 1,
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
+    "peer_req": 1,          # the application asked who the peer is (TCP_PEER_REQ)
     "bufs": 1, "rx_h": 8, "tx_h": 8,   # under Apiary: the slot's ring segments (handles)
 })
 
