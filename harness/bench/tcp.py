@@ -8,6 +8,12 @@ segment's checksums and every echoed byte; a wrong or missing echo stops the ben
 
 * **Connection set-up**: a SYN into the idle design, first word in → last word of the SYN-ACK
   out; and the whole handshake plus a 1-byte echo, SYN's first word in → the echo's last out.
+* **Connection set-up rate**: a connection for every flow slot of the engine, opened as a load
+  generator would: as many SYNs at once (back to back on the link) as the engine keeps
+  half-open connections, each SYN-ACK answered with the handshake's ACK and the next SYN
+  within 4 cycles; cycles per connection = (last SYN-ACK's last word − first SYN's first word)
+  / connections, every connection then counted open by the engine. (A SYN turned away would
+  be sent again after 1,000 quiet cycles, and counted.)
 * **Latency**: a 1-byte request on an open, idle connection: its first word in → the last word
   of the segment that echoes it (the design also sends a bare ACK first; it is not counted).
 * **Request rate** over many connections (Beehive's small-segment figure, Fig. 9): ``flows``
@@ -118,6 +124,16 @@ def tcp_flows(design):
     return 0
 
 
+def half_open(design):
+    """The half-open connections the design's TCP engine keeps (``TcpConfig.half_open``)."""
+    from beehive.proto.tcp import TcpRxTile
+    for decl in design.tiles.values():
+        if decl.cls is TcpRxTile:
+            config = decl.params.get("config")
+            return (config if config is not None else TcpRxTile().config).half_open
+    return 1
+
+
 def _entered(sim):
     """The first cycle of each frame the design took since the last call."""
     return [f.cycle_first for f in sim.sent(clear=True)]
@@ -156,6 +172,57 @@ def measure_setup(sim, design, step=4):
     echo = [s for s in peer.seen if s.data][0]
     _close_all(sim, [peer])
     return {"syn_to_synack": synack.cycle - syn_in, "syn_to_first_echo": echo.cycle - syn_in}
+
+
+def measure_setup_rate(sim, design, count, step=4, patience=1000):
+    """``count`` handshakes, ``half_open`` at a time (the module docstring): cycles per
+    connection."""
+    peers = _peers(sim, design, count, base=50000)
+    opened = sim.counters().get("tcp_rx_opened", 0)
+    _entered(sim)
+    first_in, last_out, resent = None, 0, 0
+    waiting: dict = {}
+    todo = list(reversed(peers))
+
+    def syn():
+        p = todo.pop()
+        p.snd_nxt = seq_add(p.isn, 1)
+        p.send("S", seq=p.isn, options=p.syn_options(), ack=0)
+        waiting[p.sport] = (p, sim.cycle)
+
+    for _ in range(min(half_open(design), count)):
+        syn()
+    limit = sim.cycle + 2000 * count + 100_000
+    while waiting:
+        if sim.cycle > limit:
+            raise BenchError(f"{len(waiting)} of {count} connections got no SYN-ACK")
+        new = run_peers(sim, [p for p, _ in waiting.values()], step, ack=False)
+        entered = _entered(sim)
+        if entered and first_in is None:
+            first_in = entered[0]
+        for sport, segments in new.items():
+            p, since = waiting[sport]
+            synack = [s for s in segments if s.flags == "SA"]
+            if synack:
+                p.iss, p.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
+                p.peer_wscale = dict(synack[0].tcp.options).get("WScale", 0)
+                p.send("A")
+                last_out = max(last_out, synack[0].cycle)
+                del waiting[sport]
+                if todo:
+                    syn()
+            elif sim.cycle - since > patience:
+                p.send("S", seq=p.isn, options=p.syn_options(), ack=0)
+                waiting[sport] = (p, sim.cycle)
+                resent += 1
+    run_peers(sim, peers, 200, ack=False)
+    now_open = sim.counters().get("tcp_rx_opened", 0) - opened
+    if now_open != count:
+        raise BenchError(f"{count} handshakes answered, {now_open} connections opened")
+    assert first_in is not None
+    cycles = last_out - first_in
+    return {"connections": count, "half_open": half_open(design), "cycles": cycles,
+            "cycles_per_connection": cycles / count, "resent": resent}
 
 
 def measure_latency(sim, peer, requests=5):
@@ -320,11 +387,16 @@ def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
                 bulk.append(measure_bulk(sim, design, n, size, bulk_bytes))
                 note(f"bulk, {n} connection(s), {size}-byte segments: "
                      f"{bulk[-1]['bytes_per_cycle']:.2f} bytes/cycle")
+        # Last: it leaves every flow slot taken.
+        setup_rate = measure_setup_rate(sim, design, slots)
+        note(f"{slots} connections opened, {setup_rate['half_open']} at a time: "
+             f"{setup_rate['cycles_per_connection']:.1f} cycles each")
         counters = {k: v for k, v in sim.counters().items() if v}
         cycles = sim.cycle
     return {"design": design.name, "script": script, "width": design.width,
             "clock_mhz": clock_mhz, "simulator": f"Verilator {verilator_version()}",
             "setup": setup, "latency": latency, "rates": rates, "bulk": bulk,
+            "setup_rate": setup_rate,
             "cycles_simulated": cycles, "counters": counters, "beehive": BEEHIVE_TCP,
             "targets": TCP_TARGETS, "target_width": TARGET_WIDTH}
 
@@ -368,7 +440,17 @@ def _tables(res, markdown=False):
             "half of the run",
             ["connections", "segment (B)", "bytes/cycle", f"Gbps at {mhz:g} MHz",
              "times the peer resent (a segment dropped)"], bulk_rows)
-    return [latency, rates, bulk]
+    sr = res["setup_rate"]
+    per = sr["cycles_per_connection"]
+    setup_rate = (f"Connection set-up rate: a connection for each of the engine's "
+                  f"{sr['connections']} flow slots, {sr['half_open']} SYNs outstanding (its "
+                  f"half-open bound), each SYN-ACK answered at once",
+                  ["connections", "cycles (first SYN in → last SYN-ACK out)",
+                   "cycles/connection", f"connections/s at {mhz:g} MHz",
+                   "SYNs sent again"],
+                  [[str(sr["connections"]), str(sr["cycles"]), _cycles(per),
+                    f"{_down(mhz * 1e6 / per / 1e6, 2)} M", str(sr["resent"])]])
+    return [latency, setup_rate, rates, bulk]
 
 
 def render_tcp(res, fmt="text", command=None):
