@@ -12,7 +12,7 @@ def results(width, cycles_per_request):
         "rates": [{"flows": n, "requests": 20 * n, "resent": 0, "rounds": 20,
                    "cycles_per_request": cycles_per_request} for n in (1, 16, 32)],
         "bulk": [{"flows": 8, "segment_bytes": 1460, "bytes_per_cycle": 2.63, "resent": 254}],
-        "setup_rate": {"connections": 32, "half_open": 8, "cycles": 1000,
+        "setup_rate": {"connections": 32, "opened": 32, "window": 8, "cycles": 1000,
                        "cycles_per_connection": 31.25, "resent": 3},
     }
 
@@ -36,4 +36,4 @@ def test_the_target_is_judged_at_512_bits_in_bold_only_in_markdown():
 def test_the_set_up_rate_is_cycles_per_connection_and_connections_per_second():
     md = render_tcp(results(512, 17.05), "markdown")
     # 1,000 cycles for 32 connections: 31.25 cycles each, 4.00 M connections/s at 125 MHz.
-    assert "| 32 | 1000 | 31.25 | 4.00 M | 3 |" in md
+    assert "| 32 (32) | 1000 | 31.25 | 4.00 M | 3 |" in md
