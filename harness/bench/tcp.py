@@ -76,20 +76,16 @@ def _peers(sim, design, count, base=20000, port=PORT):
 def _connect_all(sim, peers):
     """Open every connection: SYNs all at once, sent again (as a real client would) to those a
     bounded half-open table turned away."""
-    for p in peers:
-        p.snd_nxt = seq_add(p.isn, 1)
     waiting = list(peers)
     for _ in range(200):
         for p in waiting:
-            p.send("S", seq=p.isn, options=p.syn_options(), ack=0)
+            p.send_syn()
         run_peers(sim, waiting, 1000, ack=False)
         still = []
         for p in waiting:
             synack = [s for s in p.seen if s.flags == "SA"]
             if synack:
-                p.iss, p.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
-                p.peer_wscale = dict(synack[0].tcp.options).get("WScale", 0)
-                p.send("A")
+                p.establish(synack[0])
             else:
                 still.append(p)
         waiting = still
@@ -118,24 +114,26 @@ def _close_all(sim, peers):
     run_peers(sim, peers, 500)
 
 
-def tcp_flows(design):
-    """The flow slots of the design's TCP engine (0 if it has none)."""
+def _tcp_config(design):
+    """The ``TcpConfig`` of the design's TCP engine, or ``None`` if it has none."""
     from beehive.proto.tcp import TcpRxTile
     for decl in design.tiles.values():
         if decl.cls is TcpRxTile:
             config = decl.params.get("config")
-            return config.flows if config is not None else TcpRxTile().config.flows
-    return 0
+            return config if config is not None else TcpRxTile().config
+    return None
+
+
+def tcp_flows(design):
+    """The flow slots of the design's TCP engine (0 if it has none)."""
+    config = _tcp_config(design)
+    return config.flows if config is not None else 0
 
 
 def half_open(design):
     """The half-open connections the design's TCP engine keeps (``TcpConfig.half_open``)."""
-    from beehive.proto.tcp import TcpRxTile
-    for decl in design.tiles.values():
-        if decl.cls is TcpRxTile:
-            config = decl.params.get("config")
-            return (config if config is not None else TcpRxTile().config).half_open
-    return 1
+    config = _tcp_config(design)
+    return config.half_open if config is not None else 1
 
 
 def _entered(sim):
@@ -190,8 +188,7 @@ def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tri
     todo = list(reversed(peers))
 
     def syn(p, sent=0):
-        p.snd_nxt = seq_add(p.isn, 1)
-        p.send("S", seq=p.isn, options=p.syn_options(), ack=0)
+        p.send_syn()
         waiting[p.sport] = (p, sim.cycle, sent + 1)
 
     window = min(window, half_open(design), count)
@@ -209,9 +206,7 @@ def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tri
             p, since, sent = waiting[sport]
             synack = [s for s in segments if s.flags == "SA"]
             if synack:
-                p.iss, p.rcv_nxt = synack[0].tcp.seq, seq_add(synack[0].tcp.seq, 1)
-                p.peer_wscale = dict(synack[0].tcp.options).get("WScale", 0)
-                p.send("A")
+                p.establish(synack[0])
                 last_out = max(last_out, synack[0].cycle)
             elif sim.cycle - since <= patience:
                 continue

@@ -151,19 +151,28 @@ class Peer:
 
     # -- whole steps -----------------------------------------------------------------------------
 
-    def connect(self, cycles=3000):
-        """SYN (with MSS, SACK-permitted, timestamps, window scale), SYN-ACK, ACK; returns the
-        SYN-ACK."""
-        self.send("S", options=self.syn_options(), ack=0)
+    def send_syn(self):
+        """The SYN (with MSS, SACK-permitted, timestamps, window scale), from our ISN (again, if
+        it was sent before)."""
         self.snd_nxt = seq_add(self.isn, 1)
-        synack = [s for s in self.run(cycles, ack=False) if s.flags == "SA"]
-        assert synack, f"no SYN-ACK: {self.seen!r}"
-        tcp = synack[0].tcp
-        assert tcp.ack == self.snd_nxt
+        self.send("S", seq=self.isn, options=self.syn_options(), ack=0)
+
+    def establish(self, synack):
+        """Take the design's SYN-ACK (a :class:`Seen`): its ISN and window scale; send the
+        handshake's ACK."""
+        tcp = synack.tcp
         self.iss = tcp.seq
         self.rcv_nxt = seq_add(tcp.seq, 1)
         self.peer_wscale = dict(tcp.options).get("WScale", 0)
         self.send("A")
+
+    def connect(self, cycles=3000):
+        """SYN, SYN-ACK, ACK; returns the SYN-ACK."""
+        self.send_syn()
+        synack = [s for s in self.run(cycles, ack=False) if s.flags == "SA"]
+        assert synack, f"no SYN-ACK: {self.seen!r}"
+        assert synack[0].tcp.ack == self.snd_nxt
+        self.establish(synack[0])
         return synack[0]
 
     def exchange(self, data, *, cycles=20000, chunk=None, rounds=20):
