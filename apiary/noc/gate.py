@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from amaranth import Module, Signal, Mux
+from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,11 +32,17 @@ class MessageGate(wiring.Component):
     ``rewritten`` instead of ``head``.
 
     Latency: a one-flit head passes combinationally (0 cycles) when ``o`` is ready; a head of
-    *n* > 1 flits (or a one-flit head that ``o`` does not take at once) is stored, then sent from
-    the gate: its first flit leaves 1 cycle after the head's last arrived (*n* cycles after the
-    message's first), and ``i`` waits during those *n* cycles. After the head, flits pass
-    combinationally, one per cycle. Once offered on ``o``, a flit stays until taken (the
-    verdict and the rewrite are fixed when the head is taken from ``i``).
+    *n* > 1 flits is stored, then sent from the gate: its first flit leaves 1 cycle after the
+    head's last arrived (*n* cycles after the message's first), and ``i`` waits during those *n*
+    cycles. After the head, flits pass combinationally, one per cycle. Once offered on ``o``, a
+    flit stays until taken (the verdict and the rewrite are fixed at ``accept``).
+
+    With ``max_head = 1`` a head that ``o`` does not take at once keeps its verdict from
+    ``accept`` on and stays on ``i`` until ``o`` takes it: the gate stores only the bits the owner
+    may rewrite (``rewrites``, a mask of the head flit, and ``last``); the rest of the flit
+    leaves straight from ``i``, which holds it (a sender that broke the stream rules there
+    could change only those bits, never the judged ones). At 512 bits a monitor's gate so
+    stores 222 of 513 bits and muxes no more.
 
     Parameters
     ----------
@@ -44,13 +50,20 @@ class MessageGate(wiring.Component):
         Flit width.
     max_head : int
         Largest ``need`` the owner will ask for.
+    rewrites : int or None
+        With ``max_head = 1``, the bits of the head flit that ``rewritten`` may change (the
+        others are passed from ``i`` whatever ``rewritten`` says); ``None``: all of them.
     """
 
-    def __init__(self, width: int, max_head: int) -> None:
+    def __init__(self, width: int, max_head: int, rewrites: int | None = None) -> None:
         self._width = check_width(width)
         if not isinstance(max_head, int) or max_head < 1:
             raise ValueError(f"max_head must be a positive number of flits, not {max_head!r}")
+        if rewrites is not None and not (isinstance(rewrites, int)
+                                         and 0 <= rewrites < 1 << width):
+            raise ValueError(f"rewrites must be a mask of {width} bits, not {rewrites!r}")
         self._max = max_head
+        self._rewrites = (1 << width) - 1 if rewrites is None else rewrites
         super().__init__({
             "i": In(flit_signature(width)),
             "o": Out(flit_signature(width)),
@@ -66,6 +79,9 @@ class MessageGate(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
+        if self._max == 1:
+            self._one_flit_head(m)
+            return m
         w, n = self._width, self._max
         hold = [Signal(w, name=f"hold{j}") for j in range(n)]
         count = Signal(range(n + 1))            # head flits stored so far
@@ -146,3 +162,69 @@ class MessageGate(wiring.Component):
                 with m.If(i.valid & i.payload.last):
                     m.next = "HEAD"
         return m
+
+    def _one_flit_head(self, m: Module) -> None:
+        """``max_head = 1``: judged as it arrives, left on ``i`` until ``o`` takes it."""
+        i, o, mask = self.i, self.o, self._rewrites
+        spans = _runs(mask, self._width)
+        held = Signal(max(1, sum(hi - lo for lo, hi in spans)))     # the rewritable bits
+        held_last = Signal()
+
+        def offer(rewritten: Any) -> list:
+            """``o``'s data: the rewritable bits from ``rewritten``, the rest from ``i``."""
+            data, at = [], 0
+            for lo, hi in spans:
+                data.append((o.payload.data[lo:hi], rewritten(lo, hi, at)))
+                at += hi - lo
+            return [o.payload.data.eq(i.payload.data), *(d.eq(v) for d, v in data)]
+
+        m.d.comb += [self.first.eq(i.payload.data), self.head.eq(i.payload.data)]
+        with m.FSM(name="gate"):
+            with m.State("HEAD"):
+                m.d.comb += self.decide.eq(i.valid)
+                with m.If(self.decide):
+                    with m.Switch(self.verdict):
+                        with m.Case(Verdict.PASS):
+                            m.d.comb += [o.valid.eq(1), o.payload.last.eq(i.payload.last),
+                                         self.accept.eq(1), i.ready.eq(o.ready),
+                                         *offer(lambda lo, hi, at: self.rewritten[lo:hi])]
+                            with m.If(o.ready):
+                                with m.If(~i.payload.last):
+                                    m.next = "BODY"
+                            with m.Else():
+                                m.d.sync += [held.eq(Cat(*(self.rewritten[lo:hi]
+                                                           for lo, hi in spans))),
+                                             held_last.eq(i.payload.last)]
+                                m.next = "HELD"
+                        with m.Case(Verdict.DROP):
+                            m.d.comb += [i.ready.eq(1), self.accept.eq(1)]
+                            with m.If(~i.payload.last):
+                                m.next = "SINK"
+            with m.State("HELD"):
+                m.d.comb += [o.valid.eq(1), o.payload.last.eq(held_last), i.ready.eq(o.ready),
+                             *offer(lambda lo, hi, at: held[at:at + hi - lo])]
+                with m.If(o.ready):
+                    m.next = "HEAD"
+                    with m.If(~held_last):
+                        m.next = "BODY"
+            with m.State("BODY"):
+                m.d.comb += [o.valid.eq(i.valid), o.payload.eq(i.payload), i.ready.eq(o.ready)]
+                with m.If(i.valid & o.ready & i.payload.last):
+                    m.next = "HEAD"
+            with m.State("SINK"):
+                m.d.comb += i.ready.eq(1)
+                with m.If(i.valid & i.payload.last):
+                    m.next = "HEAD"
+
+
+def _runs(mask: int, width: int) -> list[tuple[int, int]]:
+    """The runs of set bits of ``mask`` (``width`` bits) as ``(lo, hi)`` slices."""
+    runs, lo = [], None
+    for bit in range(width + 1):
+        on = bit < width and mask >> bit & 1
+        if on and lo is None:
+            lo = bit
+        elif not on and lo is not None:
+            runs.append((lo, bit))
+            lo = None
+    return runs

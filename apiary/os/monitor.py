@@ -334,7 +334,7 @@ class Monitor(Component):
             count(m, c.faults)
         _counters_from(m, c, out)
         _counters_from(m, c, inc)
-        for side, names in ((out, ("mem", "op", "dst", "peer", "drop")),
+        for side, names in ((out, ("seg", "dst", "drop")),
                             (inc, ("ack", "src", "install", "revoke", "grant")),
                             (release, ("walk", "clear"))):
             for name in names:
@@ -402,12 +402,14 @@ class Monitor(Component):
         """The two gates, their judges, and the mergers of their messages with the monitor's
         own (``senders``) towards the NoC and the tile."""
         w = self.env.width
-        max_head = HeadFormat(w).max_head
-        og = MessageGate(w, max_head)
+        fmt = HeadFormat(w)
+        # The tile may break the stream rules: its gate keeps everything judged while a passed
+        # head waits. The router keeps them: the in gate keeps only what its judge rewrites.
+        og = MessageGate(w, fmt.max_head, fmt.held())
         # The tile is held in reset during RELEASE: take nothing from it (its outputs mean
         # nothing), and start the gate afresh (it may be sinking a message the reset cut).
         m.submodules.out_gate = ResetInserter(releasing)(og)
-        m.submodules.in_gate = ig = MessageGate(w, max_head)
+        m.submodules.in_gate = ig = MessageGate(w, fmt.max_head, fmt.held(False, ("addr",)))
         judge(m, og, out)
         judge(m, ig, inc)
         m.submodules.to_noc = to_noc = MessageMerger(w, 3)

@@ -56,6 +56,24 @@ class HeadFormat:
         self.max_head = max(self.mem_flits, self.kernel_flits)
         self._type_lsb = field_location(width, "msg_type")[1]
 
+    def held(self, header: bool = True, mem_meta: tuple[str, ...] | None = None) -> int | None:
+        """With a one-flit head, the mask of its bits a gate keeps while a passed head waits
+        (:class:`MessageGate`'s ``rewrites``): the header's fields (``header``) and the
+        ``mem_meta`` fields of :data:`MEM_META` (``None``: all). A gate keeps what its judge
+        rewrites and, when the sender is untrusted, everything the judge reads: the header and
+        the memory metadata (kernel metadata is read only in messages the monitor consumes).
+        ``None`` for longer heads."""
+        if self.max_head != 1:
+            return None
+        w, mask = self.width, 0
+        if header:
+            for _, field in noc_header(w).layout():
+                mask |= (1 << field.width) - 1 << field.offset
+        for name, field in MEM_META:            # inline, from bit 0 (one-flit heads)
+            if mem_meta is None or name in mem_meta:
+                mask |= (1 << field.width) - 1 << field.offset
+        return mask
+
     def flits(self, layout: data.StructLayout) -> int:
         """Head flits of a message whose metadata is ``layout``."""
         w = self.width

@@ -58,8 +58,8 @@ class OutgoingRules(Component):
     -------
     head : In(width * max_head)
     short, tokens_ok : In(1)
-    mem, op : Out(segment_lookup())
-    dst, peer : Out(ipc_lookup())
+    seg : Out(segment_lookup())
+    dst : Out(ipc_lookup())
     page : In(translation())  (only when ``paged``)
     fault : Out(4)
     report : Out(KERNEL_META)
@@ -76,8 +76,7 @@ class OutgoingRules(Component):
         head = width * fmt.max_head
         super().__init__({
             "head": In(head), "short": In(1), "tokens_ok": In(1, init=1),
-            "mem": Out(segment_lookup()), "op": Out(segment_lookup()),
-            "dst": Out(ipc_lookup()), "peer": Out(ipc_lookup()),
+            "seg": Out(segment_lookup()), "dst": Out(ipc_lookup()),
             **({"page": In(translation())} if paged else {}),
             "fault": Out(4), "report": Out(KERNEL_META), "rewritten": Out(head),
             "is_mem": Out(1), "tile_op": Out(1), "want": Out(2), "cost": Out(23),
@@ -100,10 +99,10 @@ class OutgoingRules(Component):
             is_mem.eq(is_type(msg_type, (LOAD_MEM, STORE_MEM))),
             self.tile_op.eq(is_type(msg_type, TILE_OPS)),
             self.want.eq(Mux(msg_type == LOAD_MEM, Perm.READ, Perm.WRITE)),
-            self.mem.handle.eq(handle), self.op.handle.eq(km.handle),
-            self.dst.x.eq(hdr.dst_x), self.dst.y.eq(hdr.dst_y), self.dst.fbits.eq(hdr.dst_fbits),
-            self.peer.x.eq(km.peer_x), self.peer.y.eq(km.peer_y),
-            self.peer.fbits.eq(km.peer_fbits),
+            self.seg.handle.eq(Mux(is_mem, handle, km.handle)),
+            self.dst.x.eq(Mux(is_send, km.peer_x, hdr.dst_x)),
+            self.dst.y.eq(Mux(is_send, km.peer_y, hdr.dst_y)),
+            self.dst.fbits.eq(Mux(is_send, km.peer_fbits, hdr.dst_fbits)),
         ]
         if rate is not None:            # flits; a message larger than the bucket takes a full one
             m.d.comb += self.cost.eq(hdr.msg_len + 1)
@@ -111,15 +110,15 @@ class OutgoingRules(Component):
                 m.d.comb += self.cost.eq(rate.burst)
         mem_fault = self._memory(m, mm, new_hdr, new_mm)
 
-        op_entry = self.op.entry
+        op_entry = self.seg.entry
         narrower = ((km.addr + km.size <= op_entry.size) & ((km.perm & ~op_entry.perm) == 0)
                     & (km.addr < (1 << OFFSET_BITS)))
         send_fault = Signal(4)
-        with m.If(~self.op.current):
+        with m.If(~self.seg.current):
             m.d.comb += send_fault.eq(FaultKind.STALE_HANDLE)
         with m.Elif(~narrower):
             m.d.comb += send_fault.eq(FaultKind.DERIVE_WIDER)
-        with m.Elif(~self.peer.allowed):
+        with m.Elif(~self.dst.allowed):
             m.d.comb += send_fault.eq(FaultKind.NO_IPC_CAP)
 
         checked = Signal(4)             # the violation the checks find, before the rate limit
@@ -165,7 +164,7 @@ class OutgoingRules(Component):
                 m.d.comb += [new_hdr.dst_x.eq(page.mem_x), new_hdr.dst_y.eq(page.mem_y),
                              new_mm.addr.eq(page.addr), new_mm.tag.eq(mm.tag)]
             return mem_fault
-        entry, want = self.mem.entry, self.want
+        entry, want = self.seg.entry, self.want
         offset = mm.addr[:OFFSET_BITS]
         ring = Signal(48)
         m.d.comb += ring.eq(Const(1, 1) << mm.wrap)
@@ -175,7 +174,7 @@ class OutgoingRules(Component):
         m.d.comb += in_bounds.eq(
             (lo + span <= entry.size)
             & ((mm.wrap == 0) | ((mm.wrap <= OFFSET_BITS) & ((entry.base & (ring - 1)) == 0))))
-        with m.If(~self.mem.current):
+        with m.If(~self.seg.current):
             m.d.comb += mem_fault.eq(FaultKind.STALE_HANDLE)
         with m.Elif((entry.perm & want) != want):
             m.d.comb += mem_fault.eq(FaultKind.PERMISSION)
@@ -183,7 +182,8 @@ class OutgoingRules(Component):
             m.d.comb += mem_fault.eq(FaultKind.OUT_OF_BOUNDS)
         with m.If(self.is_mem):
             m.d.comb += [new_hdr.dst_x.eq(entry.mem_x), new_hdr.dst_y.eq(entry.mem_y),
-                         new_mm.addr.eq(entry.base + offset), new_mm.tag.eq(self.mem.handle)]
+                         new_mm.addr.eq(entry.base + offset),
+                         new_mm.tag.eq(mm.addr[OFFSET_BITS:OFFSET_BITS + HANDLE_BITS])]
         return mem_fault
 
 
@@ -279,8 +279,8 @@ class OutgoingCheck(Component):
     first, head, decide, short, accept : In; need, verdict, rewritten : Out  (the gate's)
     quarantined : In(1)
     faulted : Out(1)
-    mem, op : Out(segment_lookup())
-    dst, peer : Out(ipc_lookup())
+    seg : Out(segment_lookup())
+    dst : Out(ipc_lookup())
     free : In(free_row(entries))
     drop : Out(command(slot=range(entries)))
     to_noc, to_tile : Out(stream.Signature(REQUEST))
@@ -304,8 +304,7 @@ class OutgoingCheck(Component):
         super().__init__({
             **judge_members(env.width, fmt.max_head),
             "quarantined": In(1), "faulted": Out(1),
-            "mem": Out(segment_lookup()), "op": Out(segment_lookup()),
-            "dst": Out(ipc_lookup()), "peer": Out(ipc_lookup()),
+            "seg": Out(segment_lookup()), "dst": Out(ipc_lookup()),
             "free": In(free_row(entries)), "drop": Out(command(slot=range(entries))),
             "to_noc": Out(stream.Signature(REQUEST)), "to_tile": Out(stream.Signature(REQUEST)),
             **({"answer": In(stream.Signature(PAGE_ANSWER)), "flush": In(1),
@@ -326,9 +325,9 @@ class OutgoingCheck(Component):
             rules.head.eq(self.head), rules.short.eq(self.short),
             self.rewritten.eq(rules.rewritten),
             ops.msg_type.eq(hdr.msg_type), ops.meta.eq(km),
-            ops.entry.eq(self.op.entry), ops.current.eq(self.op.current),
+            ops.entry.eq(self.seg.entry), ops.current.eq(self.seg.current),
         ]
-        for name in ("mem", "op", "dst", "peer"):
+        for name in ("seg", "dst"):
             connect(m, rules=getattr(rules, name), tables=flipped(getattr(self, name)))
         connect(m, tables=flipped(self.free), ops=ops.free)
         connect(m, ops=ops.drop, tables=flipped(self.drop))

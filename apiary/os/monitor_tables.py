@@ -11,6 +11,7 @@ from typing import Any
 
 from amaranth import Module, Signal, Cat, Array
 from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, Component
 
 from .uapi import HANDLE_BITS, IpcDir
@@ -25,6 +26,12 @@ SEGMENT = data.StructLayout({
     "valid": 1, "owner": 1, "gen": HANDLE_BITS, "base": 48, "size": 40, "perm": 2,
     "mem_x": 8, "mem_y": 8, "root": 16,
 })
+
+#: The fields of a segment row that only an install writes: kept in LUT RAM.
+_STORED = ("base", "size", "perm", "mem_x", "mem_y")
+_STORED_REST = data.StructLayout({k: SEGMENT.members[k] for k in _STORED if k != "base"})
+#: The rest of a row, in flip-flops.
+_FLAGS = data.StructLayout({k: v for k, v in SEGMENT.members.items() if k not in _STORED})
 
 #: An IPC capability (either direction): ``any`` ignores ``fbits``.
 IPC_ENTRY = data.StructLayout({"valid": 1, "any": 1, "x": 8, "y": 8, "fbits": 4})
@@ -77,9 +84,16 @@ class CapabilityTables(Component):
     """The segment table (``entries`` rows of :data:`SEGMENT`) and the IPC-out and IPC-in
     tables (:data:`IPC_ENTRY`, initial rows from :func:`ipc_rows`).
 
-    Lookups are combinational (0 cycles): ``mem`` and ``op`` (by handle), ``ack`` and ``walk``
-    (by slot), ``dst`` and ``peer`` (IPC out), ``src`` (IPC in); ``free`` shows the first free
-    segment row. A handle is ``slot | gen << log2(entries)``, cut to ``HANDLE_BITS``.
+    Lookups are combinational (0 cycles): ``seg`` (by handle: a load's, a store's or a
+    capability operation's), ``ack`` and ``walk`` (by slot), ``dst`` (IPC out), ``src`` (IPC
+    in); ``free`` shows the first free segment row. A handle is ``slot | gen << log2(entries)``,
+    cut to ``HANDLE_BITS``. ``ack`` shows a row's ``base``, ``walk`` its ``valid``, ``owner``,
+    ``gen`` and ``root`` (the other fields read as zero there).
+
+    What only an install writes (``base``, ``size``, ``perm``, ``mem_x``, ``mem_y``) is kept in
+    LUT RAM, read asynchronously (``base`` through two ports); ``valid``, ``owner``, ``gen``
+    and ``root``, which drops, revocations and the release walk read or change in parallel, in
+    flip-flops. A dropped row keeps its fields until the next install.
 
     Commands take effect at the next clock edge, several in a cycle in this order (a later one
     wins on the same row):
@@ -96,9 +110,9 @@ class CapabilityTables(Component):
 
     Members
     -------
-    mem, op : In(segment_lookup())
+    seg : In(segment_lookup())
     ack, walk : In(row_lookup(entries))
-    dst, peer, src : In(ipc_lookup())
+    dst, src : In(ipc_lookup())
     free : Out(free_row(entries))
     install : In(command(row=SEGMENT))
     drop, clear : In(command(slot=range(entries)))
@@ -113,9 +127,9 @@ class CapabilityTables(Component):
         self._entries, self._ipc_out, self._ipc_in = entries, list(ipc_out), list(ipc_in)
         slot = range(entries)
         super().__init__({
-            "mem": In(segment_lookup()), "op": In(segment_lookup()),
+            "seg": In(segment_lookup()),
             "ack": In(row_lookup(entries)), "walk": In(row_lookup(entries)),
-            "dst": In(ipc_lookup()), "peer": In(ipc_lookup()), "src": In(ipc_lookup()),
+            "dst": In(ipc_lookup()), "src": In(ipc_lookup()),
             "free": Out(free_row(entries)),
             "install": In(command(row=SEGMENT)),
             "drop": In(command(slot=slot)), "clear": In(command(slot=slot)),
@@ -127,7 +141,7 @@ class CapabilityTables(Component):
         m = Module()
         n = self._entries
         slot_bits = (n - 1).bit_length()
-        seg = [Signal(SEGMENT, name=f"seg{i}") for i in range(n)]
+        seg = [Signal(_FLAGS, name=f"seg{i}") for i in range(n)]
         ipc_out = [Signal(IPC_ENTRY, name=f"ipc_out{i}", init=row)
                    for i, row in enumerate(self._ipc_out)]
         ipc_in = [Signal(IPC_ENTRY, name=f"ipc_in{i}", init=row)
@@ -135,21 +149,39 @@ class CapabilityTables(Component):
         seg_raw = Array(s.as_value() for s in seg)
 
         def row(slot: Any) -> Any:
-            return data.View(SEGMENT, seg_raw[slot])
+            return data.View(_FLAGS, seg_raw[slot])
 
         free = self.free
         for i in reversed(range(n)):
             with m.If(~seg[i].valid):
                 m.d.comb += [free.slot.eq(i), free.found.eq(1)]
         m.d.comb += free.handle.eq((free.slot | (row(free.slot).gen << slot_bits))[:HANDLE_BITS])
-        for look in (self.mem, self.op):
-            entry = row(look.handle[:slot_bits])
-            gen = look.handle[slot_bits:HANDLE_BITS]
-            current = entry.valid & (entry.gen[:HANDLE_BITS - slot_bits] == gen)
-            m.d.comb += [look.entry.eq(entry), look.current.eq(current)]
-        for look in (self.ack, self.walk):
-            m.d.comb += look.entry.eq(row(look.slot))
-        for look, table in ((self.dst, ipc_out), (self.peer, ipc_out), (self.src, ipc_in)):
+
+        m.submodules.bases = bases = Memory(shape=48, depth=n, init=[])
+        m.submodules.rest = rest = Memory(shape=_STORED_REST, depth=n, init=[])
+        new = self.install.row
+        for mem, value in ((bases, new.base), (rest, Cat(*(new[k] for k in _STORED[1:])))):
+            write = mem.write_port()
+            m.d.comb += [write.addr.eq(free.slot), write.en.eq(self.install.en),
+                         write.data.eq(value)]
+        base_seg, base_ack = bases.read_port(domain="comb"), bases.read_port(domain="comb")
+        rest_seg = rest.read_port(domain="comb")
+
+        look = self.seg
+        slot = look.handle[:slot_bits]
+        entry = row(slot)
+        gen = look.handle[slot_bits:HANDLE_BITS]
+        m.d.comb += [
+            base_seg.addr.eq(slot), rest_seg.addr.eq(slot), base_ack.addr.eq(self.ack.slot),
+            *(look.entry[k].eq(entry[k]) for k in _FLAGS.members),
+            look.entry.base.eq(base_seg.data),
+            *(look.entry[k].eq(rest_seg.data[k]) for k in _STORED[1:]),
+            look.current.eq(entry.valid & (entry.gen[:HANDLE_BITS - slot_bits] == gen)),
+            self.ack.entry.base.eq(base_ack.data),
+        ]
+        walked = row(self.walk.slot)
+        m.d.comb += [self.walk.entry[k].eq(walked[k]) for k in _FLAGS.members]
+        for look, table in ((self.dst, ipc_out), (self.src, ipc_in)):
             m.d.comb += look.allowed.eq(Cat(*(
                 e.valid & (e.x == look.x) & (e.y == look.y) & (e.any | (e.fbits == look.fbits))
                 for e in table)).any())
@@ -183,11 +215,8 @@ class CapabilityTables(Component):
             with m.Switch(self.free.slot):
                 for i, e in enumerate(seg):
                     with m.Case(i):
-                        m.d.sync += [
-                            e.valid.eq(1), e.owner.eq(new.owner), e.base.eq(new.base),
-                            e.size.eq(new.size), e.perm.eq(new.perm), e.mem_x.eq(new.mem_x),
-                            e.mem_y.eq(new.mem_y), e.root.eq(new.root),
-                        ]
+                        m.d.sync += [e.valid.eq(1), e.owner.eq(new.owner),
+                                     e.root.eq(new.root)]
 
     def _grant(self, m: Module, ipc_out: list, ipc_in: list) -> None:
         g = self.grant

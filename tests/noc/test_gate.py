@@ -24,8 +24,9 @@ class Owner(Elaboratable):
     (``PASS`` or ``DROP``), bits 5-8 how many cycles of ``decide`` to answer ``WAIT`` first;
     the rewritten head is the head XOR ``mask`` (the same mask on every flit)."""
 
-    def __init__(self, width, mask):
-        self.gate = MessageGate(width, MAX_HEAD)
+    def __init__(self, width, mask, max_head=MAX_HEAD, rewrites=None):
+        self.gate = MessageGate(width, max_head, rewrites)
+        self.max_head = max_head
         self.mask = mask
         self.waited = Signal(8)
         self.verdict = Signal(2)
@@ -34,7 +35,8 @@ class Owner(Elaboratable):
         m = Module()
         m.submodules.gate = g = self.gate
         w = len(g.first)
-        m.d.comb += g.need.eq(g.first[0:3])
+        if self.max_head > 1:
+            m.d.comb += g.need.eq(g.first[0:3])
         final, wait = g.head[3:5], g.head[5:9]
         with m.If(g.decide):
             with m.If(self.waited < wait):
@@ -47,7 +49,7 @@ class Owner(Elaboratable):
         m.d.comb += [
             g.verdict.eq(self.verdict),
             g.rewritten.eq(Cat(*(g.head[j * w:(j + 1) * w] ^ self.mask
-                                 for j in range(MAX_HEAD)))),
+                                 for j in range(self.max_head)))),
         ]
         return m
 
@@ -87,13 +89,14 @@ def collect(port, out, rng=None, stall=0.0):
     return tb
 
 
-def run(width, messages, *, seed=0, gaps=0.0, stall=0.0, mask=None, timeout=20_000):
+def run(width, messages, *, seed=0, gaps=0.0, stall=0.0, mask=None, timeout=20_000,
+        max_head=MAX_HEAD, rewrites=None, broken=None):
     """Send ``messages`` into the gate (random gaps on ``i``), receive ``o`` (random back-pressure);
     returns the messages out, the transfer cycles on ``i`` and ``o``, and each ``accept`` as
     ``(cycle, verdict, short, head flits)``."""
     rng = random.Random(seed)
     mask = rng.getrandbits(width) if mask is None else mask
-    dut = Owner(width, mask)
+    dut = Owner(width, mask, max_head, rewrites)
     g = dut.gate
     out, log_i, log_o, accepts = [], [], [], []
     total = sum(len(msg) for msg in messages)
@@ -114,11 +117,12 @@ def run(width, messages, *, seed=0, gaps=0.0, stall=0.0, mask=None, timeout=20_0
             if acc:
                 accepts.append((cycle, verdict, short,
                                 [head >> (j * width) & (1 << width) - 1
-                                 for j in range(MAX_HEAD)]))
+                                 for j in range(max_head)]))
             cycle += 1
 
+    checks = [] if broken is None else [steady(g.o, broken)]
     simulate(dut, source, background=[sink, watch, transfers(g.i, log_i),
-                                      transfers(g.o, log_o)], timeout=timeout)
+                                      transfers(g.o, log_o), *checks], timeout=timeout)
     assert len(log_i) == total
     return out, mask, log_i, log_o, accepts
 
@@ -236,6 +240,78 @@ def test_random_messages_with_gaps_and_backpressure(width, seed):
     assert len(accepts) == len(msgs)
 
 
+def steady(port, log):
+    """A background testbench that records, into ``log``, every cycle in which ``port`` broke
+    the stream rules: a flit offered and not taken that changed or left by the next cycle."""
+    async def tb(ctx):
+        waiting = None
+        async for _, _, valid, ready, payload in ctx.tick().sample(port.valid, port.ready,
+                                                                  port.payload):
+            now = (int(payload.data), int(payload.last)) if valid else None
+            if waiting is not None and now != waiting:
+                log.append((waiting, now))
+            waiting = now if valid and not ready else None
+    return tb
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("seed", range(2))
+def test_one_flit_gate_rewrites_only_its_mask(width, seed):
+    """``max_head = 1`` with ``rewrites``: each passed head leaves with the owner's rewrite on the
+    masked bits and its own bits elsewhere, under gaps, WAITs, DROPs and back-pressure; ``o``
+    keeps a flit it offers until taken, though the gate stores only the masked bits."""
+    rng = random.Random(50 + seed)
+    rewrites = rng.getrandbits(width) & rng.getrandbits(width)
+    msgs = [message(rng, width, rng.randint(1, 4), 1, rng.choice([PASS, PASS, DROP]),
+                    rng.choice([0, 0, 2])) for _ in range(120)]
+    broken = []
+    out, mask, log_i, _, accepts = run(width, msgs, seed=seed, gaps=0.3, stall=0.5,
+                                       max_head=1, rewrites=rewrites, broken=broken)
+    assert out == expected(msgs, mask & rewrites)
+    assert broken == []
+    assert len(accepts) == len(msgs) and len(log_i) == sum(len(m) for m in msgs)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_one_flit_gate_holds_what_it_judged(width):
+    """A passed head that ``o`` does not take stays on ``i``: a sender that breaks the rules and
+    changes it there changes the bits outside ``rewrites`` and ``last`` nowhere else; the
+    judged bits leave as judged, and ``o`` is steady for the rule-keeping part."""
+    rewrites = (1 << width // 2) - 1
+    first, changed = (1 << width) - 1 & ~0x1ff | PASS << 3, 0x5a5a5a5a5a5a5a5a << (width - 64)
+    dut = Owner(width, 0, 1, rewrites)
+    g = dut.gate
+    out, broken = [], []
+
+    async def main(ctx):
+        ctx.set(g.i.valid, 1)
+        ctx.set(g.i.payload, {"data": first, "last": 1})
+        await ctx.tick().repeat(3)                      # o not ready: held
+        assert ctx.get(g.i.ready) == 0 and ctx.get(g.o.valid) == 1
+        ctx.set(g.i.payload, {"data": changed, "last": 0})
+        ctx.set(g.o.ready, 1)
+        await ctx.tick()
+        ctx.set(g.i.valid, 0)
+        ctx.set(g.o.ready, 0)
+        await ctx.tick().repeat(2)
+
+    async def taken(ctx):
+        async for _, _, valid, ready, payload in ctx.tick().sample(g.o.valid, g.o.ready,
+                                                                  g.o.payload):
+            if valid and ready:
+                out.append((int(payload.data), int(payload.last)))
+
+    simulate(dut, main, background=[taken, steady(g.i, broken)], timeout=100)
+    assert out == [(first & rewrites | changed & ~rewrites, 1)]
+    assert len(broken) == 1                             # the sender's, not the gate's
+
+
 def test_bad_max_head():
     with pytest.raises(ValueError):
         MessageGate(64, 0)
+
+
+@pytest.mark.parametrize("rewrites", [-1, 1 << 64, "all"])
+def test_bad_rewrites(rewrites):
+    with pytest.raises(ValueError, match="rewrites must be a mask of 64 bits"):
+        MessageGate(64, 1, rewrites)

@@ -56,29 +56,26 @@ CASES = {
     "forged": (lambda w: kernel_message_flits(w, K.CAP_INSTALL, KernelMeta()), {}, F.FORGED),
     "short": (lambda w: [(load(w)[0][0], 1)], {}, F.MALFORMED),
     "load": (load, {}, 0),
-    "load_stale": (load, {"mem_current": 0}, F.STALE_HANDLE),
+    "load_stale": (load, {"current": 0}, F.STALE_HANDLE),
     "store_read_only": (lambda w: load(w, STORE_MEM), {}, F.PERMISSION),
     "load_beyond": (lambda w: load(w, offset=0xffc), {}, F.OUT_OF_BOUNDS),
     "ring": (lambda w: load(w, offset=0xff8, size=0x100, wrap=8), {}, 0),
     "ring_misaligned": (lambda w: load(w, offset=0xff8, size=0x100, wrap=8),
                         {"mem": dict(SEGMENT, base=0x4_0010)}, F.OUT_OF_BOUNDS),
     "send": (send, {}, 0),
-    "send_stale": (send, {"op_current": 0}, F.STALE_HANDLE),
+    "send_stale": (send, {"current": 0}, F.STALE_HANDLE),
     "send_wider": (lambda w: send(w, perm=Perm.RW), {}, F.DERIVE_WIDER),
     "send_beyond": (lambda w: send(w, addr=0xf80), {}, F.DERIVE_WIDER),
-    "send_no_peer": (send, {"peer": 0}, F.NO_IPC_CAP),
+    "send_no_peer": (send, {"dst": 0}, F.NO_IPC_CAP),
     "alloc": (lambda w: kernel_message_flits(w, K.CAP_ALLOC, KernelMeta(size=64)), {"dst": 0},
               0),
 }
 
 
 def answer_lookups(ctx, dut, lookups):
-    ctx.set(dut.mem.entry, lookups.get("mem", SEGMENT))
-    ctx.set(dut.mem.current, lookups.get("mem_current", 1))
-    ctx.set(dut.op.entry, SEGMENT)
-    ctx.set(dut.op.current, lookups.get("op_current", 1))
+    ctx.set(dut.seg.entry, lookups.get("mem", SEGMENT))
+    ctx.set(dut.seg.current, lookups.get("current", 1))
     ctx.set(dut.dst.allowed, lookups.get("dst", 1))
-    ctx.set(dut.peer.allowed, lookups.get("peer", 1))
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -97,24 +94,26 @@ def test_rules_find_each_violation(width):
         # from the tile's own place.
         ctx.set(dut.head, head_of(load(width, handle=1, offset=0x10), width))
         answer_lookups(ctx, dut, {})
-        assert ctx.get(dut.mem.handle) == 1 and ctx.get(dut.is_mem)
+        assert ctx.get(dut.seg.handle) == 1 and ctx.get(dut.is_mem)
         out = flits_of(ctx.get(dut.rewritten), width, len(load(width)))
         header, meta, _ = decode_mem_message(out, width)
         assert (header.dst_x, header.dst_y, header.dst_fbits) == (*MEMORY, Fbits.LOCAL0)
         assert (header.src_x, header.src_y) == TILE
         assert (meta["addr"], meta["tag"], meta["size"]) == (0x4_0010, 1, 8)
         # A stale load's FAULT reports its handle, address, size and the permission asked.
-        ctx.set(dut.mem.current, 0)
+        ctx.set(dut.seg.current, 0)
         report = ctx.get(dut.report)
         assert (report.op, report.handle, report.addr, report.size, report.perm) == \
             (F.STALE_HANDLE, 1, virtual_address(1, 0x10), 8, Perm.READ)
         assert (report.user, report.peer_x, report.peer_y) == (LOAD_MEM, 5, 5)
         # A CAP_SEND's reports its own fields and the peer.
+        ctx.set(dut.seg.current, 1)
         ctx.set(dut.head, head_of(send(width, perm=Perm.RW), width))
         report = ctx.get(dut.report)
         assert (report.op, report.handle, report.size, report.perm, report.peer_x) == \
             (F.DERIVE_WIDER, 1, 0x100, Perm.RW, PEER[0])
-        assert ctx.get(dut.op.handle) == 1 and ctx.get(dut.tile_op)
+        assert ctx.get(dut.seg.handle) == 1 and ctx.get(dut.tile_op)
+        assert (ctx.get(dut.dst.x), ctx.get(dut.dst.y)) == PEER     # its peer's capability
 
     run_comb(dut, tb)
 
@@ -147,7 +146,7 @@ def test_rules_paged_take_the_translation(width):
     dut = OutgoingRules(width, TILE, paged=True)
 
     async def tb(ctx):
-        answer_lookups(ctx, dut, {"mem_current": 0})        # segments play no part
+        answer_lookups(ctx, dut, {"current": 0})        # segments play no part
         flits = mem_message_flits(width, LOAD_MEM, 0x12_3456, 8, src=TILE, dst=(5, 5), tag=9)
         ctx.set(dut.head, head_of(flits, width))
         for name, value in (("addr", 0x8_3456), ("mem_x", 4), ("mem_y", 2)):
@@ -241,10 +240,9 @@ def check(width, **config):
 
 
 def lookups_allow(ctx, dut):
-    for name in ("dst", "peer"):
-        ctx.set(getattr(dut, name).allowed, 1)
-    ctx.set(dut.mem.entry, SEGMENT)
-    ctx.set(dut.mem.current, 1)
+    ctx.set(dut.dst.allowed, 1)
+    ctx.set(dut.seg.entry, SEGMENT)
+    ctx.set(dut.seg.current, 1)
     ctx.set(dut.free.found, 1)
 
 

@@ -41,8 +41,8 @@ async def command(ctx, port, **fields):
 
 
 def lookup(ctx, dut, handle):
-    ctx.set(dut.mem.handle, handle)
-    return ctx.get(dut.mem.current), ctx.get(dut.mem.entry)
+    ctx.set(dut.seg.handle, handle)
+    return ctx.get(dut.seg.current), ctx.get(dut.seg.entry)
 
 
 def test_install_lookup_and_drop():
@@ -54,8 +54,8 @@ def test_install_lookup_and_drop():
         assert not ctx.get(dut.free.found)
         current, entry = lookup(ctx, dut, 2)
         assert current and entry.base == 0x2000 and entry.root == 2 and entry.mem_y == 3
-        ctx.set(dut.op.handle, 3)
-        assert ctx.get(dut.op.current) and ctx.get(dut.op.entry.base) == 0x3000
+        current, entry = lookup(ctx, dut, 3)
+        assert current and entry.base == 0x3000 and entry.size == 0x100 and entry.perm == 3
         ctx.set(dut.ack.slot, 1)
         assert ctx.get(dut.ack.entry.base) == 0x1000
 
@@ -113,7 +113,7 @@ def test_ipc_grants_and_removals(direction):
         look = dut.dst if direction == IpcDir.OUT else dut.src
         other = dut.src if direction == IpcDir.OUT else dut.dst
         if direction == IpcDir.OUT:     # the design's grant: PEER, any port
-            assert allowed(ctx, dut.dst, PEER, 3) and allowed(ctx, dut.peer, PEER, 0)
+            assert allowed(ctx, dut.dst, PEER, 3) and allowed(ctx, dut.dst, PEER, 0)
             assert not allowed(ctx, dut.dst, OTHER, 0)
         else:                           # (0, 1) on port 0 only; the one row is taken
             assert allowed(ctx, dut.src, (0, 1), 0) and not allowed(ctx, dut.src, (0, 1), 1)
