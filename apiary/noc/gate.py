@@ -151,17 +151,21 @@ class MessageGate(wiring.Component):
                             m.next = "HEAD"
                         with m.Else():
                             m.next = "BODY"
-            with m.State("BODY"):
-                m.d.comb += [
-                    o.valid.eq(i.valid), o.payload.eq(i.payload), i.ready.eq(o.ready),
-                ]
-                with m.If(i.valid & o.ready & i.payload.last):
-                    m.next = "HEAD"
-            with m.State("SINK"):
-                m.d.comb += i.ready.eq(1)
-                with m.If(i.valid & i.payload.last):
-                    m.next = "HEAD"
+            self._body_and_sink(m)
         return m
+
+    def _body_and_sink(self, m: Module) -> None:
+        """The FSM states after a head: ``BODY`` passes the rest of the message, ``SINK``
+        discards it; both go back to ``HEAD`` after its ``last`` flit."""
+        i, o = self.i, self.o
+        with m.State("BODY"):
+            m.d.comb += [o.valid.eq(i.valid), o.payload.eq(i.payload), i.ready.eq(o.ready)]
+            with m.If(i.valid & o.ready & i.payload.last):
+                m.next = "HEAD"
+        with m.State("SINK"):
+            m.d.comb += i.ready.eq(1)
+            with m.If(i.valid & i.payload.last):
+                m.next = "HEAD"
 
     def _one_flit_head(self, m: Module) -> None:
         """``max_head = 1``: judged as it arrives, left on ``i`` until ``o`` takes it."""
@@ -207,14 +211,7 @@ class MessageGate(wiring.Component):
                     m.next = "HEAD"
                     with m.If(~held_last):
                         m.next = "BODY"
-            with m.State("BODY"):
-                m.d.comb += [o.valid.eq(i.valid), o.payload.eq(i.payload), i.ready.eq(o.ready)]
-                with m.If(i.valid & o.ready & i.payload.last):
-                    m.next = "HEAD"
-            with m.State("SINK"):
-                m.d.comb += i.ready.eq(1)
-                with m.If(i.valid & i.payload.last):
-                    m.next = "HEAD"
+            self._body_and_sink(m)
 
 
 def _runs(mask: int, width: int) -> list[tuple[int, int]]:
