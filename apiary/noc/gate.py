@@ -175,22 +175,23 @@ class MessageGate(wiring.Component):
         held_last = Signal()
 
         def offer(rewritten: Any) -> list:
-            """``o``'s data: the rewritable bits from ``rewritten``, the rest from ``i``."""
+            """``o``'s rewritable bits from ``rewritten`` (the rest are always ``i``'s)."""
             data, at = [], 0
             for lo, hi in spans:
-                data.append((o.payload.data[lo:hi], rewritten(lo, hi, at)))
+                data.append(o.payload.data[lo:hi].eq(rewritten(lo, hi, at)))
                 at += hi - lo
-            return [o.payload.data.eq(i.payload.data), *(d.eq(v) for d, v in data)]
+            return data
 
-        m.d.comb += [self.first.eq(i.payload.data), self.head.eq(i.payload.data)]
+        # o's data, valid or not, is i's but where a head is rewritten: no mux for the rest.
+        m.d.comb += [self.first.eq(i.payload.data), self.head.eq(i.payload.data),
+                     o.payload.eq(i.payload)]
         with m.FSM(name="gate"):
             with m.State("HEAD"):
                 m.d.comb += self.decide.eq(i.valid)
                 with m.If(self.decide):
                     with m.Switch(self.verdict):
                         with m.Case(Verdict.PASS):
-                            m.d.comb += [o.valid.eq(1), o.payload.last.eq(i.payload.last),
-                                         self.accept.eq(1), i.ready.eq(o.ready),
+                            m.d.comb += [o.valid.eq(1), self.accept.eq(1), i.ready.eq(o.ready),
                                          *offer(lambda lo, hi, at: self.rewritten[lo:hi])]
                             with m.If(o.ready):
                                 with m.If(~i.payload.last):

@@ -92,10 +92,11 @@ Cost: a message whose head is one flit (everything at 512 bits: header and metad
 flit) passes combinationally, **0 cycles** added. Below 512 bits a message waits while its head is
 checked: header flits plus, for memory and capability messages, their metadata flits (at 64 bits
 2, 4 and 5 flits): latency grows by one cycle per head flit and the link is idle that long, once
-per message. Area (Yosys ``synth_xilinx``, default :class:`MonitorConfig`, ``apiary bench kernel
---area``, 2026-11-29): 4,799 LUTs, 128 LUTRAM, 3,038 FFs at 64 bits; 5,928 LUTs, 128 LUTRAM,
-3,398 FFs at 512 (the stall watches and the message cut added 21 and 66 LUTs, 80 LUTRAM and 183
-FFs).
+per message. With a one-flit head, a passed head that waits for the router (or the tile) stays
+on its input: the gate stores only the bits judged (the header and memory metadata; towards
+the tile, only an ack's rewritten address) and the rest of the flit passes on wires. Area (Yosys
+``synth_xilinx``, default :class:`MonitorConfig`): ``apiary bench kernel --area`` and
+docs/performance.md's "Apiary kernel" table.
 
 **Structure.** :class:`Monitor` joins components, each with its contract: two
 :class:`~apiary.noc.gate.MessageGate` s and their judges,
