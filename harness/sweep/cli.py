@@ -6,6 +6,7 @@ design path in it is taken from the file's folder. Registered through the entry 
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -17,7 +18,7 @@ from .spec import Sweep
 from .table import to_csv, to_markdown
 
 
-__all__ = ["COMMAND", "load_sweep", "write_plots", "main"]
+__all__ = ["COMMAND", "load_sweep", "stale_only", "write_plots", "main"]
 
 
 def load_sweep(path: str) -> Sweep:
@@ -107,6 +108,20 @@ def _write_reports(outcomes: list[Outcome], base: str, docs: list[str]) -> list[
     return written
 
 
+def stale_only(sweep: Sweep, docs: list[str]) -> Sweep:
+    """``sweep`` with only the jobs whose blocks in ``docs`` were measured on other sources than
+    today's (:func:`~.document.stale_blocks`); a job without a block in any is left out."""
+    from .document import stale_blocks
+    current = {t.job.name: t.job.source_stamp() for t in sweep.tasks()
+               if isinstance(t.job, Bench) and t.job.name}
+    stale: set[str] = set()
+    for doc in docs:
+        with open(doc) as f:
+            stale |= set(stale_blocks(f.read(), current)) & set(current)
+    return dataclasses.replace(sweep, jobs=[job for job in sweep.jobs
+                                            if isinstance(job, Bench) and job.name in stale])
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a Python file defining `sweep = Sweep(...)`")
     where = parser.add_mutually_exclusive_group()
@@ -140,6 +155,10 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the report of each named job (a Bench's name) into the "
                              "block `<!-- sweep: NAME -->` ... `<!-- end sweep -->` of DOC, e.g. "
                              "docs/performance.md (repeatable)")
+    parser.add_argument("--stale", action="store_true",
+                        help="with --update, run only the jobs whose blocks there were measured "
+                             "on other sources than today's (the rest are neither run nor "
+                             "looked up in the cache)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,6 +169,14 @@ def run(args: argparse.Namespace) -> int:
     for doc in args.update:                      # a bad document is found before any job runs
         if not os.path.isfile(doc):
             raise UsageError(f"--update: {doc!r} does not exist")
+    if args.stale:
+        if not args.update:
+            raise UsageError("--stale needs --update DOC: the document whose stale blocks to run")
+        sweep = stale_only(sweep, args.update)
+        names = [job.name for job in sweep.jobs if isinstance(job, Bench) and job.name]
+        print(f"stale: {', '.join(names) if names else 'nothing'}", file=sys.stderr)
+        if not names:
+            return 0
     outcomes = run_sweep(sweep, scheduler=args.scheduler, workers=args.workers,
                          cache_dir=args.cache, fresh=args.fresh)
     os.makedirs(args.out, exist_ok=True)

@@ -125,6 +125,40 @@ def test_apiary_sweep_update_writes_reports_into_a_document(tmp_path, capsys):
     assert exit.value.code == 2 and "none.md' does not exist" in capsys.readouterr().err
 
 
+def test_apiary_sweep_stale_runs_only_the_stale_blocks(tmp_path, capsys):
+    """``--stale``: of a sweep's jobs, only those whose blocks in the ``--update`` document were
+    measured on other sources run (not even looked up in the cache) and are rewritten; with
+    none stale, nothing runs; without ``--update`` it is a usage error."""
+    one, two = (*CONTROL, "--markdown"), ("control", "--hops", "2", "--markdown")
+    current = Bench(args=one, name="one", cwd=ROOT).source_stamp()
+    doc = tmp_path / "figures.md"
+    doc.write_text(f"<!-- sweep: one (measured 2026-12-01, sources {current}) -->\nfirst\n"
+                   "<!-- end sweep -->\n\n<!-- sweep: two (measured 2026-12-01, sources "
+                   "000000000000) -->\nsecond\n<!-- end sweep -->\n")
+    sweep_file = tmp_path / "benches.py"
+    sweep_file.write_text(
+        "from harness.sweep import Bench, Sweep\n"
+        f"sweep = Sweep(None, jobs=[Bench(args={one!r}, name='one', cwd={ROOT!r}), "
+        f"Bench(args={two!r}, name='two', cwd={ROOT!r})], name='benches')\n")
+    cache = tmp_path / "cache"
+    argv = [str(sweep_file), "--workers", "0", "--out", str(tmp_path / "out"), "--cache",
+            str(cache), "--update", str(doc), "--stale"]
+    assert sweep_main(argv) == 0
+    assert "stale: two" in capsys.readouterr().err
+    assert [e["params"]["args"] for e in ResultCache(str(cache)).executed()] == [list(two)]
+    text = doc.read_text()
+    assert "first" in text and "second" not in text
+    assert not stale_blocks(text, {"one": current, "two": Bench(
+        args=two, name="two", cwd=ROOT).source_stamp()})
+    # Everything current now: nothing runs.
+    assert sweep_main(argv) == 0
+    assert "stale: nothing" in capsys.readouterr().err
+    assert len(ResultCache(str(cache)).executed()) == 1
+    with pytest.raises(SystemExit) as exit:
+        sweep_main([str(sweep_file), "--stale"])
+    assert exit.value.code == 2 and "--stale needs --update" in capsys.readouterr().err
+
+
 def test_a_block_is_stale_when_code_its_benchmark_runs_changes(tmp_path, monkeypatch):
     """A planted change: the stamp follows the code a benchmark imports (not its comments or
     docstrings), and a block stamped before the change is named stale, with both stamps."""
@@ -195,8 +229,8 @@ def test_every_performance_md_block_was_measured_on_todays_sources():
         stale = stale_blocks(f.read(), current)
     assert not stale, (
         "docs/performance.md has blocks measured on other sources: run `apiary sweep "
-        "benchmarks/performance.py --update docs/performance.md --out results/` (it runs only "
-        "these) and update the prose around them:\n" + "\n".join(
+        "benchmarks/performance.py --update docs/performance.md --stale --out results/` (it "
+        "runs only these) and update the prose around them:\n" + "\n".join(
             f"  {label}: {why}" for label, why in stale.items()))
 
 
