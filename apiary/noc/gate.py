@@ -41,8 +41,8 @@ class MessageGate(wiring.Component):
     ``accept`` on and stays on ``i`` until ``o`` takes it: the gate stores only the bits the owner
     may rewrite (``rewrites``, a mask of the head flit, and ``last``); the rest of the flit
     leaves straight from ``i``, which holds it (a sender that broke the stream rules there
-    could change only those bits, never the judged ones). At 512 bits a monitor's gate so
-    stores 222 of 513 bits and muxes no more.
+    could change only those bits, never the judged ones). At 512 bits a monitor's gate on the
+    tile's side so stores 222 of 513 bits, and its gate on the NoC's side 49.
 
     Parameters
     ----------
