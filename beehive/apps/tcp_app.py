@@ -65,8 +65,8 @@ __all__ = ["TcpAppTile", "FlowTable", "Requests", "RX_CONTEXT", "TABLE_MEMORIES"
            "KEY_TCP_TX", "KEY_RX_MEM", "KEY_TX_MEM", "ENGINE_FBITS", "MEMORY_FBITS",
            "RX_APP_FBITS", "TX_APP_FBITS", "MEM_LOC", "ENGINE_MESSAGES", "ENGINE_REQUESTS",
            "app_inputs", "app_outputs", "default_chunk", "int_in_range", "engine_message",
-           "mem_acks", "read_port", "app_request", "mem_request", "mem_ack", "mem_data_to",
-           "handle_of", "TO_RX", "PEER_TIMEOUT"]
+           "mem_acks", "read_port", "TX_GRANT", "app_request", "mem_request", "mem_ack",
+           "mem_data_to", "handle_of", "TO_RX", "PEER_TIMEOUT"]
 
 
 #: Route keys of an application: the engine's RX and TX tiles, and (for the deadlock check
@@ -117,9 +117,13 @@ def app_outputs(app_senders: int = 1, *more: Send) -> tuple[Send, ...]:
 #: What a ``TCP_RX_MSG_RESP`` said of a flow: kept per flow slot until the application serves it.
 RX_CONTEXT = data.StructLayout({"gen": GEN_BITS, "status": 4, "length": 32, "ptr": 32,
                                 "addr": 48, "size_log2": 6})
-#: The memories of a :class:`FlowTable`, one entry per flow slot, and what each holds.
+#: What a ``TCP_TX_MSG_RESP`` granted a flow: ``length`` bytes of room in its send ring from
+#: the stream pointer ``ptr``, at ``addr`` in a ring of ``2**size_log2`` bytes.
+TX_GRANT = data.StructLayout({"ptr": 32, "addr": 48, "size_log2": 6, "length": 32})
+#: The memories of a :class:`FlowTable`, one entry per flow slot, and what each holds
+#: (``grants`` only in a table that takes the send rings' grants).
 TABLE_MEMORIES = {"gens": unsigned(GEN_BITS), "ctx": RX_CONTEXT, "rx_locs": MEM_LOC,
-                  "tx_locs": MEM_LOC}
+                  "tx_locs": MEM_LOC, "grants": TX_GRANT}
 _MSG_TYPE_BITS = noc_header(64).width("msg_type")
 _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
 
@@ -168,6 +172,13 @@ class FlowTable(wiring.Component):
     forgets : int
         Places that forget connections: ``forget[k]`` (``en``, ``slot``) clears that slot's
         ``live`` bit (the application is done with it, or the engine ended it).
+    grants : bool
+        The table also takes the answers to the application's ``TCP_TX_MSG_REQ`` (one
+        outstanding per flow at most): an OK answer for the slot's current connection is kept
+        in ``grants`` (:data:`TX_GRANT`), sets the slot's ``granted`` bit and queues the slot in
+        ``ready`` (a flow that waited for room is served again); another status ends the
+        connection (``ended``). ``take`` (``en``, ``slot``) clears the bit (the grant is used);
+        a new connection in the slot clears it too.
 
     Members
     -------
@@ -180,6 +191,10 @@ class FlowTable(wiring.Component):
         ``ctx``; each slot is in each at most once (a slot announced again before it is taken
         is not queued again; a newer response overwrites the entry), so ``flows`` entries
         always suffice. Taking a slot makes it queueable again.
+    granted : Out(flows)
+        With ``grants``: the slot's entry in ``grants`` is an answer not yet used.
+    take : In(en, slot)
+        With ``grants``: the grant of ``slot`` is used.
 
     For the cycle's engine message, one-cycle signals: ``announced`` (a new connection's
     receive buffer, status OK: ``live``, its generation and receive ring kept, the slot queued
@@ -189,31 +204,35 @@ class FlowTable(wiring.Component):
     ``kill`` (either: the slot's previous connection is over), ``drop`` (a notification or
     response that matches no current connection), ``current`` (the message is about the
     slot's current connection) and ``handled`` (a ``TCP_NEW_FLOW_NOTIF`` or
-    ``TCP_RX_MSG_RESP``: the message is the table's). A ``TCP_RX_MSG_RESP`` of status OK or
-    EOF for the current connection is kept in ``ctx`` and the slot queued in ``ready``.
+    ``TCP_RX_MSG_RESP``, and with ``grants`` a ``TCP_TX_MSG_RESP``: the message is the
+    table's). A ``TCP_RX_MSG_RESP`` of status OK or EOF for the current connection is kept in
+    ``ctx`` and the slot queued in ``ready``.
     Everything takes effect at the next clock edge; a new connection's ``live`` wins over a
     ``forget`` of the same slot in the same cycle.
     """
 
     def __init__(self, flows: int, slot_bits: int, *, reads: dict | None = None,
-                 forgets: int = 0) -> None:
+                 forgets: int = 0, grants: bool = False) -> None:
         self._flows, self._slot_bits, self._forgets = flows, slot_bits, forgets
         self._reads = dict(reads or {})
+        self._grants = bool(grants)
+        slot_en = data.StructLayout({"en": 1, "slot": slot_bits})
         members: dict[str, Any] = {
             "app": In(engine_message(slot_bits)),
             "live": Out(flows),
             "new": Out(stream.Signature(unsigned(slot_bits))),
             "ready": Out(stream.Signature(unsigned(slot_bits))),
-            "forget": In(data.ArrayLayout(data.StructLayout({"en": 1, "slot": slot_bits}),
-                                          forgets)),
+            "forget": In(data.ArrayLayout(slot_en, forgets)),
         }
+        if self._grants:
+            members.update(granted=Out(flows), take=In(slot_en))
         for name in ("announced", "send_ring", "ended", "kill", "drop", "current", "handled"):
             members[name] = Out(1)
+        memories = [k for k in TABLE_MEMORIES if self._grants or k != "grants"]
         for name, (memory, domain) in self._reads.items():
-            if memory not in TABLE_MEMORIES or domain not in ("comb", "sync") \
-                    or name in members:
+            if memory not in memories or domain not in ("comb", "sync") or name in members:
                 raise ValueError(f"read port {name!r} must be a new name on one of "
-                                 f"{sorted(TABLE_MEMORIES)}, 'comb' or 'sync', not "
+                                 f"{sorted(memories)}, 'comb' or 'sync', not "
                                  f"{(memory, domain)!r}")
             members[name] = Out(read_port(slot_bits, TABLE_MEMORIES[memory]))
         super().__init__(members)
@@ -223,7 +242,8 @@ class FlowTable(wiring.Component):
         flows, sb = self._flows, self._slot_bits
         mems = {}
         for name, shape in TABLE_MEMORIES.items():
-            mems[name] = m.submodules[name] = Memory(shape=shape, depth=flows, init=[])
+            if self._grants or name != "grants":
+                mems[name] = m.submodules[name] = Memory(shape=shape, depth=flows, init=[])
         for name, (memory, domain) in self._reads.items():
             port, mine = mems[memory].read_port(domain=domain), getattr(self, name)
             m.d.comb += [port.addr.eq(mine.addr), mine.data.eq(port.data)]
@@ -242,6 +262,37 @@ class FlowTable(wiring.Component):
         self._track(m, mems, new_q, ready_q, fresh, queued)
         return m
 
+    def _queue_ready(self, m: Module, ready_q: Queue, queued: Signal) -> None:
+        """Queue the cycle's slot in ``ready``, unless it is there already."""
+        slot = self.app.slot
+        with m.If(~queued.bit_select(slot, 1)):
+            m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(slot)]
+            m.d.sync += queued.bit_select(slot, 1).eq(1)
+
+    def _grant(self, m: Module, mems: dict, ready_q: Queue, queued: Signal) -> None:
+        """With ``grants``: a ``TCP_TX_MSG_RESP`` for the current connection kept, or its
+        end; after ``take`` and a new connection's clearing, so that a grant wins."""
+        a, meta = self.app, self.app.meta
+        with m.If(self.take.en):
+            m.d.sync += self.granted.bit_select(self.take.slot, 1).eq(0)
+        with m.If(self.announced):
+            m.d.sync += self.granted.bit_select(a.slot, 1).eq(0)
+        grant_w = mems["grants"].write_port()
+        with m.If(a.valid & (a.type == MsgType.TCP_TX_MSG_RESP)):
+            with m.If(~self.current):
+                m.d.comb += self.drop.eq(1)
+            with m.Elif(meta.status == Status.OK):
+                m.d.comb += [
+                    grant_w.en.eq(1), grant_w.addr.eq(a.slot),
+                    grant_w.data.ptr.eq(meta.ptr), grant_w.data.addr.eq(meta.addr),
+                    grant_w.data.size_log2.eq(meta.size_log2), grant_w.data.length.eq(meta.length),
+                ]
+                m.d.sync += self.granted.bit_select(a.slot, 1).eq(1)
+                self._queue_ready(m, ready_q, queued)
+            with m.Else():
+                m.d.comb += self.ended.eq(1)
+                m.d.sync += self.live.bit_select(a.slot, 1).eq(0)
+
     def _track(self, m: Module, mems: dict, new_q: Queue, ready_q: Queue, fresh: Signal,
                queued: Signal) -> None:
         """Handle ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (see the class docstring),
@@ -255,8 +306,7 @@ class FlowTable(wiring.Component):
         m.d.comb += [gen_in.addr.eq(a.slot),
                      self.current.eq(live.bit_select(a.slot, 1) & (gen_in.data == a.gen)),
                      self.kill.eq(self.announced | self.ended),
-                     self.handled.eq((a.type == MsgType.TCP_NEW_FLOW_NOTIF)
-                                     | (a.type == MsgType.TCP_RX_MSG_RESP))]
+                     self.handled.eq(a.type.matches(*self._types()))]
         with m.If(a.valid & (a.type == MsgType.TCP_NEW_FLOW_NOTIF)):
             with m.If((meta.status == Status.OK) & (meta.kind == BufferKind.RECEIVE)):
                 m.d.comb += [
@@ -287,12 +337,19 @@ class FlowTable(wiring.Component):
                     ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
                     ctx_w.data.addr.eq(meta.addr), ctx_w.data.size_log2.eq(meta.size_log2),
                 ]
-                with m.If(~queued.bit_select(a.slot, 1)):
-                    m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(a.slot)]
-                    m.d.sync += queued.bit_select(a.slot, 1).eq(1)
+                self._queue_ready(m, ready_q, queued)
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += live.bit_select(a.slot, 1).eq(0)
+        if self._grants:
+            self._grant(m, mems, ready_q, queued)
+
+    def _types(self) -> list[int]:
+        """The engine messages the table handles."""
+        types = [MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP]
+        if self._grants:
+            types.append(MsgType.TCP_TX_MSG_RESP)
+        return [t.value for t in types]
 
 
 def int_in_range(value: Any, what: str, low: int, high: int) -> int:

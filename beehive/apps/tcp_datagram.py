@@ -12,8 +12,11 @@ bytes (the framing of DNS over TCP, RFC 1035 §4.2.2)::
     client ─▶ [len][request][len][request] ...     ◀─ [len][reply][len][reply] ...
 
 Requests are answered in order, one reply per request. The tile serves one record at a time,
-for all its connections in the order their records came in: a request goes to the application
-once it is whole, and the next is read once its reply is written to the send ring.
+for all its connections in the order their records came in: a record is read once its
+connection's send ring has room for the longest reply (``2 + max_record`` bytes), the request
+goes to the application once it is whole, and the next is read once its reply is written to
+the send ring. A connection without that room asks the engine for it and is left until the
+answer comes, so a peer that stops reading holds up no other connection.
 
 Messages of the tile:
 
@@ -45,12 +48,14 @@ request awaited; any other is dropped (``dropped``).
 A record, from the receive ring to the send ring::
 
     RX_MSG_RESP(OK or EOF, ptr p, addr a, length L >= 2)
+        [─▶ TX_MSG_REQ(2 + max_record), the connection left until
+            ◀─ TX_MSG_RESP(OK, ptr q, addr b, length F) queues it again: unless that much
+            room is left from an earlier answer]
         ─▶ LOAD_MEM(a, 2) ◀─ the length n     (n > max_record: close; L < 2 + n: ask for 2 + n)
         ─▶ LOAD_MEM(a + 2, n) ◀─ the body ─▶ RX_ADJUST_PTR(p + 2 + n)
         ─▶ UDP_RX_SEGMENT(body) to the application ◀─ UDP_TX_SEGMENT(reply, r bytes)
-        ─▶ TX_MSG_REQ(2 + r) ◀─ TX_MSG_RESP(OK, ptr q, addr b)
         ─▶ STORE_MEM(b, 2, r) ◀─ ack ─▶ STORE_MEM(b + 2, reply) ◀─ ack
-        ─▶ TX_ADJUST_PTR(q + 2 + r) ─▶ RX_MSG_REQ(2)
+        ─▶ TX_ADJUST_PTR(q + 2 + r) ─▶ RX_MSG_REQ(2)     (the next reply at q + 2 + r)
     RX_MSG_RESP(EOF, length 0) ─▶ CLOSE_REQ          (the client closed; all answered)
 
 (``a + 2`` and ``b + 2`` wrap in their rings.) A connection is closed (``CLOSE_REQ``, then
@@ -64,17 +69,18 @@ dropped once the memory and the application have answered what was asked of them
 The inputs never wait (``streaming = False``): engine messages, memory acks and replies are
 each taken the cycle they come, and the record's bytes wait in one buffer of
 ``max_record`` bytes, so the deadlock check treats the tile as a sink and a source. Latency
-(an idle tile, a record whose bytes are all in the ring): the length's ``LOAD_MEM`` 2 cycles
-after the ``TCP_RX_MSG_RESP``, the request to the application 1 cycle after the body's last
-word; the ``TCP_TX_MSG_REQ`` 1 cycle after the reply's last word. Throughput: one record at a
-time, with 6 round trips to the engine and the memories per record: a control protocol's rate,
-not a data path.
+(an idle tile, a record whose bytes are all in the ring, room held): the length's
+``LOAD_MEM`` 3 cycles after the ``TCP_RX_MSG_RESP``, the request to the application 1 cycle
+after the body's last word, the reply's length stored 1 cycle after the reply's last word.
+Throughput: one record at a time, with 5 round trips to the engine and the memories per
+record (6 when the room has to be asked for): a control protocol's rate, not a data path.
 
 Structure: the connections are kept by a :class:`~beehive.apps.tcp_app.FlowTable`; the
 records are served by :class:`_Records` (a :class:`~beehive.apps.tcp_steps.FlowServer`: the
-sequence above), with :class:`_RecordMemory` (its memory requests and acks),
-:class:`_Replies` (the application's replies), :class:`_RecordBuffer` (the record's bytes,
-then its reply's) and :class:`~beehive.apps.tcp_steps.TxAnswer` (the room in the send ring).
+sequence above, the room found with :meth:`~beehive.apps.tcp_steps.FlowServer.room` from the
+grants the table keeps), with :class:`_RecordMemory` (its memory requests and acks),
+:class:`_Replies` (the application's replies) and :class:`_RecordBuffer` (the record's bytes,
+then its reply's).
 """
 
 from typing import Any
@@ -100,7 +106,7 @@ from ..proto.tcp.app import Status
 from ..proto.tcp.config import TcpConfig, config_or_default
 from .tcp_app import (MEM_LOC, FlowTable, Requests, TcpAppTile, app_inputs, app_outputs,
                       int_in_range, mem_ack, mem_acks)
-from .tcp_steps import AckWait, FlowServer, TxAnswer, ring_add
+from .tcp_steps import AckWait, FlowServer, ring_add
 
 
 __all__ = ["TcpDatagramTile", "KEY_APP", "DATAGRAM_FBITS", "LENGTH_BYTES", "DEFAULT_MAX_RECORD",
@@ -341,8 +347,8 @@ class _Records(FlowServer):
     sequence), as a :class:`~beehive.apps.tcp_steps.FlowServer`: the record's memory requests
     through ``mem`` (:class:`_RecordMemory`), its bytes and its reply's through ``buf``
     (:class:`_RecordBuffer`), the request to the application offered on ``req_go`` (with
-    ``ctl`` of ``reply``: :class:`_Replies`), room in the send ring awaited on ``tx_wait``
-    (answered by :class:`~beehive.apps.tcp_steps.TxAnswer` on ``tx_answered``, ``tx_ok``).
+    ``ctl`` of ``reply``: :class:`_Replies`), room in the send ring found first
+    (:meth:`~beehive.apps.tcp_steps.FlowServer.room`; the reply goes to ``tx``).
     ``events`` pulse what the tile counts (:data:`_EVENTS`). ``timeout``: cycles a request
     waits for its reply (taken as it is sent)."""
 
@@ -354,15 +360,12 @@ class _Records(FlowServer):
         self._max_record = max_record
         super().__init__(requests, flows=flows, slot_bits=slot_bits, need=LENGTH_BYTES,
                          ask=Signal(range(max_record + LENGTH_BYTES + 1), name="ask"),
-                         members={
+                         room=True, members={
                              "mem": Out(_memory_control()), "buf": Out(_buffer_control()),
                              "reply": Out(_reply_control()),
                              "req_go": Out(1), "req_taken": In(1), "timeout": In(32),
-                             "tx_wait": Out(1), "tx_answered": In(1), "tx_ok": In(1),
                              "events": Out(data.StructLayout({e: 1 for e in _EVENTS})),
                          })
-        self.tx = Signal(data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6}))
-        self.tx_got = Signal()      # tx holds the room granted
         self.seq = Signal(32)       # the request's tag, with the handle
         self.timer = Signal(32)
 
@@ -376,7 +379,7 @@ class _Records(FlowServer):
 
     def whole(self, m: Module, cx: Any) -> None:
         m.d.sync += self._memory(False, cx.addr, LENGTH_BYTES, cx.size_log2, length=True)
-        m.next = "LOAD_LENGTH"
+        m.next = "ROOM"
 
     def _memory_states(self, m: Module, name: str, *, after: Any,
                        on_issue: Signal | None = None) -> None:
@@ -435,6 +438,9 @@ class _Records(FlowServer):
             def go() -> None:
                 m.next = state
             return go
+        # Room for the longest reply before the record is read: a flow whose peer stops
+        # reading waits there, parked, and holds nothing the other flows need.
+        self.room(m, LENGTH_BYTES + self._max_record, "LOAD_LENGTH")
         self._memory_states(m, "LOAD_LENGTH", after=lambda: self._decide_length(m))
         self._memory_states(m, "LOAD_BODY", after=goto("ADJUST_RX"))    # (the body in buf)
         self._request_states(m)
@@ -448,7 +454,7 @@ class _Records(FlowServer):
             with m.If(self.request(m, MsgType.TCP_TX_ADJUST_PTR,
                                    ptr=self.tx.ptr + LENGTH_BYTES + r)):
                 m.d.comb += self.events.records.eq(1)
-                m.d.sync += self._ask.eq(LENGTH_BYTES)
+                m.d.sync += [self._ask.eq(LENGTH_BYTES), *self.reserve(LENGTH_BYTES + r)]
                 m.next = "ASK"
         with m.State("FLUSH"):          # what the record left in buf is thrown away
             with m.If(~self.buf.to_app & ~self.buf.to_store):
@@ -457,8 +463,8 @@ class _Records(FlowServer):
                     m.next = "IDLE"
 
     def _request_states(self, m: Module) -> None:
-        """From the record's body to the room for its reply."""
-        n, reply, tx_wait, tx_got = self.mem.n, self.reply, self.tx_wait, self.tx_got
+        """From the record's body to its reply's length stored."""
+        n, reply = self.mem.n, self.reply
         timed_out = self._timed_out
         with m.State("ADJUST_RX"):
             m.d.comb += self.busy.eq(1)
@@ -483,25 +489,11 @@ class _Records(FlowServer):
                 with m.Elif(self.dead):
                     m.next = "FLUSH"
                 with m.Else():
-                    m.next = "TX_REQ"
+                    m.d.sync += self._memory(True, self.tx.addr, LENGTH_BYTES, self.tx.wrap)
+                    m.next = "STORE_LENGTH"
             with m.Elif(timed_out):
                 m.d.comb += [reply.give_up.eq(1), self.events.timeouts.eq(1)]
                 m.next = "CLOSE"
-        with m.State("TX_REQ"):
-            m.d.comb += self.busy.eq(1)
-            with m.If(self.request(m, MsgType.TCP_TX_MSG_REQ,
-                                   length=reply.r + LENGTH_BYTES)):
-                m.d.sync += tx_wait.eq(1)
-                m.next = "WAIT_TX"
-        with m.State("WAIT_TX"):
-            m.d.comb += self.busy.eq(1)
-            with m.If(self.dead | (~tx_wait & ~tx_got)):    # ended, or answered not OK
-                m.d.sync += [tx_wait.eq(0), tx_got.eq(0)]
-                m.next = "FLUSH"
-            with m.Elif(tx_got):
-                m.d.sync += tx_got.eq(0)
-                m.d.sync += self._memory(True, self.tx.addr, LENGTH_BYTES, self.tx.wrap)
-                m.next = "STORE_LENGTH"
 
     def before(self, m: Module) -> None:
         n, rx, reply = self.mem.n, self.rx, self.reply
@@ -513,15 +505,6 @@ class _Records(FlowServer):
                      eof.eq(rx.status == Status.EOF), empty.eq(n == 0),
                      reply.tag.eq(Cat(self.handle, self.seq)),
                      timed_out.eq(reply.awaiting & (self.timer == 0))]
-
-    def after(self, m: Module) -> None:
-        # the answer to TX_REQ, after the states (as the tile's take_tx_answer was)
-        meta = self.app.meta
-        with m.If(self.tx_answered):
-            m.d.sync += self.tx_wait.eq(0)
-        with m.If(self.tx_ok):
-            m.d.sync += [self.tx_got.eq(1), self.tx.ptr.eq(meta.ptr),
-                         self.tx.addr.eq(meta.addr), self.tx.wrap.eq(meta.size_log2)]
 
 
 # -- the tile --------------------------------------------------------------------------------------
@@ -597,16 +580,16 @@ class TcpDatagramTile(TcpAppTile):
         rep_rx, = io.inputs
         req_tx, = io.senders
         a = io.app
-        m.submodules.table = table = FlowTable(flows, sb, forgets=2, reads={
-            **FlowServer.READS, "rx_loc": ("rx_locs", "comb"), "tx_loc": ("tx_locs", "comb")})
+        m.submodules.table = table = FlowTable(flows, sb, forgets=1, grants=True, reads={
+            **FlowServer.READS, **FlowServer.ROOM_READS, "rx_loc": ("rx_locs", "comb"),
+            "tx_loc": ("tx_locs", "comb")})
         m.submodules.records = records = _Records(io.requests, flows=flows, slot_bits=sb,
                                                   max_record=self.max_record)
         m.submodules.memory = memory = _RecordMemory(io.requests, width)
         m.submodules.replies = replies = _Replies(rep_rx.o_hdr.payload.shape(), width,
                                                   self.max_record)
         m.submodules.buffer = buffer = _RecordBuffer(width, self.max_record)
-        m.submodules.tx_answer = tx_answer = TxAnswer(sb)
-        connect(m, app=a, table=table.app, records=records.app, tx_answer=tx_answer.app)
+        connect(m, app=a, table=table.app, records=records.app)
         records.join(m, table)
         connect(m, records=records.mem, memory=memory.ctl)
         connect(m, records=records.buf, buffer=buffer.ctl)
@@ -627,14 +610,12 @@ class TcpDatagramTile(TcpAppTile):
             memory.rx_loc.eq(table.rx_loc.data), memory.tx_loc.eq(table.tx_loc.data),
             buffer.r.eq(records.reply.r),
             table.forget[0].en.eq(records.forget), table.forget[0].slot.eq(records.slot),
-            table.forget[1].en.eq(tx_answer.ended), table.forget[1].slot.eq(a.slot),
-            tx_answer.handled.eq(table.handled), tx_answer.wait.eq(records.tx_wait),
-            tx_answer.handle[0].eq(records.handle),
-            records.tx_answered.eq(tx_answer.answered), records.tx_ok.eq(tx_answer.ok),
         ]
         m.d.comb += records.req_taken.eq(self._request(m, req_tx, table, records, memory.ctl.n))
-        self.count_dropped(m, io, tx_answer.drop, memory.drop, replies.drop, table.drop)
-        self.count_flows(m, table, tx_answer.ended)
+        unknown = Signal()
+        m.d.comb += unknown.eq(a.valid & ~table.handled)
+        self.count_dropped(m, io, unknown, memory.drop, replies.drop, table.drop)
+        self.count_flows(m, table)
         self.count_events(m, closed=records.forget, truncated=records.truncated,
                           **{name: getattr(records.events, name) for name in _EVENTS})
         return m

@@ -37,18 +37,25 @@ in (``dst_fbits``)          from                  what the tile does
 Per request (*R* = ``8 * S``, *P* = ``2 * S``), in two stages::
 
     front: RX_MSG_RESP(OK or EOF, ptr p, addr a, length L >= R)
+        [─▶ TX_MSG_REQ(P), the flow left until ◀─ TX_MSG_RESP(OK, ptr q, addr b, length F)
+            queues it again: unless room for P is held from an earlier answer]
         ─▶ LOAD_MEM(a, R) ◀─ LOAD_MEM_ACK(R bytes ─▶ encoder ─▶ parity buffer)
-        (L >= 2R: the next request at p + R straight away, once these bytes are in)
-    back:  ─▶ TX_MSG_REQ(P) ◀─ TX_MSG_RESP(OK, ptr q, addr b, length F)
-        (F >= 2P: the connection's next answer goes to q + P without asking again)
-        ─▶ RX_ADJUST_PTR(p + R) [─▶ RX_MSG_REQ(R), after the last request L held]
+        (L >= 2R and room for another P: the next request at p + R straight away, once
+        these bytes are in, its answer at q + P)
+    back:  ─▶ RX_ADJUST_PTR(p + R) [─▶ RX_MSG_REQ(R), after the last request served]
         ─▶ STORE_MEM(b, P, the parity) ◀─ STORE_MEM_ACK ─▶ TX_ADJUST_PTR(q + P)
     RX_MSG_RESP(EOF, length < R) ─▶ CLOSE_REQ          (length > 0: counted in truncated)
 
-The front loads one request at a time, every whole request a response reported, and hands
-each to the back once its load is answered; the back finishes requests in order, asking for
-room in the send ring while the parity is still being computed, so one request's parity is
-stored (and its pointers moved) while the next ones' bytes are loaded and encoded. (The front
+The front finds room for a request's answer before it loads the request, and loads one
+request at a time, every whole request a response reported while the room lasts; it hands
+each to the back once its load is answered, with the place of its answer in the send ring. A
+flow without room asks the engine for it and is left: the front serves the other flows
+meanwhile, and the :class:`~beehive.apps.tcp_app.FlowTable` queues the flow again when the
+engine's answer comes (it asks only once its earlier answers are all handed over, so that the
+engine's write pointer is where its next answer goes). The back finishes requests in order and
+never waits for a peer, so one request's parity is stored (and its pointers moved) while the
+next ones' bytes are loaded and encoded, and a connection whose peer stops reading holds up
+no other. (The front
 is :class:`_Front`, a :class:`~beehive.apps.tcp_steps.FlowServer`; the back :class:`_Back`,
 the requests between them in :class:`_BackQueue`; the connections are kept by a
 :class:`~beehive.apps.tcp_app.FlowTable`.)
@@ -74,9 +81,7 @@ What it drops, each counted: the bytes of a partial request at the peer's FIN
 (``truncated``); the request under way of a connection the engine ends (``ended``: its
 parity discarded once the memory has answered); on a memory ack with ``error`` set
 (``mem_errors``) a load's connection is closed, a store's forgotten; messages that match
-nothing (``dropped``). **Limit**: a connection whose peer stops reading holds the back while it
-waits for room in its send ring, and with it the tile's other connections, until the engine
-ends it (as :class:`~beehive.apps.tcp_datagram.TcpDatagramTile` serves one record at a time).
+nothing (``dropped``).
 """
 
 from typing import Any
@@ -96,7 +101,7 @@ from ..proto.tcp.config import TcpConfig
 from .reed_solomon import RsEncoder, check_shard_bytes, encode_shards
 from .tcp_app import (MEM_LOC, TABLE_MEMORIES, FlowTable, Requests, TcpAppTile, app_outputs,
                       engine_message, handle_of, mem_ack, mem_acks, read_port)
-from .tcp_steps import AckWait, ChunkOut, FlowServer, HeldOffer, TxAnswer, ring_add
+from .tcp_steps import AckWait, ChunkOut, FlowServer, HeldOffer, ring_add
 
 
 __all__ = ["TcpRsTile", "DATA_SHARDS", "PARITY_SHARDS", "DEFAULT_SHARD_BYTES", "answer_stream"]
@@ -130,10 +135,12 @@ _JOBS = _ANSWERS + 2
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
 
 
-#: A request the back holds: its flow, where it starts in the receive ring, and whether the
-#: connection's next request is to be asked for once its pointer is moved.
+#: A request the back holds: its flow, where it starts in the receive ring, whether the
+#: connection's next request is to be asked for once its pointer is moved, and where its
+#: answer goes in the send ring (room the front found for it).
 def _job_layout(slot_bits: int) -> data.StructLayout:
-    return data.StructLayout({"slot": slot_bits, "gen": GEN_BITS, "rx_ptr": 32, "ask": 1})
+    return data.StructLayout({"slot": slot_bits, "gen": GEN_BITS, "rx_ptr": 32, "ask": 1,
+                              "tx_ptr": 32, "tx_addr": 48, "tx_wrap": 6})
 
 
 def _queue_push(slot_bits: int) -> wiring.Signature:
@@ -200,15 +207,17 @@ class _Front(FlowServer):
     fsm_name = "front"
     closing = "CLOSING"
 
-    def __init__(self, requests: Requests, *, flows: int, slot_bits: int, req: int) -> None:
-        super().__init__(requests, flows=flows, slot_bits=slot_bits, need=req, ask=req, members={
+    def __init__(self, requests: Requests, *, flows: int, slot_bits: int, req: int,
+                 ans: int) -> None:
+        super().__init__(requests, flows=flows, slot_bits=slot_bits, need=req, ask=req,
+                         room=True, members={
             "mem": In(mem_acks()), "pending": In(range(_ANSWERS + 2)),
             "hold": In(1), "held_store": In(1), "load_sent": In(1),
             "load_want": Out(1), "load": Out(data.StructLayout({"addr": 48, "wrap": 6})),
             "loaded": Out(1), "mem_error": Out(1),
             "to_enc": In(1), "start_enc": Out(1), "queue": Out(_queue_push(slot_bits)),
         })
-        self._req = req
+        self._req, self._ans = req, ans
         self.l_wait = Signal()      # the load is awaiting its ack
 
     def whole(self, m: Module, cx: Any) -> None:
@@ -228,7 +237,10 @@ class _Front(FlowServer):
             with m.If(dead):
                 m.next = "IDLE"
             with m.Elif(~self.queue.slot_other):
-                m.next = "LOAD"
+                m.next = "ROOM"
+        # Room for the answer before the load: a flow whose peer stops reading waits here,
+        # parked, and holds nothing the other flows need.
+        self.room(m, self._ans, "LOAD", own=self.queue.slot_busy)
         with m.State("LOAD"):           # once the encoder can take it without stalling
             m.d.comb += busy.eq(1)
             with m.If(self.hold & ~self.held_store):
@@ -256,10 +268,13 @@ class _Front(FlowServer):
 
     def _wait_load(self, m: Module) -> None:
         """``WAIT_LOAD``: the ack comes even if the connection ended."""
-        rx, req, dead, new = self.rx, self._req, self.dead, self.queue.job
+        rx, req, ans, dead, new, tx = self.rx, self._req, self._ans, self.dead, self.queue.job, \
+            self.tx
         with m.State("WAIT_LOAD"):
             m.d.comb += self.busy.eq(1)
-            more = rx.length >= 2 * req         # the response reported another request
+            # The response reported another request, and the room held takes its answer too
+            # (else the back asks for the rest, and the flow finds room again).
+            more = (rx.length >= 2 * req) & (self.tx_left >= 2 * ans)
             with m.If(self.loaded):
                 m.d.sync += self.l_wait.eq(0)
                 m.next = "IDLE"
@@ -270,25 +285,25 @@ class _Front(FlowServer):
                 with m.Else():
                     m.d.comb += [self.queue.push.eq(1), new.slot.eq(self.slot),
                                  new.gen.eq(self.gen),
-                                 new.rx_ptr.eq(rx.ptr), new.ask.eq(~more), self.start_enc.eq(1)]
+                                 new.rx_ptr.eq(rx.ptr), new.ask.eq(~more), self.start_enc.eq(1),
+                                 new.tx_ptr.eq(tx.ptr), new.tx_addr.eq(tx.addr),
+                                 new.tx_wrap.eq(tx.wrap)]
                     m.d.sync += [rx.ptr.eq(rx.ptr + req),
                                  rx.addr.eq(ring_add(rx.addr, req, rx.size_log2)),
-                                 rx.length.eq(rx.length - req)]
+                                 rx.length.eq(rx.length - req), *self.reserve(ans)]
                     with m.If(more & ~dead):
                         m.next = "NEXT"
 
 
 class _Back(wiring.Component):
     """The back: the requests of ``queue`` (:func:`_queue_head`), one at a time and in order,
-    each finished with ``queue.done``: room in the send ring asked for
-    (``TCP_TX_MSG_REQ`` on ``app_tx``, answered on ``tx_answered``, ``tx_ok`` for ``handle``
-    while ``tx_wait``) while its parity is still being computed, unless room is left from the
-    last answer for the same connection (``credit``); once the parity is there
-    (``parity_valid``), ``RX_ADJUST_PTR`` (and ``RX_MSG_REQ`` after the last request a response
-    held), the store (``store_want``, to ``tx``; ``store_issue`` as it is taken; its ack found
-    in ``mem``, ``stored``) and ``TX_ADJUST_PTR`` (``answered``). The parity of a connection
-    that ended goes away (``drain``, until ``draining`` is over); a store's error gives the
-    flow up (``forget``, ``mem_error``)."""
+    each finished with ``queue.done``. Each comes with the room the front found for its
+    answer, so the back never waits for a peer: once its parity is there (``parity_valid``),
+    ``RX_ADJUST_PTR`` (and ``RX_MSG_REQ`` after the last request a response held), the store
+    (``store_want``, to ``tx``; ``store_issue`` as it is taken; its ack found in ``mem``,
+    ``stored``) and ``TX_ADJUST_PTR`` (``answered``). The parity of a connection that ended
+    goes away (``drain``, until ``draining`` is over); a store's error gives the flow up
+    (``forget``, ``mem_error``)."""
 
     def __init__(self, requests: Requests, *, flows: int, slot_bits: int, req: int,
                  ans: int) -> None:
@@ -299,7 +314,6 @@ class _Back(wiring.Component):
             "tx_loc": In(read_port(slot_bits, MEM_LOC)),
             "queue": In(_queue_head(slot_bits)),
             "app_tx": Out(requests.app_signature()), "handle": Out(16),
-            "tx_wait": Out(1), "tx_answered": In(1), "tx_ok": In(1),
             "parity_valid": In(1), "drain": Out(1), "draining": In(1),
             "store_want": Out(1), "store_issue": In(1), "tx": Out(_RING),
             "mem": In(mem_acks()), "stored": Out(1),
@@ -312,45 +326,24 @@ class _Back(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         job, tx, ans = self.queue.job, self.tx, self._ans
-        sb = len(job.slot)
         m.submodules.store = store = AckWait()
-        dead, busy, tx_got = Signal(), Signal(), Signal()
-        credit = Signal()           # tx is where the next answer of flow tx_for goes, and
-        tx_for = Signal(16)         # tx_left bytes of room are granted from there
-        tx_left = Signal(32)
+        dead, busy = Signal(), Signal()
         current = Signal()          # the job's connection is still the slot's, and live
-        lost = Signal()             # its connection ended, or the room was refused
         m.d.comb += [
             self.handle.eq(handle_of(job.slot, job.gen)),
             self.gen_cur.addr.eq(job.slot), self.tx_loc.addr.eq(job.slot),
+            tx.ptr.eq(job.tx_ptr), tx.addr.eq(job.tx_addr), tx.wrap.eq(job.tx_wrap),
+            tx.loc.eq(self.tx_loc.data),
             self.stored.eq(mem_ack(self.mem, STORE_MEM_ACK, store.wait, tx.addr, ans, tx.wrap)),
             store.match.eq(self.stored), store.error.eq(self.mem.meta.error),
             store.issue.eq(self.store_issue),
             current.eq(self.live.bit_select(job.slot, 1) & (self.gen_cur.data == job.gen)
                        & ~dead),
-            lost.eq(dead | (~self.tx_wait & ~tx_got)),
         ]
         with m.FSM(name="back"):
             with m.State("IDLE"):
                 with m.If(self.queue.valid):
                     m.d.sync += dead.eq(0)
-                    m.next = "TX_REQ"
-                    with m.If(credit & (tx_for == self.handle) & (tx_left >= ans)):
-                        m.next = "ENCODED"          # room left from the last response
-            with m.State("TX_REQ"):         # room for the answer, asked before it is there
-                m.d.comb += busy.eq(1)
-                with m.If(self.request(m, MsgType.TCP_TX_MSG_REQ, length=ans)):
-                    m.d.sync += self.tx_wait.eq(1)
-                    m.next = "WAIT_TX"
-            with m.State("WAIT_TX"):
-                m.d.comb += busy.eq(1)
-                with m.If(lost):            # ended, or answered not OK
-                    m.d.comb += self.drain.eq(1)
-                    m.d.sync += [self.tx_wait.eq(0), tx_got.eq(0)]
-                    m.next = "DRAIN"
-                with m.Elif(tx_got):
-                    m.d.sync += [tx_got.eq(0), tx.loc.eq(self.tx_loc.data), credit.eq(1),
-                                 tx_for.eq(self.handle)]
                     m.next = "ENCODED"
             with m.State("ENCODED"):        # its bytes are all read once its parity comes
                 m.d.comb += busy.eq(1)
@@ -360,28 +353,18 @@ class _Back(wiring.Component):
                     with m.Else():
                         m.d.comb += self.drain.eq(1)
                         m.next = "DRAIN"
-            self._store_states(m, busy, current, credit, tx_left, store)
+            self._store_states(m, busy, current, store)
             with m.State("DRAIN"):          # the parity of a connection that ended: away
                 with m.If(~self.draining):
                     m.d.comb += self.queue.done.eq(1)
                     m.next = "IDLE"
         with m.If(self.kill & busy & (self.app.slot == job.slot)):
             m.d.sync += dead.eq(1)
-        with m.If(self.kill & (self.app.slot == tx_for[:sb])):
-            m.d.sync += credit.eq(0)
-        # the answer to TX_REQ, after the states (its `got` wins)
-        meta = self.app.meta
-        with m.If(self.tx_answered):
-            m.d.sync += self.tx_wait.eq(0)
-        with m.If(self.tx_ok):
-            m.d.sync += [tx_got.eq(1), tx.ptr.eq(meta.ptr), tx.addr.eq(meta.addr),
-                         tx.wrap.eq(meta.size_log2), tx_left.eq(meta.length)]
         return m
 
-    def _store_states(self, m: Module, busy: Signal, current: Signal, credit: Signal,
-                      tx_left: Signal, store: AckWait) -> None:
+    def _store_states(self, m: Module, busy: Signal, current: Signal, store: AckWait) -> None:
         """From the receive pointer moved to the send pointer moved."""
-        job, tx, req, ans = self.queue.job, self.tx, self._req, self._ans
+        job, req, ans = self.queue.job, self._req, self._ans
         with m.State("ADJUST_RX"):
             m.d.comb += busy.eq(1)
             with m.If(self.request(m, MsgType.TCP_RX_ADJUST_PTR, ptr=job.rx_ptr + req)):
@@ -403,7 +386,6 @@ class _Back(wiring.Component):
                 m.next = "IDLE"
                 with m.If(store.err):
                     m.d.comb += self.mem_error.eq(1)
-                    m.d.sync += credit.eq(0)
                     with m.If(current):       # the flow is given up
                         m.d.comb += self.forget.eq(1)
                     m.d.comb += self.queue.done.eq(1)
@@ -413,10 +395,8 @@ class _Back(wiring.Component):
                     m.d.comb += self.queue.done.eq(1)
         with m.State("ADJUST_TX"):
             m.d.comb += busy.eq(1)
-            with m.If(self.request(m, MsgType.TCP_TX_ADJUST_PTR, ptr=tx.ptr + ans)):
+            with m.If(self.request(m, MsgType.TCP_TX_ADJUST_PTR, ptr=job.tx_ptr + ans)):
                 m.d.comb += [self.queue.done.eq(1), self.answered.eq(1)]
-                m.d.sync += [tx.ptr.eq(tx.ptr + ans), tx_left.eq(tx_left - ans),
-                             tx.addr.eq(ring_add(tx.addr, ans, tx.wrap))]
                 m.next = "IDLE"
 
 
@@ -482,21 +462,20 @@ class TcpRsTile(TcpAppTile):
         io = self.ports(m)
         front_tx, back_tx = io.app_tx
         a, mem = io.app, io.mem
-        m.submodules.table = table = FlowTable(flows, sb, forgets=3, reads={
-            **FlowServer.READS, "gen_back": ("gens", "comb"), "rx_loc": ("rx_locs", "comb"),
-            "tx_loc": ("tx_locs", "comb")})
-        m.submodules.front = front = _Front(io.requests, flows=flows, slot_bits=sb, req=req)
+        m.submodules.table = table = FlowTable(flows, sb, forgets=2, grants=True, reads={
+            **FlowServer.READS, **FlowServer.ROOM_READS, "gen_back": ("gens", "comb"),
+            "rx_loc": ("rx_locs", "comb"), "tx_loc": ("tx_locs", "comb")})
+        m.submodules.front = front = _Front(io.requests, flows=flows, slot_bits=sb, req=req,
+                                            ans=ans)
         m.submodules.jobs = jobs = _BackQueue(sb)
         m.submodules.back = back = _Back(io.requests, flows=flows, slot_bits=sb, req=req,
                                          ans=ans)
-        m.submodules.tx_answer = tx_answer = TxAnswer(sb)
         m.submodules.encoder = enc = RsEncoder(width, self.shard_bytes, data=DATA_SHARDS,
                                                parity=PARITY_SHARDS)
         m.submodules.parity = parity = Queue(payload_layout(width),
                                              _ANSWERS * enc.shard_words * PARITY_SHARDS)
         m.submodules.chunk = chunk = ChunkOut(width)
-        connect(m, app=a, table=table.app, front=front.app, back=back.app,
-                tx_answer=tx_answer.app)
+        connect(m, app=a, table=table.app, front=front.app, back=back.app)
         connect(m, mem=mem, front=front.mem, back=back.mem)
         front.join(m, table)
         connect(m, table=table.gen_back, back=back.gen_cur)
@@ -515,17 +494,14 @@ class TcpRsTile(TcpAppTile):
             chunk.drain.eq(back.drain),
             table.forget[0].en.eq(front.forget), table.forget[0].slot.eq(front.slot),
             table.forget[1].en.eq(back.forget), table.forget[1].slot.eq(back.queue.job.slot),
-            table.forget[2].en.eq(tx_answer.ended), table.forget[2].slot.eq(a.slot),
-            tx_answer.handled.eq(table.handled), tx_answer.wait.eq(back.tx_wait),
-            tx_answer.handle[0].eq(back.handle),
-            back.tx_answered.eq(tx_answer.answered), back.tx_ok.eq(tx_answer.ok),
         ]
         self._memory(m, io, table, front, back, chunk, enc)
 
-        drop_mem = Signal()
-        m.d.comb += drop_mem.eq(mem.valid & ~front.loaded & ~back.stored)
-        self.count_dropped(m, io, tx_answer.drop, drop_mem, table.drop)
-        self.count_flows(m, table, tx_answer.ended)
+        drop_mem, unknown = Signal(), Signal()
+        m.d.comb += [drop_mem.eq(mem.valid & ~front.loaded & ~back.stored),
+                     unknown.eq(a.valid & ~table.handled)]
+        self.count_dropped(m, io, unknown, drop_mem, table.drop)
+        self.count_flows(m, table)
         self.count_events(m, closed=front.forget, truncated=front.truncated,
                           requests=back.answered, mem_errors=front.mem_error)
         self.count_events(m, mem_errors=back.mem_error)     # (never both in a cycle)

@@ -2,7 +2,7 @@
 :class:`~beehive.apps.tcp_app.FlowTable` (which keeps their flows):
 
 * :class:`TxAnswer`: the ``TCP_TX_MSG_RESP`` a request awaits, found among the engine's
-  messages (the echo's jobs, the datagram tile, the Reed-Solomon tile's back);
+  messages (the echo's jobs);
 * :class:`HeldOffer`: a request, once offered, held until it is taken (the echo's engine and
   memory requests, the Reed-Solomon tile's memory requests);
 * :class:`ChunkOut`: a buffered chunk's words to a store, or thrown away (the echo's loaded
@@ -11,13 +11,15 @@
   loads and stores, the Reed-Solomon tile's stores);
 * :class:`FlowServer`: the base of a component that serves one flow at a time as a state
   machine (the datagram tile's records, the Reed-Solomon tile's front): it picks the next flow,
-  takes a first look at its data, asks for more and closes it;
+  takes a first look at its data, finds room in its send ring (leaving a flow that has none
+  until the engine grants it, so that a peer that stops reading holds up no other flow), asks
+  for more and closes it;
 * :func:`ring_add`: an address moved on in a ring buffer.
 """
 
 from typing import Any
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Const, Module, Mux, Signal, Value
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
@@ -26,11 +28,15 @@ from apiary.stream.layout import payload_signature
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS, Status
-from .tcp_app import (RX_CONTEXT, TABLE_MEMORIES, FlowTable, Requests, engine_message,
-                      handle_of, read_port)
+from .tcp_app import (RX_CONTEXT, TABLE_MEMORIES, TX_GRANT, FlowTable, Requests,
+                      engine_message, handle_of, read_port)
 
 
 __all__ = ["ring_add", "TxAnswer", "HeldOffer", "ChunkOut", "AckWait", "FlowServer"]
+
+
+#: A place in a send ring: the stream pointer, its address, the ring's ``2**wrap`` bytes.
+_CURSOR = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6})
 
 
 def ring_add(addr: Any, plus: Any, wrap: Any) -> Any:
@@ -192,6 +198,11 @@ class FlowServer(wiring.Component):
         Bytes the state ``ASK`` asks for (``TCP_RX_MSG_REQ``).
     members : dict
         The subclass's members.
+    room : bool
+        The server finds room in a flow's send ring before it serves it further
+        (:meth:`room`), from grants its table keeps (``FlowTable(grants=True)``): members
+        ``grant`` (a ``"sync"`` read port of ``"grants"``, at the head of ``ready``),
+        ``granted`` and ``take`` (the table's).
 
     Members (besides the subclass's): from the table, ``new``, ``ready`` (its queues),
     ``gen_cur`` (a ``"comb"`` read port of ``"gens"``, at ``slot``), ``ctx`` (a ``"sync"`` read
@@ -215,6 +226,7 @@ class FlowServer(wiring.Component):
     * ``CLOSE`` (``busy``): ``TCP_CLOSE_REQ``; once it is taken, ``forget`` unless ``dead``
       (the connection ended meanwhile: the slot may hold a new one, which stays live), then
       :attr:`close_after`.
+    * with ``room``, ``ROOM`` and ``TX_REQ``, which a subclass enters (:meth:`room`).
 
     ``dead`` is set when the table kills the connection of ``slot`` while ``busy`` (a state
     of the subclass sets ``busy`` while it serves the flow). A request on offer is never
@@ -223,8 +235,10 @@ class FlowServer(wiring.Component):
     the response read meanwhile.
     """
 
-    #: The table's read ports it takes (``FlowTable(reads=...)``).
+    #: The table's read ports it takes (``FlowTable(reads=...)``), and with ``room`` these
+    #: too (``FlowTable(grants=True)``).
     READS = {"gen_cur": ("gens", "comb"), "ctx": ("ctx", "sync")}
+    ROOM_READS = {"grant": ("grants", "sync")}
     #: The FSM's name.
     fsm_name = "fsm"
     #: The state ``CHECK`` closes the connection with at the peer's FIN (a subclass's that
@@ -234,13 +248,21 @@ class FlowServer(wiring.Component):
     close_after = "IDLE"
 
     def __init__(self, requests: Requests, *, flows: int, slot_bits: int, need: int, ask: Any,
-                 members: dict) -> None:
+                 members: dict, room: bool = False) -> None:
         self._requests, self._sb, self._need, self._ask = requests, slot_bits, need, ask
-        clash = set(members) & {"app", "kill", "live", "new", "ready", "gen_cur", "ctx",
-                                "app_tx", "slot", "forget", "truncated", "gen", "dead", "busy",
-                                "rx", "handle"}
+        self._room = bool(room)
+        own = {"app", "kill", "live", "new", "ready", "gen_cur", "ctx", "app_tx", "slot",
+               "forget", "truncated", "gen", "dead", "busy", "rx", "handle", "grant",
+               "granted", "take", "tx", "tx_left"}
+        clash = set(members) & own
         if clash:
             raise ValueError(f"members {sorted(clash)} are FlowServer's own")
+        room_members: dict[str, Any] = {}
+        if self._room:
+            room_members = {
+                "grant": In(read_port(slot_bits, TX_GRANT)), "granted": In(flows),
+                "take": Out(data.StructLayout({"en": 1, "slot": slot_bits})),
+            }
         super().__init__({
             "app": In(engine_message(slot_bits)), "kill": In(1), "live": In(flows),
             "new": In(stream.Signature(unsigned(slot_bits))),
@@ -249,13 +271,22 @@ class FlowServer(wiring.Component):
             "ctx": In(read_port(slot_bits, RX_CONTEXT)),
             "app_tx": Out(requests.app_signature()),
             "slot": Out(slot_bits), "forget": Out(1), "truncated": Out(1),
-            **members,
+            **room_members, **members,
         })
         self.gen = Signal(GEN_BITS)
         self.dead = Signal()            # the connection ended under it
         self.busy = Signal()            # it serves `slot`
         self.rx = Signal(RX_CONTEXT)    # the response being served
         self.handle = handle_of(self.slot, self.gen)
+        if self._room:
+            #: Where the next bytes written to the send ring of flow ``tx_for`` go, and the
+            #: room left there (``tx_left`` bytes), while ``credit``.
+            self.tx = Signal(_CURSOR)
+            self.tx_left = Signal(32)
+            self.credit = Signal()
+            self.tx_for = Signal(16)
+            self._granted = Signal()        # the flow's grant, read in CHECK, is unused
+            self._grant = Signal(TX_GRANT)
 
     def whole(self, m: Module, cx: Any) -> None:
         """In ``CHECK``: the response ``cx`` reports ``need`` bytes or more; pick the next
@@ -284,16 +315,63 @@ class FlowServer(wiring.Component):
 
     def join(self, m: Module, table: FlowTable) -> None:
         """Join the server to ``table`` in the module ``m`` that holds both: the table's queues,
-        its read ports (:data:`READS`, by name), ``live`` and ``kill``."""
-        for name in ("new", "ready", *self.READS):
+        its read ports (:data:`READS`, by name; with ``room``, :data:`ROOM_READS` too), ``live``
+        and ``kill``, and with ``room`` its grants."""
+        reads = {**self.READS, **(self.ROOM_READS if self._room else {})}
+        for name in ("new", "ready", *reads):
             connect(m, table=getattr(table, name), server=getattr(self, name))
         m.d.comb += [self.kill.eq(table.kill), self.live.eq(table.live)]
+        if self._room:
+            m.d.comb += [self.granted.eq(table.granted), table.take.eq(self.take)]
+
+    def room(self, m: Module, need: Any, then: str, own: Any = 0) -> None:
+        """With ``room``: the states ``ROOM`` and ``TX_REQ``, which find ``need`` bytes of
+        room in the flow's send ring before it is served further (at ``then``), so that a
+        flow whose peer stops reading waits without holding the others up.
+
+        ``ROOM`` (``busy``) goes on at once with the room the server holds for the flow
+        (``credit``, at ``tx``, ``tx_left`` bytes), or takes the flow's grant (read in
+        ``CHECK``) if the table holds one; else, once the flow has no bytes written and not yet
+        handed over (``own``, the subclass's: none of its earlier answers is still on its
+        way, so that the engine's write pointer is ``tx``), ``TX_REQ`` asks the engine for
+        ``need`` bytes and the flow is left (``IDLE``): the table queues it in ``ready`` again
+        when the answer comes, and it is served from ``CHECK`` on, its response unconsumed.
+        Use :meth:`reserve` as bytes are written."""
+        handle, tx, grant = self.handle, self.tx, self._grant
+        with m.State("ROOM"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.dead):
+                m.next = "IDLE"
+            with m.Elif(self.credit & (self.tx_for == handle) & (self.tx_left >= need)):
+                m.next = then
+            with m.Elif(self._granted & (grant.length >= need)):
+                m.d.comb += [self.take.en.eq(1), self.take.slot.eq(self.slot)]
+                m.d.sync += [self.credit.eq(1), self.tx_for.eq(handle), tx.ptr.eq(grant.ptr),
+                             tx.addr.eq(grant.addr), tx.wrap.eq(grant.size_log2),
+                             self.tx_left.eq(grant.length), self._granted.eq(0)]
+                m.next = then
+            with m.Elif(~Value.cast(own)):
+                m.next = "TX_REQ"
+        with m.State("TX_REQ"):
+            m.d.comb += self.busy.eq(1)
+            with m.If(self.request(m, MsgType.TCP_TX_MSG_REQ, length=need)):
+                m.next = "IDLE"
+
+    def reserve(self, n: Any) -> list:
+        """Statements (``sync``) that take ``n`` bytes of the room held (``tx`` moves on)."""
+        tx = self.tx
+        return [tx.ptr.eq(tx.ptr + n), tx.addr.eq(ring_add(tx.addr, n, tx.wrap)),
+                self.tx_left.eq(self.tx_left - n)]
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.d.comb += [self.ctx.addr.eq(self.ready.payload), self.gen_cur.addr.eq(self.slot)]
         with m.If(self.kill & self.busy & (self.app.slot == self.slot)):
             m.d.sync += self.dead.eq(1)
+        if self._room:
+            m.d.comb += self.grant.addr.eq(self.ready.payload)
+            with m.If(self.kill & (self.app.slot == self.tx_for[:self._sb])):
+                m.d.sync += self.credit.eq(0)
         cx = self.ctx.data              # the response (in CHECK)
         gone, enough, eof = Signal(), Signal(), Signal()
         m.d.comb += [
@@ -339,6 +417,9 @@ class FlowServer(wiring.Component):
         with m.State("CHECK"):
             m.d.comb += self.busy.eq(1)
             m.d.sync += [self.rx.eq(cx), self.gen.eq(cx.gen)]
+            if self._room:
+                m.d.sync += [self._grant.eq(self.grant.data),
+                             self._granted.eq(self.granted.bit_select(slot, 1))]
             with m.If(gone):            # stale, or ended meanwhile
                 m.next = "IDLE"
             with m.Elif(enough):

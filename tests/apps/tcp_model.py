@@ -183,6 +183,17 @@ class TcpEngineModel:
         flow.incoming += data
         flow.fin_pending |= fin
 
+    def deliver_now(self, flow, data, fin=False):
+        """:meth:`deliver`, every byte that fits in the receive ring there at once (not a
+        random burst a cycle)."""
+        self.deliver(flow, data, fin)
+        cfg = self.config
+        k = min(len(flow.incoming), cfg.rx_ring - (flow.rcv - flow.head))
+        self._ring_write(self.rx_memory, cfg.rx_base, cfg.rx_ring, flow.slot, flow.rcv,
+                         flow.incoming[:k])
+        del flow.incoming[:k]
+        flow.rcv += k
+
     def reset(self, flow, status=Status.RESET):
         """The connection ends under the application: its pending requests are dropped (the
         TX tile never answers its ``TCP_TX_MSG_REQ``) and the RX tile tells it once."""

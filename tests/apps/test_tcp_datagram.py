@@ -7,6 +7,7 @@ error closes its connection and is counted, and the next connection is served.""
 
 import random
 from collections import deque
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from beehive.apps.tcp_datagram import (DATAGRAM_FBITS, KEY_APP, TcpDatagramTile,
                                        split_records)
 from beehive.proto.ipv4 import IpProtocol
 from beehive.proto.messages import PACKET_META, MsgType
+from beehive.proto.tcp import TcpConfig
 from beehive.proto.tcp.app import handle_slot
 from tcp_model import TcpEngineModel
 from test_tcp_apps import APP, CONFIG, RX, RX_MEM, TX, TX_MEM, app_env, closed, run
@@ -177,6 +179,58 @@ def test_errors_close_their_connection_and_are_counted(width):
                                      "closed", "records", "dropped")} == {
         "oversized": 1, "truncated": 1, "bad_replies": 1, "timeouts": 1, "closed": 4,
         "records": 4, "dropped": 1}
+
+
+def beside_a_frozen_peer(width, frozen, records=8):
+    """Cycles connection A takes from its records' arrival (all at once, with FIN) to its
+    close, alone or (``frozen``) beside connection B, whose peer stops reading: B's send ring
+    holds ten replies, its eleventh record waits for room. A's records come once B's
+    ``TCP_TX_MSG_REQ`` has waited 50 cycles; the application answers each in 5 cycles, memory
+    acks come at once, no gaps or stalls. Returns ``(cycles, model, flows)``."""
+    config = TcpConfig(flows=4, rx_ring=2048, tx_ring=1024, mss=64)
+    model = DatagramModel(config, width, app=APP, rx=RX, tx=TX, rx_mem=RX_MEM, tx_mem=TX_MEM,
+                          rng=random.Random(5), delays=(5, 5), burst=4096, arrive=1.0, read=1.0)
+    rng = random.Random(width)
+    plans = {name: [rng.randbytes(90) for _ in range(n)] for name, n in (("A", records),
+                                                                           ("B", 12))}
+    flows = {"A": model.announce(0, 1)}
+    if frozen:
+        flows["B"] = b = model.announce(1, 1)
+        b.drain = False
+        model.deliver_now(b, b"".join(map(record, plans["B"])))
+    s = SimpleNamespace(start=None if frozen else 0)
+
+    def script(model):
+        b = flows.get("B")
+        if s.start is None and b.tx_req is not None and model.cycle > b.tx_req_since + 50:
+            s.start = model.cycle
+        if s.start is not None and not flows["A"].received:
+            s.start = model.cycle
+            model.deliver_now(flows["A"], b"".join(map(record, plans["A"])), fin=True)
+
+    tile = TcpDatagramTile(app_env(width, **{KEY_APP: [Endpoint("app", *APP_TILE)]}),
+                           config=config, max_record=100)
+    counters, stats = run(tile, model, seed=1, script=script,
+                          until=lambda m: closed(flows["A"]), timeout=100_000, gaps=0.0,
+                          stall=0.0, settle=10)
+    assert model.written(flows["A"]) == b"".join(record(answer(r)) for r in plans["A"])
+    if frozen:
+        b = flows["B"]
+        assert model.written(b) == b"".join(record(answer(r)) for r in plans["B"][:10])
+        assert b.tx_req is not None and b.tx_req_since < s.start    # still waiting
+    assert counters["records"] == records + 10 * frozen
+    return stats.cycles - s.start, model, flows
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_frozen_peer_holds_no_other_connection_up(width):
+    """Issue 38's frozen peer: B's peer stops reading, B's next record waits for room for its
+    reply; A's records, sent meanwhile, are all answered (and A closed) in the same number of
+    cycles as with A alone."""
+    alone, _, _ = beside_a_frozen_peer(width, frozen=False)
+    beside, _, _ = beside_a_frozen_peer(width, frozen=True)
+    print(f"{width} bits: A alone {alone} cycles, beside frozen B {beside}")
+    assert beside <= alone * 1.01, (alone, beside)
 
 
 # -- the whole design: the controller over TCP and UDP (examples/tcp_ctl.py) ----------------------

@@ -155,7 +155,7 @@ def test_record_buffer_sends_the_record_then_the_reply_with_its_length():
     simulate(dut, bench, timeout=100)
 
 
-def test_records_serve_a_record_from_its_length_to_the_next_request():
+def test_records_find_room_then_serve_a_record_from_its_length_to_the_next_request():
     dut = _Records(requests_for(WIDTH), flows=4, slot_bits=2, max_record=MAX_RECORD)
     mem, buf, reply = dut.mem, dut.buf, dut.reply
 
@@ -192,7 +192,21 @@ def test_records_serve_a_record_from_its_length_to_the_next_request():
         ctx.set(dut.ctx.data, {"gen": 1, "status": Status.OK, "length": 6, "ptr": 40,
                                "addr": 0x100, "size_log2": 8})
         await pulse(ctx, (dut.ready.valid, 1), (dut.ready.payload, 1))
-        await ctx.tick()                                        # CHECK: the length's load
+        await ctx.tick()                                        # CHECK; ROOM: none held
+        msg, fields = await take(ctx)                           # and the flow is left
+        assert (msg, fields.flow, fields.length) == (MsgType.TCP_TX_MSG_REQ.value, 0x1001,
+                                                     2 + MAX_RECORD)
+        for _ in range(3):
+            assert not ctx.get(mem.go) and not ctx.get(dut.app_tx.valid)
+            await ctx.tick()
+        # The grant brings it back; ROOM takes it, then the length's load.
+        ctx.set(dut.granted, 0b0010)
+        ctx.set(dut.grant.data, {"ptr": 70, "addr": 0x2f0, "size_log2": 8, "length": 200})
+        await pulse(ctx, (dut.ready.valid, 1), (dut.ready.payload, 1))
+        await ctx.tick()                                        # CHECK
+        assert ctx.get(dut.take.en) and ctx.get(dut.take.slot) == 1
+        await ctx.tick()
+        ctx.set(dut.granted, 0)
         await memory(ctx, 0, 0x100, 2, n=4)
         await memory(ctx, 0, 0x102, 4)                          # the body
         msg, fields = await take(ctx)
@@ -204,20 +218,14 @@ def test_records_serve_a_record_from_its_length_to_the_next_request():
         ctx.set(dut.req_taken, 0)
         ctx.set(reply.r, 3)
         await pulse(ctx, (reply.got, 1))                        # the reply: 3 bytes
-        msg, fields = await take(ctx)
-        assert (msg, fields.length, ctx.get(dut.tx_wait)) == (MsgType.TCP_TX_MSG_REQ.value, 5, 1)
-        ctx.set(dut.app.meta, {"ptr": 70, "addr": 0x250, "size_log2": 8})
-        await pulse(ctx, (dut.tx_answered, 1), (dut.tx_ok, 1))
-        await ctx.tick()
-        assert not ctx.get(dut.tx_wait)
         ctx.set(mem.taken, 1)
-        assert ctx.get(buf.start_prefix) and ctx.get(mem.req.addr) == 0x250
+        assert ctx.get(buf.start_prefix) and ctx.get(mem.req.addr) == 0x2f0
         ctx.set(mem.taken, 0)
-        await memory(ctx, 1, 0x250, 2)                          # the reply's length
+        await memory(ctx, 1, 0x2f0, 2)                          # the reply's length
         ctx.set(mem.taken, 1)
         assert ctx.get(buf.start_store)
         ctx.set(mem.taken, 0)
-        await memory(ctx, 1, 0x252, 3)                          # its bytes
+        await memory(ctx, 1, 0x2f2, 3)                          # its bytes, in the ring
         ctx.set(dut.app_tx.ready, 1)
         assert ctx.get(dut.events.records)
         ctx.set(dut.app_tx.ready, 0)
@@ -225,9 +233,12 @@ def test_records_serve_a_record_from_its_length_to_the_next_request():
         assert (msg, fields.ptr) == (MsgType.TCP_TX_ADJUST_PTR.value, 75)
         msg, fields = await take(ctx)                           # ASK: the next record
         assert (msg, fields.length) == (MsgType.TCP_RX_MSG_REQ.value, 2)
-        # A record too long: counted, the connection closed (and forgotten), buf flushed.
+        # A record too long (the room left held: no TX_MSG_REQ): counted, the connection
+        # closed (and forgotten), buf flushed.
         await pulse(ctx, (dut.ready.valid, 1), (dut.ready.payload, 1))
-        await ctx.tick()
+        await ctx.tick()                                        # CHECK
+        await ctx.tick()                                        # ROOM
+        assert not ctx.get(dut.take.en)
         assert (await memory(ctx, 0, 0x100, 2, n=MAX_RECORD + 1)).oversized
         await ctx.tick()
         ctx.set(dut.app_tx.ready, 1)

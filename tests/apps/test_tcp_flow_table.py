@@ -98,9 +98,53 @@ def test_forget_clears_live_unless_the_slot_is_announced_again():
     simulate(dut, bench, timeout=100)
 
 
+def test_grants_are_kept_per_slot_and_queue_the_flow_again():
+    dut = FlowTable(4, 2, grants=True, reads={"grant": ("grants", "sync")})
+
+    async def bench(ctx):
+        await message(ctx, dut, NEW, 1, 3, kind=BufferKind.RECEIVE)
+        await message(ctx, dut, NEW, 2, 1, kind=BufferKind.RECEIVE)
+        # An OK answer for the current connection: kept, granted, the slot queued in ready.
+        assert await message(ctx, dut, TX_RESP, 1, 3, ptr=70, addr=0x2f0, size_log2=8,
+                             length=200) == {"current": 1, "handled": 1}
+        assert ctx.get(dut.granted) == 0b0010
+        assert ctx.get(dut.ready.valid) and ctx.get(dut.ready.payload) == 1
+        ctx.set(dut.grant.addr, 1)
+        ctx.set(dut.ready.ready, 1)
+        await ctx.tick()
+        ctx.set(dut.ready.ready, 0)
+        grant = ctx.get(dut.grant.data)
+        assert (grant.ptr, grant.addr, grant.size_log2, grant.length) == (70, 0x2f0, 8, 200)
+        # Used: the bit cleared.
+        await pulse_take(ctx, dut, 1)
+        assert ctx.get(dut.granted) == 0
+        # One for an older connection is dropped; another status ends the connection.
+        assert await message(ctx, dut, TX_RESP, 1, 2, length=9) == {"drop": 1, "handled": 1}
+        assert ctx.get(dut.granted) == 0 and not ctx.get(dut.ready.valid)
+        assert await message(ctx, dut, TX_RESP, 2, 1, status=Status.CLOSED) == {
+            "ended": 1, "kill": 1, "current": 1, "handled": 1}
+        assert ctx.get(dut.live) == 0b0010
+        # A grant left unused is cleared by the slot's next connection.
+        await message(ctx, dut, TX_RESP, 1, 3, length=50)
+        assert ctx.get(dut.granted) == 0b0010
+        await message(ctx, dut, NEW, 1, 4, kind=BufferKind.RECEIVE)
+        assert ctx.get(dut.granted) == 0
+
+    simulate(dut, bench, timeout=100)
+
+
+async def pulse_take(ctx, dut, slot):
+    ctx.set(dut.take.en, 1)
+    ctx.set(dut.take.slot, slot)
+    await ctx.tick()
+    ctx.set(dut.take.en, 0)
+
+
 def test_read_ports_are_checked():
     with pytest.raises(ValueError, match="read port 'x' must be a new name"):
         FlowTable(4, 2, reads={"x": ("nope", "comb")})
     with pytest.raises(ValueError, match="read port 'live' must be a new name"):
         FlowTable(4, 2, reads={"live": ("gens", "comb")})
+    with pytest.raises(ValueError, match="read port 'g' must be a new name on one of"):
+        FlowTable(4, 2, reads={"g": ("grants", "sync")})        # a table without grants
     assert FlowTable(4, 2).new.payload.shape() == unsigned(2)

@@ -58,42 +58,79 @@ def test_back_queue_keeps_requests_in_order_and_looks_them_up():
     simulate(dut, bench, timeout=50)
 
 
-def test_front_loads_each_request_and_closes_on_an_error():
-    dut = _Front(requests_for(WIDTH), flows=4, slot_bits=2, req=REQ)
+async def serve(ctx, dut, ctx_data, grant=None):
+    """Give the front flow 1 from ``ready``, its response ``ctx_data`` and (if any) an unused
+    ``grant``; returns after CHECK."""
+    ctx.set(dut.ctx.data, ctx_data)
+    ctx.set(dut.granted, 0 if grant is None else 0b0010)
+    ctx.set(dut.grant.data, grant or {})
+    await pulse(ctx, (dut.ready.valid, 1), (dut.ready.payload, 1))
+    await ctx.tick()                                    # CHECK
+
+
+def test_front_finds_room_then_loads_each_request_and_closes_on_an_error():
+    dut = _Front(requests_for(WIDTH), flows=4, slot_bits=2, req=REQ, ans=ANS)
     q = dut.queue
 
     async def bench(ctx):
         ctx.set(dut.live, 0b0010)
         ctx.set(dut.gen_cur.data, 1)
-        ctx.set(dut.ctx.data, {"gen": 1, "status": Status.OK, "length": 2 * REQ, "ptr": 0,
-                               "addr": 0x100, "size_log2": 10})
-        await pulse(ctx, (dut.ready.valid, 1), (dut.ready.payload, 1))
-        await ctx.tick()                                # CHECK: two requests; SLOT
-        ctx.set(q.slot_other, 1)                        # the slot's earlier connection's
+        response = {"gen": 1, "status": Status.OK, "length": 3 * REQ, "ptr": 0, "addr": 0x100,
+                    "size_log2": 10}
+        await serve(ctx, dut, response)                 # three requests, no room held
+        ctx.set(q.slot_other, 1)                        # SLOT: the slot's earlier connection's
         await ctx.tick()
         assert not ctx.get(dut.load_want)
         ctx.set(q.slot_other, 0)
+        ctx.set(q.slot_busy, 1)                         # ROOM: its answers on their way first
+        await ctx.tick()
+        await ctx.tick()
+        assert not ctx.get(dut.app_tx.valid) and not ctx.get(dut.load_want)
+        ctx.set(q.slot_busy, 0)
+        msg, fields = await take(ctx, dut.app_tx)       # TX_REQ, and the flow is left
+        assert (msg, fields.flow, fields.length) == (MsgType.TCP_TX_MSG_REQ.value, 0x1001, ANS)
+        for _ in range(3):
+            assert not ctx.get(dut.load_want) and not ctx.get(dut.app_tx.valid)
+            await ctx.tick()
+        # The grant (room for two answers) brings the flow back: the same response.
+        await serve(ctx, dut, response, {"ptr": 500, "addr": 0x3f8, "size_log2": 8,
+                                         "length": 2 * ANS})
+        await ctx.tick()                                # SLOT
+        assert ctx.get(dut.take.en) and ctx.get(dut.take.slot) == 1
         await ctx.tick()
         assert ctx.get(dut.load_want) and ctx.get(dut.load.addr) == 0x100
+        for k, (addr, tx_ptr, tx_addr, ask) in enumerate(((0x100, 500, 0x3f8, 0),
+                                                          (0x140, 500 + ANS, 0x308, 1))):
+            ctx.set(dut.pending, 3 if k else 0)        # LOAD: the encoder is behind
+            await ctx.tick()
+            assert ctx.get(dut.load.addr) == addr and ctx.get(dut.load_want) == (k == 0)
+            ctx.set(dut.pending, 2)
+            assert ctx.get(dut.load_want)
+            await pulse(ctx, (dut.load_sent, 1))
+            ack(ctx, dut.mem, LOAD_MEM_ACK, addr, REQ, REQ)
+            assert ctx.get(dut.loaded) and ctx.get(q.push) and ctx.get(dut.start_enc)
+            job = ctx.get(q.job)
+            # the second answer takes the last of the room: the back asks for the rest
+            assert (job.slot, job.gen, job.rx_ptr, job.ask) == (1, 1, k * REQ, ask)
+            assert (job.tx_ptr, job.tx_addr, job.tx_wrap) == (tx_ptr, tx_addr, 8)
+            await ctx.tick()
+            ctx.set(dut.mem.valid, 0)
+            if k == 0:
+                ctx.set(dut.to_enc, 1)                  # NEXT: its words first
+                await ctx.tick()
+                assert not ctx.get(dut.load_want)
+                ctx.set(dut.to_enc, 0)
+        await ctx.tick()
+        assert not ctx.get(dut.load_want) and not ctx.get(dut.app_tx.valid)     # IDLE
+        # The rest of the response, room again, and a load that fails: the flow is closed.
+        await serve(ctx, dut, {**response, "length": REQ, "ptr": 2 * REQ, "addr": 0x180},
+                    {"ptr": 500 + 2 * ANS, "addr": 0x318, "size_log2": 8, "length": 4 * ANS})
+        await ctx.tick()                                # SLOT
+        await ctx.tick()                                # ROOM: the grant
+        await ctx.tick()
+        assert ctx.get(dut.load_want) and ctx.get(dut.load.addr) == 0x180
         await pulse(ctx, (dut.load_sent, 1))
-        ack(ctx, dut.mem, LOAD_MEM_ACK, 0x100, REQ, REQ)
-        assert ctx.get(dut.loaded) and ctx.get(q.push) and ctx.get(dut.start_enc)
-        job = ctx.get(q.job)
-        assert (job.slot, job.gen, job.rx_ptr, job.ask) == (1, 1, 0, 0)   # another follows
-        await ctx.tick()
-        ctx.set(dut.mem.valid, 0)
-        ctx.set(dut.to_enc, 1)                          # NEXT: its words first
-        await ctx.tick()
-        assert not ctx.get(dut.load_want)
-        ctx.set(dut.to_enc, 0)
-        ctx.set(dut.pending, 3)                         # LOAD: the encoder is behind
-        await ctx.tick()
-        await ctx.tick()
-        assert not ctx.get(dut.load_want) and ctx.get(dut.load.addr) == 0x140
-        ctx.set(dut.pending, 2)
-        assert ctx.get(dut.load_want)
-        await pulse(ctx, (dut.load_sent, 1))
-        ack(ctx, dut.mem, LOAD_MEM_ACK, 0x140, REQ, 0, error=1)
+        ack(ctx, dut.mem, LOAD_MEM_ACK, 0x180, REQ, 0, error=1)
         assert ctx.get(dut.mem_error) and not ctx.get(q.push)
         await ctx.tick()
         ctx.set(dut.mem.valid, 0)
@@ -107,10 +144,10 @@ def test_front_loads_each_request_and_closes_on_an_error():
         msg, fields = await take(ctx, dut.app_tx)
         assert (msg, fields.flow) == (MsgType.TCP_CLOSE_REQ.value, 0x1001)
 
-    simulate(dut, bench, timeout=100)
+    simulate(dut, bench, timeout=200)
 
 
-def test_back_answers_in_order_and_reuses_the_room_granted():
+def test_back_answers_in_order_where_the_front_found_room():
     dut = _Back(requests_for(WIDTH), flows=4, slot_bits=2, req=REQ, ans=ANS)
     q = dut.queue
 
@@ -118,21 +155,20 @@ def test_back_answers_in_order_and_reuses_the_room_granted():
         ctx.set(dut.live, 0b0010)
         ctx.set(dut.gen_cur.data, 2)
         ctx.set(dut.tx_loc.data, {"x": 3, "y": 2})
-        ctx.set(q.job, {"slot": 1, "gen": 2, "rx_ptr": 100, "ask": 1})
+        ctx.set(q.job, {"slot": 1, "gen": 2, "rx_ptr": 100, "ask": 1, "tx_ptr": 500,
+                        "tx_addr": 0x300, "tx_wrap": 8})
         ctx.set(q.valid, 1)
-        msg, fields = await take(ctx, dut.app_tx)
-        assert (msg, fields.flow, fields.length) == (MsgType.TCP_TX_MSG_REQ.value, 0x2001, ANS)
-        assert ctx.get(dut.tx_wait) and ctx.get(dut.handle) == 0x2001
-        ctx.set(dut.app.meta, {"ptr": 500, "addr": 0x300, "size_log2": 8, "length": 4 * ANS})
-        await pulse(ctx, (dut.tx_answered, 1), (dut.tx_ok, 1))
-        await ctx.tick()                                # ENCODED: the parity is there
+        for _ in range(3):                              # ENCODED: nothing before the parity
+            await ctx.tick()
+            assert not ctx.get(dut.app_tx.valid) and not ctx.get(dut.store_want)
         ctx.set(dut.parity_valid, 1)
+        assert ctx.get(dut.handle) == 0x2001
         msg, fields = await take(ctx, dut.app_tx)
         assert (msg, fields.ptr) == (MsgType.TCP_RX_ADJUST_PTR.value, 100 + REQ)
         msg, fields = await take(ctx, dut.app_tx)
         assert (msg, fields.length) == (MsgType.TCP_RX_MSG_REQ.value, REQ)
         tx = ctx.get(dut.tx)
-        assert ctx.get(dut.store_want) and (tx.addr, tx.loc.x) == (0x300, 3)
+        assert ctx.get(dut.store_want) and (tx.addr, tx.wrap, tx.loc.x) == (0x300, 8, 3)
         await pulse(ctx, (dut.store_issue, 1))
         ack(ctx, dut.mem, STORE_MEM_ACK, 0x300, ANS, 0)
         assert ctx.get(dut.stored)
@@ -143,8 +179,7 @@ def test_back_answers_in_order_and_reuses_the_room_granted():
         assert ctx.get(q.done) and ctx.get(dut.answered)
         msg, fields = await take(ctx, dut.app_tx)
         assert (msg, fields.ptr) == (MsgType.TCP_TX_ADJUST_PTR.value, 500 + ANS)
-        # The next request of the same connection: room left, no TX_MSG_REQ; its connection
-        # then ends: its parity goes away.
+        # The next request's connection ends: its parity goes away.
         await ctx.tick()                                # IDLE -> ENCODED
         ctx.set(dut.parity_valid, 0)
         ctx.set(dut.app.slot, 1)
