@@ -174,11 +174,12 @@ class FlowTable(wiring.Component):
         ``live`` bit (the application is done with it, or the engine ended it).
     grants : bool
         The table also takes the answers to the application's ``TCP_TX_MSG_REQ`` (one
-        outstanding per flow at most): an OK answer for the slot's current connection is kept
-        in ``grants`` (:data:`TX_GRANT`), sets the slot's ``granted`` bit and queues the slot in
-        ``ready`` (a flow that waited for room is served again); another status ends the
-        connection (``ended``). ``take`` (``en``, ``slot``) clears the bit (the grant is used);
-        a new connection in the slot clears it too.
+        outstanding per flow at most) that no waiter of the application's ``claimed``: an OK
+        answer for the slot's current connection is kept in ``grants`` (:data:`TX_GRANT`),
+        sets the slot's ``granted`` bit and queues the slot in ``ready`` (a flow that waited
+        for room is served again); another status ends the connection (``ended``). ``take``
+        (``en``, ``slot``) clears the bit (the grant is used); a new connection in the slot
+        clears it too.
 
     Members
     -------
@@ -195,6 +196,9 @@ class FlowTable(wiring.Component):
         With ``grants``: the slot's entry in ``grants`` is an answer not yet used.
     take : In(en, slot)
         With ``grants``: the grant of ``slot`` is used.
+    claimed : In(1)
+        With ``grants``: the cycle's ``TCP_TX_MSG_RESP`` is a waiter's, not the table's
+        (0 if the application has no waiters of its own).
 
     For the cycle's engine message, one-cycle signals: ``announced`` (a new connection's
     receive buffer, status OK: ``live``, its generation and receive ring kept, the slot queued
@@ -225,7 +229,7 @@ class FlowTable(wiring.Component):
             "forget": In(data.ArrayLayout(slot_en, forgets)),
         }
         if self._grants:
-            members.update(granted=Out(flows), take=In(slot_en))
+            members.update(granted=Out(flows), take=In(slot_en), claimed=In(1))
         for name in ("announced", "send_ring", "ended", "kill", "drop", "current", "handled"):
             members[name] = Out(1)
         memories = [k for k in TABLE_MEMORIES if self._grants or k != "grants"]
@@ -278,7 +282,7 @@ class FlowTable(wiring.Component):
         with m.If(self.announced):
             m.d.sync += self.granted.bit_select(a.slot, 1).eq(0)
         grant_w = mems["grants"].write_port()
-        with m.If(a.valid & (a.type == MsgType.TCP_TX_MSG_RESP)):
+        with m.If(a.valid & (a.type == MsgType.TCP_TX_MSG_RESP) & ~self.claimed):
             with m.If(~self.current):
                 m.d.comb += self.drop.eq(1)
             with m.Elif(meta.status == Status.OK):

@@ -11,8 +11,10 @@ A test moves it on a cycle at a time (:meth:`TcpEngineModel.tick`) and takes its
 the tile from :meth:`TcpEngineModel.next_message` (one of its sources, picked at random: the RX
 tile, the TX tile, the memory tiles; each in order, or the memory acks in any order with
 ``mem_any_order``, as from several memory tiles). Memory acks may be held back ``mem_latency``
-cycles. It records how many flows at most had a job under way at once (:attr:`max_busy`: a
-``TCP_TX_MSG_REQ`` or a ``LOAD_MEM`` whose answer has not reached the tile yet).
+cycles. It records how many flows at most were under way at once (:attr:`max_busy`: a
+``TCP_TX_MSG_REQ`` or a ``LOAD_MEM`` whose answer has not reached the tile yet) and how many
+at most had a memory request unanswered (:attr:`max_memory`: a ``LOAD_MEM`` or a
+``STORE_MEM``).
 
 It fails (:class:`ModelError`) on anything the interface forbids: a message to the wrong tile,
 sub-port or from the wrong sub-port; two requests of a kind outstanding for a flow (memory
@@ -29,6 +31,7 @@ messages reached the tile by calling the ``delivered`` callback :meth:`next_mess
 
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from apiary.noc.header import Fbits, Message
 from apiary.os.memory_tile import (LOAD_MEM, LOAD_MEM_ACK, STORE_MEM, STORE_MEM_ACK,
@@ -39,7 +42,8 @@ from beehive.proto.tcp.app import (BufferKind, Status, app_message_flits, decode
 from beehive.proto.tcp.config import TcpConfig
 
 
-__all__ = ["ModelError", "Flow", "TcpEngineModel", "RX_REQUESTS", "TX_REQUESTS"]
+__all__ = ["ModelError", "Flow", "TcpEngineModel", "RX_REQUESTS", "TX_REQUESTS",
+           "beside_a_frozen_peer"]
 
 
 #: Requests the RX tile takes (at LOCAL2), and those the TX tile takes (at LOCAL0).
@@ -138,7 +142,7 @@ class TcpEngineModel:
         self.mem_latency, self.mem_any_order = mem_latency, mem_any_order
         self.mem_pending: deque = deque()           # (due cycle, flits, delivered)
         self.every: list[Flow] = []                 # every connection announced
-        self.max_busy = 0
+        self.max_busy = self.max_memory = 0
         self.rx_memory = bytearray(config.rx_memory_bytes())
         self.tx_memory = bytearray(config.tx_memory_bytes())
         self.flows: dict[int, Flow] = {}            # slot → its latest connection
@@ -397,6 +401,7 @@ class TcpEngineModel:
         _check(not flow.stores_out, f"two STORE_MEM outstanding for {flow.handle:#x}")
         self._slot_free(flow, "STORE_MEM")
         flow.stores_out += 1
+        self._note_busy()
         def stored():
             flow.stores.append((pos, end))
             flow.store_seen = self._seen()
@@ -422,9 +427,11 @@ class TcpEngineModel:
                    f"(its slot's earlier connection) is unanswered")
 
     def _note_busy(self):
-        """A flow's job got under way: update :attr:`max_busy`."""
+        """A flow's job got under way: update :attr:`max_busy` and :attr:`max_memory`."""
         busy = sum(f.tx_out or f.loads_out > 0 for f in self.every)
         self.max_busy = max(self.max_busy, busy)
+        memory = sum(f.loads_out > 0 or f.stores_out > 0 for f in self.every)
+        self.max_memory = max(self.max_memory, memory)
 
     def _to_mem(self, item):
         """A memory ack, to the tile now or ``mem_latency`` cycles later."""
@@ -467,3 +474,28 @@ class TcpEngineModel:
     def idle(self):
         """Nothing waits to go to the tile."""
         return not any(self.queues.values()) and not self.mem_pending
+
+
+def beside_a_frozen_peer(model, frozen, a_bytes, b_bytes, *, wait=50, now=True):
+    """Issue 38's frozen peer: connection A (slot 0) and, with ``frozen``, connection B (slot 1)
+    whose peer does not read, ``b_bytes`` in its receive ring at once. Returns ``(flows, s,
+    script)``: ``script(model)`` (each cycle) gives A ``a_bytes`` and its FIN (all in the ring
+    at once with ``now``) once B's ``TCP_TX_MSG_REQ`` has waited ``wait`` cycles, at once
+    without B, and notes that cycle in ``s.start``; ``s.b_waits()`` says whether B's request
+    made before it is still unanswered."""
+    flows = {"A": model.announce(0, 1)}
+    if frozen:
+        flows["B"] = b = model.announce(1, 1)
+        b.drain = False
+        model.deliver_now(b, b_bytes)
+    s = SimpleNamespace(start=None if frozen else 0)
+    s.b_waits = lambda: b.tx_req is not None and b.tx_req_since < s.start
+
+    def script(model):
+        b = flows.get("B")
+        if s.start is None and b.tx_req is not None and model.cycle > b.tx_req_since + wait:
+            s.start = model.cycle
+        if s.start is not None and not flows["A"].received:
+            s.start = model.cycle
+            (model.deliver_now if now else model.deliver)(flows["A"], a_bytes, fin=True)
+    return flows, s, script
