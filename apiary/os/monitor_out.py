@@ -108,7 +108,7 @@ class OutgoingRules(Component):
             m.d.comb += self.cost.eq(hdr.msg_len + 1)
             with m.If(hdr.msg_len + 1 > rate.burst):
                 m.d.comb += self.cost.eq(rate.burst)
-        mem_fault = self._memory(m, mm, new_hdr, new_mm)
+        mem_fault = self._memory(m, mm, handle, new_hdr, new_mm)
 
         op_entry = self.seg.entry
         narrower = ((km.addr + km.size <= op_entry.size) & ((km.perm & ~op_entry.perm) == 0)
@@ -152,8 +152,9 @@ class OutgoingRules(Component):
         ]
         return m
 
-    def _memory(self, m: Module, mm: Any, new_hdr: Any, new_mm: Any) -> Any:
-        """A load or store: its fault, and its head rewritten to the physical address."""
+    def _memory(self, m: Module, mm: Any, handle: Any, new_hdr: Any, new_mm: Any) -> Any:
+        """A load or store (its segment's ``handle``): its fault, and its head rewritten to
+        the physical address."""
         mem_fault = Signal(4)
         with m.If(self.is_mem):
             m.d.comb += new_hdr.dst_fbits.eq(Fbits.LOCAL0)
@@ -182,8 +183,7 @@ class OutgoingRules(Component):
             m.d.comb += mem_fault.eq(FaultKind.OUT_OF_BOUNDS)
         with m.If(self.is_mem):
             m.d.comb += [new_hdr.dst_x.eq(entry.mem_x), new_hdr.dst_y.eq(entry.mem_y),
-                         new_mm.addr.eq(entry.base + offset),
-                         new_mm.tag.eq(mm.addr[OFFSET_BITS:OFFSET_BITS + HANDLE_BITS])]
+                         new_mm.addr.eq(entry.base + offset), new_mm.tag.eq(handle)]
         return mem_fault
 
 

@@ -160,10 +160,11 @@ class CapabilityTables(Component):
         m.submodules.bases = bases = Memory(shape=48, depth=n, init=[])
         m.submodules.rest = rest = Memory(shape=_STORED_REST, depth=n, init=[])
         new = self.install.row
-        for mem, value in ((bases, new.base), (rest, Cat(*(new[k] for k in _STORED[1:])))):
-            write = mem.write_port()
-            m.d.comb += [write.addr.eq(free.slot), write.en.eq(self.install.en),
-                         write.data.eq(value)]
+        base_w, rest_w = bases.write_port(), rest.write_port()
+        for write in (base_w, rest_w):
+            m.d.comb += [write.addr.eq(free.slot), write.en.eq(self.install.en)]
+        m.d.comb += [base_w.data.eq(new.base),
+                     *(rest_w.data[k].eq(new[k]) for k in _STORED_REST.members)]
         base_seg, base_ack = bases.read_port(domain="comb"), bases.read_port(domain="comb")
         rest_seg = rest.read_port(domain="comb")
 
