@@ -172,14 +172,15 @@ class FlowTable(wiring.Component):
     forgets : int
         Places that forget connections: ``forget[k]`` (``en``, ``slot``) clears that slot's
         ``live`` bit (the application is done with it, or the engine ended it).
-    grants : bool
-        The table also takes the answers to the application's ``TCP_TX_MSG_REQ`` (one
-        outstanding per flow at most) that no waiter of the application's ``claimed``: an OK
-        answer for the slot's current connection is kept in ``grants`` (:data:`TX_GRANT`),
-        sets the slot's ``granted`` bit and queues the slot in ``ready`` (a flow that waited
-        for room is served again); another status ends the connection (``ended``). ``take``
-        (``en``, ``slot``) clears the bit (the grant is used); a new connection in the slot
-        clears it too.
+    tx_answers : None, "requeue" or "keep"
+        With either, the table also takes the answers to the application's
+        ``TCP_TX_MSG_REQ`` (one outstanding per flow at most) that no waiter of the
+        application's ``claimed``: an OK answer for the slot's current connection queues the
+        slot in ``ready`` (a flow that waited for room is served again; with ``"requeue"`` it
+        asks again, and is answered at once); another status ends the connection
+        (``ended``). With ``"keep"`` the OK answer is also kept in ``grants``
+        (:data:`TX_GRANT`) and sets the slot's ``granted`` bit; ``take`` (``en``, ``slot``)
+        clears the bit (the grant is used), and a new connection in the slot clears it too.
 
     Members
     -------
@@ -193,11 +194,11 @@ class FlowTable(wiring.Component):
         is not queued again; a newer response overwrites the entry), so ``flows`` entries
         always suffice. Taking a slot makes it queueable again.
     granted : Out(flows)
-        With ``grants``: the slot's entry in ``grants`` is an answer not yet used.
+        With ``tx_answers="keep"``: the slot's entry in ``grants`` is an answer not yet used.
     take : In(en, slot)
-        With ``grants``: the grant of ``slot`` is used.
+        With ``tx_answers="keep"``: the grant of ``slot`` is used.
     claimed : In(1)
-        With ``grants``: the cycle's ``TCP_TX_MSG_RESP`` is a waiter's, not the table's
+        With ``tx_answers``: the cycle's ``TCP_TX_MSG_RESP`` is a waiter's, not the table's
         (0 if the application has no waiters of its own).
 
     For the cycle's engine message, one-cycle signals: ``announced`` (a new connection's
@@ -208,7 +209,7 @@ class FlowTable(wiring.Component):
     ``kill`` (either: the slot's previous connection is over), ``drop`` (a notification or
     response that matches no current connection), ``current`` (the message is about the
     slot's current connection) and ``handled`` (a ``TCP_NEW_FLOW_NOTIF`` or
-    ``TCP_RX_MSG_RESP``, and with ``grants`` a ``TCP_TX_MSG_RESP``: the message is the
+    ``TCP_RX_MSG_RESP``, and with ``tx_answers`` a ``TCP_TX_MSG_RESP``: the message is the
     table's). A ``TCP_RX_MSG_RESP`` of status OK or EOF for the current connection is kept in
     ``ctx`` and the slot queued in ``ready``.
     Everything takes effect at the next clock edge; a new connection's ``live`` wins over a
@@ -216,10 +217,13 @@ class FlowTable(wiring.Component):
     """
 
     def __init__(self, flows: int, slot_bits: int, *, reads: dict | None = None,
-                 forgets: int = 0, grants: bool = False) -> None:
+                 forgets: int = 0, tx_answers: str | None = None) -> None:
         self._flows, self._slot_bits, self._forgets = flows, slot_bits, forgets
         self._reads = dict(reads or {})
-        self._grants = bool(grants)
+        if tx_answers not in (None, "requeue", "keep"):
+            raise ValueError(f"tx_answers is None, 'requeue' or 'keep', not {tx_answers!r}")
+        self._tx_answers = tx_answers
+        self._keep = tx_answers == "keep"
         slot_en = data.StructLayout({"en": 1, "slot": slot_bits})
         members: dict[str, Any] = {
             "app": In(engine_message(slot_bits)),
@@ -228,11 +232,13 @@ class FlowTable(wiring.Component):
             "ready": Out(stream.Signature(unsigned(slot_bits))),
             "forget": In(data.ArrayLayout(slot_en, forgets)),
         }
-        if self._grants:
-            members.update(granted=Out(flows), take=In(slot_en), claimed=In(1))
+        if tx_answers:
+            members["claimed"] = In(1)
+        if self._keep:
+            members.update(granted=Out(flows), take=In(slot_en))
         for name in ("announced", "send_ring", "ended", "kill", "drop", "current", "handled"):
             members[name] = Out(1)
-        memories = [k for k in TABLE_MEMORIES if self._grants or k != "grants"]
+        memories = [k for k in TABLE_MEMORIES if self._keep or k != "grants"]
         for name, (memory, domain) in self._reads.items():
             if memory not in memories or domain not in ("comb", "sync") or name in members:
                 raise ValueError(f"read port {name!r} must be a new name on one of "
@@ -246,7 +252,7 @@ class FlowTable(wiring.Component):
         flows, sb = self._flows, self._slot_bits
         mems = {}
         for name, shape in TABLE_MEMORIES.items():
-            if self._grants or name != "grants":
+            if self._keep or name != "grants":
                 mems[name] = m.submodules[name] = Memory(shape=shape, depth=flows, init=[])
         for name, (memory, domain) in self._reads.items():
             port, mine = mems[memory].read_port(domain=domain), getattr(self, name)
@@ -273,25 +279,29 @@ class FlowTable(wiring.Component):
             m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(slot)]
             m.d.sync += queued.bit_select(slot, 1).eq(1)
 
-    def _grant(self, m: Module, mems: dict, ready_q: Queue, queued: Signal) -> None:
-        """With ``grants``: a ``TCP_TX_MSG_RESP`` for the current connection kept, or its
-        end; after ``take`` and a new connection's clearing, so that a grant wins."""
+    def _tx_answer(self, m: Module, mems: dict, ready_q: Queue, queued: Signal) -> None:
+        """With ``tx_answers``: a ``TCP_TX_MSG_RESP`` for the current connection (kept, with
+        ``"keep"``), or its end; after ``take`` and a new connection's clearing, so that a
+        grant wins."""
         a, meta = self.app, self.app.meta
-        with m.If(self.take.en):
-            m.d.sync += self.granted.bit_select(self.take.slot, 1).eq(0)
-        with m.If(self.announced):
-            m.d.sync += self.granted.bit_select(a.slot, 1).eq(0)
-        grant_w = mems["grants"].write_port()
+        if self._keep:
+            with m.If(self.take.en):
+                m.d.sync += self.granted.bit_select(self.take.slot, 1).eq(0)
+            with m.If(self.announced):
+                m.d.sync += self.granted.bit_select(a.slot, 1).eq(0)
+            grant_w = mems["grants"].write_port()
         with m.If(a.valid & (a.type == MsgType.TCP_TX_MSG_RESP) & ~self.claimed):
             with m.If(~self.current):
                 m.d.comb += self.drop.eq(1)
             with m.Elif(meta.status == Status.OK):
-                m.d.comb += [
-                    grant_w.en.eq(1), grant_w.addr.eq(a.slot),
-                    grant_w.data.ptr.eq(meta.ptr), grant_w.data.addr.eq(meta.addr),
-                    grant_w.data.size_log2.eq(meta.size_log2), grant_w.data.length.eq(meta.length),
-                ]
-                m.d.sync += self.granted.bit_select(a.slot, 1).eq(1)
+                if self._keep:
+                    m.d.comb += [
+                        grant_w.en.eq(1), grant_w.addr.eq(a.slot),
+                        grant_w.data.ptr.eq(meta.ptr), grant_w.data.addr.eq(meta.addr),
+                        grant_w.data.size_log2.eq(meta.size_log2),
+                        grant_w.data.length.eq(meta.length),
+                    ]
+                    m.d.sync += self.granted.bit_select(a.slot, 1).eq(1)
                 self._queue_ready(m, ready_q, queued)
             with m.Else():
                 m.d.comb += self.ended.eq(1)
@@ -345,13 +355,13 @@ class FlowTable(wiring.Component):
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += live.bit_select(a.slot, 1).eq(0)
-        if self._grants:
-            self._grant(m, mems, ready_q, queued)
+        if self._tx_answers:
+            self._tx_answer(m, mems, ready_q, queued)
 
     def _types(self) -> list[int]:
         """The engine messages the table handles."""
         types = [MsgType.TCP_NEW_FLOW_NOTIF, MsgType.TCP_RX_MSG_RESP]
-        if self._grants:
+        if self._tx_answers:
             types.append(MsgType.TCP_TX_MSG_RESP)
         return [t.value for t in types]
 

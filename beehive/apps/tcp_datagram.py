@@ -580,7 +580,7 @@ class TcpDatagramTile(TcpAppTile):
         rep_rx, = io.inputs
         req_tx, = io.senders
         a = io.app
-        m.submodules.table = table = FlowTable(flows, sb, forgets=1, grants=True, reads={
+        m.submodules.table = table = FlowTable(flows, sb, forgets=1, tx_answers="keep", reads={
             **FlowServer.READS, **FlowServer.ROOM_READS, "rx_loc": ("rx_locs", "comb"),
             "tx_loc": ("tx_locs", "comb")})
         m.submodules.records = records = _Records(io.requests, flows=flows, slot_bits=sb,

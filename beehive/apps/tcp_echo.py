@@ -50,8 +50,7 @@ it is offered, with room guaranteed for whatever it leaves behind:
 
 * per flow (indexed by the handle's slot; :class:`~beehive.apps.tcp_app.FlowTable`): the
   generation of the connection it holds, whether it is live, its receive and send rings'
-  memory tiles, the latest ``TCP_RX_MSG_RESP``, and a ``TCP_TX_MSG_RESP`` whose job was given
-  up;
+  memory tiles, and the latest ``TCP_RX_MSG_RESP``;
 * a FIFO of flows whose notification arrived (their first ``TCP_RX_MSG_REQ`` goes out from it,
   whatever the jobs do: :class:`_FirstRequests`) and a FIFO of flows with a response to serve
   (:class:`_Dispatch`): each flow is in each at most once (a bit per flow says so), so
@@ -61,9 +60,10 @@ it is offered, with room guaranteed for whatever it leaves behind:
   A job is a record (flow, ``n``, both rings) and a step, with at most one request or answer
   outstanding: a flow waiting for room in its send ring holds only its own job, and gives it
   up once it has waited 64 cycles if another flow waits for a job and none is free; the
-  engine's answer is then kept by the flow table, which queues the flow again, and its next
-  job starts from the room granted (:class:`_Jobs`). So a peer that stops reading holds up no
-  other connection, even with ``jobs=1``. Engine requests leave on one
+  engine's answer, when it comes, is taken by the flow table, which queues the flow again,
+  and its next job asks for the room again (answered at once: the room is there)
+  (:class:`_Jobs`). So a peer that stops reading holds up no other connection, even with
+  ``jobs=1``. Engine requests leave on one
   sender, the jobs' in turn (round-robin: :class:`_EngineRequests`); memory requests on
   another, the oldest loaded chunk's store before loads (:class:`_MemRequests`). A request once
   offered stays on offer until taken; a dead job's request not yet offered is withdrawn;
@@ -106,9 +106,9 @@ from apiary.stream.queue import Queue
 
 from ..proto.messages import MsgType
 from ..proto.tcp.app import GEN_BITS, Status
-from .tcp_app import (MEM_LOC, RX_CONTEXT, TABLE_MEMORIES, TX_GRANT, FlowTable, Requests,
-                      TcpAppTile, app_outputs, engine_message, handle_of, mem_ack, mem_acks,
-                      mem_data_to, read_port)
+from .tcp_app import (MEM_LOC, RX_CONTEXT, TABLE_MEMORIES, FlowTable, Requests, TcpAppTile,
+                      app_outputs, engine_message, handle_of, mem_ack, mem_acks, mem_data_to,
+                      read_port)
 from .tcp_steps import ChunkOut, HeldOffer, TxAnswer
 
 
@@ -151,10 +151,9 @@ _AFTER = {_Step.TX_REQ: _Step.WAIT_TX, _Step.ADJ_TX: _Step.ADJ_RX, _Step.ADJ_RX:
 
 def _fill(chunk: int) -> data.StructLayout:
     """What a job takes of its flow's response: its generation, the bytes to echo, its
-    receive ring, its send ring's memory tile, and the room the flow was granted in it (if
-    the job starts at ``LOAD``)."""
+    receive ring, its send ring's memory tile."""
     return data.StructLayout({"gen": GEN_BITS, "n": range(chunk + 1), "rx": _RING,
-                              "tx_loc": MEM_LOC, "grant": TX_GRANT})
+                              "tx_loc": MEM_LOC})
 
 
 def _bits(n):
@@ -248,8 +247,9 @@ class _Jobs(wiring.Component):
     offer is never withdrawn). ``tx_wait`` and ``handle`` say which jobs await a
     ``TCP_TX_MSG_RESP`` and for which flow. While ``dispatch.contended``, the first job that
     has awaited one :data:`_GRACE` cycles or more and has not got it this cycle gives its job
-    up (``FREE``): the answer then goes to the table, which queues the flow again with it.
-    Registers: every event takes effect at the next clock edge."""
+    up (``FREE``): the answer then goes to the table, which queues the flow again (its next
+    job asks for the room again, answered at once). Registers: every event takes effect at the
+    next clock edge."""
 
     def __init__(self, jobs: int, slot_bits: int, record: data.StructLayout,
                  fill: data.StructLayout) -> None:
@@ -288,9 +288,7 @@ class _Jobs(wiring.Component):
                 m.d.sync += [j.slot.eq(d.head), dead[k].eq(0)]
             with m.If(d.chk_valid & (d.chk_job == k)):
                 m.d.sync += [j.gen.eq(d.fill.gen), j.n.eq(d.fill.n), j.rx.eq(d.fill.rx),
-                             j.tx.loc.eq(d.fill.tx_loc), j.tx.ptr.eq(d.fill.grant.ptr),
-                             j.tx.addr.eq(d.fill.grant.addr),
-                             j.tx.wrap.eq(d.fill.grant.size_log2)]
+                             j.tx.loc.eq(d.fill.tx_loc)]
             self._steps(m, k)
             with m.If(self.kill & view.active[k] & (j.slot == a.slot)):
                 m.d.sync += dead[k].eq(1)
@@ -353,9 +351,8 @@ class _Dispatch(wiring.Component):
     memory tiles ``rx_loc``, ``tx_loc``; not transparent: a response written as its slot is
     popped is a newer connection's, queued again for it) and checked: stale (another status
     than OK or EOF, or the slot's connection ended or is another one) ``FREE``, bytes to echo
-    ``TX_REQ`` (``min(length, chunk)`` of them; ``LOAD`` if the table holds room granted for
-    them, the grant taken: ``take``), none at EOF ``CLOSE``, else ``RX_REQ``. ``contended``:
-    a flow waits and no job is free."""
+    ``TX_REQ`` (``min(length, chunk)`` of them), none at EOF ``CLOSE``, else ``RX_REQ``.
+    ``contended``: a flow waits and no job is free."""
 
     def __init__(self, jobs: int, slot_bits: int, flows: int, chunk: int,
                  record: data.StructLayout, fill: data.StructLayout) -> None:
@@ -368,8 +365,6 @@ class _Dispatch(wiring.Component):
             "rx_loc": In(read_port(slot_bits, MEM_LOC)),
             "tx_loc": In(read_port(slot_bits, MEM_LOC)),
             "gen_chk": In(read_port(slot_bits, TABLE_MEMORIES["gens"])),
-            "grant": In(read_port(slot_bits, TX_GRANT)), "granted": In(flows),
-            "take": Out(data.StructLayout({"en": 1, "slot": slot_bits})),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -385,19 +380,15 @@ class _Dispatch(wiring.Component):
             out.contended.eq(ready.valid & ~free & ~head_busy),
             out.free_k.eq(free_k), out.head.eq(head),
             self.ctx.addr.eq(head), self.rx_loc.addr.eq(head), self.tx_loc.addr.eq(head),
-            self.grant.addr.eq(head), self.gen_chk.addr.eq(chk_slot),
+            self.gen_chk.addr.eq(chk_slot),
         ]
         m.d.sync += [out.chk_valid.eq(out.pop), out.chk_job.eq(free_k), chk_slot.eq(head)]
-        cx, fill, grant = self.ctx.data, out.fill, self.grant.data
+        cx, fill = self.ctx.data, out.fill
         with m.If(((cx.status != Status.OK) & (cx.status != Status.EOF))
                   | ~self.live.bit_select(chk_slot, 1) | (self.gen_chk.data != cx.gen)):
             m.d.comb += out.chk_next.eq(_Step.FREE)         # stale: the flow ended since
         with m.Elif(cx.length != 0):
             m.d.comb += out.chk_next.eq(_Step.TX_REQ)
-            with m.If(self.granted.bit_select(chk_slot, 1)):   # it gave its job up for room
-                m.d.comb += [self.take.en.eq(out.chk_valid), self.take.slot.eq(chk_slot)]
-                with m.If(grant.length >= fill.n):
-                    m.d.comb += out.chk_next.eq(_Step.LOAD)
         with m.Elif(cx.status == Status.EOF):
             m.d.comb += out.chk_next.eq(_Step.CLOSE)
         with m.Else():
@@ -406,7 +397,6 @@ class _Dispatch(wiring.Component):
             fill.gen.eq(cx.gen), fill.n.eq(Mux(cx.length > self._chunk, self._chunk, cx.length)),
             fill.rx.ptr.eq(cx.ptr), fill.rx.addr.eq(cx.addr), fill.rx.wrap.eq(cx.size_log2),
             fill.rx.loc.eq(self.rx_loc.data), fill.tx_loc.eq(self.tx_loc.data),
-            fill.grant.eq(grant),
         ]
         return m
 
@@ -661,10 +651,9 @@ class TcpEchoTile(TcpAppTile):
         job_tx, fresh_tx = io.app_tx
         a = io.app
         record, fill = _record(sb, self.chunk), _fill(self.chunk)
-        m.submodules.table = table = FlowTable(flows, sb, forgets=2, grants=True, reads={
+        m.submodules.table = table = FlowTable(flows, sb, forgets=2, tx_answers="requeue", reads={
             "gen_new": ("gens", "comb"), "gen_chk": ("gens", "comb"), "ctx": ("ctx", "sync"),
-            "rx_loc": ("rx_locs", "sync"), "tx_loc": ("tx_locs", "sync"),
-            "grant": ("grants", "sync")})
+            "rx_loc": ("rx_locs", "sync"), "tx_loc": ("tx_locs", "sync")})
         m.submodules.jobs = jobs = _Jobs(nj, sb, record, fill)
         m.submodules.dispatch = dispatch = _Dispatch(nj, sb, flows, self.chunk, record, fill)
         m.submodules.engine = engine = _EngineRequests(io.requests, nj, record, self.chunk)
@@ -688,7 +677,7 @@ class TcpEchoTile(TcpAppTile):
         connect(m, engine=engine.events, jobs=jobs.engine)
         connect(m, memory=memory.events, jobs=jobs.memory)
         connect(m, acks=acks.events, jobs=jobs.acks)
-        for name in ("ready", "ctx", "rx_loc", "tx_loc", "gen_chk", "grant"):
+        for name in ("ready", "ctx", "rx_loc", "tx_loc", "gen_chk"):
             connect(m, table=getattr(table, name), dispatch=getattr(dispatch, name))
         connect(m, table=table.new, first=first.new)
         connect(m, table=table.gen_new, first=first.gen_new)
@@ -713,7 +702,6 @@ class TcpEchoTile(TcpAppTile):
             tx_answer.wait.eq(jobs.tx_wait), tx_answer.handle.eq(jobs.handle),
             table.claimed.eq(tx_answer.answered.any()), jobs.tx_answered.eq(tx_answer.answered),
             jobs.tx_ok.eq(tx_answer.ok), jobs.tx_fail.eq(tx_answer.fail),
-            dispatch.granted.eq(table.granted), table.take.eq(dispatch.take),
         ]
         unknown = Signal()
         m.d.comb += unknown.eq(a.valid & ~table.handled)

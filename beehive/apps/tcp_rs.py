@@ -462,7 +462,7 @@ class TcpRsTile(TcpAppTile):
         io = self.ports(m)
         front_tx, back_tx = io.app_tx
         a, mem = io.app, io.mem
-        m.submodules.table = table = FlowTable(flows, sb, forgets=2, grants=True, reads={
+        m.submodules.table = table = FlowTable(flows, sb, forgets=2, tx_answers="keep", reads={
             **FlowServer.READS, **FlowServer.ROOM_READS, "gen_back": ("gens", "comb"),
             "rx_loc": ("rx_locs", "comb"), "tx_loc": ("tx_locs", "comb")})
         m.submodules.front = front = _Front(io.requests, flows=flows, slot_bits=sb, req=req,

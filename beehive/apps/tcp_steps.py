@@ -200,8 +200,8 @@ class FlowServer(wiring.Component):
         The subclass's members.
     room : bool
         The server finds room in a flow's send ring before it serves it further
-        (:meth:`room`), from grants its table keeps (``FlowTable(grants=True)``): members
-        ``grant`` (a ``"sync"`` read port of ``"grants"``, at the head of ``ready``),
+        (:meth:`room`), from grants its table keeps (``FlowTable(tx_answers="keep")``):
+        members ``grant`` (a ``"sync"`` read port of ``"grants"``, at the head of ``ready``),
         ``granted`` and ``take`` (the table's).
 
     Members (besides the subclass's): from the table, ``new``, ``ready`` (its queues),
@@ -236,7 +236,7 @@ class FlowServer(wiring.Component):
     """
 
     #: The table's read ports it takes (``FlowTable(reads=...)``), and with ``room`` these
-    #: too (``FlowTable(grants=True)``).
+    #: too (``FlowTable(tx_answers="keep")``).
     READS = {"gen_cur": ("gens", "comb"), "ctx": ("ctx", "sync")}
     ROOM_READS = {"grant": ("grants", "sync")}
     #: The FSM's name.

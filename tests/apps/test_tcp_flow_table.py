@@ -99,7 +99,7 @@ def test_forget_clears_live_unless_the_slot_is_announced_again():
 
 
 def test_grants_are_kept_per_slot_and_queue_the_flow_again():
-    dut = FlowTable(4, 2, grants=True, reads={"grant": ("grants", "sync")})
+    dut = FlowTable(4, 2, tx_answers="keep", reads={"grant": ("grants", "sync")})
 
     async def bench(ctx):
         await message(ctx, dut, NEW, 1, 3, kind=BufferKind.RECEIVE)
@@ -133,6 +133,23 @@ def test_grants_are_kept_per_slot_and_queue_the_flow_again():
     simulate(dut, bench, timeout=100)
 
 
+def test_requeue_answers_queue_the_flow_again_unless_claimed():
+    dut = FlowTable(4, 2, tx_answers="requeue")
+    assert "granted" not in dut.signature.members and "take" not in dut.signature.members
+
+    async def bench(ctx):
+        await message(ctx, dut, NEW, 1, 3, kind=BufferKind.RECEIVE)
+        ctx.set(dut.claimed, 1)                 # a waiter's answer: not the table's
+        assert await message(ctx, dut, TX_RESP, 1, 3, length=9) == {"current": 1,
+                                                                     "handled": 1}
+        assert not ctx.get(dut.ready.valid)
+        ctx.set(dut.claimed, 0)                 # one whose waiter gave up: queued again
+        await message(ctx, dut, TX_RESP, 1, 3, length=9)
+        assert ctx.get(dut.ready.valid) and ctx.get(dut.ready.payload) == 1
+
+    simulate(dut, bench, timeout=50)
+
+
 async def pulse_take(ctx, dut, slot):
     ctx.set(dut.take.en, 1)
     ctx.set(dut.take.slot, slot)
@@ -145,6 +162,9 @@ def test_read_ports_are_checked():
         FlowTable(4, 2, reads={"x": ("nope", "comb")})
     with pytest.raises(ValueError, match="read port 'live' must be a new name"):
         FlowTable(4, 2, reads={"live": ("gens", "comb")})
-    with pytest.raises(ValueError, match="read port 'g' must be a new name on one of"):
-        FlowTable(4, 2, reads={"g": ("grants", "sync")})        # a table without grants
+    for answers in (None, "requeue"):                           # tables that keep no grants
+        with pytest.raises(ValueError, match="read port 'g' must be a new name on one of"):
+            FlowTable(4, 2, tx_answers=answers, reads={"g": ("grants", "sync")})
+    with pytest.raises(ValueError, match="tx_answers is None, 'requeue' or 'keep', not 'yes'"):
+        FlowTable(4, 2, tx_answers="yes")
     assert FlowTable(4, 2).new.payload.shape() == unsigned(2)
