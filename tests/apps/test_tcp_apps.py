@@ -18,6 +18,7 @@ from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK, mem_message_flits
 from apiary.stream.testbench import simulate
 from apiary.tile import Endpoint, TileEnv
 from beehive.apps import TcpEchoTile, TcpSenderTile
+from beehive.apps.tcp_echo import ROOM_GRACE
 from beehive.apps.tcp_sender import stream_bytes
 from beehive.proto.messages import MsgType
 from beehive.proto.tcp import TcpConfig
@@ -47,8 +48,8 @@ def model_for(width, seed, **options):
                           rng=random.Random(1000 + seed), **options)
 
 
-def echo_tile(width, jobs, chunk=CHUNK):
-    return TcpEchoTile(app_env(width), config=CONFIG, chunk=chunk, jobs=jobs)
+def echo_tile(width, jobs, chunk=CHUNK, **options):
+    return TcpEchoTile(app_env(width), config=CONFIG, chunk=chunk, jobs=jobs, **options)
 
 
 def closed(flow):
@@ -361,8 +362,9 @@ def test_echo_takes_every_message_while_its_output_is_blocked(width, jobs):
     work and the jobs already started: once the output moves, each slot's first request goes
     out once, for its newest connection, and the jobs serve only responses of connections
     still open (a job whose connection was reset before its request went out sends
-    nothing)."""
-    tile = echo_tile(width, jobs)
+    nothing). With one job (and ``room_grace`` 64), slot 0's gives itself up while it waits
+    for room that does not come, and the others are served."""
+    tile = echo_tile(width, jobs, room_grace=64)
     h = {(slot, gen): flow_handle(slot, gen) for slot in range(4) for gen in range(1, 4)}
     burst = [
         *announce(width, h[3, 2]),          # its first request waits for the output
@@ -396,8 +398,7 @@ def test_echo_takes_every_message_while_its_output_is_blocked(width, jobs):
 
     simulate(tile, tb, timeout=20_000)
     rx_req, tx_req = MsgType.TCP_RX_MSG_REQ.value, MsgType.TCP_TX_MSG_REQ.value
-    # Slot 1's job (with several jobs, started before its reset) is never served; with one
-    # job, slot 0's gives itself up while it waits for room, and slots 2 and 3 are served.
+    # Slot 1's job (with several jobs, started before its reset) is never served.
     assert sorted(out["released"]) == sorted(
         [(rx_req, h[slot, gen], 1) for slot, gen in ((3, 2), (0, 2), (1, 3), (2, 2))]
         + [(tx_req, h[slot, 2], 10 + slot) for slot in (0, 2, 3)])
@@ -565,13 +566,13 @@ def echo_beside_a_frozen_peer(width, jobs, frozen, size=1500):
     """Cycles connection A's echo takes from its bytes' arrival (all at once, with FIN) to its
     close, alone or (``frozen``) beside connection B, whose peer stops reading: B's send ring
     fills and its next job waits for room. A's bytes come once B's ``TCP_TX_MSG_REQ`` has
-    waited 100 cycles (longer than a job holds on before it gives itself up); memory acks at
-    once, no gaps or stalls. Returns ``(cycles, flows)``."""
+    waited longer than a job holds on before it gives itself up (``ROOM_GRACE``); memory
+    acks at once, no gaps or stalls. Returns ``(cycles, flows)``."""
     model = model_for(width, 7, burst=4096, arrive=1.0, read=1.0)
     rng = random.Random(width)
     data = {"A": rng.randbytes(size), "B": rng.randbytes(CONFIG.tx_ring + 3 * CHUNK)}
-    flows, s, script = beside_a_frozen_peer(model, frozen, data["A"], data["B"], wait=100,
-                                            now=False)
+    flows, s, script = beside_a_frozen_peer(model, frozen, data["A"], data["B"],
+                                            wait=ROOM_GRACE + 50, now=False)
     counters, stats = run(echo_tile(width, jobs), model, seed=1, script=script,
                           until=lambda m: closed(flows["A"]), timeout=100_000, gaps=0.0,
                           stall=0.0, settle=10)
@@ -704,6 +705,10 @@ def test_parameters_and_routes_are_checked():
             cls(app_env(64), config={"flows": 4})
     assert TcpEchoTile(app_env(64), config=CONFIG).chunk == 64     # min(mss, tx_ring // 2)
     assert TcpEchoTile(app_env(64), config=CONFIG).jobs == 4
+    assert TcpEchoTile(app_env(64), config=CONFIG).room_grace == ROOM_GRACE == 1024
+    for grace in (0, 1 << 16, True):
+        with pytest.raises(ValueError, match="room_grace must be an integer from 1 to 65535"):
+            TcpEchoTile(app_env(64), config=CONFIG, room_grace=grace)
     for jobs in (0, 65, True, 2.0):
         with pytest.raises(ValueError, match="jobs"):
             TcpEchoTile(app_env(64), config=CONFIG, jobs=jobs)
