@@ -71,11 +71,14 @@ the tests' engine model (``tests/apps/tcp_model.py``, memory acks at once, no st
 requests (``S`` = 512) back to back: 68 cycles each at 512 bits (64 words of encoding: 60
 B/cycle), 522 at 64 bits (512 words), on one connection or several; with memory acks 20
 cycles late, 87 and 541 (see ``docs/reed-solomon.md``). **Latency** (an idle tile, a
-request's bytes all in the ring): ``LOAD_MEM`` 4 cycles after the ``TCP_RX_MSG_RESP`` (queue,
-response read, slot check), the parity's first word 2 cycles after the load's last word (the
-encoder's), then ``RX_ADJUST_PTR``, ``RX_MSG_REQ`` and ``STORE_MEM`` back to back, the room
-in the send ring asked for meanwhile; measured for a lone 4 KiB request, from the
-``TCP_RX_MSG_RESP`` in to the store's last flit out: 92 cycles at 512 bits, 676 at 64 bits.
+request's bytes all in the ring): ``TCP_TX_MSG_REQ`` for the answer's room 4 cycles after the
+``TCP_RX_MSG_RESP`` (queue, response read, slot check) unless room is held, ``LOAD_MEM`` once
+its answer has queued the flow again, the parity's first word 2 cycles after the load's last
+word (the encoder's), then ``RX_ADJUST_PTR``, ``RX_MSG_REQ`` and ``STORE_MEM`` back to back;
+measured
+for a lone 4 KiB request, from the ``TCP_RX_MSG_RESP`` in to the store's last flit out: 100
+cycles at 512 bits, 689 at 64 bits (92 and 676 when the room was asked for beside the
+encoding, before 2026-12-02).
 
 What it drops, each counted: the bytes of a partial request at the peer's FIN
 (``truncated``); the request under way of a connection the engine ends (``ended``: its
