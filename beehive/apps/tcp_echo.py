@@ -267,7 +267,7 @@ class _Jobs(wiring.Component):
         m = Module()
         d, a, view = self.dispatch, self.app, self.view
         job, step, dead = view.job, view.step, view.dead
-        # Cycles each job has awaited its TX answer, up to GRACE.
+        # Cycles each job has awaited its TX answer, up to grace.
         grace = self._grace
         waited = [Signal(range(grace + 1), name=f"waited{k}") for k in range(self._jobs)]
         for k in range(self._jobs):
@@ -705,7 +705,7 @@ class TcpEchoTile(TcpAppTile):
             first.live.eq(table.live), first.announced.eq(table.announced),
             table.forget[0].en.eq(acks.forget), table.forget[0].slot.eq(acks.forget_slot),
             table.forget[1].en.eq(tx_answer.ended), table.forget[1].slot.eq(a.slot),
-            # A job's TX answer is its own; the table keeps one whose job was given up.
+            # A job's TX answer is its own; the table re-queues the flow of one given up.
             tx_answer.handled.eq(table.handled & (a.type != MsgType.TCP_TX_MSG_RESP)),
             tx_answer.wait.eq(jobs.tx_wait), tx_answer.handle.eq(jobs.handle),
             table.claimed.eq(tx_answer.answered.any()), jobs.tx_answered.eq(tx_answer.answered),
