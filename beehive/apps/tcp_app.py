@@ -58,6 +58,7 @@ from apiary.tile import Endpoint, Receive, Send, Tile, TileEnv
 from ..proto.messages import MsgType
 from ..proto.tcp.app import APP_META, GEN_BITS, SLOT_BITS, BufferKind, Status
 from ..proto.tcp.config import TcpConfig, config_or_default
+from ..proto.tcp.queues import FlowQueue
 from ..proto.tcp.segments import GRANT_USER
 
 
@@ -249,7 +250,7 @@ class FlowTable(wiring.Component):
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        flows, sb = self._flows, self._slot_bits
+        flows = self._flows
         mems = {}
         for name, shape in TABLE_MEMORIES.items():
             if self._keep or name != "grants":
@@ -257,29 +258,19 @@ class FlowTable(wiring.Component):
         for name, (memory, domain) in self._reads.items():
             port, mine = mems[memory].read_port(domain=domain), getattr(self, name)
             m.d.comb += [port.addr.eq(mine.addr), mine.data.eq(port.data)]
-        m.submodules.new_q = new_q = Queue(unsigned(sb), flows)
-        m.submodules.ready_q = ready_q = Queue(unsigned(sb), flows)
+        # Each slot at most once in each queue: an offer of a slot already there merges into it.
+        m.submodules.new_q = new_q = FlowQueue(flows)
+        m.submodules.ready_q = ready_q = FlowQueue(flows)
         connect(m, new_q=new_q.o, table=flipped(self.new))
         connect(m, ready_q=ready_q.o, table=flipped(self.ready))
-        fresh, queued = Signal(flows), Signal(flows)        # the slot is in new_q, ready_q
-        with m.If(self.new.ready):
-            m.d.sync += fresh.bit_select(self.new.payload, 1).eq(0)
-        with m.If(self.ready.ready):
-            m.d.sync += queued.bit_select(self.ready.payload, 1).eq(0)
+        m.d.comb += [new_q.i.payload.eq(self.app.slot), ready_q.i.payload.eq(self.app.slot)]
         for k in range(self._forgets):
             with m.If(self.forget[k].en):
                 m.d.sync += self.live.bit_select(self.forget[k].slot, 1).eq(0)
-        self._track(m, mems, new_q, ready_q, fresh, queued)
+        self._track(m, mems, new_q, ready_q)
         return m
 
-    def _queue_ready(self, m: Module, ready_q: Queue, queued: Signal) -> None:
-        """Queue the cycle's slot in ``ready``, unless it is there already."""
-        slot = self.app.slot
-        with m.If(~queued.bit_select(slot, 1)):
-            m.d.comb += [ready_q.i.valid.eq(1), ready_q.i.payload.eq(slot)]
-            m.d.sync += queued.bit_select(slot, 1).eq(1)
-
-    def _tx_answer(self, m: Module, mems: dict, ready_q: Queue, queued: Signal) -> None:
+    def _tx_answer(self, m: Module, mems: dict, ready_q: FlowQueue) -> None:
         """With ``tx_answers``: a ``TCP_TX_MSG_RESP`` for the current connection (kept, with
         ``"keep"``), or its end; after ``take`` and a new connection's clearing, so that a
         grant wins."""
@@ -302,13 +293,12 @@ class FlowTable(wiring.Component):
                         grant_w.data.length.eq(meta.length),
                     ]
                     m.d.sync += self.granted.bit_select(a.slot, 1).eq(1)
-                self._queue_ready(m, ready_q, queued)
+                m.d.comb += ready_q.i.valid.eq(1)
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += self.live.bit_select(a.slot, 1).eq(0)
 
-    def _track(self, m: Module, mems: dict, new_q: Queue, ready_q: Queue, fresh: Signal,
-               queued: Signal) -> None:
+    def _track(self, m: Module, mems: dict, new_q: FlowQueue, ready_q: FlowQueue) -> None:
         """Handle ``TCP_NEW_FLOW_NOTIF`` and ``TCP_RX_MSG_RESP`` (see the class docstring),
         after the ``forget`` ports, so that a new connection's wins in the cycle both happen."""
         a = self.app
@@ -330,9 +320,7 @@ class FlowTable(wiring.Component):
                     rx_loc_w.data.x.eq(meta.mem_x), rx_loc_w.data.y.eq(meta.mem_y),
                 ]
                 m.d.sync += live.bit_select(a.slot, 1).eq(1)
-                with m.If(~fresh.bit_select(a.slot, 1)):
-                    m.d.comb += [new_q.i.valid.eq(1), new_q.i.payload.eq(a.slot)]
-                    m.d.sync += fresh.bit_select(a.slot, 1).eq(1)
+                m.d.comb += new_q.i.valid.eq(1)
             with m.Elif((meta.status == Status.OK) & (meta.kind == BufferKind.SEND)
                         & self.current):
                 m.d.comb += [
@@ -351,12 +339,12 @@ class FlowTable(wiring.Component):
                     ctx_w.data.length.eq(meta.length), ctx_w.data.ptr.eq(meta.ptr),
                     ctx_w.data.addr.eq(meta.addr), ctx_w.data.size_log2.eq(meta.size_log2),
                 ]
-                self._queue_ready(m, ready_q, queued)
+                m.d.comb += ready_q.i.valid.eq(1)
             with m.Else():
                 m.d.comb += self.ended.eq(1)
                 m.d.sync += live.bit_select(a.slot, 1).eq(0)
         if self._tx_answers:
-            self._tx_answer(m, mems, ready_q, queued)
+            self._tx_answer(m, mems, ready_q)
 
     def _types(self) -> list[int]:
         """The engine messages the table handles."""

@@ -119,6 +119,8 @@ def _canonical_argv(args):
         argv += ["--packets", str(args.packets)]
     if args.tcp:
         argv.append("--tcp")
+    if args.connections:
+        argv.append("--connections")
     if args.clock_mhz is not None:
         argv += ["--clock-mhz", f"{args.clock_mhz:g}"]
     argv += ["--json"] * args.json + ["--markdown"] * args.markdown
@@ -131,7 +133,8 @@ def run(args):
     if args.design in SUB_BENCHES:
         name = args.design
         if (args.width, args.sizes, args.packets, args.clock_mhz, args.json, args.markdown,
-                args.tcp, args.params) != (None, None, None, None, False, False, False, []):
+                args.tcp, args.connections, args.params) != (None, None, None, None, False,
+                                                             False, False, False, []):
             raise UsageError(f"the options of `apiary bench {name}` go after `{name}` "
                              f"(see `apiary bench {name} --help`)")
         rest, where = _strip_sweep_options(list(args.args))

@@ -49,6 +49,10 @@ def bench_options(parser, defaults=True):
     parser.add_argument("--tcp", action="store_true", default=default(False),
                         help="run the TCP echo benchmark (port 7: set-up, latency, request rate "
                              "over many connections, bulk goodput) instead of the UDP one")
+    parser.add_argument("--connections", action="store_true", default=default(False),
+                        help="with --tcp: only the connection set-up rate and the connections "
+                             "held (every flow slot open at once), for a design of thousands of "
+                             "flows")
     add_clock_argument(parser, "clock that cycles convert to time and bit rates at",
                        default=default(None))
     output = parser.add_mutually_exclusive_group()

@@ -15,9 +15,12 @@ segment's checksums and every echoed byte; a wrong or missing echo stops the ben
   and a lost ACK would wait for the engine's retransmission); cycles per connection = (last
   SYN-ACK's last word − first SYN's first word) / connections opened, each checked open by the
   engine's counters. A SYN unanswered for 1,000 cycles is sent once more (counted), then given
-  up: the flow table is set-associative, and a connection whose bucket is full finds no slot
-  (the engine's ``syn_dropped``), so not every slot can be filled; the SYNs given up hold their
-  place in the 16 while they wait, which the figure includes.
+  up (a connection the engine found no place for: ``syn_dropped``); the SYNs given up hold
+  their place in the 16 while they wait, which the figure includes.
+* **Connections held**: every connection the set-up rate opened, all open at once, each then
+  echoes one 64-byte request, 16 requests outstanding at a time (a new one as each echo
+  completes): cycles per request = (last echo's last word − first request's first word) /
+  connections; each echo checked byte for byte, and the engine's counters show none closed.
 * **Latency**: a 1-byte request on an open, idle connection: its first word in → the last word
   of the segment that echoes it (the design also sends a bare ACK first; it is not counted).
 * **Request rate** over many connections (Beehive's small-segment figure, Fig. 9): ``flows``
@@ -67,10 +70,12 @@ DEFAULT_SEGMENTS = (64, 256, 1024, 1460)
 PORT = 7
 
 
-def _peers(sim, design, count, base=20000, port=PORT):
+def _peers(sim, design, count, base=20000, port=PORT, ports=None):
+    """``count`` peers from ports ``base`` up, or from ``ports`` (a list)."""
     mac, ipv4 = design_addresses(design)
-    return [Peer(sim, sport=base + i, dport=port, isn=1000 + 7919 * i, design_mac=mac,
-                 design_ip=ipv4) for i in range(count)]
+    ports = range(base, base + count) if ports is None else ports
+    return [Peer(sim, sport=sport, dport=port, isn=1000 + 7919 * i, design_mac=mac,
+                 design_ip=ipv4) for i, sport in enumerate(ports)]
 
 
 def _connect_all(sim, peers):
@@ -176,16 +181,19 @@ def measure_setup(sim, design, step=4):
     return {"syn_to_synack": synack.cycle - syn_in, "syn_to_first_echo": echo.cycle - syn_in}
 
 
-def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tries=2):
+def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tries=2,
+                       ports=None):
     """``count`` handshakes, ``window`` at a time (the module docstring): cycles per
-    connection opened. A SYN still unanswered after ``tries`` sends is given up: its flow-table
-    bucket had no free entry (the engine counts it in ``syn_dropped``)."""
-    peers = _peers(sim, design, count, base=50000)
+    connection opened, and the peers of the connections opened. A SYN still unanswered after
+    ``tries`` sends is given up (the engine counts it in ``syn_dropped``). The peers' ports
+    are ``ports`` if given, else sequential."""
+    peers = _peers(sim, design, count, base=50000, ports=ports)
     before = sim.counters()
     _entered(sim)
     first_in, last_out, resent, turned_away = None, 0, 0, 0
     waiting: dict = {}                  # sport: (peer, cycle of its last SYN, SYNs sent)
     todo = list(reversed(peers))
+    held = []
 
     def syn(p, sent=0):
         p.send_syn()
@@ -207,6 +215,7 @@ def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tri
             synack = [s for s in segments if s.flags == "SA"]
             if synack:
                 p.establish(synack[0])
+                held.append(p)
                 last_out = max(last_out, synack[0].cycle)
             elif sim.cycle - since <= patience:
                 continue
@@ -229,7 +238,57 @@ def measure_setup_rate(sim, design, count, window=16, step=4, patience=1000, tri
     assert first_in is not None
     cycles = last_out - first_in
     return {"connections": count, "opened": opened, "window": window,
-            "cycles": cycles, "cycles_per_connection": cycles / opened, "resent": resent}
+            "cycles": cycles, "cycles_per_connection": cycles / opened, "resent": resent}, held
+
+
+def measure_held(sim, peers, window=16, size=64, step=4, patience=4000):
+    """Every connection of ``peers`` (all open) echoes one ``size``-byte request, ``window``
+    outstanding at a time (the module docstring)."""
+    before = sim.counters()
+    _entered(sim)
+    todo = list(reversed(peers))
+    waiting: dict = {}                  # sport: (peer, request, cycle sent)
+    first_in, last_out, resent = None, 0, 0
+
+    def request(p):
+        payload = bytes((p.sport + i) & 0xFF for i in range(size))
+        p.send_data(payload)
+        waiting[p.sport] = (p, payload, sim.cycle)
+
+    for _ in range(min(window, len(todo))):
+        request(todo.pop())
+    limit = sim.cycle + 400 * len(peers) + 100_000
+    while waiting:
+        if sim.cycle > limit:
+            raise BenchError(f"{len(waiting)} of {len(peers)} held connections did not echo")
+        new = run_peers(sim, [p for p, _, _ in waiting.values()], step)
+        entered = _entered(sim)
+        if entered and first_in is None:
+            first_in = entered[0]
+        for sport in new:
+            p, payload, since = waiting[sport]
+            if len(p.stream) < size:
+                if sim.cycle - since > patience:        # dropped in a burst: send it again
+                    p.send_data(payload, seq=seq_add(p.snd_nxt, -size))
+                    waiting[sport] = (p, payload, sim.cycle)
+                    resent += 1
+                continue
+            if bytes(p.stream) != payload:
+                raise BenchError(f"connection {sport} echoed {bytes(p.stream)!r}")
+            last_out = max(last_out, max(s.cycle for s in p.seen if s.data))
+            del waiting[sport]
+            if todo:
+                request(todo.pop())
+    run_peers(sim, peers, 200)
+    after = sim.counters()
+    for name in ("tcp_rx_closed", "tcp_rx_reset"):
+        if after.get(name, 0) != before.get(name, 0):
+            raise BenchError(f"{after.get(name, 0) - before.get(name, 0)} held connections "
+                             f"were {name[7:]}")
+    assert first_in is not None
+    cycles = last_out - first_in
+    return {"connections": len(peers), "window": window, "payload_bytes": size,
+            "cycles": cycles, "cycles_per_request": cycles / len(peers), "resent": resent}
 
 
 def measure_latency(sim, peer, requests=5):
@@ -360,12 +419,34 @@ def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, 
             "resent": resent}
 
 
+def _traffic(sim, design, flows, rounds, segments, bulk_bytes, bulk_flows, note):
+    """Set-up, latency, request rates and bulk goodput (the module docstring)."""
+    setup = measure_setup(sim, design)
+    peer = _peers(sim, design, 1, base=11000)[0]
+    _connect_all(sim, [peer])
+    latency = measure_latency(sim, peer)
+    _close_all(sim, [peer])
+    note(f"set-up {setup['syn_to_synack']} cycles, 1-byte echo {latency['median']} cycles")
+    rates = []
+    for n in flows:
+        rates.append(measure_rate(sim, design, n, rounds))
+        note(f"{n} connections: {rates[-1]['cycles_per_request']:.1f} cycles/request")
+    bulk = []
+    for n in bulk_flows:
+        for size in segments:
+            bulk.append(measure_bulk(sim, design, n, size, bulk_bytes))
+            note(f"bulk, {n} connection(s), {size}-byte segments: "
+                 f"{bulk[-1]['bytes_per_cycle']:.2f} bytes/cycle")
+    return setup, latency, rates, bulk
+
+
 def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
                   segments=DEFAULT_SEGMENTS, bulk_bytes=64 * 1024, bulk_flows=(1, 8),
-                  log=None, script=None, progress=None):
-    """Every measurement above on ``design``; returns a dict (see :func:`render_tcp`). A line
-    per measurement goes to ``log`` (a stream), the model's conversion and build to
-    ``progress`` (see :data:`apiary.top.Progress`)."""
+                  connections_only=False, log=None, script=None, progress=None):
+    """Every measurement above on ``design`` (with ``connections_only``, the set-up rate and
+    the connections held alone); returns a dict (see :func:`render_tcp`). A line per
+    measurement goes to ``log`` (a stream), the model's conversion and build to ``progress``
+    (see :data:`apiary.top.Progress`)."""
     from apiary.sim import open_sim
     from apiary.sim.verilator import verilator_version
 
@@ -377,34 +458,26 @@ def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
     if not slots:
         raise BenchError(f"design {design.name!r} has no TCP engine (TcpRxTile)")
     flows = sorted({min(n, slots) for n in flows})
+    setup = latency = None
+    rates, bulk = [], []
     with open_sim(design, "verilator", progress=progress) as sim:
-        setup = measure_setup(sim, design)
-        peer = _peers(sim, design, 1, base=11000)[0]
-        _connect_all(sim, [peer])
-        latency = measure_latency(sim, peer)
-        _close_all(sim, [peer])
-        note(f"set-up {setup['syn_to_synack']} cycles, 1-byte echo {latency['median']} cycles")
-        rates = []
-        for n in flows:
-            rates.append(measure_rate(sim, design, n, rounds))
-            note(f"{n} connections: {rates[-1]['cycles_per_request']:.1f} cycles/request")
-        bulk = []
-        for n in bulk_flows:
-            for size in segments:
-                bulk.append(measure_bulk(sim, design, n, size, bulk_bytes))
-                note(f"bulk, {n} connection(s), {size}-byte segments: "
-                     f"{bulk[-1]['bytes_per_cycle']:.2f} bytes/cycle")
+        if not connections_only:
+            setup, latency, rates, bulk = _traffic(sim, design, flows, rounds, segments,
+                                                   bulk_bytes, bulk_flows, note)
         # Last: it leaves every flow slot taken.
-        setup_rate = measure_setup_rate(sim, design, slots)
+        setup_rate, peers = measure_setup_rate(sim, design, slots)
         note(f"{setup_rate['opened']} of {slots} connections opened, "
              f"{setup_rate['window']} at a time: "
              f"{setup_rate['cycles_per_connection']:.1f} cycles each")
+        held = measure_held(sim, peers)
+        note(f"{held['connections']} connections held, each echoed a request: "
+             f"{held['cycles_per_request']:.1f} cycles each")
         counters = {k: v for k, v in sim.counters().items() if v}
         cycles = sim.cycle
     return {"design": design.name, "script": script, "width": design.width,
             "clock_mhz": clock_mhz, "simulator": f"Verilator {verilator_version()}",
             "setup": setup, "latency": latency, "rates": rates, "bulk": bulk,
-            "setup_rate": setup_rate,
+            "setup_rate": setup_rate, "held": held,
             "cycles_simulated": cycles, "counters": counters, "beehive": BEEHIVE_TCP,
             "targets": TCP_TARGETS, "target_width": TARGET_WIDTH}
 
@@ -415,6 +488,9 @@ def _gbps(bytes_per_cycle, mhz):
 
 def _tables(res, markdown=False):
     mhz = res["clock_mhz"]
+    tables = _connection_tables(res)
+    if res["setup"] is None:
+        return tables
     s, lat = res["setup"], res["latency"]
     latency = ("Latency and connection set-up (one at a time, into the idle design)",
                ["measure", "cycles", f"ns at {mhz:g} MHz"],
@@ -448,6 +524,12 @@ def _tables(res, markdown=False):
             "half of the run",
             ["connections", "segment (B)", "bytes/cycle", f"Gbps at {mhz:g} MHz",
              "times the peer resent (a segment dropped)"], bulk_rows)
+    return [latency, *tables, rates, bulk]
+
+
+def _connection_tables(res):
+    """The set-up rate's and the connections held's tables."""
+    mhz = res["clock_mhz"]
     sr = res["setup_rate"]
     per = sr["cycles_per_connection"]
     setup_rate = (f"Connection set-up rate: a connection tried for each of the engine's "
@@ -458,7 +540,14 @@ def _tables(res, markdown=False):
                    f"connections/s at {mhz:g} MHz", "SYNs sent again"],
                   [[f"{sr['opened']} ({sr['connections']})", str(sr["cycles"]), _cycles(per),
                     f"{_down(mhz * 1e6 / per / 1e6, 2)} M", str(sr["resent"])]])
-    return [latency, setup_rate, rates, bulk]
+    h = res["held"]
+    held = (f"Connections held: the {h['connections']} connections opened above, all open at "
+            f"once, each echoes a {h['payload_bytes']}-byte request, {h['window']} outstanding",
+            ["connections held", "cycles (first request in → last echo out)", "cycles/request",
+             f"kreq/s at {mhz:g} MHz", "requests sent again"],
+            [[str(h["connections"]), str(h["cycles"]), _cycles(h["cycles_per_request"]),
+              _down(mhz * 1000 / h["cycles_per_request"], 0), str(h["resent"])]])
+    return [setup_rate, held]
 
 
 def render_tcp(res, fmt="text", command=None):
@@ -478,11 +567,14 @@ def run(args, design, out=None, log=None):
     out = sys.stdout if out is None else out
     log = sys.stderr if log is None else log
     res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design,
-                        progress=StatusLine(log))
+                        connections_only=args.connections, progress=StatusLine(log))
     fmt = "json" if args.json else "markdown" if args.markdown else "text"
     parts = ["apiary bench", args.design, "--tcp"]
     if args.width is not None:
         parts.append(f"--width {args.width}")
+    parts += [f"--set {name}={value!r}" for name, value in getattr(args, "params", None) or ()]
+    if args.connections:
+        parts.append("--connections")
     parts.append(f"--clock-mhz {args.clock_mhz:g}")
     if args.markdown:
         parts.append("--markdown")

@@ -1,5 +1,6 @@
 """The TCP echo benchmark's report (harness.bench.tcp.render_tcp), from results made up here:
-tables for a terminal, Markdown for docs/performance.md, the target judged only at 512 bits."""
+tables for a terminal, Markdown for docs/performance.md, the target judged only at 512 bits,
+and the connections-only report (``--connections``) without the traffic tables."""
 
 from harness.bench.tcp import render_tcp
 
@@ -14,6 +15,8 @@ def results(width, cycles_per_request):
         "bulk": [{"flows": 8, "segment_bytes": 1460, "bytes_per_cycle": 2.63, "resent": 254}],
         "setup_rate": {"connections": 32, "opened": 32, "window": 8, "cycles": 1000,
                        "cycles_per_connection": 31.25, "resent": 3},
+        "held": {"connections": 32, "window": 16, "payload_bytes": 64, "cycles": 2000,
+                 "cycles_per_request": 62.5, "resent": 1},
     }
 
 
@@ -37,3 +40,13 @@ def test_the_set_up_rate_is_cycles_per_connection_and_connections_per_second():
     md = render_tcp(results(512, 17.05), "markdown")
     # 1,000 cycles for 32 connections: 31.25 cycles each, 4.00 M connections/s at 125 MHz.
     assert "| 32 (32) | 1000 | 31.25 | 4.00 M | 3 |" in md
+
+
+def test_the_connections_held_table_and_the_connections_only_report():
+    md = render_tcp(results(512, 17.05), "markdown")
+    # 2,000 cycles for 32 requests: 62.50 cycles each, 2,000 kreq/s at 125 MHz.
+    assert "| 32 | 2000 | 62.50 | 2000 | 1 |" in md
+    only = dict(results(512, 17.05), setup=None, latency=None, rates=[], bulk=[])
+    md = render_tcp(only, "markdown")
+    assert "| 32 (32) | 1000 | 31.25 | 4.00 M | 3 |" in md and "| 32 | 2000 |" in md
+    assert "Request rate" not in md and "Latency" not in md and "Bulk" not in md

@@ -90,12 +90,12 @@ def test_flow_queue_holds_each_slot_once_in_order():
     assert got == [3, 5, 1, 5]
 
 
-def test_flow_queue_matches_a_model_under_random_offers_and_takes():
+@pytest.mark.parametrize("flows", [4, 16, 512])      # 512: in block RAM
+def test_flow_queue_matches_a_model_under_random_offers_and_takes(flows):
     """Random offers and takes against a model: a slot is queued when offered unless it waits
     (an offer in the cycle it is taken too: that offer is merged into it); takes come in the
     order slots were queued; the queue, ``flows`` deep, never refuses an offer."""
     rng = random.Random(7)
-    flows = 4
     dut = FlowQueue(flows)
     taken = []
 

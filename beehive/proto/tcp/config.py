@@ -37,8 +37,9 @@ class TcpConfig:
     """The parameters of a TCP engine (its receive and its transmit tile take the same one).
 
     Sizes
-        ``flows`` flow slots (a power of two; the flow table holds them in ``flows / ways``
-        buckets of ``ways``); each flow owns a receive ring of ``rx_ring`` bytes at
+        ``flows`` flow slots (a power of two, up to 4,096; the flow table holds them in two banks
+        of ``flows / ways`` buckets of ``ways``, up to 8: :mod:`~beehive.proto.tcp.flow_table`);
+        each flow owns a receive ring of ``rx_ring`` bytes at
         ``rx_base + slot * rx_ring`` in the receive buffer's memory tile and a send ring of
         ``tx_ring`` bytes at ``tx_base + slot * tx_ring`` in the send buffer's. ``mss`` is the
         largest segment payload the engine sends or advertises. ``max_half_open`` caps the
@@ -86,7 +87,7 @@ class TcpConfig:
 
     def __post_init__(self) -> None:
         _pow2(self.flows, "flows", 2, 4096)
-        _pow2(self.ways, "ways", 1, self.flows)
+        _pow2(self.ways, "ways", 1, min(8, self.flows))
         _pow2(self.rx_ring, "rx_ring", 64, 1 << 30)
         _pow2(self.tx_ring, "tx_ring", 64, 1 << 30)
         _int(self.mss, "mss", 64, 9000)

@@ -1,5 +1,6 @@
 """The queues both TCP engine tiles use: requests waiting to leave as NoC messages
-(:class:`Outbox`) and flows waiting for a turn of the engine (:class:`FlowQueue`)."""
+(:class:`Outbox`), flows waiting for a turn of the engine (:class:`FlowQueue`), and the set of
+slots a queue holds (:class:`SlotSet`)."""
 
 from collections.abc import Callable
 from typing import Any
@@ -7,16 +8,18 @@ from typing import Any
 from amaranth import Module, Signal
 from amaranth.hdl import ShapeLike, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.noc.framing import offer_descriptor
 from apiary.os.memory_tile import MEM_META
+from apiary.stream.block_queue import deep_queue
 from apiary.stream.queue import Queue
 
 from .state import slot_bits
 
 
-__all__ = ["Outbox", "FlowQueue", "MEM_REQUEST", "memory_requests"]
+__all__ = ["Outbox", "FlowQueue", "SlotSet", "MEM_REQUEST", "memory_requests"]
 
 
 #: A request to a memory tile (``LOAD_MEM``, ``STORE_MEM``): its address, its size in bytes
@@ -60,6 +63,50 @@ class Outbox(wiring.Component):
         return m
 
 
+class SlotSet(wiring.Component):
+    """A set of flow slots, empty at start: ``has`` says whether ``probe`` is in it,
+    combinationally; ``add`` puts ``probe`` in (one not in the set), ``remove`` takes ``drop``
+    out (one in the set), both in the same cycle if they are different slots (or the same slot
+    not in the set: it is added). Either takes effect at the next clock edge.
+
+    Two memories of a bit per slot, ``a`` and ``b``, each written by one side: a slot is in the
+    set while its two bits differ (``add`` writes ``a`` with the inverse of ``b``, ``remove``
+    writes ``b`` with ``a``). Read without a clock, each is LUT RAM on an FPGA (a bit per slot,
+    a LUT per 64 slots and read port), where a register per slot with two write decoders costs
+    a flip-flop and about two LUTs per slot.
+
+    Members
+    -------
+    probe : In(unsigned(slot_bits(slots)))
+    has : Out(1)
+    add : In(1)
+    drop : In(unsigned(slot_bits(slots)))
+    remove : In(1)
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._slots = slots
+        slot = unsigned(slot_bits(slots))
+        super().__init__({"probe": In(slot), "has": Out(1), "add": In(1), "drop": In(slot),
+                          "remove": In(1)})
+
+    def elaborate(self, platform: Any) -> Module:
+        m = Module()
+        depth = max(2, self._slots)
+        m.submodules.a = a = Memory(shape=1, depth=depth, init=[])
+        m.submodules.b = b = Memory(shape=1, depth=depth, init=[])
+        a_probe, a_drop = a.read_port(domain="comb"), a.read_port(domain="comb")
+        b_probe = b.read_port(domain="comb")
+        a_w, b_w = a.write_port(), b.write_port()
+        m.d.comb += [
+            a_probe.addr.eq(self.probe), b_probe.addr.eq(self.probe), a_drop.addr.eq(self.drop),
+            self.has.eq(a_probe.data ^ b_probe.data),
+            a_w.addr.eq(self.probe), a_w.data.eq(~b_probe.data), a_w.en.eq(self.add),
+            b_w.addr.eq(self.drop), b_w.data.eq(a_drop.data), b_w.en.eq(self.remove),
+        ]
+        return m
+
+
 class FlowQueue(wiring.Component):
     """The flow slots waiting for a turn, each at most once, in the order they first asked.
 
@@ -86,15 +133,14 @@ class FlowQueue(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         flows = self._flows
-        m.submodules.queue = queue = Queue(unsigned(slot_bits(flows)), flows)
+        m.submodules.queue = queue = deep_queue(unsigned(slot_bits(flows)), flows)
         connect(m, queue=queue.o, taker=flipped(self.o))
-        queued = Signal(flows)
-        with m.If(self.o.ready):
-            m.d.sync += queued.bit_select(self.o.payload, 1).eq(0)
-        m.d.comb += self.i.ready.eq(1)
-        with m.If(self.i.valid & ~queued.bit_select(self.i.payload, 1)):
-            m.d.comb += [queue.i.valid.eq(1), queue.i.payload.eq(self.i.payload)]
-            m.d.sync += queued.bit_select(self.i.payload, 1).eq(1)
+        m.submodules.queued = queued = SlotSet(flows)
+        m.d.comb += [queued.drop.eq(self.o.payload), queued.remove.eq(self.o.ready),
+                     queued.probe.eq(self.i.payload), self.i.ready.eq(1)]
+        with m.If(self.i.valid & ~queued.has):
+            m.d.comb += [queue.i.valid.eq(1), queue.i.payload.eq(self.i.payload),
+                         queued.add.eq(1)]
         return m
 
 

@@ -676,7 +676,8 @@ class RxEngine(wiring.Component):
             cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(COMMIT),
             commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
             keep=Signal(),
-            tbl_write=Signal(), tbl_valid=Signal(), half_delta=Signal(range(-1, 2)),
+            tbl_insert=Signal(), tbl_remove=Signal(), release=Signal(),
+            half_delta=Signal(range(-1, 2)),
             reply_room=Signal(), arp_room=Signal(), pool=self.pool if self._apiary else None,
         )
         slot, kind = e.slot, e.kind
@@ -716,11 +717,10 @@ class RxEngine(wiring.Component):
             commit_q.i.valid.eq(e.commit_push), commit_q.i.payload.eq(e.commit),
             self.resolve.valid.eq(e.arp_push), self.resolve.payload.eq(e.arp_ip),
             self.segment.ready.eq(e.verdict), self.keep.eq(e.keep),
-            table.write.eq(e.tbl_write), table.write_valid.eq(e.tbl_valid),
-            table.write_slot.eq(slot),
-            table.write_key.peer_ip.eq(e.new.peer_ip),
-            table.write_key.peer_port.eq(e.new.peer_port),
-            table.write_key.local_port.eq(e.new.local_port),
+            table.insert.eq(e.tbl_insert), table.remove.eq(e.tbl_remove),
+            table.remove_key.peer_ip.eq(s.peer_ip), table.remove_key.peer_port.eq(s.peer_port),
+            table.remove_key.local_port.eq(s.local_port), table.remove_place.eq(s.place),
+            table.release.eq(e.release), table.release_slot.eq(slot),
             ports.key.eq(tcp.dst_port),
         ]
         with m.If(e.app_push & ~self.messages.ready):
@@ -873,8 +873,8 @@ class RxEngine(wiring.Component):
 
     def _free(self, m, e):
         """The slot's connection is over: free it and stop its timer."""
-        m.d.comb += [e.new.state.eq(ConnState.FREE), e.write.eq(1), e.tbl_write.eq(1),
-                     e.tbl_valid.eq(0), e.ev.closed.eq(1)]
+        m.d.comb += [e.new.state.eq(ConnState.FREE), e.write.eq(1), e.tbl_remove.eq(1),
+                     e.release.eq(1), e.ev.closed.eq(1)]
         with m.If(e.s.half_open):
             m.d.comb += [e.new.half_open.eq(0), e.half_delta.eq(-1)]
 
@@ -882,8 +882,9 @@ class RxEngine(wiring.Component):
         """Reset or timed out: tell the application (if it knows the flow, or opened it)."""
         self._free(m, e)
         with m.If((e.s.announced != 0) | e.s.active):
+            # The slot stays taken until the application has been told (_notify).
             m.d.comb += [e.new.state.eq(ConnState.ABORTED), e.new.status.eq(status),
-                         e.notify.eq(1)]
+                         e.notify.eq(1), e.release.eq(0)]
         self._count(m, e, "reset")
 
     def _both_closed(self, m, e):
@@ -967,7 +968,7 @@ class RxEngine(wiring.Component):
             new.snd_una.eq(e.clock), new.snd_wnd.eq(win), new.last_win.eq(win),
             new.peer_mss.eq(Mux(opts.has_mss, opts.mss, DEFAULT_MSS)),
             new.peer_ws.eq(Mux(opts.has_ws, opts.ws, 0)), new.ws_ok.eq(opts.has_ws),
-            e.write.eq(1), e.tbl_write.eq(1), e.tbl_valid.eq(1),
+            e.write.eq(1), e.tbl_insert.eq(1), new.place.eq(e.table.free_place),
             e.ev.open.eq(1), e.ev.seq.eq(e.clock),
             e.ev.app_x.eq(e.ports.dst_x), e.ev.app_y.eq(e.ports.dst_y),
             e.ev.app_fbits.eq(e.ports.dst_fbits),
@@ -1214,7 +1215,7 @@ class RxEngine(wiring.Component):
                     new.peer_mac.eq(a.peer_mac), new.vlan.eq(a.vlan), new.vlan_tci.eq(a.vlan_tci),
                     new.app_x.eq(p.x), new.app_y.eq(p.y), new.app_fbits.eq(p.fbits),
                     new.iss.eq(e.clock), new.snd_una.eq(e.clock), new.peer_mss.eq(DEFAULT_MSS),
-                    e.write.eq(1), e.tbl_write.eq(1), e.tbl_valid.eq(1),
+                    e.write.eq(1), e.tbl_insert.eq(1), new.place.eq(e.table.free_place),
                     e.ev.open.eq(1), e.ev.active.eq(1), e.ev.seq.eq(e.clock),
                     e.ev.app_x.eq(p.x), e.ev.app_y.eq(p.y), e.ev.app_fbits.eq(p.fbits),
                 ]
@@ -1233,7 +1234,7 @@ class RxEngine(wiring.Component):
             # Whatever else the flow waits for takes its next turn.
             m.d.comb += [new.peer_req.eq(0), e.write.eq(1), e.notify.eq(1)]
         with m.Elif(s.state == ConnState.ABORTED):
-            m.d.comb += [new.state.eq(ConnState.FREE), e.write.eq(1)]
+            m.d.comb += [new.state.eq(ConnState.FREE), e.write.eq(1), e.release.eq(1)]
             with m.If(s.announced != 0):
                 self._respond(m, e, MsgType.TCP_RX_MSG_RESP, *app, flow=handle, status=s.status)
             with m.Else():

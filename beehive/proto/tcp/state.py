@@ -85,6 +85,7 @@ RX_STATE = data.StructLayout({
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
     "peer_req": 1,          # the application asked who the peer is (TCP_PEER_REQ)
     "bufs": 1, "rx_h": 8, "tx_h": 8,   # under Apiary: the slot's ring segments (handles)
+    "place": 4,             # where the flow table holds the flow (flow_table.place_bits)
 })
 
 #: What the transmit tile writes, per flow.

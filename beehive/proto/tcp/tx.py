@@ -84,7 +84,7 @@ from ..messages import PACKET_META, MsgType
 from ..layer import level_meta
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
-from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
+from .queues import MEM_REQUEST, FlowQueue, Outbox, SlotSet, memory_requests
 from .rtt import RttEstimator
 from .segments import GRANT_USER
 from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
@@ -408,18 +408,17 @@ class TimerScan(wiring.Component):
             m.d.sync += now.eq(now + 1)
         m.submodules.expiry_q = expiry_q = Queue(EXPIRY, 4)
         connect(m, queue=expiry_q.o, engine=flipped(self.expiries))
-        expiring = Signal(self._flows)
+        m.submodules.expiring = expiring = SlotSet(self._flows)
         scan = Signal(sb)
         scan_r = Signal(sb)
         m.d.sync += [scan.eq(scan + 1), scan_r.eq(scan)]
-        m.d.comb += self.timer_addr.eq(scan)
-        due = (self.timer.armed & ~(now - self.timer.deadline)[31]
-               & ~expiring.bit_select(scan_r, 1))
+        m.d.comb += [self.timer_addr.eq(scan), expiring.probe.eq(scan_r),
+                     expiring.drop.eq(self.expiries.payload.slot),
+                     expiring.remove.eq(self.expiries.ready)]   # raised only with valid
+        due = self.timer.armed & ~(now - self.timer.deadline)[31] & ~expiring.has
         with m.If(due & expiry_q.i.ready):
-            m.d.comb += [expiry_q.i.valid.eq(1), expiry_q.i.payload.slot.eq(scan_r)]
-            m.d.sync += expiring.bit_select(scan_r, 1).eq(1)
-        with m.If(self.expiries.ready):         # raised only with valid
-            m.d.sync += expiring.bit_select(self.expiries.payload.slot, 1).eq(0)
+            m.d.comb += [expiry_q.i.valid.eq(1), expiry_q.i.payload.slot.eq(scan_r),
+                         expiring.add.eq(1)]
         return m
 
 
