@@ -147,6 +147,8 @@ def run(args):
             _help_parser().print_help()
             return 0
         parse_rest(args, _sweep_options)
+        if args.connections and not args.tcp:
+            raise UsageError("--connections is an option of the TCP benchmark: give --tcp too")
         where = {}
         design = load(args)                        # a bad design: one line, before any cluster
         print(run_settings(args, design, "verilator"), file=sys.stderr, flush=True)

@@ -216,7 +216,8 @@ def test_cli_usage_errors(capsys):
             (["--sizes", "2000"], "argument --sizes: payload sizes must be from 0 to 1472"),
             (["--sizes", "x"], "argument --sizes: expected comma-separated byte counts"),
             (["--clock-mhz", "-5"], "argument --clock-mhz: a clock must be above 0 MHz"),
-            (["--frobnicate"], "unrecognized arguments: --frobnicate")]:
+            (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+            (["--connections"], "--connections is an option of the TCP benchmark")]:
         assert main(["bench", ECHO, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("usage: apiary bench") and message in err, err
