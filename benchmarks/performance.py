@@ -58,6 +58,8 @@ sweep = Sweep(
               "--markdown"),
         bench("tcp-echo-64", "examples/tcp_echo.py", "--tcp", "--width", "64", "--clock-mhz",
               "250", "--markdown"),
+        bench("tcp-sink", "examples/tcp_sink.py", "--tcp", "--clock-mhz", "250",
+              "--markdown"),
         bench("tcp-4096", "examples/tcp_echo.py", "--tcp", "--connections", "--set",
               "flows=4096", "--set", "ring=4096", "--clock-mhz", "250", "--markdown"),
         bench("tcp-1024-64", "examples/tcp_echo.py", "--tcp", "--connections", "--width", "64",

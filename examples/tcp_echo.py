@@ -74,12 +74,13 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=
 
 
 def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_at=(2, 3),
-            apiary=False):
+            apiary=False, rx_mem=None):
     """Add the TCP engine (``tcp_rx``, ``tcp_tx``), its two buffer memories and their routes to
     a design that has ``ip_rx``, ``ip_tx`` and ``arp``. ``apiary``: the engine's tiles are
     untrusted, behind monitors (the design has a :class:`~apiary.os.kernel.Kernel`), and each
     connection's rings are segments of the kernel's memories, so no buffer memories are added
-    (``examples/tcp_apiary.py``)."""
+    (``examples/tcp_apiary.py``). ``rx_mem``: more parameters of the receive rings'
+    :class:`~apiary.os.memory_tile.MemoryTile` (``examples/tcp_sink.py``: on chip, duplex)."""
     d.add("tcp_rx", TcpRxTile, at=rx_at, config=config, trusted=not apiary)
     d.add("tcp_tx", TcpTxTile, at=tx_at, config=config, trusted=not apiary)
     d.wire("tcp_rx", "tcp_tx")
@@ -88,7 +89,8 @@ def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_a
     if apiary:
         d.allow("tcp_rx", "tcp_tx")         # each connection's send ring goes to tcp_tx
         return d
-    d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes())
+    d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes(),
+          **(rx_mem or {}))
     d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes())
     d.route("tcp_rx", "rx_mem", key="rx_mem")
     d.route("rx_mem", "tcp_rx", fbits=Fbits.LOCAL1)

@@ -220,6 +220,12 @@ class MemoryModel(wiring.Component):
 
     Throughput: one command per cycle, reads or writes, when the master keeps up.
 
+    **Duplex** (``duplex=True``, a fixed latency only): a second port, ``rport``, takes the
+    reads, and ``port`` only the writes (a write command on ``rport`` or a read on ``port`` is
+    never taken), as a simple dual-port block RAM has them: one read and one write a cycle,
+    with no order between the two ports (a read sees a write to its word only if that word was
+    written the cycle before the read was taken or earlier).
+
     Parameters
     ----------
     data_width, addr_width : int
@@ -233,20 +239,29 @@ class MemoryModel(wiring.Component):
         Seeds the random latencies (0 to 2**32-1; unused for a fixed latency).
     init : list of int or None
         Initial contents, word 0 first.
+    duplex : bool
+        Reads on a port of their own, ``rport`` (above).
 
     Members
     -------
     port : In(memory_port_signature(data_width, addr_width, depth_words=depth_words))
         The slave side of the port.
+    rport : In(memory_port_signature(...))
+        With ``duplex``: the read port.
     reads, writes : Out(32)
         Read commands and write data words taken.
     """
 
     def __init__(self, data_width: int, addr_width: int, *, depth_words: int,
                  latency: Latency = 20, seed: int = 1,
-                 init: Sequence[int] | None = None) -> None:
+                 init: Sequence[int] | None = None, duplex: bool = False) -> None:
         sig = memory_port_signature(data_width, addr_width, depth_words=depth_words)
         latency = check_latency(latency)
+        if not isinstance(duplex, bool):
+            raise ValueError(f"duplex must be True or False, not {duplex!r}")
+        if duplex and isinstance(latency, tuple):
+            raise ValueError("a duplex memory model has a fixed read latency, not a range")
+        self.duplex = duplex
         self.seed = _check_seed(seed)
         init = list(init or [])
         if len(init) > depth_words:
@@ -254,7 +269,10 @@ class MemoryModel(wiring.Component):
         self.data_width, self.addr_width = data_width, addr_width
         self.depth_words, self.latency = depth_words, latency
         self._init = init
-        super().__init__({"port": In(sig), "reads": Out(32), "writes": Out(32)})
+        members = {"port": In(sig), "reads": Out(32), "writes": Out(32)}
+        if duplex:
+            members["rport"] = In(sig)
+        super().__init__(members)
 
     def storage(self, m):
         """The words: ``(write port, read port)`` of a memory in ``m`` (byte-lane write enables;
@@ -273,7 +291,11 @@ class MemoryModel(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         dw, depth, lat = self.data_width, self.depth_words, self.latency
-        cmd, wdata, rdata = self.port.cmd, self.port.wdata, self.port.rdata
+        wdata = self.port.wdata
+        # Reads come on ``rport`` in a duplex model, on ``port`` (with the writes) otherwise.
+        cmd, rdata = (self.rport.cmd, self.rport.rdata) if self.duplex else (self.port.cmd,
+                                                                             self.port.rdata)
+        wcmd = self.port.cmd
 
         wp, rp = self.storage(m)
         full = depth == 1 << self.addr_width
@@ -285,8 +307,8 @@ class MemoryModel(wiring.Component):
         m.submodules.write_queue = wq = fifo.SyncFIFO(width=self.addr_width, depth=4)
         wtake = wdata.valid & wq.r_rdy
         m.d.comb += [
-            wq.w_data.eq(cmd.payload.addr),
-            wq.w_en.eq(cmd.valid & cmd.payload.we),
+            wq.w_data.eq(wcmd.payload.addr),
+            wq.w_en.eq(wcmd.valid & wcmd.payload.we),
             wdata.ready.eq(wq.r_rdy),
             wq.r_en.eq(wdata.valid),
             wp.addr.eq(wq.r_data),
@@ -303,8 +325,15 @@ class MemoryModel(wiring.Component):
 
         # -- reads: a pipeline of `lat` stages, then a bypassable buffer -------------------------
         outstanding = Signal(range(lat + 2))        # reads taken, data not yet delivered
-        read_ok = ~wq.r_rdy & (outstanding < lat + 1)
-        m.d.comb += cmd.ready.eq(Mux(cmd.payload.we, wq.w_rdy, read_ok))
+        if self.duplex:
+            # Two ports, no order between them: writes on ``port``, reads on ``rport``.
+            read_ok = outstanding < lat + 1
+            m.d.comb += [wcmd.ready.eq(wcmd.payload.we & wq.w_rdy),
+                         cmd.ready.eq(~cmd.payload.we & read_ok),
+                         self.port.rdata.valid.eq(0), self.rport.wdata.ready.eq(0)]
+        else:
+            read_ok = ~wq.r_rdy & (outstanding < lat + 1)
+            m.d.comb += cmd.ready.eq(Mux(cmd.payload.we, wq.w_rdy, read_ok))
         accept = cmd.valid & cmd.ready & ~cmd.payload.we
         m.d.comb += [rp.addr.eq(cmd.payload.addr), rp.en.eq(accept)]
         first_ok = Signal()

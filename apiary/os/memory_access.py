@@ -188,6 +188,8 @@ class MemoryStore(wiring.Component):
         The words and their byte enables.
     idle, done : Out(1)
         See above.
+    issued : Out(1)
+        The packet's last write command has been taken (only data may be left to write).
     """
 
     def __init__(self, width: int, *, addr_width: int) -> None:
@@ -207,6 +209,7 @@ class MemoryStore(wiring.Component):
                 "data": unsigned(width), "we": unsigned(width // 8)}))),
             "idle": Out(1),
             "done": Out(1),
+            "issued": Out(1),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -258,6 +261,7 @@ class MemoryStore(wiring.Component):
         m.d.comb += [
             self.idle.eq(~draining & ~storing),
             self.done.eq(wr_in_done & ~wq.r_rdy),
+            self.issued.eq(wr_in_done),
         ]
 
         with m.If(self.start):

@@ -51,11 +51,13 @@ from ..tile import Receive, Send, Tile, TileEnv
 from .memory import MemoryModel, memory_port_signature
 from .memory_access import MemoryLoad, MemoryStore
 from ..stream.counters import count
+from ..stream.queue import Queue
 
 
 __all__ = ["MemoryTile", "MemRequest", "MemMsgType", "MEM_FORMAT", "MEM_META", "LOAD_MEM",
-           "STORE_MEM", "LOAD_MEM_ACK", "STORE_MEM_ACK", "mem_meta", "unpack_mem_meta",
-           "mem_message_flits", "decode_mem_message"]
+           "STORE_MEM", "LOAD_MEM_ACK", "STORE_MEM_ACK", "DUPLEX_STORE_ACKS", "DUPLEX_LOADS",
+           "mem_meta",
+           "unpack_mem_meta", "mem_message_flits", "decode_mem_message"]
 
 
 @register_msg_types
@@ -86,6 +88,10 @@ register_formats([MemMsgType.STORE_MEM], MEM_FORMAT, payload="the bytes to store
 register_formats([MemMsgType.LOAD_MEM_ACK], MEM_FORMAT, payload="the bytes read")
 
 _PAYLOAD_BITS = noc_header(64).width("payload_bytes")
+#: Store acks a duplex tile holds while a load's answer is on its way out.
+DUPLEX_STORE_ACKS = 16
+#: Loads a duplex tile takes in while it serves another (so that the stores behind them go on).
+DUPLEX_LOADS = 4
 
 
 # -- Python model of the messages (tests, traces) --------------------------------------------------
@@ -135,7 +141,20 @@ class MemoryTile(Tile):
     nothing (``memory_latency=`` does not apply to it). For small boards without DRAM and for
     tests; the memory's size is what the FPGA's block RAM allows.
 
-    Requests are served one at a time, in arrival order::
+    With ``duplex=True`` (on-chip only) the memory is a simple dual-port RAM and the tile serves
+    a load and a store at once, each on a port of its own: a store streams in while a load's
+    answer streams out, so the tile moves a word a cycle each way (a receive ring written by
+    the TCP engine while its application reads it). Each kind is served in arrival order, and
+    a load waits for the store before it to be written (it reads what was stored before it),
+    then waits (up to :data:`DUPLEX_LOADS` of them) for the load path while the stores behind
+    it go on; a store does not wait for a load before it, so a requester must not store over
+    bytes it is still loading (the TCP engine never does: it stores only where the application
+    has read).
+    A store's ack leaves as soon as the store is done (up to :data:`DUPLEX_STORE_ACKS` wait
+    while a load's answer is leaving), so acks may overtake a load's. Each path costs its own
+    request registers, so the tile is larger.
+
+    Without ``duplex``, requests are served one at a time, in arrival order::
 
         noc_in ─▶ MessageReceiver ─▶ (STORE payload) StreamInsert ─▶ cmd + write queue ─▶ mem
                         │ header                                                         │
@@ -198,6 +217,8 @@ class MemoryTile(Tile):
         Words of read data the tile can hold, and hence reads in flight at once.
     bram : bool
         The memory is on-chip, inside the tile (read latency 1), instead of behind ``mem``.
+    duplex : bool
+        With ``bram``: a load and a store served at once (above).
 
     Members
     -------
@@ -216,7 +237,7 @@ class MemoryTile(Tile):
     ------
     ValueError
         If ``data_width`` is not the NoC width, or ``size_bytes`` not a positive multiple of
-        the word size below 2**48.
+        the word size below 2**48, or ``duplex`` is asked for without ``bram``.
     """
 
     #: The tile holds a request's input while its reply leaves.
@@ -228,7 +249,7 @@ class MemoryTile(Tile):
 
     def __init__(self, env: TileEnv | None = None, *, size_bytes: int = 1 << 20,
                  data_width: int | None = None, read_buffer: int = 64,
-                 bram: bool = False) -> None:
+                 bram: bool = False, duplex: bool = False) -> None:
         env = env if env is not None else TileEnv()
         width = env.width
         data_width = width if data_width is None else data_width
@@ -250,6 +271,13 @@ class MemoryTile(Tile):
         if not isinstance(bram, bool):
             raise ValueError(f"bram must be True or False, not {bram!r}")
         self.bram = bram
+        if not isinstance(duplex, bool):
+            raise ValueError(f"duplex must be True or False, not {duplex!r}")
+        if duplex and not bram:
+            raise ValueError("duplex=True needs the on-chip memory (bram=True): its two ports "
+                             "read and write at once, where an external port takes one "
+                             "command a cycle")
+        self.duplex = duplex
         members = {} if bram else {
             "mem": Out(memory_port_signature(data_width, self.addr_width,
                                              depth_words=self.depth_words)),
@@ -274,7 +302,7 @@ class MemoryTile(Tile):
         if self.bram:
             # On-chip: the memory model (an Amaranth Memory) as the memory, latency 1.
             m.submodules.bram = bram = MemoryModel(width, aw, depth_words=self.depth_words,
-                                                   latency=1)
+                                                   latency=1, duplex=self.duplex)
             memory = bram.port                      # the memory's side of the port
         else:
             memory = flipped(self.mem)
@@ -283,6 +311,9 @@ class MemoryTile(Tile):
         rx, tx = ports.requests, ports.acks
         counters = self.counters
         m.d.comb += counters.malformed.eq(rx.errors)
+        if self.duplex:
+            self._duplex(m, rx, tx, memory, bram.rport)
+            return m
 
         m.submodules.request = request = MemRequest(width, size_bytes=self.size_bytes,
                                                     addr_width=aw, src=(self.env.x, self.env.y))
@@ -336,9 +367,9 @@ class MemoryTile(Tile):
                     m.next = "IDLE"
         return m
 
-    def _serve(self, m, request, load, store):
-        """The cycle a request is taken (in state ``IDLE``): count it, start its load, its
-        store or the discarding of its payload, and go on to the state that acks it."""
+    def _count_errors(self, m, request):
+        """Count what is wrong with a load or store being taken, once (the first that
+        applies)."""
         counters = self.counters
         with m.If(request.is_load | request.is_store):
             with m.If(request.bad_wrap):
@@ -347,6 +378,12 @@ class MemoryTile(Tile):
                 count(m, counters.out_of_range)
             with m.Elif(request.bad_length):
                 count(m, counters.bad_length)
+
+    def _serve(self, m, request, load, store):
+        """The cycle a request is taken (in state ``IDLE``): count it, start its load, its
+        store or the discarding of its payload, and go on to the state that acks it."""
+        counters = self.counters
+        self._count_errors(m, request)
         with m.If(request.is_load):
             count(m, counters.loads)
             m.d.comb += store.drain.eq(1)
@@ -366,6 +403,156 @@ class MemoryTile(Tile):
         with m.Else():
             count(m, counters.bad_type)
             m.d.comb += store.drain.eq(1)
+
+
+    def _duplex(self, m, rx, tx, wport, rport):
+        """``duplex``: a load and a store at once, each path on a port of its own (the class
+        docstring). Stores take turns on two store paths, so that the next store comes in
+        while the last one's final words are written: the write port takes the older path's
+        commands and data first, and the acks leave in the stores' order."""
+        width, aw, counters = self.env.width, self.addr_width, self.counters
+        src = (self.env.x, self.env.y)
+
+        def request():
+            return MemRequest(width, size_bytes=self.size_bytes, addr_width=aw, src=src)
+
+        sreqs = [request(), request()]
+        stores = [MemoryStore(width, addr_width=aw), MemoryStore(width, addr_width=aw)]
+        for k in range(2):
+            m.submodules[f"request{k}"] = sreqs[k]
+            m.submodules[f"store{k}"] = stores[k]
+        m.submodules.load_request = lreq = request()
+        m.submodules.load = load = MemoryLoad(width, addr_width=aw,
+                                              read_buffer=self.read_buffer)
+        desc = MessageSender.descriptor_layout(width, meta_bits=MEM_META.size)
+        m.submodules.store_acks = store_acks = Queue(desc, DUPLEX_STORE_ACKS)
+        m.submodules.loads_waiting = loads_waiting = Queue(
+            MessageReceiver.header_layout(width, meta_bits=MEM_META.size), DUPLEX_LOADS)
+
+        turn = Signal()             # the store path that takes the next message
+        oldest = Signal()           # the store path whose store is the older (acked first)
+        feeding = Signal()          # the store path the receiver's payload goes to
+        busy = Signal(2)            # a path holds a store (or a refused one) until its ack
+        refused = Signal(2)         # ... a refused one: its ack has error set, nothing written
+        # What the older path still has to do before the other may write: a path whose store
+        # is refused or done has nothing, one that has issued its last command only data.
+        old_issued = Signal()
+        old_written = Signal()
+        m.d.comb += [
+            old_issued.eq(~busy.bit_select(oldest, 1) | refused.bit_select(oldest, 1)
+                          | Mux(oldest, stores[1].issued, stores[0].issued)),
+            old_written.eq(~busy.bit_select(oldest, 1) | refused.bit_select(oldest, 1)
+                           | Mux(oldest, stores[1].done, stores[0].done)),
+        ]
+
+        hdr = rx.o_hdr
+        is_load = sreqs[0].is_load
+        inputs_idle = stores[0].idle & stores[1].idle
+        # A load waits for every store before it to be written, then for the load path among
+        # the loads waiting; a store for its path to be free. Every message's payload (a
+        # load's: none, or ignored) goes through the path whose turn it is.
+        m.d.comb += hdr.ready.eq(inputs_idle & Mux(is_load, (busy == 0) & loads_waiting.i.ready,
+                                                   ~busy.bit_select(turn, 1)))
+        take_load = hdr.valid & hdr.ready & is_load
+        take_other = hdr.valid & hdr.ready & ~is_load
+        load_free = Signal()
+        serve_load = loads_waiting.o.valid & load_free
+        m.d.comb += [lreq.hdr.eq(loads_waiting.o.payload),
+                     loads_waiting.i.payload.eq(hdr.payload), loads_waiting.i.valid.eq(take_load),
+                     loads_waiting.o.ready.eq(load_free), lreq.take.eq(serve_load)]
+        m.d.comb += [load.addr.eq(lreq.first_word), load.wmask.eq(lreq.wmask),
+                     load.off.eq(lreq.off), load.start.eq(serve_load),
+                     load.words.eq(lreq.words), load.tail.eq(lreq.tail),
+                     load.cmd_ready.eq(rport.cmd.ready)]
+        connect(m, memory=rport.rdata, load=load.rdata)
+        connect(m, load=load.o, sender=tx.i_data)
+        m.d.comb += [
+            rport.cmd.valid.eq(load.read_cmd), rport.cmd.payload.we.eq(0),
+            rport.cmd.payload.addr.eq(load.read_addr),
+            rport.wdata.valid.eq(0), wport.rdata.ready.eq(1),
+            wport.cmd.payload.we.eq(1),
+        ]
+        with m.If(take_load | take_other):
+            m.d.sync += feeding.eq(turn)
+        with m.If(serve_load):
+            self._count_errors(m, lreq)
+
+        for k, (sreq, store) in enumerate(zip(sreqs, stores)):
+            mine = turn == k
+            older = oldest == k
+            m.d.comb += [
+                sreq.hdr.eq(hdr.payload), sreq.take.eq(take_other & mine),
+                store.addr.eq(sreq.first_word), store.wmask.eq(sreq.wmask),
+                store.off.eq(sreq.off), store.start.eq(take_other & mine),
+                # the payload on offer, to the path it is for
+                store.i.payload.eq(rx.o_data.payload),
+                store.i.valid.eq(rx.o_data.valid & (feeding == k)),
+            ]
+            with m.If(feeding == k):
+                m.d.comb += rx.o_data.ready.eq(store.i.ready)
+            # The write port: the older path's commands and data, the younger's once the
+            # older has issued (commands) and written (data) all of its own.
+            may_issue = older | old_issued
+            may_write = older | old_written
+            m.d.comb += store.cmd_ready.eq(may_issue & wport.cmd.ready)
+            with m.If(may_issue & store.write_cmd):
+                m.d.comb += [wport.cmd.valid.eq(1), wport.cmd.payload.addr.eq(store.write_addr)]
+            with m.If(may_write & store.wdata.valid):
+                m.d.comb += [wport.wdata.valid.eq(1), wport.wdata.payload.eq(store.wdata.payload)]
+            m.d.comb += store.wdata.ready.eq(may_write & wport.wdata.ready)
+
+            with m.If(take_other & mine):
+                self._count_errors(m, sreq)
+                with m.If(sreq.is_store):
+                    count(m, counters.stores)
+                    m.d.sync += [busy.bit_select(k, 1).eq(1), turn.eq(~turn),
+                                 refused.bit_select(k, 1).eq(sreq.error)]
+                    with m.If(sreq.error):
+                        m.d.comb += store.drain.eq(1)
+                    with m.Else():
+                        m.d.comb += store.store.eq(1)
+                with m.Else():
+                    count(m, counters.bad_type)
+                    m.d.comb += store.drain.eq(1)
+            with m.If(take_load & mine):
+                m.d.comb += store.drain.eq(1)
+            # Its ack, in the stores' order, once written (at once if refused).
+            with m.If(older & busy[k] & (refused[k] | store.done)):
+                m.d.comb += [store_acks.i.valid.eq(1), store_acks.i.payload.eq(sreq.ack)]
+                with m.If(store_acks.i.ready):
+                    m.d.sync += [busy.bit_select(k, 1).eq(0), oldest.eq(~oldest)]
+
+        # Acks out: a store's from its queue first, else the load's (its data then follows).
+        load_offer = Signal()
+        with m.If(store_acks.o.valid):
+            m.d.comb += [tx.i_hdr.valid.eq(1), tx.i_hdr.payload.eq(store_acks.o.payload),
+                         store_acks.o.ready.eq(tx.i_hdr.ready)]
+        with m.Else():
+            m.d.comb += [tx.i_hdr.valid.eq(load_offer), tx.i_hdr.payload.eq(lreq.ack)]
+        load_taken = load_offer & ~store_acks.o.valid & tx.i_hdr.ready
+        load_done = tx.i_data.valid & tx.i_data.ready & tx.i_data.payload.last
+
+        with m.FSM(name="loads"):
+            with m.State("IDLE"):
+                m.d.comb += load_free.eq(1)
+                with m.If(serve_load):
+                    count(m, counters.loads)
+                    with m.If(lreq.reads):
+                        m.d.comb += load.read.eq(1)
+                        m.next = "LOAD"
+                    with m.Else():
+                        m.next = "ACK"
+            with m.State("LOAD"):
+                m.d.comb += [lreq.with_data.eq(1), load_offer.eq(1)]
+                with m.If(load_taken):
+                    m.next = "LOAD_DATA"
+            with m.State("LOAD_DATA"):
+                with m.If(load_done):
+                    m.next = "IDLE"
+            with m.State("ACK"):
+                m.d.comb += load_offer.eq(1)
+                with m.If(load_taken):
+                    m.next = "IDLE"
 
 
 class MemRequest(wiring.Component):

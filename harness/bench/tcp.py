@@ -564,11 +564,10 @@ def render_tcp(res, fmt="text", command=None):
 
 def run(args, design, out=None, log=None):
     """``apiary bench DESIGN --tcp``: measure, print, return the results."""
+    from .sink import sink_tile
+    from . import sink
     out = sys.stdout if out is None else out
     log = sys.stderr if log is None else log
-    res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design,
-                        connections_only=args.connections, progress=StatusLine(log))
-    fmt = "json" if args.json else "markdown" if args.markdown else "text"
     parts = ["apiary bench", args.design, "--tcp"]
     if args.width is not None:
         parts.append(f"--width {args.width}")
@@ -578,6 +577,14 @@ def run(args, design, out=None, log=None):
     parts.append(f"--clock-mhz {args.clock_mhz:g}")
     if args.markdown:
         parts.append("--markdown")
+    if sink_tile(design) is not None:
+        if args.connections:
+            raise BenchError("--connections measures the echo's connections; this design's "
+                             "application is a sink (its benchmark is the goodput into it)")
+        return sink.run(args, design, out, log, " ".join(parts))
+    res = run_tcp_bench(design, clock_mhz=args.clock_mhz, log=log, script=args.design,
+                        connections_only=args.connections, progress=StatusLine(log))
+    fmt = "json" if args.json else "markdown" if args.markdown else "text"
     print(render_tcp(res, fmt, " ".join(parts)), end="", file=out)
     return res
 

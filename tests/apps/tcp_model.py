@@ -18,8 +18,10 @@ at most had a memory request unanswered (:attr:`max_memory`: a ``LOAD_MEM`` or a
 
 It fails (:class:`ModelError`) on anything the interface forbids: a message to the wrong tile,
 sub-port or from the wrong sub-port; two requests of a kind outstanding for a flow (memory
-requests included), or a request for a connection while a memory request of an earlier one in
-its slot is unanswered (the tiles promise one job per flow slot at a time); a read
+requests included; with ``loads_per_flow`` more than one, up to that many ``LOAD_MEM`` may be
+outstanding for a flow, the most seen at once in :attr:`max_loads`), or a request for a
+connection while a memory request of an earlier one in its slot is unanswered (the tiles
+promise one job per flow slot at a time); a read
 outside what a response reported; a store outside the room granted; a pointer that moves
 back, beyond what was granted, or over bytes not yet read (receive: no ``LOAD_MEM_ACK``
 delivered for them) or written (send: no ``STORE_MEM_ACK`` delivered); anything after a close;
@@ -131,12 +133,16 @@ class TcpEngineModel:
         Cycles a memory ack waits before it may go to the tile.
     mem_any_order : bool
         Memory acks go to the tile in any order (a random one of those waiting).
+    loads_per_flow : int
+        ``LOAD_MEM`` a flow may have outstanding at once (default 1: one request of a kind).
     """
 
     def __init__(self, config: TcpConfig, width: int, *, app=(1, 1), rx=(2, 1), tx=(3, 1),
                  rx_mem=(0, 2), tx_mem=(3, 2), rng, burst=64, arrive=0.1, read=0.2,
-                 mem_latency=0, mem_any_order=False):
+                 mem_latency=0, mem_any_order=False, loads_per_flow=1):
         self.config, self.width, self.rng = config, width, rng
+        self.loads_per_flow = loads_per_flow
+        self.max_loads = 0                          # most LOAD_MEMs of one flow out at once
         self.app, self.rx, self.tx, self.rx_mem, self.tx_mem = app, rx, tx, rx_mem, tx_mem
         self.burst, self.arrive, self.read = burst, arrive, read
         self.mem_latency, self.mem_any_order = mem_latency, mem_any_order
@@ -374,9 +380,12 @@ class TcpEngineModel:
                f"LOAD_MEM of [{pos}, {end}) beyond what was reported ({flow.reported})")
         data = self._ring_read(self.rx_memory, cfg.rx_base, cfg.rx_ring, flow.slot, pos,
                                meta["size"])
-        _check(not flow.loads_out, f"two LOAD_MEM outstanding for {flow.handle:#x}")
+        many = "two" if self.loads_per_flow == 1 else f"more than {self.loads_per_flow}"
+        _check(flow.loads_out < self.loads_per_flow,
+               f"{many} LOAD_MEM outstanding for {flow.handle:#x}")
         self._slot_free(flow, "LOAD_MEM")
         flow.loads_out += 1
+        self.max_loads = max(self.max_loads, flow.loads_out)
         self._note_busy()
         def loaded():
             flow.loads.append((pos, end))

@@ -50,3 +50,15 @@ def test_the_connections_held_table_and_the_connections_only_report():
     md = render_tcp(only, "markdown")
     assert "| 32 (32) | 1000 | 31.25 | 4.00 M | 3 |" in md and "| 32 | 2000 |" in md
     assert "Request rate" not in md and "Latency" not in md and "Bulk" not in md
+
+
+def test_the_sink_report_gives_goodput_beside_the_link_bound():
+    from harness.bench.sink import link_bound, render_sink
+    run = {"flows": 1, "segment_bytes": 1460, "bytes": 1 << 20, "bytes_per_cycle": 50.004,
+           "resent": 2, "link_bound": link_bound(1460, 512)}
+    res = {"design": "tcp_sink", "width": 512, "clock_mhz": 250.0, "simulator": "Verilator 5",
+           "sink": [run]}
+    text = render_sink(res, "markdown", "apiary bench examples/tcp_sink.py --tcp")
+    # 1460 bytes in 24 words of 64 bytes: 60.83 bytes a cycle at most; figures rounded down.
+    assert "| 1 | 1460 | 1,048,576 | 50.00 | 100.00 | 60.83 | 121.66 | 2 |" in text
+    assert "every byte read by the sink" in text

@@ -277,7 +277,8 @@ class TcpRxTile(Tile):
             initial=lambda m, length, meta: pseudo_header_sum(
                 meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
-            buffer_bytes=cfg.segment_buffer, max_queued=32)
+            buffer_bytes=cfg.segment_buffer,
+            max_queued=max(32, cfg.segment_buffer // 1024))
         m.submodules.head = head = SegmentHead(width)
         connect(m, packets=seg_hdr, head=head.hdr)
         connect(m, source=seg_data, head=head.data)
