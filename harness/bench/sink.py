@@ -22,7 +22,7 @@ import random
 from apiary.terminal import StatusLine, render_tables
 
 from .echo import BenchError, _down
-from .tcp import _close_all, _connect_all, _peers
+from .tcp_conn import _close_all, _connect_all, _peers
 from .tcp_peer import run_peers, seq_add, seq_diff
 
 

@@ -47,9 +47,9 @@ import sys
 
 from apiary.terminal import StatusLine, render_tables
 
-from beehive.proto.addresses import design_addresses
 from .echo import BenchError, TARGET_WIDTH, _cycles, _down, _up, target_cell
-from .tcp_peer import Peer, run_peers, seq_add, seq_diff
+from .tcp_conn import _close_all, _connect_all, _peers
+from .tcp_peer import run_peers, seq_add, seq_diff
 
 
 __all__ = ["BEEHIVE_TCP", "TCP_TARGETS", "run_tcp_bench", "render_tcp", "run"]
@@ -67,56 +67,6 @@ TCP_TARGETS = {"cycles_per_request": 20}
 
 DEFAULT_FLOWS = (1, 16, 64)
 DEFAULT_SEGMENTS = (64, 256, 1024, 1460)
-PORT = 7
-
-
-def _peers(sim, design, count, base=20000, port=PORT, ports=None):
-    """``count`` peers from ports ``base`` up, or from ``ports`` (a list)."""
-    mac, ipv4 = design_addresses(design)
-    ports = range(base, base + count) if ports is None else ports
-    return [Peer(sim, sport=sport, dport=port, isn=1000 + 7919 * i, design_mac=mac,
-                 design_ip=ipv4) for i, sport in enumerate(ports)]
-
-
-def _connect_all(sim, peers):
-    """Open every connection: SYNs all at once, sent again (as a real client would) to those a
-    bounded half-open table turned away."""
-    waiting = list(peers)
-    for _ in range(200):
-        for p in waiting:
-            p.send_syn()
-        run_peers(sim, waiting, 1000, ack=False)
-        still = []
-        for p in waiting:
-            synack = [s for s in p.seen if s.flags == "SA"]
-            if synack:
-                p.establish(synack[0])
-            else:
-                still.append(p)
-        waiting = still
-        if not waiting:
-            break
-    else:
-        raise BenchError(f"{len(waiting)} of {len(peers)} connections got no SYN-ACK")
-    run_peers(sim, peers, 200, ack=False)
-
-
-def _close_all(sim, peers):
-    """Close every connection (we close first; the echo closes after the end of the stream),
-    so that their slots are free for the next measurement."""
-    for p in peers:
-        p.send("FA")
-        p.snd_nxt = seq_add(p.snd_nxt, 1)
-    for _ in range(100):
-        run_peers(sim, peers, 1000)
-        if all(p.fin for p in peers):
-            break
-        for p in peers:
-            if p.snd_una != p.snd_nxt:        # our FIN was lost in the burst: again
-                p.send("FA", seq=seq_add(p.snd_nxt, -1))
-    else:
-        raise BenchError(f"{sum(not p.fin for p in peers)} connections did not close")
-    run_peers(sim, peers, 500)
 
 
 def _tcp_config(design):
