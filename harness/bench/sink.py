@@ -22,7 +22,7 @@ import random
 from apiary.terminal import StatusLine, render_tables
 
 from .echo import BenchError, _down
-from .tcp_conn import _close_all, _connect_all, _peers
+from .tcp_conn import _close_all, _connect_all, _peers, second_half
 from .tcp_peer import run_peers, seq_add, seq_diff
 
 
@@ -74,7 +74,6 @@ def measure_sink(sim, design, tile, flows, segment, total, *, step=16, patience=
     read_before = sim.counters()[counter]
     resent = 0
     marks = []                          # (cycle, bytes acknowledged so far)
-    first_in = None
     limit = sim.cycle + 100 * total * flows // 8 + 200_000
 
     def acked(p):
@@ -96,8 +95,6 @@ def measure_sink(sim, design, tile, flows, segment, total, *, step=16, patience=
                 n = min(segment, total - sent[p.sport])
                 p.send_data(data[p.sport][sent[p.sport]:sent[p.sport] + n])
                 sent[p.sport] += n
-        if first_in is None:
-            first_in = sim.cycle
         before = {p.sport: p.snd_una for p in peers}
         new = run_peers(sim, peers, step)
         for p in peers:
@@ -117,13 +114,9 @@ def measure_sink(sim, design, tile, flows, segment, total, *, step=16, patience=
     _close_all(sim, peers)
     if read != flows * total:
         raise BenchError(f"the sink read {read} bytes of the {flows * total} sent")
-    half = flows * total // 2
-    start = next((c, b) for c, b in marks if b >= half)
-    end = marks[-1]
-    cycles = end[0] - start[0]
+    cycles, rate = second_half(marks, flows * total)
     return {"flows": flows, "segment_bytes": segment, "bytes": flows * total,
-            "cycles": cycles, "bytes_per_cycle": (end[1] - start[1]) / cycles,
-            "all_cycles": end[0] - first_in, "resent": resent, "read": read,
+            "cycles": cycles, "bytes_per_cycle": rate, "resent": resent, "read": read,
             "link_bound": link_bound(segment, design.width)}
 
 

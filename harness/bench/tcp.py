@@ -48,7 +48,7 @@ import sys
 from apiary.terminal import StatusLine, render_tables
 
 from .echo import BenchError, TARGET_WIDTH, _cycles, _down, _up, target_cell
-from .tcp_conn import _close_all, _connect_all, _peers
+from .tcp_conn import _close_all, _connect_all, _peers, second_half
 from .tcp_peer import run_peers, seq_add, seq_diff
 
 
@@ -360,13 +360,9 @@ def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, 
         if bytes(p.stream) != data[p.sport]:
             raise BenchError(f"connection {p.sport}: the bulk echo differs")
     _close_all(sim, peers)
-    half = flows * total // 2
-    start = next((c, b) for c, b in marks if b >= half)
-    end = marks[-1]
-    cycles = end[0] - start[0]
+    cycles, rate = second_half(marks, flows * total)
     return {"flows": flows, "segment_bytes": segment, "bytes": flows * total,
-            "cycles": cycles, "bytes_per_cycle": (end[1] - start[1]) / cycles,
-            "resent": resent}
+            "cycles": cycles, "bytes_per_cycle": rate, "resent": resent}
 
 
 def _traffic(sim, design, flows, rounds, segments, bulk_bytes, bulk_flows, note):

@@ -1,14 +1,14 @@
 """Opening and closing the TCP benchmarks' connections: a scripted peer per connection
-(:class:`~harness.bench.tcp_peer.Peer`), all opened at once and closed together. Shared by the
-echo benchmark (:mod:`harness.bench.tcp`), the sink's (:mod:`harness.bench.sink`) and the
-Reed-Solomon one (:mod:`harness.bench.rs`)."""
+(:class:`~harness.bench.tcp_peer.Peer`), all opened at once and closed together; and the
+goodput of a transfer's second half. Shared by the echo benchmark (:mod:`harness.bench.tcp`),
+the sink's (:mod:`harness.bench.sink`) and the Reed-Solomon one (:mod:`harness.bench.rs`)."""
 
 from beehive.proto.addresses import design_addresses
 from .echo import BenchError
 from .tcp_peer import Peer, run_peers, seq_add
 
 
-__all__ = ["PORT", "_peers", "_connect_all", "_close_all"]
+__all__ = ["PORT", "_peers", "_connect_all", "_close_all", "second_half"]
 
 #: The echo's port.
 PORT = 7
@@ -61,3 +61,13 @@ def _close_all(sim, peers):
     else:
         raise BenchError(f"{sum(not p.fin for p in peers)} connections did not close")
     run_peers(sim, peers, 500)
+
+
+def second_half(marks, total):
+    """``(cycles, bytes per cycle)`` of a transfer of ``total`` bytes over its second half:
+    from the first of ``marks`` (``(cycle, bytes so far)``, in order) at or past half the bytes
+    to the last."""
+    start = next((c, b) for c, b in marks if b >= total // 2)
+    end = marks[-1]
+    cycles = end[0] - start[0]
+    return cycles, (end[1] - start[1]) / cycles

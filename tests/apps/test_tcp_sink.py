@@ -129,6 +129,22 @@ def loads_just_sent(model, flow, recent=20):
 SLACK = 40
 
 
+def read_full_rings(tile, model, count, size, *, seed):
+    """Announce ``count`` connections in slots 0 up, each with ``size`` random bytes and a FIN
+    to deliver as fast as its ring takes them; run without gaps or stalls until every byte was
+    read. Returns ``run``'s ``(counters, stats)``."""
+    flows = [model.announce(slot, 1) for slot in range(count)]
+    rng = random.Random(seed)
+    for f in flows:
+        model.deliver_now(f, rng.randbytes(size), fin=True)
+
+    def script(model):
+        for f in flows:
+            model.deliver_now(f, b"")
+    return run(tile, model, seed=1, script=script, gaps=0, stall=0, settle=0, timeout=100_000,
+               until=lambda model: model.idle() and all(read_all(f, size) for f in flows))
+
+
 @pytest.mark.parametrize("jobs", [1, 4])
 @pytest.mark.parametrize("width", WIDTHS)
 def test_sink_survives_a_reset_under_a_load(width, jobs):
@@ -484,17 +500,7 @@ def test_one_job_takes_turns_between_busy_flows():
     model = model_for(cfg, 512, 17, model=Contiguous, mem_latency=20)
     tile = sink(512, cfg)
     size = 24 * 4096
-    flows = [model.announce(slot, 1) for slot in range(2)]
-    rng = random.Random(17)
-    for f in flows:
-        model.deliver_now(f, rng.randbytes(size), fin=True)
-
-    def script(model):
-        for f in flows:
-            model.deliver_now(f, b"")
-    counters, stats = run(tile, model, seed=1, script=script, gaps=0, stall=0, settle=0,
-                          timeout=100_000, until=lambda model: model.idle() and all(
-                              read_all(f, size) for f in flows))
+    counters, stats = read_full_rings(tile, model, 2, size, seed=17)
     slots = [(fields["addr"] - cfg.rx_base) // cfg.rx_ring
              for _, t, fields in model.received if t == LOAD_MEM]
     runs = [len(list(g)) for _, g in itertools.groupby(slots)]
@@ -511,17 +517,7 @@ def cycles_for_four(jobs, width=512, size=4 * 4096):
     cfg = config(4096)
     model = model_for(cfg, width, 4, mem_latency=100, mem_any_order=True)
     tile = sink(width, cfg, jobs=jobs)
-    flows = [model.announce(slot, 1) for slot in range(4)]
-    rng = random.Random(jobs)
-    for f in flows:
-        model.deliver_now(f, rng.randbytes(size), fin=True)
-
-    def script(model):
-        for f in flows:
-            model.deliver_now(f, b"")
-    counters, stats = run(tile, model, seed=1, script=script, gaps=0, stall=0, settle=0,
-                          timeout=100_000, until=lambda model: model.idle() and all(
-                              read_all(f, size) for f in flows))
+    counters, stats = read_full_rings(tile, model, 4, size, seed=jobs)
     assert counters["bytes"] == 4 * size and counters["closed"] == 4
     return stats.cycles, model.max_memory
 
