@@ -1,7 +1,13 @@
 """TCP bulk sink on port 5001 (iperf's) beside the UDP echo stack: every byte a connection
 sends is read and counted, as iperf's server does; on a 4 × 4 mesh laid out as
-``examples/tcp_echo.py``, with the sink (:class:`~beehive.apps.TcpSinkTile`) where the echo
-was::
+``examples/tcp_echo.py``, with the sink (:class:`~beehive.apps.TcpSinkTile`) in the bottom row::
+
+    (0,0) eth_rx ─▶ (1,0) ip_rx ─▶ (2,0) udp_rx     (3,0) tcp_rx
+      │               │     └────────────────────────▶ │  ▲ wires
+    (0,1) eth_tx ◀─ (1,1) ip_tx ◀─ (2,1) udp_tx     (3,1) tcp_tx
+      ▲               ▲               ▲
+    (0,2) arp       (1,2) icmp      (2,2) echo
+                    (1,3) tcp_sink  (2,3) tx_mem    (3,3) rx_mem
 
     apiary check examples/tcp_sink.py
     apiary bench examples/tcp_sink.py --tcp          # one connection's goodput into the sink
@@ -9,6 +15,13 @@ was::
 
 (``iperf3`` speaks a control protocol of its own first; ``nc 10.0.0.2 5001 < file`` is a plain
 sender.)
+
+The sink is not where the echo is, at (3,2): there, the receive tile's notifications to it
+came down column 3 in front of the stores, and a notification waiting for the sink's port
+(busy taking a 4 KiB load's 65 flits) held the store behind it in the router for up to 50
+cycles (wormhole routers have one queue per input). At (1,3) the notifications turn down
+column 1 and the loads' answers come along row 3, so nothing shares a link with the stores:
+54.40 bytes/cycle into the sink instead of 45.05 (docs/performance.md, 2026-12-03).
 
 The receive rings are on chip, in a duplex memory tile (``MemoryTile(bram=True,
 duplex=True)``: one port writes what the engine stores while the other reads what the sink
@@ -36,6 +49,8 @@ from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 tcp_echo = sibling(__file__, "tcp_echo.py")
 
 SINK_PORT = 5001
+#: Off the receive tile's column: see the module docstring.
+SINK_AT = (1, 3)
 #: Each connection's send ring: the sink sends nothing, but the engine keeps one per flow.
 TX_RING = 4096
 
@@ -54,6 +69,6 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=SINK_PORT, flows=
     tcp.setdefault("segment_buffer", 2 * ring)
     config = tcp_echo.tcp_config(width, flows, ring, rto, **tcp)
     tcp_echo.add_tcp(d, config, rx_mem=dict(bram=True, duplex=True))
-    d.add("tcp_sink", TcpSinkTile, at=(3, 2), config=config, chunk=chunk)
+    d.add("tcp_sink", TcpSinkTile, at=SINK_AT, config=config, chunk=chunk)
     tcp_echo.connect_app(d, "tcp_sink", port)
     return d
