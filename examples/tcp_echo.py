@@ -18,14 +18,29 @@ its send ring in ``tx_mem``, and the echo application moves bytes from one to th
     apiary check examples/tcp_echo.py
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
 
-``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=16384, rto=None, memory_latency=2,
-name="tcp_echo", ctl_width=64, **tcp)``: ``flows`` defaults to 256 at 512 bits and 32 below;
-``ring`` is each connection's receive and send ring (in ``rx_mem`` and ``tx_mem``, whose read
-latency in simulation is ``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout
-in cycles (default 200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle
-time, which it runs at ``idle_hz``); ``tcp`` overrides any other
-:class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP and TCP ports
-are separate).
+``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=None, rto=None, memory_latency=2,
+name="tcp_echo", ctl_width=64, bulk=False, chunk=None, **tcp)``: ``flows`` defaults to 256 at
+512 bits and 32 below; ``ring`` is each connection's receive and send ring (default 16 KiB; in
+``rx_mem`` and ``tx_mem``, whose read latency in simulation is ``memory_latency`` cycles: block
+RAM); ``rto`` the retransmission timeout in cycles (default 200,000: 0.8 ms at 250 MHz, and a
+fraction of a second of a TAP bridge's idle time, which it runs at ``idle_hz``); ``chunk`` the
+echo's largest step (:class:`~beehive.apps.TcpEchoTile`: default a segment); ``tcp`` overrides
+any other :class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP
+and TCP ports are separate).
+
+``bulk=True`` is the configuration for a few connections' bulk echo at the link's rate::
+
+    apiary bench examples/tcp_echo.py --tcp --set bulk=True
+
+16 flows (unless ``flows`` says otherwise) of 128 KiB rings, both memories on chip and duplex
+(``MemoryTile(bram=True, duplex=True)``: a store streams in while a load streams out; 4 MiB of
+rings in all), a segment buffer of two rings, the echo moving up to 64 KiB a step (its buffer
+holds a step per job: 256 KiB), and the echo at (1,3), off the receive tile's column (as
+``examples/tcp_sink.py``'s sink: there, the engine's messages to the echo wait in no router in
+front of the stores). A step is a round of requests to the engine and the two memories, and
+the echo stores a step's bytes once all are loaded, so a connection moves ``n`` bytes in about
+``2n / 64 + 100`` cycles at 512 bits: one segment a step (the default) holds one connection at
+about 10 bytes/cycle each way, 32 KiB steps at 29, 64 KiB steps at 30.7 (docs/performance.md).
 """
 
 from apiary.design import Design
@@ -60,27 +75,41 @@ def tcp_config(width=512, flows=None, ring=16384, rto=None, **more):
     return TcpConfig(**fields)
 
 
+#: ``bulk=True``: each connection's rings, the echo's largest step, the flows, the echo's place.
+BULK_RING, BULK_CHUNK, BULK_FLOWS, BULK_AT = 131072, 65536, 16, (1, 3)
+
+
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=None,
-           ring=16384, rto=None, memory_latency=BRAM_LATENCY, *, name="tcp_echo", ctl_width=64,
-           **tcp):
+           ring=None, rto=None, memory_latency=BRAM_LATENCY, *, name="tcp_echo", ctl_width=64,
+           bulk=False, chunk=None, **tcp):
     d = Design(name, cols=4, rows=4, width=width, ctl_width=ctl_width)
     d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency)
     udp_echo.build_stack(d, port)
-    config = tcp_config(width, flows, ring, rto, **tcp)
-    add_tcp(d, config)
-    d.add("tcp_echo", TcpEchoTile, at=(3, 2), config=config)
+    memory, at = None, (3, 2)
+    if bulk:
+        at = BULK_AT
+        flows = BULK_FLOWS if flows is None else flows
+        ring = BULK_RING if ring is None else ring
+        chunk = BULK_CHUNK if chunk is None else chunk
+        tcp.setdefault("segment_buffer", 2 * ring)
+        memory = dict(bram=True, duplex=True)
+    config = tcp_config(width, flows, 16384 if ring is None else ring, rto, **tcp)
+    add_tcp(d, config, rx_mem=memory, tx_mem=memory)
+    step = {} if chunk is None else {"chunk": chunk}
+    d.add("tcp_echo", TcpEchoTile, at=at, config=config, **step)
     connect_app(d, "tcp_echo", port)
     return d
 
 
 def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_at=(2, 3),
-            apiary=False, rx_mem=None):
+            apiary=False, rx_mem=None, tx_mem=None):
     """Add the TCP engine (``tcp_rx``, ``tcp_tx``), its two buffer memories and their routes to
     a design that has ``ip_rx``, ``ip_tx`` and ``arp``. ``apiary``: the engine's tiles are
     untrusted, behind monitors (the design has a :class:`~apiary.os.kernel.Kernel`), and each
     connection's rings are segments of the kernel's memories, so no buffer memories are added
     (``examples/tcp_apiary.py``). ``rx_mem``: more parameters of the receive rings'
-    :class:`~apiary.os.memory_tile.MemoryTile` (``examples/tcp_sink.py``: on chip, duplex)."""
+    :class:`~apiary.os.memory_tile.MemoryTile` (``examples/tcp_sink.py``: on chip, duplex);
+    ``tx_mem`` the same for the send rings'."""
     d.add("tcp_rx", TcpRxTile, at=rx_at, config=config, trusted=not apiary)
     d.add("tcp_tx", TcpTxTile, at=tx_at, config=config, trusted=not apiary)
     d.wire("tcp_rx", "tcp_tx")
@@ -91,7 +120,8 @@ def add_tcp(d, config, *, rx_at=(3, 0), tx_at=(3, 1), rx_mem_at=(3, 3), tx_mem_a
         return d
     d.add("rx_mem", MemoryTile, at=rx_mem_at, size_bytes=config.rx_memory_bytes(),
           **(rx_mem or {}))
-    d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes())
+    d.add("tx_mem", MemoryTile, at=tx_mem_at, size_bytes=config.tx_memory_bytes(),
+          **(tx_mem or {}))
     d.route("tcp_rx", "rx_mem", key="rx_mem")
     d.route("rx_mem", "tcp_rx", fbits=Fbits.LOCAL1)
     d.route("tcp_tx", "tx_mem", key="tx_mem")

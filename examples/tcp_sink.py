@@ -36,8 +36,10 @@ rate, with room for the round trip), ``flows * ring`` bytes of on-chip memory in
 receive tile's segment buffer is ``2 * ring`` unless ``segment_buffer`` says otherwise (a whole
 window of segments arriving at the wire's rate waits there: the receive path takes each
 1,460-byte segment in about 26 cycles to the wire's 24);
-``chunk`` the sink's largest load; ``tcp`` overrides any other
-:class:`~beehive.proto.tcp.TcpConfig` field.
+``chunk`` the sink's largest load; ``mtu`` the largest IPv4 datagram taken (``mtu=9000``:
+jumbo frames, segments of up to 8,960 bytes, and ``apiary bench --tcp`` measures them beside
+the 1,460-byte ones); ``tcp`` overrides any other :class:`~beehive.proto.tcp.TcpConfig`
+field.
 """
 
 from apiary.design import Design
@@ -56,13 +58,18 @@ TX_RING = 4096
 
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=SINK_PORT, flows=16, ring=None,
-           rto=None, *, name="tcp_sink", ctl_width=64, chunk=None, **tcp):
+           rto=None, *, name="tcp_sink", ctl_width=64, chunk=None, mtu=1500, **tcp):
     if ring is None:
         ring = 65536 if width >= 256 else 16384
     d = Design(name, cols=4, rows=4, width=width, ctl_width=ctl_width)
     d.settings.update(mac=mac, ipv4=ipv4, idle_hz=tcp_echo.IDLE_HZ,
                       memory_latency=tcp_echo.BRAM_LATENCY)
     tcp_echo.udp_echo.build_stack(d, tcp_echo.ECHO_PORT)
+    if mtu != 1500:
+        # Frames of the MTU, an 802.1Q tag included; segments of the MTU less 40 header bytes.
+        d.tiles["eth_rx"].params["max_frame"] = mtu + 18
+        tcp.setdefault("mss", mtu - 40)
+        tcp.setdefault("tx_ring", max(TX_RING, 1 << (2 * (mtu - 40) - 1).bit_length()))
     tcp.setdefault("tx_ring", TX_RING)
     # Room for a whole window of arriving segments (with their headers), as they come at the
     # wire's rate and leave at the receive path's, a little slower.

@@ -26,10 +26,10 @@ from .tcp_conn import _close_all, _connect_all, _peers, second_half
 from .tcp_peer import run_peers, seq_add, seq_diff
 
 
-__all__ = ["sink_tile", "measure_sink", "run_sink_bench", "render_sink", "run"]
+__all__ = ["sink_tile", "sink_segments", "measure_sink", "run_sink_bench", "render_sink", "run"]
 
-#: Segment sizes measured: the standard MSS, and smaller ones (the engine takes at most a
-#: 1,480-byte IPv4 payload: no jumbo frames).
+#: Segment sizes measured: the standard MSS and a smaller one; and the design's MSS if it is
+#: larger (jumbo frames: :func:`sink_segments`).
 SINK_SEGMENTS = (1460, 512)
 #: Connections at once.
 SINK_FLOWS = (1, 4)
@@ -41,6 +41,15 @@ def sink_tile(design):
     """The name of the design's :class:`~beehive.apps.TcpSinkTile`, or ``None``."""
     from beehive.apps import TcpSinkTile
     return next((name for name, decl in design.tiles.items() if decl.cls is TcpSinkTile), None)
+
+
+def sink_segments(design):
+    """:data:`SINK_SEGMENTS`, and the design's MSS after them if it is larger (a design that
+    takes jumbo frames)."""
+    from beehive.proto.tcp import TcpRxTile
+    mss = max((decl.params["config"].mss for decl in design.tiles.values()
+               if decl.cls is TcpRxTile and decl.params.get("config") is not None), default=0)
+    return SINK_SEGMENTS + ((mss,) if mss > max(SINK_SEGMENTS) else ())
 
 
 def _sink_port(design, tile):
@@ -120,7 +129,7 @@ def measure_sink(sim, design, tile, flows, segment, total, *, step=16, patience=
             "link_bound": link_bound(segment, design.width)}
 
 
-def run_sink_bench(design, *, clock_mhz=250.0, flows=SINK_FLOWS, segments=SINK_SEGMENTS,
+def run_sink_bench(design, *, clock_mhz=250.0, flows=SINK_FLOWS, segments=None,
                    total=SINK_BYTES, log=None, script=None, progress=None):
     """The sink's goodput for each number of connections and segment size; a dict (see
     :func:`render_sink`)."""
@@ -130,6 +139,8 @@ def run_sink_bench(design, *, clock_mhz=250.0, flows=SINK_FLOWS, segments=SINK_S
     tile = sink_tile(design)
     if tile is None:
         raise BenchError(f"design {design.name!r} has no TcpSinkTile")
+    if segments is None:
+        segments = sink_segments(design)
     runs = []
     with open_sim(design, "verilator", progress=progress) as sim:
         for n in flows:

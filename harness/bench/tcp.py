@@ -31,11 +31,14 @@ segment's checksums and every echoed byte; a wrong or missing echo stops the ben
   design and counted, and the peer sends it again after 4,000 cycles without an echo (also
   counted: ``resent``), as a TCP client would.
 * **Bulk echo goodput** by segment size, one connection and several: each connection keeps up to
-  ``window`` bytes in flight (and the connections together at most 24 segments, about what the
-  receive tile's segment buffer holds), sent in segments of the size given, and acknowledges
-  what comes back; goodput counts the payload bytes echoed (each one crossed the engine twice,
-  in and out) over the second half of the run. A segment the design drops (its buffer full) is
-  sent again after a quiet spell, as TCP would, and counted.
+  a window of bytes in flight (:func:`bulk_window`: the receive ring or the receive tile's
+  segment buffer, whichever is smaller; and the connections together three quarters of the
+  segments that buffer queues: 8 KiB and 24 segments with ``examples/tcp_echo.py``'s
+  defaults), sent in segments of the size given, and acknowledges what comes back; goodput
+  counts the payload bytes echoed (each one crossed the engine twice, in and out) over the
+  second half of the run: 8 windows per connection, at most 1,024 segments and at least 64 KiB
+  (64 KiB with the defaults). A segment the design drops (its buffer full) is sent again after
+  a quiet spell, as TCP would, and counted.
 
 Bit rates are at ``clock_mhz`` (250 MHz, the Beehive paper's); the link is ``width`` bits per
 cycle each way.
@@ -77,6 +80,16 @@ def _tcp_config(design):
             config = decl.params.get("config")
             return config if config is not None else TcpRxTile().config
     return None
+
+
+def bulk_window(design):
+    """``(window, in_flight)`` of the bulk echo: the bytes one connection keeps in flight (its
+    receive ring or the receive tile's segment buffer, whichever is smaller) and the segments
+    all connections keep in flight together (three quarters of what that buffer queues, at
+    least 32 segments: :class:`~beehive.proto.tcp.TcpRxTile`)."""
+    config = _tcp_config(design)
+    return (min(config.rx_ring, config.segment_buffer),
+            max(32, config.segment_buffer // 1024) * 3 // 4)
 
 
 def tcp_flows(design):
@@ -319,6 +332,9 @@ def measure_rate(sim, design, flows, rounds, size=64, step=16, patience=4000):
 
 def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, step=64,
                  patience=4000):
+    """One bulk echo (the module docstring): ``flows`` connections each echo ``total`` bytes in
+    segments of ``segment``, ``window`` bytes in flight each and ``in_flight`` segments in all
+    (:func:`bulk_window` gives a design's)."""
     peers = _peers(sim, design, flows, base=40000 + 100 * flows + segment % 97)
     _connect_all(sim, peers)
     rng = random.Random(segment)
@@ -362,7 +378,7 @@ def measure_bulk(sim, design, flows, segment, total, window=8192, in_flight=24, 
     _close_all(sim, peers)
     cycles, rate = second_half(marks, flows * total)
     return {"flows": flows, "segment_bytes": segment, "bytes": flows * total,
-            "cycles": cycles, "bytes_per_cycle": rate, "resent": resent}
+            "cycles": cycles, "bytes_per_cycle": rate, "resent": resent, "window": window}
 
 
 def _traffic(sim, design, flows, rounds, segments, bulk_bytes, bulk_flows, note):
@@ -378,16 +394,18 @@ def _traffic(sim, design, flows, rounds, segments, bulk_bytes, bulk_flows, note)
         rates.append(measure_rate(sim, design, n, rounds))
         note(f"{n} connections: {rates[-1]['cycles_per_request']:.1f} cycles/request")
     bulk = []
+    window, in_flight = bulk_window(design)
     for n in bulk_flows:
         for size in segments:
-            bulk.append(measure_bulk(sim, design, n, size, bulk_bytes))
+            total = bulk_bytes or max(64 * 1024, min(8 * window, 1024 * size))
+            bulk.append(measure_bulk(sim, design, n, size, total, window, in_flight))
             note(f"bulk, {n} connection(s), {size}-byte segments: "
                  f"{bulk[-1]['bytes_per_cycle']:.2f} bytes/cycle")
     return setup, latency, rates, bulk
 
 
 def run_tcp_bench(design, *, clock_mhz=250.0, flows=DEFAULT_FLOWS, rounds=20,
-                  segments=DEFAULT_SEGMENTS, bulk_bytes=64 * 1024, bulk_flows=(1, 8),
+                  segments=DEFAULT_SEGMENTS, bulk_bytes=None, bulk_flows=(1, 8),
                   connections_only=False, log=None, script=None, progress=None):
     """Every measurement above on ``design`` (with ``connections_only``, the set-up rate and
     the connections held alone); returns a dict (see :func:`render_tcp`). A line per
@@ -463,13 +481,17 @@ def _tables(res, markdown=False):
              ["connections", "requests", "resent (dropped in a burst)", "cycles/request",
               f"kreq/s at {mhz:g} MHz",
               "Beehive (paper, many connections)", "target (512-bit)"], rate_rows)
-    bulk_rows = [[str(b["flows"]), str(b["segment_bytes"]), _down(b["bytes_per_cycle"]),
+    bulk_rows = [[str(b["flows"]), str(b["segment_bytes"]),
+                  f"{b['bytes'] // b['flows']:,}" if "bytes" in b else "",
+                  _down(b["bytes_per_cycle"]),
                   _down(_gbps(b["bytes_per_cycle"], mhz)), str(b["resent"])]
                  for b in res["bulk"]]
+    per = res["bulk"][0] if res["bulk"] else {}
+    each = f" (up to {per['window']:,} bytes in flight per connection)" if "window" in per else ""
     bulk = ("Bulk echo goodput: payload bytes echoed per cycle (each byte in and out), second "
-            "half of the run",
-            ["connections", "segment (B)", "bytes/cycle", f"Gbps at {mhz:g} MHz",
-             "times the peer resent (a segment dropped)"], bulk_rows)
+            f"half of the run{each}",
+            ["connections", "segment (B)", "bytes per connection", "bytes/cycle",
+             f"Gbps at {mhz:g} MHz", "times the peer resent (a segment dropped)"], bulk_rows)
     return [latency, *tables, rates, bulk]
 
 

@@ -148,6 +148,14 @@ class TcpConfig:
         return self.tx_ring.bit_length() - 1
 
     @property
+    def max_segment(self) -> int:
+        """The longest segment the receive tile takes, TCP header and data: 1,480 bytes (a
+        1,500-byte MTU's IPv4 payload), or an ``mss``-byte segment's with a 20-byte header if
+        that is longer (jumbo frames: ``mss=8960`` for a 9,000-byte MTU; a sender counts its
+        options in the MSS, RFC 6691)."""
+        return max(1480, self.mss + 20)
+
+    @property
     def wscale(self) -> int:
         """The window-scale shift the engine offers: its receive ring, advertised whole."""
         shift = 0

@@ -131,8 +131,16 @@ RX_SEGMENT = data.StructLayout({"packet": packet_layout(), "head": 8 * MAX_HEADE
 #: What a store's acknowledgement (or a FIN) commits: ``end`` (and the FIN) becomes ``rcv_nxt``.
 COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
                             "store": 1})
-#: A segment's store: the request, and the bytes of the segment not to store.
-STORE = data.StructLayout({"store": MEM_REQUEST, "cut": range(MAX_SEGMENT + 1)})
+
+
+def store_layout(max_segment: int = MAX_SEGMENT) -> data.StructLayout:
+    """A segment's store: the request, and the bytes of the segment (at most ``max_segment``)
+    not to store."""
+    return data.StructLayout({"store": MEM_REQUEST, "cut": range(max_segment + 1)})
+
+
+#: :func:`store_layout` of a 1,500-byte MTU's segments.
+STORE = store_layout()
 #: A message to an application.
 APP_MESSAGE = data.StructLayout({"msg_type": 8, "x": 8, "y": 8, "fbits": 4,
                                  "meta": APP_META.layout()})
@@ -273,7 +281,7 @@ class TcpRxTile(Tile):
         # stored in the receive ring.
         hdr = received_packets(m, seg_rx)
         seg_hdr, seg_data = verified_packets(
-            m, width, hdr[0], hdr[1], max_packet=MAX_SEGMENT, offset=0,
+            m, width, hdr[0], hdr[1], max_packet=cfg.max_segment, offset=0,
             initial=lambda m, length, meta: pseudo_header_sum(
                 meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
@@ -289,7 +297,7 @@ class TcpRxTile(Tile):
         store_tx = ports.store_tx
         m.submodules.store = store = SegmentStore(
             width, dst=address_of(self.rx_mem, Fbits.LOCAL0), src=(*here, Fbits.LOCAL1),
-            descriptor=store_tx.i_hdr.payload.shape())
+            descriptor=store_tx.i_hdr.payload.shape(), max_segment=cfg.max_segment)
         connect(m, engine=engine.stores, store=store.i)
         # A register slice: the engine's verdict releases the held words in the cycle it is
         # taken, and nothing after that (the store's realignment, the senders' merge onto
@@ -546,14 +554,16 @@ class SegmentStore(wiring.Component):
     offers a store only while ``i.ready`` (it checks for room before it takes the segment).
 
     Latency: the descriptor is offered from the cycle after the store is queued; the bytes
-    follow :class:`~apiary.stream.realign.StreamStrip`'s. Nothing is dropped.
+    follow :class:`~apiary.stream.realign.StreamStrip`'s. Nothing is dropped. Segments are at
+    most ``max_segment`` bytes (:attr:`~.config.TcpConfig.max_segment`).
     """
 
     def __init__(self, width: int, *, dst: tuple, src: tuple,
-                 descriptor: data.StructLayout) -> None:
+                 descriptor: data.StructLayout, max_segment: int = MAX_SEGMENT) -> None:
         self._width, self._dst, self._src, self._descriptor = width, dst, src, descriptor
+        self._max = max_segment
         super().__init__({
-            "i": In(stream.Signature(STORE)),
+            "i": In(stream.Signature(store_layout(max_segment))),
             "words": In(payload_signature(width)),
             "o_hdr": Out(stream.Signature(descriptor)),
             "o_data": Out(payload_signature(width)),
@@ -563,8 +573,8 @@ class SegmentStore(wiring.Component):
         m = Module()
         m.submodules.stores = stores = memory_requests(
             self._descriptor, msg_type=STORE_MEM, dst=self._dst, src=self._src, stores=True)
-        m.submodules.cut_q = cut_q = Queue(range(MAX_SEGMENT + 1), 4)
-        m.submodules.strip = strip = StreamStrip(self._width, MAX_SEGMENT)
+        m.submodules.cut_q = cut_q = Queue(range(self._max + 1), 4)
+        m.submodules.strip = strip = StreamStrip(self._width, self._max)
         m.d.comb += [
             stores.i.valid.eq(self.i.valid), stores.i.payload.eq(self.i.payload.store),
             cut_q.i.valid.eq(self.i.valid), cut_q.i.payload.eq(self.i.payload.cut),
@@ -617,7 +627,7 @@ class RxEngine(wiring.Component):
             "app": In(stream.Signature(APP_REQUEST)),
             "arp": In(stream.Signature(ARP_ANSWER)),
             "acked": In(1),
-            "stores": Out(stream.Signature(STORE)),
+            "stores": Out(stream.Signature(store_layout(config.max_segment))),
             "messages": Out(stream.Signature(APP_MESSAGE)),
             "resolve": Out(stream.Signature(unsigned(32))),
             "counters": Out(CounterSignature(ENGINE_COUNTERS)),
@@ -674,7 +684,7 @@ class RxEngine(wiring.Component):
             txev=Signal.like(wires.tx_event.payload), found=Signal(), can_alloc=Signal(),
             new=Signal(RX_STATE), write=Signal(), ev=Signal(RX_EVENT), notify=Signal(),
             app_msg=Signal(APP_MESSAGE), app_push=Signal(), store=Signal(MEM_REQUEST),
-            cut=Signal(range(MAX_SEGMENT + 1)), store_push=Signal(), commit=Signal(COMMIT),
+            cut=Signal(range(cfg.max_segment + 1)), store_push=Signal(), commit=Signal(COMMIT),
             commit_push=Signal(), arp_push=Signal(), arp_ip=Signal(32), verdict=Signal(),
             keep=Signal(),
             tbl_insert=Signal(), tbl_remove=Signal(), release=Signal(),
