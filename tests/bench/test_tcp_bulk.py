@@ -6,11 +6,11 @@ it wait in no router in front of the stores."""
 import pathlib
 import sys
 
+from apiary.layout import xy_path
 from apiary.os.memory_tile import MemoryTile
 from harness.bench.tcp import bulk_window, render_tcp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tcp"))
-from noc_paths import inputs_on_the_way, places  # noqa: E402
 from test_tcp_engine import example  # noqa: E402
 
 tcp_echo = example("tcp_echo")
@@ -35,16 +35,20 @@ def test_the_bulk_echo_keeps_a_ring_in_flight():
         assert decl.params["bram"] and decl.params["duplex"]
 
 
+def places(design):
+    return {name: (t.x, t.y) for name, t in design.tiles.items()}
+
+
 def test_the_bulk_echo_hears_the_engine_off_the_stores_path():
     at = places(tcp_echo.design(bulk=True))
-    stores = set(inputs_on_the_way(at["tcp_rx"], at["rx_mem"]))
+    stores = set(xy_path(at["tcp_rx"], at["rx_mem"]))
     assert stores
     for engine in ("tcp_rx", "tcp_tx"):
-        assert not stores & set(inputs_on_the_way(at[engine], at["tcp_echo"]))
+        assert not stores & set(xy_path(at[engine], at["tcp_echo"]))
     # The default layout has them share: what the bulk layout moved away from.
     at = places(tcp_echo.design())
-    assert set(inputs_on_the_way(at["tcp_rx"], at["rx_mem"])) & set(
-        inputs_on_the_way(at["tcp_rx"], at["tcp_echo"]))
+    assert set(xy_path(at["tcp_rx"], at["rx_mem"])) & set(
+        xy_path(at["tcp_rx"], at["tcp_echo"]))
 
 
 def test_the_report_says_what_each_connection_kept_in_flight():

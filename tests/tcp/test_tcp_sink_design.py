@@ -17,12 +17,12 @@ import sys
 
 import pytest
 
+from apiary.layout import xy_path
 from apiary.sim import open_sim
 from harness.bench.sink import link_bound, measure_sink, render_sink, sink_tile
 from harness.bench.tcp_peer import Peer, seq_add, seq_diff
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from noc_paths import inputs_on_the_way, places  # noqa: E402
 from test_tcp_engine import example  # noqa: E402
 
 tcp_sink = example("tcp_sink")
@@ -100,8 +100,9 @@ def test_the_sink_is_told_of_data_on_no_input_that_carries_the_stores():
     # A notification from the receive tile waits in a router for the sink's port while the sink
     # takes a load's answer; on an input the stores also use it held them behind it (45.05
     # against 54.40 bytes/cycle, docs/performance.md).
-    at = places(tcp_sink.design())
-    stores = inputs_on_the_way(at["tcp_rx"], at["rx_mem"])
-    notifications = inputs_on_the_way(at["tcp_rx"], at["tcp_sink"])
+    at = {name: (t.x, t.y) for name, t in tcp_sink.design().tiles.items()}
+    # Links (a router's output towards the next router's input) on the way.
+    stores = xy_path(at["tcp_rx"], at["rx_mem"])
+    notifications = xy_path(at["tcp_rx"], at["tcp_sink"])
     assert stores and notifications
     assert not set(stores) & set(notifications)
