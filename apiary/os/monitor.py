@@ -4,7 +4,9 @@ Every message the tile sends and every message sent to it passes through the mon
 holds the tile's capabilities (formats in :mod:`apiary.os.uapi`):
 
 * **IPC capabilities out**: ``(x, y, port)`` the tile may send to (a port of ``None``: any).
-  Set from the design's grants (``Design.allow``) and changed at run time by ``IPC_GRANT``.
+  Set from the design's grants (``Design.allow``) and changed at run time by ``IPC_GRANT``
+  (which the table compares with its lookup's comparators: a message from the tile judged in
+  the cycle of a grant to this table waits that cycle).
 * **IPC capabilities in**: ``(x, y, port)``, a source the tile may receive from on one of its
   ports (beyond the thesis, which checked outgoing messages only). Set from the design's routes
   into the tile; messages from kernel tiles (memory manager, error manager, memory tiles) are
@@ -138,7 +140,7 @@ from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, SHOOTDOWN_COUNTERS, Shootdown, check_tlbs
 from ..stream.integers import power_of_two
 from .tlb import TlbConfig
-from .uapi import FaultKind
+from .uapi import FaultKind, IpcDir
 
 
 __all__ = ["Monitor", "MonitorConfig", "RateLimit", "SEGMENT", "IPC_ENTRY"]
@@ -328,6 +330,8 @@ class Monitor(Component):
             c.quarantined.eq(quarantined), self.tile_reset.eq(releasing),
             out.quarantined.eq(quarantined), inc.quarantined.eq(quarantined),
             inc.releasing.eq(releasing), release.start.eq(inc.start_release),
+            # A grant to the IPC-out table is compared by its lookup, the out side's.
+            out.hold.eq(inc.grant.en & (inc.grant.dir == IpcDir.OUT)),
         ]
         watches = self._watches(m, quarantined)
         stalled = Cat(*(w.fault for w in watches)).any()

@@ -13,7 +13,8 @@ from ..noc.header import Fbits
 from ..stream.counters import CounterSignature, count
 from ..tile import TileEnv
 from .memory_tile import LOAD_MEM_ACK, MEM_META, STORE_MEM_ACK
-from .monitor_messages import REQUEST, HeadFormat, is_type, judge_members, request
+from .monitor_messages import (REQUEST, HeadFormat, is_type, judge_members, merge_requests,
+                               offered_only_if, request, request_payload)
 from .monitor_tables import SEGMENT, command, free_row, ipc_lookup, row_lookup
 from .paging import PAGE_ANSWER
 from .uapi import OFFSET_BITS, FaultKind, KernelMsgType as K, Status
@@ -136,20 +137,33 @@ class IncomingCheck(Component):
                          self.mem_acked.eq(self.decide & self.accept & kernel_src & ~self.short
                                            & is_type(itype, (LOAD_MEM_ACK, STORE_MEM_ACK)))]
         accept = self.decide & self.accept
+        to_monitor = is_type(itype, monitor_types) & ~self.short
+        busy = ~self.to_kernel.ready | ~self.to_tile.ready | self.releasing
+        if self._paged:
+            busy = busy | fill_wait
+        # Taken (a DROP is taken at once), apart from the verdicts below: what it does (an IPC
+        # grant uses the src lookup) must not seem to depend on the other messages' verdicts.
+        consumed = Signal()
+        m.d.comb += consumed.eq(self.decide & to_monitor & kernel_src & ~busy)
+        replies = stream.Signature(REQUEST).create()    # to the kernel's messages
+        self._consume(m, itype, hdr, km, replies, consumed)
+        offered_only_if(m, consumed, self.revoke.en, self.grant.en, self.install.en,
+                        self.start_release, self.to_tile.valid, replies.valid,
+                        *([self.answer.valid, self.shootdown] if self._paged else []))
+        inbound = stream.Signature(REQUEST).create()    # a denied message's FAULT
+        m.d.comb += request_payload(inbound, K.FAULT, self._errors, op=FaultKind.INBOUND,
+                                    peer_x=hdr.src_x, peer_y=hdr.src_y,
+                                    peer_fbits=hdr.dst_fbits, user=itype | 1 << 8)
+        merge_requests(m, self.to_kernel, inbound, replies)
 
         with m.If(self.decide):
-            with m.If(is_type(itype, monitor_types) & ~self.short):
+            with m.If(to_monitor):
                 with m.If(~kernel_src):
                     m.d.comb += self.verdict.eq(Verdict.DROP)
                     with m.If(self.accept):
                         count(m, c.kernel_denied)
                 with m.Else():
-                    busy = ~self.to_kernel.ready | ~self.to_tile.ready | self.releasing
-                    if self._paged:
-                        busy = busy | fill_wait
                     m.d.comb += self.verdict.eq(Mux(busy, Verdict.WAIT, Verdict.DROP))
-                    with m.If(accept):
-                        self._consume(m, itype, hdr, km)
             with m.Elif(self.quarantined | self.short):
                 m.d.comb += self.verdict.eq(Verdict.DROP)
                 with m.If(self.accept):
@@ -164,21 +178,19 @@ class IncomingCheck(Component):
                     count(m, c.sunk_in)
                     count(m, c.inbound_denied)
                     with m.If(self.to_kernel.ready & ~self.releasing):
-                        m.d.comb += [self.reported.eq(1),
-                                     *request(self.to_kernel, K.FAULT, self._errors,
-                                              op=FaultKind.INBOUND, peer_x=hdr.src_x,
-                                              peer_y=hdr.src_y, peer_fbits=hdr.dst_fbits,
-                                              user=itype | 1 << 8)]
+                        m.d.comb += [self.reported.eq(1), inbound.valid.eq(1)]
         return m
 
-    def _consume(self, m: Module, itype: Any, hdr: Any, km: Any) -> None:
-        """A kernel message to the monitor, taken."""
+    def _consume(self, m: Module, itype: Any, hdr: Any, km: Any, to_kernel: Any,
+                 consumed: Any) -> None:
+        """What a kernel message to the monitor does, its requests to the kernel on
+        ``to_kernel``; the caller holds the strobes low but when it is ``consumed``."""
         with m.Switch(itype):
             with m.Case(K.CAP_INSTALL.value):
-                self._install(m, km)
+                self._install(m, km, to_kernel, consumed)
             with m.Case(K.CAP_REVOKE.value):
                 m.d.comb += [self.revoke.en.eq(1), self.revoke.root.eq(km.root),
-                             *request(self.to_kernel, K.CAP_REVOKED,
+                             *request(to_kernel, K.CAP_REVOKED,
                                       (hdr.src_x, hdr.src_y, hdr.src_fbits), root=km.root)]
             with m.Case(K.IPC_GRANT.value):
                 g = self.grant
@@ -193,14 +205,14 @@ class IncomingCheck(Component):
             with m.Case(K.RELEASE.value):     # of a running tile too: a kill (Release)
                 m.d.comb += self.start_release.eq(1)
 
-    def _install(self, m: Module, km: Any) -> None:
+    def _install(self, m: Module, km: Any, to_kernel: Any, consumed: Any) -> None:
         """``CAP_INSTALL``: into the first free row; answer the tile (``CAP_RESULT`` for an
         allocation, ``CAP_NOTIFY`` for a capability sent to it). With no free row, count it in
         ``installs_dropped``."""
         is_alloc = km.op == K.CAP_ALLOC.value
         ok = km.status == Status.OK
         free, row, tile = self.free, self.install.row, (self._env.x, self._env.y, Fbits.LOCAL0)
-        with m.If(ok & ~free.found):
+        with m.If(consumed & ok & ~free.found):
             count(m, self.counters.installs_dropped)
         with m.If(ok & free.found):
             m.d.comb += [
@@ -221,4 +233,4 @@ class IncomingCheck(Component):
             m.d.comb += request(self.to_tile, K.CAP_RESULT, tile, op=K.CAP_ALLOC,
                                 status=status, user=km.user)
             with m.If(ok):                  # allocated, but nowhere to keep it: give it back
-                m.d.comb += request(self.to_kernel, K.MM_FREE, self._manager, root=km.root)
+                m.d.comb += request(to_kernel, K.MM_FREE, self._manager, root=km.root)

@@ -24,7 +24,8 @@ from .uapi import KERNEL_META
 
 
 __all__ = ["REQUEST", "HeadFormat", "is_type", "judge_members", "judge", "request",
-           "merge_requests", "RequestSender"]
+           "request_payload",
+           "merge_requests", "offered_only_if", "RequestSender"]
 
 
 #: A kernel message the monitor sends: type, destination and metadata (the source is its tile's).
@@ -138,20 +139,35 @@ def judge(m: Module, gate: MessageGate, judge: Any) -> None:
 def request(port: Any, msg_type: Any, dst: Dest, **meta: Any) -> list[Any]:
     """Statements (for ``m.d.comb``) offering a :data:`REQUEST` on the stream ``port``: its type,
     destination ``(x, y, fbits)`` and the named metadata fields (the others zero)."""
+    return [port.valid.eq(1), *request_payload(port, msg_type, dst, **meta)]
+
+
+def request_payload(port: Any, msg_type: Any, dst: Dest, **meta: Any) -> list[Any]:
+    """:func:`request`'s statements but ``valid``: the payload alone."""
     p = port.payload
-    stmts = [port.valid.eq(1), p.msg_type.eq(msg_type), p.dst_x.eq(dst[0]),
-             p.dst_y.eq(dst[1]), p.dst_fbits.eq(dst[2])]
+    stmts = [p.msg_type.eq(msg_type), p.dst_x.eq(dst[0]), p.dst_y.eq(dst[1]),
+             p.dst_fbits.eq(dst[2])]
     return stmts + [getattr(p.meta, k).eq(v) for k, v in meta.items()]
 
 
 def merge_requests(m: Module, into: Any, *sources: Any) -> None:
     """Drive the stream ``into`` from whichever of ``sources`` is valid (their owners offer at
     most one at a time; should two be valid, the last listed is taken); each source sees
-    ``into.ready``. Combinational, no state."""
+    ``into.ready``. Combinational, no state. With none valid, ``into`` shows the first
+    source's payload (no gate on the payload)."""
+    m.d.comb += into.payload.eq(sources[0].payload)
     for source in sources:
         m.d.comb += source.ready.eq(into.ready)
         with m.If(source.valid):
             m.d.comb += [into.valid.eq(1), into.payload.eq(source.payload)]
+
+
+def offered_only_if(m: Module, cond: Any, *strobes: Any) -> None:
+    """Hold ``strobes`` (the valids of requests, the enables of commands) low unless ``cond``.
+    A producer builds its requests without the condition that enables them and calls this
+    after: what it offers does not change, and its payloads need no gate on ``cond``."""
+    with m.If(~cond):
+        m.d.comb += [strobe.eq(0) for strobe in strobes]
 
 
 class RequestSender(Component):

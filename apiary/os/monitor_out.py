@@ -9,7 +9,7 @@ for the rate limit and, when the monitor translates by pages, a
 
 from typing import Any
 
-from amaranth import Module, Signal, Const, Mux
+from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, Component, connect, flipped
 
@@ -19,7 +19,8 @@ from ..stream.counters import CounterSignature, count
 from ..stream.token_bucket import Rate, TokenBucket
 from ..tile import TileEnv
 from .memory_tile import LOAD_MEM, MEM_META, STORE_MEM
-from .monitor_messages import REQUEST, HeadFormat, is_type, judge_members, merge_requests, request
+from .monitor_messages import (REQUEST, HeadFormat, is_type, judge_members, merge_requests,
+                               offered_only_if, request, request_payload)
 from .monitor_tables import SEGMENT, command, free_row, ipc_lookup, segment_lookup
 from .paging import PAGE_ANSWER, PAGED_COUNTERS, PagedTranslation
 from .tlb import TlbConfig
@@ -108,10 +109,11 @@ class OutgoingRules(Component):
             m.d.comb += self.cost.eq(hdr.msg_len + 1)
             with m.If(hdr.msg_len + 1 > rate.burst):
                 m.d.comb += self.cost.eq(rate.burst)
-        mem_fault = self._memory(m, mm, handle, new_hdr, new_mm)
+        fits, ring = self._fits(m, mm, km, is_send)
+        mem_fault = self._memory(m, mm, handle, new_hdr, new_mm, fits, ring)
 
         op_entry = self.seg.entry
-        narrower = ((km.addr + km.size <= op_entry.size) & ((km.perm & ~op_entry.perm) == 0)
+        narrower = (fits & ((km.perm & ~op_entry.perm) == 0)
                     & (km.addr < (1 << OFFSET_BITS)))
         send_fault = Signal(4)
         with m.If(~self.seg.current):
@@ -152,9 +154,24 @@ class OutgoingRules(Component):
         ]
         return m
 
-    def _memory(self, m: Module, mm: Any, handle: Any, new_hdr: Any, new_mm: Any) -> Any:
+    def _fits(self, m: Module, mm: Any, km: Any, is_send: Any) -> tuple[Any, Any]:
+        """Whether the range a load or store (``mm``) or a ``CAP_SEND`` (``km``) names ends
+        within its segment (one adder and one comparison serve both: a message is one or the
+        other), and the ring mask of a load or store: a ring access (``wrap = k``) spans the
+        ``2**k`` bytes around its offset, its last byte the offset with its low ``k`` bits set."""
+        ring = Signal(OFFSET_BITS)
+        m.d.comb += ring.eq(Cat(*(mm.wrap > k for k in range(OFFSET_BITS))))
+        offset, ringed = mm.addr[:OFFSET_BITS], mm.wrap != 0
+        first = Mux(is_send, km.addr[:OFFSET_BITS], Mux(ringed, offset | ring, offset))
+        extent = Mux(is_send, km.size, Mux(ringed, 1, mm.size))
+        fits = Signal()
+        m.d.comb += fits.eq(first + extent <= self.seg.entry.size)
+        return fits, ring
+
+    def _memory(self, m: Module, mm: Any, handle: Any, new_hdr: Any, new_mm: Any, fits: Any,
+                ring: Any) -> Any:
         """A load or store (its segment's ``handle``): its fault, and its head rewritten to
-        the physical address."""
+        the physical address (``fits`` and ``ring`` from :meth:`_fits`)."""
         mem_fault = Signal(4)
         with m.If(self.is_mem):
             m.d.comb += new_hdr.dst_fbits.eq(Fbits.LOCAL0)
@@ -167,14 +184,9 @@ class OutgoingRules(Component):
             return mem_fault
         entry, want = self.seg.entry, self.want
         offset = mm.addr[:OFFSET_BITS]
-        ring = Signal(48)
-        m.d.comb += ring.eq(Const(1, 1) << mm.wrap)
-        lo = Mux(mm.wrap != 0, offset & ~(ring - 1), offset)
-        span = Mux(mm.wrap != 0, ring, mm.size)
         in_bounds = Signal()
         m.d.comb += in_bounds.eq(
-            (lo + span <= entry.size)
-            & ((mm.wrap == 0) | ((mm.wrap <= OFFSET_BITS) & ((entry.base & (ring - 1)) == 0))))
+            fits & ((mm.wrap == 0) | ((mm.wrap <= OFFSET_BITS) & ((entry.base & ring) == 0))))
         with m.If(~self.seg.current):
             m.d.comb += mem_fault.eq(FaultKind.STALE_HANDLE)
         with m.Elif((entry.perm & want) != want):
@@ -231,32 +243,32 @@ class TileOps(Component):
         result = dict(op=self.msg_type, handle=km.handle, size=km.size, perm=km.perm,
                       user=km.user)
         m.d.comb += self.drop.slot.eq(km.handle)
-        with m.If(self.go):
-            with m.Switch(self.msg_type):
-                with m.Case(K.CAP_ALLOC.value):
-                    with m.If(self.free.found):
-                        m.d.comb += request(to_noc, K.MM_ALLOC, manager, size=km.size,
-                                            perm=km.perm, user=km.user)
-                    with m.Else():
-                        m.d.comb += request(to_tile, K.CAP_RESULT, tile,
-                                            status=Status.TABLE_FULL, **result)
-                with m.Case(K.CAP_FREE.value):
-                    with m.If(self.current):
-                        m.d.comb += [*request(to_tile, K.CAP_RESULT, tile, status=Status.OK,
-                                              **result), self.drop.en.eq(1)]
-                        with m.If(entry.owner):
-                            m.d.comb += request(to_noc, K.MM_FREE, manager, root=entry.root)
-                    with m.Else():
-                        m.d.comb += request(to_tile, K.CAP_RESULT, tile,
-                                            status=Status.BAD_HANDLE, **result)
-                with m.Case(K.CAP_SEND.value):
-                    m.d.comb += [
-                        *request(to_noc, K.MM_DERIVE, manager, addr=entry.base + km.addr,
-                                 size=km.size, perm=km.perm, mem_x=entry.mem_x,
-                                 mem_y=entry.mem_y, root=entry.root, peer_x=km.peer_x,
-                                 peer_y=km.peer_y, peer_fbits=km.peer_fbits, user=km.user),
-                        *request(to_tile, K.CAP_RESULT, tile, status=Status.OK, **result),
-                    ]
+        with m.Switch(self.msg_type):
+            with m.Case(K.CAP_ALLOC.value):
+                with m.If(self.free.found):
+                    m.d.comb += request(to_noc, K.MM_ALLOC, manager, size=km.size,
+                                        perm=km.perm, user=km.user)
+                with m.Else():
+                    m.d.comb += request(to_tile, K.CAP_RESULT, tile,
+                                        status=Status.TABLE_FULL, **result)
+            with m.Case(K.CAP_FREE.value):
+                with m.If(self.current):
+                    m.d.comb += [*request(to_tile, K.CAP_RESULT, tile, status=Status.OK,
+                                          **result), self.drop.en.eq(1)]
+                    with m.If(entry.owner):
+                        m.d.comb += request(to_noc, K.MM_FREE, manager, root=entry.root)
+                with m.Else():
+                    m.d.comb += request(to_tile, K.CAP_RESULT, tile,
+                                        status=Status.BAD_HANDLE, **result)
+            with m.Case(K.CAP_SEND.value):
+                m.d.comb += [
+                    *request(to_noc, K.MM_DERIVE, manager, addr=entry.base + km.addr,
+                             size=km.size, perm=km.perm, mem_x=entry.mem_x,
+                             mem_y=entry.mem_y, root=entry.root, peer_x=km.peer_x,
+                             peer_y=km.peer_y, peer_fbits=km.peer_fbits, user=km.user),
+                    *request(to_tile, K.CAP_RESULT, tile, status=Status.OK, **result),
+                ]
+        offered_only_if(m, self.go, to_noc.valid, to_tile.valid, self.drop.en)
         return m
 
 
@@ -264,7 +276,8 @@ class OutgoingCheck(Component):
     """The judge of every message from the tile (the owner of its gate: ``first`` ...
     ``accept``, see :class:`~apiary.noc.gate.MessageGate`), each judged once its head is in.
 
-    In this order: while ``quarantined`` it is sunk (``sunk_out``); a load or store waits for
+    In this order: while ``quarantined`` it is sunk (``sunk_out``); while ``hold`` (an IPC
+    grant uses the ``dst`` lookup this cycle) it waits; a load or store waits for
     its page's translation (paged); a violation (:class:`OutgoingRules`) waits for ``to_noc``,
     then is sunk with ``faulted`` high (the tile is to be quarantined) and its ``FAULT`` sent
     to the error manager (``sunk_out``); a capability operation waits for ``to_noc`` and
@@ -277,7 +290,7 @@ class OutgoingCheck(Component):
     Members
     -------
     first, head, decide, short, accept : In; need, verdict, rewritten : Out  (the gate's)
-    quarantined : In(1)
+    quarantined, hold : In(1)
     faulted : Out(1)
     seg : Out(segment_lookup())
     dst : Out(ipc_lookup())
@@ -303,7 +316,7 @@ class OutgoingCheck(Component):
         self._manager, self._errors = manager, errors
         super().__init__({
             **judge_members(env.width, fmt.max_head),
-            "quarantined": In(1), "faulted": Out(1),
+            "quarantined": In(1), "hold": In(1), "faulted": Out(1),
             "seg": Out(segment_lookup()), "dst": Out(ipc_lookup()),
             "free": In(free_row(entries)), "drop": Out(command(slot=range(entries))),
             "to_noc": Out(stream.Signature(REQUEST)), "to_tile": Out(stream.Signature(REQUEST)),
@@ -338,13 +351,18 @@ class OutgoingCheck(Component):
             m.d.comb += [bucket.cost.eq(rules.cost), rules.tokens_ok.eq(bucket.ok),
                          bucket.take.eq(take)]
         accept = self.decide & self.accept
-        translating = self._paging(m, rules, mm, accept) if self._tlbs else None
+        translating, miss = self._paging(m, rules, mm, accept) if self._tlbs else (None, None)
+        fault = stream.Signature(REQUEST).create()      # offered below, on a violation
+        m.d.comb += [*request_payload(fault, K.FAULT, (*self._errors, Fbits.LOCAL0)),
+                     fault.payload.meta.eq(rules.report)]
 
         with m.If(self.decide):
             with m.If(self.quarantined):
                 m.d.comb += self.verdict.eq(Verdict.DROP)
                 with m.If(self.accept):
                     count(m, c.sunk_out)
+            with m.Elif(self.hold):
+                m.d.comb += self.verdict.eq(Verdict.WAIT)
             if translating is not None:
                 with m.Elif(translating):
                     m.d.comb += self.verdict.eq(Verdict.WAIT)
@@ -352,8 +370,7 @@ class OutgoingCheck(Component):
                 m.d.comb += self.verdict.eq(Mux(self.to_noc.ready, Verdict.DROP, Verdict.WAIT))
                 with m.If(accept):
                     count(m, c.sunk_out)
-                    m.d.comb += [self.faulted.eq(1), self.to_noc.payload.meta.eq(rules.report),
-                                 *request(self.to_noc, K.FAULT, (*self._errors, Fbits.LOCAL0))]
+                    m.d.comb += [self.faulted.eq(1), fault.valid.eq(1)]
             with m.Elif(~rules.tokens_ok):
                 m.d.comb += self.verdict.eq(Verdict.WAIT)
                 count(m, c.rate_stalls)
@@ -370,12 +387,13 @@ class OutgoingCheck(Component):
                     m.d.comb += take.eq(1)
                     if self._tlbs:
                         m.d.comb += self.mem_sent.eq(rules.is_mem)
-        merge_requests(m, self.to_noc, ops.to_noc)
+        merge_requests(m, self.to_noc, *([miss] if miss is not None else []), fault, ops.to_noc)
         return m
 
-    def _paging(self, m: Module, rules: OutgoingRules, mm: Any, accept: Any) -> Any:
+    def _paging(self, m: Module, rules: OutgoingRules, mm: Any,
+                accept: Any) -> tuple[Any, Any]:
         """Paged translation of loads and stores; returns ``translating`` (a load or store
-        waits for its page's translation)."""
+        waits for its page's translation) and the ``TLB_MISS`` requests' stream."""
         c = self.counters
         m.submodules.paging = paging = PagedTranslation(self._tlbs)
         translating = Signal()
@@ -391,9 +409,8 @@ class OutgoingCheck(Component):
             paging.flush.eq(self.flush), self.flushing.eq(paging.flushing),
         ]
         connect(m, in_side=flipped(self.answer), paging=paging.answer)
-        with m.If(self.to_noc.ready):
-            m.d.comb += paging.miss.ready.eq(1)
-            with m.If(paging.miss.valid):
-                m.d.comb += request(self.to_noc, K.TLB_MISS, (*self._manager, Fbits.LOCAL0),
-                                    addr=paging.miss.payload)
-        return translating
+        miss = stream.Signature(REQUEST).create()
+        m.d.comb += [*request_payload(miss, K.TLB_MISS, (*self._manager, Fbits.LOCAL0),
+                                      addr=paging.miss.payload),
+                     miss.valid.eq(paging.miss.valid), paging.miss.ready.eq(miss.ready)]
+        return translating, miss

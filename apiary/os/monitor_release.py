@@ -7,7 +7,7 @@ from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, Component
 
 from ..noc.header import Fbits
-from .monitor_messages import REQUEST, request
+from .monitor_messages import REQUEST, request_payload
 from .monitor_tables import command, row_lookup
 from .uapi import KernelMsgType as K
 
@@ -65,6 +65,7 @@ class Release(Component):
             with m.Elif(self.to_kernel.ready):
                 m.d.sync += walk.eq(walk + 1)
                 with m.If(row.valid & row.owner):
-                    m.d.comb += request(self.to_kernel, K.MM_FREE, self._manager, root=row.root)
+                    m.d.comb += self.to_kernel.valid.eq(1)
                 m.d.comb += self.clear.en.eq(1)
+        m.d.comb += request_payload(self.to_kernel, K.MM_FREE, self._manager, root=row.root)
         return m

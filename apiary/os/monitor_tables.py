@@ -9,7 +9,7 @@ side's; the tables' members are their flipped forms.
 from collections.abc import Sequence
 from typing import Any
 
-from amaranth import Module, Signal, Cat, Array
+from amaranth import Module, Signal, Cat, Const, Mux, Array
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, Component
@@ -105,7 +105,8 @@ class CapabilityTables(Component):
     * ``grant``: with ``add``, an IPC capability for ``(x, y, fbits)`` into the first free row
       of the ``dir`` table (:class:`~apiary.os.uapi.IpcDir`), unless it is there already (a full
       table ignores it); without, every capability there matching ``(x, y)`` and ``fbits`` (or
-      any port) is removed.
+      any port) is removed. The grant is compared by that table's lookup (``dst`` or
+      ``src``), which in its cycle answers for the grant's key: the asker must not use it.
     * ``clear``: row ``slot``, if valid, is dropped.
 
     Members
@@ -182,10 +183,9 @@ class CapabilityTables(Component):
         ]
         walked = row(self.walk.slot)
         m.d.comb += [self.walk.entry[k].eq(walked[k]) for k in _FLAGS.members]
-        for look, table in ((self.dst, ipc_out), (self.src, ipc_in)):
-            m.d.comb += look.allowed.eq(Cat(*(
-                e.valid & (e.x == look.x) & (e.y == look.y) & (e.any | (e.fbits == look.fbits))
-                for e in table)).any())
+        for look, table, direction in ((self.dst, ipc_out, IpcDir.OUT),
+                                       (self.src, ipc_in, IpcDir.IN)):
+            self._ipc_table(m, look, table, direction)
 
         def retire(e: Any) -> list:
             return [e.valid.eq(0), e.gen.eq(e.gen + 1)]
@@ -200,8 +200,6 @@ class CapabilityTables(Component):
             for e in seg:
                 with m.If(e.valid & ~e.owner & (e.root == self.revoke.root)):
                     m.d.sync += retire(e)
-        with m.If(self.grant.en):
-            self._grant(m, ipc_out, ipc_in)
         with m.If(self.clear.en):
             with m.Switch(self.clear.slot):
                 for i, e in enumerate(seg):
@@ -219,27 +217,24 @@ class CapabilityTables(Component):
                         m.d.sync += [e.valid.eq(1), e.owner.eq(new.owner),
                                      e.root.eq(new.root)]
 
-    def _grant(self, m: Module, ipc_out: list, ipc_in: list) -> None:
+    def _ipc_table(self, m: Module, look: Any, table: list, direction: IpcDir) -> None:
+        """One IPC table: its lookup and its grants. A grant is compared by the lookup's
+        comparators (one per row, the table's largest part), so in a grant's cycle the lookup
+        answers for the grant's key, not the asker's."""
         g = self.grant
-        for table, direction in ((ipc_out, IpcDir.OUT), (ipc_in, IpcDir.IN)):
-            with m.If(g.dir == direction):
-                same = [e.valid & (e.x == g.x) & (e.y == g.y) & (e.fbits == g.fbits) & ~e.any
-                        for e in table]
-                with m.If(g.add):
-                    with m.If(~Cat(*same).any()):
-                        chosen = Signal(range(len(table)), name=f"grant_{direction.name}")
-                        found = Signal(name=f"grant_{direction.name}_found")
-                        for i in reversed(range(len(table))):
-                            with m.If(~table[i].valid):
-                                m.d.comb += [chosen.eq(i), found.eq(1)]
-                        with m.If(found):
-                            with m.Switch(chosen):
-                                for i, e in enumerate(table):
-                                    with m.Case(i):
-                                        m.d.sync += [e.valid.eq(1), e.any.eq(0), e.x.eq(g.x),
-                                                     e.y.eq(g.y), e.fbits.eq(g.fbits)]
-                with m.Else():
-                    for e in table:
-                        with m.If(e.valid & (e.x == g.x) & (e.y == g.y)
-                                  & (e.any | (e.fbits == g.fbits))):
-                            m.d.sync += e.valid.eq(0)
+        granting = g.en & (g.dir == direction)
+        x, y, fbits = (Mux(granting, getattr(g, k), getattr(look, k)) for k in ("x", "y", "fbits"))
+        xy = [e.valid & (e.x == x) & (e.y == y) for e in table]
+        port = [e.fbits == fbits for e in table]
+        matches = [k & (e.any | f) for e, k, f in zip(table, xy, port)]
+        m.d.comb += look.allowed.eq(Cat(*matches).any())
+        held = Cat(*(k & ~e.any & f for e, k, f in zip(table, xy, port))).any()
+        put = granting & g.add & ~held
+        earlier = Const(0)              # a free row before this one: the first free row wins
+        for e, match in zip(table, matches):
+            with m.If(put & ~e.valid & ~earlier):
+                m.d.sync += [e.valid.eq(1), e.any.eq(0), e.x.eq(g.x), e.y.eq(g.y),
+                             e.fbits.eq(g.fbits)]
+            with m.If(granting & ~g.add & match):
+                m.d.sync += e.valid.eq(0)
+            earlier = earlier | ~e.valid
