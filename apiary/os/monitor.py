@@ -111,8 +111,11 @@ rate limit's :class:`~apiary.stream.token_bucket.TokenBucket` and the paged tran
 :class:`~apiary.os.monitor_stall.StallWatch`; and a
 :class:`~apiary.os.monitor_messages.RequestSender` for each of the four ways the monitor's own
 messages go (out side to the NoC and to the tile, in side to the tile and, behind the kernel
-queue, to the NoC), merged with the gates' traffic by
-:class:`~apiary.noc.merger.MessageMerger` s.
+queue, to the NoC), merged two by two and then with the gates' traffic by
+:class:`~apiary.noc.merger.MessageMerger` s of two inputs. At 512 bits the monitor's own
+messages are one flit whose head payload lanes are empty (``payload_bytes`` 0): those lanes show
+the gate's flit, so that the merger needs no multiplexer there
+(:func:`~apiary.os.monitor_messages.spare_lanes`).
 """
 
 from collections.abc import Iterable
@@ -132,7 +135,8 @@ from ..stream.counters import CounterSignature, count
 from ..stream.queue import Queue
 from ..tile import TileEnv
 from .monitor_in import IncomingCheck
-from .monitor_messages import REQUEST, HeadFormat, RequestSender, judge, merge_requests
+from .monitor_messages import (REQUEST, HeadFormat, RequestSender, judge, merge_requests,
+                               spare_lanes)
 from .monitor_out import OutgoingCheck
 from .monitor_release import Release
 from .monitor_stall import MessageCut, StallWatch, check_stall_limit
@@ -140,7 +144,7 @@ from .monitor_tables import IPC_ENTRY, SEGMENT, Cap, CapabilityTables, ipc_rows
 from .paging import PAGED_COUNTERS, SHOOTDOWN_COUNTERS, Shootdown, check_tlbs
 from ..stream.integers import power_of_two
 from .tlb import TlbConfig
-from .uapi import FaultKind, IpcDir
+from .uapi import FaultKind
 
 
 __all__ = ["Monitor", "MonitorConfig", "RateLimit", "SEGMENT", "IPC_ENTRY"]
@@ -330,8 +334,6 @@ class Monitor(Component):
             c.quarantined.eq(quarantined), self.tile_reset.eq(releasing),
             out.quarantined.eq(quarantined), inc.quarantined.eq(quarantined),
             inc.releasing.eq(releasing), release.start.eq(inc.start_release),
-            # A grant to the IPC-out table is compared by its lookup, the out side's.
-            out.hold.eq(inc.grant.en & (inc.grant.dir == IpcDir.OUT)),
         ]
         watches = self._watches(m, quarantined)
         stalled = Cat(*(w.fault for w in watches)).any()
@@ -417,8 +419,8 @@ class Monitor(Component):
         m.submodules.in_gate = ig = MessageGate(w, fmt.max_head, fmt.held(False, ("addr",)))
         judge(m, og, out)
         judge(m, ig, inc)
-        m.submodules.to_noc = to_noc = MessageMerger(w, 3)
-        m.submodules.to_tile = to_tile = MessageMerger(w, 3)
+        m.submodules.to_noc = to_noc = MessageMerger(w, 2)
+        m.submodules.to_tile = to_tile = MessageMerger(w, 2)
         tile_out, tile_in = self.tile_out, self.tile_in
         if self.config.slot_registers:  # nothing combinational crosses the slot's boundary
             tile_out, tile_in = self._slot_registers(m, releasing, quarantined)
@@ -439,13 +441,11 @@ class Monitor(Component):
                          sends.quarantined.eq(0)]
             unfinished = sends.fault
         m.d.comb += [cut.cut.eq(releasing | unfinished), cut.flush.eq(releasing)]
-        connect(m, a=senders["o2n"].o, merger=to_noc.i[1])
-        connect(m, a=senders["i2n"].o, merger=to_noc.i[2])
+        self._own_messages(m, "noc", senders["o2n"], senders["i2n"], cut.o, to_noc.i[1])
         connect(m, merger=to_noc.o, noc=flipped(self.noc_out))
         connect(m, noc=flipped(self.noc_in), gate=ig.i)
         connect(m, gate=ig.o, merger=to_tile.i[0])
-        connect(m, a=senders["o2t"].o, merger=to_tile.i[1])
-        connect(m, a=senders["i2t"].o, merger=to_tile.i[2])
+        self._own_messages(m, "tile", senders["o2t"], senders["i2t"], ig.o, to_tile.i[1])
         heard = to_tile.o
         if self.config.rx_buffer_flits:
             heard = self._rx_buffer(m, heard, releasing)
@@ -457,6 +457,23 @@ class Monitor(Component):
             tile_in.valid.eq(heard.valid & ~quarantined),
             heard.ready.eq(tile_in.ready | quarantined),
         ]
+
+    def _own_messages(self, m: Module, name: str, a: RequestSender, b: RequestSender,
+                      beside: Any, into: Any) -> None:
+        """The messages of senders ``a`` and ``b``, merged (``own_to_{name}``), into ``into``, the
+        input of a merger whose other input is ``beside``. Where they are one flit (512 bits),
+        their :func:`~.monitor_messages.spare_lanes` show ``beside``'s data: lanes where both
+        inputs agree need no mux (two of them of 2 inputs: a merger of 3 would give zeros for
+        its fourth select value, costing a LUT per lane)."""
+        m.submodules[f"own_to_{name}"] = own = MessageMerger(self.env.width, 2)
+        connect(m, a=a.o, merger=own.i[0])
+        connect(m, b=b.o, merger=own.i[1])
+        m.d.comb += [into.valid.eq(own.o.valid), into.payload.eq(own.o.payload),
+                     own.o.ready.eq(into.ready)]
+        lanes = spare_lanes(self.env.width)
+        if lanes is not None:
+            lo, hi = lanes
+            m.d.comb += into.payload.data[lo:hi].eq(beside.payload.data[lo:hi])
 
     def _rx_buffer(self, m: Module, messages: Any, releasing: Any) -> Any:
         """``messages`` (to the tile) through a :class:`MessageBuffer` that never waits, emptied

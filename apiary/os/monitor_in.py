@@ -185,17 +185,22 @@ class IncomingCheck(Component):
                  consumed: Any) -> None:
         """What a kernel message to the monitor does, its requests to the kernel on
         ``to_kernel``; the caller holds the strobes low but when it is ``consumed``."""
+        g = self.grant
+        # The commands' fields, and those every request below shares, whatever the type: only
+        # their strobes depend on it (a payload set under a condition costs a gate per bit).
+        m.d.comb += [self.revoke.root.eq(km.root), to_kernel.payload.meta.root.eq(km.root),
+                     self.to_tile.payload.meta.user.eq(km.user),
+                     g.dir.eq(km.perm), g.add.eq(km.status == 1), g.x.eq(km.peer_x),
+                     g.y.eq(km.peer_y), g.fbits.eq(km.peer_fbits)]
         with m.Switch(itype):
             with m.Case(K.CAP_INSTALL.value):
                 self._install(m, km, to_kernel, consumed)
             with m.Case(K.CAP_REVOKE.value):
-                m.d.comb += [self.revoke.en.eq(1), self.revoke.root.eq(km.root),
+                m.d.comb += [self.revoke.en.eq(1),
                              *request(to_kernel, K.CAP_REVOKED,
-                                      (hdr.src_x, hdr.src_y, hdr.src_fbits), root=km.root)]
+                                      (hdr.src_x, hdr.src_y, hdr.src_fbits))]
             with m.Case(K.IPC_GRANT.value):
-                g = self.grant
-                m.d.comb += [g.en.eq(1), g.dir.eq(km.perm), g.add.eq(km.status == 1),
-                             g.x.eq(km.peer_x), g.y.eq(km.peer_y), g.fbits.eq(km.peer_fbits)]
+                m.d.comb += g.en.eq(1)
             with m.Case(K.TLB_FILL.value):
                 if self._paged:
                     m.d.comb += self.answer.valid.eq(1)
@@ -214,23 +219,23 @@ class IncomingCheck(Component):
         free, row, tile = self.free, self.install.row, (self._env.x, self._env.y, Fbits.LOCAL0)
         with m.If(consumed & ok & ~free.found):
             count(m, self.counters.installs_dropped)
+        m.d.comb += [row.owner.eq(is_alloc), row.base.eq(km.addr), row.size.eq(km.size),
+                     row.perm.eq(km.perm), row.mem_x.eq(km.mem_x), row.mem_y.eq(km.mem_y),
+                     row.root.eq(km.root)]
+        # (Every answer's ``user`` and the MM_FREE's ``root`` are set by the caller.)
         with m.If(ok & free.found):
-            m.d.comb += [
-                self.install.en.eq(1), row.owner.eq(is_alloc), row.base.eq(km.addr),
-                row.size.eq(km.size), row.perm.eq(km.perm), row.mem_x.eq(km.mem_x),
-                row.mem_y.eq(km.mem_y), row.root.eq(km.root),
-            ]
+            m.d.comb += self.install.en.eq(1)
             with m.If(is_alloc):
                 m.d.comb += request(self.to_tile, K.CAP_RESULT, tile, op=K.CAP_ALLOC,
                                     status=Status.OK, handle=free.handle, size=km.size,
-                                    perm=km.perm, user=km.user)
+                                    perm=km.perm)
             with m.Else():
                 m.d.comb += request(self.to_tile, K.CAP_NOTIFY, tile, handle=free.handle,
                                     size=km.size, perm=km.perm, peer_x=km.peer_x,
-                                    peer_y=km.peer_y, user=km.user)
+                                    peer_y=km.peer_y)
         with m.Elif(is_alloc):
             status = Mux(ok, Status.TABLE_FULL, km.status)
             m.d.comb += request(self.to_tile, K.CAP_RESULT, tile, op=K.CAP_ALLOC,
-                                status=status, user=km.user)
+                                status=status)
             with m.If(ok):                  # allocated, but nowhere to keep it: give it back
-                m.d.comb += request(to_kernel, K.MM_FREE, self._manager, root=km.root)
+                m.d.comb += request(to_kernel, K.MM_FREE, self._manager)

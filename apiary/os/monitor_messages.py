@@ -18,14 +18,14 @@ from amaranth.lib.wiring import In, Out, Component, connect, flipped
 from ..noc.flit import flit_signature
 from ..noc.framing import MessageSender, meta_plan
 from ..noc.gate import MessageGate, Verdict
-from ..noc.header import Fbits, field_location, header_flits, noc_header
+from ..noc.header import Fbits, field_location, header_flits, noc_header, spare_bytes
 from .memory_tile import MEM_META
 from .uapi import KERNEL_META
 
 
 __all__ = ["REQUEST", "HeadFormat", "is_type", "judge_members", "judge", "request",
-           "request_payload",
-           "merge_requests", "offered_only_if", "RequestSender"]
+           "request_payload", "merge_requests", "offered_only_if", "RequestSender",
+           "spare_lanes"]
 
 
 #: A kernel message the monitor sends: type, destination and metadata (the source is its tile's).
@@ -210,3 +210,14 @@ class RequestSender(Component):
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += [req.eq(self.i.payload), held.eq(1)]
         return m
+
+
+def spare_lanes(width: int) -> tuple[int, int] | None:
+    """The data bits ``[lo, hi)`` of a :class:`RequestSender`'s message that carry neither its
+    header nor its metadata, when the message is one flit (at 512 bits: the head payload lanes
+    below the header, empty as ``payload_bytes`` is 0); ``None`` at widths where it is longer.
+    Whatever they hold is ignored by the receiver."""
+    flits, inline, _ = meta_plan(width, meta_bits=KERNEL_META.size)
+    if flits or header_flits(width) != 1:
+        return None
+    return inline, spare_bytes(width) * 8

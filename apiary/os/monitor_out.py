@@ -240,33 +240,36 @@ class TileOps(Component):
         m = Module()
         km, entry, manager, tile = self.meta, self.entry, self._manager, self._tile
         to_noc, to_tile = self.to_noc, self.to_tile
-        result = dict(op=self.msg_type, handle=km.handle, size=km.size, perm=km.perm,
-                      user=km.user)
-        m.d.comb += self.drop.slot.eq(km.handle)
+        # Every CAP_RESULT answers the operation with its handle, size, permissions and word,
+        # whatever the type: only the status depends on it.
+        m.d.comb += [*request_payload(to_tile, K.CAP_RESULT, tile, op=self.msg_type,
+                                      handle=km.handle, size=km.size, perm=km.perm,
+                                      user=km.user),
+                     self.drop.slot.eq(km.handle)]
         with m.Switch(self.msg_type):
             with m.Case(K.CAP_ALLOC.value):
                 with m.If(self.free.found):
                     m.d.comb += request(to_noc, K.MM_ALLOC, manager, size=km.size,
                                         perm=km.perm, user=km.user)
                 with m.Else():
-                    m.d.comb += request(to_tile, K.CAP_RESULT, tile,
-                                        status=Status.TABLE_FULL, **result)
+                    m.d.comb += [to_tile.valid.eq(1),
+                                 to_tile.payload.meta.status.eq(Status.TABLE_FULL)]
             with m.Case(K.CAP_FREE.value):
                 with m.If(self.current):
-                    m.d.comb += [*request(to_tile, K.CAP_RESULT, tile, status=Status.OK,
-                                          **result), self.drop.en.eq(1)]
+                    m.d.comb += [to_tile.valid.eq(1), to_tile.payload.meta.status.eq(Status.OK),
+                                 self.drop.en.eq(1)]
                     with m.If(entry.owner):
                         m.d.comb += request(to_noc, K.MM_FREE, manager, root=entry.root)
                 with m.Else():
-                    m.d.comb += request(to_tile, K.CAP_RESULT, tile,
-                                        status=Status.BAD_HANDLE, **result)
+                    m.d.comb += [to_tile.valid.eq(1),
+                                 to_tile.payload.meta.status.eq(Status.BAD_HANDLE)]
             with m.Case(K.CAP_SEND.value):
                 m.d.comb += [
                     *request(to_noc, K.MM_DERIVE, manager, addr=entry.base + km.addr,
                              size=km.size, perm=km.perm, mem_x=entry.mem_x,
                              mem_y=entry.mem_y, root=entry.root, peer_x=km.peer_x,
                              peer_y=km.peer_y, peer_fbits=km.peer_fbits, user=km.user),
-                    *request(to_tile, K.CAP_RESULT, tile, status=Status.OK, **result),
+                    to_tile.valid.eq(1), to_tile.payload.meta.status.eq(Status.OK),
                 ]
         offered_only_if(m, self.go, to_noc.valid, to_tile.valid, self.drop.en)
         return m
@@ -276,8 +279,8 @@ class OutgoingCheck(Component):
     """The judge of every message from the tile (the owner of its gate: ``first`` ...
     ``accept``, see :class:`~apiary.noc.gate.MessageGate`), each judged once its head is in.
 
-    In this order: while ``quarantined`` it is sunk (``sunk_out``); while ``hold`` (an IPC
-    grant uses the ``dst`` lookup this cycle) it waits; a load or store waits for
+    In this order: while ``quarantined`` it is sunk (``sunk_out``); while the ``dst`` lookup
+    is ``busy`` (an IPC grant uses it this cycle) it waits; a load or store waits for
     its page's translation (paged); a violation (:class:`OutgoingRules`) waits for ``to_noc``,
     then is sunk with ``faulted`` high (the tile is to be quarantined) and its ``FAULT`` sent
     to the error manager (``sunk_out``); a capability operation waits for ``to_noc`` and
@@ -290,7 +293,7 @@ class OutgoingCheck(Component):
     Members
     -------
     first, head, decide, short, accept : In; need, verdict, rewritten : Out  (the gate's)
-    quarantined, hold : In(1)
+    quarantined : In(1)
     faulted : Out(1)
     seg : Out(segment_lookup())
     dst : Out(ipc_lookup())
@@ -316,7 +319,7 @@ class OutgoingCheck(Component):
         self._manager, self._errors = manager, errors
         super().__init__({
             **judge_members(env.width, fmt.max_head),
-            "quarantined": In(1), "hold": In(1), "faulted": Out(1),
+            "quarantined": In(1), "faulted": Out(1),
             "seg": Out(segment_lookup()), "dst": Out(ipc_lookup()),
             "free": In(free_row(entries)), "drop": Out(command(slot=range(entries))),
             "to_noc": Out(stream.Signature(REQUEST)), "to_tile": Out(stream.Signature(REQUEST)),
@@ -361,7 +364,7 @@ class OutgoingCheck(Component):
                 m.d.comb += self.verdict.eq(Verdict.DROP)
                 with m.If(self.accept):
                     count(m, c.sunk_out)
-            with m.Elif(self.hold):
+            with m.Elif(self.dst.busy):
                 m.d.comb += self.verdict.eq(Verdict.WAIT)
             if translating is not None:
                 with m.Elif(translating):

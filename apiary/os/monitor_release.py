@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out, Component
 
 from ..noc.header import Fbits
 from .monitor_messages import REQUEST, request_payload
-from .monitor_tables import command, row_lookup
+from .monitor_tables import command, walk_lookup
 from .uapi import KernelMsgType as K
 
 
@@ -32,7 +32,7 @@ class Release(Component):
     -------
     fault, start : In(1)
     quarantined, releasing : Out(1)
-    walk : Out(row_lookup(entries))
+    walk : Out(walk_lookup(entries))
     clear : Out(command(slot=range(entries)))
     to_kernel : Out(stream.Signature(REQUEST))
     """
@@ -45,7 +45,7 @@ class Release(Component):
         super().__init__({
             "fault": In(1), "start": In(1),
             "quarantined": Out(1), "releasing": Out(1),
-            "walk": Out(row_lookup(entries)),
+            "walk": Out(walk_lookup(entries)),
             "clear": Out(command(slot=range(entries))),
             "to_kernel": Out(stream.Signature(REQUEST)),
         })
@@ -54,7 +54,8 @@ class Release(Component):
         m = Module()
         walk = Signal(range(self._entries + 1))
         row = self.walk.entry
-        m.d.comb += [self.walk.slot.eq(walk), self.clear.slot.eq(walk)]
+        m.d.comb += [self.walk.active.eq(self.releasing), self.walk.slot.eq(walk),
+                     self.clear.slot.eq(walk)]
         with m.If(self.fault):
             m.d.sync += self.quarantined.eq(1)
         with m.If(self.start & ~self.releasing):

@@ -3,13 +3,13 @@ one that stops part way through a message it sends, which is then ended on the N
 
 from typing import Any
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream
 from amaranth.lib.wiring import In, Out, Component
 
 from ..noc.flit import flit_signature
 from ..noc.header import Fbits
-from .monitor_messages import REQUEST, request
+from .monitor_messages import REQUEST, request_payload
 from .uapi import FaultKind, KernelMsgType as K
 
 
@@ -62,15 +62,15 @@ class StallWatch(Component):
         waited = Signal(range(self._limit + 1))
         stalled = Signal()
         m.d.comb += stalled.eq(waited == self._limit)
-        with m.If(stalled):
-            # Offered until taken, whatever happens meanwhile (a stream's valid holds).
-            m.d.comb += request(self.to_kernel, K.FAULT, self._errors, op=self._kind)
-            with m.If(self.to_kernel.ready):
-                m.d.comb += self.fault.eq(1)
-                m.d.sync += waited.eq(0)
-        with m.Elif(self.quarantined | ~self.offered | self.blocked):
+        # Offered until taken, whatever happens meanwhile (a stream's valid holds).
+        m.d.comb += [*request_payload(self.to_kernel, K.FAULT, self._errors, op=self._kind),
+                     self.to_kernel.valid.eq(stalled),
+                     self.fault.eq(stalled & self.to_kernel.ready)]
+        restart = Mux(stalled, self.to_kernel.ready,
+                      self.quarantined | ~self.offered | self.blocked)
+        with m.If(restart):
             m.d.sync += waited.eq(0)
-        with m.Else():
+        with m.Elif(~stalled):
             m.d.sync += waited.eq(waited + 1)
         return m
 

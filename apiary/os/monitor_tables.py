@@ -18,7 +18,7 @@ from .uapi import HANDLE_BITS, IpcDir
 
 
 __all__ = ["SEGMENT", "IPC_ENTRY", "Cap", "ipc_rows", "segment_lookup", "row_lookup",
-           "ipc_lookup", "free_row", "command", "CapabilityTables"]
+           "walk_lookup", "ipc_lookup", "free_row", "command", "CapabilityTables"]
 
 
 #: A segment capability, one row of the table.
@@ -30,8 +30,10 @@ SEGMENT = data.StructLayout({
 #: The fields of a segment row that only an install writes: kept in LUT RAM.
 _STORED = ("base", "size", "perm", "mem_x", "mem_y")
 _STORED_REST = data.StructLayout({k: SEGMENT.members[k] for k in _STORED if k != "base"})
-#: The rest of a row, in flip-flops.
-_FLAGS = data.StructLayout({k: v for k, v in SEGMENT.members.items() if k not in _STORED})
+
+#: The rest of a row but its generation (in LUT RAM too): in flip-flops.
+_FLAGS = data.StructLayout({k: v for k, v in SEGMENT.members.items()
+                            if k not in _STORED and k != "gen"})
 
 #: An IPC capability (either direction): ``any`` ignores ``fbits``.
 IPC_ENTRY = data.StructLayout({"valid": 1, "any": 1, "x": 8, "y": 8, "fbits": 4})
@@ -64,8 +66,16 @@ def row_lookup(entries: int) -> wiring.Signature:
 
 
 def ipc_lookup() -> wiring.Signature:
-    """Whether a table holds an IPC capability for ``(x, y, fbits)``."""
-    return wiring.Signature({"x": Out(8), "y": Out(8), "fbits": Out(4), "allowed": In(1)})
+    """Whether a table holds an IPC capability for ``(x, y, fbits)``; not while ``busy`` (the
+    lookup answers for a grant to its table this cycle, not for the asker)."""
+    return wiring.Signature({"x": Out(8), "y": Out(8), "fbits": Out(4), "allowed": In(1),
+                             "busy": In(1)})
+
+
+def walk_lookup(entries: int) -> wiring.Signature:
+    """The segment row at ``slot``, while ``active``."""
+    return wiring.Signature({"active": Out(1), "slot": Out(range(entries)),
+                             "entry": In(SEGMENT)})
 
 
 def free_row(entries: int) -> wiring.Signature:
@@ -86,19 +96,23 @@ class CapabilityTables(Component):
 
     Lookups are combinational (0 cycles): ``seg`` (by handle: a load's, a store's or a
     capability operation's), ``ack`` and ``walk`` (by slot), ``dst`` (IPC out), ``src`` (IPC
-    in); ``free`` shows the first free segment row. A handle is ``slot | gen << log2(entries)``,
-    cut to ``HANDLE_BITS``. ``ack`` shows a row's ``base``, ``walk`` its ``valid``, ``owner``,
-    ``gen`` and ``root`` (the other fields read as zero there).
+    in); ``free`` shows the first free segment row and the handle an install there gets. A
+    handle is ``slot | gen << log2(entries)``, cut to ``HANDLE_BITS``: a row's generation is
+    that of its latest install, each install one more than the row's last (from 0), so a
+    handle of an earlier install is stale. ``ack`` shows a row's ``base``; ``walk`` (while
+    ``active``: no message is judged then, the release walks with the tile in reset) its
+    ``valid``, ``owner`` and ``root``, through the row multiplexer of ``seg``, whose flags
+    then show the walked row (the other fields read as zero there).
 
-    What only an install writes (``base``, ``size``, ``perm``, ``mem_x``, ``mem_y``) is kept in
-    LUT RAM, read asynchronously (``base`` through two ports); ``valid``, ``owner``, ``gen``
-    and ``root``, which drops, revocations and the release walk read or change in parallel, in
-    flip-flops. A dropped row keeps its fields until the next install.
+    What only an install writes (``base``, ``size``, ``perm``, ``mem_x``, ``mem_y``, ``gen``)
+    is kept in LUT RAM, read asynchronously (``base`` and ``gen`` through two ports);
+    ``valid``, ``owner`` and ``root``, which drops, revocations and the release walk read or
+    change in parallel, in flip-flops. A dropped row keeps its fields until the next install.
 
     Commands take effect at the next clock edge, several in a cycle in this order (a later one
     wins on the same row):
 
-    * ``drop``: row ``slot`` becomes invalid and its generation moves on (the handle is stale).
+    * ``drop``: row ``slot`` becomes invalid (its handle is stale).
     * ``install``: ``row`` (all but ``valid`` and ``gen``) into the first free row, made
       valid; only while ``free.found`` (the asker checks).
     * ``revoke``: every valid row not owned (``owner`` 0) derived from ``root`` is dropped.
@@ -106,13 +120,15 @@ class CapabilityTables(Component):
       of the ``dir`` table (:class:`~apiary.os.uapi.IpcDir`), unless it is there already (a full
       table ignores it); without, every capability there matching ``(x, y)`` and ``fbits`` (or
       any port) is removed. The grant is compared by that table's lookup (``dst`` or
-      ``src``), which in its cycle answers for the grant's key: the asker must not use it.
+      ``src``), which in its cycle answers for the grant's key and shows ``busy``: the asker
+      must not use it then.
     * ``clear``: row ``slot``, if valid, is dropped.
 
     Members
     -------
     seg : In(segment_lookup())
-    ack, walk : In(row_lookup(entries))
+    ack : In(row_lookup(entries))
+    walk : In(walk_lookup(entries))
     dst, src : In(ipc_lookup())
     free : Out(free_row(entries))
     install : In(command(row=SEGMENT))
@@ -129,7 +145,7 @@ class CapabilityTables(Component):
         slot = range(entries)
         super().__init__({
             "seg": In(segment_lookup()),
-            "ack": In(row_lookup(entries)), "walk": In(row_lookup(entries)),
+            "ack": In(row_lookup(entries)), "walk": In(walk_lookup(entries)),
             "dst": In(ipc_lookup()), "src": In(ipc_lookup()),
             "free": Out(free_row(entries)),
             "install": In(command(row=SEGMENT)),
@@ -142,7 +158,8 @@ class CapabilityTables(Component):
         m = Module()
         n = self._entries
         slot_bits = (n - 1).bit_length()
-        seg = [Signal(_FLAGS, name=f"seg{i}") for i in range(n)]
+        flags = _FLAGS
+        seg = [Signal(flags, name=f"seg{i}") for i in range(n)]
         ipc_out = [Signal(IPC_ENTRY, name=f"ipc_out{i}", init=row)
                    for i, row in enumerate(self._ipc_out)]
         ipc_in = [Signal(IPC_ENTRY, name=f"ipc_in{i}", init=row)
@@ -150,13 +167,25 @@ class CapabilityTables(Component):
         seg_raw = Array(s.as_value() for s in seg)
 
         def row(slot: Any) -> Any:
-            return data.View(_FLAGS, seg_raw[slot])
+            return data.View(flags, seg_raw[slot])
 
         free = self.free
         for i in reversed(range(n)):
             with m.If(~seg[i].valid):
                 m.d.comb += [free.slot.eq(i), free.found.eq(1)]
-        m.d.comb += free.handle.eq((free.slot | (row(free.slot).gen << slot_bits))[:HANDLE_BITS])
+        # A row's generation: that of its latest install (all ones before the first), so the
+        # next install's is one more. Only an install writes it: it is kept in LUT RAM.
+        gen_bits = HANDLE_BITS - slot_bits
+        m.submodules.gens = gens = Memory(shape=gen_bits, depth=n,
+                                          init=[(1 << gen_bits) - 1] * n)
+        gen_free, gen_seg = gens.read_port(domain="comb"), gens.read_port(domain="comb")
+        gen_w = gens.write_port()
+        next_gen = Signal(gen_bits)
+        m.d.comb += [
+            gen_free.addr.eq(free.slot), next_gen.eq(gen_free.data + 1),
+            gen_w.addr.eq(free.slot), gen_w.en.eq(self.install.en), gen_w.data.eq(next_gen),
+            free.handle.eq(free.slot | next_gen << slot_bits),
+        ]
 
         m.submodules.bases = bases = Memory(shape=48, depth=n, init=[])
         m.submodules.rest = rest = Memory(shape=_STORED_REST, depth=n, init=[])
@@ -171,24 +200,25 @@ class CapabilityTables(Component):
 
         look = self.seg
         slot = look.handle[:slot_bits]
-        entry = row(slot)
+        # One row mux for the flags serves both: no message is judged while the table is walked.
+        entry = row(Mux(self.walk.active, self.walk.slot, slot))
         gen = look.handle[slot_bits:HANDLE_BITS]
         m.d.comb += [
             base_seg.addr.eq(slot), rest_seg.addr.eq(slot), base_ack.addr.eq(self.ack.slot),
-            *(look.entry[k].eq(entry[k]) for k in _FLAGS.members),
+            gen_seg.addr.eq(slot), look.entry.gen.eq(gen_seg.data),
+            *(look.entry[k].eq(entry[k]) for k in flags.members),
             look.entry.base.eq(base_seg.data),
             *(look.entry[k].eq(rest_seg.data[k]) for k in _STORED[1:]),
-            look.current.eq(entry.valid & (entry.gen[:HANDLE_BITS - slot_bits] == gen)),
+            look.current.eq(entry.valid & (gen_seg.data == gen)),
             self.ack.entry.base.eq(base_ack.data),
         ]
-        walked = row(self.walk.slot)
-        m.d.comb += [self.walk.entry[k].eq(walked[k]) for k in _FLAGS.members]
+        m.d.comb += [self.walk.entry[k].eq(entry[k]) for k in flags.members]
         for look, table, direction in ((self.dst, ipc_out, IpcDir.OUT),
                                        (self.src, ipc_in, IpcDir.IN)):
             self._ipc_table(m, look, table, direction)
 
         def retire(e: Any) -> list:
-            return [e.valid.eq(0), e.gen.eq(e.gen + 1)]
+            return [e.valid.eq(0)]      # the handle is stale: valid again only with a new gen
 
         with m.If(self.drop.en):
             with m.Switch(self.drop.slot):
@@ -227,7 +257,7 @@ class CapabilityTables(Component):
         xy = [e.valid & (e.x == x) & (e.y == y) for e in table]
         port = [e.fbits == fbits for e in table]
         matches = [k & (e.any | f) for e, k, f in zip(table, xy, port)]
-        m.d.comb += look.allowed.eq(Cat(*matches).any())
+        m.d.comb += [look.allowed.eq(Cat(*matches).any()), look.busy.eq(granting)]
         held = Cat(*(k & ~e.any & f for e, k, f in zip(table, xy, port))).any()
         put = granting & g.add & ~held
         earlier = Const(0)              # a free row before this one: the first free row wins

@@ -1,7 +1,7 @@
 """A monitor's capability tables (apiary/os/monitor_tables.py), alone: installs into the first
 free row and the handles they get, lookups by handle (current or stale) and by slot, drop,
-revoke and clear moving a row's generation on, IPC grants and removals, the initial IPC rows
-and a full table's refusals."""
+revoke and clear (a row's next install gets its next generation), IPC grants and removals,
+the initial IPC rows and a full table's refusals."""
 
 import pytest
 
@@ -81,16 +81,19 @@ def test_revoke_drops_the_copies_of_a_root_and_clear_drops_valid_rows():
         await command(ctx, dut.revoke, root=5)
         assert [lookup(ctx, dut, h)[0] for h in (own, copy, other)] == [1, 0, 1]
         assert ctx.get(dut.free.slot) == 1              # the revoked row is free again
-        # clear: valid rows move to their next generation, free rows stay as they are.
+        # clear: valid rows are dropped, free rows stay as they are.
         for slot in range(ENTRIES):
             await command(ctx, dut.clear, slot=slot)
         assert [lookup(ctx, dut, h)[0] for h in (own, copy, other)] == [0, 0, 0]
+        ctx.set(dut.walk.active, 1)
         ctx.set(dut.walk.slot, 0)
-        assert ctx.get(dut.walk.entry.valid) == 0 and ctx.get(dut.walk.entry.gen) == 1
-        ctx.set(dut.walk.slot, 1)
-        assert ctx.get(dut.walk.entry.gen) == 1         # dropped once, by the revoke
-        ctx.set(dut.walk.slot, 3)
-        assert ctx.get(dut.walk.entry.gen) == 0         # never used
+        assert ctx.get(dut.walk.entry.valid) == 0
+        ctx.set(dut.walk.active, 0)
+        # Each row's next install gets its next generation: rows 0 to 2 were used once (row 1
+        # dropped by the revoke), row 3 never.
+        handles = [await install(ctx, dut) for _ in range(ENTRIES)]
+        assert handles == [0 | 1 << 2, 1 | 1 << 2, 2 | 1 << 2, 3]
+        assert [lookup(ctx, dut, h)[0] for h in (own, copy, other)] == [0, 0, 0]
 
     simulate(dut, tb, timeout=100)
 
