@@ -11,9 +11,9 @@ from apiary.noc.header import Fbits
 from apiary.noc.testbench import recv_flits
 from apiary.os.memory_tile import LOAD_MEM, mem_message_flits
 from apiary.os.monitor_messages import (REQUEST, HeadFormat, RequestSender, merge_requests,
-                                        request)
-from apiary.os.uapi import KernelMeta, KernelMsgType as K, decode_kernel_message, \
-    kernel_message_flits
+                                        request, spare_lanes)
+from apiary.os.uapi import KERNEL_META, KernelMeta, KernelMsgType as K, \
+    decode_kernel_message, kernel_message_flits
 from apiary.stream.testbench import simulate
 
 
@@ -130,6 +130,25 @@ def test_request_sender_sends_one_message_per_request(width):
     assert [f - t for t, f in zip(taken, firsts)] == [1, 1, 1]
     nflits = len(kernel_message_flits(width, K.FAULT, KernelMeta()))
     assert [b - a for a, b in zip(taken, taken[1:])] == [nflits + 1] * 2
+
+
+@pytest.mark.parametrize("width", [64, 128, 256, 512])
+def test_spare_lanes_carry_nothing_a_kernel_message_holds(width):
+    """Where a kernel message is one flit (512 bits), its spare lanes are those neither its
+    header nor its metadata use: whatever they hold, it decodes the same (the monitor's
+    merges let them show the tile's or the NoC's flit)."""
+    lanes = spare_lanes(width)
+    if width < 512:
+        assert lanes is None                # two flits or more: no lanes to spare
+        return
+    assert lanes == (192, 384)
+    full = KernelMeta(**{name: (1 << field.width) - 1 for name, field in KERNEL_META})
+    (data, last), = kernel_message_flits(width, K.MM_DERIVE, full)
+    lo, hi = lanes
+    spare = ((1 << (hi - lo)) - 1) << lo
+    assert data & spare == 0                # nothing of the message is there
+    assert decode_kernel_message([(data | spare, last)], width) == \
+        decode_kernel_message([(data, last)], width)
 
 
 class Merged(Elaboratable):
