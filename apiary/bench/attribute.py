@@ -79,7 +79,8 @@ def lut_sinks(dut: Any, depth: int = 2) -> dict[str, float]:
                                   for b in bits if isinstance(b, int)]
 
     def label(kind: str, name: str) -> str:
-        return f"{kind} {'.'.join(name.lstrip(chr(92)).split('.')[:depth])}"
+        parts = name.lstrip("\\").split(".")       # public names start with a backslash
+        return f"{kind} {'.'.join(parts[:depth])}"
 
     def state(reader: str) -> str:
         """The label of a cell that is not a LUT: its kind and the name of its output."""

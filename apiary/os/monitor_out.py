@@ -246,30 +246,31 @@ class TileOps(Component):
                                       handle=km.handle, size=km.size, perm=km.perm,
                                       user=km.user),
                      self.drop.slot.eq(km.handle)]
+
+        def answer(status: Status) -> list:
+            return [to_tile.valid.eq(1), to_tile.payload.meta.status.eq(status)]
+
         with m.Switch(self.msg_type):
             with m.Case(K.CAP_ALLOC.value):
                 with m.If(self.free.found):
                     m.d.comb += request(to_noc, K.MM_ALLOC, manager, size=km.size,
                                         perm=km.perm, user=km.user)
                 with m.Else():
-                    m.d.comb += [to_tile.valid.eq(1),
-                                 to_tile.payload.meta.status.eq(Status.TABLE_FULL)]
+                    m.d.comb += answer(Status.TABLE_FULL)
             with m.Case(K.CAP_FREE.value):
                 with m.If(self.current):
-                    m.d.comb += [to_tile.valid.eq(1), to_tile.payload.meta.status.eq(Status.OK),
-                                 self.drop.en.eq(1)]
+                    m.d.comb += [*answer(Status.OK), self.drop.en.eq(1)]
                     with m.If(entry.owner):
                         m.d.comb += request(to_noc, K.MM_FREE, manager, root=entry.root)
                 with m.Else():
-                    m.d.comb += [to_tile.valid.eq(1),
-                                 to_tile.payload.meta.status.eq(Status.BAD_HANDLE)]
+                    m.d.comb += answer(Status.BAD_HANDLE)
             with m.Case(K.CAP_SEND.value):
                 m.d.comb += [
                     *request(to_noc, K.MM_DERIVE, manager, addr=entry.base + km.addr,
                              size=km.size, perm=km.perm, mem_x=entry.mem_x,
                              mem_y=entry.mem_y, root=entry.root, peer_x=km.peer_x,
                              peer_y=km.peer_y, peer_fbits=km.peer_fbits, user=km.user),
-                    to_tile.valid.eq(1), to_tile.payload.meta.status.eq(Status.OK),
+                    *answer(Status.OK),
                 ]
         offered_only_if(m, self.go, to_noc.valid, to_tile.valid, self.drop.en)
         return m

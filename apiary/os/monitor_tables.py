@@ -158,8 +158,7 @@ class CapabilityTables(Component):
         m = Module()
         n = self._entries
         slot_bits = (n - 1).bit_length()
-        flags = _FLAGS
-        seg = [Signal(flags, name=f"seg{i}") for i in range(n)]
+        seg = [Signal(_FLAGS, name=f"seg{i}") for i in range(n)]
         ipc_out = [Signal(IPC_ENTRY, name=f"ipc_out{i}", init=row)
                    for i, row in enumerate(self._ipc_out)]
         ipc_in = [Signal(IPC_ENTRY, name=f"ipc_in{i}", init=row)
@@ -167,7 +166,7 @@ class CapabilityTables(Component):
         seg_raw = Array(s.as_value() for s in seg)
 
         def row(slot: Any) -> Any:
-            return data.View(flags, seg_raw[slot])
+            return data.View(_FLAGS, seg_raw[slot])
 
         free = self.free
         for i in reversed(range(n)):
@@ -206,13 +205,13 @@ class CapabilityTables(Component):
         m.d.comb += [
             base_seg.addr.eq(slot), rest_seg.addr.eq(slot), base_ack.addr.eq(self.ack.slot),
             gen_seg.addr.eq(slot), look.entry.gen.eq(gen_seg.data),
-            *(look.entry[k].eq(entry[k]) for k in flags.members),
+            *(look.entry[k].eq(entry[k]) for k in _FLAGS.members),
             look.entry.base.eq(base_seg.data),
             *(look.entry[k].eq(rest_seg.data[k]) for k in _STORED[1:]),
             look.current.eq(entry.valid & (gen_seg.data == gen)),
             self.ack.entry.base.eq(base_ack.data),
         ]
-        m.d.comb += [self.walk.entry[k].eq(entry[k]) for k in flags.members]
+        m.d.comb += [self.walk.entry[k].eq(entry[k]) for k in _FLAGS.members]
         for look, table, direction in ((self.dst, ipc_out, IpcDir.OUT),
                                        (self.src, ipc_in, IpcDir.IN)):
             self._ipc_table(m, look, table, direction)
