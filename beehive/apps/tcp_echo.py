@@ -73,22 +73,26 @@ it is offered, with room guaranteed for whatever it leaves behind:
   order is assumed: acks may come back in any order, from any number of memory tiles, with
   any number of loads outstanding to each (:class:`~beehive.apps.tcp_steps.TxAnswer`,
   :class:`_MemAcks`). Anything else is dropped and counted;
-* loaded bytes go into a :class:`~apiary.stream.packet_buffer.PacketBuffer` of ``jobs``
-  chunks: a job has at most one chunk loaded or on its way, so its room is reserved before
-  its ``LOAD_MEM`` leaves. Chunks are stored in the order their acks came; the chunk of a job
-  that died meanwhile is discarded.
+* loaded words go into a FIFO of ``jobs`` chunks: a job has at most one chunk loaded or on
+  its way, so its room is reserved before its ``LOAD_MEM`` leaves. Chunks are stored in the
+  order their acks came, each cut through: its ``STORE_MEM`` is offered from the cycle after
+  its ack's head, and its words follow as they arrive (a step of ``n`` bytes takes about
+  ``n`` / (bytes per word) cycles of words, not twice that); the chunk of a job that died
+  meanwhile is discarded.
 
-Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 7
+Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 6
 cycles of the tile's own: 3 from a ``TCP_RX_MSG_RESP`` to its ``TCP_TX_MSG_REQ`` (queue,
 response read, check), 1 from a ``TCP_TX_MSG_RESP`` or a ``STORE_MEM_ACK`` to the request it
-allows, 2 from a ``LOAD_MEM_ACK``'s last word to the ``STORE_MEM`` (the packet buffer); the
-three requests after a store leave back to back. One job is latency-bound; ``jobs`` busy
-flows overlap their round trips, a job ending every (round trips) / ``jobs`` cycles, until
-the output port is the limit (a 64-byte job is 7 flits out at 512 bits, 34 at 64). Measured
-with the tests' model (``tests/apps/tcp_model.py``) answering at once, four flows always
-busy, 64-byte chunks, in cycles per job: at 512 bits 17.0 with ``jobs=1`` (21 before there
-were jobs), 8.9 with 2, 7.0 with 4; with memory acks 20 cycles late 55, 27.6 and 14.3; at 64
-bits 68, 45 and 39.5.
+allows, 1 from a ``LOAD_MEM_ACK``'s head to the ``STORE_MEM``; the three requests after a
+store leave back to back. One job is latency-bound; ``jobs`` busy flows overlap their round
+trips, a job ending every (round trips) / ``jobs`` cycles, until the output port is the
+limit (a 64-byte job is 7 flits out at 512 bits, 34 at 64). Measured with the tests' model
+(``tests/apps/tcp_model.py``) answering at once, four flows always busy, 64-byte chunks, in
+cycles per job (2026-12-03; before the stores cut through in brackets): at 512 bits 15.0
+with ``jobs=1`` (17.0; 21 before there were jobs), 7.9 with 2 (8.88), 6.97 with 4 (6.97);
+with memory acks 20 cycles late 53 (55), 26.58 (27.56) and 13.76 (14.25); at 64 bits 59
+(68), 40.9 (45.32) and 39.69 (39.46: a store holds the memory sender from its head on, so
+a load waits a little more).
 """
 
 from typing import Any
@@ -100,8 +104,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
 from apiary.stream.counters import count
-from apiary.stream.layout import payload_signature
-from apiary.stream.packet_buffer import PacketBuffer
+from apiary.stream.layout import payload_layout, payload_signature
 from apiary.stream.queue import Queue
 
 from ..proto.messages import MsgType
@@ -121,8 +124,8 @@ _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
 
 class _Step(enum.Enum, shape=4):
     """Where a job is: a request to send (``TX_REQ``, ``LOAD``, ``ADJ_TX``, ``ADJ_RX``,
-    ``RX_REQ``, ``CLOSE``), an answer to await (``WAIT_*``), its chunk waiting in the buffer
-    (``LOADED``)."""
+    ``RX_REQ``, ``CLOSE``), an answer to await (``WAIT_*``), its chunk arriving or in the
+    FIFO, its store not yet offered (``LOADED``)."""
     FREE = 0
     CHECK = 1           # its flow's response is being read
     TX_REQ = 2
@@ -224,7 +227,7 @@ def _request_events(jobs: int) -> wiring.Signature:
     """From a sender of the jobs' requests (the ``Out`` side) to :class:`_Jobs`, a bit per
     job: ``mine`` (its request is on offer, held until taken) and the pulses of its
     requests taken (``sent``: an engine request; ``load_sent``, ``store_sent``; ``drained``:
-    its chunk thrown away, its connection having ended)."""
+    the last word of its chunk thrown away, its connection having ended)."""
     return wiring.Signature({"mine": Out(jobs), "sent": Out(jobs), "load_sent": Out(jobs),
                              "store_sent": Out(jobs), "drained": Out(jobs)})
 
@@ -459,20 +462,24 @@ class _EngineRequests(wiring.Component):
 
 
 class _MemRequests(wiring.Component):
-    """The jobs' memory requests, on one sender (``mem_tx``): the store of the oldest loaded
-    chunk (``loaded``, the jobs' numbers in the order their chunks came; ``desc`` and
-    ``chunk``, the chunks' buffer) before the loads of the jobs at ``LOAD``. A request, once
+    """The jobs' memory requests, on one sender (``mem_tx``): the store of the oldest chunk
+    whose load ack has come (``loaded``, the jobs' numbers in the order their acks came;
+    ``chunk``, the chunks' words as they arrive) before the loads of the jobs at ``LOAD``.
+    A store leaves as soon as its ack's head is in, its words following as they come (cut
+    through: its length is the job's ``n``, and the ack, whose head is in, brings them
+    without waiting on anything). A request, once
     offered, stays on offer until taken (``events.mine``); the chunk of a job that died
-    meanwhile is thrown away instead of stored (``events.drained``). ``events.load_sent`` and
+    meanwhile is thrown away instead of stored (``events.drained`` pulses as its last word
+    goes: until then its words hold their room, and it stays first). ``events.load_sent`` and
     ``store_sent`` pulse as a job's request is taken; a store's words go on ``data``."""
 
-    def __init__(self, requests: Requests, jobs: int, record: data.StructLayout, width: int,
-                 desc: Any) -> None:
+    def __init__(self, requests: Requests, jobs: int, record: data.StructLayout,
+                 width: int) -> None:
         self._requests, self._jobs, self._record, self._width = requests, jobs, record, width
         super().__init__({
             "jobs": In(_jobs_view(jobs, record)), "events": Out(_request_events(jobs)),
             "loaded": In(stream.Signature(unsigned(_bits(jobs)))),
-            "desc": In(stream.Signature(desc)), "chunk": In(payload_signature(width)),
+            "chunk": In(payload_signature(width)),
             "mem_tx": Out(requests.mem_signature()), "data": Out(payload_signature(width)),
         })
 
@@ -485,7 +492,7 @@ class _MemRequests(wiring.Component):
         connect(m, out=out.o, sender=flipped(self.data))
         first = self.loaded.payload
         first_dead = _select(m, 1, [jobs.dead[k] for k in range(nj)], first)
-        chunk_ready = self.loaded.valid & self.desc.valid & ~out.storing & ~out.draining
+        chunk_ready = self.loaded.valid & ~out.storing & ~out.draining
         loads, load_k = _first(m, [(jobs.step[k] == _Step.LOAD) & ~jobs.dead[k]
                                    for k in range(nj)])
         m.d.comb += [hold.choice.store.eq(chunk_ready & ~first_dead), hold.choice.k.eq(load_k),
@@ -500,14 +507,17 @@ class _MemRequests(wiring.Component):
             r.mem(m, self.mem_tx, store=False, loc=lj.rx.loc, addr=lj.rx.addr, size=lj.n,
                   wrap=lj.rx.wrap)
         drain = chunk_ready & first_dead & ~(hold.hold & hold.held.store)
+        # A drained chunk's job is done with its room once the last of its words, which may
+        # still be on their way, is thrown away.
+        drained = out.draining & out.done
         m.d.comb += [out.store.eq(taken & to_store), out.drain.eq(drain)]
-        with m.If(out.store | drain):
-            m.d.comb += [self.desc.ready.eq(1), self.loaded.ready.eq(1)]
+        with m.If(out.store | drained):
+            m.d.comb += self.loaded.ready.eq(1)
         for k in range(nj):
             m.d.comb += [
                 ev.load_sent[k].eq(taken & ~to_store & (load_kk == k)),
                 ev.store_sent[k].eq(taken & to_store & (first == k)),
-                ev.drained[k].eq(drain & (first == k)),
+                ev.drained[k].eq(drained & (first == k)),
                 ev.mine[k].eq(hold.hold & ~hold.held.store & (hold.held.k == k)),
             ]
         return m
@@ -629,8 +639,8 @@ class TcpEchoTile(TcpAppTile):
 
     Cost: per flow 3 bits of registers, and in memories its generation (4 bits), its rings'
     memory tiles (32 bits) and its latest response (126 bits); two FIFOs of ``flows`` slots;
-    per job about 240 bits of registers; a packet buffer of ``jobs`` chunks and a FIFO of
-    ``jobs`` job numbers.
+    per job about 240 bits of registers; a FIFO of ``jobs`` chunks' words and one of ``jobs``
+    job numbers.
     """
 
     #: Two senders of engine requests (the receive side's, the send side's).
@@ -669,12 +679,9 @@ class TcpEchoTile(TcpAppTile):
         m.submodules.first = first = _FirstRequests(io.requests, sb, flows)
         # Loaded chunks, in the order their acks came, and which job each is for.
         words = -(-self.chunk // (width // 8))
-        m.submodules.buf = buf = PacketBuffer(
-            width, max_bytes=self.chunk, buffer_bytes=nj * words * width // 8, max_queued=nj,
-            verdict=False)
+        m.submodules.buf = buf = Queue(payload_layout(width), nj * words)
         m.submodules.loaded_q = loaded_q = Queue(unsigned(_bits(nj)), nj)
-        m.submodules.memory = memory = _MemRequests(io.requests, nj, record, width,
-                                                    buf.o_desc.payload.shape())
+        m.submodules.memory = memory = _MemRequests(io.requests, nj, record, width)
         m.submodules.acks = acks = _MemAcks(nj, sb, record, width)
 
         connect(m, app=a, table=table.app, jobs=jobs.app, tx_answer=tx_answer.app,
@@ -694,7 +701,6 @@ class TcpEchoTile(TcpAppTile):
         connect(m, memory=memory.mem_tx, sender=io.mem_tx.i_hdr)
         connect(m, memory=memory.data, sender=io.mem_tx.i_data)
         connect(m, loaded_q=loaded_q.o, memory=memory.loaded)
-        connect(m, buf=buf.o_desc, memory=memory.desc)
         connect(m, buf=buf.o, memory=memory.chunk)
         connect(m, receiver=io.mem, acks=acks.mem)
         connect(m, receiver=io.mem.data, acks=acks.data)
