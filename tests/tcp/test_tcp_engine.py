@@ -77,9 +77,10 @@ def handshake_echo_and_close(p):
     and has them back, and closes; the design's FIN follows, and its counters say one
     connection opened and closed (tests/sim/test_netlist.py runs it on the ECP5 netlist too)."""
     synack = p.connect()
-    options = dict(synack.tcp.options)
-    # Our MSS and window scale (0: a 4 KiB ring needs none), no SACK, no timestamps.
-    assert options == {"MSS": 1460, "NOP": None, "WScale": 0}
+    # Our MSS and window scale (0: a 4 KiB ring needs none), SACK-permitted (the peer offered
+    # it), no timestamps.
+    assert synack.tcp.options == [("MSS", 1460), ("NOP", None), ("WScale", 0), ("NOP", None),
+                                  ("NOP", None), ("SAckOK", b"")]
     assert synack.tcp.window == 4096
     assert p.exchange(b"hello, world", cycles=3000) == b"hello, world"
     # The peer closes; the echo closes its side after the end of the stream.
@@ -444,6 +445,7 @@ def test_active_open_sends_its_stream_and_lingers_in_time_wait(width):
         sim.run(2000)
         syn = Ether(sim.received(clear=True)[0].data)[TCP]
         assert str(syn.flags) == "S" and dict(syn.options)["MSS"] == 1460
+        assert "SAckOK" in dict(syn.options) and syn.dataofs == 8
         p = Peer(sim, sport=5001, dport=syn.sport, isn=9000)
         p.rcv_nxt = seq_add(syn.seq, 1)
         p.send("SA", ack=p.rcv_nxt, options=[("MSS", 1000), ("NOP", None), ("WScale", 2)])

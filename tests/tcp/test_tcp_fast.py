@@ -76,8 +76,11 @@ def test_handshake_echo_and_close_at_64_bits(echo):
     before = echo.counters()
     p = Peer(echo, sport=40000)
     synack = p.connect(cycles=200)
-    # Our MSS and window scale (0: a 4 KiB ring needs none), no SACK, no timestamps.
-    assert dict(synack.tcp.options) == {"MSS": 1460, "NOP": None, "WScale": 0}
+    # Our MSS and window scale (0: a 4 KiB ring needs none), SACK-permitted (the peer offered
+    # it), no timestamps: a 32-byte header.
+    assert synack.tcp.options == [("MSS", 1460), ("NOP", None), ("WScale", 0), ("NOP", None),
+                                  ("NOP", None), ("SAckOK", b"")]
+    assert synack.tcp.dataofs == 8
     assert synack.tcp.window == TEST["ring"]
     assert p.exchange(b"hello, world", cycles=50, rounds=20) == b"hello, world"
     # The peer closes; the echo closes its side after the end of the stream, once.
@@ -114,6 +117,55 @@ def test_malformed_segments_are_dropped_and_counted_at_64_bits(echo):
     # The connection is untouched: the next good segment is echoed.
     assert p.exchange(b"good", cycles=50, rounds=20) == b"good"
     assert delta(echo, before)["tcp_rx_stored"] == 1
+
+
+def sack_blocks(seen):
+    """The SACK blocks of a segment the design sent, as ``(left, right)`` pairs."""
+    return [tuple(v) for k, v in seen.tcp.options if k == "SAck"]
+
+
+@ECHO64
+def test_acks_report_the_out_of_order_range_as_a_sack_block_at_64_bits(echo):
+    """RFC 2018: on a connection whose peer offered SACK, the ACK that answers an out-of-order
+    segment reports the range held (and that range only, as it grows); once the gap fills, the
+    ACK covers it all and carries no block. A peer that did not offer SACK gets neither the
+    option on the SYN-ACK nor blocks."""
+    p = Peer(echo, sport=40002, isn=91_000)
+    p.connect(cycles=200)
+    p.run(50)
+    base, data = p.snd_nxt, bytes(range(150))
+    before = echo.counters()
+    p.send_data(data[50:100], seq=seq_add(base, 50), advance=False)
+    dup = [s for s in p.run(200) if not s.data]
+    assert [(s.tcp.ack, sack_blocks(s)) for s in dup] == [
+        (base, [(seq_add(base, 50), seq_add(base, 100))])]
+    assert dup[0].tcp.dataofs == 8
+    p.send_data(data[100:], seq=seq_add(base, 100), advance=False)
+    dup = [s for s in p.run(200) if not s.data]
+    assert [(s.tcp.ack, sack_blocks(s)) for s in dup] == [
+        (base, [(seq_add(base, 50), seq_add(base, 150))])]
+    # In-order bytes short of the gap: their echo, a data segment, reports the block too
+    # (every segment's checksums are checked as it arrives).
+    p.send_data(data[:20])
+    until(p, lambda: len(p.stream) >= 20)
+    echoed = [s for s in p.seen if s.data]
+    assert echoed[-1].data == data[:20] and echoed[-1].tcp.dataofs == 8
+    assert sack_blocks(echoed[-1]) == [(seq_add(base, 50), seq_add(base, 150))]
+    p.send_data(data[20:50])
+    p.snd_nxt = seq_add(base, 150)
+    until(p, lambda: len(p.stream) >= 150)
+    assert bytes(p.stream) == data
+    assert all(sack_blocks(s) == [] for s in p.seen if s.tcp.ack == seq_add(base, 150))
+    assert delta(echo, before)["tcp_rx_reordered"] == 2
+
+    q = Peer(echo, sport=40003, isn=92_000)
+    q.syn_options = lambda: [("MSS", 1460), ("NOP", None), ("WScale", 7)]
+    synack = q.connect(cycles=200)
+    assert "SAckOK" not in dict(synack.tcp.options) and synack.tcp.dataofs == 7
+    q.run(50)
+    q.send_data(b"late", seq=seq_add(q.snd_nxt, 10), advance=False)
+    dup = [s for s in q.run(200) if not s.data]
+    assert [(s.tcp.ack, s.tcp.dataofs, sack_blocks(s)) for s in dup] == [(q.snd_nxt, 5, [])]
 
 
 # -- the 512-bit receive path: IPv4 RX into TCP RX -------------------------------------------------

@@ -1,6 +1,6 @@
 """TCP (RFC 9293) in two tiles sharing per-flow state, as Beehive's engine, and beyond it: active
-open, a reorder buffer, a retransmission timer with back-off, NewReno congestion control,
-zero-window probes, a bounded half-open table.
+open, a reorder buffer reported to the peer in SACK blocks (RFC 2018), a retransmission timer
+with back-off, NewReno congestion control, zero-window probes, a bounded half-open table.
 
 * :mod:`~beehive.proto.tcp.header`: the header, flags, options, sequence arithmetic;
 * :mod:`~beehive.proto.tcp.app`: the application interface (messages, handles, statuses);

@@ -60,6 +60,10 @@ class TcpConfig:
         connection waits in FIN-WAIT-2 for the peer's FIN.
     Congestion control
         ``cc`` (:data:`CONGESTION_CONTROL`), ``initial_window`` segments (RFC 6928: 10).
+    Selective acknowledgements (RFC 2018)
+        ``sack``: offer SACK-permitted on SYNs and take it from a peer's; on a connection that
+        agreed, each ACK sent while out-of-order bytes wait in the receive ring reports them
+        as a SACK block, so the peer resends only what is missing.
     Under Apiary (the tiles placed untrusted)
         ``spare`` pairs of rings the receive tile allocates ahead of the connections that take
         them (:mod:`beehive.proto.tcp.segments`); ``rx_base`` and ``tx_base`` are unused.
@@ -83,6 +87,7 @@ class TcpConfig:
     tick: int | None = None
     cc: str = "newreno"
     initial_window: int = 10
+    sack: bool = True
     spare: int = 2
 
     def __post_init__(self) -> None:
@@ -111,6 +116,8 @@ class TcpConfig:
             raise ValueError(f"cc must be one of {', '.join(CONGESTION_CONTROL)}, "
                              f"not {self.cc!r}")
         _int(self.initial_window, "initial_window", 1, 64)
+        if not isinstance(self.sack, bool):
+            raise ValueError(f"sack must be True or False, not {self.sack!r}")
 
     @property
     def half_open(self) -> int:

@@ -1,10 +1,13 @@
 """The TCP header (RFC 9293), its flags and the options the engine reads and writes.
 
-The engine reads two options, on SYN segments only: MSS (kind 2) and window scale (kind 3,
-RFC 7323); every other option is skipped by its length. It writes them on its own SYN and
-SYN-ACK as ``MSS, NOP, WS``: 8 bytes, a 28-byte header (:data:`SYN_HEADER_BYTES`). Other
-segments carry a bare 20-byte header. SACK and timestamps are not offered, so a Linux peer
-does not use them.
+The engine reads three options, on SYN segments only: MSS (kind 2), window scale (kind 3,
+RFC 7323) and SACK-permitted (kind 4, RFC 2018); every other option is skipped by its length.
+It writes them on its own SYN and SYN-ACK as ``MSS, NOP, WS``, then ``NOP, NOP, SACK-permitted``
+if it offers SACK (:func:`syn_options`): 8 or 12 bytes, a 28-byte header
+(:data:`SYN_HEADER_BYTES`) or a 32-byte one (:data:`MAX_TX_HEADER_BYTES`). Other segments carry
+a bare 20-byte header, or, on a connection that agreed to SACK while out-of-order bytes wait in
+the receive ring, ``NOP, NOP, SACK`` with that one block (:func:`sack_option`): 32 bytes.
+Timestamps are not offered, so a Linux peer does not use them.
 
 Sequence numbers are compared modulo 2**32 (:func:`seq_lt` and friends, in hardware and in
 Python).
@@ -15,9 +18,10 @@ from amaranth import Cat, Const, Mux, Value
 from apiary.stream.header import Header
 
 
-__all__ = ["TCP", "TCP_HEADER_BYTES", "SYN_HEADER_BYTES", "MAX_HEADER_BYTES", "FIN", "SYN", "RST",
-           "PSH", "ACK", "URG", "OPT_EOL", "OPT_NOP", "OPT_MSS", "OPT_WSCALE", "MAX_WSCALE",
-           "syn_options", "seq_lt", "seq_le", "seq_max", "seq_min", "py_seq_lt"]
+__all__ = ["TCP", "TCP_HEADER_BYTES", "SYN_HEADER_BYTES", "MAX_TX_HEADER_BYTES",
+           "MAX_HEADER_BYTES", "FIN", "SYN", "RST", "PSH", "ACK", "URG", "OPT_EOL", "OPT_NOP",
+           "OPT_MSS", "OPT_WSCALE", "OPT_SACK_OK", "OPT_SACK", "SACK_BLOCK_BYTES", "MAX_WSCALE",
+           "syn_options", "sack_option", "seq_lt", "seq_le", "seq_max", "seq_min", "py_seq_lt"]
 
 
 #: The fixed 20-byte TCP header; ``data_offset`` counts 32-bit words, options follow.
@@ -28,22 +32,40 @@ TCP = Header("tcp", [
 ])
 TCP_HEADER_BYTES = 20
 SYN_HEADER_BYTES = 28
+MAX_TX_HEADER_BYTES = 32
+#: The option bytes of an ACK reporting one SACK block (:func:`sack_option`).
+SACK_BLOCK_BYTES = 12
 MAX_HEADER_BYTES = 60
 
 FIN, SYN, RST, PSH, ACK, URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
 
-OPT_EOL, OPT_NOP, OPT_MSS, OPT_WSCALE = 0, 1, 2, 3
+OPT_EOL, OPT_NOP, OPT_MSS, OPT_WSCALE, OPT_SACK_OK, OPT_SACK = 0, 1, 2, 3, 4, 5
 #: The largest shift RFC 7323 allows; larger ones are taken as 14.
 MAX_WSCALE = 14
 
 
-def syn_options(mss: Value, wscale: Value, with_wscale: Value) -> Value:
-    """The 8 option bytes of the engine's SYN and SYN-ACK, lane order (first byte in bits 7..0):
+def syn_options(mss: Value, wscale: Value, with_wscale: Value,
+                with_sack: Value | None = None) -> Value:
+    """The option bytes of the engine's SYN and SYN-ACK, lane order (first byte in bits 7..0):
     MSS ``mss``, then NOP and window scale ``wscale``, or, without ``with_wscale`` (a passive
-    open whose SYN offered none), NOP NOP NOP NOP."""
+    open whose SYN offered none), NOP NOP NOP NOP: 8 bytes. With ``with_sack`` given, 4 more:
+    NOP NOP SACK-permitted if it is set, else zeros (the header ends before them)."""
     ws = Cat(Const(OPT_NOP, 8), Const(OPT_WSCALE, 8), Const(3, 8), wscale[:8])
     nops = Const(0x01010101, 32)
-    return Cat(Const(OPT_MSS, 8), Const(4, 8), mss[8:16], mss[:8], Mux(with_wscale, ws, nops))
+    options = Cat(Const(OPT_MSS, 8), Const(4, 8), mss[8:16], mss[:8], Mux(with_wscale, ws, nops))
+    if with_sack is None:
+        return options
+    sack_ok = Cat(Const(OPT_NOP, 8), Const(OPT_NOP, 8), Const(OPT_SACK_OK, 8), Const(2, 8))
+    return Cat(options, Mux(with_sack, sack_ok, 0))
+
+
+def sack_option(start: Value, end: Value) -> Value:
+    """The 12 option bytes of an ACK that reports one SACK block ``[start, end)`` (RFC 2018),
+    lane order: NOP NOP SACK (kind 5, length 10), the block's edges big-endian."""
+    def be32(v):
+        return Cat(v[24:32], v[16:24], v[8:16], v[:8])
+    return Cat(Const(OPT_NOP, 8), Const(OPT_NOP, 8), Const(OPT_SACK, 8), Const(10, 8),
+               be32(start), be32(end))
 
 
 def seq_lt(a: Value, b: Value) -> Value:

@@ -103,7 +103,8 @@ from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status
                   app_requests)
 from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
-from .header import ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_WSCALE, RST, SYN, TCP
+from .header import (ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_SACK_OK, OPT_WSCALE,
+                     RST, SYN, TCP)
 from .header import seq_le, seq_lt, seq_min
 from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
 from .segments import POOL_PORT, BufferPool
@@ -127,7 +128,7 @@ DEFAULT_MSS = 536
 #: and how many of them there are, and its options (a SYN's).
 RX_SEGMENT = data.StructLayout({"packet": packet_layout(), "head": 8 * MAX_HEADER_BYTES,
                              "head_len": range(MAX_HEADER_BYTES + 1), "mss": 16, "has_mss": 1,
-                             "ws": 4, "has_ws": 1})
+                             "ws": 4, "has_ws": 1, "has_sack": 1})
 #: What a store's acknowledgement (or a FIN) commits: ``end`` (and the FIN) becomes ``rcv_nxt``.
 COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
                             "store": 1})
@@ -394,14 +395,15 @@ class TcpRxTile(Tile):
 
 
 class TcpOptions(wiring.Component):
-    """Walk a SYN's options for the MSS and the window scale.
+    """Walk a SYN's options for the MSS, the window scale and SACK-permitted.
 
     While ``head_valid`` (the first ``MAX_HEADER_BYTES`` bytes of a segment on ``head``, lane
     order) and until ``clear``: a SYN with options is walked from byte 20, one option a cycle
     (a NOP a byte), up to its data offset, an end-of-options, or a malformed option (a length
     under 2 or past the header: the walk stops there, with what was found before); ``mss`` /
     ``has_mss`` take a 4-byte MSS option, ``ws`` / ``has_ws`` a 3-byte window scale (at most
-    14). Then ``done`` rises. Any other segment is done at once, with neither option.
+    14), ``has_sack`` a 2-byte SACK-permitted. Then ``done`` rises. Any other segment is done
+    at once, with none of them.
 
     Latency: ``done`` rises 1 cycle after ``head_valid`` for a segment without options to walk,
     ``2 + n`` for a SYN whose walk takes ``n`` options (NOPs counted) before the end of its
@@ -412,6 +414,7 @@ class TcpOptions(wiring.Component):
         super().__init__({
             "head": In(8 * MAX_HEADER_BYTES), "head_valid": In(1), "clear": In(1),
             "done": Out(1), "mss": Out(16), "has_mss": Out(1), "ws": Out(4), "has_ws": Out(1),
+            "has_sack": Out(1),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -436,10 +439,11 @@ class TcpOptions(wiring.Component):
         with m.If(~self.head_valid | self.clear):
             m.d.sync += [walking.eq(0), done.eq(0)]
         with m.Elif(~walking & ~done):
+            none = [o.has_mss.eq(0), o.has_ws.eq(0), o.has_sack.eq(0)]
             with m.If((tcp.flags & SYN).any() & (tcp.data_offset > 5)):
-                m.d.sync += [walking.eq(1), pos.eq(20), o.has_mss.eq(0), o.has_ws.eq(0)]
+                m.d.sync += [walking.eq(1), pos.eq(20), *none]
             with m.Else():
-                m.d.sync += [done.eq(1), o.has_mss.eq(0), o.has_ws.eq(0)]
+                m.d.sync += [done.eq(1), *none]
         with m.Elif(walking):
             end = (pos >= header_len) | (kind == 0)
             nop = kind == 1
@@ -454,6 +458,8 @@ class TcpOptions(wiring.Component):
                     m.d.sync += [o.mss.eq(Cat(b3, b2)), o.has_mss.eq(1)]
                 with m.If((kind == OPT_WSCALE) & (length == 3)):
                     m.d.sync += [o.ws.eq(Mux(b2 > MAX_WSCALE, MAX_WSCALE, b2)), o.has_ws.eq(1)]
+                with m.If((kind == OPT_SACK_OK) & (length == 2)):
+                    m.d.sync += o.has_sack.eq(1)
         return m
 
 
@@ -504,7 +510,7 @@ class SegmentHead(wiring.Component):
             self.segment.valid.eq(cur_valid & peek.head_valid & opts.done),
             seg.packet.eq(cur), seg.head.eq(peek.head), seg.head_len.eq(peek.head_len),
             seg.mss.eq(opts.mss), seg.has_mss.eq(opts.has_mss), seg.ws.eq(opts.ws),
-            seg.has_ws.eq(opts.has_ws),
+            seg.has_ws.eq(opts.has_ws), seg.has_sack.eq(opts.has_sack),
             peek.verdict.valid.eq(self.segment.ready), peek.verdict.payload.keep.eq(self.keep),
         ]
         with m.If(self.segment.ready):
@@ -951,6 +957,7 @@ class RxEngine(wiring.Component):
                     new.snd_una.eq(ackn), new.snd_wnd.eq(win), new.last_win.eq(win),
                     new.peer_mss.eq(Mux(opts.has_mss, opts.mss, DEFAULT_MSS)),
                     new.peer_ws.eq(Mux(opts.has_ws, opts.ws, 0)), new.ws_ok.eq(opts.has_ws),
+                    new.sack_ok.eq(opts.has_sack & cfg.sack),
                     e.write.eq(1), e.notify.eq(1),
                     e.ev.ack_now.eq(1), e.ev.acked.eq(1), e.ev.ack.eq(ackn),
                 ]
@@ -979,6 +986,7 @@ class RxEngine(wiring.Component):
             new.snd_una.eq(e.clock), new.snd_wnd.eq(win), new.last_win.eq(win),
             new.peer_mss.eq(Mux(opts.has_mss, opts.mss, DEFAULT_MSS)),
             new.peer_ws.eq(Mux(opts.has_ws, opts.ws, 0)), new.ws_ok.eq(opts.has_ws),
+            new.sack_ok.eq(opts.has_sack & e.cfg.sack),
             e.write.eq(1), e.tbl_insert.eq(1), new.place.eq(e.table.free_place),
             e.ev.open.eq(1), e.ev.seq.eq(e.clock),
             e.ev.app_x.eq(e.ports.dst_x), e.ev.app_y.eq(e.ports.dst_y),

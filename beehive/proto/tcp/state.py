@@ -81,6 +81,7 @@ RX_STATE = data.StructLayout({
     "fin_rcvd": 1,          # the peer's FIN is committed (rcv_nxt counts it)
     "snd_una": 32, "snd_wnd": 32,    # the peer's cumulative ACK and window (scaled)
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
+    "sack_ok": 1,           # both offered SACK-permitted: ACKs report the out-of-order range
     "our_fin": 1, "our_fin_seq": 32, "fin_acked": 1, "closed_first": 1,
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
     "peer_req": 1,          # the application asked who the peer is (TCP_PEER_REQ)

@@ -87,8 +87,9 @@ from .config import TcpConfig, config_or_default
 from .queues import MEM_REQUEST, FlowQueue, Outbox, SlotSet, memory_requests
 from .rtt import RttEstimator
 from .segments import GRANT_USER
-from .header import (ACK, FIN, PSH, SYN, SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES,
-                     seq_le, seq_lt, seq_max, syn_options)
+from .header import (ACK, FIN, MAX_TX_HEADER_BYTES, PSH, SACK_BLOCK_BYTES, SYN,
+                     SYN_HEADER_BYTES, TCP, TCP_HEADER_BYTES, sack_option, seq_le, seq_lt,
+                     seq_max, syn_options)
 from .state import TIMER, TX_EVENT, TX_STATE, ConnState, TcpWires, TimerKind, slot_bits
 
 
@@ -99,12 +100,20 @@ __all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP", "SegmentEmit
 #: Route keys of the transmit tile: its send buffer, IPv4 TX, and the applications it answers.
 TX_KEY_MEMORY, TX_KEY_IP, TX_KEY_APP = "tx_mem", "ip", "app"
 
-#: A segment to send, from the engine to the emitter.
-TX_SEGMENT = data.StructLayout({
-    "peer_mac": 48, "vlan": 1, "vlan_tci": 16, "peer_ip": 32,
-    "header": 8 * SYN_HEADER_BYTES,     # lane order, checksum zero
-    "header_len": 6, "data_len": 16, "has_data": 1, "header_sum": 16,
-})
+def tx_header_bytes(config: TcpConfig) -> int:
+    """The longest header the engine sends: a SYN's, or with ``sack`` a SYN's or an ACK's
+    with the SACK option (:mod:`~beehive.proto.tcp.header`)."""
+    return MAX_TX_HEADER_BYTES if config.sack else SYN_HEADER_BYTES
+
+
+def tx_segment(header_bytes: int = SYN_HEADER_BYTES) -> data.StructLayout:
+    """A segment to send, from the engine to the emitter, with up to ``header_bytes`` bytes
+    of header."""
+    return data.StructLayout({
+        "peer_mac": 48, "vlan": 1, "vlan_tci": 16, "peer_ip": 32,
+        "header": 8 * header_bytes,     # lane order, checksum zero
+        "header_len": 6, "data_len": 16, "has_data": 1, "header_sum": 16,
+    })
 #: An answer to an application.
 ANSWER = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
 #: A flow whose timer is due.
@@ -240,7 +249,7 @@ class TcpTxTile(Tile):
         m.submodules.emitter = emitter = SegmentEmitter(
             self.env.width, max_bytes=cfg.mss, depth=self.load_depth, local_ip=self.local_ip,
             dst=address_of(self.ip, Fbits.LOCAL0), src=(*here, Fbits.LOCAL0),
-            descriptor=seg_tx.i_hdr.payload.shape())
+            descriptor=seg_tx.i_hdr.payload.shape(), header_bytes=tx_header_bytes(cfg))
         m.d.comb += load_rx.o_hdr.ready.eq(1)
         connect(m, receiver=load_rx.o_data, emitter=emitter.data)
         connect(m, engine=engine.segments, emitter=emitter.segments)
@@ -287,12 +296,14 @@ class SegmentEmitter(wiring.Component):
     """
 
     def __init__(self, width: int, *, max_bytes: int, depth: int, local_ip: int | Value,
-                 dst: tuple, src: tuple, descriptor: data.StructLayout) -> None:
+                 dst: tuple, src: tuple, descriptor: data.StructLayout,
+                 header_bytes: int = SYN_HEADER_BYTES) -> None:
         self._width, self._max_bytes, self._depth = width, max_bytes, depth
+        self._header_bytes = header_bytes
         self._local_ip = Const(local_ip, 32) if isinstance(local_ip, int) else local_ip
         self._dst, self._src = dst, src
         super().__init__({
-            "segments": In(stream.Signature(TX_SEGMENT)),
+            "segments": In(stream.Signature(tx_segment(header_bytes))),
             "data": In(payload_signature(width)),
             "o_hdr": Out(stream.Signature(descriptor)),
             "o_data": Out(payload_signature(width)),
@@ -317,10 +328,11 @@ class SegmentEmitter(wiring.Component):
             buf.verdict.payload.ok.eq(1),
             buf.verdict.payload.info.eq(seg_sum.o.payload.sum),
         ]
-        m.submodules.seg_q = seg_q = Queue(TX_SEGMENT, 8)
+        hb = self._header_bytes
+        m.submodules.seg_q = seg_q = Queue(tx_segment(hb), 8)
         connect(m, engine=flipped(self.segments), queue=seg_q.i)
-        m.submodules.insert = ins = StreamInsert(width, SYN_HEADER_BYTES,
-                                                 counts=(TCP_HEADER_BYTES, SYN_HEADER_BYTES))
+        counts = sorted({TCP_HEADER_BYTES, SYN_HEADER_BYTES, hb})
+        m.submodules.insert = ins = StreamInsert(width, hb, counts=tuple(counts))
         connect(m, insert=ins.o, sender=flipped(self.o_data))
         d = seg_q.o.payload
         # A segment starts when its data (if any) is buffered: its kind goes to the insert's
@@ -338,7 +350,7 @@ class SegmentEmitter(wiring.Component):
         m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(self._local_ip, d.peer_ip,
                                                             IpProtocol.TCP.value, tcp_len),
                                           d.header_sum, data_sum))
-        header = Signal(8 * SYN_HEADER_BYTES)
+        header = Signal(8 * hb)
         m.d.comb += header.eq(d.header)
         m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
         meta = Signal(PACKET_META.layout())
@@ -500,7 +512,7 @@ class TxEngine(wiring.Component):
         members = {
             "wires": In(TcpWires(config.flows)),
             "app": In(stream.Signature(APP_REQUEST)),
-            "segments": Out(stream.Signature(TX_SEGMENT)),
+            "segments": Out(stream.Signature(tx_segment(tx_header_bytes(config)))),
             "loads": Out(stream.Signature(MEM_REQUEST)),
             "answers": Out(stream.Signature(ANSWER)),
             "load_done": In(1),
@@ -545,7 +557,8 @@ class TxEngine(wiring.Component):
             kind=Signal(range(4)), slot=Signal(sb), rxev=Signal.like(wires.rx_event.payload),
             app_ev=Signal(APP_REQUEST), gen=Signal(GEN_BITS),
             new=Signal(TX_STATE), write=Signal(), tnew=Signal(TIMER), twrite=Signal(),
-            seg=Signal(TX_SEGMENT), seg_push=Signal(), load=Signal(MEM_REQUEST), load_push=Signal(),
+            seg=Signal(tx_segment(tx_header_bytes(cfg))), seg_push=Signal(),
+            load=Signal(MEM_REQUEST), load_push=Signal(),
             app_msg=Signal(ANSWER), app_push=Signal(), txev=Signal(TX_EVENT),
             requeue=Signal(), rings=self.ring if self._apiary else None,
             plan=Signal(WORK_PLAN), rtt=rtt.sample, rto=rtt.rto,
@@ -672,7 +685,8 @@ class TxEngine(wiring.Component):
         cfg, t, new, x = e.cfg, e.t, e.new, e.rxev
         mss = self._mss(e)
         with m.If(x.rst):
-            self._segment(m, e, peer=x, seq=x.seq, ack=x.ack, flags=x.rst_flags, window=0)
+            self._segment(m, e, peer=x, seq=x.seq, ack=x.ack, flags=x.rst_flags, window=0,
+                          report=False)
             self._count(m, e, "resets")
         with m.If(x.open):
             m.d.comb += [
@@ -884,7 +898,7 @@ class TxEngine(wiring.Component):
                 active = r.state == ConnState.SYN_SENT
                 self._segment(m, e, peer=r, seq=t.iss, ack=r.rcv_nxt,
                               flags=Mux(active, SYN, SYN | ACK), window=self._window(e, syn=True),
-                              syn=True, wscale=active | r.ws_ok)
+                              syn=True, wscale=active | r.ws_ok, sack=active | r.sack_ok)
                 m.d.comb += [new.snd_nxt.eq(t.iss + 1),
                              new.snd_max.eq(seq_max(t.snd_max, t.iss + 1))]
                 with m.If(timer_idle):
@@ -983,23 +997,39 @@ class TxEngine(wiring.Component):
         return Mux(scaled > 0xFFFF, 0xFFFF, scaled)
 
     def _segment(self, m, e, *, peer, seq, ack, flags, window, data_len=0, syn=False,
-                 wscale=0):
-        """Queue a segment to ``peer`` (a record with the peer's address, ports, MAC, VLAN)."""
-        cfg, seg = e.cfg, e.seg
-        plain = Signal(8 * SYN_HEADER_BYTES)
+                 wscale=0, sack=0, report=True):
+        """Queue a segment to ``peer`` (a record with the peer's address, ports, MAC, VLAN).
+        A SYN offers window scaling if ``wscale``, SACK if ``sack`` (and the configuration
+        does); with ``report``, another segment carries the flow's out-of-order range as a
+        SACK block if the connection agreed to SACK and the block fits in the peer's MSS
+        beside the data (a full-sized segment goes without; the next ACK reports it)."""
+        cfg, seg, r = e.cfg, e.seg, e.r
+        header_bytes = tx_header_bytes(cfg)
+        plain = Signal(8 * header_bytes)
         tcp = data.View(TCP.layout(), byte_reverse(plain[:8 * TCP_HEADER_BYTES]))
-        offset = 7 if syn else 5
+        options = plain[8 * TCP_HEADER_BYTES:]
+        offset: int | Value = 5
+        if syn:
+            with_sack = sack if cfg.sack else None
+            m.d.comb += options.eq(syn_options(Const(cfg.mss, 16), Const(cfg.wscale, 8), wscale,
+                                               with_sack))
+            offset = Mux(sack, 8, 7) if cfg.sack else 7
+        elif cfg.sack and report:
+            block = Signal()
+            m.d.comb += block.eq(r.sack_ok & r.ooo_valid
+                                 & (data_len + SACK_BLOCK_BYTES <= self._mss(e)))
+            with m.If(block):
+                m.d.comb += options.eq(sack_option(r.ooo_start, r.ooo_end))
+            offset = Mux(block, 8, 5)
+        words = 2 * (offset if isinstance(offset, int) else header_bytes // 4)
         m.d.comb += [
             tcp.src_port.eq(peer.local_port), tcp.dst_port.eq(peer.peer_port),
             tcp.seq.eq(seq), tcp.ack.eq(ack), tcp.data_offset.eq(offset),
             tcp.flags.eq(flags), tcp.window.eq(window),
         ]
-        if syn:
-            m.d.comb += plain[8 * TCP_HEADER_BYTES:].eq(
-                syn_options(Const(cfg.mss, 16), Const(cfg.wscale, 8), wscale))
         m.d.comb += [
             e.seg_push.eq(1), seg.header.eq(plain), seg.header_len.eq(4 * offset),
-            seg.header_sum.eq(word_sum(plain, 2 * offset)),
+            seg.header_sum.eq(word_sum(plain, words)),
             seg.data_len.eq(data_len), seg.has_data.eq(data_len != 0),
             seg.peer_mac.eq(peer.peer_mac), seg.vlan.eq(peer.vlan),
             seg.vlan_tci.eq(peer.vlan_tci), seg.peer_ip.eq(peer.peer_ip),
