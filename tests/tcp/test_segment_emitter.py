@@ -28,8 +28,7 @@ def segment(header, data_len):
     """The engine's request for ``header`` (bytes, checksum zero) and ``data_len`` bytes."""
     return {"peer_mac": 0x02_00_00_00_00_01, "vlan": 0, "vlan_tci": 0, "peer_ip": PEER_IP,
             "header": int.from_bytes(header, "little"), "header_len": len(header),
-            "data_len": data_len, "has_data": data_len != 0,
-            "header_sum": ones_complement_sum(header)}
+            "data_len": data_len, "has_data": data_len != 0}
 
 
 def checksum_ok(tcp_bytes):

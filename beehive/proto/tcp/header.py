@@ -2,11 +2,12 @@
 
 The engine reads three options, on SYN segments only: MSS (kind 2), window scale (kind 3,
 RFC 7323) and SACK-permitted (kind 4, RFC 2018); every other option is skipped by its length.
-It writes them on its own SYN and SYN-ACK as ``MSS, NOP, WS``, then ``NOP, NOP, SACK-permitted``
-if it offers SACK (:func:`syn_options`): 8 or 12 bytes, a 28-byte header
-(:data:`SYN_HEADER_BYTES`) or a 32-byte one (:data:`MAX_TX_HEADER_BYTES`). Other segments carry
-a bare 20-byte header, or, on a connection that agreed to SACK while out-of-order bytes wait in
-the receive ring, ``NOP, NOP, SACK`` with that one block (:func:`sack_option`): 32 bytes.
+It writes them on its own SYN and SYN-ACK as ``MSS, NOP, WS``, then, if it offers SACK at all,
+``NOP, NOP, SACK-permitted`` (or four NOPs to a peer that did not offer it; :func:`syn_options`):
+8 or 12 bytes, a 28-byte header (:data:`SYN_HEADER_BYTES`) or a 32-byte one
+(:data:`MAX_TX_HEADER_BYTES`). Other segments carry a bare 20-byte header, or, on a connection
+that agreed to SACK while out-of-order bytes wait in the receive ring, ``NOP, NOP, SACK`` with
+that one block (:func:`sack_option`): 32 bytes.
 Timestamps are not offered, so a Linux peer does not use them.
 
 Sequence numbers are compared modulo 2**32 (:func:`seq_lt` and friends, in hardware and in
@@ -21,7 +22,8 @@ from apiary.stream.header import Header
 __all__ = ["TCP", "TCP_HEADER_BYTES", "SYN_HEADER_BYTES", "MAX_TX_HEADER_BYTES",
            "MAX_HEADER_BYTES", "FIN", "SYN", "RST", "PSH", "ACK", "URG", "OPT_EOL", "OPT_NOP",
            "OPT_MSS", "OPT_WSCALE", "OPT_SACK_OK", "OPT_SACK", "SACK_BLOCK_BYTES", "MAX_WSCALE",
-           "syn_options", "sack_option", "seq_lt", "seq_le", "seq_max", "seq_min", "py_seq_lt"]
+           "syn_options", "sack_option", "seq_lt", "seq_le", "seq_max",
+           "seq_min", "py_seq_lt"]
 
 
 #: The fixed 20-byte TCP header; ``data_offset`` counts 32-bit words, options follow.
@@ -49,14 +51,15 @@ def syn_options(mss: Value, wscale: Value, with_wscale: Value,
     """The option bytes of the engine's SYN and SYN-ACK, lane order (first byte in bits 7..0):
     MSS ``mss``, then NOP and window scale ``wscale``, or, without ``with_wscale`` (a passive
     open whose SYN offered none), NOP NOP NOP NOP: 8 bytes. With ``with_sack`` given, 4 more:
-    NOP NOP SACK-permitted if it is set, else zeros (the header ends before them)."""
+    NOP NOP SACK-permitted if it is set, else NOP NOP NOP NOP (so that every SYN of an engine
+    that offers SACK has the same 32-byte header)."""
     ws = Cat(Const(OPT_NOP, 8), Const(OPT_WSCALE, 8), Const(3, 8), wscale[:8])
     nops = Const(0x01010101, 32)
     options = Cat(Const(OPT_MSS, 8), Const(4, 8), mss[8:16], mss[:8], Mux(with_wscale, ws, nops))
     if with_sack is None:
         return options
     sack_ok = Cat(Const(OPT_NOP, 8), Const(OPT_NOP, 8), Const(OPT_SACK_OK, 8), Const(2, 8))
-    return Cat(options, Mux(with_sack, sack_ok, 0))
+    return Cat(options, Mux(with_sack, sack_ok, nops))
 
 
 def sack_option(start: Value, end: Value) -> Value:

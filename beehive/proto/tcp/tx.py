@@ -112,7 +112,7 @@ def tx_segment(header_bytes: int = SYN_HEADER_BYTES) -> data.StructLayout:
     return data.StructLayout({
         "peer_mac": 48, "vlan": 1, "vlan_tci": 16, "peer_ip": 32,
         "header": 8 * header_bytes,     # lane order, checksum zero
-        "header_len": 6, "data_len": 16, "has_data": 1, "header_sum": 16,
+        "header_len": 6, "data_len": 16, "has_data": 1,
     })
 #: An answer to an application.
 ANSWER = data.StructLayout({"x": 8, "y": 8, "fbits": 4, "meta": APP_META.layout()})
@@ -277,9 +277,10 @@ class TcpTxTile(Tile):
 
 
 class SegmentEmitter(wiring.Component):
-    """Segments out to IPv4 TX: each header the engine queues on ``segments`` (up to 8 wait),
-    with the data the send buffer returns for it on ``data`` when it has any, its checksum
-    completed and the header put in front.
+    """Segments out to IPv4 TX: each header the engine queues on ``segments`` (up to 8 wait;
+    ``header_bytes`` at most, zero past ``header_len``), with the data the send buffer
+    returns for it on ``data`` when it has any, its checksum completed (the header summed
+    here as the segment starts) and the header put in front.
 
     A data segment's bytes are stored whole while they are summed (``depth`` segments of up to
     ``max_bytes`` bytes: the engine has at most that many loads in flight); the data must come
@@ -331,8 +332,8 @@ class SegmentEmitter(wiring.Component):
         hb = self._header_bytes
         m.submodules.seg_q = seg_q = Queue(tx_segment(hb), 8)
         connect(m, engine=flipped(self.segments), queue=seg_q.i)
-        counts = sorted({TCP_HEADER_BYTES, SYN_HEADER_BYTES, hb})
-        m.submodules.insert = ins = StreamInsert(width, hb, counts=tuple(counts))
+        # Segments other than SYNs have bare headers or, with SACK, SYN-sized ones.
+        m.submodules.insert = ins = StreamInsert(width, hb, counts=(TCP_HEADER_BYTES, hb))
         connect(m, insert=ins.o, sender=flipped(self.o_data))
         d = seg_q.o.payload
         # A segment starts when its data (if any) is buffered: its kind goes to the insert's
@@ -340,16 +341,18 @@ class SegmentEmitter(wiring.Component):
         m.submodules.kinds = kinds = Queue(unsigned(1), 4)
         started = Signal()
         data_sum = Signal(16)
+        header_sum = Signal(16)     # of the header's bytes (zero past its length)
         with m.If(seg_q.o.valid & ~started & (~d.has_data | buf.o_desc.valid) & kinds.i.ready):
             m.d.comb += [kinds.i.valid.eq(1), kinds.i.payload.eq(d.has_data),
                          buf.o_desc.ready.eq(d.has_data)]
-            m.d.sync += [started.eq(1), data_sum.eq(Mux(d.has_data, buf.o_desc.payload.info, 0))]
+            m.d.sync += [started.eq(1), data_sum.eq(Mux(d.has_data, buf.o_desc.payload.info, 0)),
+                         header_sum.eq(word_sum(d.header, hb // 2))]
         ready = started
         tcp_len = d.header_len + d.data_len
         checksum = Signal(16)
         m.d.comb += checksum.eq(~ones_sum(pseudo_header_sum(self._local_ip, d.peer_ip,
                                                             IpProtocol.TCP.value, tcp_len),
-                                          d.header_sum, data_sum))
+                                          header_sum, data_sum))
         header = Signal(8 * hb)
         m.d.comb += header.eq(d.header)
         m.d.comb += header[128:144].eq(Cat(checksum[8:16], checksum[:8]))
@@ -561,7 +564,7 @@ class TxEngine(wiring.Component):
             load=Signal(MEM_REQUEST), load_push=Signal(),
             app_msg=Signal(ANSWER), app_push=Signal(), txev=Signal(TX_EVENT),
             requeue=Signal(), rings=self.ring if self._apiary else None,
-            plan=Signal(WORK_PLAN), rtt=rtt.sample, rto=rtt.rto,
+            plan=Signal(WORK_PLAN), rtt=rtt.sample, rto=rtt.rto, sack_here=Signal(),
         )
         slot = e.slot
         if self._apiary:
@@ -582,7 +585,7 @@ class TxEngine(wiring.Component):
         m.d.comb += [
             wr.addr.eq(slot), wr.en.eq(e.write), wr.data.eq(e.new),
             twr.addr.eq(slot), twr.en.eq(e.twrite), twr.data.eq(e.tnew),
-            self.segments.valid.eq(e.seg_push), self.segments.payload.eq(e.seg),
+            self.segments.valid.eq(e.seg_push), self.segments.payload.eq(self._sack_block(m, e)),
             self.loads.valid.eq(e.load_push), self.loads.payload.eq(e.load),
             self.answers.valid.eq(e.app_push), self.answers.payload.eq(e.app_msg),
             txev_q.i.valid.eq(txev_any), txev_q.i.payload.eq(e.txev),
@@ -592,6 +595,18 @@ class TxEngine(wiring.Component):
             count(m, counters.replies_dropped)
         m.d.comb += [work.i.valid.eq(e.requeue), work.i.payload.eq(slot)]
         return m
+
+    def _sack_block(self, m, e):
+        """The segment to queue: ``e.seg``, with the flow's out-of-order range as a SACK block
+        in its options if ``e.sack_here`` (one copy of the option for every segment that
+        reports it)."""
+        if not e.cfg.sack:
+            return e.seg
+        r, seg = e.r, Signal.like(e.seg)
+        m.d.comb += seg.eq(e.seg)
+        with m.If(e.sack_here):
+            m.d.comb += seg.header[8 * TCP_HEADER_BYTES:].eq(sack_option(r.ooo_start, r.ooo_end))
+        return seg
 
     def _dispatch(self, m, e, go_rxev, go_expire, go_work, expiries, work):
         """Pick an event (IDLE: its flow's records are read), then handle it (EXEC); a timer due
@@ -1007,21 +1022,19 @@ class TxEngine(wiring.Component):
         header_bytes = tx_header_bytes(cfg)
         plain = Signal(8 * header_bytes)
         tcp = data.View(TCP.layout(), byte_reverse(plain[:8 * TCP_HEADER_BYTES]))
-        options = plain[8 * TCP_HEADER_BYTES:]
         offset: int | Value = 5
         if syn:
             with_sack = sack if cfg.sack else None
-            m.d.comb += options.eq(syn_options(Const(cfg.mss, 16), Const(cfg.wscale, 8), wscale,
-                                               with_sack))
-            offset = Mux(sack, 8, 7) if cfg.sack else 7
+            m.d.comb += plain[8 * TCP_HEADER_BYTES:].eq(
+                syn_options(Const(cfg.mss, 16), Const(cfg.wscale, 8), wscale, with_sack))
+            offset = header_bytes // 4
         elif cfg.sack and report:
+            # The block itself is put in once, for every such segment (_sack_block).
             block = Signal()
-            m.d.comb += block.eq(r.sack_ok & r.ooo_valid
-                                 & (data_len + SACK_BLOCK_BYTES <= self._mss(e)))
-            with m.If(block):
-                m.d.comb += options.eq(sack_option(r.ooo_start, r.ooo_end))
+            m.d.comb += [block.eq(r.sack_ok & r.ooo_valid
+                                  & (data_len + SACK_BLOCK_BYTES <= self._mss(e))),
+                         e.sack_here.eq(block)]
             offset = Mux(block, 8, 5)
-        words = 2 * (offset if isinstance(offset, int) else header_bytes // 4)
         m.d.comb += [
             tcp.src_port.eq(peer.local_port), tcp.dst_port.eq(peer.peer_port),
             tcp.seq.eq(seq), tcp.ack.eq(ack), tcp.data_offset.eq(offset),
@@ -1029,7 +1042,6 @@ class TxEngine(wiring.Component):
         ]
         m.d.comb += [
             e.seg_push.eq(1), seg.header.eq(plain), seg.header_len.eq(4 * offset),
-            seg.header_sum.eq(word_sum(plain, words)),
             seg.data_len.eq(data_len), seg.has_data.eq(data_len != 0),
             seg.peer_mac.eq(peer.peer_mac), seg.vlan.eq(peer.vlan),
             seg.vlan_tci.eq(peer.vlan_tci), seg.peer_ip.eq(peer.peer_ip),
