@@ -75,31 +75,31 @@ it is offered, with room guaranteed for whatever it leaves behind:
   :class:`_MemAcks`). Anything else is dropped and counted;
 * loaded words go into a FIFO of ``jobs`` chunks: a job has at most one chunk loaded or on
   its way, so its room is reserved before its ``LOAD_MEM`` leaves. Chunks are stored in the
-  order their acks came, each cut through: its ``STORE_MEM`` is offered from the cycle after
-  its ack's head, and its words follow as they arrive (a step of ``n`` bytes takes about
-  ``n`` / (bytes per word) cycles of words, not twice that); the chunk of a job that died
-  meanwhile is discarded.
+  order their acks came, each cut through: its ``STORE_MEM`` is offered as the ack's first
+  word is out of the FIFO, and its words follow as they arrive (a step of ``n`` bytes takes
+  about ``n`` / (bytes per word) cycles of words, not twice that); the chunk of a job that
+  died meanwhile is discarded.
 
-Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 6
+Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 7
 cycles of the tile's own: 3 from a ``TCP_RX_MSG_RESP`` to its ``TCP_TX_MSG_REQ`` (queue,
 response read, check), 1 from a ``TCP_TX_MSG_RESP`` or a ``STORE_MEM_ACK`` to the request it
-allows, 1 from a ``LOAD_MEM_ACK``'s head to the ``STORE_MEM``; the three requests after a
-store leave back to back. One job is latency-bound; ``jobs`` busy flows overlap their round
-trips, a job ending every (round trips) / ``jobs`` cycles, until the output port is the
-limit (a 64-byte job is 7 flits out at 512 bits, 34 at 64). Measured with the tests' model
-(``tests/apps/tcp_model.py``) answering at once, four flows always busy, 64-byte chunks, in
-cycles per job (2026-12-03; before the stores cut through in brackets): at 512 bits 15.0
-with ``jobs=1`` (17.0; 21 before there were jobs), 7.9 with 2 (8.88), 6.97 with 4 (6.97);
-with memory acks 20 cycles late 53 (55), 26.58 (27.56) and 13.76 (14.25); at 64 bits 59
-(68), 40.9 (45.32) and 39.69 (39.46: a store holds the memory sender from its head on, so
-a load waits a little more).
+allows, 2 from a ``LOAD_MEM_ACK``'s first word to the ``STORE_MEM`` (the FIFO), its other
+words following as they come; the three requests after a store leave back to back. One job is
+latency-bound; ``jobs`` busy flows overlap their round trips, a job ending every (round trips)
+/ ``jobs`` cycles, until the output port is the limit (a 64-byte job is 7 flits out at 512
+bits, 34 at 64). Measured with the tests' model (``tests/apps/tcp_model.py``) answering at
+once, four flows always busy, 64-byte chunks, in cycles per job (2026-12-03): at 512 bits 17.0
+with ``jobs=1`` (21 before there were jobs), 8.88 with 2, 6.97 with 4; with memory acks 20
+cycles late 55, 27.56 and 14.25 (a 64-byte chunk is one word: cutting through gains nothing
+there); at 64 bits 61, 41.88 and 39.8, with acks 20 cycles late 99, 53.39 and 39.08 (68, 45.32
+and 39.46 at once, 106, 56.83 and 39.46 late, when each chunk was stored whole first).
 """
 
 from typing import Any
 
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import unsigned
-from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
@@ -465,8 +465,8 @@ class _MemRequests(wiring.Component):
     """The jobs' memory requests, on one sender (``mem_tx``): the store of the oldest chunk
     whose load ack has come (``loaded``, the jobs' numbers in the order their acks came;
     ``chunk``, the chunks' words as they arrive) before the loads of the jobs at ``LOAD``.
-    A store leaves as soon as its ack's head is in, its words following as they come (cut
-    through: its length is the job's ``n``, and the ack, whose head is in, brings them
+    A store leaves as soon as the first of its words is in, the rest following as they come
+    (cut through: its length is the job's ``n``, and the ack, whose head is in, brings them
     without waiting on anything). A request, once
     offered, stays on offer until taken (``events.mine``); the chunk of a job that died
     meanwhile is thrown away instead of stored (``events.drained`` pulses as its last word
@@ -492,7 +492,9 @@ class _MemRequests(wiring.Component):
         connect(m, out=out.o, sender=flipped(self.data))
         first = self.loaded.payload
         first_dead = _select(m, 1, [jobs.dead[k] for k in range(nj)], first)
-        chunk_ready = self.loaded.valid & ~out.storing & ~out.draining
+        # Between chunks, the word on offer is the first of the oldest chunk's: its store
+        # leaves with it (the sender is not held by a store with no word to give).
+        chunk_ready = self.loaded.valid & self.chunk.valid & ~out.storing & ~out.draining
         loads, load_k = _first(m, [(jobs.step[k] == _Step.LOAD) & ~jobs.dead[k]
                                    for k in range(nj)])
         m.d.comb += [hold.choice.store.eq(chunk_ready & ~first_dead), hold.choice.k.eq(load_k),
@@ -639,8 +641,8 @@ class TcpEchoTile(TcpAppTile):
 
     Cost: per flow 3 bits of registers, and in memories its generation (4 bits), its rings'
     memory tiles (32 bits) and its latest response (126 bits); two FIFOs of ``flows`` slots;
-    per job about 240 bits of registers; a FIFO of ``jobs`` chunks' words and one of ``jobs``
-    job numbers.
+    per job about 240 bits of registers; a FIFO of ``jobs`` chunks' words (block RAM, read
+    through a register) and one of ``jobs`` job numbers.
     """
 
     #: Two senders of engine requests (the receive side's, the send side's).
@@ -679,7 +681,9 @@ class TcpEchoTile(TcpAppTile):
         m.submodules.first = first = _FirstRequests(io.requests, sb, flows)
         # Loaded chunks, in the order their acks came, and which job each is for.
         words = -(-self.chunk // (width // 8))
-        m.submodules.buf = buf = Queue(payload_layout(width), nj * words)
+        # Read through a register (block RAM, however deep the chunks make it).
+        m.submodules.buf = buf = fifo.SyncFIFOBuffered(width=payload_layout(width).size,
+                                                       depth=max(2, nj * words))
         m.submodules.loaded_q = loaded_q = Queue(unsigned(_bits(nj)), nj)
         m.submodules.memory = memory = _MemRequests(io.requests, nj, record, width)
         m.submodules.acks = acks = _MemAcks(nj, sb, record, width)
@@ -701,10 +705,14 @@ class TcpEchoTile(TcpAppTile):
         connect(m, memory=memory.mem_tx, sender=io.mem_tx.i_hdr)
         connect(m, memory=memory.data, sender=io.mem_tx.i_data)
         connect(m, loaded_q=loaded_q.o, memory=memory.loaded)
-        connect(m, buf=buf.o, memory=memory.chunk)
         connect(m, receiver=io.mem, acks=acks.mem)
         connect(m, receiver=io.mem.data, acks=acks.data)
-        connect(m, acks=acks.chunk, buf=buf.i)
+        m.d.comb += [
+            buf.w_en.eq(acks.chunk.valid), buf.w_data.eq(acks.chunk.payload),
+            acks.chunk.ready.eq(buf.w_rdy),
+            memory.chunk.valid.eq(buf.r_rdy), memory.chunk.payload.eq(buf.r_data),
+            buf.r_en.eq(memory.chunk.ready),
+        ]
         connect(m, acks=acks.loaded, loaded_q=loaded_q.i)
         m.d.comb += [
             jobs.kill.eq(table.kill), dispatch.live.eq(table.live),

@@ -168,18 +168,26 @@ def test_memory_requests_store_the_oldest_chunk_before_loads():
         ctx.set(dut.jobs.step, [_Step.LOAD, _Step.LOADED])
         ctx.set(dut.loaded.valid, 1)
         ctx.set(dut.loaded.payload, 1)
-        # Cut through: the store is offered as its load's ack comes, before any of its words.
+        # Its load's ack has come but none of its words yet: the load goes first.
+        msg, x, y, meta = offered(ctx, hdr, MEM_META)
+        assert (msg, x, meta.addr, meta.size) == (LOAD_MEM, 0, 0x100, 40)
+        ctx.set(dut.jobs.step, [_Step.WAIT_LOAD, _Step.LOADED])
+        ctx.set(hdr.ready, 1)
+        await ctx.tick()
+        ctx.set(hdr.ready, 0)
+        assert offered(ctx, hdr, MEM_META) is None
+        # Cut through: the store is offered with its first word, before the chunk is all in.
+        ctx.set(dut.chunk.valid, 1)
+        ctx.set(dut.chunk.payload, {"data": 0xAB, "nbytes": 8, "last": 0})
         msg, x, y, meta = offered(ctx, hdr, MEM_META)
         assert (msg, x, y, meta.addr, meta.size) == (STORE_MEM, 3, 2, 0x300, 16)
         ctx.set(hdr.ready, 1)
         assert ctx.get(ev.store_sent) == 0b10 and ctx.get(dut.loaded.ready)
         await ctx.tick()
         ctx.set(dut.loaded.valid, 0)
-        # The chunk's words go to the store as they come; the load is offered meanwhile.
+        # The chunk's words go to the store as they come.
         ctx.set(dut.data.ready, 1)
-        assert not ctx.get(dut.data.valid)
-        ctx.set(dut.chunk.valid, 1)
-        ctx.set(dut.chunk.payload, {"data": 0xAB, "nbytes": 8, "last": 0})
+        ctx.set(dut.jobs.step, [_Step.LOAD, _Step.WAIT_STORE])
         assert ctx.get(dut.data.valid) and ctx.get(dut.data.payload.data) == 0xAB
         msg, x, y, meta = offered(ctx, hdr, MEM_META)
         assert (msg, x, meta.addr, meta.size, ctx.get(ev.load_sent)) == (LOAD_MEM, 0, 0x100,
@@ -202,11 +210,11 @@ def test_memory_requests_store_the_oldest_chunk_before_loads():
         ctx.set(dut.jobs.step, [_Step.WAIT_LOAD, _Step.LOADED])
         ctx.set(dut.jobs.dead, 0b10)
         ctx.set(dut.loaded.valid, 1)
+        ctx.set(dut.chunk.valid, 1)
+        ctx.set(dut.chunk.payload, {"data": 0xEF, "nbytes": 8, "last": 0})
         assert offered(ctx, hdr, MEM_META) is None
         assert ctx.get(ev.drained) == 0 and not ctx.get(dut.loaded.ready)
         await ctx.tick()
-        ctx.set(dut.chunk.valid, 1)
-        ctx.set(dut.chunk.payload, {"data": 0xEF, "nbytes": 8, "last": 0})
         ctx.set(dut.data.ready, 0)
         assert ctx.get(dut.chunk.ready) and not ctx.get(dut.data.valid)
         assert ctx.get(ev.drained) == 0 and not ctx.get(dut.loaded.ready)
