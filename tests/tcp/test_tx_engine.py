@@ -9,7 +9,7 @@ from apiary.stream.testbench import simulate, stream_put
 from beehive.proto.messages import MsgType
 from beehive.proto.tcp import TcpConfig
 from beehive.proto.tcp.app import SLOT_BITS, Status
-from beehive.proto.tcp.header import ACK, PSH, SYN, SYN_HEADER_BYTES
+from beehive.proto.tcp.header import ACK, MAX_TX_HEADER_BYTES, PSH, SYN, TCP_HEADER_BYTES
 from beehive.proto.tcp.state import ConnState
 from beehive.proto.tcp.tx import TxEngine
 
@@ -28,7 +28,7 @@ def record(state):
 
 def fields(header):
     """seq, ack, flags of a segment's header bytes (lane order)."""
-    raw = int(header).to_bytes(SYN_HEADER_BYTES, "little")
+    raw = int(header).to_bytes(MAX_TX_HEADER_BYTES, "little")
     return (int.from_bytes(raw[4:8], "big"), int.from_bytes(raw[8:12], "big"), raw[13])
 
 
@@ -57,7 +57,11 @@ def test_open_then_data_then_a_closed_flow():
         await ctx.tick().repeat(10)
         (synack,) = segments
         assert fields(synack.header) == (ISS, IRS + 1, SYN | ACK)
-        assert synack.header_len == SYN_HEADER_BYTES and not synack.has_data
+        # With SACK configured (the default) every SYN has a 32-byte header: this peer's record
+        # offered no SACK, so four NOPs end its options.
+        assert synack.header_len == MAX_TX_HEADER_BYTES and not synack.has_data
+        raw = int(synack.header).to_bytes(MAX_TX_HEADER_BYTES, "little")
+        assert raw[TCP_HEADER_BYTES + 8:] == bytes([1, 1, 1, 1])
         # Established: the application writes 300 bytes; they go at once.
         ctx.set(dut.wires.rx_read_data, record(ConnState.ESTABLISHED))
         await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value,
