@@ -36,7 +36,7 @@ from apiary.stream.testbench import simulate
 from beehive.proto.ipv4 import IpProtocol, Ipv4RxTile
 from beehive.proto.messages import MsgType
 from beehive.proto.tcp import TcpConfig, TcpRxTile, TcpTxTile
-from harness.bench.tcp_peer import Peer, seq_add
+from harness.bench.tcp_peer import Peer, seq_add, seq_diff
 from test_tcp_engine import TEST, fix_checksum, tcp_echo
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "proto"))
@@ -168,6 +168,72 @@ def test_acks_report_the_out_of_order_range_as_a_sack_block_at_64_bits(echo):
     q.send_data(b"late", seq=seq_add(q.snd_nxt, 10), advance=False)
     dup = [s for s in q.run(200) if not s.data]
     assert [(s.tcp.ack, s.tcp.dataofs, sack_blocks(s)) for s in dup] == [(q.snd_nxt, 5, [])]
+
+
+def six_segments_the_second_lost(echo, sport, isn):
+    """A connection whose peer has an MSS of 100: 600 bytes echoed in six segments, the peer
+    taking none (the test says below what it got). Returns the peer and the first byte's
+    sequence number."""
+    p = Peer(echo, sport=sport, isn=isn, mss=100)
+    p.connect(cycles=200)
+    p.run(50)
+    base = p.rcv_nxt
+    p.send_data(bytes(range(200)) * 3)
+    echoed = []
+    for _ in range(20):
+        echoed += [s for s in p.run(100, ack=False, lose=lambda s: s.data) if s.data]
+        if len(echoed) >= 6:
+            break
+    assert [(seq_diff(s.tcp.seq, base), len(s.data)) for s in echoed] == [
+        (k, 100) for k in range(0, 600, 100)]
+    return p, base
+
+
+@ECHO64
+def test_a_fast_retransmit_stops_short_of_what_the_peer_sacked_at_64_bits(echo):
+    """RFC 2018, the sender's half, through the whole stack: the receive tile reads the SACK
+    blocks of the peer's duplicate ACKs (most recent first; the one starting first beyond the
+    ACK is kept) and the transmit tile's fast retransmit from the ACK stops where the range the
+    peer holds begins. Block edges are bytes, not segments: this peer holds the second half of
+    the lost segment (as it would from an earlier transmission cut elsewhere), so only the
+    first half goes again."""
+    p, base = six_segments_the_second_lost(echo, 40004, 93_000)
+    before = echo.counters()
+    p.rcv_nxt = seq_add(base, 100)
+    p.send("A")
+    blocks = (seq_add(base, 400), seq_add(base, 600), seq_add(base, 150), seq_add(base, 400))
+    for _ in range(3):
+        p.send("A", options=[("NOP", None), ("NOP", None), ("SAck", blocks)])
+    again = [s for s in p.run(300, ack=False) if s.data]
+    assert [(seq_diff(s.tcp.seq, base), len(s.data)) for s in again] == [(100, 50)]
+    assert again[0].data == bytes(range(100, 150))
+    moved = delta(echo, before)
+    assert moved["tcp_tx_fast_retransmits"] == moved["tcp_tx_sack_skips"] == 1, moved
+    assert moved["tcp_tx_retransmitted_bytes"] == 50
+    # The peer now holds it all: nothing more goes.
+    p.rcv_nxt = seq_add(base, 600)
+    p.send("A")
+    assert [s for s in p.run(300, ack=False) if s.data] == []
+
+
+@ECHO64
+def test_acks_with_data_and_new_sack_blocks_count_as_duplicates_at_64_bits(echo):
+    """RFC 6675: a peer that sends data of its own reports a loss on its data segments, which
+    are no duplicate ACKs as RFC 5681 counts them; on a connection with SACK an ACK of the same
+    byte whose blocks reach further than before counts. Three such segments make the fast
+    retransmit; a fourth whose blocks say nothing new does not count."""
+    p, base = six_segments_the_second_lost(echo, 40005, 94_000)
+    p.rcv_nxt = seq_add(base, 100)
+    p.send("A")
+    p.run(100, ack=False)
+    before = echo.counters()
+    for end in (300, 500, 600, 600):
+        p.send_data(b"more", options=[("NOP", None), ("NOP", None),
+                                      ("SAck", (seq_add(base, 200), seq_add(base, end)))])
+    again = [s for s in p.run(400, ack=False) if s.data and s.tcp.seq == seq_add(base, 100)]
+    assert [len(s.data) for s in again] == [100]
+    moved = delta(echo, before)
+    assert moved["tcp_tx_fast_retransmits"] == 1 and "tcp_tx_sack_skips" not in moved, moved
 
 
 # -- the 512-bit receive path: IPv4 RX into TCP RX -------------------------------------------------

@@ -1,7 +1,8 @@
 """TcpOptions (beehive/proto/tcp/rx.py) alone: a SYN's MSS, window scale and SACK-permitted
 read from its header bytes (scapy-built), one option a cycle, the scale capped at 14; a segment
-that is no SYN is done at once with none; a malformed option ends the walk with what was found
-before it; ``clear`` starts over."""
+without options is done at once with none, one that is no SYN gives none of the three; any
+segment's SACK blocks read a block a cycle, the first beyond its ACK kept; a malformed option
+ends the walk with what was found before it; ``clear`` starts over."""
 
 import pytest
 from scapy.layers.inet import TCP
@@ -16,9 +17,10 @@ def head_of(raw):
     return int.from_bytes(bytes(raw)[:MAX_HEADER_BYTES].ljust(MAX_HEADER_BYTES, b"\0"), "little")
 
 
-def walk(raw, sack=None):
+def walk(raw, sack=None, blocks=None):
     """``(cycles until done, mss or None, ws or None)`` for the segment ``raw``; ``sack``, a
-    list, gets whether it offered SACK."""
+    list, gets whether it offered SACK, ``blocks`` the SACK block taken and the blocks' last
+    end (``(start, end, high)``), or None."""
     dut = TcpOptions()
     result = []
 
@@ -33,6 +35,10 @@ def walk(raw, sack=None):
                        ctx.get(dut.ws) if ctx.get(dut.has_ws) else None])
         if sack is not None:
             sack.append(bool(ctx.get(dut.has_sack)))
+        if blocks is not None:
+            block = ctx.get(dut.sack)
+            blocks.append((block.start, block.end, ctx.get(dut.sack_high))
+                          if ctx.get(dut.sack_valid) else None)
         # The verdict clears it; the next segment's walk starts over.
         ctx.set(dut.clear, 1)
         await ctx.tick()
@@ -63,8 +69,50 @@ def test_only_a_syn_with_options_is_walked(flags):
     plain = bytes(TCP(flags=flags))
     sack = []
     assert walk(plain, sack) == (1, None, None) and sack == [False]
-    if "S" not in flags:       # options on a segment that is no SYN are not read
-        assert walk(bytes(TCP(flags=flags, options=[("MSS", 1000)]))) == (1, None, None)
+    if "S" not in flags:       # a segment that is no SYN: its options are walked for SACK only
+        assert walk(bytes(TCP(flags=flags, options=[("MSS", 1000), ("NOP", None),
+                                                    ("WScale", 3)]))) == (2 + 3, None, None)
+
+
+def sack_walk(ack, options):
+    blocks = []
+    cycles = walk(bytes(TCP(flags="A", ack=ack, options=options)), blocks=blocks)[0]
+    return cycles, blocks[0]
+
+
+def test_sack_blocks_are_read_one_a_cycle_and_the_first_beyond_the_ack_kept():
+    """RFC 2018: up to four blocks, in any order (the most recent first); the one that starts
+    first of those ending after the ACK is the first range the peer holds beyond it, the last
+    end of them the highest byte it holds. A block at or below the ACK (a D-SACK, RFC 2883) is
+    not one; sequence numbers wrap."""
+    nops = [("NOP", None), ("NOP", None)]
+    # NOP, NOP, SACK, then one cycle per block.
+    assert sack_walk(1000, nops + [("SAck", (3000, 4000))]) == (2 + 3 + 1, (3000, 4000, 4000))
+    assert sack_walk(1000, nops + [("SAck", (5000, 6000, 2000, 2500, 8000, 9000, 3000, 4000))]) \
+        == (2 + 3 + 4, (2000, 2500, 9000))
+    assert sack_walk(1000, nops + [("SAck", (500, 1000, 3000, 4000))])[1] == (3000, 4000, 4000)
+    assert sack_walk(1000, nops + [("SAck", (500, 1000))])[1] is None
+    wrap = 0xFFFF_FF00
+    assert sack_walk(wrap, nops + [("SAck", (0x100, 0x200, wrap + 0x10, 0x50))])[1] == \
+        (wrap + 0x10, 0x50, 0x200)
+    # A SACK-permitted, MSS or window scale on a segment that is no SYN is not taken.
+    sack = []
+    assert walk(bytes(TCP(flags="A", options=[("SAckOK", b""), ("NOP", None), ("NOP", None)])),
+                sack)[1:] == (None, None) and sack == [False]
+
+
+def test_a_misaligned_or_malformed_sack_option_gives_no_block():
+    # Blocks that do not start on a 4-byte boundary of the header (no NOPs before the option).
+    assert sack_walk(1000, [("SAck", (3000, 4000)), ("NOP", None), ("NOP", None)])[1] is None
+    # A length that is no whole number of blocks, or past the header, ends the walk.
+    raw = bytearray(bytes(TCP(flags="A", ack=1000, options=[("NOP", None), ("NOP", None),
+                                                            ("SAck", (3000, 4000))])))
+    raw[23] = 11
+    blocks = []
+    walk(bytes(raw), blocks=blocks)
+    raw[23] = 18
+    walk(bytes(raw), blocks=blocks)
+    assert blocks == [None, None]
 
 
 def test_a_malformed_option_ends_the_walk():

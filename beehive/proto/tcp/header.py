@@ -1,7 +1,8 @@
 """The TCP header (RFC 9293), its flags and the options the engine reads and writes.
 
-The engine reads three options, on SYN segments only: MSS (kind 2), window scale (kind 3,
-RFC 7323) and SACK-permitted (kind 4, RFC 2018); every other option is skipped by its length.
+The engine reads three options on SYN segments: MSS (kind 2), window scale (kind 3, RFC 7323)
+and SACK-permitted (kind 4, RFC 2018), and on every segment the blocks of a SACK option (kind 5)
+aligned as RFC 2018's ``NOP, NOP, SACK`` puts them; every other option is skipped by its length.
 It writes them on its own SYN and SYN-ACK as ``MSS, NOP, WS``, then, if it offers SACK at all,
 ``NOP, NOP, SACK-permitted`` (or four NOPs to a peer that did not offer it; :func:`syn_options`):
 8 or 12 bytes, a 28-byte header (:data:`SYN_HEADER_BYTES`) or a 32-byte one
@@ -15,13 +16,15 @@ Python).
 """
 
 from amaranth import Cat, Const, Mux, Value
+from amaranth.lib import data
 
-from apiary.stream.header import Header
+from apiary.stream.header import Header, byte_reverse
 
 
 __all__ = ["TCP", "TCP_HEADER_BYTES", "SYN_HEADER_BYTES", "MAX_TX_HEADER_BYTES",
            "MAX_HEADER_BYTES", "FIN", "SYN", "RST", "PSH", "ACK", "URG", "OPT_EOL", "OPT_NOP",
-           "OPT_MSS", "OPT_WSCALE", "OPT_SACK_OK", "OPT_SACK", "SACK_BLOCK_BYTES", "MAX_WSCALE",
+           "OPT_MSS", "OPT_WSCALE", "OPT_SACK_OK", "OPT_SACK", "SACK_BLOCK_BYTES", "SACK_BLOCK",
+           "MAX_WSCALE",
            "syn_options", "sack_option", "seq_lt", "seq_le", "seq_max",
            "seq_min", "py_seq_lt"]
 
@@ -37,6 +40,8 @@ SYN_HEADER_BYTES = 28
 MAX_TX_HEADER_BYTES = 32
 #: The option bytes of an ACK reporting one SACK block (:func:`sack_option`).
 SACK_BLOCK_BYTES = 12
+#: A SACK block: the peer holds ``[start, end)`` (sequence numbers).
+SACK_BLOCK = data.StructLayout({"start": 32, "end": 32})
 MAX_HEADER_BYTES = 60
 
 FIN, SYN, RST, PSH, ACK, URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
@@ -65,10 +70,8 @@ def syn_options(mss: Value, wscale: Value, with_wscale: Value,
 def sack_option(start: Value, end: Value) -> Value:
     """The 12 option bytes of an ACK that reports one SACK block ``[start, end)`` (RFC 2018),
     lane order: NOP NOP SACK (kind 5, length 10), the block's edges big-endian."""
-    def be32(v):
-        return Cat(v[24:32], v[16:24], v[8:16], v[:8])
     return Cat(Const(OPT_NOP, 8), Const(OPT_NOP, 8), Const(OPT_SACK, 8), Const(10, 8),
-               be32(start), be32(end))
+               byte_reverse(start), byte_reverse(end))
 
 
 def seq_lt(a: Value, b: Value) -> Value:

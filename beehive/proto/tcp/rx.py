@@ -88,7 +88,7 @@ from apiary.noc.nexthop import Endpoint, NextHopTable, address_of, first_hop
 from apiary.os.memory_tile import MEM_FORMAT, MEM_META, STORE_MEM, MemMsgType
 from apiary.os.uapi import KERNEL_FORMAT, OFFSET_BITS, KernelMsgType, monitor_input
 from apiary.stream.counters import CounterSignature, count
-from apiary.stream.header import header_signal
+from apiary.stream.header import byte_reverse, header_signal
 from apiary.stream.layout import payload_signature
 from apiary.stream.peek import PayloadPeek
 from apiary.stream.queue import Queue, register_stream
@@ -103,8 +103,8 @@ from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status
                   app_requests)
 from .config import TcpConfig, config_or_default
 from .flow_table import FLOW_KEY, FlowTable
-from .header import (ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_SACK_OK, OPT_WSCALE,
-                     RST, SYN, TCP)
+from .header import (ACK, FIN, MAX_HEADER_BYTES, MAX_WSCALE, OPT_MSS, OPT_SACK, OPT_SACK_OK,
+                     OPT_WSCALE, RST, SACK_BLOCK, SYN, TCP, TCP_HEADER_BYTES)
 from .header import seq_le, seq_lt, seq_min
 from .queues import MEM_REQUEST, FlowQueue, Outbox, memory_requests
 from .segments import POOL_PORT, BufferPool
@@ -125,10 +125,12 @@ MAX_SEGMENT = 1480
 DEFAULT_MSS = 536
 
 #: A segment offered to the engine: its length and metadata, its header bytes (lane order)
-#: and how many of them there are, and its options (a SYN's).
+#: and how many of them there are, and its options (a SYN's; any segment's first SACK block
+#: beyond its ACK, :class:`TcpOptions`).
 RX_SEGMENT = data.StructLayout({"packet": packet_layout(), "head": 8 * MAX_HEADER_BYTES,
                              "head_len": range(MAX_HEADER_BYTES + 1), "mss": 16, "has_mss": 1,
-                             "ws": 4, "has_ws": 1, "has_sack": 1})
+                             "ws": 4, "has_ws": 1, "has_sack": 1, "sack": SACK_BLOCK,
+                             "sack_high": 32, "sack_valid": 1})
 #: What a store's acknowledgement (or a FIN) commits: ``end`` (and the FIN) becomes ``rcv_nxt``.
 COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
                             "store": 1})
@@ -395,26 +397,34 @@ class TcpRxTile(Tile):
 
 
 class TcpOptions(wiring.Component):
-    """Walk a SYN's options for the MSS, the window scale and SACK-permitted.
+    """Walk a segment's options: a SYN's MSS, window scale and SACK-permitted, any segment's
+    SACK blocks.
 
     While ``head_valid`` (the first ``MAX_HEADER_BYTES`` bytes of a segment on ``head``, lane
-    order) and until ``clear``: a SYN with options is walked from byte 20, one option a cycle
-    (a NOP a byte), up to its data offset, an end-of-options, or a malformed option (a length
-    under 2 or past the header: the walk stops there, with what was found before); ``mss`` /
-    ``has_mss`` take a 4-byte MSS option, ``ws`` / ``has_ws`` a 3-byte window scale (at most
-    14), ``has_sack`` a 2-byte SACK-permitted. Then ``done`` rises. Any other segment is done
-    at once, with none of them.
+    order) and until ``clear``: a segment with options is walked from byte 20, one option a
+    cycle (a NOP a byte), up to its data offset, an end-of-options, or a malformed option (a
+    length under 2 or past the header: the walk stops there, with what was found before). On a
+    SYN, ``mss`` / ``has_mss`` take a 4-byte MSS option, ``ws`` / ``has_ws`` a 3-byte window
+    scale (at most 14), ``has_sack`` a 2-byte SACK-permitted. On any segment a SACK option
+    (RFC 2018: kind 5, 1 to 4 blocks) whose blocks are 4-byte aligned in the header, as the
+    RFC's ``NOP, NOP, SACK`` layout puts them, is read a block a cycle: ``sack`` is the block
+    that starts first of those that end after the segment's ACK (the first range the peer
+    holds beyond it), ``sack_valid`` whether there is one. A misaligned SACK option is
+    skipped. ``sack_high`` is the last end of those blocks (the highest byte the peer holds, plus
+    one). Then ``done`` rises. A segment without options is done at once, with none.
 
-    Latency: ``done`` rises 1 cycle after ``head_valid`` for a segment without options to walk,
-    ``2 + n`` for a SYN whose walk takes ``n`` options (NOPs counted) before the end of its
-    options or a malformed one; it falls the cycle after ``clear`` (or ``head_valid`` falling).
+    Latency: ``done`` rises 1 cycle after ``head_valid`` for a segment without options,
+    ``2 + n + b`` for one whose walk takes ``n`` options (NOPs counted) and ``b`` SACK blocks
+    before the end of its options or a malformed one; it falls the cycle after ``clear`` (or
+    ``head_valid`` falling).
     """
 
     def __init__(self) -> None:
         super().__init__({
             "head": In(8 * MAX_HEADER_BYTES), "head_valid": In(1), "clear": In(1),
             "done": Out(1), "mss": Out(16), "has_mss": Out(1), "ws": Out(4), "has_ws": Out(1),
-            "has_sack": Out(1),
+            "has_sack": Out(1), "sack": Out(SACK_BLOCK), "sack_high": Out(32),
+            "sack_valid": Out(1),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -422,6 +432,7 @@ class TcpOptions(wiring.Component):
         head, o = self.head, self
         tcp = header_signal(m, TCP, head)
         header_len = Cat(Const(0, 2), tcp.data_offset)
+        syn = (tcp.flags & SYN).any()
         pos = Signal(range(MAX_HEADER_BYTES + 4))
         walking = Signal()
         done = self.done
@@ -435,15 +446,39 @@ class TcpOptions(wiring.Component):
                             m.d.comb += value.eq(head[8 * (p + offset):8 * (p + offset) + 8])
             return value
 
+        # A SACK option's blocks, one a cycle from the aligned word ``block_at`` (of the header's
+        # 32-bit words), ``blocks`` of them left.
+        block_at = Signal(range(MAX_HEADER_BYTES // 4))
+        blocks = Signal(range(5))
+
+        def word(offset):
+            value = Signal(32)
+            with m.Switch(block_at):
+                for w in range(TCP_HEADER_BYTES // 4, MAX_HEADER_BYTES // 4 - offset):
+                    with m.Case(w):
+                        m.d.comb += value.eq(byte_reverse(head[32 * (w + offset):
+                                                               32 * (w + offset + 1)]))
+            return value
+
         kind, length, b2, b3 = byte(0), byte(1), byte(2), byte(3)
+        left, right = word(0), word(1)
         with m.If(~self.head_valid | self.clear):
-            m.d.sync += [walking.eq(0), done.eq(0)]
+            m.d.sync += [walking.eq(0), done.eq(0), blocks.eq(0)]
         with m.Elif(~walking & ~done):
-            none = [o.has_mss.eq(0), o.has_ws.eq(0), o.has_sack.eq(0)]
-            with m.If((tcp.flags & SYN).any() & (tcp.data_offset > 5)):
-                m.d.sync += [walking.eq(1), pos.eq(20), *none]
+            none = [o.has_mss.eq(0), o.has_ws.eq(0), o.has_sack.eq(0), o.sack_valid.eq(0)]
+            with m.If(tcp.data_offset > 5):
+                m.d.sync += [walking.eq(1), pos.eq(TCP_HEADER_BYTES), *none]
             with m.Else():
                 m.d.sync += [done.eq(1), *none]
+        with m.Elif(walking & (blocks != 0)):
+            m.d.sync += [blocks.eq(blocks - 1), block_at.eq(block_at + 2)]
+            beyond_ack = seq_lt(tcp.ack, right) & seq_lt(left, right)
+            with m.If(beyond_ack):
+                m.d.sync += o.sack_valid.eq(1)
+            with m.If(beyond_ack & (~o.sack_valid | seq_lt(left, o.sack.start))):
+                m.d.sync += [o.sack.start.eq(left), o.sack.end.eq(right)]
+            with m.If(beyond_ack & (~o.sack_valid | seq_lt(o.sack_high, right))):
+                m.d.sync += o.sack_high.eq(right)
         with m.Elif(walking):
             end = (pos >= header_len) | (kind == 0)
             nop = kind == 1
@@ -454,12 +489,16 @@ class TcpOptions(wiring.Component):
                 m.d.sync += pos.eq(pos + 1)
             with m.Else():
                 m.d.sync += pos.eq(pos + length)
-                with m.If((kind == OPT_MSS) & (length == 4)):
+                with m.If(syn & (kind == OPT_MSS) & (length == 4)):
                     m.d.sync += [o.mss.eq(Cat(b3, b2)), o.has_mss.eq(1)]
-                with m.If((kind == OPT_WSCALE) & (length == 3)):
+                with m.If(syn & (kind == OPT_WSCALE) & (length == 3)):
                     m.d.sync += [o.ws.eq(Mux(b2 > MAX_WSCALE, MAX_WSCALE, b2)), o.has_ws.eq(1)]
-                with m.If((kind == OPT_SACK_OK) & (length == 2)):
+                with m.If(syn & (kind == OPT_SACK_OK) & (length == 2)):
                     m.d.sync += o.has_sack.eq(1)
+                n = length[3:]
+                aligned = (pos[:2] == 2) & (length[:3] == 2) & (n >= 1) & (n <= 4)
+                with m.If(~syn & (kind == OPT_SACK) & aligned):
+                    m.d.sync += [blocks.eq(n), block_at.eq((pos + 2)[2:])]
         return m
 
 
@@ -511,6 +550,8 @@ class SegmentHead(wiring.Component):
             seg.packet.eq(cur), seg.head.eq(peek.head), seg.head_len.eq(peek.head_len),
             seg.mss.eq(opts.mss), seg.has_mss.eq(opts.has_mss), seg.ws.eq(opts.ws),
             seg.has_ws.eq(opts.has_ws), seg.has_sack.eq(opts.has_sack),
+            seg.sack.eq(opts.sack), seg.sack_high.eq(opts.sack_high),
+            seg.sack_valid.eq(opts.sack_valid),
             peek.verdict.valid.eq(self.segment.ready), peek.verdict.payload.keep.eq(self.keep),
         ]
         with m.If(self.segment.ready):
@@ -1033,16 +1074,24 @@ class RxEngine(wiring.Component):
                                  e.half_delta.eq(-1), e.notify.eq(1)]
                     self._count(m, e, "opened")
                 # The ACK, the window, the duplicate-ACK count.
+                # A duplicate is one as RFC 5681 has it or, on a connection with SACK, any ACK of
+                # ``una`` that says the peer holds more beyond it than before, with data or a new
+                # window (RFC 6675): a peer sending data of its own reports its losses so.
+                sack_news = (s.sack_ok & e.opts.sack_valid
+                             & (~s.peer_sack_valid | seq_lt(s.peer_sack_high, e.opts.sack_high)))
                 with m.If(seq_lt(una, ackn)):
                     m.d.comb += [new.snd_una.eq(ackn), new.dupacks.eq(0), e.ev.acked.eq(1),
                                  e.ev.ack.eq(ackn)]
-                with m.Elif((ackn == una) & ~pl.has_data & ~f_fin & (win == s.last_win)
-                            & ~all_acked):
+                with m.Elif((ackn == una) & ~f_fin & ~all_acked
+                            & ((~pl.has_data & (win == s.last_win)) | sack_news)):
                     dup = Mux(s.dupacks == 7, 7, s.dupacks + 1)
                     m.d.comb += [new.dupacks.eq(dup), e.ev.dupacks.eq(dup)]
                 with m.If(seq_le(una, ackn)):
                     wnd = win << Mux(s.ws_ok, s.peer_ws, 0)
-                    m.d.comb += [new.snd_wnd.eq(wnd), new.last_win.eq(win)]
+                    m.d.comb += [new.snd_wnd.eq(wnd), new.last_win.eq(win),
+                                 new.peer_sack.eq(e.opts.sack),
+                                 new.peer_sack_high.eq(e.opts.sack_high),
+                                 new.peer_sack_valid.eq(e.opts.sack_valid & s.sack_ok)]
                     with m.If(wnd > s.snd_wnd):
                         m.d.comb += e.ev.wake.eq(1)
                 fin_acked_now = s.our_fin & ~s.fin_acked & seq_lt(s.our_fin_seq, ackn)

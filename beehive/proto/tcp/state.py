@@ -35,6 +35,8 @@ from amaranth.lib.wiring import In, Out
 
 from apiary.tile import WiresSignature
 
+from .header import SACK_BLOCK
+
 
 __all__ = ["ConnState", "TimerKind", "RX_STATE", "TX_STATE", "TIMER", "RX_EVENT", "TX_EVENT",
            "TcpWires", "slot_bits"]
@@ -82,6 +84,10 @@ RX_STATE = data.StructLayout({
     "snd_una": 32, "snd_wnd": 32,    # the peer's cumulative ACK and window (scaled)
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
     "sack_ok": 1,           # both offered SACK-permitted: ACKs report the out-of-order range
+    # The first range the peer's latest ACK reported holding beyond it (a SACK block; with
+    # sack_ok only): the transmit tile does not send those bytes again; and the end of the
+    # last range (news in the next ACK make it a duplicate)
+    "peer_sack_valid": 1, "peer_sack": SACK_BLOCK, "peer_sack_high": 32,
     "our_fin": 1, "our_fin_seq": 32, "fin_acked": 1, "closed_first": 1,
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
     "peer_req": 1,          # the application asked who the peer is (TCP_PEER_REQ)

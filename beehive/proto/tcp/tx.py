@@ -32,6 +32,13 @@ the estimate kept by :class:`~beehive.proto.tcp.rtt.RttEstimator`, equal sample 
 ``tests/tcp/rto_model.py``; the configured ``rto`` until the first sample), doubled on each
 expiry up to ``rto_max``, reset on a new ACK; after ``max_retries`` in a row, or
 ``syn_retries`` for a SYN, the connection is dropped.
+On a connection that agreed to SACK (RFC 2018), no byte the peer holds is sent again as long as
+it is in the first range the peer's latest ACK reported beyond ``snd_una`` (the receive tile
+keeps that block, ``peer_sack``): a retransmission from ``snd_una`` (fast retransmit, a
+partial ACK) stops short of it, and one going back after a timeout stops short of it and moves
+on past it (``sack_skips`` counts both). Each new ACK brings the next range, so going back
+after a timeout resends only the holes as the ACKs report them. Recovery stays NewReno's
+(RFC 6675's pipe estimate is not kept: SACKed bytes still count as in flight).
 A zero window with data waiting arms the persist timer, whose expiry sends a window probe
 (a bare ACK one below ``snd_una``, which the peer answers with its window). The receive tile
 tells it what arrived (:data:`~beehive.proto.tcp.state.RX_EVENT`); it reads the receive tile's
@@ -137,12 +144,18 @@ WORK_PLAN = data.StructLayout({
     "backoff": 4,               # the back-off after this expiry
     "backoff_at": 32,           # the deadline of a timer re-armed after this expiry
     "ssthresh": 32,             # the slow-start threshold after a retransmission timeout
+    # SACK: the peer holds a range beyond ``una`` (``peer_sack``), so that a retransmission
+    "rtx_short": 1,             # ... from ``una`` stops short of it (``rtx_len`` is cut)
+    "new_short": 1,             # ... from ``nxt`` stops short of it (``new_len`` is cut)
+    "skip": 1,                  # ... from ``nxt`` would resend it: move ``nxt`` on instead
+    "skip_to": 32,              # ... to its end (at most ``snd_max``)
 })
 
 #: What the engine counts (the tile's counters but ``segments`` and ``malformed``).
 ENGINE_COUNTERS = {
     "data_segments": "segments sent with data",
     "retransmits": "data segments sent again (after a timeout or a fast retransmit)",
+    "retransmitted_bytes": "bytes of data sent again",
     "fast_retransmits": "fast retransmits (third duplicate ACK, or a partial ACK)",
     "timeouts": "retransmission timer expiries",
     "probes": "zero-window probes sent",
@@ -150,6 +163,7 @@ ENGINE_COUNTERS = {
     "aborts": "connections dropped after too many retransmissions",
     "app_bad": "application messages for no open connection, or with bad pointers",
     "replies_dropped": "CLOSED answers to applications lost: the answer queue was full",
+    "sack_skips": "retransmissions cut short of, or moved past, bytes the peer SACKed",
 }
 
 _RXEV, _APP, _EXPIRE, _WORK = range(4)
@@ -875,14 +889,51 @@ class TxEngine(wiring.Component):
             plan.rto_at.eq(e.now + self._rto(e, t.backoff)),
             plan.ssthresh.eq(Mux(half > 2 * mss, half, 2 * mss)),
         ]
+        rtx_cap = Signal(32)            # at most one segment, and short of a range held
+        new_cap = Signal(32)
+        m.d.comb += [rtx_cap.eq(mss), new_cap.eq(mss)]
+        if cfg.sack:
+            self._plan_sack(m, e, plan, una, nxt, rtx_len, new_len, rtx_cap, new_cap)
         m.d.comb += [
             plan.una.eq(una), plan.nxt.eq(nxt),
-            plan.rtx_len.eq(Mux(rtx_len > mss, mss, rtx_len)), plan.rtx_any.eq(rtx_len != 0),
+            plan.rtx_len.eq(Mux(rtx_len > rtx_cap, rtx_cap, rtx_len)),
+            plan.rtx_any.eq(rtx_len != 0),
             plan.una_lt_max.eq(seq_lt(una, t.snd_max)),
-            plan.new_len.eq(Mux(new_len > mss, mss, new_len)), plan.more.eq(seq_lt(nxt, data_end)),
+            plan.new_len.eq(Mux(new_len > new_cap, new_cap, new_len)),
+            plan.more.eq(seq_lt(nxt, data_end)),
             plan.room.eq(room), plan.room_ok.eq(room >= t.tx_req_len),
         ]
         return plan
+
+    def _plan_sack(self, m, e, plan, una, nxt, rtx_len, new_len, rtx_cap, new_cap):
+        """The SACK part of the plan: the first range the peer's latest ACK said it holds
+        beyond ``una`` (the receive tile's ``peer_sack``) is not sent again. A retransmission
+        that would run into it is cut short (``rtx_cap``, ``new_cap``, at most one segment
+        already), one that would start in it moves on past it (``skip``). Every comparison is
+        against the record's figures, beside those of the plan without SACK, so the plan's
+        longest path grows by one multiplexer."""
+        t, r = e.t, e.r
+        mss = self._mss(e)
+        held, before, inside = Signal(), Signal(), Signal()
+        to_rtx, to_new = Signal(32), Signal(32)         # bytes before the range
+        m.d.comb += [
+            held.eq(r.peer_sack_valid & seq_lt(una, r.peer_sack.start)),
+            before.eq(held & seq_lt(nxt, r.peer_sack.start)),
+            inside.eq(held & ~seq_lt(nxt, r.peer_sack.start) & seq_lt(nxt, r.peer_sack.end)
+                      & seq_lt(nxt, t.snd_max)),
+            to_rtx.eq(r.peer_sack.start - una), to_new.eq(r.peer_sack.start - nxt),
+        ]
+        with m.If(held & (to_rtx < mss)):
+            m.d.comb += rtx_cap.eq(to_rtx)
+        with m.If(before & (to_new < mss)):
+            m.d.comb += new_cap.eq(to_new)
+        m.d.comb += [
+            plan.rtx_short.eq(held & (to_rtx < mss) & (to_rtx < rtx_len)),
+            plan.new_short.eq(before & (to_new < mss) & (to_new < new_len)),
+            plan.skip.eq(inside),
+            plan.skip_to.eq(Mux(seq_lt(t.snd_max, r.peer_sack.end), t.snd_max,
+                                r.peer_sack.end)),
+        ]
 
     def _work(self, m, e):
         """A flow's turn (planned the cycle before, ``e.plan``): at most one segment, and the
@@ -925,6 +976,7 @@ class TxEngine(wiring.Component):
                 with m.If(p.rtx_any & ring_ok):
                     self._send_data(m, e, una, p.rtx_len, 1, timer_idle)
                     self._count(m, e, "fast_retransmits")
+                    self._count(m, e, "sack_skips", p.rtx_short)
                 with m.Elif(p.rtx_any):
                     m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
                 with m.Else():          # only the FIN is outstanding
@@ -936,11 +988,15 @@ class TxEngine(wiring.Component):
                 self._count(m, e, "probes")
             with m.Elif(p.more & ~ring_ok):
                 m.d.comb += e.requeue.eq(1)
+            with m.Elif(p.more & p.skip):     # the peer holds these bytes: on past them
+                m.d.comb += [new.snd_nxt.eq(p.skip_to), e.requeue.eq(1)]
+                self._count(m, e, "sack_skips")
             with m.Elif(p.more):
                 end = Signal(32)
                 m.d.comb += end.eq(nxt + p.new_len)
                 self._send_data(m, e, nxt, p.new_len, seq_lt(nxt, t.snd_max), timer_idle)
                 m.d.comb += [new.snd_nxt.eq(end), new.snd_max.eq(seq_max(t.snd_max, end))]
+                self._count(m, e, "sack_skips", p.new_short)
             with m.Elif(t.fin_req & (nxt == tail)):
                 self._fin(m, e, tail)
                 m.d.comb += [new.snd_nxt.eq(tail + 1), new.snd_max.eq(seq_max(t.snd_max,
@@ -969,6 +1025,8 @@ class TxEngine(wiring.Component):
         ]
         self._count(m, e, "data_segments")
         self._count(m, e, "retransmits", is_retransmit)
+        with m.If(is_retransmit):
+            count(m, e.counters.retransmitted_bytes, length)
         # Karn: a retransmission ends the timing (its ACK could be the first sending's);
         # new data is timed when nothing is.
         with m.If(is_retransmit):
