@@ -208,31 +208,6 @@ def test_sack_with_linux_both_ways_over_a_lossy_link(bridge):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("tap_tcp")
-def test_sack_spares_retransmissions_both_ways_over_a_lossy_link(bridge):
-    """RFC 2018 with Linux: over the lossy link of the test above, 1 MiB echoed three times
-    with Linux's SACK on, then three times off, each on a design of its own. With it on, Linux
-    and the design agree on SACK (Linux's TCP_INFO says so) and each side sends less again:
-    Linux, because the design's ACKs report what it holds out of order; the design, because
-    Linux's do (its retransmissions stop short of, and skip, what Linux holds:
-    ``tcp_tx_sack_skips``). Every byte comes back intact either way."""
-    runs, design = {}, {}
-    for sack in (True, False):
-        runs[sack], design[sack] = lossy_echoes(bridge, sack)
-    resent = {sack: sum(r["retrans_bytes"] for r in v) for sack, v in runs.items()}
-    print("Linux's retransmissions per MiB (segments, bytes, its timeouts), SACK on:",
-          [(r["retrans_segs"], r["retrans_bytes"], r["timeouts"]) for r in runs[True]],
-          "off:", [(r["retrans_segs"], r["retrans_bytes"], r["timeouts"]) for r in runs[False]])
-    ours = ("retransmits", "retransmitted_bytes", "fast_retransmits", "timeouts", "sack_skips")
-    print("The design's over 3 MiB (" + ", ".join(ours) + "), SACK on:",
-          [design[True].get(f"tcp_tx_{k}", 0) for k in ours], "off:",
-          [design[False].get(f"tcp_tx_{k}", 0) for k in ours])
-    assert resent[True] < resent[False], runs
-    assert design[True]["tcp_tx_sack_skips"] > 0 and "tcp_tx_sack_skips" not in design[False]
-    assert design[True]["tcp_tx_retransmitted_bytes"] < design[False]["tcp_tx_retransmitted_bytes"]
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("tap_tcp")
 def test_sixteen_linux_connections_at_once(bridge):
     tap = f"tcp{os.getpid() % 100000}m"
     stack = start_echo(bridge, tap)
