@@ -200,6 +200,9 @@ def test_sack_with_linux_both_ways_over_a_lossy_link(bridge):
     print("The design's over 3 MiB (" + ", ".join(ours) + "), SACK on:",
           [design[True].get(f"tcp_tx_{k}", 0) for k in ours], "off:",
           [design[False].get(f"tcp_tx_{k}", 0) for k in ours])
+    held = ("tcp_rx_reordered", "tcp_rx_ooo_dropped")
+    print("Segments the design held out of order, and dropped beyond its two ranges, SACK on:",
+          [design[True].get(k, 0) for k in held], "off:", [design[False].get(k, 0) for k in held])
     assert recoveries[True]["TCPSackRecovery"] > 0, recoveries
     assert recoveries[True]["TCPRenoRecovery"] == recoveries[False]["TCPSackRecovery"] == 0
     assert recoveries[False]["TCPRenoRecovery"] > 0, recoveries

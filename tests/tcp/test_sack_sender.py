@@ -3,7 +3,8 @@ played by the testbench: after a retransmission timeout the engine goes back to 
 and resends only the holes, as the peer's ACKs report what it holds (the receive tile's
 ``peer_sack``): a retransmission stops short of the range held and moves on past it, and
 ``sack_skips`` counts each. Without that range (a peer that reports none) the same timeout
-resends everything outstanding, segment after segment."""
+resends everything outstanding, segment after segment. In fast recovery a further duplicate
+ACK sends the segment past that range if the peer holds enough beyond it (RFC 6675)."""
 
 import pytest
 
@@ -37,18 +38,15 @@ def record(state, una, held=None):
     return r
 
 
-def go_back(reports):
-    """Send 1,000 bytes, let the peer acknowledge the first segment, then let the timer expire;
-    after it, each step of ``reports`` (``(una, held)``: the peer's ACK, the range it reports)
-    comes once the engine has nothing more to send. Returns the data segments sent after the
-    timeout as ``(offset, length)``, and the ``sack_skips`` count."""
-    dut = TxEngine(CONFIG, load_depth=4, here=(3, 1), tx_mem=(2, 3))
+def segments_sent(dut):
+    """The engine's neighbours (every output taken, each load's data sent, ``load_done``, 3
+    cycles after it) and the list of data segments it sends, as ``(offset, length)``."""
     segments = []
 
     async def neighbours(ctx):
         for s in (dut.segments, dut.loads, dut.answers, dut.wires.tx_event):
             ctx.set(s.ready, 1)
-        done = []           # each load's data sent (``load_done``) 3 cycles after it
+        done = []
         async for _, _, valid, seg, loaded in ctx.tick().sample(
                 dut.segments.valid, dut.segments.payload, dut.loads.valid):
             done = [d - 1 for d in done] + ([3] if loaded else [])
@@ -59,6 +57,16 @@ def go_back(reports):
                 seq = int.from_bytes(raw[4:8], "big")
                 segments.append(((seq - DATA) % (1 << 32), int(seg.data_len)))
 
+    return segments, neighbours
+
+
+def go_back(reports):
+    """Send 1,000 bytes, let the peer acknowledge the first segment, then let the timer expire;
+    after it, each step of ``reports`` (``(una, held)``: the peer's ACK, the range it reports)
+    comes once the engine has nothing more to send. Returns the data segments sent after the
+    timeout as ``(offset, length)``, and the ``sack_skips`` count."""
+    dut = TxEngine(CONFIG, load_depth=4, here=(3, 1), tx_mem=(2, 3))
+    segments, neighbours = segments_sent(dut)
     result = []
 
     async def bench(ctx):
@@ -115,3 +123,51 @@ def test_without_a_range_beyond_una_everything_outstanding_goes_again(held):
     sent, skips, resent = go_back([(250, held), (500, held)])
     assert sent == [(250, 250), (500, 250), (750, 250)]
     assert skips == 0 and resent == 750
+
+
+def fast_recovery(high):
+    """1,000 bytes sent in 100-byte segments (the peer's MSS here); the peer acknowledges
+    the first, then sends duplicate ACKs reporting [200, 300) held and its last range ending at
+    ``high``. Returns the data segments sent after each duplicate ACK, ``(offset, length)``."""
+    dut = TxEngine(CONFIG, load_depth=4, here=(3, 1), tx_mem=(2, 3))
+    segments, neighbours = segments_sent(dut)
+    after = []
+
+    def rx_record(una, held=None):
+        r = record(ConnState.ESTABLISHED, una, held) | {"peer_mss": 100}
+        return r | {"peer_sack_high": at(high)} if held else r
+
+    async def bench(ctx):
+        ctx.set(dut.wires.tx_read_addr, SLOT)
+
+        async def rx_event(**fields):
+            await stream_put(ctx, dut.wires.rx_event, {"slot": SLOT, "gen": GEN, **fields})
+
+        ctx.set(dut.wires.rx_read_data, record(ConnState.SYN_RCVD, 0) | {"peer_mss": 100})
+        await rx_event(open=1, seq=ISS, app_x=3, app_y=2)
+        ctx.set(dut.wires.rx_read_data, rx_record(0))
+        await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value, "x": 3,
+                                        "y": 2, "meta": {"flow": SLOT | GEN << SLOT_BITS,
+                                                         "ptr": 1000}})
+        await ctx.tick().repeat(100)
+        assert segments == [(k, 100) for k in range(0, 1000, 100)]
+        ctx.set(dut.wires.rx_read_data, rx_record(100))
+        await rx_event(acked=1, ack=at(100))
+        ctx.set(dut.wires.rx_read_data, rx_record(100, (200, 300)))
+        for dupacks in range(1, 6):
+            segments.clear()
+            await rx_event(ack=at(100), dupacks=dupacks)
+            await ctx.tick().repeat(60)
+            after.append(list(segments))
+
+    simulate(dut, bench, background=[neighbours], timeout=30_000)
+    return after
+
+
+@pytest.mark.parametrize(("high", "past"), [(700, [(300, 100)]), (600, [])],
+                         ids=["lost", "not-yet"])
+def test_fast_recovery_sends_the_hole_past_the_range_if_enough_lies_beyond(high, past):
+    # The third duplicate ACK: the hole before the range. The fourth: the segment past it,
+    # if the peer holds more than three segments' worth beyond the range's end (RFC 6675's
+    # IsLost), once; nothing more (the window has no new data to offer).
+    assert fast_recovery(high) == [[], [], [(100, 100)], past, []]

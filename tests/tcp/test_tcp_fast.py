@@ -170,22 +170,70 @@ def test_acks_report_the_out_of_order_range_as_a_sack_block_at_64_bits(echo):
     assert [(s.tcp.ack, s.tcp.dataofs, sack_blocks(s)) for s in dup] == [(q.snd_nxt, 5, [])]
 
 
-def six_segments_the_second_lost(echo, sport, isn):
-    """A connection whose peer has an MSS of 100: 600 bytes echoed in six segments, the peer
-    taking none (the test says below what it got). Returns the peer and the first byte's
-    sequence number."""
+@ECHO64
+def test_two_out_of_order_ranges_are_kept_merged_and_reported_at_64_bits(echo):
+    """Two holes: the receive tile keeps two out-of-order ranges, and a segment that would
+    make a third is dropped and counted. Each ACK's SACK block is the range the latest
+    out-of-order segment went to; a segment touching both ranges makes them one; a range
+    before the first pushes it second; in-order data fills up to a range's end and the other
+    range becomes the first. Offsets below are from the first byte of the stream."""
+    p = Peer(echo, sport=40006, isn=95_000)
+    p.connect(cycles=200)
+    p.run(50)
+    base, data = p.snd_nxt, bytes(random.Random(38).randrange(256) for _ in range(300))
+    before = echo.counters()
+
+    def send(lo, hi):
+        """Bytes ``[lo, hi)``; the ACKs without data that answer, offsets from ``base``."""
+        p.send_data(data[lo:hi], seq=seq_add(base, lo), advance=False)
+        return [(seq_diff(s.tcp.ack, base), [(seq_diff(a, base), seq_diff(b, base))
+                                             for a, b in sack_blocks(s)])
+                for s in p.run(200) if not s.data]
+
+    assert send(100, 150) == [(0, [(100, 150)])]            # A
+    assert send(200, 250) == [(0, [(200, 250)])]            # B, after A
+    assert send(190, 200) == [(0, [(190, 250)])]            # B grows back
+    assert send(20, 40) == [(0, [(190, 250)])]              # a third range: dropped
+    assert send(150, 160) == [(0, [(100, 160)])]            # A grows on
+    assert send(160, 190) == [(0, [(100, 250)])]            # both touched: one range
+    assert send(40, 60) == [(0, [(40, 60)])]                # before A: A, the old A is B
+    moved = delta(echo, before)
+    assert moved["tcp_rx_reordered"] == 6 and moved["tcp_rx_ooo_dropped"] == 1, moved
+    # In order up to A: the stream moves to A's end, B becomes A and is reported.
+    p.send_data(data[:40], seq=base, advance=False)
+    until(p, lambda: len(p.stream) >= 60)
+    assert bytes(p.stream) == data[:60]
+    last = [s for s in p.seen if s.tcp.ack == seq_add(base, 60)]
+    assert last and all(sack_blocks(s) == [(seq_add(base, 100), seq_add(base, 250))]
+                        for s in last)
+    p.send_data(data[60:100], seq=seq_add(base, 60), advance=False)
+    until(p, lambda: len(p.stream) >= 250)
+    p.send_data(data[250:], seq=seq_add(base, 250), advance=False)
+    p.snd_nxt = seq_add(base, 300)
+    until(p, lambda: len(p.stream) >= 300)
+    assert bytes(p.stream) == data
+    assert all(sack_blocks(s) == [] for s in p.seen
+               if seq_diff(s.tcp.ack, base) in (250, 300))
+    # The dropped range came again in order (data[20:40] above): nothing else was dropped.
+    assert delta(echo, before)["tcp_rx_ooo_dropped"] == 1
+
+
+def six_segments_the_second_lost(echo, sport, isn, segments=6):
+    """A connection whose peer has an MSS of 100: 600 bytes echoed in six segments (or
+    ``segments``), the peer taking none (the test says below what it got). Returns the peer
+    and the first byte's sequence number."""
     p = Peer(echo, sport=sport, isn=isn, mss=100)
     p.connect(cycles=200)
     p.run(50)
     base = p.rcv_nxt
-    p.send_data(bytes(range(200)) * 3)
+    p.send_data((bytes(range(200)) * segments)[:100 * segments])
     echoed = []
     for _ in range(20):
         echoed += [s for s in p.run(100, ack=False, lose=lambda s: s.data) if s.data]
-        if len(echoed) >= 6:
+        if len(echoed) >= segments:
             break
     assert [(seq_diff(s.tcp.seq, base), len(s.data)) for s in echoed] == [
-        (k, 100) for k in range(0, 600, 100)]
+        (k, 100) for k in range(0, 100 * segments, 100)]
     return p, base
 
 
@@ -214,6 +262,40 @@ def test_a_fast_retransmit_stops_short_of_what_the_peer_sacked_at_64_bits(echo):
     p.rcv_nxt = seq_add(base, 600)
     p.send("A")
     assert [s for s in p.run(300, ack=False) if s.data] == []
+
+
+@ECHO64
+def test_fast_recovery_resends_the_hole_past_the_sacked_range_in_the_same_round_trip(echo):
+    """RFC 6675 with the scoreboard the engine keeps (the first range beyond the ACK, the last
+    range's end): eight segments echoed, the second and the fourth lost. The third duplicate
+    ACK resends the first hole, short of the range the peer holds; the next duplicate ACK
+    resends the segment past that range (the peer holds 500 bytes beyond its end, more than
+    three segments: lost, RFC 6675's IsLost) in the same round trip, where NewReno would wait
+    for the partial ACK; further duplicates and the partial ACK send neither again."""
+    p, base = six_segments_the_second_lost(echo, 40007, 96_000, segments=8)
+    p.rcv_nxt = seq_add(base, 100)
+    p.send("A")
+    p.run(100, ack=False)
+    before = echo.counters()
+
+    def resent(acks, ack, *blocks):
+        """``acks`` ACKs of ``ack`` reporting ``blocks``; what the design sends again."""
+        edges = tuple(seq_add(base, b) for block in blocks for b in block)
+        for _ in range(acks):
+            p.rcv_nxt = seq_add(base, ack)   # (the peer's own count moves with what it gets)
+            p.send("A", options=[("NOP", None), ("NOP", None), ("SAck", edges)] if blocks
+                   else [])
+        return [(seq_diff(s.tcp.seq, base), len(s.data))
+                for s in p.run(300, ack=False) if s.data]
+
+    assert resent(3, 100, (400, 800), (200, 300)) == [(100, 100)]
+    assert resent(1, 100, (400, 800), (200, 300)) == [(300, 100)]
+    assert resent(2, 100, (400, 800), (200, 300)) == []
+    assert resent(1, 300, (400, 800)) == []       # the first hole filled: a partial ACK
+    moved = delta(echo, before)
+    assert moved["tcp_tx_fast_retransmits"] == 2 and moved["tcp_tx_sack_skips"] == 1, moved
+    assert moved["tcp_tx_retransmitted_bytes"] == 200 and "tcp_tx_timeouts" not in moved
+    assert resent(1, 800) == []
 
 
 @ECHO64

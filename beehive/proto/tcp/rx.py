@@ -50,9 +50,10 @@ back and queues what follows. A segment's new bytes, in order or not, go to the 
 ring at their place; an in-order segment moves ``rcv_stored`` on at once (so the next one is in
 order too), and ``rcv_nxt``, what is acknowledged and what the application may read, follows
 when the memory acknowledges the store, so no byte is acknowledged or read before it is
-written. One out-of-order range per flow is kept (the reorder buffer: the ring itself); a
-segment that neither extends it nor fills the gap before it is dropped and counted
-(``ooo_dropped``), and the peer sends it again.
+written. Two out-of-order ranges per flow are kept (the reorder buffer: the ring itself),
+so the peer's losses may leave two holes; a segment that would make a third range is
+dropped and counted (``ooo_dropped``), and the peer sends it again. With SACK an ACK reports
+the range the latest out-of-order segment went to.
 
 Nothing on ``noc_in`` waits for ``noc_out`` (``streaming = False``): segments wait in a buffer
 that drops what does not fit (``overflow``: TCP sends them again), store acknowledgements are
@@ -159,7 +160,7 @@ ENGINE_COUNTERS = {
     "no_flow": "segments for no connection (answered with RST unless one), dropped",
     "no_listener": "SYNs to a port nobody listens on, answered with RST",
     "syn_dropped": "SYNs that found no free slot or too many half-open connections",
-    "ooo_dropped": "out-of-order segments beyond the one range kept, dropped",
+    "ooo_dropped": "out-of-order segments beyond the two ranges kept, dropped",
     "out_of_window": "segments with data outside the receive window, dropped",
     "duplicate": "segments with nothing new, acknowledged again and dropped",
     "bad_ack": "segments acknowledging what was never sent, dropped",
@@ -1129,8 +1130,12 @@ class RxEngine(wiring.Component):
         ooo = has_data & starts_later & in_window
         all_taken = to_seg_end | (pl.end_mring == s.rx_head)      # acc_end == seq_end
         fin_here = f_fin & all_taken & ~starts_later & seq_le(rs, seq_end)
-        reaches_ooo = ~after_acc_end(s.ooo_start)                 # ooo_start <= acc_end
-        joins = ~s.ooo_valid | (seq_le(seq, s.ooo_end) & reaches_ooo)
+        # The two out-of-order ranges, A (``ooo_``) and B (``ooo2_``): B held only beside A,
+        # and after it with a gap. What the segment's bytes reach, or touch (adjoin or overlap).
+        reaches_a = s.ooo_valid & ~after_acc_end(s.ooo_start)         # ooo_start <= acc_end
+        reaches_b = s.ooo2_valid & ~after_acc_end(s.ooo2_start)
+        touches_a = reaches_a & seq_le(seq, s.ooo_end)
+        touches_b = reaches_b & seq_le(seq, s.ooo2_end)
         live = (s.state == ConnState.ESTABLISHED) | (s.state == ConnState.SYN_RCVD)
 
         # The store: from rcv_stored (in order) or from seq (out of order) to acc_end.
@@ -1152,11 +1157,20 @@ class RxEngine(wiring.Component):
                 m.d.comb += e.ev.ack_now.eq(1)      # TIME-WAIT: the FIN again, or stray data
                 self._count(m, e, "duplicate")
         with m.Elif(in_order):
-            merge = s.ooo_valid & reaches_ooo & ~fin_here
-            stored = Signal(32)
-            m.d.comb += stored.eq(Mux(merge & after_acc_end(s.ooo_end), s.ooo_end, acc_end))
-            with m.If(merge):
-                m.d.comb += new.ooo_valid.eq(0)
+            # Up to acc_end, and on to the end of each range it reaches (B's: then A's too).
+            stored, merge_a, merge_b = Signal(32), Signal(), Signal()
+            m.d.comb += [
+                merge_a.eq(reaches_a & ~fin_here), merge_b.eq(reaches_b & ~fin_here),
+                stored.eq(Mux(merge_b, self._end_past(s.ooo2_end, acc_end, after_acc_end),
+                              Mux(merge_a, self._end_past(s.ooo_end, acc_end, after_acc_end),
+                                  acc_end))),
+            ]
+            with m.If(merge_b):
+                m.d.comb += [new.ooo_valid.eq(0), new.ooo2_valid.eq(0), new.ooo_report.eq(0)]
+            with m.Elif(merge_a):
+                m.d.comb += [new.ooo_valid.eq(s.ooo2_valid), new.ooo_start.eq(s.ooo2_start),
+                             new.ooo_end.eq(s.ooo2_end), new.ooo2_valid.eq(0),
+                             new.ooo_report.eq(0)]
             store()
             m.d.comb += [new.rcv_stored.eq(Mux(fin_here, pl.seq_end1, stored)),
                          e.commit.advance.eq(1), e.commit.end.eq(stored),
@@ -1164,16 +1178,11 @@ class RxEngine(wiring.Component):
         with m.Elif(fin_here):
             m.d.comb += [new.rcv_stored.eq(pl.seq_end1), e.commit_push.eq(1),
                          e.commit.advance.eq(1), e.commit.end.eq(seq_end), e.commit.fin.eq(1)]
-        with m.Elif(ooo & joins):
+        with m.Elif(ooo & (~s.ooo2_valid | touches_a | touches_b)):
             store()
-            m.d.comb += [
-                new.ooo_valid.eq(1),
-                new.ooo_start.eq(Mux(s.ooo_valid, seq_min(seq, s.ooo_start), seq)),
-                new.ooo_end.eq(Mux(s.ooo_valid & after_acc_end(s.ooo_end), s.ooo_end,
-                                   acc_end)),
-                e.ev.ack_now.eq(1),
-            ]
+            m.d.comb += e.ev.ack_now.eq(1)
             self._count(m, e, "reordered")
+            self._ooo_ranges(m, e, seq, acc_end, after_acc_end, touches_a, touches_b)
         with m.Elif(ooo):
             m.d.comb += e.ev.ack_now.eq(1)
             self._count(m, e, "ooo_dropped")
@@ -1183,6 +1192,41 @@ class RxEngine(wiring.Component):
                 self._count(m, e, "duplicate")
             with m.Else():
                 self._count(m, e, "out_of_window")
+
+    @staticmethod
+    def _end_past(end, acc_end, after_acc_end):
+        """The later of a range's ``end`` and ``acc_end``."""
+        return Mux(after_acc_end(end), end, acc_end)
+
+    def _ooo_ranges(self, m, e, seq, acc_end, after_acc_end, touches_a, touches_b):
+        """An out-of-order segment ``[seq, acc_end)`` that is kept: it starts range A (none
+        yet), grows the ranges it touches (both: one range, A), or is a range of its own, B
+        (after A) or A (before A, which becomes B). ``ooo_report`` says which range holds it,
+        the one the next ACK reports (RFC 2018: the block with the latest segment first)."""
+        s, new = e.s, e.new
+        a_start = seq_min(seq, s.ooo_start)
+        with m.If(~s.ooo_valid):
+            m.d.comb += [new.ooo_valid.eq(1), new.ooo_start.eq(seq), new.ooo_end.eq(acc_end),
+                         new.ooo_report.eq(0)]
+        with m.Elif(touches_a & touches_b):
+            m.d.comb += [new.ooo_start.eq(a_start),
+                         new.ooo_end.eq(self._end_past(s.ooo2_end, acc_end, after_acc_end)),
+                         new.ooo2_valid.eq(0), new.ooo_report.eq(0)]
+        with m.Elif(touches_a):
+            m.d.comb += [new.ooo_start.eq(a_start),
+                         new.ooo_end.eq(self._end_past(s.ooo_end, acc_end, after_acc_end)),
+                         new.ooo_report.eq(0)]
+        with m.Elif(touches_b):
+            m.d.comb += [new.ooo2_start.eq(seq_min(seq, s.ooo2_start)),
+                         new.ooo2_end.eq(self._end_past(s.ooo2_end, acc_end, after_acc_end)),
+                         new.ooo_report.eq(1)]
+        with m.Elif(seq_lt(s.ooo_end, seq)):                  # B free: after A
+            m.d.comb += [new.ooo2_valid.eq(1), new.ooo2_start.eq(seq),
+                         new.ooo2_end.eq(acc_end), new.ooo_report.eq(1)]
+        with m.Else():                                        # B free: before A
+            m.d.comb += [new.ooo2_valid.eq(1), new.ooo2_start.eq(s.ooo_start),
+                         new.ooo2_end.eq(s.ooo_end), new.ooo_start.eq(seq),
+                         new.ooo_end.eq(acc_end), new.ooo_report.eq(0)]
 
     def _commit(self, m, e):
         """A store is acknowledged (or a FIN needs none): what was stored in order counts."""

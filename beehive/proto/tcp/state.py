@@ -79,7 +79,10 @@ RX_STATE = data.StructLayout({
     "rcv_nxt": 32,          # committed: in the receive buffer, and acknowledged
     "rcv_stored": 32,       # accepted in order, its store possibly not acknowledged yet
     "rx_head": 32,          # read by the application up to here (sequence space)
-    "ooo_valid": 1, "ooo_start": 32, "ooo_end": 32,   # the out-of-order range received
+    # The out-of-order ranges received (the reorder buffer: the ring itself): A, and B after
+    # it with a gap (B only beside A); which one the latest such segment went to (0: A)
+    "ooo_valid": 1, "ooo_start": 32, "ooo_end": 32,
+    "ooo2_valid": 1, "ooo2_start": 32, "ooo2_end": 32, "ooo_report": 1,
     "fin_rcvd": 1,          # the peer's FIN is committed (rcv_nxt counts it)
     "snd_una": 32, "snd_wnd": 32,    # the peer's cumulative ACK and window (scaled)
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
@@ -103,6 +106,9 @@ TX_STATE = data.StructLayout({
     "snd_una": 32,          # this tile's copy of the cumulative ACK (from ACK events)
     "tail": 32,             # the application has written up to here (sequence space)
     "cwnd": 32, "ssthresh": 32, "recover": 32, "in_recovery": 1, "ca_acc": 32,
+    # Retransmitted up to here since ``snd_una`` last moved (RFC 6675's HighRxt; at least
+    # ``snd_una``): a fast retransmission goes on from here, not from ``snd_una`` again
+    "rtx_high": 32,
     "backoff": 4, "retries": 4,
     # RFC 6298: one segment timed at a time (not a retransmitted one: Karn), ending at
     # ``rtt_seq``, sent at tick ``rtt_at`` (the estimate: beehive.proto.tcp.rtt)

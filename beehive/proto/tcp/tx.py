@@ -34,11 +34,16 @@ expiry up to ``rto_max``, reset on a new ACK; after ``max_retries`` in a row, or
 ``syn_retries`` for a SYN, the connection is dropped.
 On a connection that agreed to SACK (RFC 2018), no byte the peer holds is sent again as long as
 it is in the first range the peer's latest ACK reported beyond ``snd_una`` (the receive tile
-keeps that block, ``peer_sack``): a retransmission from ``snd_una`` (fast retransmit, a
-partial ACK) stops short of it, and one going back after a timeout stops short of it and moves
-on past it (``sack_skips`` counts both). Each new ACK brings the next range, so going back
-after a timeout resends only the holes as the ACKs report them. Recovery stays NewReno's
-(RFC 6675's pipe estimate is not kept: SACKed bytes still count as in flight).
+keeps that block, ``peer_sack``, and the end of the last, ``peer_sack_high``): a fast
+retransmission (the third duplicate ACK, a partial ACK) stops short of it, and one going back
+after a timeout stops short of it and moves on past it (``sack_skips`` counts both). In fast
+recovery each further duplicate ACK sends the next hole the scoreboard knows, as RFC 6675's
+NextSeg does, before new data: the rest of the hole before that range (from ``rtx_high``,
+RFC 6675's HighRxt), then, once, the segment just past it if more than three segments' worth
+beyond it are SACKed (RFC 6675's IsLost: DupThresh segments), so two holes go in one round
+trip. Each new ACK brings the next range, so going back after a timeout resends only the holes
+as the ACKs report them. The window stays NewReno's (RFC 6675's pipe estimate is not kept:
+SACKed bytes still count as in flight).
 A zero window with data waiting arms the persist timer, whose expiry sends a window probe
 (a bare ACK one below ``snd_una``, which the peer answers with its window). The receive tile
 tells it what arrived (:data:`~beehive.proto.tcp.state.RX_EVENT`); it reads the receive tile's
@@ -132,8 +137,10 @@ RING = data.StructLayout({"handle": 8, "gen": GEN_BITS, "valid": 1})
 #: ECP5).
 WORK_PLAN = data.StructLayout({
     "una": 32, "nxt": 32,       # the oldest unacknowledged byte, the next byte to send
-    "rtx_len": 16,              # bytes from ``una`` to resend, at most one segment
-    "rtx_any": 1,               # there are such bytes (else only the FIN is outstanding)
+    "rtx_at": 32,               # a fast retransmission's first byte: ``una``, or with SACK
+    "rtx_len": 16,              # ... the next hole; its bytes, at most one segment
+    "rtx_known": 1,             # there is such a hole (not yet resent, SACK: thought lost)
+    "rtx_any": 1,               # bytes from ``una`` are outstanding (else only the FIN is)
     "una_lt_max": 1,            # something is outstanding
     "new_len": 16,              # bytes from ``nxt`` that may go now, at most one segment
     "more": 1,                  # there are such bytes
@@ -145,7 +152,8 @@ WORK_PLAN = data.StructLayout({
     "backoff_at": 32,           # the deadline of a timer re-armed after this expiry
     "ssthresh": 32,             # the slow-start threshold after a retransmission timeout
     # SACK: the peer holds a range beyond ``una`` (``peer_sack``), so that a retransmission
-    "rtx_short": 1,             # ... from ``una`` stops short of it (``rtx_len`` is cut)
+    "rtx_short": 1,             # ... a hole's stops short of it (``rtx_len`` is cut), or
+                                # is the hole past it
     "new_short": 1,             # ... from ``nxt`` stops short of it (``new_len`` is cut)
     "skip": 1,                  # ... from ``nxt`` would resend it: move ``nxt`` on instead
     "skip_to": 32,              # ... to its end (at most ``snd_max``)
@@ -156,7 +164,7 @@ ENGINE_COUNTERS = {
     "data_segments": "segments sent with data",
     "retransmits": "data segments sent again (after a timeout or a fast retransmit)",
     "retransmitted_bytes": "bytes of data sent again",
-    "fast_retransmits": "fast retransmits (third duplicate ACK, or a partial ACK)",
+    "fast_retransmits": "fast retransmits (third duplicate ACK, partial ACK, SACK recovery)",
     "timeouts": "retransmission timer expiries",
     "probes": "zero-window probes sent",
     "resets": "RST segments sent",
@@ -611,15 +619,19 @@ class TxEngine(wiring.Component):
         return m
 
     def _sack_block(self, m, e):
-        """The segment to queue: ``e.seg``, with the flow's out-of-order range as a SACK block
-        in its options if ``e.sack_here`` (one copy of the option for every segment that
-        reports it)."""
+        """The segment to queue: ``e.seg``, with one of the flow's out-of-order ranges as a
+        SACK block in its options if ``e.sack_here`` (one copy of the option for every segment
+        that reports it): the range the latest out-of-order segment went to (RFC 2018's first
+        block; a second block would not fit the 32-byte header, and the peer's scoreboard keeps
+        what earlier ACKs reported)."""
         if not e.cfg.sack:
             return e.seg
         r, seg = e.r, Signal.like(e.seg)
         m.d.comb += seg.eq(e.seg)
         with m.If(e.sack_here):
-            m.d.comb += seg.header[8 * TCP_HEADER_BYTES:].eq(sack_option(r.ooo_start, r.ooo_end))
+            m.d.comb += seg.header[8 * TCP_HEADER_BYTES:].eq(sack_option(
+                Mux(r.ooo_report, r.ooo2_start, r.ooo_start),
+                Mux(r.ooo_report, r.ooo2_end, r.ooo_end)))
         return seg
 
     def _dispatch(self, m, e, go_rxev, go_expire, go_work, expiries, work):
@@ -721,7 +733,7 @@ class TxEngine(wiring.Component):
             m.d.comb += [
                 new.eq(0), new.gen.eq(x.gen), new.active.eq(1), new.iss.eq(x.seq),
                 new.snd_nxt.eq(x.seq), new.snd_max.eq(x.seq), new.snd_una.eq(x.seq),
-                new.tail.eq(x.seq + 1), new.recover.eq(x.seq),
+                new.tail.eq(x.seq + 1), new.recover.eq(x.seq), new.rtx_high.eq(x.seq),
                 new.cwnd.eq(cfg.initial_window * cfg.mss), new.ssthresh.eq(0xFFFFFFFF),
                 new.app_x.eq(x.app_x), new.app_y.eq(x.app_y), new.app_fbits.eq(x.app_fbits),
                 e.write.eq(1), e.requeue.eq(1),
@@ -749,8 +761,11 @@ class TxEngine(wiring.Component):
     def _acked(self, m, e, ack, mss):
         cfg, t, new = e.cfg, e.t, e.new
         acked = Signal(32)
-        m.d.comb += [acked.eq(ack - t.snd_una), new.snd_una.eq(ack), new.retries.eq(0),
-                     new.backoff.eq(0), e.requeue.eq(1)]
+        m.d.comb += [acked.eq(ack - t.snd_una), new.snd_una.eq(ack), new.rtx_high.eq(ack),
+                     new.retries.eq(0), new.backoff.eq(0), e.requeue.eq(1)]
+        if cfg.sack:        # a hole resent past the ACK is not sent again in this recovery
+            with m.If(t.in_recovery & e.r.sack_ok & seq_lt(ack, t.rtx_high)):
+                m.d.comb += new.rtx_high.eq(t.rtx_high)
         with m.If(t.rtt_timing & seq_le(t.rtt_seq, ack)):     # a round-trip sample
             m.d.comb += [new.rtt_timing.eq(0), e.rtt.valid.eq(1), e.rtt.payload.slot.eq(e.slot),
                          e.rtt.payload.rtt.eq(e.now - t.rtt_at)]
@@ -781,7 +796,7 @@ class TxEngine(wiring.Component):
     def _dupack(self, m, e, count, mss):
         cfg, t, new = e.cfg, e.t, e.new
         with m.If((count == 3) & ~t.in_recovery & seq_lt(t.recover, t.snd_una)):
-            m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
+            m.d.comb += [new.rtx_pending.eq(1), new.rtx_high.eq(t.snd_una), e.requeue.eq(1)]
             if cfg.cc == "newreno":
                 half = (t.snd_max - t.snd_una) >> 1
                 ssthresh = Mux(half > 2 * mss, half, 2 * mss)
@@ -790,6 +805,8 @@ class TxEngine(wiring.Component):
         if cfg.cc == "newreno":
             with m.If((count > 3) & t.in_recovery):
                 m.d.comb += [new.cwnd.eq(t.cwnd + mss), e.requeue.eq(1)]
+                if cfg.sack:                # the next hole, if the scoreboard knows one
+                    m.d.comb += new.rtx_pending.eq(1)
 
     def _app(self, m, e):
         t, r, a, new = e.t, e.r, e.app_ev, e.new
@@ -867,13 +884,19 @@ class TxEngine(wiring.Component):
             window = Mux(t.cwnd < r.snd_wnd, t.cwnd, r.snd_wnd)
         limit = Signal(32)
         data_end = Signal(32)               # the end of the data that may go now
+        data_top = Signal(32)               # the end of what was sent (or written)
+        rtx_at = Signal(32)
         rtx_len = Signal(32)
         new_len = Signal(32)
         room = Signal(32)
         m.d.comb += [
             limit.eq(una + window),
             data_end.eq(Mux(seq_lt(limit, t.tail), limit, t.tail)),
-            rtx_len.eq(Mux(seq_lt(t.snd_max, t.tail), t.snd_max, t.tail) - una),
+            data_top.eq(Mux(seq_lt(t.snd_max, t.tail), t.snd_max, t.tail)),
+            # From rtx_high: never behind t.snd_una (each ACK sets it), so this is
+            # seq_max(una, rtx_high) with one comparison less in series.
+            rtx_at.eq(seq_max(r.snd_una, t.rtx_high)),
+            rtx_len.eq(data_top - rtx_at),
             new_len.eq(data_end - nxt),
             room.eq(cfg.tx_ring - (t.tail - una)),
         ]
@@ -891,13 +914,16 @@ class TxEngine(wiring.Component):
         ]
         rtx_cap = Signal(32)            # at most one segment, and short of a range held
         new_cap = Signal(32)
-        m.d.comb += [rtx_cap.eq(mss), new_cap.eq(mss)]
+        # Without SACK the hole is at una, once (NewReno: again after a partial ACK).
+        m.d.comb += [rtx_cap.eq(mss), new_cap.eq(mss), plan.rtx_at.eq(rtx_at),
+                     plan.rtx_known.eq(rtx_at == una)]
         if cfg.sack:
-            self._plan_sack(m, e, plan, una, nxt, rtx_len, new_len, rtx_cap, new_cap)
+            self._plan_sack(m, e, plan, una, nxt, data_top, rtx_at, rtx_len, new_len,
+                            rtx_cap, new_cap)
         m.d.comb += [
             plan.una.eq(una), plan.nxt.eq(nxt),
             plan.rtx_len.eq(Mux(rtx_len > rtx_cap, rtx_cap, rtx_len)),
-            plan.rtx_any.eq(rtx_len != 0),
+            plan.rtx_any.eq(data_top != una),
             plan.una_lt_max.eq(seq_lt(una, t.snd_max)),
             plan.new_len.eq(Mux(new_len > new_cap, new_cap, new_len)),
             plan.more.eq(seq_lt(nxt, data_end)),
@@ -905,30 +931,44 @@ class TxEngine(wiring.Component):
         ]
         return plan
 
-    def _plan_sack(self, m, e, plan, una, nxt, rtx_len, new_len, rtx_cap, new_cap):
+    def _plan_sack(self, m, e, plan, una, nxt, data_top, rtx_at, rtx_len, new_len, rtx_cap,
+                   new_cap):
         """The SACK part of the plan: the first range the peer's latest ACK said it holds
         beyond ``una`` (the receive tile's ``peer_sack``) is not sent again. A retransmission
         that would run into it is cut short (``rtx_cap``, ``new_cap``, at most one segment
-        already), one that would start in it moves on past it (``skip``). Every comparison is
-        against the record's figures, beside those of the plan without SACK, so the plan's
-        longest path grows by one multiplexer."""
+        already), one that would start in it moves on past it (``skip``); a fast
+        retransmission from the range on (the hole before it resent) is the segment past it,
+        once, if the peer holds more than three segments' worth beyond its end (``past``).
+        Every comparison is against the record's figures, beside those of the plan without
+        SACK, so the plan's longest path grows by a multiplexer or two."""
         t, r = e.t, e.r
         mss = self._mss(e)
-        held, before, inside = Signal(), Signal(), Signal()
+        held, before, inside, first, past = Signal(), Signal(), Signal(), Signal(), Signal()
         to_rtx, to_new = Signal(32), Signal(32)         # bytes before the range
+        beyond = Signal(32)                             # from the range's end to the last's
         m.d.comb += [
             held.eq(r.peer_sack_valid & seq_lt(una, r.peer_sack.start)),
             before.eq(held & seq_lt(nxt, r.peer_sack.start)),
             inside.eq(held & ~seq_lt(nxt, r.peer_sack.start) & seq_lt(nxt, r.peer_sack.end)
                       & seq_lt(nxt, t.snd_max)),
-            to_rtx.eq(r.peer_sack.start - una), to_new.eq(r.peer_sack.start - nxt),
+            to_rtx.eq(r.peer_sack.start - rtx_at), to_new.eq(r.peer_sack.start - nxt),
+            beyond.eq(r.peer_sack_high - r.peer_sack.end),
+            first.eq(held & seq_lt(rtx_at, r.peer_sack.start)),
+            past.eq(held & ~first & seq_le(rtx_at, r.peer_sack.end)
+                    & seq_lt(r.peer_sack.end, r.peer_sack_high)
+                    & seq_lt(r.peer_sack.end, data_top) & (beyond > 3 * mss)),
         ]
-        with m.If(held & (to_rtx < mss)):
+        with m.If(held):
+            m.d.comb += plan.rtx_known.eq(first | past)
+        with m.If(past):
+            m.d.comb += [plan.rtx_at.eq(r.peer_sack.end),
+                         rtx_len.eq(data_top - r.peer_sack.end)]
+        with m.If(first & (to_rtx < mss)):
             m.d.comb += rtx_cap.eq(to_rtx)
         with m.If(before & (to_new < mss)):
             m.d.comb += new_cap.eq(to_new)
         m.d.comb += [
-            plan.rtx_short.eq(held & (to_rtx < mss) & (to_rtx < rtx_len)),
+            plan.rtx_short.eq((first & (to_rtx < mss) & (to_rtx < rtx_len)) | past),
             plan.new_short.eq(before & (to_new < mss) & (to_new < new_len)),
             plan.skip.eq(inside),
             plan.skip_to.eq(Mux(seq_lt(t.snd_max, r.peer_sack.end), t.snd_max,
@@ -953,6 +993,9 @@ class TxEngine(wiring.Component):
 
         with m.If(live):
             m.d.comb += e.write.eq(1)
+            # A fast retransmission asked for with no hole known: new data may go instead.
+            with m.If(t.rtx_pending & p.rtx_any & ~p.rtx_known):
+                m.d.comb += new.rtx_pending.eq(0)
             # The application's answer, if it waits for room.
             with m.If(t.tx_req & synced & p.room_ok):
                 m.d.comb += new.tx_req.eq(0)
@@ -971,10 +1014,11 @@ class TxEngine(wiring.Component):
                     self._arm(m, e, TimerKind.RETRANSMIT, at=p.rto_at)
             with m.Elif(~synced):
                 pass
-            with m.Elif(t.rtx_pending & p.una_lt_max):
+            with m.Elif(t.rtx_pending & p.una_lt_max & (p.rtx_known | ~p.rtx_any)):
                 m.d.comb += new.rtx_pending.eq(0)
                 with m.If(p.rtx_any & ring_ok):
-                    self._send_data(m, e, una, p.rtx_len, 1, timer_idle)
+                    self._send_data(m, e, p.rtx_at, p.rtx_len, 1, timer_idle)
+                    m.d.comb += new.rtx_high.eq(p.rtx_at + p.rtx_len)
                     self._count(m, e, "fast_retransmits")
                     self._count(m, e, "sack_skips", p.rtx_short)
                 with m.Elif(p.rtx_any):
