@@ -187,7 +187,8 @@ def test_sack_with_linux_both_ways_over_a_lossy_link(bridge):
     other's blocks: Linux's recoveries are SACK recoveries (its ``TCPSackRecovery``, none
     ``TCPRenoRecovery``), and the design's retransmissions stop short of, or skip, what Linux
     holds (``tcp_tx_sack_skips``). With it off, neither. Every byte comes back intact either
-    way. What each side sent again is printed (docs/performance.md, "SACK with Linux"): it
+    way, and under 5 % of the segments the design holds out of order fall beyond its two
+    ranges. What each side sent again is printed (docs/performance.md, "SACK with Linux"): it
     varies from run to run more than SACK moves it, so it is not asserted here."""
     runs, recoveries, design = {}, {}, {}
     for sack in (True, False):
@@ -207,6 +208,11 @@ def test_sack_with_linux_both_ways_over_a_lossy_link(bridge):
     assert recoveries[True]["TCPRenoRecovery"] == recoveries[False]["TCPSackRecovery"] == 0
     assert recoveries[False]["TCPRenoRecovery"] > 0, recoveries
     assert design[True]["tcp_tx_sack_skips"] > 0 and "tcp_tx_sack_skips" not in design[False]
+    # Two out-of-order ranges kept: a segment beyond a third hole is rare (18 % of the segments
+    # held out of order were dropped when one range was kept, 2026-12-04; under 2.5 % since).
+    for sack in (True, False):
+        kept, dropped = (design[sack].get(k, 0) for k in held)
+        assert kept > 100 and dropped * 20 < kept, (sack, kept, dropped)
 
 
 @pytest.mark.slow
