@@ -60,6 +60,23 @@ def segments_sent(dut):
     return segments, neighbours
 
 
+async def open_and_write(ctx, dut, fields):
+    """Open the flow (the receive tile's record with ``fields`` over :func:`record`'s) and let
+    its application write 1,000 bytes; returns the coroutine that sends the engine an event
+    for the flow."""
+    ctx.set(dut.wires.tx_read_addr, SLOT)
+
+    async def rx_event(**event):
+        await stream_put(ctx, dut.wires.rx_event, {"slot": SLOT, "gen": GEN, **event})
+
+    ctx.set(dut.wires.rx_read_data, record(ConnState.SYN_RCVD, 0) | fields)
+    await rx_event(open=1, seq=ISS, app_x=3, app_y=2)
+    ctx.set(dut.wires.rx_read_data, record(ConnState.ESTABLISHED, 0) | fields)
+    await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value, "x": 3, "y": 2,
+                                    "meta": {"flow": SLOT | GEN << SLOT_BITS, "ptr": 1000}})
+    return rx_event
+
+
 def go_back(reports):
     """Send 1,000 bytes, let the peer acknowledge the first segment, then let the timer expire;
     after it, each step of ``reports`` (``(una, held)``: the peer's ACK, the range it reports)
@@ -70,17 +87,7 @@ def go_back(reports):
     result = []
 
     async def bench(ctx):
-        ctx.set(dut.wires.tx_read_addr, SLOT)
-
-        async def rx_event(**fields):
-            await stream_put(ctx, dut.wires.rx_event, {"slot": SLOT, "gen": GEN, **fields})
-
-        ctx.set(dut.wires.rx_read_data, record(ConnState.SYN_RCVD, 0))
-        await rx_event(open=1, seq=ISS, app_x=3, app_y=2)
-        ctx.set(dut.wires.rx_read_data, record(ConnState.ESTABLISHED, 0))
-        await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value, "x": 3,
-                                        "y": 2, "meta": {"flow": SLOT | GEN << SLOT_BITS,
-                                                         "ptr": 1000}})
+        rx_event = await open_and_write(ctx, dut, {})
         await ctx.tick().repeat(60)
         assert segments == [(0, 250), (250, 250), (500, 250), (750, 250)]
         una, held = reports[0]
@@ -138,17 +145,7 @@ def fast_recovery(high):
         return r | {"peer_sack_high": at(high)} if held else r
 
     async def bench(ctx):
-        ctx.set(dut.wires.tx_read_addr, SLOT)
-
-        async def rx_event(**fields):
-            await stream_put(ctx, dut.wires.rx_event, {"slot": SLOT, "gen": GEN, **fields})
-
-        ctx.set(dut.wires.rx_read_data, record(ConnState.SYN_RCVD, 0) | {"peer_mss": 100})
-        await rx_event(open=1, seq=ISS, app_x=3, app_y=2)
-        ctx.set(dut.wires.rx_read_data, rx_record(0))
-        await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value, "x": 3,
-                                        "y": 2, "meta": {"flow": SLOT | GEN << SLOT_BITS,
-                                                         "ptr": 1000}})
+        rx_event = await open_and_write(ctx, dut, {"peer_mss": 100})
         await ctx.tick().repeat(100)
         assert segments == [(k, 100) for k in range(0, 1000, 100)]
         ctx.set(dut.wires.rx_read_data, rx_record(100))
