@@ -3,8 +3,8 @@ played by the testbench: after a retransmission timeout the engine goes back to 
 and resends only the holes, as the peer's ACKs report what it holds (the receive tile's
 ``peer_sack``): a retransmission stops short of the range held and moves on past it, and
 ``sack_skips`` counts each. Without that range (a peer that reports none) the same timeout
-resends everything outstanding, segment after segment. In fast recovery a further duplicate
-ACK sends the segment past that range if the peer holds enough beyond it (RFC 6675)."""
+resends everything outstanding, segment after segment. (Fast recovery with SACK, RFC 6675's,
+is tests/tcp/test_sack_recovery.py's.)"""
 
 import pytest
 
@@ -60,10 +60,10 @@ def segments_sent(dut):
     return segments, neighbours
 
 
-async def open_and_write(ctx, dut, fields):
+async def open_and_write(ctx, dut, fields, length=1000):
     """Open the flow (the receive tile's record with ``fields`` over :func:`record`'s) and let
-    its application write 1,000 bytes; returns the coroutine that sends the engine an event
-    for the flow."""
+    its application write ``length`` bytes; returns the coroutine that sends the engine an
+    event for the flow."""
     ctx.set(dut.wires.tx_read_addr, SLOT)
 
     async def rx_event(**event):
@@ -73,7 +73,7 @@ async def open_and_write(ctx, dut, fields):
     await rx_event(open=1, seq=ISS, app_x=3, app_y=2)
     ctx.set(dut.wires.rx_read_data, record(ConnState.ESTABLISHED, 0) | fields)
     await stream_put(ctx, dut.app, {"msg_type": MsgType.TCP_TX_ADJUST_PTR.value, "x": 3, "y": 2,
-                                    "meta": {"flow": SLOT | GEN << SLOT_BITS, "ptr": 1000}})
+                                    "meta": {"flow": SLOT | GEN << SLOT_BITS, "ptr": length}})
     return rx_event
 
 
@@ -130,41 +130,3 @@ def test_without_a_range_beyond_una_everything_outstanding_goes_again(held):
     sent, skips, resent = go_back([(250, held), (500, held)])
     assert sent == [(250, 250), (500, 250), (750, 250)]
     assert skips == 0 and resent == 750
-
-
-def fast_recovery(high):
-    """1,000 bytes sent in 100-byte segments (the peer's MSS here); the peer acknowledges
-    the first, then sends duplicate ACKs reporting [200, 300) held and its last range ending at
-    ``high``. Returns the data segments sent after each duplicate ACK, ``(offset, length)``."""
-    dut = TxEngine(CONFIG, load_depth=4, here=(3, 1), tx_mem=(2, 3))
-    segments, neighbours = segments_sent(dut)
-    after = []
-
-    def rx_record(una, held=None):
-        r = record(ConnState.ESTABLISHED, una, held) | {"peer_mss": 100}
-        return r | {"peer_sack_high": at(high)} if held else r
-
-    async def bench(ctx):
-        rx_event = await open_and_write(ctx, dut, {"peer_mss": 100})
-        await ctx.tick().repeat(100)
-        assert segments == [(k, 100) for k in range(0, 1000, 100)]
-        ctx.set(dut.wires.rx_read_data, rx_record(100))
-        await rx_event(acked=1, ack=at(100))
-        ctx.set(dut.wires.rx_read_data, rx_record(100, (200, 300)))
-        for dupacks in range(1, 6):
-            segments.clear()
-            await rx_event(ack=at(100), dupacks=dupacks)
-            await ctx.tick().repeat(60)
-            after.append(list(segments))
-
-    simulate(dut, bench, background=[neighbours], timeout=30_000)
-    return after
-
-
-@pytest.mark.parametrize(("high", "past"), [(700, [(300, 100)]), (600, [])],
-                         ids=["lost", "not-yet"])
-def test_fast_recovery_sends_the_hole_past_the_range_if_enough_lies_beyond(high, past):
-    # The third duplicate ACK: the hole before the range. The fourth: the segment past it,
-    # if the peer holds more than three segments' worth beyond the range's end (RFC 6675's
-    # IsLost), once; nothing more (the window has no new data to offer).
-    assert fast_recovery(high) == [[], [], [(100, 100)], past, []]

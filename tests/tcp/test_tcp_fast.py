@@ -266,12 +266,13 @@ def test_a_fast_retransmit_stops_short_of_what_the_peer_sacked_at_64_bits(echo):
 
 @ECHO64
 def test_fast_recovery_resends_the_hole_past_the_sacked_range_in_the_same_round_trip(echo):
-    """RFC 6675 with the scoreboard the engine keeps (the first range beyond the ACK, the last
-    range's end): eight segments echoed, the second and the fourth lost. The third duplicate
-    ACK resends the first hole, short of the range the peer holds; the next duplicate ACK
-    resends the segment past that range (the peer holds 500 bytes beyond its end, more than
-    three segments: lost, RFC 6675's IsLost) in the same round trip, where NewReno would wait
-    for the partial ACK; further duplicates and the partial ACK send neither again."""
+    """RFC 6675 through the whole stack: eight segments echoed, the second and the fourth
+    lost. The first duplicate ACK already says the peer holds 500 bytes beyond the first hole
+    (more than two segments' worth: IsLost), so it starts recovery: cwnd is half the 700 bytes
+    in flight, and the pipe with the first hole resent is 100 bytes (the second hole, [300,
+    400), is lost too: the peer holds 400 bytes beyond it), so the second hole goes at once,
+    in the same round trip, where NewReno would wait for the third duplicate and then the
+    partial ACK; further duplicates and the partial ACK send neither again."""
     p, base = six_segments_the_second_lost(echo, 40007, 96_000, segments=8)
     p.rcv_nxt = seq_add(base, 100)
     p.send("A")
@@ -288,9 +289,8 @@ def test_fast_recovery_resends_the_hole_past_the_sacked_range_in_the_same_round_
         return [(seq_diff(s.tcp.seq, base), len(s.data))
                 for s in p.run(300, ack=False) if s.data]
 
-    assert resent(3, 100, (400, 800), (200, 300)) == [(100, 100)]
-    assert resent(1, 100, (400, 800), (200, 300)) == [(300, 100)]
-    assert resent(2, 100, (400, 800), (200, 300)) == []
+    assert resent(1, 100, (400, 800), (200, 300)) == [(100, 100), (300, 100)]
+    assert resent(4, 100, (400, 800), (200, 300)) == []
     assert resent(1, 300, (400, 800)) == []       # the first hole filled: a partial ACK
     moved = delta(echo, before)
     assert moved["tcp_tx_fast_retransmits"] == 2 and moved["tcp_tx_sack_skips"] == 1, moved

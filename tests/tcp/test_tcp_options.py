@@ -17,10 +17,10 @@ def head_of(raw):
     return int.from_bytes(bytes(raw)[:MAX_HEADER_BYTES].ljust(MAX_HEADER_BYTES, b"\0"), "little")
 
 
-def walk(raw, sack=None, blocks=None):
+def walk(raw, sack=None, blocks=None, sacked=None):
     """``(cycles until done, mss or None, ws or None)`` for the segment ``raw``; ``sack``, a
     list, gets whether it offered SACK, ``blocks`` the SACK block taken and the blocks' last
-    end (``(start, end, high)``), or None."""
+    end (``(start, end, high)``), or None, ``sacked`` the bytes they hold beyond the ACK."""
     dut = TcpOptions()
     result = []
 
@@ -39,6 +39,8 @@ def walk(raw, sack=None, blocks=None):
             block = ctx.get(dut.sack)
             blocks.append((block.start, block.end, ctx.get(dut.sack_high))
                           if ctx.get(dut.sack_valid) else None)
+        if sacked is not None:
+            sacked.append(ctx.get(dut.sack_bytes))
         # The verdict clears it; the next segment's walk starts over.
         ctx.set(dut.clear, 1)
         await ctx.tick()
@@ -99,6 +101,28 @@ def test_sack_blocks_are_read_one_a_cycle_and_the_first_beyond_the_ack_kept():
     sack = []
     assert walk(bytes(TCP(flags="A", options=[("SAckOK", b""), ("NOP", None), ("NOP", None)])),
                 sack)[1:] == (None, None) and sack == [False]
+
+
+def sacked_walk(ack, blocks):
+    sacked, taken = [], []
+    walk(bytes(TCP(flags="A", ack=ack, options=[("NOP", None), ("NOP", None),
+                                                ("SAck", blocks)])), blocks=taken, sacked=sacked)
+    return sacked[0], taken[0]
+
+
+def test_the_bytes_sacked_beyond_the_ack_are_summed_without_a_duplicate_report():
+    """RFC 6675's SACKed bytes: every block's bytes beyond the ACK (a block across it counted
+    from it); a first block below the ACK, or inside the second (RFC 2883's D-SACK), is a
+    report of a duplicate, not of bytes held, and the second is then the range taken."""
+    assert sacked_walk(1000, (3000, 4000, 5000, 5500, 1500, 1600))[0] == 1600
+    assert sacked_walk(1000, (500, 1000, 3000, 4000)) == (1000, (3000, 4000, 4000))
+    assert sacked_walk(1000, (900, 1200, 3000, 3100)) == (300, (900, 1200, 3100))
+    assert sacked_walk(1000, (3000, 3100, 3000, 4000, 6000, 6200)) == (1200, (3000, 4000, 6200))
+    assert sacked_walk(1000, (3200, 3300, 3000, 4000)) == (1000, (3000, 4000, 4000))
+    # Only the first block can be a D-SACK: a later block inside another is counted.
+    assert sacked_walk(1000, (5000, 6000, 3000, 4000, 3000, 3500))[0] == 2500
+    wrap = 0xFFFF_FF00
+    assert sacked_walk(wrap, (wrap + 0x80, 0x80, 0x100, 0x180))[0] == 0x80 + 0x80 + 0x80
 
 
 def test_a_misaligned_or_malformed_sack_option_gives_no_block():

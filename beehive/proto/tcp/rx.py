@@ -131,7 +131,7 @@ DEFAULT_MSS = 536
 RX_SEGMENT = data.StructLayout({"packet": packet_layout(), "head": 8 * MAX_HEADER_BYTES,
                              "head_len": range(MAX_HEADER_BYTES + 1), "mss": 16, "has_mss": 1,
                              "ws": 4, "has_ws": 1, "has_sack": 1, "sack": SACK_BLOCK,
-                             "sack_high": 32, "sack_valid": 1})
+                             "sack_high": 32, "sack_bytes": 32, "sack_valid": 1})
 #: What a store's acknowledgement (or a FIN) commits: ``end`` (and the FIN) becomes ``rcv_nxt``.
 COMMIT = data.StructLayout({"slot": 12, "gen": GEN_BITS, "advance": 1, "end": 32, "fin": 1,
                             "store": 1})
@@ -412,7 +412,10 @@ class TcpOptions(wiring.Component):
     that starts first of those that end after the segment's ACK (the first range the peer
     holds beyond it), ``sack_valid`` whether there is one. A misaligned SACK option is
     skipped. ``sack_high`` is the last end of those blocks (the highest byte the peer holds, plus
-    one). Then ``done`` rises. A segment without options is done at once, with none.
+    one), ``sack_bytes`` the bytes they hold beyond the ACK: what RFC 6675's pipe takes off as
+    SACKed (a first block inside the second is a duplicate report, RFC 2883's D-SACK: not
+    counted, and not taken as ``sack``). Then ``done`` rises. A segment without options is
+    done at once, with none.
 
     Latency: ``done`` rises 1 cycle after ``head_valid`` for a segment without options,
     ``2 + n + b`` for one whose walk takes ``n`` options (NOPs counted) and ``b`` SACK blocks
@@ -425,7 +428,7 @@ class TcpOptions(wiring.Component):
             "head": In(8 * MAX_HEADER_BYTES), "head_valid": In(1), "clear": In(1),
             "done": Out(1), "mss": Out(16), "has_mss": Out(1), "ws": Out(4), "has_ws": Out(1),
             "has_sack": Out(1), "sack": Out(SACK_BLOCK), "sack_high": Out(32),
-            "sack_valid": Out(1),
+            "sack_bytes": Out(32), "sack_valid": Out(1),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -451,6 +454,9 @@ class TcpOptions(wiring.Component):
         # 32-bit words), ``blocks`` of them left.
         block_at = Signal(range(MAX_HEADER_BYTES // 4))
         blocks = Signal(range(5))
+        nth = Signal(range(5))                  # blocks read so far
+        first = Signal(SACK_BLOCK)              # the option's first block, and the bytes it
+        first_bytes = Signal(32)                # counted
 
         def word(offset):
             value = Signal(32)
@@ -466,17 +472,29 @@ class TcpOptions(wiring.Component):
         with m.If(~self.head_valid | self.clear):
             m.d.sync += [walking.eq(0), done.eq(0), blocks.eq(0)]
         with m.Elif(~walking & ~done):
-            none = [o.has_mss.eq(0), o.has_ws.eq(0), o.has_sack.eq(0), o.sack_valid.eq(0)]
+            none = [o.has_mss.eq(0), o.has_ws.eq(0), o.has_sack.eq(0), o.sack_valid.eq(0),
+                    o.sack_bytes.eq(0), nth.eq(0)]
             with m.If(tcp.data_offset > 5):
                 m.d.sync += [walking.eq(1), pos.eq(TCP_HEADER_BYTES), *none]
             with m.Else():
                 m.d.sync += [done.eq(1), *none]
         with m.Elif(walking & (blocks != 0)):
-            m.d.sync += [blocks.eq(blocks - 1), block_at.eq(block_at + 2)]
+            m.d.sync += [blocks.eq(blocks - 1), block_at.eq(block_at + 2), nth.eq(nth + 1)]
             beyond_ack = seq_lt(tcp.ack, right) & seq_lt(left, right)
+            held = Signal(32)           # this block's bytes beyond the ACK
+            m.d.comb += held.eq(Mux(beyond_ack,
+                                    right - Mux(seq_lt(left, tcp.ack), tcp.ack, left), 0))
+            dsack = ((nth == 1) & seq_le(left, first.start) & seq_le(first.end, right)
+                     & beyond_ack)
+            with m.If(nth == 0):
+                m.d.sync += [first.start.eq(left), first.end.eq(right), first_bytes.eq(held)]
+            with m.If(dsack):
+                m.d.sync += o.sack_bytes.eq(o.sack_bytes - first_bytes + held)
+            with m.Else():
+                m.d.sync += o.sack_bytes.eq(o.sack_bytes + held)
             with m.If(beyond_ack):
                 m.d.sync += o.sack_valid.eq(1)
-            with m.If(beyond_ack & (~o.sack_valid | seq_lt(left, o.sack.start))):
+            with m.If(beyond_ack & (~o.sack_valid | seq_lt(left, o.sack.start) | dsack)):
                 m.d.sync += [o.sack.start.eq(left), o.sack.end.eq(right)]
             with m.If(beyond_ack & (~o.sack_valid | seq_lt(o.sack_high, right))):
                 m.d.sync += o.sack_high.eq(right)
@@ -552,7 +570,7 @@ class SegmentHead(wiring.Component):
             seg.mss.eq(opts.mss), seg.has_mss.eq(opts.has_mss), seg.ws.eq(opts.ws),
             seg.has_ws.eq(opts.has_ws), seg.has_sack.eq(opts.has_sack),
             seg.sack.eq(opts.sack), seg.sack_high.eq(opts.sack_high),
-            seg.sack_valid.eq(opts.sack_valid),
+            seg.sack_bytes.eq(opts.sack_bytes), seg.sack_valid.eq(opts.sack_valid),
             peek.verdict.valid.eq(self.segment.ready), peek.verdict.payload.keep.eq(self.keep),
         ]
         with m.If(self.segment.ready):
@@ -1092,6 +1110,7 @@ class RxEngine(wiring.Component):
                     m.d.comb += [new.snd_wnd.eq(wnd), new.last_win.eq(win),
                                  new.peer_sack.eq(e.opts.sack),
                                  new.peer_sack_high.eq(e.opts.sack_high),
+                                 new.peer_sacked.eq(e.opts.sack_bytes),
                                  new.peer_sack_valid.eq(e.opts.sack_valid & s.sack_ok)]
                     with m.If(wnd > s.snd_wnd):
                         m.d.comb += e.ev.wake.eq(1)

@@ -86,11 +86,12 @@ RX_STATE = data.StructLayout({
     "fin_rcvd": 1,          # the peer's FIN is committed (rcv_nxt counts it)
     "snd_una": 32, "snd_wnd": 32,    # the peer's cumulative ACK and window (scaled)
     "peer_mss": 16, "peer_ws": 4, "ws_ok": 1, "last_win": 16, "dupacks": 3,
-    "sack_ok": 1,           # both offered SACK-permitted: ACKs report the out-of-order range
+    "sack_ok": 1,           # both offered SACK-permitted: ACKs report an out-of-order range
     # The first range the peer's latest ACK reported holding beyond it (a SACK block; with
-    # sack_ok only): the transmit tile does not send those bytes again; and the end of the
-    # last range (news in the next ACK make it a duplicate)
-    "peer_sack_valid": 1, "peer_sack": SACK_BLOCK, "peer_sack_high": 32,
+    # sack_ok only): the transmit tile does not send those bytes again; the end of the last
+    # range (news in the next ACK make it a duplicate); the bytes all its ranges hold beyond it
+    # (RFC 6675's SACKed bytes, for the pipe)
+    "peer_sack_valid": 1, "peer_sack": SACK_BLOCK, "peer_sack_high": 32, "peer_sacked": 32,
     "our_fin": 1, "our_fin_seq": 32, "fin_acked": 1, "closed_first": 1,
     "rx_req": 1, "rx_req_len": 32,  # the application waits for this many bytes
     "peer_req": 1,          # the application asked who the peer is (TCP_PEER_REQ)
@@ -106,8 +107,9 @@ TX_STATE = data.StructLayout({
     "snd_una": 32,          # this tile's copy of the cumulative ACK (from ACK events)
     "tail": 32,             # the application has written up to here (sequence space)
     "cwnd": 32, "ssthresh": 32, "recover": 32, "in_recovery": 1, "ca_acc": 32,
-    # Retransmitted up to here since ``snd_una`` last moved (RFC 6675's HighRxt; at least
-    # ``snd_una``): a fast retransmission goes on from here, not from ``snd_una`` again
+    # Retransmitted up to here (RFC 6675's HighRxt; at least ``snd_una``, which each ACK sets
+    # it to but one that leaves it behind in SACK recovery): a fast retransmission goes on from
+    # here, not from ``snd_una`` again
     "rtx_high": 32,
     "backoff": 4, "retries": 4,
     # RFC 6298: one segment timed at a time (not a retransmitted one: Karn), ending at

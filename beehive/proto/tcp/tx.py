@@ -36,14 +36,23 @@ On a connection that agreed to SACK (RFC 2018), no byte the peer holds is sent a
 it is in the first range the peer's latest ACK reported beyond ``snd_una`` (the receive tile
 keeps that block, ``peer_sack``, and the end of the last, ``peer_sack_high``): a fast
 retransmission (the third duplicate ACK, a partial ACK) stops short of it, and one going back
-after a timeout stops short of it and moves on past it (``sack_skips`` counts both). In fast
-recovery each further duplicate ACK sends the next hole the scoreboard knows, as RFC 6675's
-NextSeg does, before new data: the rest of the hole before that range (from ``rtx_high``,
-RFC 6675's HighRxt), then, once, the segment just past it if more than three segments' worth
-beyond it are SACKed (RFC 6675's IsLost: DupThresh segments), so two holes go in one round
-trip. Each new ACK brings the next range, so going back after a timeout resends only the holes
-as the ACKs report them. The window stays NewReno's (RFC 6675's pipe estimate is not kept:
-SACKed bytes still count as in flight).
+after a timeout stops short of it and moves on past it (``sack_skips`` counts both). Each
+new ACK brings the next range, so going back after a timeout resends only the holes as the
+ACKs report them.
+Fast recovery on such a connection is RFC 6675's, equal event by event (segments sent, cwnd,
+ssthresh, recovery point) to a reference written from the RFC, ``tests/tcp/sack_model.py``: it
+starts on the third duplicate ACK or on one after which more than two segments' worth is
+SACKed beyond ``snd_una`` (IsLost(HighACK + 1)); ssthresh and cwnd become half the flight;
+the hole at ``snd_una`` goes at once; then, after each ACK, while cwnd less the pipe leaves a
+segment (SetPipe over the scoreboard: bytes outstanding, less those SACKed, ``peer_sacked``,
+less those of holes lost and not yet resent, plus those resent of holes not lost), NextSeg:
+first a lost hole (the rest of the one before the first range, from ``rtx_high``, RFC 6675's
+HighRxt; then, once, the segment past that range), else new data. A partial ACK resends the
+hole at ``snd_una`` at once (RFC 6582's rule, kept). The scoreboard is the first range, the
+highest SACKed byte and the bytes SACKed in all, so a hole past the first range's next one is
+neither found nor counted lost: it waits for the ACKs that bring it forward, and counts as in
+flight meanwhile (a pipe larger than RFC 6675's: fewer segments sent, never more). Without
+SACK, fast recovery is NewReno's.
 A zero window with data waiting arms the persist timer, whose expiry sends a window probe
 (a bare ACK one below ``snd_una``, which the peer answers with its window). The receive tile
 tells it what arrived (:data:`~beehive.proto.tcp.state.RX_EVENT`); it reads the receive tile's
@@ -157,6 +166,10 @@ WORK_PLAN = data.StructLayout({
     "new_short": 1,             # ... from ``nxt`` stops short of it (``new_len`` is cut)
     "skip": 1,                  # ... from ``nxt`` would resend it: move ``nxt`` on instead
     "skip_to": 32,              # ... to its end (at most ``snd_max``)
+    # SACK recovery (RFC 6675): the window is cwnd against the pipe, not against ``nxt - una``
+    "pipe_recovery": 1,         # the flow is in it
+    "pipe_ok": 1,               # cwnd - pipe >= SMSS: a segment may go
+    "rtx_lost": 1,              # the hole at ``rtx_at`` is lost (IsLost): NextSeg's first rule
 })
 
 #: What the engine counts (the tile's counters but ``segments`` and ``malformed``).
@@ -777,8 +790,9 @@ class TxEngine(wiring.Component):
                     m.d.comb += [new.in_recovery.eq(0), new.cwnd.eq(t.ssthresh)]
                 with m.Else():      # a partial ACK: send the next hole at once
                     deflated = t.cwnd - acked + mss
-                    m.d.comb += [new.rtx_pending.eq(1),
-                                 new.cwnd.eq(Mux(t.cwnd > acked, deflated, mss))]
+                    m.d.comb += new.rtx_pending.eq(1)
+                    with m.If(~self._sack_recovery(e)):     # (RFC 6675: the pipe falls)
+                        m.d.comb += new.cwnd.eq(Mux(t.cwnd > acked, deflated, mss))
             with m.Elif(t.cwnd < t.ssthresh):
                 m.d.comb += new.cwnd.eq(t.cwnd + Mux(acked < mss, acked, mss))
             with m.Else():
@@ -794,19 +808,35 @@ class TxEngine(wiring.Component):
                 self._arm(m, e, TimerKind.RETRANSMIT, self._rto(e, 0))
 
     def _dupack(self, m, e, count, mss):
-        cfg, t, new = e.cfg, e.t, e.new
-        with m.If((count == 3) & ~t.in_recovery & seq_lt(t.recover, t.snd_una)):
+        """A duplicate ACK: the third, or with SACK one after which more than two segments'
+        worth is SACKed beyond ``snd_una`` (RFC 6675's IsLost(HighACK + 1)), starts fast
+        recovery. With SACK the window is then ssthresh against the pipe (RFC 6675), without
+        it NewReno's, inflated by a segment for each duplicate."""
+        cfg, t, r, new = e.cfg, e.t, e.r, e.new
+        lost = Const(0)
+        if cfg.sack:
+            lost = r.sack_ok & r.peer_sack_valid & (r.peer_sacked > 2 * mss)
+        with m.If(((count == 3) | lost) & ~t.in_recovery & seq_lt(t.recover, t.snd_una)):
             m.d.comb += [new.rtx_pending.eq(1), new.rtx_high.eq(t.snd_una), e.requeue.eq(1)]
             if cfg.cc == "newreno":
                 half = (t.snd_max - t.snd_una) >> 1
                 ssthresh = Mux(half > 2 * mss, half, 2 * mss)
                 m.d.comb += [new.ssthresh.eq(ssthresh), new.cwnd.eq(ssthresh + 3 * mss),
                              new.recover.eq(t.snd_max), new.in_recovery.eq(1)]
+                if cfg.sack:
+                    with m.If(r.sack_ok):
+                        m.d.comb += new.cwnd.eq(ssthresh)
         if cfg.cc == "newreno":
-            with m.If((count > 3) & t.in_recovery):
-                m.d.comb += [new.cwnd.eq(t.cwnd + mss), e.requeue.eq(1)]
-                if cfg.sack:                # the next hole, if the scoreboard knows one
-                    m.d.comb += new.rtx_pending.eq(1)
+            with m.If(t.in_recovery):       # with SACK: the pipe has fallen, something may go
+                m.d.comb += e.requeue.eq(1)
+                with m.If((count > 3) & ~self._sack_recovery(e)):
+                    m.d.comb += new.cwnd.eq(t.cwnd + mss)
+
+    def _sack_recovery(self, e):
+        """Whether the flow's fast recovery is RFC 6675's (SACK agreed)."""
+        if e.cfg.sack and e.cfg.cc == "newreno":
+            return e.t.in_recovery & e.r.sack_ok
+        return Const(0)
 
     def _app(self, m, e):
         t, r, a, new = e.t, e.r, e.app_ev, e.new
@@ -917,16 +947,20 @@ class TxEngine(wiring.Component):
         # Without SACK the hole is at una, once (NewReno: again after a partial ACK).
         m.d.comb += [rtx_cap.eq(mss), new_cap.eq(mss), plan.rtx_at.eq(rtx_at),
                      plan.rtx_known.eq(rtx_at == una)]
+        gate = Signal(init=1)           # new data may go as far as the window lets it
         if cfg.sack:
             self._plan_sack(m, e, plan, una, nxt, data_top, rtx_at, rtx_len, new_len,
                             rtx_cap, new_cap)
+            if cfg.cc == "newreno":     # RFC 6675: the peer's window, and cwnd against the pipe
+                with m.If(plan.pipe_recovery):
+                    m.d.comb += [limit.eq(una + r.snd_wnd), gate.eq(plan.pipe_ok)]
         m.d.comb += [
             plan.una.eq(una), plan.nxt.eq(nxt),
             plan.rtx_len.eq(Mux(rtx_len > rtx_cap, rtx_cap, rtx_len)),
             plan.rtx_any.eq(data_top != una),
             plan.una_lt_max.eq(seq_lt(una, t.snd_max)),
             plan.new_len.eq(Mux(new_len > new_cap, new_cap, new_len)),
-            plan.more.eq(seq_lt(nxt, data_end)),
+            plan.more.eq(seq_lt(nxt, data_end) & gate),
             plan.room.eq(room), plan.room_ok.eq(room >= t.tx_req_len),
         ]
         return plan
@@ -938,28 +972,55 @@ class TxEngine(wiring.Component):
         that would run into it is cut short (``rtx_cap``, ``new_cap``, at most one segment
         already), one that would start in it moves on past it (``skip``); a fast
         retransmission from the range on (the hole before it resent) is the segment past it,
-        once, if the peer holds more than three segments' worth beyond its end (``past``).
-        Every comparison is against the record's figures, beside those of the plan without
-        SACK, so the plan's longest path grows by a multiplexer or two."""
+        once, if it is lost (``past``).
+
+        In fast recovery the pipe (RFC 6675's SetPipe) is worked out over that scoreboard: the
+        bytes outstanding, less those SACKed (``peer_sacked``), less those of the holes lost and
+        not resent, plus those resent of holes not lost. A byte is lost (IsLost) when more than
+        two segments' worth beyond it are SACKed: the hole before the first range if that much
+        is SACKed in all, the segment past the range if that much is SACKed beyond the range.
+        Holes further on count as in flight until resent (more than SetPipe counts: the
+        scoreboard knows their bytes, not where they are)."""
         t, r = e.t, e.r
         mss = self._mss(e)
         held, before, inside, first, past = Signal(), Signal(), Signal(), Signal(), Signal()
         to_rtx, to_new = Signal(32), Signal(32)         # bytes before the range
-        beyond = Signal(32)                             # from the range's end to the last's
+        sacked, beyond = Signal(32), Signal(32)         # SACKed in all, and beyond the range
         m.d.comb += [
             held.eq(r.peer_sack_valid & seq_lt(una, r.peer_sack.start)),
             before.eq(held & seq_lt(nxt, r.peer_sack.start)),
             inside.eq(held & ~seq_lt(nxt, r.peer_sack.start) & seq_lt(nxt, r.peer_sack.end)
                       & seq_lt(nxt, t.snd_max)),
             to_rtx.eq(r.peer_sack.start - rtx_at), to_new.eq(r.peer_sack.start - nxt),
-            beyond.eq(r.peer_sack_high - r.peer_sack.end),
+            sacked.eq(Mux(held, r.peer_sacked, 0)),
+            beyond.eq(r.peer_sacked - (r.peer_sack.end - r.peer_sack.start)),
             first.eq(held & seq_lt(rtx_at, r.peer_sack.start)),
-            past.eq(held & ~first & seq_le(rtx_at, r.peer_sack.end)
-                    & seq_lt(r.peer_sack.end, r.peer_sack_high)
-                    & seq_lt(r.peer_sack.end, data_top) & (beyond > 3 * mss)),
+        ]
+        lost_past = Signal()            # the segment past the range is lost, not yet resent
+        m.d.comb += [
+            lost_past.eq(held & seq_le(rtx_at, r.peer_sack.end)
+                         & seq_lt(r.peer_sack.end, r.peer_sack_high)
+                         & seq_lt(r.peer_sack.end, data_top) & (beyond > 2 * mss)),
+            past.eq(lost_past & ~first),
         ]
         with m.If(held):
             m.d.comb += plan.rtx_known.eq(first | past)
+        # The pipe. The first hole is [una, hole_end), resent up to resent_end.
+        lost_first = Signal()
+        hole_end, resent_end, past_len = Signal(32), Signal(32), Signal(32)
+        pipe = Signal(33)
+        m.d.comb += [
+            lost_first.eq(held & (sacked > 2 * mss)),
+            hole_end.eq(Mux(held, r.peer_sack.start, t.snd_max)),
+            resent_end.eq(Mux(seq_lt(rtx_at, hole_end), rtx_at, hole_end)),
+            past_len.eq(Mux(lost_past, Mux(data_top - r.peer_sack.end < mss,
+                                           data_top - r.peer_sack.end, mss), 0)),
+            pipe.eq((t.snd_max - una) - sacked - past_len
+                    - Mux(lost_first, hole_end - resent_end, una - resent_end)),
+            plan.pipe_recovery.eq(self._sack_recovery(e)),
+            plan.pipe_ok.eq(pipe[32] | ((pipe[:32] < t.cwnd) & (t.cwnd - pipe[:32] >= mss))),
+            plan.rtx_lost.eq((first & lost_first) | past),
+        ]
         with m.If(past):
             m.d.comb += [plan.rtx_at.eq(r.peer_sack.end),
                          rtx_len.eq(data_top - r.peer_sack.end)]
@@ -1017,14 +1078,14 @@ class TxEngine(wiring.Component):
             with m.Elif(t.rtx_pending & p.una_lt_max & (p.rtx_known | ~p.rtx_any)):
                 m.d.comb += new.rtx_pending.eq(0)
                 with m.If(p.rtx_any & ring_ok):
-                    self._send_data(m, e, p.rtx_at, p.rtx_len, 1, timer_idle)
-                    m.d.comb += new.rtx_high.eq(p.rtx_at + p.rtx_len)
-                    self._count(m, e, "fast_retransmits")
-                    self._count(m, e, "sack_skips", p.rtx_short)
+                    self._resend_hole(m, e, timer_idle)
                 with m.Elif(p.rtx_any):
                     m.d.comb += [new.rtx_pending.eq(1), e.requeue.eq(1)]
                 with m.Else():          # only the FIN is outstanding
                     self._fin(m, e, tail)
+            with m.Elif(p.pipe_recovery & p.pipe_ok & p.rtx_lost & p.una_lt_max & p.rtx_any
+                        & ring_ok):     # RFC 6675's NextSeg: a lost hole before new data
+                self._resend_hole(m, e, timer_idle)
             with m.Elif(t.probe_pending):
                 m.d.comb += new.probe_pending.eq(0)
                 self._segment(m, e, peer=r, seq=una - 1, ack=r.rcv_nxt, flags=ACK,
@@ -1052,6 +1113,14 @@ class TxEngine(wiring.Component):
             with m.Elif(seq_lt(nxt, tail) & (r.snd_wnd == 0) & (una == t.snd_max)
                         & ~e.timer.armed):
                 self._arm(m, e, TimerKind.PERSIST, at=p.rto_at)
+
+    def _resend_hole(self, m, e, timer_idle):
+        """A fast retransmission: the hole the plan found (``rtx_at``, ``rtx_len``)."""
+        p = e.plan
+        self._send_data(m, e, p.rtx_at, p.rtx_len, 1, timer_idle)
+        m.d.comb += e.new.rtx_high.eq(p.rtx_at + p.rtx_len)
+        self._count(m, e, "fast_retransmits")
+        self._count(m, e, "sack_skips", p.rtx_short)
 
     def _send_data(self, m, e, start, length, is_retransmit, timer_idle):
         """A data segment from ``start``: its header, and the load of its bytes."""
