@@ -26,6 +26,17 @@ from dataclasses import dataclass, field
 from newreno_model import MOD, NewReno
 
 
+def merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` (``(start, end)``, ends exclusive) as the fewest disjoint ranges, in order."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        elif start < end:
+            out.append((start, end))
+    return out
+
+
 @dataclass
 class SackRecovery(NewReno):
     """One connection's sender: NewReno's congestion state outside recovery, RFC 6675's in it.
@@ -45,15 +56,7 @@ class SackRecovery(NewReno):
         """Take an ACK: what it and its SACK blocks say the peer holds."""
         self.una = max(self.una, ack)
         self.high_rxt = max(self.high_rxt, self.una)
-        ranges = sorted(self.scoreboard + [b for b in blocks if b[1] > self.una])
-        merged: list[tuple[int, int]] = []
-        for start, end in ranges:
-            start = max(start, self.una)
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-            elif start < end:
-                merged.append((start, end))
-        self.scoreboard = merged
+        self.scoreboard = merged([(max(s, self.una), e) for s, e in self.scoreboard + blocks])
 
     def sacked(self, octet: int) -> bool:
         return any(s <= octet < e for s, e in self.scoreboard)

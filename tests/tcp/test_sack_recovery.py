@@ -12,7 +12,7 @@ from beehive.proto.tcp.state import ConnState
 from beehive.proto.tcp.tx import TxEngine
 
 from newreno_model import MOD
-from sack_model import SackRecovery
+from sack_model import SackRecovery, merged
 from test_sack_sender import DATA, open_and_write, record, segments_sent
 
 SMSS = 100
@@ -29,13 +29,7 @@ class Peer:
         self.ranges: list[tuple[int, int]] = []
 
     def receive(self, start: int, length: int) -> None:
-        ranges = sorted(self.ranges + [(start, start + length)])
-        self.ranges = []
-        for s, e in ranges:
-            if self.ranges and s <= self.ranges[-1][1]:
-                self.ranges[-1] = (self.ranges[-1][0], max(self.ranges[-1][1], e))
-            else:
-                self.ranges.append((s, e))
+        self.ranges = merged(self.ranges + [(start, start + length)])
 
     def ack(self) -> tuple[int, list[tuple[int, int]]]:
         """The cumulative ACK and the SACK blocks beyond it."""
