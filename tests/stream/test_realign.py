@@ -353,17 +353,21 @@ def test_insert_header_on_word_boundary_waits_for_payload():
     simulate(dut, tb)
 
 
+@pytest.mark.parametrize("counts", [[14, 18], list(range(20, 61, 4))],
+                         ids=["ethernet", "ipv4"])
 @pytest.mark.parametrize("width", [64, 512])
-def test_strip_and_insert_with_a_few_counts(width):
-    """``counts``: the same results as the general blocks when every count is one of them."""
+def test_strip_and_insert_with_a_few_counts(width, counts):
+    """``counts``: the same results as the general blocks when every count is one of them;
+    two counts (Ethernet's) choose between two fixed rotations, IPv4's eleven header lengths
+    rotate in one stage per bit in which they differ."""
     rng = random.Random(width + 11)
-    counts = [14, 18]
-    packets = [rng.randbytes(rng.randrange(18, 200)) for _ in range(40)]
+    top = max(counts)
+    packets = [rng.randbytes(rng.randrange(top, 200)) for _ in range(40)]
     ns = [rng.choice(counts) for _ in packets]
-    got, _, _, _ = run_strip(width, 18, packets, ns, seed=5, allowed=counts)
+    got, _, _, _ = run_strip(width, top, packets, ns, seed=5, allowed=counts)
     assert got == [p[n:] for p, n in zip(packets, ns)]
     headers = [rng.randbytes(n) for n in ns]
-    got, _, _, _ = run_insert(width, 18, packets, headers, seed=6, allowed=counts)
+    got, _, _, _ = run_insert(width, top, packets, headers, seed=6, allowed=counts)
     assert got == [h + p for h, p in zip(headers, packets)]
     with pytest.raises(ValueError, match="needs counts to be byte counts"):
-        StreamStrip(width, 18, counts=[20])
+        StreamStrip(width, top, counts=[top + 1])
