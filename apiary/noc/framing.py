@@ -23,7 +23,6 @@ from amaranth.lib.wiring import In, Out
 from ..stream.counters import count
 from ..stream.lanes import lane_mask, wire
 from ..stream.layout import check_width, payload_signature, payload_words
-from ..stream.realign import StreamInsert
 from ..stream.struct_values import StructValues
 from .flit import flit_signature
 from .header import Fbits, Message, NocHeader, noc_header, header_flits, spare_bytes
@@ -87,11 +86,13 @@ def head_room(width: int, meta_bits: int = 0) -> int:
 
 
 def _check_head(width: int, head: "int | Mapping[int, int]", meta_flits: int,
-                inline: int) -> dict:
+                inline: int, types_only: bool = False) -> dict:
     """``head`` as ``{msg_type: bytes}`` (``None`` for every type), each checked against the
     room a message with ``meta_flits`` metadata flits and ``inline`` bits of inline metadata
     has (:func:`head_room`); a count by type may take the lanes of inline metadata that
-    type's messages do not carry (a shorter format, with ``short_meta``)."""
+    type's messages do not carry (a shorter format, with ``short_meta``). ``types_only``:
+    every message is of a type the mapping lists, so one count for all of them holds for
+    every message (``{None: count}``)."""
     heads = {None: head} if isinstance(head, int) else dict(head)
     room = 0 if meta_flits else spare_bytes(width)
     if None in heads:
@@ -101,6 +102,9 @@ def _check_head(width: int, head: "int | Mapping[int, int]", meta_flits: int,
             raise ValueError(f"a {width}-bit message with this metadata has room for 0 to "
                              f"{room} head payload bytes in its header flit, not {k!r}"
                              + ("" if t is None else f" (msg_type {t})"))
+    counts = set(heads.values())
+    if types_only and None not in heads and len(counts) == 1:
+        return {None: counts.pop()} if 0 not in counts else {}
     return {t: k for t, k in heads.items() if k}
 
 
@@ -276,6 +280,9 @@ class PayloadFramer(wiring.Component):
         Word width in bits.
     early : bool
         Pass the first word in the cycle of ``load`` (see above).
+    zero_tail : bool
+        Zero the final word's lanes past ``nbytes`` (as above); off, they pass as they came,
+        for a user that moves the bytes and zeroes its own output.
     length_bits : int or None
         Bits of ``load_bytes``.
 
@@ -295,10 +302,11 @@ class PayloadFramer(wiring.Component):
         Pulses once for a payload whose source length disagreed with ``load_bytes``.
     """
 
-    def __init__(self, width: int, *, early: bool = False,
+    def __init__(self, width: int, *, early: bool = False, zero_tail: bool = True,
                  length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._early = bool(early)
+        self._zero_tail = bool(zero_tail)
         super().__init__({
             "load": In(1),
             "load_bytes": In(length_bits or noc_header(width).width("payload_bytes")),
@@ -325,8 +333,10 @@ class PayloadFramer(wiring.Component):
 
         # Byte lanes of the final word beyond its last byte are zeroed.
         src = self.i.payload.data
-        masked = Cat(Mux(~final | (cur_tail > lane), src[8 * lane:8 * lane + 8], 0)
-                     for lane in range(nb))
+        masked = src
+        if self._zero_tail:
+            masked = Cat(Mux(~final | (cur_tail > lane), src[8 * lane:8 * lane + 8], 0)
+                         for lane in range(nb))
         m.d.comb += [
             self.o.payload.last.eq(final),
             self.o.payload.nbytes.eq(Mux(final, cur_tail, nb)),
@@ -434,6 +444,29 @@ class MessageSender(wiring.Component):
         ``ceil((payload_bytes - head) / (width // 8))`` of them. A mapping gives the count by
         ``msg_type`` (types not in it: 0). The header flit then waits for the payload's first
         word, which it takes; throughput stays one flit per cycle.
+    head_types_only : bool
+        Every message is of a type ``head`` (a mapping) lists: when they all carry the same
+        count, the sender need not tell types apart (no payload passes unshifted), which is
+        smaller. A message of another type would be framed with that count too.
+    prefix_bytes : int
+        The first ``prefix_bytes`` of every payload come in the descriptor's ``prefix``
+        (byte 0 in its low bits), the rest on ``i_data``: a transmit layer's protocol header,
+        put in the header flit's head lanes with no realignment of its own. It needs one head
+        count for every message (above), larger than ``prefix_bytes``. ``payload_bytes``
+        counts the prefix too; ``i_data`` carries the bytes after it, so nothing for a message
+        of the prefix alone (with ``empty_packets``, its empty packet).
+    prefix_only : bool
+        Every payload is its prefix (``payload_bytes <= prefix_bytes``; the head count may then
+        equal it): each message is its header and metadata flits, the prefix in the head
+        lanes, and ``i_data`` is never read. A reply made whole from registers (ARP's).
+    clean_tail : bool
+        ``i_data`` carries exactly ``payload_bytes`` per message (less the prefix), its lanes
+        past each packet's last byte zero, as a :class:`MessageReceiver`'s, a
+        :class:`~apiary.stream.realign.StreamStrip`'s or a
+        :class:`~apiary.stream.realign.StreamInsert`'s output does: the sender does not zero
+        them again, which saves a multiplexer per bit of the header flit's head lanes and of
+        the payload flits. A payload that does not keep to this may then leave its bytes past
+        ``payload_bytes`` in the final flit (counted in ``length_errors`` if it runs long).
     length_bits : int or None
         Bits of ``payload_bytes`` the sender counts in (:func:`length_bits`): a descriptor's
         bits above them are neither sent nor counted, so its length must be below
@@ -458,10 +491,11 @@ class MessageSender(wiring.Component):
 
     @staticmethod
     def descriptor_layout(width: int, meta_words: int = 0, meta_bits: int | None = None,
-                          short_meta: bool = False) -> data.StructLayout:
+                          short_meta: bool = False, prefix_bytes: int = 0) -> data.StructLayout:
         """The descriptor's layout: :data:`DESCRIPTOR_FIELDS` at their header widths, then
         ``meta`` (``meta_words * width`` bits, or ``meta_bits``; see :func:`meta_plan`) if
-        there is metadata, and with ``short_meta`` ``meta_flits``."""
+        there is metadata, with ``short_meta`` ``meta_flits``, and with ``prefix_bytes``
+        ``prefix``."""
         hdr = noc_header(width)
         fields = {name: unsigned(hdr.width(name)) for name in DESCRIPTOR_FIELDS}
         flits, _, bits = meta_plan(width, meta_words, meta_bits)
@@ -469,22 +503,37 @@ class MessageSender(wiring.Component):
             fields["meta"] = unsigned(bits)
         if short_meta:
             fields["meta_flits"] = range(flits + 1)
+        if prefix_bytes:
+            fields["prefix"] = unsigned(8 * prefix_bytes)
         return data.StructLayout(fields)
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
                  empty_packets: bool = False, short_meta: bool = False,
-                 head: "int | Mapping[int, int]" = 0, length_bits: int | None = None) -> None:
+                 head: "int | Mapping[int, int]" = 0, head_types_only: bool = False,
+                 prefix_bytes: int = 0, prefix_only: bool = False, clean_tail: bool = False,
+                 length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
-        self._heads = _check_head(width, head, self._meta_words, self._inline)
+        self._heads = _check_head(width, head, self._meta_words, self._inline, head_types_only)
         self._length_bits = length_bits or noc_header(width).width("payload_bytes")
         self._meta_args = (meta_words, meta_bits)
         self._head = head
+        self._head_types_only = bool(head_types_only)
+        self._prefix = prefix_bytes
+        self._prefix_only = bool(prefix_only)
+        self._clean_tail = bool(clean_tail)
+        if prefix_bytes and not (isinstance(prefix_bytes, int) and None in self._heads
+                                 and 0 < prefix_bytes <= self._heads[None] - (not prefix_only)):
+            raise ValueError(f"a prefix of {prefix_bytes!r} bytes needs one head count for "
+                             f"every message, {'at least' if prefix_only else 'larger than'} "
+                             f"it; head is {head!r}")
+        if prefix_only and not prefix_bytes:
+            raise ValueError("prefix_only needs prefix_bytes")
         super().__init__({
             "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits,
-                                                                short_meta))),
+                                                                short_meta, prefix_bytes))),
             "i_data": In(payload_signature(width)),
             "o": Out(flit_signature(width)),
             "length_errors": Out(32),
@@ -493,15 +542,24 @@ class MessageSender(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self._width
-        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
-                                                     length_bits=self._length_bits)
         meta_words, meta_bits = self._meta_args
         m.submodules.flits = flits = MessageFlits(width, meta_words, meta_bits=meta_bits,
                                                   short_meta=self._short_meta, head=self._head,
+                                                  head_types_only=self._head_types_only,
                                                   length_bits=self._length_bits)
         # Which header/metadata flit is on `o`.
         index = Signal(range(header_flits(width) + self._meta_words), name="index")
-        m.d.comb += [flits.desc.eq(self.i_hdr.payload), flits.index.eq(index)]
+        m.d.comb += [flits.desc.eq(self.i_hdr.payload.as_value()[:len(flits.desc.as_value())]),
+                     flits.index.eq(index)]
+        if self._prefix_only:
+            self._send_prefix(m, flits, index)      # no payload flits: no framer
+            return m
+        # With head bytes the sender zeroes the lanes past the payload in its own output,
+        # after the realignment, not in the framer's words before it; with clean_tail nowhere.
+        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
+                                                     zero_tail=not (self._heads
+                                                                    or self._clean_tail),
+                                                     length_bits=self._length_bits)
         if self._heads:
             self._send_with_head(m, framer, flits, index)
         else:
@@ -560,6 +618,25 @@ class MessageSender(wiring.Component):
                 if self._empty_packets:
                     m.d.sync += discard.eq(final & (words == 0))
 
+    def _send_prefix(self, m: Module, flits: "MessageFlits", index: Signal) -> None:
+        """With ``prefix_only``: the header and metadata flits, the descriptor's prefix in the
+        header flit's head lanes (zeroed past ``payload_bytes`` unless ``clean_tail``)."""
+        desc = self.i_hdr.payload
+        spare, nh = spare_bytes(self._width), header_flits(self._width)
+        prefix = desc.prefix
+        if not self._clean_tail:
+            prefix = prefix & lane_mask(m, self._prefix, desc.payload_bytes)
+        final = flits.final
+        m.d.comb += [
+            self.o.valid.eq(self.i_hdr.valid),
+            self.o.payload.data.eq(flits.flit | Mux(
+                index == nh - 1, Cat(Const(0, 8 * (spare - self._heads[None])), prefix), 0)),
+            self.o.payload.last.eq(final),
+            self.i_hdr.ready.eq(self.o.ready & final),
+        ]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += index.eq(Mux(final, 0, index + 1))
+
     def _send_with_head(self, m: Module, framer: PayloadFramer, flits: "MessageFlits",
                         index: Signal) -> None:
         """With head payload bytes: the header flit takes the payload's first word: its first
@@ -569,30 +646,59 @@ class MessageSender(wiring.Component):
         nb = width // 8
         desc = self.i_hdr.payload
         feed, passing = self._links(framer)
-        final, words, out_words, k = flits.final, flits.words, flits.out_words, flits.head
+        final, out_words, k = flits.final, flits.out_words, flits.head
         ks = _head_counts(self._heads)
         sent_flit = self.o.valid & self.o.ready
         discard = Signal()          # taking the packet of a header-only message (empty_packets)
         spare = spare_bytes(width)
         word = framer.o.payload.data
+        # With a prefix, `i_data` holds the payload after it: its words shift by the head
+        # bytes it leaves them (`ks` less the prefix), and the header flit takes a word only
+        # if there are any.
+        h = self._prefix
+        data_bytes: Any = desc.payload_bytes
+        words = flits.words
+        if h:
+            data_bytes = Signal(self._length_bits, name="data_bytes")
+            m.d.comb += data_bytes.eq(Mux(desc.payload_bytes > h, desc.payload_bytes - h, 0))
+            words, _ = payload_words(data_bytes, width)
         head_now = Signal()
         m.d.comb += head_now.eq((k != 0) & (words != 0))
-        region = _pick(m, k, ks, lambda a: Cat(Const(0, 8 * (spare - a)), word[:8 * a]))
+
+        def payload_lanes(value: Any, nbytes: Any) -> Any:
+            # The framer passes its words whole: each output zeroes the lanes past the
+            # payload, unless they come zero (clean_tail).
+            return value if self._clean_tail else value & lane_mask(m, len(value) // 8, nbytes)
+
+        region = _pick(m, k, ks, lambda a: Cat(
+            Const(0, 8 * (spare - a + h)), payload_lanes(word[:8 * (a - h)], data_bytes)))
+        prefix = Const(0, 0)
+        if h:
+            prefix = Cat(Const(0, 8 * (spare - ks[0])), desc.prefix)
+        # Only a message with head bytes reaches the payload flits' realignment: it shifts by
+        # one of the non-zero counts, and the carry holds what a word has past them.
+        shifts = [a - h for a in ks if a]
+        ks = [a - h for a in ks]
         k_held = Signal.like(k, name="k_held")
-        carry = Signal(width)
+        carry = Signal(8 * (nb - shifts[0]))
         left = Signal(len(out_words), name="left")  # payload flits still to send
         done = Signal()                             # the payload's last word is taken
         heading = Signal()                          # sending the payload flits
+        last_bytes = Signal(range(nb + 1))          # bytes of the last payload flit
         start = Signal()                            # a headless payload starts (k = 0)
         start_bytes = Signal(self._length_bits)
-        rest_of = _pick(m, k_held, ks, lambda a: word[8 * a:])
+        # What a word leaves for the next payload flit: the first one's (by `k`), or a later
+        # one's (by the count held).
+        rest_of = _pick(m, Mux(heading, k_held, k), shifts, lambda a: word[8 * a:])
 
         with m.If(heading):
-            joined = _pick(m, k_held, ks, lambda a: Cat(Const(0, 8 * (nb - a)), word))
+            # Once the last word is taken the framer shows zeros: the flit is the carry alone.
+            joined = _pick(m, k_held, shifts, lambda a: Cat(Const(0, 8 * (nb - a)), word))
             m.d.comb += [
                 *feed,
                 self.o.valid.eq(done | framer.o.valid),
-                self.o.payload.data.eq(carry | Mux(done, 0, joined[:width])),
+                self.o.payload.data.eq(payload_lanes(carry | joined[:width],
+                                                     Mux(left == 1, last_bytes, nb))),
                 self.o.payload.last.eq(left == 1),
                 framer.o.ready.eq(self.o.ready & ~done),
             ]
@@ -602,22 +708,25 @@ class MessageSender(wiring.Component):
                     m.d.sync += heading.eq(0)
                 with m.If(~done):
                     m.d.sync += [carry.eq(rest_of), done.eq(framer.o.payload.last)]
-                with m.Else():
-                    m.d.sync += carry.eq(0)
-        with m.Elif(framer.busy | start):
-            m.d.comb += [*passing, framer.load.eq(start), framer.load_bytes.eq(start_bytes)]
-            with m.If(sent_flit):
-                m.d.sync += start.eq(0)
+        if 0 in ks:         # some types carry no head bytes: their payload passes as it is
+            with m.Elif(framer.busy | start):
+                m.d.comb += [*passing, framer.load.eq(start),
+                             framer.load_bytes.eq(start_bytes),
+                             self.o.payload.data.eq(
+                                 payload_lanes(word, framer.o.payload.nbytes))]
+                with m.If(sent_flit):
+                    m.d.sync += start.eq(0)
         with m.Elif(discard):
             self._discard(m, discard)
         with m.Else():
             taking = final & head_now
+            tail_out = (desc.payload_bytes - k)[:nb.bit_length() - 1]
             m.d.comb += [
                 self.o.valid.eq(self.i_hdr.valid & (~taking | framer.o.valid)),
-                self.o.payload.data.eq(flits.flit | Mux(taking, region, 0)),
+                self.o.payload.data.eq(flits.flit | Mux(taking, region, 0) | prefix),
                 self.o.payload.last.eq(final & (out_words == 0)),
                 self.i_hdr.ready.eq(self.o.ready & final & (~taking | framer.o.valid)),
-                framer.load_bytes.eq(desc.payload_bytes),
+                framer.load_bytes.eq(data_bytes),
             ]
             with m.If(taking):
                 m.d.comb += [*feed, framer.load.eq(self.i_hdr.valid),
@@ -627,7 +736,8 @@ class MessageSender(wiring.Component):
                 with m.If(taking):
                     m.d.sync += [
                         heading.eq(out_words != 0), left.eq(out_words), k_held.eq(k),
-                        carry.eq(_pick(m, k, ks, lambda a: word[8 * a:])),
+                        last_bytes.eq(Mux(tail_out == 0, nb, tail_out)),
+                        carry.eq(rest_of),
                         done.eq(framer.o.payload.last),
                     ]
                 with m.Else():
@@ -654,7 +764,7 @@ class MessageFlits(wiring.Component):
 
     Parameters
     ----------
-    width, meta_words, meta_bits, short_meta, head, length_bits
+    width, meta_words, meta_bits, short_meta, head, head_types_only, length_bits
         As for :class:`MessageSender`.
 
     Members
@@ -675,11 +785,11 @@ class MessageFlits(wiring.Component):
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
                  short_meta: bool = False, head: "int | Mapping[int, int]" = 0,
-                 length_bits: int | None = None) -> None:
+                 head_types_only: bool = False, length_bits: int | None = None) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._short_meta = bool(short_meta)
-        self._heads = _check_head(width, head, self._meta_words, self._inline)
+        self._heads = _check_head(width, head, self._meta_words, self._inline, head_types_only)
         self._length_bits = length_bits or noc_header(width).width("payload_bytes")
         payload_bytes = Signal(self._length_bits)
         words_bits = len(Value.cast(payload_words(payload_bytes, width)[0]))
@@ -739,6 +849,48 @@ class MessageFlits(wiring.Component):
                     m.d.comb += self.flit.eq(value)
         m.d.comb += self.final.eq(self.index == count - 1)
         return m
+
+
+def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load: Any,
+                  alone: Any, length: Any, src: Any, o: Any) -> Any:
+    """Put a message's head payload bytes back in front of its payload flits' words: ``src``
+    (the framed flits) to ``o``. ``load`` takes ``head`` (the header flit's ``k`` head bytes,
+    lanes past the payload zero) into the carry; each word then leaves as the carry and its
+    first bytes (a fixed shift by each of ``ks``), its last ``k`` bytes the next carry, and a
+    last word that overflows is followed by the carry alone (one more word). ``alone``: the
+    packet is the head bytes only (``length`` of them), sent the cycle after ``load``.
+    Combinational from ``src`` to ``o``; returns the condition a next ``load`` waits on (a
+    flush word not yet taken)."""
+    nb = width // 8
+    carry = Signal(8 * max(ks), name="carry")
+    k_held = Signal.like(k, name="k_held")
+    flushing = Signal()                     # `o` shows the carry alone
+    flush_bytes = Signal(range(nb + 1))
+    total = Signal(range(2 * nb + 1))
+    word = src.payload.data
+    m.d.comb += total.eq(k_held + src.payload.nbytes)
+    ends = src.payload.last & (total <= nb)
+    with m.If(flushing):
+        m.d.comb += [o.valid.eq(1), o.payload.data.eq(carry), o.payload.last.eq(1),
+                     o.payload.nbytes.eq(flush_bytes)]
+        with m.If(o.ready):
+            m.d.sync += flushing.eq(0)
+    with m.Else():
+        joined = _pick(m, k_held, ks, lambda a: Cat(Const(0, 8 * a), word)[:width])
+        m.d.comb += [
+            o.valid.eq(src.valid), src.ready.eq(o.ready),
+            o.payload.data.eq(carry | joined), o.payload.last.eq(ends),
+            o.payload.nbytes.eq(Mux(ends, total, nb)),
+        ]
+        with m.If(src.valid & src.ready):
+            m.d.sync += carry.eq(_pick(m, k_held, ks, lambda a: word[8 * (nb - a):]))
+            with m.If(src.payload.last & ~ends):
+                m.d.sync += [flushing.eq(1), flush_bytes.eq(total - nb)]
+    with m.If(load):
+        m.d.sync += [carry.eq(head), k_held.eq(k)]
+        with m.If(alone):
+            m.d.sync += [flushing.eq(1), flush_bytes.eq(length)]
+    return flushing & ~o.ready                  # the carry is free once its flush word leaves
 
 
 class MessageReceiver(wiring.Component):
@@ -902,31 +1054,23 @@ class MessageReceiver(wiring.Component):
 
         out = self.o_data                           # where payload words go
         rest: Any = hdr.payload_bytes               # bytes in payload flits
-        inject = Signal()                           # an empty packet after this header
+        inject = Const(0)                           # its packet is the head bytes alone
+        hold = Const(0)                             # the next header waits
         if self._heads:
-            # The head payload bytes come back in front of the payload flits' bytes; a
-            # message whose payload fits in its header flit gets them in front of an empty
-            # packet. Its inline metadata is what lies below them.
             spare = spare_bytes(width)
             k, ks, rest = _head_split(m, self._heads, hdr.msg_type, hdr.payload_bytes)
             last_flit = flits[nh - 1]
             m.d.comb += hdr.as_value()[:self._inline].eq(
                 last_flit[:self._inline] & _below_head(m, width, k, ks))
-            m.submodules.insert = insert = StreamInsert(width, max(ks), counts=ks)
-            wiring.connect(m, insert=insert.o, receiver=wiring.flipped(out))
-            out = insert.i
-            held = Signal.like(insert.hdr.payload)
-            held_valid = Signal()
-            m.d.comb += [insert.hdr.payload.eq(held), insert.hdr.valid.eq(held_valid)]
-            with m.If(insert.hdr.ready):
-                m.d.sync += held_valid.eq(0)
-            with m.If(self.o_hdr.valid & self.o_hdr.ready):
-                m.d.sync += [
-                    held.data.eq(_pick(m, k, ks, lambda a: last_flit[8 * (spare - a):8 * spare])),
-                    held.nbytes.eq(Mux(hdr.payload_bytes < k, hdr.payload_bytes, k)),
-                    held_valid.eq((hdr.payload_bytes != 0) | self._empty_packets),
-                ]
-            m.d.comb += inject.eq((hdr.payload_bytes != 0) & (rest == 0))
+            head = _pick(m, k, ks, lambda a: last_flit[8 * (spare - a):8 * spare])
+            inject = (hdr.payload_bytes != 0) & (rest == 0)
+            if self._empty_packets:
+                inject = inject | (hdr.payload_bytes == 0)
+            out = payload_signature(width).create()
+            hold = _restore_head(m, width, ks, k,
+                                 head & lane_mask(m, max(ks), hdr.payload_bytes),
+                                 self.o_hdr.valid & self.o_hdr.ready, inject,
+                                 hdr.payload_bytes, out, self.o_data)
         words, _ = payload_words(rest, width)
         m.d.comb += framer.load_bytes.eq(rest)
 
@@ -971,16 +1115,14 @@ class MessageReceiver(wiring.Component):
                     m.d.sync += [index.eq(0), drop.eq(~i.payload.last)]
             with m.Else():
                 m.d.comb += [
-                    self.o_hdr.valid.eq(i.valid),
-                    i.ready.eq(self.o_hdr.ready),
+                    self.o_hdr.valid.eq(i.valid & ~hold),
+                    i.ready.eq(self.o_hdr.ready & ~hold),
                 ]
                 with m.If(taken):
                     m.d.sync += index.eq(0)
                     m.d.comb += framer.load.eq(words != 0)
-                    if self._empty_packets:
+                    if self._empty_packets and not self._heads:
                         m.d.sync += empty.eq((words == 0) & (hdr.payload_bytes == 0))
-                    with m.If(inject):
-                        m.d.sync += empty.eq(1)
                     with m.If((words == 0) & ~i.payload.last):  # header-only, but more flits
                         m.d.comb += error.eq(1)
                         m.d.sync += drop.eq(1)

@@ -167,6 +167,14 @@ class Send(MessagePort):
         super().__init__(name, *types, meta=meta, plane=plane, raw=raw, **options)
         self.keys = None if keys is None else tuple(keys)
 
+    def framing_args(self, width: int, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """As :meth:`MessagePort.framing_args`; a sender of one type that carries head bytes
+        frames every message with its count (``head_types_only``), not by ``msg_type``."""
+        args = super().framing_args(width, overrides)
+        if len(self.types) == 1 and isinstance(args.get("head"), Mapping):
+            args["head_types_only"] = True
+        return args
+
 
 def _check(owner: str, inputs: Sequence[Receive], outputs: Sequence[Send]) -> None:
     names = [p.name for p in (*inputs, *outputs)]

@@ -13,11 +13,13 @@ becomes 2^6 copies of its first stage. Behind signals, the 512-bit UDP echo stac
 15 CPU-seconds instead of 66 (2026-11-29; synthesis merges the copies either way).
 """
 
+from collections.abc import Sequence
+
 from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.hdl import ValueLike
 
 
-__all__ = ["wire", "lane_mask", "shift_lanes_up", "shift_lanes_down"]
+__all__ = ["wire", "lane_mask", "shift_lanes_up", "shift_lanes_down", "rotate_lanes_up"]
 
 
 def wire(m: Module, value: ValueLike, name: str) -> Value:
@@ -79,3 +81,37 @@ def shift_lanes_down(m: Module, value: ValueLike, amount: ValueLike, nb: int) ->
     """``value`` (``nb`` bytes) moved ``amount`` lanes towards lane 0, zeros shifted in. A
     constant ``amount`` is wiring."""
     return _shift(m, value, amount, nb, up=False)
+
+
+def _rotated(value: Value, lanes: int, nb: int) -> Value:
+    step = 8 * (lanes % nb)
+    return Cat(value[8 * nb - step:], value[:8 * nb - step]) if step else value
+
+
+def rotate_lanes_up(m: Module, value: ValueLike, amount: ValueLike, nb: int,
+                    amounts: Sequence[int] | None = None) -> Value:
+    """``value`` (``nb`` bytes) rotated ``amount`` lanes towards the most significant end:
+    lane *L* gets lane ``(L - amount) mod nb``. One rotation gives both halves of a
+    realignment (the lanes from ``amount`` up are the word shifted up, those below it the
+    word shifted down by ``nb - amount``), so it costs half of two shifters.
+
+    ``amounts``: the only values ``amount`` takes (any other gives wrong data): one 2:1 stage
+    per bit in which they differ, the bits they share are wiring (IPv4's header lengths,
+    multiples of 4, take four stages instead of six). A constant ``amount`` is wiring."""
+    value = Value.cast(value)[:8 * nb]
+    known = _constant(amount)
+    if known is not None:
+        return _rotated(value, known, nb)
+    amount = wire(m, amount, "amount")
+    if amounts is not None:
+        choices = sorted({a % nb for a in amounts})
+        varying = 0
+        for a in choices:
+            varying |= a ^ choices[0]
+        value = _rotated(value, choices[0] & ~varying, nb)
+        bits = [k for k in range(len(amount)) if varying >> k & 1]
+    else:
+        bits = list(range(len(amount)))
+    for k in bits:
+        value = wire(m, Mux(amount[k], _rotated(value, 1 << k, nb), value), f"rotated_{k}")
+    return value

@@ -26,7 +26,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layout import check_width, payload_signature
-from .lanes import lane_mask, shift_lanes_down, shift_lanes_up, wire
+from .lanes import lane_mask, rotate_lanes_up, shift_lanes_down, shift_lanes_up, wire
 
 
 __all__ = ["StreamStrip", "StreamInsert"]
@@ -62,15 +62,19 @@ class _Joiner:
         self.total = Signal(range(2 * nb + 1), name="total")
         self.overflow = Signal(name="overflow")
         carry_bytes = wire(m, carry_bytes, "carry_bytes")
-        if amounts is None:             # any carry: logarithmic shifters
-            up = shift_lanes_up(m, word, carry_bytes, nb)
-            down = shift_lanes_down(m, word, nb - carry_bytes, nb)
-        else:                           # one of a few carries: a choice of fixed shifts
+        if amounts is not None and len(set(amounts)) <= 2:
+            # One or two carries: a choice of fixed shifts (a rotation's lane masks cost more).
             up, down = Const(0, 8 * nb), Const(0, 8 * nb)
             for a in sorted(set(amounts)):
                 hit = wire(m, carry_bytes == a, f"carry_is_{a}").replicate(8 * nb)
                 up = up | (hit & shift_lanes_up(m, word, a, nb))
                 down = down | (hit & shift_lanes_down(m, word, nb - a, nb))
+        else:
+            # Any carry, or one of many (IPv4's header lengths): one rotation, whose lanes from
+            # `r` up are the word shifted up and those below `r` the word shifted down.
+            rotated = rotate_lanes_up(m, word, carry_bytes, nb, amounts)
+            below = lane_mask(m, nb, carry_bytes)
+            up, down = rotated & ~below, rotated & below
         m.d.comb += [
             self.joined.eq(carry | up),
             self.rest.eq(down),

@@ -117,6 +117,7 @@ class _ArpResponder(RxLayerTile):
         "not_for_us": "requests for another address",
     }
     patch_bytes = ARP_BYTES
+    reply_is_patch = True
 
     def __init__(self, env):
         super().__init__(env)

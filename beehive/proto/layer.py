@@ -18,8 +18,11 @@ writes :meth:`RxLayerTile.parse` and names its drop reasons; the rest is here::
      (hdr) ─▶ [   metadata queue     ] ─▶ parse() ─▶ descriptor / strip queues ─────┘
 
 A **transmit layer** (:class:`TxLayerTile`) takes messages from the NoC and puts the header that
-:meth:`TxLayerTile.build` makes from the packet's metadata in front of the payload
-(:class:`~apiary.stream.realign.StreamInsert`); it never waits for more than the header.
+:meth:`TxLayerTile.build` makes from the packet's metadata in front of the payload; it never
+waits for more than the header. A fixed header shorter than the head payload bytes of the
+message it sends goes to the sender with the descriptor, into the header flit's head lanes
+(``prefix_bytes`` of :class:`~apiary.noc.framing.MessageSender`), so the payload is realigned
+once; otherwise a :class:`~apiary.stream.realign.StreamInsert` puts it in front.
 
 Both keep one counter per drop reason, plus ``forwarded``; a packet is counted once, under the
 first reason that applies, so the counters add up to the packets received.
@@ -46,7 +49,7 @@ from amaranth.lib.wiring import connect
 from apiary.noc.framing import MessageReceiver, MessageSender, meta_plan
 from apiary.noc.header import header_flits, noc_header
 from apiary.noc.nexthop import NextHopTable
-from apiary.noc.spec import head_counts, message_specs
+from apiary.noc.spec import head_bytes, head_counts, message_specs
 from apiary.stream.checksum import InternetChecksum
 from apiary.stream.header import header_signal
 from apiary.stream.hold import HeldStages
@@ -136,12 +139,15 @@ def packet_sender(width, msg_type=None, **kwargs):
     (:func:`packet_descriptor`) say how many metadata flits each carries (:func:`level_meta`).
     ``msg_type``: the one type it sends, if one (:func:`packet_heads`)."""
     return MessageSender(width, meta_bits=META_BITS, short_meta=True,
-                         head=packet_heads(width, msg_type), **kwargs)
+                         head=packet_heads(width, msg_type),
+                         head_types_only=msg_type is not None, **kwargs)
 
 
-def packet_descriptor(width):
-    """The descriptor layout of a :func:`packet_sender`."""
-    return MessageSender.descriptor_layout(width, meta_bits=META_BITS, short_meta=True)
+def packet_descriptor(width, prefix_bytes=0):
+    """The descriptor layout of a :func:`packet_sender` (with ``prefix_bytes``, of one built
+    with them)."""
+    return MessageSender.descriptor_layout(width, meta_bits=META_BITS, short_meta=True,
+                                           prefix_bytes=prefix_bytes)
 
 
 def level_meta(width, msg_type, meta):
@@ -425,7 +431,8 @@ def bytes_queue(m, name, max_bytes, depth=2):
     return queue
 
 
-def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=()):
+def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=(),
+           prefix_bytes=0):
     """The verdict on each packet of a receive layer (or network function) ``tile``, taken in
     one cycle from ``p`` (a :class:`Parse`): the first drop reason that holds, else no route
     (``tile.routes`` by ``p.key``), else forward. Counts it (``tile.counters``: the reason,
@@ -433,21 +440,25 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     condition)``), tells ``peek`` and, for a packet kept, puts one entry in each of the
     descriptor queue (returned, for a :func:`send`) and ``queues`` (``(writer, value or
     {field: value})``, in packet order). The packet is taken (``cur_valid`` cleared) when the
-    verdict is."""
+    verdict is. With ``prefix_bytes`` the descriptor carries ``p``'s patch as its prefix
+    (:func:`packet_descriptor`) and ``peek`` forwards nothing: the reply is the patch."""
     counters = tile.counters
     # With stages, the key and every condition are registered after the deepest stage.
     key, *staged = p.stages.outputs(p.key, *(condition for _, condition in p.drops))
     conditions = [(reason, c) for (reason, _), c in zip(p.drops, staged)]
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
     m.d.comb += table.key.eq(key)
-    m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width),
+    m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width, prefix_bytes),
                                              header_queue_depth(tile.env))
     meta, meta_flits = level_meta(tile.env.width, msg_type, p.out_meta().as_value())
-    entries = [(descs.i, {
+    desc = {
         "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
         "src_x": tile.env.x, "src_y": tile.env.y, "msg_type": msg_type,
         "payload_bytes": out_length, "meta": meta, "meta_flits": meta_flits,
-    }), *queues]
+    }
+    if prefix_bytes:
+        desc["prefix"] = p.patch_value
+    entries = [(descs.i, desc), *queues]
 
     decision = Signal(name="decide")
     room = Cat(*(w.ready for w, _ in entries)).all()
@@ -481,7 +492,7 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
         m.d.sync += cur_valid.eq(0)
 
     m.d.comb += [
-        peek.verdict.payload.keep.eq(keep),
+        peek.verdict.payload.keep.eq(keep & (prefix_bytes == 0)),
         table.lookup.eq(decision & keep),
     ]
     for w, fields in entries:
@@ -494,15 +505,22 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     return descs
 
 
-def send(m, tile, descs, words):
+def send(m, tile, descs, words, prefix_bytes=0, clean_tail=False):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
     at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``
     through the sender of ``tile``'s one declared data-plane output (e.g.
-    :func:`packet_output`)."""
+    :func:`packet_output`). With ``prefix_bytes`` and no ``words``, each message is its
+    descriptor's prefix alone (``MessageSender(prefix_only=True)``). ``clean_tail``: each
+    packet of ``words`` is exactly its descriptor's length, zero past its end (the sender
+    need not zero it, :class:`MessageSender`)."""
     port, = [p for p in tile.outputs if p.plane == "data"]
-    sender = getattr(tile.message_ports(m, direction="out"), port.name)
+    overrides = {port.name: {"clean_tail": True}} if clean_tail else None
+    if words is None:
+        overrides = {port.name: {"prefix_bytes": prefix_bytes, "prefix_only": True}}
+    sender = getattr(tile.message_ports(m, direction="out", overrides=overrides), port.name)
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
-    connect(m, words=words, sender=sender.i_data)
+    if words is not None:
+        connect(m, words=words, sender=sender.i_data)
 
 
 def patch_stream(m, width, max_bytes, source, patch_r):
@@ -546,9 +564,11 @@ class RxLayerTile(Tile):
     messages it sends), ``receives`` (the type of those it takes, if one: its receiver then
     takes exactly that level of metadata, :func:`receive`), ``drop_reasons`` (``{name: what it
     drops}``, in priority order),
-    ``patch_bytes`` (most bytes :meth:`Parse.patch` replaces, 0 if never), and for a tile that
-    verifies a checksum over the whole packet, ``verify_offset`` (bytes not summed) with
-    :meth:`verify`.
+    ``patch_bytes`` (most bytes :meth:`Parse.patch` replaces, 0 if never), ``reply_is_patch``
+    (every packet sent is its patch alone, ``patch_bytes`` long: where that fits in the header
+    flit's head bytes the patch rides to the sender in the descriptor, nothing of the packet
+    is forwarded and nothing realigned), and for a tile that verifies a checksum over the whole
+    packet, ``verify_offset`` (bytes not summed) with :meth:`verify`.
 
     Counters (:class:`~apiary.tile.Tile`'s ``counters``): one per drop reason, then
     ``no_route`` (no next hop for the key) and ``forwarded``, with ``verify_offset`` also
@@ -564,6 +584,7 @@ class RxLayerTile(Tile):
     receives: MsgType | None = None
     drop_reasons: dict[str, str] = {}
     patch_bytes = 0
+    reply_is_patch = False
     verify_offset: int | None = None
     max_packet = 2048
 
@@ -653,6 +674,9 @@ class RxLayerTile(Tile):
         # its patch.
         queues = []
         fixed_strip = isinstance(p.strip, int)
+        # A reply that is its patch alone and fits in the header flit rides in the descriptor.
+        whole = self.reply_is_patch and self.patch_bytes <= head_bytes(width, self.msg_type)
+        prefix_bytes = self.patch_bytes if whole else 0
         if not fixed_strip:
             # From 128 bits up the count reaches the strip in the cycle of its verdict, with
             # the packet's first word; pipelined, a cycle later.
@@ -660,13 +684,14 @@ class RxLayerTile(Tile):
                                              header_queue_depth(self.env),
                                              fall_through=not pipelined_headers(self.env))
             queues.append((cuts.i, strip_n))
-        if self.patch_bytes:
+        if self.patch_bytes and not whole:
             patches = bytes_queue(m, "patches", self.patch_bytes, header_queue_depth(self.env))
             queues.append((patches.i, {"data": 0 if p.patch_value is None else p.patch_value,
                                        "nbytes": p.patch_len}))
         assert self.msg_type is not None, f"{type(self).__name__} sets no msg_type"
         descs = decide(m, self, p, peek=peek, cur_valid=cur_valid,
-                       msg_type=self.msg_type.value, out_length=out_length, queues=queues)
+                       msg_type=self.msg_type.value, out_length=out_length, queues=queues,
+                       prefix_bytes=prefix_bytes)
         if not pipelined_headers(self.env):
             # The next packet's header is taken in the cycle of this one's verdict.
             m.d.comb += hdr.ready.eq(~cur_valid | peek.verdict.valid)
@@ -674,6 +699,9 @@ class RxLayerTile(Tile):
                 m.d.sync += cur_valid.eq(1)
 
         # Forwarding: strip, patch, frame.
+        if whole:
+            send(m, self, descs, None, prefix_bytes)
+            return m
         if fixed_strip and p.strip == 0:
             stripped = peek.o
         elif fixed_strip:
@@ -688,7 +716,9 @@ class RxLayerTile(Tile):
             stripped = strip.o
         if self.patch_bytes:
             stripped = patch_stream(m, width, self.patch_bytes, stripped, patches.o)
-        send(m, self, descs, stripped)
+        # Untrimmed, the stream is exactly the length sent, its lanes past the end zero (the
+        # receiver, buffer, peek and strip zero them; a patch lies inside the packet).
+        send(m, self, descs, stripped, clean_tail=p.out_length is None)
         return m
 
 
@@ -728,11 +758,27 @@ class TxLayerTile(Tile):
         and its count are registered once more after the deepest stage."""
         raise NotImplementedError
 
+    def header_in_descriptor(self):
+        """The header's bytes when it rides in the descriptor (``prefix``), else 0: a fixed
+        header sent by the default :meth:`sink` in a message whose head payload bytes hold it
+        and more (from 256 bits up)."""
+        if not self.fixed or type(self).sink is not TxLayerTile.sink or self.msg_type is None:
+            return 0
+        return self.max_header if self.max_header < head_bytes(self.env.width,
+                                                               self.msg_type) else 0
+
     def sink(self, m, desc, o):
         """Where packets with their new header go: by default a :class:`MessageSender` to the
-        tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream."""
+        tile's single next hop. ``desc`` is a stream of descriptors, ``o`` the payload stream
+        (with :meth:`header_in_descriptor`, the payload after the header, which is in
+        ``desc``'s ``prefix``)."""
         width = self.env.width
-        sender = self.message_ports(m, direction="out").outbound
+        h = self.header_in_descriptor()
+        port, = [p for p in self.outputs if p.plane == "data"]
+        # Its payload is a receiver's or a StreamInsert's: exactly its length, zero past it.
+        ports = self.message_ports(m, direction="out", overrides={
+            port.name: {"clean_tail": True, **({"prefix_bytes": h} if h else {})}})
+        sender = getattr(ports, port.name)
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:
             # No single next hop: count and drop every packet.
@@ -756,6 +802,8 @@ class TxLayerTile(Tile):
             sender.i_hdr.payload.meta_flits.eq(meta_flits),
             desc.ready.eq(sender.i_hdr.ready),
         ]
+        if h:
+            m.d.comb += sender.i_hdr.payload.prefix.eq(desc.payload.prefix)
         with m.If(desc.valid & desc.ready):
             count(m, self.counters.forwarded)
         connect(m, insert=o, sender=sender.i_data)
@@ -789,24 +837,33 @@ class TxLayerTile(Tile):
             header, nbytes = stages.outputs(header, nbytes)
         pop = Signal()
         ready = stages.settled(cur_valid, restart=pop)
-        m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,
-                                                    counts=self.header_counts)
-        connect(m, words=words.o, insert=insert.i)
 
-        desc = stream.Signature(packet_layout()).create()
+        h = self.header_in_descriptor()
+        layout = packet_layout()
+        if h:
+            layout = data.StructLayout({**dict(layout.members), "prefix": unsigned(8 * h)})
+        desc = stream.Signature(layout).create()
         m.d.comb += [
             desc.valid.eq(ready & ~desc_done),
             desc.payload.length.eq(cur.length + (self.max_header if self.fixed else nbytes)),
             desc.payload.meta.eq(cur.meta),
-            insert.hdr.valid.eq(ready & ~head_done),
-            insert.hdr.payload.data.eq(header),
         ]
         for name, value in meta_out.items():
             m.d.comb += getattr(desc.payload.meta, name).eq(value)
-        if not self.fixed:
-            m.d.comb += insert.hdr.payload.nbytes.eq(nbytes)
+        if h:
+            # The header rides in the descriptor; the payload goes to the sender as it is.
+            m.d.comb += desc.payload.prefix.eq(header)
+            payload, head_taken = words.o, Const(1)
+        else:
+            m.submodules.insert = insert = StreamInsert(width, self.max_header, fixed=self.fixed,
+                                                        counts=self.header_counts)
+            connect(m, words=words.o, insert=insert.i)
+            m.d.comb += [insert.hdr.valid.eq(ready & ~head_done),
+                         insert.hdr.payload.data.eq(header)]
+            if not self.fixed:
+                m.d.comb += insert.hdr.payload.nbytes.eq(nbytes)
+            payload, head_taken = insert.o, insert.hdr.valid & insert.hdr.ready
         desc_taken = desc.valid & desc.ready
-        head_taken = insert.hdr.valid & insert.hdr.ready
         with m.If(desc_taken):
             m.d.sync += desc_done.eq(1)
         with m.If(head_taken):
@@ -816,5 +873,5 @@ class TxLayerTile(Tile):
             m.d.comb += headers.o.ready.eq(1)
             m.d.sync += [desc_done.eq(0), head_done.eq(0)]
 
-        self.sink(m, desc, insert.o)
+        self.sink(m, desc, payload)
         return m

@@ -51,6 +51,29 @@ def payload_stream(payload, width, rng, *, garbage=True):
     return words
 
 
+def payload_feeder(sender, payloads, width, seed, *, empty_packets=False, stall=0.3):
+    """A background testbench putting each of ``payloads`` on ``sender.i_data``, with random
+    stalls and garbage in the lanes past each one's last byte (which no flit may carry); an
+    empty payload is an empty packet with ``empty_packets``, else nothing."""
+    async def tb(ctx):
+        r = random.Random(seed)
+        for payload in payloads:
+            if payload:
+                for word in payload_stream(payload, width, r):
+                    await stream_put(ctx, sender.i_data, word, rng=r, stall=stall)
+            elif empty_packets:
+                await send_packet(ctx, sender.i_data, payload, width, rng=r, stall=stall)
+    return tb
+
+
+def linked(tx, rx):
+    """``(m, tx, rx)``: a module with sender ``tx``'s flits going straight to receiver ``rx``."""
+    m = Module()
+    m.submodules.tx, m.submodules.rx = tx, rx
+    wiring.connect(m, tx=tx.o, rx=rx.i)
+    return m, tx, rx
+
+
 def monitor(link, log):
     """A background testbench recording every transfer on ``link`` as ``(data, last)``."""
     async def tb(ctx):
@@ -144,12 +167,8 @@ def loopback(width, messages, meta_words, *, stall, empty_packets=False, **frami
     """``messages`` through a sender and a receiver (``framing``: more arguments of both),
     with ``stall`` at all four ends: the link carries exactly ``Message.flits`` and the
     receiver gives back every descriptor, metadata word and byte, with no error counted."""
-    m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_words, empty_packets=empty_packets,
-                                         **framing)
-    m.submodules.rx = rx = MessageReceiver(width, meta_words, empty_packets=empty_packets,
-                                           **framing)
-    wiring.connect(m, tx=tx.o, rx=rx.i)
+    m, tx, rx = linked(MessageSender(width, meta_words, empty_packets=empty_packets, **framing),
+                       MessageReceiver(width, meta_words, empty_packets=empty_packets, **framing))
     link = []
 
     async def descriptors(ctx):
@@ -506,10 +525,8 @@ def test_metadata_bits_inline_at_512_and_in_flits_below(width):
     jobs = [(rng.getrandbits(bits), rng.randbytes(rng.randrange(0, 200))) for _ in range(20)]
     jobs[3] = (jobs[3][0], b"")
 
-    m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, empty_packets=True)
-    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, empty_packets=True)
-    wiring.connect(m, tx=tx.o, rx=rx.i)
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, empty_packets=True),
+                       MessageReceiver(width, meta_bits=bits, empty_packets=True))
     link = []
     stall = dict(rng=random.Random(3), stall=0.3)
 
@@ -552,10 +569,8 @@ def test_short_metadata_each_message_its_own_flit_count(width):
         meta = rng.getrandbits(bits) & ((1 << (sent * width)) - 1 if most else (1 << bits) - 1)
         jobs.append((sent, meta, rng.randbytes(rng.randrange(0, 150))))
 
-    m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, short_meta=True)
-    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, short_meta=True)
-    wiring.connect(m, tx=tx.o, rx=rx.i)
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, short_meta=True),
+                       MessageReceiver(width, meta_bits=bits, short_meta=True))
     link = []
     stall = dict(rng=random.Random(5), stall=0.3)
 
@@ -622,8 +637,8 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
     header's fields and above the inline metadata, and the payload flits carry the rest: the
     link carries exactly ``meta_message_flits(..., head=)``, the receiver gives back every
     byte and metadata bit, with random stalls at all four ends; payloads shorter than the head
-    bytes, empty ones and ones ending on a word boundary included. A mapping gives the count by
-    ``msg_type`` (type 7: none)."""
+    bytes, empty ones and ones ending on a word boundary included, the unused lanes of their
+    last words full of garbage. A mapping gives the count by ``msg_type`` (type 7: none)."""
     from apiary.noc.framing import head_room, meta_message_flits
     nb = width // 8
     heads = head if isinstance(head, dict) else {t: head for t in (5, 6, 7)}
@@ -637,12 +652,8 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
                            rng.randrange(300)])
         jobs.append((t, rng.getrandbits(bits), rng.randbytes(max(size, 0))))
 
-    m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=head,
-                                         empty_packets=empty_packets)
-    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, head=head,
-                                           empty_packets=empty_packets)
-    wiring.connect(m, tx=tx.o, rx=rx.i)
+    framing = dict(meta_bits=bits, head=head, empty_packets=empty_packets)
+    m, tx, rx = linked(MessageSender(width, **framing), MessageReceiver(width, **framing))
     link = []
     stall = dict(rng=random.Random(9), stall=0.3)
 
@@ -651,11 +662,8 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
             await stream_put(ctx, tx.i_hdr, {"dst_x": 3, "msg_type": t, "meta": meta,
                                              "payload_bytes": len(payload)}, **stall)
 
-    async def payloads(ctx):
-        r = random.Random(4)
-        for _, _, payload in jobs:
-            if payload or empty_packets:
-                await send_packet(ctx, tx.i_data, payload, width, rng=r, stall=0.3)
+    payloads = payload_feeder(tx, [p for _, _, p in jobs], width, 4,
+                              empty_packets=empty_packets)
 
     async def consumer(ctx):
         for t, meta, payload in jobs:
@@ -685,10 +693,8 @@ def test_head_payload_bytes_keep_one_flit_per_cycle():
     width, bits, head = 512, 81, 37
     rng = random.Random(2)
     payloads = [rng.randbytes(92) for _ in range(12)]
-    m = Module()
-    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=head)
-    m.submodules.rx = rx = MessageReceiver(width, meta_bits=bits, head=head)
-    wiring.connect(m, tx=tx.o, rx=rx.i)
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, head=head),
+                       MessageReceiver(width, meta_bits=bits, head=head))
 
     async def descriptors(ctx):
         for payload in payloads:
@@ -713,6 +719,167 @@ def test_head_payload_bytes_keep_one_flit_per_cycle():
         assert cycles == 2 * len(payloads)
 
     simulate(m, consumer, background=[descriptors, data], timeout=5_000)
+
+
+def test_a_sender_of_one_type_frames_every_message_with_its_count():
+    """``head_types_only``: a sender whose mapping lists the one type it sends (what a
+    ``Send`` port of one type asks for, ``framing_args``) frames each of its messages with
+    that type's count without reading ``msg_type``, exactly as the model does, and a receiver
+    of that type takes them back; a type's count may use the lanes of the longer metadata its
+    messages do not carry."""
+    from apiary.noc.framing import meta_message_flits
+    from apiary.noc.ports import Send
+    width, bits, k = 512, 202, 22           # room for 22 head bytes beside 202 bits (26 bytes)
+    assert Send("out", 5, meta=None).framing_args(width, {"head": {5: k}}) == \
+        {"head": {5: k}, "head_types_only": True}
+    rng = random.Random(11)
+    jobs = [(rng.getrandbits(bits), rng.randbytes(n)) for n in (1, k, k + 1, 64, 64 + k, 150)]
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, head={5: k}, head_types_only=True),
+                       MessageReceiver(width, meta_bits=bits, head=k))
+    link = []
+
+    async def descriptors(ctx):
+        for meta, payload in jobs:
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 3, "msg_type": 5, "meta": meta,
+                                             "payload_bytes": len(payload)})
+
+    async def payloads(ctx):
+        for _, payload in jobs:
+            for word in payload_stream(payload, width, rng):
+                await stream_put(ctx, tx.i_data, word)
+
+    async def consumer(ctx):
+        ctx.set(rx.o_data.ready, 1)
+        for meta, payload in jobs:
+            hdr = await stream_get(ctx, rx.o_hdr)
+            assert int(hdr.meta) == meta
+            assert await recv_packet(ctx, rx.o_data, width) == payload
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 0
+
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
+             timeout=10_000)
+    header = NocHeader(dst_x=3, msg_type=5, dst_fbits=0, src_fbits=0)
+    assert split_messages(link) == [meta_message_flits(width, header, meta, bits, payload, k)
+                                    for meta, payload in jobs]
+
+
+@pytest.mark.parametrize("h,empty_packets", [(8, True), (20, False), (36, True)])
+def test_a_prefix_from_the_descriptor_leads_the_payload(h, empty_packets):
+    """``prefix_bytes``: a transmit layer's header comes in the descriptor and the payload
+    after it on ``i_data``; the link carries exactly the model's flits of prefix + payload
+    (head lanes from both, payload flits shifted by what the prefix leaves of the head),
+    with random stalls, garbage past each payload's last byte, payloads of nothing, of less
+    than the head's room and of a whole number of words; the receiver gives back every
+    byte."""
+    from apiary.noc.framing import meta_message_flits
+    width, bits, k = 512, 81, 37
+    nb = width // 8
+    rng = random.Random(h)
+    sizes = [0, 1, k - h - 1, k - h, k - h + 1, nb, nb + k - h, 2 * nb, 300]
+    jobs = [(rng.getrandbits(bits), rng.randbytes(h), rng.randbytes(n))
+            for n in sizes + [rng.randrange(200) for _ in range(8)]]
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, head=k, prefix_bytes=h,
+                                     empty_packets=empty_packets),
+                       MessageReceiver(width, meta_bits=bits, head=k))
+    link = []
+    stall = dict(rng=random.Random(3), stall=0.3)
+
+    async def descriptors(ctx):
+        for meta, prefix, payload in jobs:
+            await stream_put(ctx, tx.i_hdr, {
+                "dst_x": 2, "meta": meta, "payload_bytes": h + len(payload),
+                "prefix": int.from_bytes(prefix, "little")}, **stall)
+
+    payloads = payload_feeder(tx, [p for _, _, p in jobs], width, 5,
+                              empty_packets=empty_packets)
+
+    async def consumer(ctx):
+        for meta, prefix, payload in jobs:
+            hdr = await stream_get(ctx, rx.o_hdr, **stall)
+            assert int(hdr.meta) == meta
+            assert await recv_packet(ctx, rx.o_data, width, **stall) == prefix + payload
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 0
+
+    simulate(m, consumer, background=[descriptors, payloads, monitor(tx.o, link)],
+             timeout=50_000)
+    header = NocHeader(dst_x=2, dst_fbits=0, src_fbits=0)
+    assert split_messages(link) == [
+        meta_message_flits(width, header, meta, bits, prefix + payload, k)
+        for meta, prefix, payload in jobs]
+
+
+def test_a_sender_of_its_prefix_alone_sends_header_flits_only():
+    """``prefix_only``: each message is the descriptor's prefix (up to the head count, shorter
+    ones zeroed past their length), in the header flit alone, one flit per cycle, and
+    ``i_data`` is never taken."""
+    from apiary.noc.framing import meta_message_flits
+    width, bits, k = 512, 81, 37
+    rng = random.Random(21)
+    jobs = [(rng.getrandbits(bits), rng.randbytes(28), n) for n in (28, 1, 27, 0, 28, 28)]
+    m = Module()
+    m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=k, prefix_bytes=28,
+                                         prefix_only=True)
+    link = []
+
+    async def bench(ctx):
+        ctx.set(tx.o.ready, 1)
+        ctx.set(tx.i_data.valid, 1)
+        for meta, prefix, n in jobs:
+            ctx.set(tx.i_hdr.payload, {"dst_x": 4, "meta": meta, "payload_bytes": n,
+                                       "prefix": int.from_bytes(prefix, "little")})
+            ctx.set(tx.i_hdr.valid, 1)
+            assert ctx.get(tx.i_hdr.ready) == 1 and ctx.get(tx.i_data.ready) == 0
+            await ctx.tick()
+        ctx.set(tx.i_hdr.valid, 0)
+        await ctx.tick().repeat(2)
+
+    simulate(m, bench, background=[monitor(tx.o, link)], timeout=1_000)
+    header = NocHeader(dst_x=4, dst_fbits=0, src_fbits=0)
+    assert split_messages(link) == [meta_message_flits(width, header, meta, bits, prefix[:n], k)
+                                    for meta, prefix, n in jobs]
+
+
+def test_a_sender_with_clean_tails_sends_what_it_is_given():
+    """``clean_tail`` saves the sender's own zeroing: clean payloads give the model's flits,
+    and garbage past a payload's end (which a clean source never has) reaches the link,
+    the proof that the masks are gone."""
+    width, bits, k = 512, 81, 37
+    payload = bytes(range(1, 101))
+    flits = {}
+    for clean in (False, True):
+        m = Module()
+        m.submodules.tx = tx = MessageSender(width, meta_bits=bits, head=k, clean_tail=clean)
+        link = []
+
+        async def descriptors(ctx, tx=tx):
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 1, "payload_bytes": len(payload)})
+
+        async def data(ctx, tx=tx):
+            for word in payload_stream(payload, width, random.Random(1)):
+                await stream_put(ctx, tx.i_data, word)
+
+        async def wait(ctx, link=link, tx=tx):
+            ctx.set(tx.o.ready, 1)
+            while not link or not link[-1][1]:
+                await ctx.tick()
+
+        simulate(m, wait, background=[descriptors, data, monitor(tx.o, link)], timeout=1_000)
+        flits[clean] = link
+    from apiary.noc.framing import meta_message_flits
+    expected = meta_message_flits(width, NocHeader(dst_x=1, dst_fbits=0, src_fbits=0), 0, bits,
+                                  payload, k)
+    assert [(int(d), int(last)) for d, last in flits[False]] == expected
+    assert flits[True][0] == expected[0] and flits[True][-1] != expected[-1]
+    # Only lanes past the payload's end differ.
+    nbytes = (len(payload) - k) % (width // 8)
+    assert flits[True][-1][0] & ((1 << 8 * nbytes) - 1) == expected[-1][0]
+
+
+def test_a_prefix_needs_one_head_count_larger_than_it():
+    with pytest.raises(ValueError, match="a prefix of 37 bytes needs one head count"):
+        MessageSender(512, meta_bits=81, head=37, prefix_bytes=37)
+    with pytest.raises(ValueError, match="a prefix of 8 bytes needs one head count"):
+        MessageSender(512, meta_bits=81, head={5: 37, 6: 20}, prefix_bytes=8)
 
 
 def test_head_payload_bytes_beyond_the_room_are_refused():

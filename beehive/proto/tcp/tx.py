@@ -121,6 +121,13 @@ __all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP", "SegmentEmit
 #: Route keys of the transmit tile: its send buffer, IPv4 TX, and the applications it answers.
 TX_KEY_MEMORY, TX_KEY_IP, TX_KEY_APP = "tx_mem", "ip", "app"
 
+
+def _is_lost(sacked, mss):
+    """RFC 6675's IsLost, by bytes: more than (DupThresh - 1) * SMSS = 2 * SMSS SACKed
+    beyond a sequence number."""
+    return sacked > 2 * mss
+
+
 def tx_header_bytes(config: TcpConfig) -> int:
     """The longest header the engine sends: a SYN's, or with ``sack`` a SYN's or an ACK's
     with the SACK option (:mod:`~beehive.proto.tcp.header`)."""
@@ -815,17 +822,19 @@ class TxEngine(wiring.Component):
         cfg, t, r, new = e.cfg, e.t, e.r, e.new
         lost = Const(0)
         if cfg.sack:
-            lost = r.sack_ok & r.peer_sack_valid & (r.peer_sacked > 2 * mss)
+            lost = r.sack_ok & r.peer_sack_valid & _is_lost(r.peer_sacked, mss)
         with m.If(((count == 3) | lost) & ~t.in_recovery & seq_lt(t.recover, t.snd_una)):
             m.d.comb += [new.rtx_pending.eq(1), new.rtx_high.eq(t.snd_una), e.requeue.eq(1)]
             if cfg.cc == "newreno":
                 half = (t.snd_max - t.snd_una) >> 1
                 ssthresh = Mux(half > 2 * mss, half, 2 * mss)
-                m.d.comb += [new.ssthresh.eq(ssthresh), new.cwnd.eq(ssthresh + 3 * mss),
+                # NewReno inflates the window by the three segments the duplicates say have
+                # left; RFC 6675 counts them in its pipe instead.
+                inflated = ssthresh + 3 * mss
+                m.d.comb += [new.ssthresh.eq(ssthresh),
+                             new.cwnd.eq(Mux(r.sack_ok, ssthresh, inflated) if cfg.sack
+                                         else inflated),
                              new.recover.eq(t.snd_max), new.in_recovery.eq(1)]
-                if cfg.sack:
-                    with m.If(r.sack_ok):
-                        m.d.comb += new.cwnd.eq(ssthresh)
         if cfg.cc == "newreno":
             with m.If(t.in_recovery):       # with SACK: the pipe has fallen, something may go
                 m.d.comb += e.requeue.eq(1)
@@ -1000,7 +1009,7 @@ class TxEngine(wiring.Component):
         m.d.comb += [
             lost_past.eq(held & seq_le(rtx_at, r.peer_sack.end)
                          & seq_lt(r.peer_sack.end, r.peer_sack_high)
-                         & seq_lt(r.peer_sack.end, data_top) & (beyond > 2 * mss)),
+                         & seq_lt(r.peer_sack.end, data_top) & _is_lost(beyond, mss)),
             past.eq(lost_past & ~first),
         ]
         with m.If(held):
@@ -1010,7 +1019,7 @@ class TxEngine(wiring.Component):
         hole_end, resent_end, past_len = Signal(32), Signal(32), Signal(32)
         pipe = Signal(33)
         m.d.comb += [
-            lost_first.eq(held & (sacked > 2 * mss)),
+            lost_first.eq(held & _is_lost(sacked, mss)),
             hole_end.eq(Mux(held, r.peer_sack.start, t.snd_max)),
             resent_end.eq(Mux(seq_lt(rtx_at, hole_end), rtx_at, hole_end)),
             past_len.eq(Mux(lost_past, Mux(data_top - r.peer_sack.end < mss,
