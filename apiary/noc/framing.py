@@ -542,6 +542,16 @@ class MessageSender(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         width = self._width
+        # The framer is made before the flits: Yosys maps the smaller netlist in this order.
+        framer = None
+        if not self._prefix_only:             # a prefix-only sender has no payload flits
+            # With head bytes the sender zeroes the lanes past the payload in its own output,
+            # after the realignment, not in the framer's words before it; with clean_tail
+            # nowhere.
+            m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
+                                                         zero_tail=not (self._heads
+                                                                        or self._clean_tail),
+                                                         length_bits=self._length_bits)
         meta_words, meta_bits = self._meta_args
         m.submodules.flits = flits = MessageFlits(width, meta_words, meta_bits=meta_bits,
                                                   short_meta=self._short_meta, head=self._head,
@@ -549,17 +559,13 @@ class MessageSender(wiring.Component):
                                                   length_bits=self._length_bits)
         # Which header/metadata flit is on `o`.
         index = Signal(range(header_flits(width) + self._meta_words), name="index")
-        m.d.comb += [flits.desc.eq(self.i_hdr.payload.as_value()[:len(flits.desc.as_value())]),
-                     flits.index.eq(index)]
-        if self._prefix_only:
-            self._send_prefix(m, flits, index)      # no payload flits: no framer
+        desc = self.i_hdr.payload.as_value()
+        if len(desc) != len(flits.desc.as_value()):     # the prefix rides past the header
+            desc = desc[:len(flits.desc.as_value())]
+        m.d.comb += [flits.desc.eq(desc), flits.index.eq(index)]
+        if framer is None:
+            self._send_prefix(m, flits, index)
             return m
-        # With head bytes the sender zeroes the lanes past the payload in its own output,
-        # after the realignment, not in the framer's words before it; with clean_tail nowhere.
-        m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
-                                                     zero_tail=not (self._heads
-                                                                    or self._clean_tail),
-                                                     length_bits=self._length_bits)
         if self._heads:
             self._send_with_head(m, framer, flits, index)
         else:

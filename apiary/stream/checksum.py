@@ -67,12 +67,23 @@ Stage = Callable[[Value, int], Value]
 ADDERS_PER_STAGE = 2
 
 
-def _adder_tree(values: list[Value], stage: Stage | None = None) -> Value:
+def _adder_tree(values: list[Value], stage: Stage | None = None,
+                m: Module | None = None) -> Value:
     """The sum of ``values`` as a balanced tree of two-input adders; with ``stage``, registered
-    after every :data:`ADDERS_PER_STAGE` levels of adders that more follow."""
+    after every :data:`ADDERS_PER_STAGE` levels of adders that more follow.
+
+    With ``m``, each adder's sum is a signal of its own, kept (``keep``): Yosys then maps each
+    adder to a carry chain instead of merging the tree into one multi-operand sum of LUT full
+    adders (32 words of 16 bits: 522 LUTs and 156 CARRY4s against 827 LUTs, synth_xilinx)."""
     depth = 0
     while len(values) > 1:
-        values = [a + b for a, b in zip(values[0::2], values[1::2])] + values[len(values) & ~1:]
+        sums = [a + b for a, b in zip(values[0::2], values[1::2])]
+        if m is not None:
+            kept = [Signal(len(v), name=f"sum{depth}_{j}", attrs={"keep": 1})
+                    for j, v in enumerate(sums)]
+            m.d.comb += [k.eq(v) for k, v in zip(kept, sums)]
+            sums = kept
+        values = sums + values[len(values) & ~1:]
         depth += 1
         if stage is not None and len(values) > 1 and depth % ADDERS_PER_STAGE == 0:
             values = [stage(v, depth // ADDERS_PER_STAGE) for v in values]
@@ -98,14 +109,16 @@ def _be_words(value: Value) -> list[Value]:
     return [_swap16(value[16 * k:16 * k + 16]) for k in range(len(value) // 16)]
 
 
-def word_sum(value: ValueLike, words: int | ValueLike, *, stage: Stage | None = None) -> Value:
+def word_sum(value: ValueLike, words: int | ValueLike, *, stage: Stage | None = None,
+             m: Module | None = None) -> Value:
     """One's-complement sum of the first ``words`` big-endian 16-bit words of ``value`` (lane
     order), at most ``len(value) // 16`` of them; ``words`` is an int or an Amaranth value (an
     IPv4 header's ``ihl * 2``, say). A header whose checksum field is filled sums to ``0xFFFF``.
 
     With ``stage`` (a :class:`~apiary.stream.hold.HeldStages`' ``stage``), the adder tree is
     cut by registers at levels 1, 2, ... every :data:`ADDERS_PER_STAGE` adders; the last adder
-    and the fold are left to the caller's next stage."""
+    and the fold are left to the caller's next stage. With ``m``, each adder is a carry chain
+    of its own (see :func:`_adder_tree`): fewer LUTs on Xilinx parts."""
     value = Value.cast(value)
     terms = []
     for k, word in enumerate(_be_words(value)):
@@ -114,7 +127,7 @@ def word_sum(value: ValueLike, words: int | ValueLike, *, stage: Stage | None = 
                 terms.append(word)
         else:
             terms.append(Mux(words > k, word, 0))
-    return fold16(_adder_tree(terms, stage) if terms else Const(0, 16))
+    return fold16(_adder_tree(terms, stage, m) if terms else Const(0, 16))
 
 
 class InternetChecksum(wiring.Component):
@@ -143,6 +156,9 @@ class InternetChecksum(wiring.Component):
         Word width in bits (64, 128, 256 or 512).
     max_offset : int
         Largest ``offset``, in bytes.
+    clean_tail : bool
+        The input's lanes past ``nbytes`` are zero (a :class:`~apiary.noc.framing.MessageReceiver`'s
+        are): they are summed as they are, not masked (at 512 bits, about 370 LUTs less).
 
     Members
     -------
@@ -164,12 +180,13 @@ class InternetChecksum(wiring.Component):
     LATENCY = 2
     result_layout = data.StructLayout({"sum": 16, "ok": 1})
 
-    def __init__(self, width: int, *, max_offset: int = 64) -> None:
+    def __init__(self, width: int, *, max_offset: int = 64, clean_tail: bool = False) -> None:
         self._width = check_width(width)
         if not isinstance(max_offset, int) or isinstance(max_offset, bool) or max_offset < 0:
             raise ValueError(f"InternetChecksum needs max_offset to be a non-negative number of "
                              f"bytes, not {max_offset!r}")
         self._max_offset = max_offset
+        self._clean_tail = bool(clean_tail)
         super().__init__({
             "i": In(stream.Signature(payload_layout(width), always_ready=True)),
             "offset": In(range(max_offset + 1)),
@@ -192,9 +209,11 @@ class InternetChecksum(wiring.Component):
         before = cur_offset - cur_position
         m.d.comb += skip.eq(Mux(before <= 0, 0, Mux(before >= nb, nb, before)))
         masked = Signal(8 * nb)
-        m.d.comb += masked.eq(i.payload.data & ~lane_mask(m, nb, skip)
-                              & lane_mask(m, nb, i.payload.nbytes))
-        word_total = _adder_tree(_be_words(masked))
+        counted = ~lane_mask(m, nb, skip)
+        if not self._clean_tail:
+            counted &= lane_mask(m, nb, i.payload.nbytes)
+        m.d.comb += masked.eq(i.payload.data & counted)
+        word_total = _adder_tree(_be_words(masked), m=m)
 
         with m.If(i.valid):
             m.d.sync += busy.eq(~i.payload.last)

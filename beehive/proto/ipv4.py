@@ -112,10 +112,10 @@ class Ipv4RxTile(RxLayerTile):
         ip = p.field(IPV4)
         if self.options:
             header_len = Cat(Const(0, 2), ip.ihl)
-            checksum = word_sum(p.head, Cat(Const(0, 1), ip.ihl), stage=p.stage)
+            checksum = word_sum(p.head, Cat(Const(0, 1), ip.ihl), stage=p.stage, m=m)
         else:
             header_len = Const(20, 6)
-            checksum = word_sum(p.head, 10, stage=p.stage)
+            checksum = word_sum(p.head, 10, stage=p.stage, m=m)
         p.drop("truncated", (p.head_len < 20) | (p.head_len < header_len))
         p.drop("bad_version", ip.version != IPV4_VERSION)
         p.drop("bad_header_length", ip.ihl < IPV4_MIN_IHL)

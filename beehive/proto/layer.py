@@ -68,7 +68,7 @@ __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_recei
            "packet_input", "packet_output", "declare_packet_ports",
            "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
            "received_packets", "hold_packet", "buffered_packets", "verified_packets",
-           "bytes_queue", "decide", "send",
+           "bytes_queue", "decide", "data_port", "send", "send_prefix",
            "patch_stream", "LENGTH_BITS", "pipelined_headers", "verify_checksums",
            "header_queue_depth", "registered_inputs"]
 
@@ -219,14 +219,22 @@ def registered_inputs(env):
     return bool(env.settings.get("registered_inputs", pipelined_headers(env)))
 
 
+def data_port(m, tile, direction, **options):
+    """The message port of ``tile``'s one declared data-plane input (``direction="in"``) or
+    output (``"out"``), built with ``options`` (:meth:`~apiary.tile.Tile.message_ports`'s
+    overrides: ``registered``, ``clean_tail``, ``prefix_bytes``...) and joined to its link."""
+    declared = tile.inputs if direction == "in" else tile.outputs
+    port, = [p for p in declared if p.plane == "data"]
+    ports = tile.message_ports(m, direction=direction,
+                               overrides={port.name: options} if options else None)
+    return getattr(ports, port.name)
+
+
 def receive(m, tile):
     """The receiver of ``tile``'s one declared data-plane input (``tile.inputs``, e.g.
     :func:`packet_input`), built and joined to ``tile.noc_in``; with
     :func:`registered_inputs` behind a two-flit queue in registers."""
-    port, = [p for p in tile.inputs if p.plane == "data"]
-    ports = tile.message_ports(m, direction="in", overrides={
-        port.name: {"registered": registered_inputs(tile.env)}})
-    return getattr(ports, port.name)
+    return data_port(m, tile, "in", registered=registered_inputs(tile.env))
 
 
 def received_packets(m, rx, msg_type=False):
@@ -271,7 +279,8 @@ def buffered_packets(m, buf):
 
 
 def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
-                     always_ready=False, buffer_bytes=None, max_queued=16, pipelined=False):
+                     always_ready=False, buffer_bytes=None, max_queued=16, pipelined=False,
+                    clean_tail=False):
     """Store each packet whole while an Internet checksum is summed over it, and pass it on with
     its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
     :func:`packet_layout` and payload words.
@@ -286,13 +295,15 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     ``pipelined``: the sums wait in a queue and ``verify`` may cut its arithmetic into register
     stages with ``v.stage`` (:class:`~apiary.stream.hold.HeldStages`); ``ok`` is registered once
     more, and each verdict is given once all have settled (a few cycles later than without).
+    ``clean_tail``: ``data_``'s lanes past each word's ``nbytes`` are zero (a receiver's).
     """
     info = data.Layout.cast(packet_layout()).size
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
                                                     always_ready=always_ready,
                                                     buffer_bytes=buffer_bytes,
                                                     max_queued=max_queued, late_verdicts=pipelined)
-    m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset)
+    m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset,
+                                                     clean_tail=clean_tail)
     # Packets whose checksum is being computed, oldest first.
     m.submodules.verify_pending = pend = Queue(packet_layout(), 4)
     m.submodules.verify_first = first = Queue(unsigned(width), 4)
@@ -505,22 +516,24 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     return descs
 
 
-def send(m, tile, descs, words, prefix_bytes=0, clean_tail=False):
+def send(m, tile, descs, words, clean_tail=False):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
     at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``
     through the sender of ``tile``'s one declared data-plane output (e.g.
-    :func:`packet_output`). With ``prefix_bytes`` and no ``words``, each message is its
-    descriptor's prefix alone (``MessageSender(prefix_only=True)``). ``clean_tail``: each
-    packet of ``words`` is exactly its descriptor's length, zero past its end (the sender
-    need not zero it, :class:`MessageSender`)."""
-    port, = [p for p in tile.outputs if p.plane == "data"]
-    overrides = {port.name: {"clean_tail": True}} if clean_tail else None
-    if words is None:
-        overrides = {port.name: {"prefix_bytes": prefix_bytes, "prefix_only": True}}
-    sender = getattr(tile.message_ports(m, direction="out", overrides=overrides), port.name)
+    :func:`packet_output`). ``clean_tail``: each packet of ``words`` is exactly its
+    descriptor's length, zero past its end (the sender need not zero it,
+    :class:`MessageSender`)."""
+    sender = data_port(m, tile, "out", **({"clean_tail": True} if clean_tail else {}))
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
-    if words is not None:
-        connect(m, words=words, sender=sender.i_data)
+    connect(m, words=words, sender=sender.i_data)
+
+
+def send_prefix(m, tile, descs, prefix_bytes):
+    """Send each descriptor at the head of ``descs`` as a message whose payload is its
+    ``prefix`` of ``prefix_bytes`` bytes alone, all in the header flit
+    (``MessageSender(prefix_only=True)``: no payload path), like :func:`send`."""
+    sender = data_port(m, tile, "out", prefix_bytes=prefix_bytes, prefix_only=True)
+    connect(m, descriptors=descs.o, sender=sender.i_hdr)
 
 
 def patch_stream(m, width, max_bytes, source, patch_r):
@@ -642,7 +655,9 @@ class RxLayerTile(Tile):
         return verified_packets(m, self.env.width, hdr, data_, max_packet=self.max_packet,
                                 offset=self.verify_offset, initial=self.verify_initial,
                                 verify=self.verify, counters=self.counters,
-                                pipelined=pipelined_headers(self.env))
+                                pipelined=pipelined_headers(self.env),
+                                # A receiver's words are zero past their bytes.
+                                clean_tail=type(self).source is RxLayerTile.source)
 
     def elaborate(self, platform):
         m = Module()
@@ -700,7 +715,7 @@ class RxLayerTile(Tile):
 
         # Forwarding: strip, patch, frame.
         if whole:
-            send(m, self, descs, None, prefix_bytes)
+            send_prefix(m, self, descs, prefix_bytes)
             return m
         if fixed_strip and p.strip == 0:
             stripped = peek.o
@@ -774,11 +789,8 @@ class TxLayerTile(Tile):
         ``desc``'s ``prefix``)."""
         width = self.env.width
         h = self.header_in_descriptor()
-        port, = [p for p in self.outputs if p.plane == "data"]
         # Its payload is a receiver's or a StreamInsert's: exactly its length, zero past it.
-        ports = self.message_ports(m, direction="out", overrides={
-            port.name: {"clean_tail": True, **({"prefix_bytes": h} if h else {})}})
-        sender = getattr(ports, port.name)
+        sender = data_port(m, self, "out", clean_tail=True, **({"prefix_bytes": h} if h else {}))
         hops = {ep for eps in self.routes.values() for ep in eps}
         if len(hops) != 1:
             # No single next hop: count and drop every packet.

@@ -53,6 +53,7 @@ from apiary.stream.mac import MacOptions
 
 from .boards import OWN_CORE_CLK_FREQ
 from .cdc import RegisteredReadCrossing
+from .padding import PaddingInserter
 from .dram_init import DFIInitSequencer
 
 
@@ -318,14 +319,16 @@ class LiteEthMac(Module):
       The transmit crossing's read side, its read address into LUT RAM, was the PHY clock's
       critical path on a slow part (the LFE5U-25F's speed 6): half the width is half the RAM
       that address fans out to, and 16 entries are one LUT RAM cell deep, no read mux; and the
-      crossing is a :class:`~.cdc.RegisteredReadCrossing`, whose address is a register. 32 bits
-      at ``sys`` keep up with gigabit Ethernet from 31.25 MHz.
+      crossing is a :class:`~.cdc.RegisteredReadCrossing`, whose address is a register; so is
+      the receive one (32 deep, as LiteEth's), whose write side is then a compare of two
+      registers. 32 bits at ``sys`` keep up with gigabit Ethernet from 31.25 MHz.
     * registers between its transmit stages (:func:`_pipeline_tx`) and between its receive
       stages (:func:`_pipeline_rx`).
     """
 
     CDC_WIDTH = 32
     TX_CDC_DEPTH = 16
+    RX_CDC_DEPTH = 32
 
     def __init__(self, ethphy, width):
         from litex.soc.interconnect import stream
@@ -335,7 +338,7 @@ class LiteEthMac(Module):
         self.submodules.core = core = LiteEthMACCore(ethphy, cdc_width, with_sys_datapath=False,
                                                      tx_cdc_depth=self.TX_CDC_DEPTH)
         _pipeline_tx(core, self.TX_CDC_DEPTH)
-        _pipeline_rx(core)
+        _pipeline_rx(core, self.RX_CDC_DEPTH)
         self.sink, self.source = core.sink, core.source
         if width != cdc_width:
             self.submodules.tx_converter = down = stream.StrideConverter(
@@ -362,24 +365,41 @@ def _pipeline_tx(mac, cdc_depth):
     cycle of latency at 125 MHz and none of throughput. Then the crossing's own read side (the
     next read address, computed and fanned out to the LUT RAM in one cycle) was the path, at
     113 to 126 MHz across seeds on the 5A-75B: the crossing is a
-    :class:`~.cdc.RegisteredReadCrossing`, whose RAM is read at a register."""
-    from litex.soc.interconnect import stream
-    from liteeth.common import eth_phy_description
+    :class:`~.cdc.RegisteredReadCrossing`, whose RAM is read at a register. Then LiteEth's
+    padding stage (a 16-bit word count compared with the minimum in the cycle the word is
+    taken) was, at 115.58 MHz: it is a :class:`~.padding.PaddingInserter`."""
     datapath = mac.tx_datapath
     pipeline = datapath.pipeline
-
-    cdc = next(i for i, m in enumerate(pipeline) if isinstance(m, stream.ClockDomainCrossing))
-    # LiteEth's crossing, replaced before the pipeline connects it (left unconnected, Yosys
-    # removes it): see RegisteredReadCrossing.
-    width = len(pipeline[cdc].sink.data)
-    crossing = RegisteredReadCrossing(eth_phy_description(width), "sys", "eth_tx",
-                                      depth=cdc_depth)
-    datapath.submodules += crossing
-    pipeline[cdc] = crossing
+    cdc = _replace_crossing(datapath, "sys", "eth_tx", cdc_depth)
+    # LiteEth's padding stage, replaced the same way: see PaddingInserter.
+    pad = next((i for i, m in enumerate(pipeline)
+                if type(m).__name__ == "LiteEthMACPaddingInserter"), None)
+    if pad is not None:
+        from liteeth.common import eth_fcs_length, eth_min_frame_length
+        width = len(pipeline[pad].sink.data)
+        padding = ClockDomainsRenamer("eth_tx")(
+            PaddingInserter(width, eth_min_frame_length - eth_fcs_length))
+        datapath.submodules += padding
+        pipeline[pad] = padding
     _insert_slice(datapath, cdc + 1, "eth_tx", pipe_valid=False)
     slices = [m for m in pipeline[cdc + 2:] if type(m).__name__ in _SLICED_TX_STAGES]
     for stage in slices + [pipeline[-1]]:       # and before the PHY
         _insert_slice(datapath, pipeline.index(stage), "eth_tx", pipe_valid=True)
+
+
+def _replace_crossing(datapath, cd_from, cd_to, depth):
+    """LiteEth's clock crossing in ``datapath`` (``cd_from`` to ``cd_to``), replaced by a
+    :class:`~.cdc.RegisteredReadCrossing` ``depth`` words deep before the pipeline connects it
+    (left unconnected, Yosys removes LiteEth's). Returns its index in the pipeline."""
+    from litex.soc.interconnect import stream
+    from liteeth.common import eth_phy_description
+    pipeline = datapath.pipeline
+    cdc = next(i for i, m in enumerate(pipeline) if isinstance(m, stream.ClockDomainCrossing))
+    width = len(pipeline[cdc].sink.data)
+    crossing = RegisteredReadCrossing(eth_phy_description(width), cd_from, cd_to, depth=depth)
+    datapath.submodules += crossing
+    pipeline[cdc] = crossing
+    return cdc
 
 
 def _insert_slice(datapath, at, domain, *, pipe_valid):
@@ -395,15 +415,19 @@ def _insert_slice(datapath, at, domain, *, pipe_valid):
     pipeline.insert(at, buffer)
 
 
-def _pipeline_rx(mac):
+def _pipeline_rx(mac, cdc_depth):
     """A register slice before each receive stage of ``mac`` from the CRC checker to the clock
     crossing (before it is finalised). The receive stages pass ``ready`` back combinationally,
     from the crossing's Gray-code compare through the 8 → 32 converter into the CRC checker's
     delay FIFO and the preamble checker: on the 5A-75B, once the transmit side was mended,
     that chain was the PHY clock's critical path at some seeds (124.81 MHz of 125). The PHY
     itself never waits, and each slice keeps a byte a cycle: a cycle of latency each, at
-    125 MHz, and no drop."""
+    125 MHz, and no drop. Then LiteEth's crossing's write side was (the read pointer, synchronised,
+    through its Gray-counter compare into the LUT RAM's write enable: 126.09 MHz, 2026-12-05):
+    the crossing is a :class:`~.cdc.RegisteredReadCrossing` ``cdc_depth`` words deep, whose
+    "full" is one compare of two registers."""
     datapath = mac.rx_datapath
+    _replace_crossing(datapath, "eth_rx", "sys", cdc_depth)
     stages = [m for m in datapath.pipeline if type(m).__name__ in _SLICED_RX_STAGES]
     for stage in stages:
         _insert_slice(datapath, datapath.pipeline.index(stage), "eth_rx", pipe_valid=True)
@@ -411,10 +435,10 @@ def _pipeline_rx(mac):
 
 #: The receive stages of LiteEth's MAC that :func:`_pipeline_rx` puts a register slice before.
 _SLICED_RX_STAGES = ("LiteEthMACCRC32Checker", "LiteEthMACPaddingChecker", "LiteEthMACRXLastBE",
-                     "StrideConverter", "ClockDomainCrossing")
+                     "StrideConverter", "RegisteredReadCrossing")
 
 #: The transmit stages of LiteEth's MAC that :func:`_pipeline_tx` puts a register slice before.
-_SLICED_TX_STAGES = ("LiteEthMACPaddingInserter", "LiteEthMACCRC32Inserter",
+_SLICED_TX_STAGES = ("PaddingInserter", "LiteEthMACCRC32Inserter",
                      "LiteEthMACPreambleInserter", "LiteEthMACGap")
 
 

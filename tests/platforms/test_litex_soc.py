@@ -441,10 +441,10 @@ def _wire_frame(frame):
 def test_liteeth_mac_as_add_core_builds_it_carries_frames_both_ways():
     """LiteEth's MAC as add_core builds it (:class:`~platforms.litex_soc.soc.LiteEthMac`):
     64 bits in ``sys``, converted to 32 for the clock crossings, its datapath at the PHY's 8
-    bits and 125 MHz with its transmit crossing read at a register (RegisteredReadCrossing), a
-    register on the ready after it, a register slice before each receive stage from the CRC
-    checker to the crossing, and a register slice before
-    each transmit stage from padding to the PHY (the 125 MHz clock's critical paths). On a fake
+    bits and 125 MHz with both crossings RegisteredReadCrossings, a register on the ready after
+    the transmit one, a register slice before each receive stage from the CRC checker to the
+    crossing, our PaddingInserter for LiteEth's, and a register slice before each transmit
+    stage from padding to the PHY (the 125 MHz clock's critical paths). On a fake
     8-bit PHY that stalls at random, every frame leaves with its preamble, padding and FCS;
     frames that arrive with them reach the core without, each ending on the right byte
     (``last_be``), whether their last 64-bit word is full, half full or less."""
@@ -472,13 +472,13 @@ def test_liteeth_mac_as_add_core_builds_it_carries_frames_both_ways():
     names = [type(m).__name__ for m in bench.mac.core.tx_datapath.pipeline]
     assert names[1:] == [
         "RegisteredReadCrossing", "Buffer", "StrideConverter", "LiteEthMACTXLastBE",
-        "Buffer", "LiteEthMACPaddingInserter", "Buffer", "LiteEthMACCRC32Inserter",
+        "Buffer", "PaddingInserter", "Buffer", "LiteEthMACCRC32Inserter",
         "Buffer", "LiteEthMACPreambleInserter", "Buffer", "LiteEthMACGap", "Buffer", "Phy"]
     names = [type(m).__name__ for m in bench.mac.core.rx_datapath.pipeline]
     assert names[1:-1] == [
         "LiteEthMACPreambleChecker", "Buffer", "LiteEthMACCRC32Checker", "Buffer",
         "LiteEthMACPaddingChecker", "Buffer", "LiteEthMACRXLastBE", "Buffer", "StrideConverter",
-        "Buffer", "ClockDomainCrossing"]
+        "Buffer", "RegisteredReadCrossing"]
     rng = random.Random(5)
     # A word and 5 bytes, 8 words, 3 words and 1 byte, and one padded to 60 bytes.
     frames = [bytes(rng.randrange(256) for _ in range(n)) for n in (61, 64, 25, 14)]

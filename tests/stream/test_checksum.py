@@ -29,21 +29,26 @@ def test_python_checksum_matches_scapy():
 
 # -- hardware --------------------------------------------------------------------------------------
 
-def to_words(packet, width, rng):
+def to_words(packet, width, rng, clean=False):
+    """``packet``'s words, random past its end unless ``clean`` (zero there)."""
     nb = width // 8
+    junk = (lambda: 0) if clean else (lambda: rng.getrandbits(width))
     if not packet:
-        return [(rng.getrandbits(width), 0, 1)]
+        return [(junk(), 0, 1)]
     return [(int.from_bytes(packet[k:k + nb], "little")
-             | rng.getrandbits(width) << (8 * len(packet[k:k + nb])) & ((1 << width) - 1),
+             | junk() << (8 * len(packet[k:k + nb])) & ((1 << width) - 1),
              len(packet[k:k + nb]), int(k + nb >= len(packet)))
             for k in range(0, len(packet), nb)]
 
 
-def run_checksum(width, jobs, *, gap=0.3, seed=0, max_offset=64):
+def run_checksum(width, jobs, *, gap=0.3, seed=0, max_offset=64, clean_tail=False,
+                 clean=None):
     """Feed ``jobs`` (packet, offset, initial) through the tap with random idle cycles; return
     the results as (sum, ok), the cycle the source started and those its packets' last words
-    were on ``i``, and the cycles the results were valid."""
-    dut = InternetChecksum(width, max_offset=max_offset)
+    were on ``i``, and the cycles the results were valid. ``clean``: the words are zero past
+    each packet (by default with ``clean_tail``, the tap's own promise)."""
+    dut = InternetChecksum(width, max_offset=max_offset, clean_tail=clean_tail)
+    clean = clean_tail if clean is None else clean
     top = WithCycleCounter(dut)
     rng = random.Random(seed)
     results, first_cycles, last_cycles, result_cycles = [], [], [], []
@@ -51,7 +56,7 @@ def run_checksum(width, jobs, *, gap=0.3, seed=0, max_offset=64):
     async def source(ctx):
         first_cycles.append(ctx.get(top.cycle))
         for packet, offset, initial in jobs:
-            words = to_words(packet, width, rng)
+            words = to_words(packet, width, rng, clean)
             for k, (value, nbytes, last) in enumerate(words):
                 while gap and rng.random() < gap:
                     ctx.set(dut.i.valid, 0)
@@ -107,6 +112,22 @@ def test_random_packets_offsets_and_initial_values(width):
     expected = [ones_complement_sum(p[o:], i) for p, o, i in jobs]
     assert [s for s, _ in results] == expected
     assert [ok for _, ok in results] == [int(s == 0xFFFF) for s in expected]
+
+
+@pytest.mark.parametrize("width", [64, 512])
+def test_clean_tail_sums_words_zero_past_their_bytes_unmasked(width):
+    """With ``clean_tail`` (a receiver's words, zero past ``nbytes``) every sum is still exact;
+    the lanes past ``nbytes`` are then summed as they come, so the same tap fed words with junk
+    there gets wrong sums (the mask it no longer has)."""
+    rng = random.Random(width + 1)
+    jobs = [(rng.randbytes(rng.randrange(1, 200)), rng.choice([0, 8]), rng.getrandbits(16))
+            for _ in range(20)]
+    expected = [ones_complement_sum(p[o:], i) for p, o, i in jobs]
+    results, _, _ = run_checksum(width, jobs, seed=width, max_offset=8, clean_tail=True)
+    assert [s for s, _ in results] == expected
+    results, _, _ = run_checksum(width, jobs, seed=width, max_offset=8, clean_tail=True,
+                                 clean=False)
+    assert sum(s != e for (s, _), e in zip(results, expected)) >= 10
 
 
 def ipv4_frame(rng, payload_length, options=False):
