@@ -9,13 +9,8 @@ import pytest
 
 from migen import passive, run_simulation
 
-from platforms.litex_soc.liteeth_ref import _words as frame_words
+from platforms.litex_soc.liteeth_ref import _words
 from platforms.litex_soc.padding import PaddingInserter
-
-
-def _words(frame, dw):
-    """``frame`` as LiteEth words: ``(data, last, last_be)``."""
-    return [(data, last, last_be) for data, last_be, last in frame_words(frame, dw)]
 
 
 def _run(frames, dw, *, write_stall, read_stall, seed):
@@ -26,7 +21,7 @@ def _run(frames, dw, *, write_stall, read_stall, seed):
 
     def writer():
         for frame in frames:
-            for data, last, last_be in _words(frame, dw):
+            for data, last_be, last in _words(frame, dw):
                 while rng.random() < write_stall:
                     yield dut.sink.valid.eq(0)
                     yield
@@ -88,7 +83,7 @@ def test_it_passes_a_word_a_cycle_without_stalls():
         yield dut.source.ready.eq(1)
         cycle = 0
         for frame in (bytes(14), bytes(100)):
-            for data, last, last_be in _words(frame, 8):
+            for data, last_be, last in _words(frame, 8):
                 yield dut.sink.data.eq(data)
                 yield dut.sink.last.eq(last)
                 yield dut.sink.last_be.eq(last_be)
