@@ -471,6 +471,15 @@ class MessageSender(wiring.Component):
         Bits of ``payload_bytes`` the sender counts in (:func:`length_bits`): a descriptor's
         bits above them are neither sent nor counted, so its length must be below
         ``2 ** length_bits``. The header field's width by default.
+    pre_split : bool
+        With one head count ``k`` for every message: ``i_data`` carries each message's payload
+        already split, as a :class:`~apiary.stream.realign.StreamStrip` with ``head=k`` sends
+        it: a head word holding the first ``k`` bytes in its top ``k`` lanes (fewer, ``last``,
+        if the payload is that short), then the rest from lane 0. The header flit takes the
+        head word (and waits for it) and the payload flits are the words after it, with no
+        realignment here. Every message, even one of no payload, has its head word. A head word
+        that ends its packet where ``payload_bytes`` says more gives zero payload flits, and
+        counts in ``length_errors``.
 
     Members
     -------
@@ -511,7 +520,7 @@ class MessageSender(wiring.Component):
                  empty_packets: bool = False, short_meta: bool = False,
                  head: "int | Mapping[int, int]" = 0, head_types_only: bool = False,
                  prefix_bytes: int = 0, prefix_only: bool = False, clean_tail: bool = False,
-                 length_bits: int | None = None) -> None:
+                 length_bits: int | None = None, pre_split: bool = False) -> None:
         self._width = check_width(width)
         self._meta_words, self._inline, self._meta_bits = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
@@ -531,6 +540,10 @@ class MessageSender(wiring.Component):
                              f"it; head is {head!r}")
         if prefix_only and not prefix_bytes:
             raise ValueError("prefix_only needs prefix_bytes")
+        self._pre_split = bool(pre_split)
+        if pre_split and (prefix_bytes or None not in self._heads):
+            raise ValueError(f"pre_split needs one head count for every message and no prefix; "
+                             f"head is {head!r}, prefix_bytes {prefix_bytes!r}")
         super().__init__({
             "i_hdr": In(stream.Signature(self.descriptor_layout(width, meta_words, meta_bits,
                                                                 short_meta, prefix_bytes))),
@@ -548,8 +561,10 @@ class MessageSender(wiring.Component):
             # With head bytes the sender zeroes the lanes past the payload in its own output,
             # after the realignment, not in the framer's words before it; with clean_tail
             # nowhere.
-            m.submodules.framer = framer = PayloadFramer(width, early=bool(self._heads),
-                                                         zero_tail=not (self._heads
+            # (A pre-split payload's words pass as they are: the framer zeroes their tails.)
+            realigned = bool(self._heads) and not self._pre_split
+            m.submodules.framer = framer = PayloadFramer(width, early=realigned,
+                                                         zero_tail=not (realigned
                                                                         or self._clean_tail),
                                                          length_bits=self._length_bits)
         meta_words, meta_bits = self._meta_args
@@ -566,11 +581,14 @@ class MessageSender(wiring.Component):
         if framer is None:
             self._send_prefix(m, flits, index)
             return m
-        if self._heads:
+        errors = framer.error
+        if self._pre_split:
+            errors = self._send_pre_split(m, framer, flits, index)
+        elif self._heads:
             self._send_with_head(m, framer, flits, index)
         else:
             self._send(m, framer, flits, index)
-        count(m, self.length_errors, by=framer.error)
+        count(m, self.length_errors, by=errors)
         return m
 
     def _links(self, framer: PayloadFramer) -> tuple[list[Any], list[Any]]:
@@ -642,6 +660,49 @@ class MessageSender(wiring.Component):
         ]
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += index.eq(Mux(final, 0, index + 1))
+
+    def _send_pre_split(self, m: Module, framer: PayloadFramer, flits: "MessageFlits",
+                        index: Signal) -> Value:
+        """With ``pre_split``: the header flit takes the head word's top `k` lanes into its
+        head lanes (wiring: both are fixed), then the framer passes the words after it.
+        Returns the length errors' pulse."""
+        nb, k = self._width // 8, self._heads[None]
+        spare = spare_bytes(self._width)
+        desc, data_ = self.i_hdr.payload, self.i_data
+        feed, passing = self._links(framer)
+        final, out_words = flits.final, flits.out_words
+        sent_flit = self.o.valid & self.o.ready
+        head = data_.payload.data[8 * (nb - k):]
+        if not self._clean_tail:
+            head = head & lane_mask(m, k, desc.payload_bytes)
+        region = Cat(Const(0, 8 * (spare - k)), head)
+        discard = Signal()          # the head word's packet runs on past a header-only message
+        ended = Signal()            # the packet ended in its head word: the framer pads
+        with m.If(framer.busy):
+            m.d.comb += passing
+            with m.If(ended):
+                m.d.comb += [framer.i.valid.eq(1), framer.i.payload.last.eq(1),
+                             framer.i.payload.data.eq(0), data_.ready.eq(0)]
+        with m.Elif(discard):
+            self._discard(m, discard)
+        with m.Else():
+            go = ~final | data_.valid
+            m.d.comb += [
+                self.o.valid.eq(self.i_hdr.valid & go),
+                self.o.payload.data.eq(flits.flit | Mux(final, region, 0)),
+                self.o.payload.last.eq(final & (out_words == 0)),
+                self.i_hdr.ready.eq(self.o.ready & final & go),
+                data_.ready.eq(self.i_hdr.valid & self.o.ready & final),
+                framer.load_bytes.eq(Mux(desc.payload_bytes > k, desc.payload_bytes - k, 0)),
+            ]
+            with m.If(sent_flit):
+                m.d.sync += index.eq(Mux(final, 0, index + 1))
+                with m.If(final):
+                    m.d.comb += framer.load.eq(out_words != 0)
+                    m.d.sync += [discard.eq((out_words == 0) & ~data_.payload.last),
+                                 ended.eq(data_.payload.last)]
+        # An early end is counted once, when the head word is taken, not by the framer's pad.
+        return (framer.error & ~ended) | (framer.load & data_.payload.last)
 
     def _send_with_head(self, m: Module, framer: PayloadFramer, flits: "MessageFlits",
                         index: Signal) -> None:

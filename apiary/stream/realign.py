@@ -136,6 +136,15 @@ class StreamStrip(_Realign):
     since no output word exists before byte ``N`` arrives). ``dropped`` pulses in the cycle its
     last word is taken and ``too_short`` counts it; the next packet is not affected.
 
+    With ``head=k`` each packet's first output word is its *head word*: bytes ``N .. N+k-1``
+    (fewer if the packet ends sooner) in the word's top ``k`` lanes (byte ``N+i`` in lane
+    ``width/8 - k + i``), ``nbytes`` saying how many, the lanes below and past them zero, and
+    ``last`` if the packet ends there; the bytes from ``N+k`` follow, realigned to lane 0 as
+    above. It is one realignment (by ``N+k``) where a strip and a
+    :class:`~apiary.noc.framing.MessageSender` that puts the first ``k`` bytes in its header
+    flit would be two: the sender's ``pre_split`` takes this stream as it is. The head word
+    leaves in the cycle the input word holding byte ``N+k-1`` (or the packet's last) is taken.
+
     Parameters
     ----------
     width : int
@@ -163,18 +172,27 @@ class StreamStrip(_Realign):
     too_short : Out(32)
         Packets shorter than ``N``, dropped.
 
+    head : int
+        Send each packet's next ``head`` bytes first, in a head word of their own (above);
+        ``0 < head < width/8``.
+
     Raises
     ------
     ValueError
-        If the width is not supported or ``max_bytes`` is not a positive integer.
+        If the width is not supported, ``max_bytes`` is not a positive integer or ``head`` does
+        not fit in a word.
     """
 
     def __init__(self, width: int, max_bytes: int, *, fixed: bool = False,
-                 counts: Iterable[int] | None = None) -> None:
+                 counts: Iterable[int] | None = None, head: int = 0) -> None:
         members = {"dropped": Out(1), "too_short": Out(32)}
         if not fixed:
             members["n"] = In(stream.Signature(range(_check_max_bytes(max_bytes, "StreamStrip")
                                                      + 1)))
+        if not (isinstance(head, int) and 0 <= head < check_width(width) // 8):
+            raise ValueError(f"StreamStrip's head is a byte count below a word's "
+                             f"{width // 8}, not {head!r}")
+        self._head = head
         super().__init__(width, max_bytes, fixed, members, counts)
 
     def elaborate(self, platform: Any) -> Module:
@@ -183,11 +201,13 @@ class StreamStrip(_Realign):
         log_nb = nb.bit_length() - 1
         i, o = self.i, self.o
 
-        # Per-packet parameters: straight from `n` on the first word, registered after it.
+        # Per-packet parameters: straight from `n` on the first word, registered after it. With
+        # a head the realignment is by N + k, the head being the k bytes before that cut.
+        k = self._head
         if self._fixed:
-            n_value, n_valid = Const(self._max_bytes), Const(1)
+            n_value, n_valid = Const(self._max_bytes + k), Const(1)
         else:
-            n_value, n_valid = self.n.payload, self.n.valid
+            n_value, n_valid = self.n.payload + k, self.n.valid
         n_skip = ((n_value - 1) >> log_nb)[:max(1, len(n_value) - log_nb)]  # words before word h
         n_r = (nb - n_value[:log_nb])[:log_nb]      # bytes of word h kept: (-N) mod nb
         busy = Signal()                             # past the packet's first word
@@ -201,19 +221,31 @@ class StreamStrip(_Realign):
         cur_skip = Mux(busy, skip, n_skip)
         # With a fixed N the realignment is a constant: the shifters become wiring.
         cur_r = n_r if self._fixed else Mux(busy, r, n_r)
-        cur_joining = Mux(busy, joining, n_value == 0)
+        cur_joining = Mux(busy, joining, n_value == 0) if not k else busy & joining
         params = busy | n_valid
 
         # A packet with N = 0 starts joining with an empty carry, not the last packet's.
-        amounts = None if self._counts is None else [(-c) % nb for c in self._counts]
+        amounts = None if self._counts is None else [(-(c + k)) % nb for c in self._counts]
         j = _Joiner(m, nb, Mux(busy, carry, 0), cur_r, i.payload.data, i.payload.nbytes,
                     amounts)
         discard = ~cur_joining & (cur_skip != 0)    # a word of stripped bytes only
         first = ~cur_joining & (cur_skip == 0)      # word h: its last r bytes are kept
         kept = Signal(range(-nb, nb + 1))           # bytes of word h kept, if it is the last
         m.d.comb += kept.eq(i.payload.nbytes + cur_r - nb)
-        short = i.payload.last & (discard | (first & (kept < 0)))
-        emits = cur_joining | (first & i.payload.last & ~short)
+        if k:
+            # The head is the top k lanes of word h joined to the carry of word h-1 (the
+            # rotation puts byte N+k-1-i in lane nb-1-i of both); a packet that ends in word
+            # h-1 has its head in that word's rest alone.
+            before = discard & (cur_skip == 1)      # word h-1
+            head_bytes = Signal(range(-2 * nb, nb + 1))
+            m.d.comb += head_bytes.eq(Mux(i.payload.last & (kept < 0) | before,
+                                          kept + k - Mux(before, nb, 0), k))
+            ends_in_head = i.payload.last & (before | (kept <= 0))
+            short = i.payload.last & ~cur_joining & (discard & ~before | (head_bytes < 0))
+            emits = cur_joining | ((first | (before & i.payload.last)) & ~short)
+        else:
+            short = i.payload.last & (discard | (first & (kept < 0)))
+            emits = cur_joining | (first & i.payload.last & ~short)
 
         with m.If(flushing):
             self._output(m, carry, flush_bytes, 1)
@@ -226,7 +258,16 @@ class StreamStrip(_Realign):
                 self._output(m, j.joined, Mux(i.payload.last & ~j.overflow, j.total, nb),
                              i.payload.last & ~j.overflow)
             with m.Else():
-                self._output(m, j.rest, kept, 1)
+                if k:
+                    top = Mux(first, j.joined, j.rest)[8 * (nb - k):]
+                    m.d.comb += [
+                        o.payload.data.eq(Cat(Const(0, 8 * (nb - k)),
+                                              top & lane_mask(m, k, head_bytes))),
+                        o.payload.nbytes.eq(head_bytes),
+                        o.payload.last.eq(ends_in_head),
+                    ]
+                else:
+                    self._output(m, j.rest, kept, 1)
             m.d.comb += [
                 o.valid.eq(i.valid & params & emits),
                 i.ready.eq(params & (o.ready | ~emits)),
@@ -244,10 +285,14 @@ class StreamStrip(_Realign):
                 r.eq(cur_r),
                 joining.eq(~discard),
             ]
-            with m.If(~discard):
+            with m.If(~discard if not k else Const(1)):
                 m.d.sync += carry.eq(j.rest)
             with m.If(cur_joining & i.payload.last & j.overflow):
                 m.d.sync += [flushing.eq(1), flush_bytes.eq(j.total - nb)]
+            if k:
+                # Word h ends the packet past its head: the head goes now, the rest next.
+                with m.If(first & i.payload.last & (kept > 0)):
+                    m.d.sync += [flushing.eq(1), flush_bytes.eq(kept)]
             with m.If(short):
                 # The only place data is dropped: a packet that ended within its first N bytes.
                 m.d.comb += self.dropped.eq(1)

@@ -516,14 +516,17 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     return descs
 
 
-def send(m, tile, descs, words, clean_tail=False):
+def send(m, tile, descs, words, clean_tail=False, pre_split=False):
     """Frame each packet of the payload stream ``words`` as a NoC message with the descriptor
     at the head of ``descs`` (the queue :func:`decide` returns), out of ``tile.noc_out``
     through the sender of ``tile``'s one declared data-plane output (e.g.
     :func:`packet_output`). ``clean_tail``: each packet of ``words`` is exactly its
     descriptor's length, zero past its end (the sender need not zero it,
-    :class:`MessageSender`)."""
-    sender = data_port(m, tile, "out", **({"clean_tail": True} if clean_tail else {}))
+    :class:`MessageSender`); ``pre_split``: each starts with its head word (a
+    :class:`~apiary.stream.realign.StreamStrip` with ``head=``)."""
+    options = {name: True for name, on in (("clean_tail", clean_tail),
+                                           ("pre_split", pre_split)) if on}
+    sender = data_port(m, tile, "out", **options)
     connect(m, descriptors=descs.o, sender=sender.i_hdr)
     connect(m, words=words, sender=sender.i_data)
 
@@ -717,15 +720,20 @@ class RxLayerTile(Tile):
         if whole:
             send_prefix(m, self, descs, prefix_bytes)
             return m
+        # Where the messages sent carry head bytes, the strip also splits them off (one
+        # realignment, not the strip's and then the sender's): unless a patch needs the
+        # stripped stream whole.
+        head = 0 if self.patch_bytes or (fixed_strip and p.strip == 0) else head_bytes(
+            width, self.msg_type)
         if fixed_strip and p.strip == 0:
             stripped = peek.o
         elif fixed_strip:
-            m.submodules.strip = strip = StreamStrip(width, p.strip, fixed=True)
+            m.submodules.strip = strip = StreamStrip(width, p.strip, fixed=True, head=head)
             connect(m, peek=peek.o, strip=strip.i)
             stripped = strip.o
         else:
             m.submodules.strip = strip = StreamStrip(width, max(1, self.max_strip),
-                                                     counts=self.strip_counts)
+                                                     counts=self.strip_counts, head=head)
             connect(m, peek=peek.o, strip=strip.i)
             connect(m, cuts=cuts.o, strip=strip.n)
             stripped = strip.o
@@ -733,7 +741,7 @@ class RxLayerTile(Tile):
             stripped = patch_stream(m, width, self.patch_bytes, stripped, patches.o)
         # Untrimmed, the stream is exactly the length sent, its lanes past the end zero (the
         # receiver, buffer, peek and strip zero them; a patch lies inside the packet).
-        send(m, self, descs, stripped, clean_tail=p.out_length is None)
+        send(m, self, descs, stripped, clean_tail=p.out_length is None, pre_split=bool(head))
         return m
 
 

@@ -9,7 +9,8 @@ from amaranth.sim import Simulator
 
 from apiary.stream.realign import StreamInsert, StreamStrip
 from apiary.stream.header import byte_reverse
-from apiary.stream.testbench import packet_words, recv_packet, simulate, stream_put, transfers
+from apiary.stream.testbench import (packet_words, recv_packet, simulate, stream_get, stream_put,
+                                     transfers)
 
 
 TYPICAL = [14, 18, 34, 42, 46]          # Ethernet, +VLAN, +IPv4, +UDP, VLAN+IPv4+UDP
@@ -21,14 +22,16 @@ def word_count(length, width):
     return max(1, -(-length // (width // 8)))
 
 
-def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000):
+def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000,
+               recv=recv_packet):
     """Run ``sources`` (async functions of ctx) in the background, receive ``expected_count``
-    packets from ``dut.o``; returns (packets, counters, transfer cycles on i and o)."""
+    packets from ``dut.o`` with ``recv``; returns (packets, counters, transfer cycles on i and
+    o)."""
     received, result, log_i, log_o = [], {}, [], []
 
     async def sink(ctx):
         for _ in range(expected_count):
-            received.append(await recv_packet(ctx, dut.o, width, rng=rng, stall=stall))
+            received.append(await recv(ctx, dut.o, width, rng=rng, stall=stall))
         await ctx.tick().repeat(10)
         assert ctx.get(dut.o.valid) == 0, "output after the last expected packet"
         if isinstance(dut, StreamStrip):
@@ -45,9 +48,27 @@ def run_stream(dut, width, sources, expected_count, *, rng, stall, cycles=30_000
     return received, result, log_i, log_o
 
 
+def head_receiver(k):
+    """``recv`` for a strip with ``head=k``: ``(head, rest)``, the head word's bytes (checked to
+    sit in its top ``k`` lanes, zero around them) and the packet after it, if any."""
+    async def recv(ctx, port, width, **stall):
+        nb = width // 8
+        p = await stream_get(ctx, port, **stall)
+        n, value = int(p.nbytes), int(p.data)
+        assert 0 <= n <= k, f"a head word of {n} bytes"
+        assert value & ((1 << 8 * (nb - k)) - 1) == 0, "lanes below the head are not zero"
+        head = value >> 8 * (nb - k)
+        assert head >> 8 * n == 0, "lanes past the head's bytes are not zero"
+        assert p.last or n == k, "a head word before the rest is not full"
+        rest = b"" if p.last else await recv_packet(ctx, port, width, **stall)
+        assert rest or p.last, "an empty packet after the head"
+        return head.to_bytes(k, "little")[:n], rest
+    return recv
+
+
 def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0.3,
-              allowed=None):
-    dut = StreamStrip(width, max_bytes, fixed=fixed, counts=allowed)
+              allowed=None, head=0):
+    dut = StreamStrip(width, max_bytes, fixed=fixed, counts=allowed, head=head)
     rng = random.Random(seed)
     stalls = dict(rng=random.Random(rng.random()), stall=stall) if stall else {}
 
@@ -62,7 +83,8 @@ def run_strip(width, max_bytes, packets, counts, *, fixed=False, seed=0, stall=0
 
     sources = [data_source] if fixed else [data_source, n_source]
     good = sum(len(p) >= n for p, n in zip(packets, counts))
-    return run_stream(dut, width, sources, good, rng=rng, stall=stall)
+    recv = head_receiver(head) if head else recv_packet
+    return run_stream(dut, width, sources, good, rng=rng, stall=stall, recv=recv)
 
 
 def run_insert(width, max_bytes, packets, headers, *, fixed=False, seed=0, stall=0.3,
@@ -98,6 +120,8 @@ def random_length(rng):
 def test_bad_parameters():
     with pytest.raises(ValueError, match="flit width must be one of"):
         StreamStrip(100, 14)
+    with pytest.raises(ValueError, match="head is a byte count below a word's 8"):
+        StreamStrip(64, 14, head=8)
     with pytest.raises(ValueError, match="StreamStrip needs max_bytes to be a positive number"):
         StreamStrip(64, 0)
     with pytest.raises(ValueError, match="StreamInsert needs max_bytes to be a positive number"):
@@ -371,3 +395,46 @@ def test_strip_and_insert_with_a_few_counts(width, counts):
     assert got == [h + p for h, p in zip(headers, packets)]
     with pytest.raises(ValueError, match="needs counts to be byte counts"):
         StreamStrip(width, top, counts=[top + 1])
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["variable", "fixed"])
+@pytest.mark.parametrize("width,k", [(64, 5), (64, 7), (512, 28), (512, 37)])
+def test_strip_with_head(width, k, fixed):
+    """``head=k``: each packet comes out as a head word of ``packet[N:N+k]`` in its top lanes,
+    then ``packet[N+k:]`` realigned, for every cut (inside a word, on a word boundary, the head
+    across two words), packets ending before, inside or just past the head, and too-short ones
+    dropped and counted; with IPv4's eleven header lengths as ``counts`` too."""
+    rng = random.Random(width + k)
+    nb = width // 8
+    counts = list(range(20, 61, 4))
+    packets, ns = [], []
+    for i in range(90):
+        n = 60 if fixed else rng.choice(counts)
+        edge = [n - 1, n, n + 1, n + k - 1, n + k, n + k + 1, nb * (-(-(n + k) // nb)),
+                nb * ((n + k) // nb) + 1, n + k + nb]
+        length = rng.choice(edge) if i % 2 else rng.choice([rng.randrange(n + k + 3 * nb),
+                                                            rng.randrange(400)])
+        packets.append(rng.randbytes(max(0, length)))
+        ns.append(n)
+    short = sum(len(p) < n for p, n in zip(packets, ns))
+    assert short >= 3
+    expected = [(p[n:n + k], p[n + k:]) for p, n in zip(packets, ns) if len(p) >= n]
+    for allowed in ([None, counts] if not fixed else [None]):
+        got, result, _, _ = run_strip(width, 60, packets, ns, fixed=fixed, seed=k,
+                                      allowed=allowed, head=k)
+        assert got == expected
+        assert result == {"too_short": short, "dropped": short}
+
+
+def test_strip_head_word_count_and_rate():
+    """At 512 bits a one-word IPv4 packet gives one word (its head, ``last``), and a 92-byte
+    one (a 64-byte UDP payload) two, one word a cycle with no stall: what the IPv4 tile needs
+    for its 2 cycles per packet."""
+    width, k = 512, 28
+    rng = random.Random(2)
+    packets = [rng.randbytes(46), rng.randbytes(92)] * 4
+    got, _, log_i, log_o = run_strip(width, 60, packets, [20] * 8, stall=0, head=k,
+                                     allowed=list(range(20, 61, 4)))
+    assert got == [(p[20:48], p[48:]) for p in packets]
+    assert len(log_o) == len(log_i) == 12
+    assert log_o[-1] - log_o[0] == 11
