@@ -940,57 +940,58 @@ def test_a_pre_split_payload_needs_no_realignment(k):
     exactly the model's flits, with random stalls, payloads of nothing, of less than, exactly
     and just past the head, on word boundaries, and packets that run on past a header-only
     message (Ethernet padding: discarded). A packet that ends in its head word while the
-    descriptor says more is padded with zeros and counted, and the next message is whole."""
+    descriptor says more (one payload flit more, or two) is padded with zeros and counted
+    once, and the next message is whole."""
     from apiary.noc.framing import meta_message_flits
     width, bits = 512, 81
     nb = width // 8
     rng = random.Random(k)
-    sizes = [0, 1, k - 1, k, k + 1, nb, nb + k, 2 * nb + k, 300]
-    # (meta, payload, extra bytes the stream carries past it)
-    jobs = [(rng.getrandbits(bits), rng.randbytes(n), b"") for n in sizes]
-    jobs += [(rng.getrandbits(bits), rng.randbytes(n), rng.randbytes(e))
-             for n, e in [(3, 10), (k, 1), (k - 5, nb + 3)]]
-    jobs += [(rng.getrandbits(bits), rng.randbytes(rng.randrange(200)), b"")
-             for _ in range(6)]
-    early = (rng.getrandbits(bits), rng.randbytes(k - 2), b"")     # says k + 70 bytes
+    # (meta, payload_bytes, bytes on i_data, payload the link must carry)
+    messages = []
+    for n, extra in ([(n, 0) for n in (0, 1, k - 1, k, k + 1, nb, nb + k, 2 * nb + k, 300)]
+                     + [(3, 10), (k, 1), (k - 5, nb + 3)]
+                     + [(rng.randrange(200), 0) for _ in range(6)]):
+        data = rng.randbytes(n + extra)
+        messages.append((rng.getrandbits(bits), n, data, data[:n]))
+    # Packets that end in their head word where the descriptor says 10 or 70 bytes more: one
+    # payload flit of zeros (the framer's own count sees no error there) or two.
+    for more in (10, 70):
+        early = rng.randbytes(k - 2)
+        messages.append((rng.getrandbits(bits), k + more, early, early + bytes(more + 2)))
+        messages.append(messages[0])                # and the next message is whole
     m, tx, rx = linked(MessageSender(width, meta_bits=bits, head=k, pre_split=True),
                        MessageReceiver(width, meta_bits=bits, head=k))
     link = []
     stall = dict(rng=random.Random(3), stall=0.3)
-    lengths = [len(p) for _, p, _ in jobs] + [k + 70]
 
     async def descriptors(ctx):
-        for (meta, _, _), length in zip(jobs + [early, jobs[0]], lengths + [lengths[0]]):
+        for meta, length, _, _ in messages:
             await stream_put(ctx, tx.i_hdr, {"dst_x": 2, "meta": meta,
                                              "payload_bytes": length}, **stall)
 
     async def data_source(ctx):
         r = random.Random(4)
-        for _, payload, extra in jobs + [early, jobs[0]]:
-            packet = payload + extra
-            head = packet[:k]
+        for _, _, data, _ in messages:
+            head = data[:k]
             await stream_put(ctx, tx.i_data, {
                 "data": int.from_bytes(head, "little") << 8 * (nb - k),
-                "nbytes": len(head), "last": int(len(packet) <= k)}, **stall)
-            if len(packet) > k:
-                await send_packet(ctx, tx.i_data, packet[k:], width, rng=r, stall=0.3)
+                "nbytes": len(head), "last": int(len(data) <= k)}, **stall)
+            if len(data) > k:
+                await send_packet(ctx, tx.i_data, data[k:], width, rng=r, stall=0.3)
 
     async def consumer(ctx):
-        expected = [p for _, p, _ in jobs] + [early[1] + bytes(72), jobs[0][1]]
-        for payload in expected:
+        for _, _, _, payload in messages:
             await stream_get(ctx, rx.o_hdr, **stall)
             if payload:
                 assert await recv_packet(ctx, rx.o_data, width, **stall) == payload
         await ctx.tick().repeat(5)
-        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 1
+        assert ctx.get(rx.errors) == 0 and ctx.get(tx.length_errors) == 2
 
     simulate(m, consumer, background=[descriptors, data_source, monitor(tx.o, link)],
              timeout=50_000)
     header = NocHeader(dst_x=2, dst_fbits=0, src_fbits=0)
-    models = [(meta, payload) for meta, payload, _ in jobs]
-    models += [(early[0], early[1] + bytes(72)), (jobs[0][0], jobs[0][1])]
     assert split_messages(link) == [meta_message_flits(width, header, meta, bits, payload, k)
-                                    for meta, payload in models]
+                                    for meta, _, _, payload in messages]
 
 
 def test_pre_split_needs_one_head_count():
