@@ -669,7 +669,7 @@ class MessageSender(wiring.Component):
         nb, k = self._width // 8, self._heads[None]
         spare = spare_bytes(self._width)
         desc, data_ = self.i_hdr.payload, self.i_data
-        feed, passing = self._links(framer)
+        _, passing = self._links(framer)
         final, out_words = flits.final, flits.out_words
         sent_flit = self.o.valid & self.o.ready
         head = data_.payload.data[8 * (nb - k):]

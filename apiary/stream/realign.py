@@ -285,8 +285,11 @@ class StreamStrip(_Realign):
                 r.eq(cur_r),
                 joining.eq(~discard),
             ]
-            with m.If(~discard if not k else Const(1)):
+            if k:       # word h-1's rest holds the first head bytes: every word's is kept
                 m.d.sync += carry.eq(j.rest)
+            else:
+                with m.If(~discard):
+                    m.d.sync += carry.eq(j.rest)
             with m.If(cur_joining & i.payload.last & j.overflow):
                 m.d.sync += [flushing.eq(1), flush_bytes.eq(j.total - nb)]
             if k:
