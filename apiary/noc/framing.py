@@ -919,15 +919,15 @@ class MessageFlits(wiring.Component):
 
 
 def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load: Any,
-                  alone: Any, length: Any, src: Any, o: Any) -> Any:
+                  alone: Any, length: Any, src: Any, o: Any, at_once: bool = False) -> Any:
     """Put a message's head payload bytes back in front of its payload flits' words: ``src``
     (the framed flits) to ``o``. ``load`` takes ``head`` (the header flit's ``k`` head bytes,
     lanes past the payload zero) into the carry; each word then leaves as the carry and its
     first bytes (a fixed shift by each of ``ks``), its last ``k`` bytes the next carry, and a
     last word that overflows is followed by the carry alone (one more word). ``alone``: the
-    packet is the head bytes only (``length`` of them), sent the cycle after ``load``.
-    Combinational from ``src`` to ``o``; returns the condition a next ``load`` waits on (a
-    flush word not yet taken)."""
+    packet is the head bytes only (``length`` of them), sent the cycle after ``load``, or with
+    ``at_once`` in the cycle of ``load`` if ``o`` is ready then. Combinational from ``src`` to
+    ``o``; returns the condition a next ``load`` waits on (a flush word not yet taken)."""
     nb = width // 8
     carry = Signal(8 * max(ks), name="carry")
     k_held = Signal.like(k, name="k_held")
@@ -937,11 +937,17 @@ def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load:
     word = src.payload.data
     m.d.comb += total.eq(k_held + src.payload.nbytes)
     ends = src.payload.last & (total <= nb)
+    now = Signal()                          # a packet of head bytes alone, offered with `load`
+    if at_once:
+        m.d.comb += now.eq(load & alone & ~flushing)
     with m.If(flushing):
         m.d.comb += [o.valid.eq(1), o.payload.data.eq(carry), o.payload.last.eq(1),
                      o.payload.nbytes.eq(flush_bytes)]
         with m.If(o.ready):
             m.d.sync += flushing.eq(0)
+    with m.Elif(now):
+        m.d.comb += [o.valid.eq(1), o.payload.data.eq(head), o.payload.last.eq(1),
+                     o.payload.nbytes.eq(length)]
     with m.Else():
         joined = _pick(m, k_held, ks, lambda a: Cat(Const(0, 8 * a), word)[:width])
         m.d.comb += [
@@ -955,7 +961,7 @@ def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load:
                 m.d.sync += [flushing.eq(1), flush_bytes.eq(total - nb)]
     with m.If(load):
         m.d.sync += [carry.eq(head), k_held.eq(k)]
-        with m.If(alone):
+        with m.If(alone & ~(now & o.ready)):
             m.d.sync += [flushing.eq(1), flush_bytes.eq(length)]
     return flushing & ~o.ready                  # the carry is free once its flush word leaves
 
@@ -1020,6 +1026,12 @@ class MessageReceiver(wiring.Component):
         ``o_hdr``), and ``meta`` holds only the lanes below them. Throughput stays one flit
         per cycle; a payload then ends with a flush word when its last flit's bytes and the
         head bytes overflow a word.
+    packet_with_header : bool
+        With ``head``: a message whose payload fits in its header flit gives its packet on
+        ``o_data`` in the cycle its ``o_hdr`` is taken, if ``o_data`` is ready then (otherwise
+        the cycle after, as without), a cycle earlier. ``o_data.valid`` then depends on
+        ``o_hdr.ready``, and a consumer must take a packet's header and its first word in the
+        same cycle (``o_hdr`` is taken *no later than* the first payload word).
     length_bits : int or None
         Bits the payload length is counted in (above); the header field's width by default.
 
@@ -1057,9 +1069,11 @@ class MessageReceiver(wiring.Component):
 
     def __init__(self, width: int, meta_words: int = 0, *, meta_bits: int | None = None,
                  empty_packets: bool = False, short_meta: bool = False,
-                 head: "int | Mapping[int, int]" = 0, length_bits: int | None = None) -> None:
+                 head: "int | Mapping[int, int]" = 0, length_bits: int | None = None,
+                 packet_with_header: bool = False) -> None:
         self._width = check_width(width)
         self._length_bits = length_bits or noc_header(width).width("payload_bytes")
+        self._packet_with_header = bool(packet_with_header)
         self._meta_words, self._inline, _ = meta_plan(width, meta_words, meta_bits)
         self._empty_packets = bool(empty_packets)
         self._short_meta = bool(short_meta)
@@ -1137,7 +1151,8 @@ class MessageReceiver(wiring.Component):
             hold = _restore_head(m, width, ks, k,
                                  head & lane_mask(m, max(ks), hdr.payload_bytes),
                                  self.o_hdr.valid & self.o_hdr.ready, inject,
-                                 hdr.payload_bytes, out, self.o_data)
+                                 hdr.payload_bytes, out, self.o_data,
+                                 at_once=self._packet_with_header)
         words, _ = payload_words(rest, width)
         m.d.comb += framer.load_bytes.eq(rest)
 

@@ -72,7 +72,8 @@ class PacketBuffer(wiring.Component):
     ``verdict=False`` there is no ``verdict`` member and every stored packet is sent on.
 
     **Out.** For each packet with an ``ok`` verdict, one transfer on ``o_desc`` (its byte count
-    and ``info``), then, strictly after that transfer, its words on ``o``: every word full but
+    and ``info``), then, strictly after that transfer (with ``first_word_with_desc``: its first
+    word at the earliest in the same cycle), its words on ``o``: every word full but
     the last, which has ``last`` and ``nbytes`` 1 to ``width // 8``; an empty packet gives one
     word with ``nbytes == 0``. Lanes past ``nbytes`` are zero. The next packet's descriptor may
     be offered while the previous packet's words are still on ``o``. Rejected packets are
@@ -81,7 +82,8 @@ class PacketBuffer(wiring.Component):
     Latency, when no packet is queued or being sent before it: a packet's descriptor is valid
     on ``o_desc`` 2 cycles after the cycle its verdict is taken (with ``verdict=False``, or a
     verdict given with the last word: the cycle its last word is taken), and its first word is
-    valid on ``o`` 3 cycles after that cycle if ``o_desc`` is taken at once. Throughput: one
+    valid on ``o`` 3 cycles after that cycle if ``o_desc`` is taken at once (with
+    ``first_word_with_desc``, 2: with its descriptor, if nothing is being read). Throughput: one
     word per cycle in and out; with ``o_desc`` and ``o`` always ready, stored and judged
     packets leave back to back without idle cycles on ``o``, one-word and empty packets
     included (each rejected packet between them costs one cycle). ``o`` comes from a synchronous
@@ -121,6 +123,11 @@ class PacketBuffer(wiring.Component):
     count_no_room : bool
         With ``always_ready``: count the packets dropped only for want of room in ``no_room``,
         apart from ``overflow`` (a receiver that tells a full buffer from a bad packet).
+    first_word_with_desc : bool
+        A packet's first word is read as its descriptor is loaded, when nothing else is being
+        read, and may then be taken on ``o`` in the cycle ``o_desc`` is taken (a cycle earlier):
+        ``o.valid`` then depends on ``o_desc.ready``, and the consumer must take a descriptor
+        and its first word in the same cycle.
 
     Members
     -------
@@ -182,7 +189,8 @@ class PacketBuffer(wiring.Component):
     def __init__(self, width: int, *, max_bytes: int, buffer_bytes: int | None = None,
                  max_queued: int = 16, info_width: int = 0, min_bytes: int = 0,
                  verdict: bool = True, always_ready: bool = False,
-                 late_verdicts: bool = False, count_no_room: bool = False) -> None:
+                 late_verdicts: bool = False, count_no_room: bool = False,
+                 first_word_with_desc: bool = False) -> None:
         self._width = check_width(width)
         _check_int(max_bytes, "max_bytes", 1, "a positive integer")
         if buffer_bytes is None:
@@ -209,6 +217,7 @@ class PacketBuffer(wiring.Component):
         self.always_ready = bool(always_ready)
         self.late_verdicts = bool(late_verdicts)
         self.count_no_room = bool(count_no_room)
+        self.first_word_with_desc = bool(first_word_with_desc)
         nb = width // 8
         words = -(-buffer_bytes // nb)
         self.buffer_words = 1 << max(1, (words - 1).bit_length())
@@ -245,7 +254,7 @@ class PacketBuffer(wiring.Component):
             verdict=self.has_verdict, late_verdicts=self.late_verdicts)
         m.submodules.reader = reader = PacketReader(
             self._width, depth=depth, max_bytes=self.max_bytes, info_width=self.info_width,
-            verdict=self.has_verdict)
+            verdict=self.has_verdict, first_word_with_desc=self.first_word_with_desc)
 
         wiring.connect(m, buffer=wiring.flipped(self.i), writer=writer.i)
         wiring.connect(m, writer=writer.words, memory=mem.write_port())
@@ -586,7 +595,8 @@ class PacketReader(wiring.Component):
 
     Latency: a packet on ``head`` while nothing is being read has its descriptor valid on
     ``o_desc`` the next cycle, and its first word valid on ``o`` the cycle after ``o_desc`` is
-    taken. Throughput: one word per cycle, back to back packets without idle cycles when
+    taken (with ``first_word_with_desc``, read at once, valid in the cycle ``o_desc`` is
+    taken). Throughput: one word per cycle, back to back packets without idle cycles when
     ``o_desc`` and ``o`` are always ready. ``packets`` counts the packets sent (at their last
     word).
 
@@ -596,7 +606,7 @@ class PacketReader(wiring.Component):
         Word width in bits.
     depth : int
         Ring words, a power of two.
-    max_bytes, info_width, verdict
+    max_bytes, info_width, verdict, first_word_with_desc
         As for :class:`PacketBuffer` (without ``verdict`` every packet on ``head`` is sent).
 
     Members
@@ -612,8 +622,9 @@ class PacketReader(wiring.Component):
     """
 
     def __init__(self, width: int, *, depth: int, max_bytes: int, info_width: int = 0,
-                 verdict: bool = True) -> None:
+                 verdict: bool = True, first_word_with_desc: bool = False) -> None:
         self._width = check_width(width)
+        self._early = bool(first_word_with_desc)
         self._depth = depth
         self._max_bytes = max_bytes
         self._info_width = info_width
@@ -664,7 +675,7 @@ class PacketReader(wiring.Component):
         o = self.o
         hold = Signal()
         m.d.comb += [
-            hold.eq(desc_valid & (out_parity == parity)),
+            hold.eq(desc_valid & (out_parity == parity) & ~(desc.ready if self._early else 0)),
             o.valid.eq(out_valid & ~hold),
             o.payload.data.eq(rd.data),
             o.payload.nbytes.eq(out_nbytes),
@@ -678,16 +689,6 @@ class PacketReader(wiring.Component):
             rd.en.eq(advance),
             rd.addr.eq(rptr[:abits]),
         ]
-        with m.If(advance):
-            m.d.sync += [
-                out_valid.eq(fetch),
-                out_last.eq(left == 1),
-                out_nbytes.eq(Mux(left == 1, tail, nb)),
-                out_parity.eq(parity),
-            ]
-        with m.If(fetch):
-            m.d.sync += left.eq(left - 1)
-
         fetched = (left == 0) | ((left == 1) & fetch)  # the started packet is read out
         start = Signal()
         skip = Signal()
@@ -695,14 +696,30 @@ class PacketReader(wiring.Component):
             start.eq(head_valid & head_ok & fetched & (~desc_valid | desc.ready)),
             skip.eq(head_valid & ~head_ok & fetched),
         ]
-        m.d.sync += rptr.eq(rptr + fetch + Mux(skip, skip_words, 0))
+        # With first_word_with_desc, a packet started while the read port is idle has its
+        # first word read in the same cycle (`rptr` is at it: every earlier word is read).
+        first = Signal()
+        if self._early:
+            m.d.comb += first.eq(start & (left == 0) & advance)
+        only = skip_words == 1
+        with m.If(advance):
+            m.d.sync += [
+                out_valid.eq(fetch | first),
+                out_last.eq(Mux(first, only, left == 1)),
+                out_nbytes.eq(Mux(first, Mux(only, Mux(empty, 0, htail), nb),
+                                  Mux(left == 1, tail, nb))),
+                out_parity.eq(parity ^ first),
+            ]
+        with m.If(fetch):
+            m.d.sync += left.eq(left - 1)
+        m.d.sync += rptr.eq(rptr + fetch + first + Mux(skip, skip_words, 0))
         with m.If(desc.valid & desc.ready):
             m.d.sync += desc_valid.eq(0)
         with m.If(start):
             m.d.sync += [
                 desc_valid.eq(1),
                 desc.payload.bytes.eq(hbytes),
-                left.eq(Mux(empty, 1, hwords)),
+                left.eq(skip_words - first),
                 tail.eq(Mux(empty, 0, htail)),
                 parity.eq(~parity),
             ]

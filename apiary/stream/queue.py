@@ -26,6 +26,10 @@ class Queue(wiring.Component):
     and fields written with constants cost nothing. Deeper queues are a ``SyncFIFO``'s memory.
     The two behave the same, cycle for cycle.
 
+    With ``fall_through`` an empty queue passes its input to its output in the same cycle (a
+    transfer taken there is never stored): no cycle of latency, a combinational path from
+    ``i`` to ``o`` (``i.ready`` still depends on the queue's state only).
+
     Members
     -------
     i : In(stream.Signature(shape))
@@ -43,8 +47,6 @@ class Queue(wiring.Component):
             shape = data.StructLayout(shape)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
             raise ValueError(f"a Queue holds a positive number of transfers, not {depth!r}")
-        if fall_through and depth > 2:
-            raise ValueError("a fall-through Queue holds at most 2 transfers (in registers)")
         self._shape = shape
         self._depth = depth
         self._fall_through = bool(fall_through)
@@ -64,6 +66,13 @@ class Queue(wiring.Component):
             self.o.payload.eq(q.r_data),
             q.r_en.eq(self.o.ready),
         ]
+        if self._fall_through:
+            # Empty, the input is the output: a transfer taken at once is never stored.
+            m.d.comb += [
+                q.w_en.eq(self.i.valid & (q.r_rdy | ~self.o.ready)),
+                self.o.valid.eq(q.r_rdy | self.i.valid),
+                self.o.payload.eq(Mux(q.r_rdy, q.r_data, self.i.payload)),
+            ]
         return m
 
     def _registers(self, m: Module) -> Module:

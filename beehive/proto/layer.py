@@ -36,7 +36,13 @@ header 1 to 2, and every message waits a cycle in a two-flit queue at the tile's
 (:func:`receive`); from 128 bits up nothing is registered: a receive layer decides in the
 cycle its header is complete, takes the next packet's header in the cycle of that verdict and
 hands its strip count to the strip in the same cycle, so a two-word packet passes every 2
-cycles.
+cycles. There, too, every queue a packet waits in when the tile is busy is passed straight
+through when it is empty (the descriptor queue, a transmit layer's header and word queues), a
+packet buffer's first word leaves with its descriptor, and a message whose payload fits in its
+header flit gives its packet in the header's cycle (``packet_with_header`` of
+:class:`~apiary.noc.framing.MessageReceiver`): a one-word packet crosses a transmit layer in
+the cycle it arrives, and a receive layer in 2 (IPv4 RX, 512 bits) to 5 (UDP RX, which
+stores it whole while it sums its checksum).
 """
 
 from types import SimpleNamespace
@@ -234,7 +240,8 @@ def receive(m, tile):
     """The receiver of ``tile``'s one declared data-plane input (``tile.inputs``, e.g.
     :func:`packet_input`), built and joined to ``tile.noc_in``; with
     :func:`registered_inputs` behind a two-flit queue in registers."""
-    return data_port(m, tile, "in", registered=registered_inputs(tile.env))
+    return data_port(m, tile, "in", registered=registered_inputs(tile.env),
+                     packet_with_header=True)
 
 
 def received_packets(m, rx, msg_type=False):
@@ -280,7 +287,7 @@ def buffered_packets(m, buf):
 
 def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
                      always_ready=False, buffer_bytes=None, max_queued=16, pipelined=False,
-                    clean_tail=False):
+                    clean_tail=False, first_word_with_desc=False):
     """Store each packet whole while an Internet checksum is summed over it, and pass it on with
     its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
     :func:`packet_layout` and payload words.
@@ -296,23 +303,34 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     stages with ``v.stage`` (:class:`~apiary.stream.hold.HeldStages`); ``ok`` is registered once
     more, and each verdict is given once all have settled (a few cycles later than without).
     ``clean_tail``: ``data_``'s lanes past each word's ``nbytes`` are zero (a receiver's).
+    ``first_word_with_desc``: a packet's first word may come out with its header, in the same
+    cycle (:class:`~apiary.stream.packet_buffer.PacketBuffer`), a cycle earlier.
+    ``data_``'s first word may come with its header either way (a receiver's
+    ``packet_with_header``).
     """
     info = data.Layout.cast(packet_layout()).size
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
                                                     always_ready=always_ready,
                                                     buffer_bytes=buffer_bytes,
-                                                    max_queued=max_queued, late_verdicts=pipelined)
+                                                    max_queued=max_queued, late_verdicts=pipelined,
+                                                    first_word_with_desc=first_word_with_desc)
     m.submodules.verify_sum = tap = InternetChecksum(width, max_offset=offset,
                                                      clean_tail=clean_tail)
     # Packets whose checksum is being computed, oldest first.
     m.submodules.verify_pending = pend = Queue(packet_layout(), 4)
     m.submodules.verify_first = first = Queue(unsigned(width), 4)
 
-    # A packet's length and metadata are queued when its header is taken (before its first
-    # word appears), its first word when that is taken.
+    # A packet's length and metadata are queued when its header is taken (no later than its
+    # first word), its first word when that is taken.
+    # A packet's first word may come with its header (a receiver's ``packet_with_header``).
+    start_held = Signal(16)
     start = Signal(16)
-    with m.If(hdr.valid & hdr.ready):
-        m.d.sync += start.eq(initial(m, hdr.payload.length, hdr.payload.meta))
+    header_now = hdr.valid & hdr.ready
+    m.d.comb += start.eq(start_held)
+    with m.If(header_now):
+        value = initial(m, hdr.payload.length, hdr.payload.meta)
+        m.d.comb += start.eq(value)
+        m.d.sync += start_held.eq(value)
     in_packet = Signal()        # past the first word of the current packet
     take = data_.valid & data_.ready
     connect(m, source=hdr, pending=pend.i)
@@ -460,7 +478,8 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     m.submodules.table = table = NextHopTable(tile.routes, tile.key_width)
     m.d.comb += table.key.eq(key)
     m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width, prefix_bytes),
-                                             header_queue_depth(tile.env))
+                                             header_queue_depth(tile.env),
+                                             fall_through=not pipelined_headers(tile.env))
     meta, meta_flits = level_meta(tile.env.width, msg_type, p.out_meta().as_value())
     desc = {
         "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
@@ -659,6 +678,7 @@ class RxLayerTile(Tile):
                                 offset=self.verify_offset, initial=self.verify_initial,
                                 verify=self.verify, counters=self.counters,
                                 pipelined=pipelined_headers(self.env),
+                                first_word_with_desc=not pipelined_headers(self.env),
                                 # A receiver's words are zero past their bytes.
                                 clean_tail=type(self).source is RxLayerTile.source)
 
@@ -838,9 +858,11 @@ class TxLayerTile(Tile):
         # the input never waits for the output's header flits. With one header queued
         # (header_queue_depth) two words are enough, and they are registers, not LUT RAM.
         depth = header_queue_depth(self.env)
-        m.submodules.headers = headers = Queue(packet_layout(), depth)
+        through = not pipelined_headers(self.env)
+        m.submodules.headers = headers = Queue(packet_layout(), depth, fall_through=through)
         connect(m, received=hdr, headers=headers.i)
-        m.submodules.words = words = Queue(payload_layout(width), 2 * depth)
+        m.submodules.words = words = Queue(payload_layout(width), 2 * depth,
+                                           fall_through=through)
         connect(m, receiver=data_, words=words.i)
 
         # The message being sent: the head of the queue, until both its descriptor and its

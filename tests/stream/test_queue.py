@@ -130,11 +130,11 @@ def test_register_stream_adds_one_cycle_or_nothing():
     assert outs[:10] == [c + 1 for c in ins[:10]] == list(range(ins[0] + 1, ins[0] + 11))
 
 
-@pytest.mark.parametrize("depth", [1, 2])
+@pytest.mark.parametrize("depth", [1, 2, 4])
 def test_fall_through_passes_in_the_same_cycle_and_keeps_order(depth):
     """With ``fall_through`` an empty queue's input is on its output in the same cycle (taken
     there, it is never stored); under random stalls every transfer still arrives once, in
-    order; deeper than 2 is refused."""
+    order, registers (depth 1, 2) or memory (4) alike."""
     dut = Queue(unsigned(8), depth, fall_through=True)
 
     async def same_cycle(ctx):
@@ -152,5 +152,3 @@ def test_fall_through_passes_in_the_same_cycle_and_keeps_order(depth):
     values = [rng.randrange(256) for _ in range(80)]
     assert passes_in_order(Queue(unsigned(8), depth, fall_through=True), values, rng, int) == \
         values
-    with pytest.raises(ValueError, match="at most 2"):
-        Queue(unsigned(8), 4, fall_through=True)
