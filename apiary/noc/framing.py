@@ -1029,9 +1029,9 @@ class MessageReceiver(wiring.Component):
     packet_with_header : bool
         With ``head``: a message whose payload fits in its header flit gives its packet on
         ``o_data`` in the cycle its ``o_hdr`` is taken, if ``o_data`` is ready then (otherwise
-        the cycle after, as without), a cycle earlier. ``o_data.valid`` then depends on
-        ``o_hdr.ready``, and a consumer must take a packet's header and its first word in the
-        same cycle (``o_hdr`` is taken *no later than* the first payload word).
+        the cycle after, as without), a cycle earlier: ``o_hdr`` is then taken *no later
+        than* the first payload word, and ``o_data.valid`` depends on ``o_hdr.ready``, so
+        ``o_hdr.ready`` must not depend on ``o_data.valid``.
     length_bits : int or None
         Bits the payload length is counted in (above); the header field's width by default.
 

@@ -126,8 +126,8 @@ class PacketBuffer(wiring.Component):
     first_word_with_desc : bool
         A packet's first word is read as its descriptor is loaded, when nothing else is being
         read, and may then be taken on ``o`` in the cycle ``o_desc`` is taken (a cycle earlier):
-        ``o.valid`` then depends on ``o_desc.ready``, and the consumer must take a descriptor
-        and its first word in the same cycle.
+        ``o.valid`` then depends on ``o_desc.ready``, so ``o_desc.ready`` must not depend on
+        ``o.valid``.
 
     Members
     -------
@@ -674,8 +674,9 @@ class PacketReader(wiring.Component):
 
         o = self.o
         hold = Signal()
+        held = desc_valid & (out_parity == parity)
         m.d.comb += [
-            hold.eq(desc_valid & (out_parity == parity) & ~(desc.ready if self._early else 0)),
+            hold.eq(held & ~desc.ready if self._early else held),
             o.valid.eq(out_valid & ~hold),
             o.payload.data.eq(rd.data),
             o.payload.nbytes.eq(out_nbytes),
@@ -696,30 +697,31 @@ class PacketReader(wiring.Component):
             start.eq(head_valid & head_ok & fetched & (~desc_valid | desc.ready)),
             skip.eq(head_valid & ~head_ok & fetched),
         ]
-        # With first_word_with_desc, a packet started while the read port is idle has its
-        # first word read in the same cycle (`rptr` is at it: every earlier word is read).
-        first = Signal()
+        out_next = [fetch, left == 1, Mux(left == 1, tail, nb), parity]
+        read, count_from = fetch, skip_words
         if self._early:
+            # A packet started while the read port is idle has its first word read in the
+            # same cycle (`rptr` is at it: every earlier word is read).
+            first = Signal()
+            only = skip_words == 1
             m.d.comb += first.eq(start & (left == 0) & advance)
-        only = skip_words == 1
+            out_next = [fetch | first, Mux(first, only, left == 1),
+                        Mux(first, Mux(only, Mux(empty, 0, htail), nb), out_next[2]),
+                        parity ^ first]
+            read, count_from = fetch | first, skip_words - first
         with m.If(advance):
-            m.d.sync += [
-                out_valid.eq(fetch | first),
-                out_last.eq(Mux(first, only, left == 1)),
-                out_nbytes.eq(Mux(first, Mux(only, Mux(empty, 0, htail), nb),
-                                  Mux(left == 1, tail, nb))),
-                out_parity.eq(parity ^ first),
-            ]
+            m.d.sync += [reg.eq(value) for reg, value in
+                         zip((out_valid, out_last, out_nbytes, out_parity), out_next)]
         with m.If(fetch):
             m.d.sync += left.eq(left - 1)
-        m.d.sync += rptr.eq(rptr + fetch + first + Mux(skip, skip_words, 0))
+        m.d.sync += rptr.eq(rptr + read + Mux(skip, skip_words, 0))
         with m.If(desc.valid & desc.ready):
             m.d.sync += desc_valid.eq(0)
         with m.If(start):
             m.d.sync += [
                 desc_valid.eq(1),
                 desc.payload.bytes.eq(hbytes),
-                left.eq(skip_words - first),
+                left.eq(count_from),
                 tail.eq(Mux(empty, 0, htail)),
                 parity.eq(~parity),
             ]

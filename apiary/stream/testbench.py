@@ -20,7 +20,7 @@ from amaranth import Elaboratable, Module, Signal
 from amaranth.sim import SimulatorContext
 
 
-__all__ = ["stream_put", "stream_get", "packet_words", "send_packet", "recv_packet",
+__all__ = ["stream_put", "stream_get", "take_either", "packet_words", "send_packet", "recv_packet",
            "mac_frame_words", "send_mac_frame", "recv_mac_frame", "transfers", "watchdog",
            "simulate", "end_testbenches", "WithCycleCounter"]
 
@@ -50,6 +50,21 @@ async def stream_get(ctx: SimulatorContext, stream: Any, *, rng: random.Random |
     payload, = await ctx.tick().sample(stream.payload).until(stream.valid)
     ctx.set(stream.ready, 0)
     return payload
+
+
+async def take_either(ctx: SimulatorContext, first: Any, second: Any, rng: random.Random,
+                      stall: float) -> tuple[Any, Any]:
+    """One cycle of a consumer of two streams that raises each ``ready`` at random and apart
+    (so that it also takes both in the same cycle): the payloads taken on ``first`` and
+    ``second`` in this cycle, ``None`` for a stream that moved nothing."""
+    ready = (rng.random() >= stall, rng.random() >= stall)
+    taken = []
+    for port, on in zip((first, second), ready):
+        ctx.set(port.ready, on)
+    for port, on in zip((first, second), ready):
+        taken.append(ctx.get(port.payload) if on and ctx.get(port.valid) else None)
+    await ctx.tick()
+    return taken[0], taken[1]
 
 
 def packet_words(packet: bytes, width: int,

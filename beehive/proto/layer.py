@@ -287,7 +287,7 @@ def buffered_packets(m, buf):
 
 def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verify, counters,
                      always_ready=False, buffer_bytes=None, max_queued=16, pipelined=False,
-                    clean_tail=False, first_word_with_desc=False):
+                    clean_tail=False, first_word_with_desc=False, word_with_header=False):
     """Store each packet whole while an Internet checksum is summed over it, and pass it on with
     its metadata only if ``verify`` says so: ``(hdr, data)`` in, ``(hdr, data)`` out, streams of
     :func:`packet_layout` and payload words.
@@ -305,8 +305,9 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
     ``clean_tail``: ``data_``'s lanes past each word's ``nbytes`` are zero (a receiver's).
     ``first_word_with_desc``: a packet's first word may come out with its header, in the same
     cycle (:class:`~apiary.stream.packet_buffer.PacketBuffer`), a cycle earlier.
-    ``data_``'s first word may come with its header either way (a receiver's
-    ``packet_with_header``).
+    ``word_with_header``: ``data_``'s first word may come in with its header, in the same
+    cycle (a receiver's ``packet_with_header``): the sum's start value then passes
+    combinationally in that cycle.
     """
     info = data.Layout.cast(packet_layout()).size
     m.submodules.verify_buffer = buf = PacketBuffer(width, max_bytes=max_packet, info_width=info,
@@ -322,15 +323,12 @@ def verified_packets(m, width, hdr, data_, *, max_packet, offset, initial, verif
 
     # A packet's length and metadata are queued when its header is taken (no later than its
     # first word), its first word when that is taken.
-    # A packet's first word may come with its header (a receiver's ``packet_with_header``).
-    start_held = Signal(16)
-    start = Signal(16)
+    held = Signal(16, name="start")
     header_now = hdr.valid & hdr.ready
-    m.d.comb += start.eq(start_held)
     with m.If(header_now):
         value = initial(m, hdr.payload.length, hdr.payload.meta)
-        m.d.comb += start.eq(value)
-        m.d.sync += start_held.eq(value)
+        m.d.sync += held.eq(value)
+    start = Mux(header_now, value, held) if word_with_header else held
     in_packet = Signal()        # past the first word of the current packet
     take = data_.valid & data_.ready
     connect(m, source=hdr, pending=pend.i)
@@ -679,6 +677,7 @@ class RxLayerTile(Tile):
                                 verify=self.verify, counters=self.counters,
                                 pipelined=pipelined_headers(self.env),
                                 first_word_with_desc=not pipelined_headers(self.env),
+                                word_with_header=not pipelined_headers(self.env),
                                 # A receiver's words are zero past their bytes.
                                 clean_tail=type(self).source is RxLayerTile.source)
 

@@ -10,7 +10,8 @@ from amaranth.lib import wiring
 from apiary.noc import Message, NocHeader, header_flits, noc_header
 from apiary.noc.framing import (DESCRIPTOR_FIELDS, MessageReceiver, MessageSender, PayloadFramer,
                                 length_bits, payload_words)
-from apiary.stream.testbench import recv_packet, send_packet, simulate, stream_get, stream_put
+from apiary.stream.testbench import (recv_packet, send_packet, simulate, stream_get, stream_put,
+                                     take_either)
 from apiary.noc.testbench import send_flits, split_messages
 
 
@@ -64,6 +65,19 @@ def payload_feeder(sender, payloads, width, seed, *, empty_packets=False, stall=
             elif empty_packets:
                 await send_packet(ctx, sender.i_data, payload, width, rng=r, stall=stall)
     return tb
+
+
+def one_by_one(tx, payloads, width):
+    """Background testbenches giving ``tx`` one descriptor (to ``dst_x`` 1) and one packet per
+    payload of ``payloads``, without stalls."""
+    async def descriptors(ctx):
+        for payload in payloads:
+            await stream_put(ctx, tx.i_hdr, {"dst_x": 1, "payload_bytes": len(payload)})
+
+    async def data(ctx):
+        for payload in payloads:
+            await send_packet(ctx, tx.i_data, payload, width)
+    return [descriptors, data]
 
 
 def linked(tx, rx):
@@ -629,16 +643,48 @@ def test_short_metadata_receiver_drops_longer_metadata(width):
 
 # -- head payload bytes ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("width,bits,head,empty_packets", [
-    (512, 81, 37, False), (512, 202, {5: 22, 6: 9}, True), (256, 81, 5, True),
+async def take_apart_and_together(ctx, rx, width, count, rng, stall=0.3):
+    """``count`` messages from ``rx`` as ``(header, payload or None)``, ``o_hdr.ready`` and
+    ``o_data.ready`` raised each cycle at random and apart, so that a header and its packet's
+    first word are also taken in the same cycle (a ``packet_with_header`` consumer); a word
+    is never taken before its message's header."""
+    nb = width // 8
+    headers, words, got = [], b"", []
+    while len(got) < count:
+        hdr, word = await take_either(ctx, rx.o_hdr, rx.o_data, rng, stall)
+        if hdr is not None:
+            headers.append(hdr)
+        header_only(headers, got)
+        if word is not None:
+            assert headers, "a payload word before its message's header"
+            words += int(word.data).to_bytes(nb, "little")[:int(word.nbytes)]
+            if word.last:
+                got.append((headers.pop(0), words))
+                words = b""
+        header_only(headers, got)
+    return got
+
+
+def header_only(headers, got):
+    """Move the header-only messages at the front of ``headers`` to ``got``: they are
+    complete, and come in order with the rest."""
+    while headers and int(headers[0].payload_bytes) == 0:
+        got.append((headers.pop(0), None))
+
+
+@pytest.mark.parametrize("width,bits,head,empty_packets,together", [
+    (512, 81, 37, False, False), (512, 202, {5: 22, 6: 9}, True, False),
+    (256, 81, 5, True, False), (512, 81, 37, False, True), (256, 81, 5, False, True),
 ])
-def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_packets):
+def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_packets, together):
     """With ``head`` the first payload bytes of a message ride in its header flit, below the
     header's fields and above the inline metadata, and the payload flits carry the rest: the
     link carries exactly ``meta_message_flits(..., head=)``, the receiver gives back every
     byte and metadata bit, with random stalls at all four ends; payloads shorter than the head
     bytes, empty ones and ones ending on a word boundary included, the unused lanes of their
-    last words full of garbage. A mapping gives the count by ``msg_type`` (type 7: none)."""
+    last words full of garbage. A mapping gives the count by ``msg_type`` (type 7: none).
+    ``together``: the receiver has ``packet_with_header`` and its consumer takes headers and
+    words apart and in the same cycle."""
     from apiary.noc.framing import head_room, meta_message_flits
     nb = width // 8
     heads = head if isinstance(head, dict) else {t: head for t in (5, 6, 7)}
@@ -653,7 +699,8 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
         jobs.append((t, rng.getrandbits(bits), rng.randbytes(max(size, 0))))
 
     framing = dict(meta_bits=bits, head=head, empty_packets=empty_packets)
-    m, tx, rx = linked(MessageSender(width, **framing), MessageReceiver(width, **framing))
+    m, tx, rx = linked(MessageSender(width, **framing),
+                       MessageReceiver(width, **framing, packet_with_header=together))
     link = []
     stall = dict(rng=random.Random(9), stall=0.3)
 
@@ -666,7 +713,10 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
                               empty_packets=empty_packets)
 
     async def consumer(ctx):
-        for t, meta, payload in jobs:
+        if together:
+            got = await take_apart_and_together(ctx, rx, width, len(jobs), random.Random(9))
+            assert [(int(h.msg_type), int(h.meta), p or b"") for h, p in got] == jobs
+        for t, meta, payload in [] if together else jobs:
             hdr = await stream_get(ctx, rx.o_hdr, **stall)
             assert (int(hdr.msg_type), int(hdr.meta)) == (t, meta)
             if payload or empty_packets:
@@ -686,6 +736,43 @@ def test_head_payload_bytes_ride_in_the_header_flit(width, bits, head, empty_pac
         assert len(flits) == 1 + -(-max(len(payload) - k, 0) // nb)
 
 
+@pytest.mark.parametrize("ready", [True, False], ids=["taken", "not_ready"])
+def test_a_packet_with_its_header_comes_in_the_header_cycle(ready):
+    """``packet_with_header``: a message whose payload fits in its header flit offers its
+    packet in the cycle its header is taken (not taken then, it stays on offer, the same
+    word); a two-flit message's first word comes with its payload flit, as without."""
+    width, bits, head = 512, 81, 37
+    m, tx, rx = linked(MessageSender(width, meta_bits=bits, head=head),
+                       MessageReceiver(width, meta_bits=bits, head=head,
+                                       packet_with_header=True))
+    payloads = [bytes(range(1, 30)), bytes(range(100))]
+
+    async def consumer(ctx):
+        for payload in payloads:
+            ctx.set(rx.o_hdr.ready, 1)
+            ctx.set(rx.o_data.ready, ready)
+            while not ctx.get(rx.o_hdr.valid):
+                await ctx.tick()
+            one_flit = len(payload) <= head
+            assert ctx.get(rx.o_data.valid) == one_flit
+            word = ctx.get(rx.o_data.payload.data)
+            await ctx.tick()
+            ctx.set(rx.o_hdr.ready, 0)
+            ctx.set(rx.o_data.ready, 1)
+            if one_flit:
+                assert ctx.get(rx.o_data.valid) == (not ready), "the packet twice, or never"
+                assert ready or ctx.get(rx.o_data.payload.data) == word
+                assert int(word).to_bytes(64, "little")[:len(payload)] == payload
+                if not ready:
+                    await ctx.tick()                # taken now
+            else:
+                assert await recv_packet(ctx, rx.o_data, width) == payload
+        await ctx.tick().repeat(3)
+        assert not ctx.get(rx.o_data.valid) and ctx.get(rx.errors) == 0
+
+    simulate(m, consumer, background=one_by_one(tx, payloads, width), timeout=500)
+
+
 def test_head_payload_bytes_keep_one_flit_per_cycle():
     """Back-to-back messages with head bytes leave the sender at one flit per cycle and pass
     the receiver without an idle cycle: a 92-byte payload with 37 head bytes is two flits, so
@@ -695,14 +782,6 @@ def test_head_payload_bytes_keep_one_flit_per_cycle():
     payloads = [rng.randbytes(92) for _ in range(12)]
     m, tx, rx = linked(MessageSender(width, meta_bits=bits, head=head),
                        MessageReceiver(width, meta_bits=bits, head=head))
-
-    async def descriptors(ctx):
-        for payload in payloads:
-            await stream_put(ctx, tx.i_hdr, {"dst_x": 1, "payload_bytes": len(payload)})
-
-    async def data(ctx):
-        for payload in payloads:
-            await send_packet(ctx, tx.i_data, payload, width)
 
     async def consumer(ctx):
         ctx.set(rx.o_hdr.ready, 1)
@@ -718,7 +797,7 @@ def test_head_payload_bytes_keep_one_flit_per_cycle():
         assert got == b"".join(payloads)
         assert cycles == 2 * len(payloads)
 
-    simulate(m, consumer, background=[descriptors, data], timeout=5_000)
+    simulate(m, consumer, background=one_by_one(tx, payloads, width), timeout=5_000)
 
 
 def test_a_sender_of_one_type_frames_every_message_with_its_count():

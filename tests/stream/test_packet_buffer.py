@@ -7,7 +7,7 @@ import pytest
 
 from apiary.stream.packet_buffer import PacketBuffer
 from apiary.stream.testbench import (packet_words, recv_packet, send_packet, simulate, stream_get,
-                                     stream_put)
+                                     stream_put, take_either)
 
 
 WIDTHS = [64, 512]
@@ -26,7 +26,7 @@ def recorder(signals, log):
     return tb
 
 
-def watch(dut, stored, clock=None):
+def watch(dut, stored, clock=None, early=False):
     """A background testbench that checks the stream rules around ``dut`` every cycle and
     appends, for each packet whose last word is taken on ``i``, whether it was stored; with
     ``clock`` (a list), ``clock[0]`` is the cycle number and ``clock[1:]`` the cycles of those
@@ -34,7 +34,8 @@ def watch(dut, stored, clock=None):
 
     Checked: exactly one of ``accepted`` / ``i_dropped`` at each last word (and neither
     otherwise); ``o_desc`` and ``o`` hold their payloads until taken; no word is on ``o``
-    before its packet's descriptor was taken, in an earlier cycle."""
+    before its packet's descriptor was taken, in an earlier cycle (``early``: or in the same
+    one, as ``first_word_with_desc`` allows)."""
     o, desc = dut.o, dut.o_desc
 
     async def tb(ctx):
@@ -61,7 +62,8 @@ def watch(dut, stored, clock=None):
             prev_desc = dp if dv and not dr else None
             prev_o = op if ov and not orr else None
             if ov:
-                assert descs > done, "a word on o before its descriptor was taken"
+                assert descs + (early and dv and dr) > done, \
+                    "a word on o before its descriptor was taken"
             descs += dv and dr
             done += ov and orr and olast
     return tb
@@ -78,6 +80,25 @@ async def collect(ctx, dut, width, got, total, **stall):
         packet = await recv_packet(ctx, dut.o, width, **stall)
         assert int(desc.bytes) == len(packet)
         got.append((packet, desc))
+
+
+async def collect_together(ctx, dut, width, got, total, rng, stall):
+    """As :func:`collect`, but ``o_desc.ready`` and ``o.ready`` are raised each cycle at
+    random and apart, so that a descriptor and its first word are also taken in the same
+    cycle (a ``first_word_with_desc`` consumer)."""
+    nb = width // 8
+    descs, words = [], b""
+    while len(got) < total():
+        desc, word = await take_either(ctx, dut.o_desc, dut.o, rng, stall)
+        if desc is not None:
+            descs.append(desc)
+        if word is not None:
+            assert descs, "a word on o before its descriptor was taken"
+            words += int(word.data).to_bytes(nb, "little")[:int(word.nbytes)]
+            if word.last:
+                assert int(descs[0].bytes) == len(words)
+                got.append((words, descs.pop(0)))
+                words = b""
 
 
 async def settle(ctx, dut, count, cycles=30):
@@ -123,19 +144,23 @@ def test_sizes_and_members():
 
 # -- random traffic -------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("early", [False, True], ids=["", "first_word_with_desc"])
 @pytest.mark.parametrize("always_ready", [False, True])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_random_packets_verdicts_and_stalls(width, always_ready):
+def test_random_packets_verdicts_and_stalls(width, always_ready, early):
     """Random packets (0 to 300 bytes, garbage past ``nbytes``), random verdicts given 0 to 20
     cycles after each last word, random ``info``, random stalls on every side: ``o`` carries
-    exactly the stored packets judged ok, in order, with their byte counts and ``info``."""
-    rng = random.Random(width + always_ready)
+    exactly the stored packets judged ok, in order, with their byte counts and ``info``; with
+    ``first_word_with_desc`` too, where the sink takes descriptors and words apart and
+    together."""
+    rng = random.Random(width + always_ready + 2 * early)
     count = 150 if width == 64 else 250
     packets = [rng.randbytes(rng.randrange(301)) for _ in range(count)]
     packets[1:4] = [b"", b"", bytes(range(width // 8))]
     judged = [(rng.random() < 0.7, rng.getrandbits(6), rng.randrange(21)) for _ in packets]
     dut = PacketBuffer(width, max_bytes=300, buffer_bytes=300 if always_ready else None,
-                       max_queued=4, info_width=6, always_ready=always_ready)
+                       max_queued=4, info_width=6, always_ready=always_ready,
+                       first_word_with_desc=early)
     stored, got, expected, done, clock = [], [], [], [], [0]
     r_in, r_v, r_out = (random.Random(rng.random()) for _ in range(3))
     # With always_ready the source pauses less than the sink, and the buffer (512 bytes) fills.
@@ -164,10 +189,14 @@ def test_random_packets_verdicts_and_stalls(width, always_ready):
                 await stream_put(ctx, dut.verdict, {"ok": ok, "info": info}, rng=r_v, stall=0.3)
 
     async def sink(ctx):
-        await collect(ctx, dut, width, got, lambda: len(expected) if done else count + 1,
-                      rng=r_out, stall=stall_out)
+        total = lambda: len(expected) if done else count + 1      # noqa: E731
+        if early:
+            await collect_together(ctx, dut, width, got, total, r_out, stall_out)
+        else:
+            await collect(ctx, dut, width, got, total, rng=r_out, stall=stall_out)
 
-    simulate(dut, source, verdicts, sink, background=[watch(dut, stored, clock)], timeout=40_000)
+    simulate(dut, source, verdicts, sink, background=[watch(dut, stored, clock, early)],
+             timeout=40_000)
     if always_ready:        # some found no room, some did
         assert 0 < stored.count(False) < count
     else:
@@ -335,14 +364,16 @@ LATENCY_DESC = 2        # cycles from the verdict taken to the descriptor valid 
 LATENCY_WORD = 3        # ... to the first word valid on o (o_desc taken at once)
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["", "first_word_with_desc"])
 @pytest.mark.parametrize("verdict", [True, False])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_latency(width, verdict):
+def test_latency(width, verdict, early):
     """The verdict is taken in the very cycle of the last word (no packet waiting before it);
-    the descriptor is valid 2 cycles later and the first word 3 cycles later. A verdict given
-    later is taken at once and followed the same way."""
+    the descriptor is valid 2 cycles later and the first word 3 cycles later (with
+    ``first_word_with_desc``, 2: with the descriptor). A verdict given later is taken at once
+    and followed the same way."""
     nb = width // 8
-    dut = PacketBuffer(width, max_bytes=4 * nb, verdict=verdict)
+    dut = PacketBuffer(width, max_bytes=4 * nb, verdict=verdict, first_word_with_desc=early)
     log = []
     signals = {"i": dut.i.valid, "i_ready": dut.i.ready, "last": dut.i.payload.last,
                "desc": dut.o_desc.valid, "o": dut.o.valid}
@@ -380,21 +411,24 @@ def test_latency(width, verdict):
         judged = [n for n, c in enumerate(log) if c["i"] and c["i_ready"] and c["last"]]
     rises = lambda key: [n for n in range(1, len(log)) if log[n][key] and not log[n - 1][key]]
     assert rises("desc") == [n + LATENCY_DESC for n in judged]
-    assert rises("o") == [n + LATENCY_WORD for n in judged]
+    assert rises("o") == [n + (LATENCY_DESC if early else LATENCY_WORD) for n in judged]
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["", "first_word_with_desc"])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_back_to_back_throughput(width):
+def test_back_to_back_throughput(width, early):
     """Words enter one per cycle; once the consumer takes ``o_desc`` and ``o`` every cycle,
     stored packets of every size (empty and one-word ones too) leave without an idle cycle,
-    each descriptor one cycle before its first word at the earliest."""
+    each descriptor one cycle before its first word at the earliest (with
+    ``first_word_with_desc``, the first packet's in the same cycle)."""
     nb = width // 8
     rng = random.Random(width)
     sizes = [0, 1, nb, nb + 1, 0, 0, 3 * nb, 1, 2, nb, 5] + [rng.randrange(3 * nb + 1)
                                                             for _ in range(29)]
     packets = [rng.randbytes(s) for s in sizes]
     words = sum(len(packet_words(p, width)) for p in packets)
-    dut = PacketBuffer(width, max_bytes=3 * nb, buffer_bytes=words * nb, max_queued=len(sizes))
+    dut = PacketBuffer(width, max_bytes=3 * nb, buffer_bytes=words * nb, max_queued=len(sizes),
+                       first_word_with_desc=early)
     log, got = [], []
     signals = {"i": dut.i.valid, "i_ready": dut.i.ready,
                "desc": dut.o_desc.valid, "desc_ready": dut.o_desc.ready,
@@ -418,7 +452,7 @@ def test_back_to_back_throughput(width):
     taken_out = [n for n, c in enumerate(log) if c["o"] and c["o_ready"]]
     assert taken_out == list(range(taken_out[0], taken_out[0] + words))
     desc_out = [n for n, c in enumerate(log) if c["desc"] and c["desc_ready"]]
-    assert len(desc_out) == len(packets) and desc_out[0] == taken_out[0] - 1
+    assert len(desc_out) == len(packets) and desc_out[0] == taken_out[0] - (not early)
 
 
 @pytest.mark.parametrize("late", [False, True])
