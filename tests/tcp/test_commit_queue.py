@@ -47,3 +47,32 @@ def test_a_commit_without_a_store_leaves_the_cycle_after():
         assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.slot) == 5
 
     simulate(dut, bench, timeout=50)
+
+
+def test_at_once_a_commit_is_offered_in_its_acknowledgement_cycle():
+    """``at_once``: the commit waiting for its store is offered in the cycle the
+    acknowledgement comes (not the cycle after) and takes it up; taken or not, no second
+    commit is let through by the same acknowledgement."""
+    dut = CommitQueue(at_once=True)
+
+    async def bench(ctx):
+        await stream_put(ctx, dut.i, commit(1, 1))
+        await stream_put(ctx, dut.i, commit(2, 1))
+        await ctx.tick().repeat(3)
+        assert not ctx.get(dut.o.valid)
+        ctx.set(dut.acked, 1)
+        assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.slot) == 1
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick()                            # commit 1 taken with its acknowledgement
+        ctx.set(dut.acked, 0)
+        assert not ctx.get(dut.o.valid)             # commit 2 waits for its own
+        ctx.set(dut.o.ready, 0)
+        ctx.set(dut.acked, 1)
+        await ctx.tick()                            # counted, not taken
+        ctx.set(dut.acked, 0)
+        assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload.slot) == 2
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick()
+        assert not ctx.get(dut.o.valid)
+
+    simulate(dut, bench, timeout=100)

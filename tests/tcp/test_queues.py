@@ -22,9 +22,13 @@ def to_dst(m, value):
                 payload_bytes=value[16:24])
 
 
-def test_outbox_offers_in_order_a_cycle_after_and_holds_under_stalls():
+@pytest.mark.parametrize("fall_through", [False, True])
+def test_outbox_offers_in_order_a_cycle_after_and_holds_under_stalls(fall_through):
+    """In order under stalls on both sides; the first request is offered the cycle after it
+    is queued, or with ``fall_through`` in that very cycle."""
     rng = random.Random(1)
-    dut = Outbox(unsigned(24), 4, MessageSender.descriptor_layout(WIDTH), to_dst)
+    dut = Outbox(unsigned(24), 4, MessageSender.descriptor_layout(WIDTH), to_dst,
+                 fall_through=fall_through)
     values = [rng.getrandbits(24) for _ in range(40)]
     got, put, offered = [], [], []
 
@@ -48,7 +52,7 @@ def test_outbox_offers_in_order_a_cycle_after_and_holds_under_stalls():
 
     simulate(dut, sink, background=[source, transfers(dut.i, put), first], timeout=5000)
     assert got == [(v & 0xFF, v >> 8 & 0xFF, 2, 3, 4, 1, 0x21, v >> 16) for v in values]
-    assert offered == [put[0] + 1]
+    assert offered == [put[0] + (not fall_through)]
 
 
 @pytest.mark.parametrize("stores,msg_type", [(True, STORE_MEM), (False, LOAD_MEM)])

@@ -13,12 +13,13 @@ from apiary.stream.testbench import recv_packet, send_packet, simulate, stream_g
 from beehive.proto.tcp.rx import SegmentStore
 
 
-@pytest.mark.parametrize("width", [64, 512])
-def test_stores_strip_their_segments_and_describe_what_is_left(width):
-    rng = random.Random(width)
+@pytest.mark.parametrize("width,through", [(64, False), (512, False), (512, True)])
+def test_stores_strip_their_segments_and_describe_what_is_left(width, through):
+    rng = random.Random(width + through)
     dut = SegmentStore(width, dst=(3, 3, 0), src=(3, 0, 1),
                        descriptor=MessageSender.descriptor_layout(width,
-                                                                  meta_bits=MEM_FORMAT.size))
+                                                                  meta_bits=MEM_FORMAT.size),
+                       through=through)
     cases = []
     for k in range(12):
         segment = rng.randbytes(rng.randrange(20, 300))
@@ -64,3 +65,24 @@ def test_a_full_queue_holds_the_engine_back():
         assert not ctx.get(dut.i.ready)
 
     simulate(dut, bench, timeout=50)
+
+
+@pytest.mark.parametrize("through", [False, True])
+def test_a_store_is_described_the_cycle_after_it_is_queued_or_in_it(through):
+    """The descriptor of a store queued into an empty SegmentStore is offered the cycle after,
+    or with ``through`` in that very cycle."""
+    width = 512
+    dut = SegmentStore(width, dst=(3, 3, 0), src=(3, 0, 1),
+                       descriptor=MessageSender.descriptor_layout(width,
+                                                                  meta_bits=MEM_FORMAT.size),
+                       through=through)
+
+    async def bench(ctx):
+        ctx.set(dut.i.payload, {"store": {"addr": 0x40, "size": 5, "wrap": 12}, "cut": 40})
+        ctx.set(dut.i.valid, 1)
+        assert ctx.get(dut.i.ready) and ctx.get(dut.o_hdr.valid) == through
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        assert ctx.get(dut.o_hdr.valid)
+
+    simulate(dut, bench, timeout=20)

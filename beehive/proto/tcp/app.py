@@ -185,11 +185,11 @@ def app_input(*types, fbits=None, name="app_rx"):
     return Receive(name, *types, meta=APP_META, fbits=fbits, empty_packets=True)
 
 
-def app_requests(m, rx, name="app", depth=4):
+def app_requests(m, rx, name="app", depth=4, fall_through=False):
     """The queue of :data:`APP_REQUEST` (submodule ``<name>_q`` of ``m``) that the receiver
     of application messages ``rx`` (:func:`app_input`) fills: take requests from
-    ``queue.o``."""
-    q = m.submodules[f"{name}_q"] = Queue(APP_REQUEST, depth)
+    ``queue.o`` (with ``fall_through``, in the cycle they come when it is empty)."""
+    q = m.submodules[f"{name}_q"] = Queue(APP_REQUEST, depth, fall_through=fall_through)
     hdr = rx.o_hdr.payload
     m.d.comb += [
         q.i.valid.eq(rx.o_hdr.valid), rx.o_hdr.ready.eq(q.i.ready), rx.o_data.ready.eq(1),

@@ -36,7 +36,8 @@ class Outbox(wiring.Component):
     request at the head of the queue.
 
     Latency: a request taken on ``i`` in cycle *t* is offered on ``o`` from cycle *t* + 1 (the
-    :class:`~apiary.stream.queue.Queue`'s); it leaves the queue in the cycle ``o`` is taken.
+    :class:`~apiary.stream.queue.Queue`'s; with ``fall_through``, from cycle *t* when the
+    queue is empty); it leaves the queue in the cycle ``o`` is taken.
     Throughput: one request per cycle. Nothing is dropped: ``i.ready`` is low while the queue
     is full.
 
@@ -49,14 +50,17 @@ class Outbox(wiring.Component):
     """
 
     def __init__(self, layout: ShapeLike, depth: int, descriptor: data.StructLayout,
-                 describe: Callable[[Module, Any], dict[str, Any]]) -> None:
+                 describe: Callable[[Module, Any], dict[str, Any]], *,
+                 fall_through: bool = False) -> None:
         self._layout, self._depth, self._describe = layout, depth, describe
+        self._fall_through = fall_through
         super().__init__({"i": In(stream.Signature(layout)),
                           "o": Out(stream.Signature(descriptor))})
 
     def elaborate(self, platform: Any) -> Module:
         m = Module()
-        m.submodules.queue = queue = Queue(self._layout, self._depth)
+        m.submodules.queue = queue = Queue(self._layout, self._depth,
+                                           fall_through=self._fall_through)
         connect(m, requests=flipped(self.i), queue=queue.i)
         m.d.comb += queue.o.ready.eq(offer_descriptor(m, self.o, queue.o.valid,
                                            **self._describe(m, queue.o.payload)))
@@ -145,7 +149,7 @@ class FlowQueue(wiring.Component):
 
 
 def memory_requests(descriptor: data.StructLayout, *, msg_type: Any, dst: tuple, src: tuple,
-                    stores: bool = False, depth: int = 4) -> Outbox:
+                    stores: bool = False, depth: int = 4, fall_through: bool = False) -> Outbox:
     """An :class:`Outbox` of :data:`MEM_REQUEST`: each a ``msg_type`` message to the memory
     tile at ``dst`` from ``src`` with the request in its ``MEM_META``; with ``stores`` its
     payload is the ``size`` bytes to store (``STORE_MEM``), else it has none."""
@@ -155,4 +159,4 @@ def memory_requests(descriptor: data.StructLayout, *, msg_type: Any, dst: tuple,
                      meta.wrap.eq(request.wrap)]
         size = {"payload_bytes": request.size} if stores else {}
         return dict(dst=dst, src=src, msg_type=msg_type, meta=meta, **size)
-    return Outbox(MEM_REQUEST, depth, descriptor, describe)
+    return Outbox(MEM_REQUEST, depth, descriptor, describe, fall_through=fall_through)

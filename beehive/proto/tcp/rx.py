@@ -98,7 +98,7 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
-from ..layer import packet_layout, received_packets, verified_packets
+from ..layer import packet_layout, pipelined_headers, received_packets, verified_packets
 from ..messages import IP_META, PACKET_META, MsgType
 from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_input,
                   app_requests)
@@ -214,7 +214,7 @@ class TcpRxTile(Tile):
         monitor_input(Fbits.LOCAL0),
         # Segments come from IPv4 RX as its datagrams, with their head payload bytes.
         Receive("seg_rx", MsgType.IP_RX_DATAGRAM, MsgType.TCP_RX_SEGMENT, meta=IP_META,
-                fbits=Fbits.LOCAL0, empty_packets=True),
+                fbits=Fbits.LOCAL0, empty_packets=True, packet_with_header=True),
         Receive("ack_rx", MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT, fbits=Fbits.LOCAL1,
                 empty_packets=True),
         app_input(MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
@@ -268,21 +268,24 @@ class TcpRxTile(Tile):
         here = (self.env.x, self.env.y)
         ports = self.message_ports(m)
         seg_rx, ack_rx, app_rx, arp_rx = ports.seg_rx, ports.ack_rx, ports.app_rx, ports.arp_rx
-        app_q = app_requests(m, app_rx)
+        app_q = app_requests(m, app_rx, fall_through=not pipelined_headers(self.env))
         errors = seg_rx.errors + ack_rx.errors + app_rx.errors + arp_rx.errors
         if self.apiary:
             errors += ports.monitor.errors
         m.d.comb += counters.malformed.eq(errors + ports.dropped)
         rx_mem = (self.rx_mem.x, self.rx_mem.y) if self.rx_mem else (0, 0)
         m.submodules.engine = engine = RxEngine(cfg, ports=self.ports, rx_mem=rx_mem,
-                                                apiary=self.apiary)
+                                                apiary=self.apiary,
+                                                through=not pipelined_headers(self.env))
         connect(m, engine=engine.wires, tile=flipped(self.wires))
         connect(m, requests=app_q.o, engine=engine.app)
         for name in ENGINE_COUNTERS:
             m.d.comb += getattr(counters, name).eq(getattr(engine.counters, name))
 
         # Segments: checksummed and stored whole, their header captured, their new bytes
-        # stored in the receive ring.
+        # stored in the receive ring. From 128 bits up (as in the layers) a segment's first
+        # word leaves the buffer with its descriptor, and queues pass through when empty.
+        through = not pipelined_headers(self.env)
         hdr = received_packets(m, seg_rx)
         seg_hdr, seg_data = verified_packets(
             m, width, hdr[0], hdr[1], max_packet=cfg.max_segment, offset=0,
@@ -290,7 +293,8 @@ class TcpRxTile(Tile):
                 meta.peer_ip, meta.local_ip, IpProtocol.TCP.value, length),
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
             buffer_bytes=cfg.segment_buffer,
-            max_queued=max(32, cfg.segment_buffer // 1024))
+            max_queued=max(32, cfg.segment_buffer // 1024),
+            first_word_with_desc=through, word_with_header=through)
         m.submodules.head = head = SegmentHead(width)
         connect(m, packets=seg_hdr, head=head.hdr)
         connect(m, source=seg_data, head=head.data)
@@ -301,12 +305,15 @@ class TcpRxTile(Tile):
         store_tx = ports.store_tx
         m.submodules.store = store = SegmentStore(
             width, dst=address_of(self.rx_mem, Fbits.LOCAL0), src=(*here, Fbits.LOCAL1),
-            descriptor=store_tx.i_hdr.payload.shape(), max_segment=cfg.max_segment)
+            descriptor=store_tx.i_hdr.payload.shape(), max_segment=cfg.max_segment,
+            through=through)
         connect(m, engine=engine.stores, store=store.i)
-        # A register slice: the engine's verdict releases the held words in the cycle it is
-        # taken, and nothing after that (the store's realignment, the senders' merge onto
-        # noc_out) should add to that cycle (it did: 29 ns on an ECP5, the core's clock missed).
-        connect(m, head=register_stream(m, "kept_words", head.words), store=store.words)
+        # A register slice (below 128 bits): the engine's verdict releases the held words in
+        # the cycle it is taken, and nothing after that (the store's realignment, the senders'
+        # merge onto noc_out) should add to that cycle (it did: 29 ns on an ECP5, the core's
+        # clock missed).
+        connect(m, head=register_stream(m, "kept_words", head.words, enabled=not through),
+                store=store.words)
         connect(m, store=store.o_hdr, sender=store_tx.i_hdr)
         connect(m, store=store.o_data, sender=store_tx.i_data)
         # Store acknowledgements: counted, payloads (none) discarded.
@@ -359,7 +366,8 @@ class TcpRxTile(Tile):
                          pool.take.eq(engine.pool.take), pool.take_job.eq(engine.pool.take_job)]
         else:
             m.submodules.app_out = app_out = Outbox(APP_MESSAGE, 4, app_tx.i_hdr.payload.shape(),
-                                                    message)
+                                                    message,
+                                                    fall_through=not pipelined_headers(self.env))
             connect(m, outbox=app_out.o, sender=app_tx.i_hdr)
         connect(m, engine=engine.messages, outbox=app_out.i)
 
@@ -587,10 +595,12 @@ class CommitQueue(wiring.Component):
     acknowledged in the order they were sent, so each commit's acknowledgement is its store's.
 
     Latency: a commit is offered from the cycle after it is queued (or after the
-    acknowledgement it waits for). Throughput: one commit a cycle. Nothing is dropped.
+    acknowledgement it waits for; with ``at_once``, in the acknowledgement's cycle).
+    Throughput: one commit a cycle. Nothing is dropped.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, at_once: bool = False) -> None:
+        self._at_once = at_once
         super().__init__({"i": In(stream.Signature(COMMIT)), "o": Out(stream.Signature(COMMIT)),
                           "acked": In(1)})
 
@@ -601,7 +611,8 @@ class CommitQueue(wiring.Component):
         acks = Signal(8)
         take = Signal()
         head = queue.o.payload
-        m.d.comb += [self.o.valid.eq(queue.o.valid & (~head.store | (acks != 0))),
+        counted = (acks != 0) | self.acked if self._at_once else acks != 0
+        m.d.comb += [self.o.valid.eq(queue.o.valid & (~head.store | counted)),
                      self.o.payload.eq(head), queue.o.ready.eq(self.o.ready)]
         with m.If(self.o.ready):
             m.d.comb += take.eq(head.store)
@@ -619,15 +630,17 @@ class SegmentStore(wiring.Component):
     ``o_hdr`` (``descriptor``: the sender's layout), the bytes kept on ``o_data``. The engine
     offers a store only while ``i.ready`` (it checks for room before it takes the segment).
 
-    Latency: the descriptor is offered from the cycle after the store is queued; the bytes
-    follow :class:`~apiary.stream.realign.StreamStrip`'s. Nothing is dropped. Segments are at
-    most ``max_segment`` bytes (:attr:`~.config.TcpConfig.max_segment`).
+    Latency: the descriptor is offered from the cycle after the store is queued (with
+    ``through``, from that cycle, when nothing waits before it); the bytes follow
+    :class:`~apiary.stream.realign.StreamStrip`'s. Nothing is dropped. Segments are at most
+    ``max_segment`` bytes (:attr:`~.config.TcpConfig.max_segment`).
     """
 
     def __init__(self, width: int, *, dst: tuple, src: tuple,
-                 descriptor: data.StructLayout, max_segment: int = MAX_SEGMENT) -> None:
+                 descriptor: data.StructLayout, max_segment: int = MAX_SEGMENT,
+                 through: bool = False) -> None:
         self._width, self._dst, self._src, self._descriptor = width, dst, src, descriptor
-        self._max = max_segment
+        self._max, self._through = max_segment, through
         super().__init__({
             "i": In(stream.Signature(store_layout(max_segment))),
             "words": In(payload_signature(width)),
@@ -638,8 +651,9 @@ class SegmentStore(wiring.Component):
     def elaborate(self, platform: Any) -> Module:
         m = Module()
         m.submodules.stores = stores = memory_requests(
-            self._descriptor, msg_type=STORE_MEM, dst=self._dst, src=self._src, stores=True)
-        m.submodules.cut_q = cut_q = Queue(range(self._max + 1), 4)
+            self._descriptor, msg_type=STORE_MEM, dst=self._dst, src=self._src, stores=True,
+            fall_through=self._through)
+        m.submodules.cut_q = cut_q = Queue(range(self._max + 1), 4, fall_through=self._through)
         m.submodules.strip = strip = StreamStrip(self._width, self._max)
         m.d.comb += [
             stores.i.valid.eq(self.i.valid), stores.i.payload.eq(self.i.payload.store),
@@ -681,11 +695,16 @@ class RxEngine(wiring.Component):
     apiary : bool
         Under Apiary: a new connection takes a pair of rings from ``pool``
         (:class:`~.segments.BufferPool`), and rings are addressed by their handles.
+    through : bool
+        A commit is taken in the cycle its store's acknowledgement comes
+        (:class:`CommitQueue` ``at_once``), a cycle earlier: a path from ``acked`` into the
+        engine's choice of event (from 128 bits up, as the layers' queues).
     """
 
     def __init__(self, config: TcpConfig, *, ports: dict, rx_mem: tuple[int, int],
-                 apiary: bool = False) -> None:
+                 apiary: bool = False, through: bool = False) -> None:
         self._config, self._ports, self._rx_mem, self._apiary = config, ports, rx_mem, apiary
+        self._through = through
         members = {
             "wires": Out(TcpWires(config.flows)),
             "segment": In(stream.Signature(RX_SEGMENT)),
@@ -719,7 +738,7 @@ class RxEngine(wiring.Component):
             wires.rx_event.payload.eq(ev_q.o.payload),
             ev_q.o.ready.eq(wires.rx_event.ready | ~wanted),
         ]
-        m.submodules.commit_q = commit_q = CommitQueue()
+        m.submodules.commit_q = commit_q = CommitQueue(at_once=self._through)
         m.submodules.notify_q = notify_q = FlowQueue(flows)
         m.d.comb += commit_q.acked.eq(self.acked)
 
