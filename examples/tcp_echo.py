@@ -19,14 +19,15 @@ its send ring in ``tx_mem``, and the echo application moves bytes from one to th
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
 
 ``design(width=512, mac=..., ipv4=..., port=7, flows=None, ring=None, rto=None, memory_latency=2,
-name="tcp_echo", ctl_width=64, bulk=False, chunk=None, **tcp)``: ``flows`` defaults to 256 at
-512 bits and 32 below; ``ring`` is each connection's receive and send ring (default 16 KiB; in
-``rx_mem`` and ``tx_mem``, whose read latency in simulation is ``memory_latency`` cycles: block
-RAM); ``rto`` the retransmission timeout in cycles (default 200,000: 0.8 ms at 250 MHz, and a
-fraction of a second of a TAP bridge's idle time, which it runs at ``idle_hz``); ``chunk`` the
-echo's largest step (:class:`~beehive.apps.TcpEchoTile`: default a segment); ``tcp`` overrides
-any other :class:`~beehive.proto.tcp.TcpConfig` field. The UDP echo answers on port 7 too (UDP
-and TCP ports are separate).
+name="tcp_echo", ctl_width=64, bulk=False, chunk=None, low_latency=False, **tcp)``: ``flows``
+defaults to 256 at 512 bits and 32 below; ``ring`` is each connection's receive and send ring
+(default 16 KiB; in ``rx_mem`` and ``tx_mem``, whose read latency in simulation is
+``memory_latency`` cycles: block RAM); ``rto`` the retransmission timeout in cycles (default
+200,000: 0.8 ms at 250 MHz, and a fraction of a second of a TAP bridge's idle time, which it runs at
+``idle_hz``); ``chunk`` the echo's largest step (:class:`~beehive.apps.TcpEchoTile`: default a
+segment); ``tcp`` overrides any other :class:`~beehive.proto.tcp.TcpConfig` field; ``low_latency``
+is the design setting (:func:`beehive.proto.layer.low_latency`: every queue passed straight through
+when empty). The UDP echo answers on port 7 too (UDP and TCP ports are separate).
 
 ``bulk=True`` is the configuration for a few connections' bulk echo at the link's rate::
 
@@ -81,9 +82,10 @@ BULK_RING, BULK_CHUNK, BULK_FLOWS, BULK_AT = 131072, 65536, 16, (1, 3)
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=None,
            ring=None, rto=None, memory_latency=BRAM_LATENCY, *, name="tcp_echo", ctl_width=64,
-           bulk=False, chunk=None, **tcp):
+           bulk=False, chunk=None, low_latency=False, **tcp):
     d = Design(name, cols=4, rows=4, width=width, ctl_width=ctl_width)
-    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency)
+    d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency,
+                      low_latency=low_latency)
     udp_echo.build_stack(d, port)
     memory, at = None, (3, 2)
     if bulk:

@@ -22,6 +22,9 @@ datagram with IP options is dropped and counted instead of answered. ``verify_ch
 leaves the UDP and ICMP checksums unchecked (:func:`beehive.proto.layer.verify_checksums`): UDP RX
 and ICMP become cut-through, without their packet buffers, and UDP replies carry checksum 0. The
 25F board (``colorlight_5a_75b``) builds with both off, as LiteEth's own stack would be.
+``low_latency=True`` (:func:`beehive.proto.layer.low_latency`) passes every queue straight through
+when it is empty: at 512 bits the 1-byte echo takes 24 cycles instead of 33, for about 2,700
+LUTs more (docs/performance.md).
 """
 
 from apiary.design import Design
@@ -35,7 +38,8 @@ build_stack = add_udp_stack
 
 
 def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, ip_options=True,
-           verify_checksums=True):
+           verify_checksums=True, low_latency=False):
     d = Design("udp_echo", cols=3, rows=3, width=width)
-    d.settings.update(mac=mac, ipv4=ipv4, verify_checksums=verify_checksums)
+    d.settings.update(mac=mac, ipv4=ipv4, verify_checksums=verify_checksums,
+                      low_latency=low_latency)
     return build_stack(d, port, ip_options=ip_options)

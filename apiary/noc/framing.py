@@ -945,9 +945,10 @@ def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load:
                      o.payload.nbytes.eq(flush_bytes)]
         with m.If(o.ready):
             m.d.sync += flushing.eq(0)
-    with m.Elif(now):
-        m.d.comb += [o.valid.eq(1), o.payload.data.eq(head), o.payload.last.eq(1),
-                     o.payload.nbytes.eq(length)]
+    if at_once:
+        with m.Elif(now):
+            m.d.comb += [o.valid.eq(1), o.payload.data.eq(head), o.payload.last.eq(1),
+                         o.payload.nbytes.eq(length)]
     with m.Else():
         joined = _pick(m, k_held, ks, lambda a: Cat(Const(0, 8 * a), word)[:width])
         m.d.comb += [
@@ -961,7 +962,7 @@ def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load:
                 m.d.sync += [flushing.eq(1), flush_bytes.eq(total - nb)]
     with m.If(load):
         m.d.sync += [carry.eq(head), k_held.eq(k)]
-        with m.If(alone & ~(now & o.ready)):
+        with m.If(alone & ~(now & o.ready) if at_once else alone):
             m.d.sync += [flushing.eq(1), flush_bytes.eq(length)]
     return flushing & ~o.ready                  # the carry is free once its flush word leaves
 

@@ -36,13 +36,13 @@ header 1 to 2, and every message waits a cycle in a two-flit queue at the tile's
 (:func:`receive`); from 128 bits up nothing is registered: a receive layer decides in the
 cycle its header is complete, takes the next packet's header in the cycle of that verdict and
 hands its strip count to the strip in the same cycle, so a two-word packet passes every 2
-cycles. There, too, every queue a packet waits in when the tile is busy is passed straight
-through when it is empty (the descriptor queue, a transmit layer's header and word queues), a
-packet buffer's first word leaves with its descriptor, and a message whose payload fits in its
-header flit gives its packet in the header's cycle (``packet_with_header`` of
-:class:`~apiary.noc.framing.MessageReceiver`): a one-word packet crosses a transmit layer in
-the cycle it arrives, and a receive layer in 2 (IPv4 RX, 512 bits) to 5 (UDP RX, which
-stores it whole while it sums its checksum).
+cycles; a packet buffer's first word leaves with its descriptor. With the design setting
+:func:`low_latency` (area for cycles) every queue a packet waits in when the tile is busy also
+passes it straight through when it is empty (the descriptor queue, a transmit layer's header
+and word queues), and a message whose payload fits in its header flit gives its packet in the
+header's cycle (``packet_with_header`` of :class:`~apiary.noc.framing.MessageReceiver`): a
+one-word packet then crosses a transmit layer in the cycle it arrives, and a receive layer in 2
+(IPv4 RX, 512 bits) to 5 (UDP RX, which stores it whole while it sums its checksum).
 """
 
 from types import SimpleNamespace
@@ -75,7 +75,7 @@ __all__ = ["RxLayerTile", "TxLayerTile", "Parse", "packet_layout", "packet_recei
            "packet_sender", "packet_descriptor", "packet_heads", "level_meta", "receive",
            "received_packets", "hold_packet", "buffered_packets", "verified_packets",
            "bytes_queue", "decide", "data_port", "send", "send_prefix",
-           "patch_stream", "LENGTH_BITS", "pipelined_headers", "verify_checksums",
+           "patch_stream", "LENGTH_BITS", "pipelined_headers", "low_latency", "verify_checksums",
            "header_queue_depth", "registered_inputs"]
 
 
@@ -90,6 +90,19 @@ def pipelined_headers(env):
     128 bits up), both are taken in the cycle their inputs arrive, and a 512-bit tile keeps its
     one packet per cycle or two."""
     return bool(env.settings.get("pipelined_headers", env.width <= 64))
+
+
+def low_latency(env):
+    """Whether the tiles trade area for latency (from 128 bits up, never with
+    :func:`pipelined_headers`): the design setting ``low_latency``, off by default. On, every
+    queue a packet or request waits in while its tile is busy passes it straight through when
+    it is empty (a receive layer's descriptor queue, a transmit layer's header and word queues;
+    TCP's outboxes, application requests and segment stores), and a receiver gives a one-flit
+    message's head bytes in its header's cycle (``packet_with_header`` of
+    :class:`~apiary.noc.framing.MessageReceiver`). Each is a multiplexer in front of a queue's
+    output, as wide as what it holds: at 512 bits the 1-byte UDP echo takes 24 cycles instead
+    of 33, the UDP echo design about 2,700 LUTs more (docs/performance.md)."""
+    return bool(env.settings.get("low_latency", False)) and not pipelined_headers(env)
 
 
 def verify_checksums(env):
@@ -241,7 +254,7 @@ def receive(m, tile):
     :func:`packet_input`), built and joined to ``tile.noc_in``; with
     :func:`registered_inputs` behind a two-flit queue in registers."""
     return data_port(m, tile, "in", registered=registered_inputs(tile.env),
-                     packet_with_header=True)
+                     packet_with_header=low_latency(tile.env))
 
 
 def received_packets(m, rx, msg_type=False):
@@ -477,7 +490,7 @@ def decide(m, tile, p, *, peek, cur_valid, msg_type, out_length, queues, counts=
     m.d.comb += table.key.eq(key)
     m.submodules.descriptors = descs = Queue(packet_descriptor(tile.env.width, prefix_bytes),
                                              header_queue_depth(tile.env),
-                                             fall_through=not pipelined_headers(tile.env))
+                                             fall_through=low_latency(tile.env))
     meta, meta_flits = level_meta(tile.env.width, msg_type, p.out_meta().as_value())
     desc = {
         "dst_x": table.dst_x, "dst_y": table.dst_y, "dst_fbits": table.dst_fbits,
@@ -677,7 +690,7 @@ class RxLayerTile(Tile):
                                 verify=self.verify, counters=self.counters,
                                 pipelined=pipelined_headers(self.env),
                                 first_word_with_desc=not pipelined_headers(self.env),
-                                word_with_header=not pipelined_headers(self.env),
+                                word_with_header=low_latency(self.env),
                                 # A receiver's words are zero past their bytes.
                                 clean_tail=type(self).source is RxLayerTile.source)
 
@@ -857,7 +870,7 @@ class TxLayerTile(Tile):
         # the input never waits for the output's header flits. With one header queued
         # (header_queue_depth) two words are enough, and they are registers, not LUT RAM.
         depth = header_queue_depth(self.env)
-        through = not pipelined_headers(self.env)
+        through = low_latency(self.env)
         m.submodules.headers = headers = Queue(packet_layout(), depth, fall_through=through)
         connect(m, received=hdr, headers=headers.i)
         m.submodules.words = words = Queue(payload_layout(width), 2 * depth,

@@ -98,7 +98,8 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
-from ..layer import packet_layout, pipelined_headers, received_packets, verified_packets
+from ..layer import (low_latency, packet_layout, pipelined_headers, received_packets,
+                     verified_packets)
 from ..messages import IP_META, PACKET_META, MsgType
 from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_input,
                   app_requests)
@@ -214,7 +215,7 @@ class TcpRxTile(Tile):
         monitor_input(Fbits.LOCAL0),
         # Segments come from IPv4 RX as its datagrams, with their head payload bytes.
         Receive("seg_rx", MsgType.IP_RX_DATAGRAM, MsgType.TCP_RX_SEGMENT, meta=IP_META,
-                fbits=Fbits.LOCAL0, empty_packets=True, packet_with_header=True),
+                fbits=Fbits.LOCAL0, empty_packets=True),
         Receive("ack_rx", MemMsgType.STORE_MEM_ACK, meta=MEM_FORMAT, fbits=Fbits.LOCAL1,
                 empty_packets=True),
         app_input(MsgType.TCP_RX_MSG_REQ, MsgType.TCP_RX_ADJUST_PTR, MsgType.TCP_OPEN_REQ,
@@ -266,9 +267,10 @@ class TcpRxTile(Tile):
         m = Module()
         cfg, width, counters = self.config, self.env.width, self.counters
         here = (self.env.x, self.env.y)
-        ports = self.message_ports(m)
+        ports = self.message_ports(
+            m, overrides={"seg_rx": {"packet_with_header": low_latency(self.env)}})
         seg_rx, ack_rx, app_rx, arp_rx = ports.seg_rx, ports.ack_rx, ports.app_rx, ports.arp_rx
-        app_q = app_requests(m, app_rx, fall_through=not pipelined_headers(self.env))
+        app_q = app_requests(m, app_rx, fall_through=low_latency(self.env))
         errors = seg_rx.errors + ack_rx.errors + app_rx.errors + arp_rx.errors
         if self.apiary:
             errors += ports.monitor.errors
@@ -284,8 +286,9 @@ class TcpRxTile(Tile):
 
         # Segments: checksummed and stored whole, their header captured, their new bytes
         # stored in the receive ring. From 128 bits up (as in the layers) a segment's first
-        # word leaves the buffer with its descriptor, and queues pass through when empty.
-        through = not pipelined_headers(self.env)
+        # word leaves the buffer with its descriptor; with low_latency the queues pass
+        # through when empty.
+        through = low_latency(self.env)
         hdr = received_packets(m, seg_rx)
         seg_hdr, seg_data = verified_packets(
             m, width, hdr[0], hdr[1], max_packet=cfg.max_segment, offset=0,
@@ -294,7 +297,7 @@ class TcpRxTile(Tile):
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
             buffer_bytes=cfg.segment_buffer,
             max_queued=max(32, cfg.segment_buffer // 1024),
-            first_word_with_desc=through, word_with_header=through)
+            first_word_with_desc=not pipelined_headers(self.env), word_with_header=through)
         m.submodules.head = head = SegmentHead(width)
         connect(m, packets=seg_hdr, head=head.hdr)
         connect(m, source=seg_data, head=head.data)
@@ -367,7 +370,7 @@ class TcpRxTile(Tile):
         else:
             m.submodules.app_out = app_out = Outbox(APP_MESSAGE, 4, app_tx.i_hdr.payload.shape(),
                                                     message,
-                                                    fall_through=not pipelined_headers(self.env))
+                                                    fall_through=low_latency(self.env))
             connect(m, outbox=app_out.o, sender=app_tx.i_hdr)
         connect(m, engine=engine.messages, outbox=app_out.i)
 

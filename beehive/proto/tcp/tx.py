@@ -102,7 +102,7 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 from ..addresses import address_members, tile_addresses
 from ..ipv4 import IpProtocol, pseudo_header_sum
 from ..messages import PACKET_META, MsgType
-from ..layer import level_meta, pipelined_headers
+from ..layer import level_meta, low_latency
 from .app import APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, Status, app_input, app_requests
 from .config import TcpConfig, config_or_default
 from .queues import MEM_REQUEST, FlowQueue, Outbox, SlotSet, memory_requests
@@ -269,7 +269,7 @@ class TcpTxTile(Tile):
         here = (self.env.x, self.env.y)
         ports = self.message_ports(m)
         app_rx, load_rx, seg_tx = ports.app_rx, ports.load_rx, ports.seg_tx
-        app_q = app_requests(m, app_rx, fall_through=not pipelined_headers(self.env))
+        app_q = app_requests(m, app_rx, fall_through=low_latency(self.env))
         tx_mem = (self.tx_mem.x, self.tx_mem.y) if self.tx_mem else (0, 0)
         m.submodules.engine = engine = TxEngine(cfg, load_depth=self.load_depth, here=here,
                                                 tx_mem=tx_mem, apiary=self.apiary)
@@ -301,9 +301,9 @@ class TcpTxTile(Tile):
         with m.If(emitter.sent):
             count(m, counters.segments)
 
-        # Loads from the send buffer; answers to the applications (from 128 bits up, passed
+        # Loads from the send buffer; answers to the applications (with low_latency, passed
         # through their queues when these are empty, as the layers' are).
-        through = not pipelined_headers(self.env)
+        through = low_latency(self.env)
         m.submodules.loads = loads = memory_requests(
             ports.load_tx.i_hdr.payload.shape(), msg_type=LOAD_MEM,
             dst=address_of(self.tx_mem, Fbits.LOCAL0), src=(*here, Fbits.LOCAL1),
