@@ -51,12 +51,10 @@ def test_same_replies_and_counters_a_fixed_number_of_cycles_later():
     assert staged_counters == plain_counters
     assert staged_counters["udp_rx_bad_checksum"] == 1
     # Each reply is later by the cycles of the stages its request and it pass, none of them
-    # per byte: a UDP echo by 26 (63 -> 89 cycles for the first: 13 in header stages, 5 in
-    # the input queues of the five tiles it enters from the NoC, and 8 that the one-cycle
-    # tiles save by passing through their empty queues: the descriptor queues of Ethernet,
-    # IPv4 and UDP RX, the header and word queues of the three transmit layers, and the
-    # packet buffers of Ethernet and UDP RX, whose first word leaves with its descriptor)
-    # whatever its size or IP options, a ping (no UDP tiles; ICMP's own buffer and queue
-    # instead) by 21.
-    assert plain_latency[0] == 63
-    assert [s - p for p, s in zip(plain_latency, staged_latency)] == [26, 21, 26, 26]
+    # per byte: a UDP echo by 20 (69 -> 89 cycles for the first: 13 in header stages, 5 in
+    # the input queues of the five tiles it enters from the NoC, and 2 that the one-cycle
+    # tiles save where a packet buffer's first word leaves with its descriptor, in Ethernet
+    # RX and UDP RX) whatever its size or IP options, a ping (no UDP tiles; ICMP's own buffer
+    # instead) by 16.
+    assert plain_latency[0] == 69
+    assert [s - p for p, s in zip(plain_latency, staged_latency)] == [20, 16, 20, 20]

@@ -82,7 +82,7 @@ def test_design_is_checked_and_drawn():
         assert tile in svg
     other = echo_design(width=64, mac="02:00:00:00:00:09", ipv4="192.168.7.2")
     assert other.settings == {"mac": "02:00:00:00:00:09", "ipv4": "192.168.7.2",
-                              "verify_checksums": True}
+                              "verify_checksums": True, "low_latency": False}
 
 
 def test_cli_checks_and_draws_it(tmp_path, capsys):
