@@ -311,7 +311,7 @@ class TcpRxTile(Tile):
             descriptor=store_tx.i_hdr.payload.shape(), max_segment=cfg.max_segment,
             through=through)
         connect(m, engine=engine.stores, store=store.i)
-        # A register slice (below 128 bits): the engine's verdict releases the held words in
+        # A register slice (unless low_latency): the engine's verdict releases the held words in
         # the cycle it is taken, and nothing after that (the store's realignment, the senders'
         # merge onto noc_out) should add to that cycle (it did: 29 ns on an ECP5, the core's
         # clock missed).
