@@ -2,31 +2,19 @@
 frames out and the same counters as without it, each reply a fixed number of cycles sooner."""
 
 from apiary.load import load_design
-from apiary.sim import open_sim
 from beehive.model import echo_reply
 
-from test_pipelined_headers import _requests
+from test_pipelined_headers import echo_each, requests
 
 
 def _echo(low_latency):
-    design = load_design("examples/udp_echo.py", width=512, low_latency=low_latency)
-    frames, latencies = [], []              # cycles from the request's send to its reply's end
-    with open_sim(design, "pysim") as sim:
-        for request in _requests():         # one at a time, each into the idle design
-            start = sim.cycle
-            sim.send(request)
-            sim.run()
-            reply = sim.received(clear=True)
-            frames += reply
-            latencies += [f.cycle_last - start for f in reply]
-        counters = sim.counters()
-    return frames, latencies, counters
+    return echo_each(load_design("examples/udp_echo.py", width=512, low_latency=low_latency))
 
 
 def test_same_replies_and_counters_a_fixed_number_of_cycles_sooner():
     plain_frames, plain_latency, plain_counters = _echo(False)
     fast_frames, fast_latency, fast_counters = _echo(True)
-    expected = [r for r in (echo_reply(q)[0] for q in _requests()) if r is not None]
+    expected = [r for r in (echo_reply(q)[0] for q in requests()) if r is not None]
     assert [f.data for f in plain_frames] == [f.data for f in fast_frames] == expected
     assert fast_counters == plain_counters
     assert fast_counters["udp_rx_bad_checksum"] == 1

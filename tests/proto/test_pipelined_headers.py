@@ -13,7 +13,7 @@ from beehive.proto.addresses import DEFAULT_IPV4, DEFAULT_MAC
 PEER = "02:00:00:00:00:01"
 
 
-def _requests():
+def requests():
     base = Ether(dst=DEFAULT_MAC, src=PEER) / IP(src="10.0.0.1", dst=DEFAULT_IPV4)
     good = base / UDP(sport=4000, dport=7) / b"pipelined"
     bad = bytearray(bytes(good))
@@ -25,13 +25,14 @@ def _requests():
             base / UDP(sport=4002, dport=7) / (b"x" * 300)]
 
 
-def _echo(pipelined):
-    design = load_design("examples/udp_echo.py", width=64)
-    design.settings["pipelined_headers"] = pipelined
+def echo_each(design):
+    """``(frames, latencies, counters)``: the replies of ``design`` (in Amaranth's simulator)
+    to :func:`requests`, sent one at a time into the idle design, each reply's cycles from its
+    request's send to its own end, and the counters at the end."""
     frames = []
-    latencies = []                            # cycles from the request's send to its reply's end
+    latencies = []
     with open_sim(design, "pysim") as sim:
-        for request in _requests():           # one at a time, each into the idle design
+        for request in requests():
             start = sim.cycle
             sim.send(request)
             sim.run()
@@ -42,10 +43,16 @@ def _echo(pipelined):
     return frames, latencies, counters
 
 
+def _echo(pipelined):
+    design = load_design("examples/udp_echo.py", width=64)
+    design.settings["pipelined_headers"] = pipelined
+    return echo_each(design)
+
+
 def test_same_replies_and_counters_a_fixed_number_of_cycles_later():
     plain_frames, plain_latency, plain_counters = _echo(False)
     staged_frames, staged_latency, staged_counters = _echo(True)
-    expected = [r for r in (echo_reply(q)[0] for q in _requests()) if r is not None]
+    expected = [r for r in (echo_reply(q)[0] for q in requests()) if r is not None]
     assert len(expected) == 4                           # all but the bad checksum
     assert [f.data for f in plain_frames] == [f.data for f in staged_frames] == expected
     assert staged_counters == plain_counters
