@@ -937,8 +937,8 @@ def _restore_head(m: Module, width: int, ks: list[int], k: Any, head: Any, load:
     word = src.payload.data
     m.d.comb += total.eq(k_held + src.payload.nbytes)
     ends = src.payload.last & (total <= nb)
-    now = Signal()                          # a packet of head bytes alone, offered with `load`
     if at_once:
+        now = Signal()                      # a packet of head bytes alone, offered with `load`
         m.d.comb += now.eq(load & alone & ~flushing)
     with m.If(flushing):
         m.d.comb += [o.valid.eq(1), o.payload.data.eq(carry), o.payload.last.eq(1),

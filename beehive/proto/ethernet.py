@@ -23,7 +23,7 @@ from apiary.stream.mac import FrameStream
 from apiary.stream.packet_buffer import PacketBuffer
 
 from .addresses import address_members, tile_addresses
-from .layer import RxLayerTile, TxLayerTile, buffered_packets, pipelined_headers
+from .layer import RxLayerTile, TxLayerTile, buffered_packets, early_first_word
 from .messages import MsgType
 from apiary.stream.counters import count
 
@@ -116,7 +116,7 @@ class EthernetRxTile(RxLayerTile):
         m.submodules.frames = buf = PacketBuffer(
             self.env.width, max_bytes=self.max_frame, buffer_bytes=self.buffer_bytes,
             max_queued=self.max_queued, verdict=False, always_ready=True, count_no_room=True,
-            first_word_with_desc=not pipelined_headers(self.env))
+            first_word_with_desc=early_first_word(self.env))
         connect(m, mac=flipped(self.mac_rx), frames=buf.i)
         m.d.comb += [
             self.counters.oversized.eq(buf.overflow),

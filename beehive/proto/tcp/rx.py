@@ -98,7 +98,7 @@ from apiary.tile import Receive, Send, Tile, TileEnv
 
 from ..arp import ArpMsgType
 from ..ipv4 import IpProtocol, pseudo_header_sum
-from ..layer import (low_latency, packet_layout, pipelined_headers, received_packets,
+from ..layer import (early_first_word, low_latency, packet_layout, received_packets,
                      verified_packets)
 from ..messages import IP_META, PACKET_META, MsgType
 from .app import (APP_META, APP_REQUEST, GEN_BITS, SLOT_BITS, BufferKind, Status, app_input,
@@ -278,7 +278,7 @@ class TcpRxTile(Tile):
         rx_mem = (self.rx_mem.x, self.rx_mem.y) if self.rx_mem else (0, 0)
         m.submodules.engine = engine = RxEngine(cfg, ports=self.ports, rx_mem=rx_mem,
                                                 apiary=self.apiary,
-                                                through=not pipelined_headers(self.env))
+                                                commit_at_once=early_first_word(self.env))
         connect(m, engine=engine.wires, tile=flipped(self.wires))
         connect(m, requests=app_q.o, engine=engine.app)
         for name in ENGINE_COUNTERS:
@@ -297,7 +297,7 @@ class TcpRxTile(Tile):
             verify=lambda m, v: (v.sum == 0xFFFF, {}), counters=counters, always_ready=True,
             buffer_bytes=cfg.segment_buffer,
             max_queued=max(32, cfg.segment_buffer // 1024),
-            first_word_with_desc=not pipelined_headers(self.env), word_with_header=through)
+            first_word_with_desc=early_first_word(self.env), word_with_header=through)
         m.submodules.head = head = SegmentHead(width)
         connect(m, packets=seg_hdr, head=head.hdr)
         connect(m, source=seg_data, head=head.data)
@@ -698,16 +698,16 @@ class RxEngine(wiring.Component):
     apiary : bool
         Under Apiary: a new connection takes a pair of rings from ``pool``
         (:class:`~.segments.BufferPool`), and rings are addressed by their handles.
-    through : bool
+    commit_at_once : bool
         A commit is taken in the cycle its store's acknowledgement comes
         (:class:`CommitQueue` ``at_once``), a cycle earlier: a path from ``acked`` into the
         engine's choice of event (from 128 bits up, as the layers' queues).
     """
 
     def __init__(self, config: TcpConfig, *, ports: dict, rx_mem: tuple[int, int],
-                 apiary: bool = False, through: bool = False) -> None:
+                 apiary: bool = False, commit_at_once: bool = False) -> None:
         self._config, self._ports, self._rx_mem, self._apiary = config, ports, rx_mem, apiary
-        self._through = through
+        self._commit_at_once = commit_at_once
         members = {
             "wires": Out(TcpWires(config.flows)),
             "segment": In(stream.Signature(RX_SEGMENT)),
@@ -741,7 +741,7 @@ class RxEngine(wiring.Component):
             wires.rx_event.payload.eq(ev_q.o.payload),
             ev_q.o.ready.eq(wires.rx_event.ready | ~wanted),
         ]
-        m.submodules.commit_q = commit_q = CommitQueue(at_once=self._through)
+        m.submodules.commit_q = commit_q = CommitQueue(at_once=self._commit_at_once)
         m.submodules.notify_q = notify_q = FlowQueue(flows)
         m.d.comb += commit_q.acked.eq(self.acked)
 
