@@ -122,6 +122,12 @@ __all__ = ["TcpTxTile", "TX_KEY_MEMORY", "TX_KEY_IP", "TX_KEY_APP", "SegmentEmit
 TX_KEY_MEMORY, TX_KEY_IP, TX_KEY_APP = "tx_mem", "ip", "app"
 
 
+def _synced(r):
+    """Whether the receive tile's record ``r`` says the connection is synchronised: data and
+    answers to the application may go."""
+    return (r.state == ConnState.ESTABLISHED) | (r.state == ConnState.TIME_WAIT)
+
+
 def _is_lost(sacked, mss):
     """RFC 6675's IsLost, by bytes: more than (DupThresh - 1) * SMSS = 2 * SMSS SACKed
     beyond a sequence number."""
@@ -670,6 +676,7 @@ class TxEngine(wiring.Component):
         m.d.sync += [ahead_slot.eq(rd.addr),
                      ahead_ok.eq(~((e.write | e.twrite) & (slot == rd.addr)))]
         planned = self._plan(m, e)          # from the records on the read ports, either way
+        e.room_now = planned.room           # in EXEC, the room of the event's own flow
         with m.FSM(name="engine"):
             with m.State("IDLE"):
                 with m.If(go_rxev):
@@ -857,9 +864,13 @@ class TxEngine(wiring.Component):
         bad = Signal()
         with m.Switch(a.msg_type):
             with m.Case(MsgType.TCP_TX_MSG_REQ):
-                with m.If(ours):
-                    m.d.comb += [new.tx_req.eq(1),
-                                 new.tx_req_len.eq(Mux(meta.length == 0, 1, meta.length)),
+                length = Mux(meta.length == 0, 1, meta.length)
+                # Room there now is granted at once; otherwise the flow's turns grant it.
+                with m.If(ours & _synced(r) & (e.room_now >= length) & self.answers.ready):
+                    m.d.comb += [new.tx_req.eq(0), e.write.eq(1)]
+                    self._grant_room(m, e, e.room_now)
+                with m.Elif(ours):
+                    m.d.comb += [new.tx_req.eq(1), new.tx_req_len.eq(length),
                                  e.write.eq(1), e.requeue.eq(1)]
                 with m.Else():
                     m.d.comb += [e.app_push.eq(1), e.app_msg.x.eq(a.x), e.app_msg.y.eq(a.y),
@@ -1051,9 +1062,9 @@ class TxEngine(wiring.Component):
     def _work(self, m, e):
         """A flow's turn (planned the cycle before, ``e.plan``): at most one segment, and the
         application's answer if it waits."""
-        cfg, t, r, new, p = e.cfg, e.t, e.r, e.new, e.plan
+        t, r, new, p = e.t, e.r, e.new, e.plan
         live = t.active & (t.gen == r.gen)
-        synced = (r.state == ConnState.ESTABLISHED) | (r.state == ConnState.TIME_WAIT)
+        synced = _synced(r)
         handshake = (r.state == ConnState.SYN_SENT) | (r.state == ConnState.SYN_RCVD)
         una, nxt, tail = p.una, p.nxt, t.tail
         timer_idle = ~e.timer.armed | (e.timer.kind == TimerKind.PERSIST)
@@ -1072,9 +1083,7 @@ class TxEngine(wiring.Component):
             # The application's answer, if it waits for room.
             with m.If(t.tx_req & synced & p.room_ok):
                 m.d.comb += new.tx_req.eq(0)
-                self._answer(m, e, Status.OK, ptr=tail - t.iss - 1, length=p.room,
-                             addr=tail[:cfg.tx_ring_log2] if e.rings is not None
-                             else cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
+                self._grant_room(m, e, p.room)
             # At most one segment.
             with m.If(handshake & (nxt == t.iss)):
                 active = r.state == ConnState.SYN_SENT
@@ -1174,6 +1183,14 @@ class TxEngine(wiring.Component):
         ]
         for name, value in fields.items():
             m.d.comb += getattr(msg.meta, name).eq(value)
+
+    def _grant_room(self, m, e, room):
+        """Answer the application's ``TCP_TX_MSG_REQ`` with OK: ``room`` bytes of the send
+        ring from its tail on."""
+        cfg, tail = e.cfg, e.t.tail
+        self._answer(m, e, Status.OK, ptr=tail - e.t.iss - 1, length=room,
+                     addr=tail[:cfg.tx_ring_log2] if e.rings is not None
+                     else cfg.tx_base + Cat(tail[:cfg.tx_ring_log2], e.slot))
 
     def _fin(self, m, e, seq):
         t, r, new = e.t, e.r, e.new
