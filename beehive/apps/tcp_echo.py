@@ -38,11 +38,17 @@ job per response::
     RX_MSG_RESP(EOF, length 0) ─▶ CLOSE_REQ(flow)
 
 so a response of more than ``chunk`` bytes is served a chunk at a time (the engine answers the
-next request at once). A non-OK ``TCP_TX_MSG_RESP``, or a ``TCP_RX_MSG_RESP`` with RESET,
-TIMEOUT or CLOSED, ends the flow (counted once in ``ended``, also after the tile's own close):
-its job in progress stops (after the memory ack it waits for, if any: no memory request is
-ever abandoned; bytes loaded for it are discarded), nothing more is sent for it, and what
-comes for it afterwards is dropped. A memory ack with ``error`` set gives the flow up
+next request at once). The room a ``TCP_TX_MSG_RESP`` grants is more than ``n`` bytes when the
+send ring has it: what a job leaves of it (from ``q + n`` on) is its flow's *credit*, and the
+flow's next job whose ``n`` it covers skips the ``TCP_TX_MSG_REQ`` round trip, its
+``LOAD_MEM`` leaving as its response is checked (the engine's own check of
+``TCP_TX_ADJUST_PTR`` stays the guard; a new connection in the slot clears the credit).
+
+A non-OK ``TCP_TX_MSG_RESP``, or a ``TCP_RX_MSG_RESP`` with RESET, TIMEOUT or CLOSED, ends the
+flow (counted once in ``ended``, also after the tile's own close): its job in progress stops
+(after the memory ack it waits for, if any: no memory request is ever abandoned; bytes loaded
+for it are discarded), nothing more is sent for it, and what comes for it afterwards is
+dropped. A memory ack with ``error`` set gives the flow up
 (``mem_errors``). Other flows' jobs go on meanwhile.
 
 Structure: the input is never held (``streaming = False``); each message is handled the cycle
@@ -80,7 +86,8 @@ it is offered, with room guaranteed for whatever it leaves behind:
   about ``n`` / (bytes per word) cycles of words, not twice that); the chunk of a job that
   died meanwhile is discarded.
 
-Throughput: a job is its messages' round trips (engine, receive memory, send memory) plus 7
+Throughput: a job is its messages' round trips (engine, unless its credit covers it; receive
+memory, send memory) plus 7
 cycles of the tile's own: 3 from a ``TCP_RX_MSG_RESP`` to its ``TCP_TX_MSG_REQ`` (queue,
 response read, check), 1 from a ``TCP_TX_MSG_RESP`` or a ``STORE_MEM_ACK`` to the request it
 allows, 2 from a ``LOAD_MEM_ACK``'s first word to the ``STORE_MEM`` (the FIFO), its other
@@ -97,9 +104,10 @@ and 39.46 at once, 106, 56.83 and 39.46 late, when each chunk was stored whole f
 
 from typing import Any
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from apiary.os.memory_tile import LOAD_MEM_ACK, STORE_MEM_ACK
@@ -120,6 +128,10 @@ __all__ = ["TcpEchoTile", "ROOM_GRACE"]
 
 #: A job's view of one ring: the pointer and address of its first byte, and the ring.
 _RING = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "loc": MEM_LOC})
+
+#: What a flow has left of the room the engine last granted it in its send ring, after the
+#: job that used some of it: the pointer and address it starts at, the ring, and its bytes.
+_CREDIT = data.StructLayout({"ptr": 32, "addr": 48, "wrap": 6, "room": 32})
 
 
 class _Step(enum.Enum, shape=4):
@@ -153,9 +165,10 @@ _AFTER = {_Step.TX_REQ: _Step.WAIT_TX, _Step.ADJ_TX: _Step.ADJ_RX, _Step.ADJ_RX:
 
 def _fill(chunk: int) -> data.StructLayout:
     """What a job takes of its flow's response: its generation, the bytes to echo, its
-    receive ring, its send ring's memory tile."""
+    receive ring, its send ring (where the flow's credit says its room starts, if the job
+    goes straight to its load) and that room's bytes."""
     return data.StructLayout({"gen": GEN_BITS, "n": range(chunk + 1), "rx": _RING,
-                              "tx_loc": MEM_LOC})
+                              "tx": _RING, "room": 32})
 
 
 def _bits(n):
@@ -200,9 +213,10 @@ def _one_of(step, steps):
 
 
 def _record(slot_bits: int, chunk: int) -> data.StructLayout:
-    """A job: its flow, the bytes it echoes, and both rings."""
+    """A job: its flow, the bytes it echoes, both rings, and the room it may write in its
+    send ring from ``tx.ptr`` on."""
     return data.StructLayout({"slot": slot_bits, "gen": GEN_BITS, "n": range(chunk + 1),
-                              "rx": _RING, "tx": _RING})
+                              "rx": _RING, "tx": _RING, "room": 32})
 
 
 def _jobs_view(jobs: int, record: data.StructLayout) -> wiring.Signature:
@@ -291,13 +305,13 @@ class _Jobs(wiring.Component):
                 m.d.sync += [j.slot.eq(d.head), dead[k].eq(0)]
             with m.If(d.chk_valid & (d.chk_job == k)):
                 m.d.sync += [j.gen.eq(d.fill.gen), j.n.eq(d.fill.n), j.rx.eq(d.fill.rx),
-                             j.tx.loc.eq(d.fill.tx_loc)]
+                             j.tx.eq(d.fill.tx), j.room.eq(d.fill.room)]
             self._steps(m, k)
             with m.If(self.kill & view.active[k] & (j.slot == a.slot)):
                 m.d.sync += dead[k].eq(1)
             with m.If(self.tx_answered[k]):
                 m.d.sync += [j.tx.ptr.eq(a.meta.ptr), j.tx.addr.eq(a.meta.addr),
-                             j.tx.wrap.eq(a.meta.size_log2)]
+                             j.tx.wrap.eq(a.meta.size_log2), j.room.eq(a.meta.length)]
         return m
 
     def _steps(self, m: Module, k: int) -> None:
@@ -354,8 +368,10 @@ class _Dispatch(wiring.Component):
     memory tiles ``rx_loc``, ``tx_loc``; not transparent: a response written as its slot is
     popped is a newer connection's, queued again for it) and checked: stale (another status
     than OK or EOF, or the slot's connection ended or is another one) ``FREE``, bytes to echo
-    ``TX_REQ`` (``min(length, chunk)`` of them), none at EOF ``CLOSE``, else ``RX_REQ``.
-    ``contended``: a flow waits and no job is free."""
+    (``min(length, chunk)`` of them) ``LOAD`` if the flow's credit (``credit``, read with
+    the response; valid if its bit in ``credited`` was set at the pop) covers them, else
+    ``TX_REQ``; none at EOF ``CLOSE``, else ``RX_REQ``. ``contended``: a flow waits and no
+    job is free."""
 
     def __init__(self, jobs: int, slot_bits: int, flows: int, chunk: int,
                  record: data.StructLayout, fill: data.StructLayout) -> None:
@@ -368,6 +384,7 @@ class _Dispatch(wiring.Component):
             "rx_loc": In(read_port(slot_bits, MEM_LOC)),
             "tx_loc": In(read_port(slot_bits, MEM_LOC)),
             "gen_chk": In(read_port(slot_bits, TABLE_MEMORIES["gens"])),
+            "credit": In(read_port(slot_bits, _CREDIT)), "credited": In(flows),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -383,13 +400,17 @@ class _Dispatch(wiring.Component):
             out.contended.eq(ready.valid & ~free & ~head_busy),
             out.free_k.eq(free_k), out.head.eq(head),
             self.ctx.addr.eq(head), self.rx_loc.addr.eq(head), self.tx_loc.addr.eq(head),
-            self.gen_chk.addr.eq(chk_slot),
+            self.credit.addr.eq(head), self.gen_chk.addr.eq(chk_slot),
         ]
-        m.d.sync += [out.chk_valid.eq(out.pop), out.chk_job.eq(free_k), chk_slot.eq(head)]
-        cx, fill = self.ctx.data, out.fill
+        credited = Signal()
+        m.d.sync += [out.chk_valid.eq(out.pop), out.chk_job.eq(free_k), chk_slot.eq(head),
+                     credited.eq(self.credited.bit_select(head, 1))]
+        cx, fill, credit = self.ctx.data, out.fill, self.credit.data
         with m.If(((cx.status != Status.OK) & (cx.status != Status.EOF))
                   | ~self.live.bit_select(chk_slot, 1) | (self.gen_chk.data != cx.gen)):
             m.d.comb += out.chk_next.eq(_Step.FREE)         # stale: the flow ended since
+        with m.Elif((cx.length != 0) & credited & (credit.room >= fill.n)):
+            m.d.comb += out.chk_next.eq(_Step.LOAD)         # room left from the last grant
         with m.Elif(cx.length != 0):
             m.d.comb += out.chk_next.eq(_Step.TX_REQ)
         with m.Elif(cx.status == Status.EOF):
@@ -399,7 +420,9 @@ class _Dispatch(wiring.Component):
         m.d.comb += [
             fill.gen.eq(cx.gen), fill.n.eq(Mux(cx.length > self._chunk, self._chunk, cx.length)),
             fill.rx.ptr.eq(cx.ptr), fill.rx.addr.eq(cx.addr), fill.rx.wrap.eq(cx.size_log2),
-            fill.rx.loc.eq(self.rx_loc.data), fill.tx_loc.eq(self.tx_loc.data),
+            fill.rx.loc.eq(self.rx_loc.data), fill.tx.loc.eq(self.tx_loc.data),
+            fill.tx.ptr.eq(credit.ptr), fill.tx.addr.eq(credit.addr),
+            fill.tx.wrap.eq(credit.wrap), fill.room.eq(credit.room),
         ]
         return m
 
@@ -411,7 +434,9 @@ class _EngineRequests(wiring.Component):
     several flits); a dead job's request is withdrawn only if it was not offered yet.
     ``events.sent`` pulses as a job's is taken; ``adjusted`` (a ``TCP_TX_ADJUST_PTR`` taken,
     handing ``bytes`` to the engine) and ``closed`` (a ``TCP_CLOSE_REQ`` taken) are to
-    count."""
+    count. As a live job's ``TCP_TX_ADJUST_PTR`` is taken, ``spent`` pulses with what its
+    flow has left of its room (``credit``: from the end of its bytes on, the address wrapped
+    in the ring) for ``slot``."""
 
     def __init__(self, requests: Requests, jobs: int, record: data.StructLayout,
                  chunk: int) -> None:
@@ -420,6 +445,7 @@ class _EngineRequests(wiring.Component):
             "jobs": In(_jobs_view(jobs, record)), "events": Out(_request_events(jobs)),
             "app_tx": Out(requests.app_signature()),
             "adjusted": Out(1), "bytes": Out(range(chunk + 1)), "closed": Out(1),
+            "spent": Out(1), "slot": Out(record.members["slot"]), "credit": Out(_CREDIT),
         })
 
     def elaborate(self, platform: Any) -> Module:
@@ -435,8 +461,16 @@ class _EngineRequests(wiring.Component):
         k = hold.chosen.k
         ej = _select(m, self._record, [jobs.job[i] for i in range(nj)], k)
         e_step = _select(m, _Step, steps, k)
+        e_dead = _select(m, 1, [jobs.dead[i] for i in range(nj)], k)
         handle = handle_of(ej.slot, ej.gen)
         taken = hold.taken
+        wrap_mask = ((Const(1, 1) << ej.tx.wrap) - 1)[:48]
+        m.d.comb += [
+            self.slot.eq(ej.slot),
+            self.credit.ptr.eq(ej.tx.ptr + ej.n), self.credit.wrap.eq(ej.tx.wrap),
+            self.credit.addr.eq((ej.tx.addr & ~wrap_mask) | ((ej.tx.addr + ej.n) & wrap_mask)),
+            self.credit.room.eq(ej.room - ej.n),
+        ]
         with m.If(hold.offer):
             with m.Switch(e_step):
                 with m.Case(_Step.TX_REQ):
@@ -444,7 +478,8 @@ class _EngineRequests(wiring.Component):
                 with m.Case(_Step.ADJ_TX):
                     r.engine(m, self.app_tx, MsgType.TCP_TX_ADJUST_PTR, flow=handle,
                              ptr=ej.tx.ptr + ej.n)
-                    m.d.comb += [self.adjusted.eq(taken), self.bytes.eq(ej.n)]
+                    m.d.comb += [self.adjusted.eq(taken), self.bytes.eq(ej.n),
+                                 self.spent.eq(taken & ~e_dead)]
                 with m.Case(_Step.ADJ_RX):
                     r.engine(m, self.app_tx, MsgType.TCP_RX_ADJUST_PTR, flow=handle,
                              ptr=ej.rx.ptr + ej.n)
@@ -639,10 +674,10 @@ class TcpEchoTile(TcpAppTile):
         given up asking again; with 1,024 every figure is the same as never giving up). A peer
         that stops reading holds a job this long, once.
 
-    Cost: per flow 3 bits of registers, and in memories its generation (4 bits), its rings'
-    memory tiles (32 bits) and its latest response (126 bits); two FIFOs of ``flows`` slots;
-    per job about 240 bits of registers; a FIFO of ``jobs`` chunks' words (block RAM, read
-    through a register) and one of ``jobs`` job numbers.
+    Cost: per flow 4 bits of registers, and in memories its generation (4 bits), its rings'
+    memory tiles (32 bits), its latest response (126 bits) and its credit (118 bits); two
+    FIFOs of ``flows`` slots; per job about 270 bits of registers; a FIFO of ``jobs`` chunks'
+    words (block RAM, read through a register) and one of ``jobs`` job numbers.
     """
 
     #: Two senders of engine requests (the receive side's, the send side's).
@@ -698,6 +733,19 @@ class TcpEchoTile(TcpAppTile):
         connect(m, acks=acks.events, jobs=jobs.acks)
         for name in ("ready", "ctx", "rx_loc", "tx_loc", "gen_chk"):
             connect(m, table=getattr(table, name), dispatch=getattr(dispatch, name))
+        # Each flow's credit: written as a job hands its bytes to the engine, valid until a
+        # new connection takes the slot (which wins in the cycle both happen).
+        m.submodules.credits = credits = Memory(shape=_CREDIT, depth=flows, init=[])
+        credit_w, credit_r = credits.write_port(), credits.read_port(transparent_for=())
+        credited = Signal(flows)
+        m.d.comb += [credit_w.en.eq(engine.spent), credit_w.addr.eq(engine.slot),
+                     credit_w.data.eq(engine.credit),
+                     credit_r.addr.eq(dispatch.credit.addr),
+                     dispatch.credit.data.eq(credit_r.data), dispatch.credited.eq(credited)]
+        with m.If(engine.spent):
+            m.d.sync += credited.bit_select(engine.slot, 1).eq(1)
+        with m.If(table.announced):
+            m.d.sync += credited.bit_select(a.slot, 1).eq(0)
         connect(m, table=table.new, first=first.new)
         connect(m, table=table.gen_new, first=first.gen_new)
         connect(m, engine=engine.app_tx, sender=job_tx.i_hdr)

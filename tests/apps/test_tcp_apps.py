@@ -219,6 +219,12 @@ def echo_scenario(width, seed, jobs, chunk=CHUNK, **stalls):
                          if t == MsgType.TCP_RX_MSG_RESP.value)
     asked = max(f["length"] for f in sent_types(model, MsgType.TCP_TX_MSG_REQ))
     assert asked == min(chunk, stats.reported)
+    # A's chunks use the room left from the grant before without asking again (its credit):
+    # each grant is the free part of its 256-byte ring, two chunks' worth or more.
+    a = flows["A"].handle
+    asks = [f for f in sent_types(model, MsgType.TCP_TX_MSG_REQ) if f["flow"] == a]
+    writes = [f for f in sent_types(model, MsgType.TCP_TX_ADJUST_PTR) if f["flow"] == a]
+    assert len(writes) >= -(-700 // chunk) and len(asks) < len(writes), (len(asks), len(writes))
     assert {f["length"] for f in sent_types(model, MsgType.TCP_RX_MSG_REQ)} == {1}
     assert counters == {"flows": 4, "bytes": 700 + 1 + 150 + b.tail, "closed": 3, "ended": 1,
                         "send_notifs": 4, "mem_errors": 0, "dropped": 6}

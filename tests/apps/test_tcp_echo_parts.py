@@ -122,13 +122,49 @@ def test_dispatch_gives_a_free_job_its_flow_and_checks_the_response():
     simulate(dut, bench, timeout=20)
 
 
+def test_dispatch_goes_straight_to_the_load_when_the_flows_credit_covers_its_bytes():
+    """A flow with room left from its last grant (its ``credited`` bit set at the pop) skips
+    ``TX_REQ`` if the room covers the job's bytes, and the job starts with the credit's ring;
+    otherwise it asks, as without a credit."""
+    dut = _Dispatch(JOBS, SLOT_BITS, FLOWS, CHUNK, RECORD, FILL)
+    out = dut.out
+
+    async def bench(ctx):
+        ctx.set(dut.live, 0b0010)
+        ctx.set(dut.gen_chk.data, 3)
+        ctx.set(dut.credit.data, {"ptr": 500, "addr": 0x2F4, "wrap": 8, "room": 100})
+        ctx.set(dut.tx_loc.data, {"x": 2, "y": 3})
+        for credited, length, after in [(0b0010, 150, _Step.LOAD),     # 100 bytes: covered
+                                        (0b0010, 60, _Step.LOAD),
+                                        (0b0000, 60, _Step.TX_REQ),    # no credit
+                                        (0b0100, 60, _Step.TX_REQ)]:   # another slot's
+            ctx.set(dut.credited, credited)
+            ctx.set(dut.ready.valid, 1)
+            ctx.set(dut.ready.payload, 1)
+            assert ctx.get(out.pop) and ctx.get(dut.credit.addr) == 1
+            await ctx.tick()
+            ctx.set(dut.ready.valid, 0)
+            ctx.set(dut.credited, 0)                # read at the pop, not after
+            ctx.set(dut.ctx.data, {"gen": 3, "status": Status.OK, "length": length})
+            assert ctx.get(out.chk_next) == after, (credited, length)
+        ctx.set(dut.credit.data, {"room": 59})
+        assert ctx.get(out.chk_next) == _Step.TX_REQ            # 59 bytes do not cover 60
+        ctx.set(dut.credit.data, {"ptr": 500, "addr": 0x2F4, "wrap": 8, "room": 100})
+        fill = ctx.get(out.fill)
+        assert (fill.tx.ptr, fill.tx.addr, fill.tx.wrap, fill.tx.loc.x, fill.room) == (
+            500, 0x2F4, 8, 2, 100)
+
+    simulate(dut, bench, timeout=40)
+
+
 def test_engine_requests_serve_the_jobs_in_turn_and_hold_an_offer():
     dut = _EngineRequests(requests_for(WIDTH), JOBS, RECORD, CHUNK)
     hdr, ev = dut.app_tx, dut.events
     meta = APP_META.layout()
 
     async def bench(ctx):
-        ctx.set(dut.jobs.job, [{"slot": 1, "gen": 2, "n": 40, "tx": {"ptr": 100}},
+        ctx.set(dut.jobs.job, [{"slot": 1, "gen": 2, "n": 40, "room": 100,
+                                "tx": {"ptr": 100, "addr": 0x1F0, "wrap": 8}},
                                {"slot": 3, "gen": 1}])
         ctx.set(dut.jobs.step, [_Step.ADJ_TX, _Step.CLOSE])
         msg, x, _, fields = offered(ctx, hdr, meta)     # the turn after job 0's: job 1's
@@ -145,6 +181,11 @@ def test_engine_requests_serve_the_jobs_in_turn_and_hold_an_offer():
         msg, x, _, fields = offered(ctx, hdr, meta)
         assert (msg, fields.flow, fields.ptr, ctx.get(dut.bytes), ctx.get(ev.sent)) == (
             MsgType.TCP_TX_ADJUST_PTR.value, 0x2001, 140, 40, 0b01)
+        # What the flow has left of its room, from the end of the job's bytes, its address
+        # wrapped in its 256-byte ring: 0x1F0 + 40 -> 0x118.
+        credit = ctx.get(dut.credit)
+        assert ctx.get(dut.spent) and ctx.get(dut.slot) == 1
+        assert (credit.ptr, credit.addr, credit.wrap, credit.room) == (140, 0x118, 8, 60)
         await ctx.tick()
         ctx.set(dut.jobs.step, [_Step.TX_REQ, _Step.FREE])
         msg, x, _, fields = offered(ctx, hdr, meta)
@@ -153,6 +194,26 @@ def test_engine_requests_serve_the_jobs_in_turn_and_hold_an_offer():
         await ctx.tick()
         ctx.set(dut.jobs.step, [_Step.RX_REQ, _Step.FREE])
         assert offered(ctx, hdr, meta) is None
+
+    simulate(dut, bench, timeout=20)
+
+
+def test_a_dead_jobs_adjust_leaves_its_flow_no_credit():
+    """A job that died while its ``TCP_TX_ADJUST_PTR`` was on offer still sends it (a request
+    offered is never withdrawn), but its flow's slot may hold a new connection: no credit."""
+    dut = _EngineRequests(requests_for(WIDTH), JOBS, RECORD, CHUNK)
+
+    async def bench(ctx):
+        ctx.set(dut.jobs.job, [{"slot": 1, "gen": 2, "n": 40, "room": 100}, {}])
+        ctx.set(dut.jobs.step, [_Step.ADJ_TX, _Step.FREE])
+        assert ctx.get(dut.app_tx.valid)
+        await ctx.tick()                            # offered, not taken: held
+        ctx.set(dut.jobs.dead, 0b01)
+        ctx.set(dut.app_tx.ready, 1)
+        assert ctx.get(dut.events.sent) == 0b01 and ctx.get(dut.adjusted)
+        assert not ctx.get(dut.spent)
+        ctx.set(dut.jobs.dead, 0)
+        assert ctx.get(dut.spent)
 
     simulate(dut, bench, timeout=20)
 
