@@ -2,18 +2,20 @@
 on a 4 × 4 mesh::
 
     (0,0) eth_rx ─▶ (1,0) ip_rx ─▶ (2,0) udp_rx     (3,0) tcp_rx ◀─┐
-      │               │     └────────────────────────▶ │   ▲ wires  │
-    (0,1) eth_tx ◀─ (1,1) ip_tx ◀─ (2,1) udp_tx     (3,1) tcp_tx   │
-      ▲               ▲               ▲                │           │
+      │               │     └────────────────────────▶ │  ▲  │     │
+    (0,1) eth_tx ◀─ (1,1) ip_tx ◀─ (2,1) udp_tx     (3,1) rx_mem   │ wires
+      ▲               ▲               ▲                            │
     (0,2) arp       (1,2) icmp      (2,2) echo      (3,2) tcp_echo │
-                                    (2,3) tx_mem    (3,3) rx_mem ──┘
+                                    (2,3) tx_mem    (3,3) tcp_tx ──┘
 
 The TCP engine is two tiles, ``tcp_rx`` and ``tcp_tx``, joined by dedicated wires
 (:class:`~beehive.proto.tcp.state.TcpWires`); each connection's receive ring is in ``rx_mem`` and
 its send ring in ``tx_mem``, and the echo application moves bytes from one to the other
-(:class:`~beehive.apps.TcpEchoTile`). Every tile that waits on the NoC for an answer
-(the TCP tiles, the application) never holds its input meanwhile, so the layout passes
-``apiary check``::
+(:class:`~beehive.apps.TcpEchoTile`). Each memory is next to the engine tile that uses it, the
+application between them: the 16 messages of a 1-byte echo that asks for room cross 23 links
+(29 with :func:`add_tcp`'s places; ``bulk=True`` keeps those, its application at (1,3)).
+Every tile that waits on the NoC for an answer (the TCP tiles, the application) never holds its
+input meanwhile, so the layout passes ``apiary check``::
 
     apiary check examples/tcp_echo.py
     apiary sim   examples/tcp_echo.py --tap tap0 --width 64      # then: nc 10.0.0.2 7
@@ -38,10 +40,11 @@ when empty). The UDP echo answers on port 7 too (UDP and TCP ports are separate)
 rings in all), a segment buffer of two rings, the echo moving up to 64 KiB a step (its buffer
 holds a step per job: 256 KiB), and the echo at (1,3), off the receive tile's column (as
 ``examples/tcp_sink.py``'s sink: there, the engine's messages to the echo wait in no router in
-front of the stores). A step is a round of requests to the engine and the two memories, and
-the echo stores a step's bytes once all are loaded, so a connection moves ``n`` bytes in about
-``2n / 64 + 100`` cycles at 512 bits: one segment a step (the default) holds one connection at
-about 10 bytes/cycle each way, 32 KiB steps at 29, 64 KiB steps at 30.7 (docs/performance.md).
+front of the stores). A step is a round of requests to the engine (none when what the flow's
+last grant left covers it) and the two memories, its store cut through as its load's data
+comes: one segment a step (the default design) moves one connection's 1,460-byte bulk echo at
+19.08 bytes/cycle each way at 512 bits, the bulk design's 64 KiB steps at 36.60
+(docs/performance.md, 2026-12-06).
 """
 
 from apiary.design import Design
@@ -76,6 +79,9 @@ def tcp_config(width=512, flows=None, ring=16384, rto=None, **more):
     return TcpConfig(**fields)
 
 
+#: Where the engine's transmit tile and the receive rings' memory go (unless ``bulk``).
+ONE_ROUND_TRIP = dict(tx_at=(3, 3), rx_mem_at=(3, 1))
+
 #: ``bulk=True``: each connection's rings, the echo's largest step, the flows, the echo's place.
 BULK_RING, BULK_CHUNK, BULK_FLOWS, BULK_AT = 131072, 65536, 16, (1, 3)
 
@@ -87,16 +93,16 @@ def design(width=512, mac=DEFAULT_MAC, ipv4=DEFAULT_IPV4, port=ECHO_PORT, flows=
     d.settings.update(mac=mac, ipv4=ipv4, idle_hz=IDLE_HZ, memory_latency=memory_latency,
                       low_latency=low_latency)
     udp_echo.build_stack(d, port)
-    memory, at = None, (3, 2)
+    memory, at, places = None, (3, 2), ONE_ROUND_TRIP
     if bulk:
-        at = BULK_AT
+        at, places = BULK_AT, {}
         flows = BULK_FLOWS if flows is None else flows
         ring = BULK_RING if ring is None else ring
         chunk = BULK_CHUNK if chunk is None else chunk
         tcp.setdefault("segment_buffer", 2 * ring)
         memory = dict(bram=True, duplex=True)
     config = tcp_config(width, flows, 16384 if ring is None else ring, rto, **tcp)
-    add_tcp(d, config, rx_mem=memory, tx_mem=memory)
+    add_tcp(d, config, rx_mem=memory, tx_mem=memory, **places)
     step = {} if chunk is None else {"chunk": chunk}
     d.add("tcp_echo", TcpEchoTile, at=at, config=config, **step)
     connect_app(d, "tcp_echo", port)
