@@ -16,7 +16,9 @@ segment's checksums and every echoed byte; a wrong or missing echo stops the ben
   SYN-ACK's last word − first SYN's first word) / connections opened, each checked open by the
   engine's counters. A SYN unanswered for 1,000 cycles is sent once more (counted), then given
   up (a connection the engine found no place for: ``syn_dropped``); the SYNs given up hold
-  their place in the 16 while they wait, which the figure includes.
+  their place in the 16 while they wait, which the figure includes. The measurements before
+  it leave every slot free: they close their connections and answer until the engine has
+  freed them all.
 * **Connections held**: every connection the set-up rate opened, all open at once, each then
   echoes one 64-byte request, 16 requests outstanding at a time (a new one as each echo
   completes): cycles per request = (last echo's last word − first request's first word) /
