@@ -104,7 +104,7 @@ and 39.46 at once, 106, 56.83 and 39.46 late, when each chunk was stored whole f
 
 from typing import Any
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.hdl import unsigned
 from amaranth.lib import data, enum, fifo, stream, wiring
 from amaranth.lib.memory import Memory
@@ -120,7 +120,7 @@ from ..proto.tcp.app import GEN_BITS, Status
 from .tcp_app import (MEM_LOC, RX_CONTEXT, TABLE_MEMORIES, FlowTable, Requests, TcpAppTile,
                       app_outputs, engine_message, handle_of, int_in_range, mem_ack, mem_acks,
                       mem_data_to, read_port)
-from .tcp_steps import ChunkOut, HeldOffer, TxAnswer
+from .tcp_steps import ChunkOut, HeldOffer, TxAnswer, ring_add
 
 
 __all__ = ["TcpEchoTile", "ROOM_GRACE"]
@@ -464,11 +464,10 @@ class _EngineRequests(wiring.Component):
         e_dead = _select(m, 1, [jobs.dead[i] for i in range(nj)], k)
         handle = handle_of(ej.slot, ej.gen)
         taken = hold.taken
-        wrap_mask = ((Const(1, 1) << ej.tx.wrap) - 1)[:48]
         m.d.comb += [
             self.slot.eq(ej.slot),
             self.credit.ptr.eq(ej.tx.ptr + ej.n), self.credit.wrap.eq(ej.tx.wrap),
-            self.credit.addr.eq((ej.tx.addr & ~wrap_mask) | ((ej.tx.addr + ej.n) & wrap_mask)),
+            self.credit.addr.eq(ring_add(ej.tx.addr, ej.n, ej.tx.wrap)),
             self.credit.room.eq(ej.room - ej.n),
         ]
         with m.If(hold.offer):
@@ -477,7 +476,7 @@ class _EngineRequests(wiring.Component):
                     r.engine(m, self.app_tx, MsgType.TCP_TX_MSG_REQ, flow=handle, length=ej.n)
                 with m.Case(_Step.ADJ_TX):
                     r.engine(m, self.app_tx, MsgType.TCP_TX_ADJUST_PTR, flow=handle,
-                             ptr=ej.tx.ptr + ej.n)
+                             ptr=self.credit.ptr)
                     m.d.comb += [self.adjusted.eq(taken), self.bytes.eq(ej.n),
                                  self.spent.eq(taken & ~e_dead)]
                 with m.Case(_Step.ADJ_RX):
